@@ -1,0 +1,712 @@
+//! Event encoding inside one chunk: tag byte, body length (varint), body of varints.
+//! Timestamps and correlation ids are zigzag deltas against the previous ones in the
+//! chunk; the state resets at every chunk boundary.
+
+use crate::event::*;
+
+/// Encodes events into one chunk payload.
+#[derive(Default)]
+pub struct Encoder {
+    buf: Vec<u8>,
+    body: Vec<u8>,
+    last_ts: u64,
+    last_corr: u32,
+    count: u32,
+}
+
+#[inline]
+fn put_var(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+#[inline]
+fn zigzag(v: i64) -> u64 {
+    ((v << 1) ^ (v >> 63)) as u64
+}
+
+#[inline]
+fn unzigzag(v: u64) -> i64 {
+    ((v >> 1) as i64) ^ -((v & 1) as i64)
+}
+
+impl Encoder {
+    pub fn new() -> Encoder {
+        Encoder::default()
+    }
+
+    /// Bytes encoded so far.
+    pub fn len(&self) -> usize {
+        self.buf.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.buf.is_empty()
+    }
+
+    /// Events encoded so far.
+    pub fn count(&self) -> u32 {
+        self.count
+    }
+
+    /// Takes the payload and resets the delta state for the next chunk.
+    pub fn take(&mut self) -> (Vec<u8>, u32) {
+        let out = std::mem::take(&mut self.buf);
+        let n = self.count;
+        self.last_ts = 0;
+        self.last_corr = 0;
+        self.count = 0;
+        (out, n)
+    }
+
+    fn v(&mut self, v: u64) {
+        put_var(&mut self.body, v);
+    }
+
+    fn ts(&mut self, t: u64) {
+        let d = t.wrapping_sub(self.last_ts) as i64;
+        self.last_ts = t;
+        put_var(&mut self.body, zigzag(d));
+    }
+
+    fn span(&mut self, start: u64, end: u64) {
+        self.ts(start);
+        self.v(end.saturating_sub(start));
+    }
+
+    fn corr(&mut self, c: u32) {
+        let d = (c as i64) - (self.last_corr as i64);
+        self.last_corr = c;
+        put_var(&mut self.body, zigzag(d));
+    }
+
+    fn bytes(&mut self, s: &[u8]) {
+        self.v(s.len() as u64);
+        self.body.extend_from_slice(s);
+    }
+
+    /// Appends one event.
+    pub fn push(&mut self, ev: &Event) {
+        self.body.clear();
+        let tag = match ev {
+            Event::Str { id, text } => {
+                self.v(*id as u64);
+                self.bytes(text.as_bytes());
+                TAG_STR
+            }
+            Event::Clock {
+                cupti_ns,
+                mono_ns,
+                real_ns,
+            } => {
+                self.v(*cupti_ns);
+                self.v(*mono_ns);
+                self.v(*real_ns);
+                TAG_CLOCK
+            }
+            Event::Device(d) => {
+                for x in [
+                    d.id as u64,
+                    d.name as u64,
+                    d.sm_count as u64,
+                    d.max_blocks_per_sm as u64,
+                    d.max_threads_per_sm as u64,
+                    d.max_warps_per_sm as u64,
+                    d.global_memory,
+                    d.cc_major as u64,
+                    d.cc_minor as u64,
+                    d.max_regs_per_sm as u64,
+                    d.max_smem_per_sm as u64,
+                ] {
+                    self.v(x);
+                }
+                TAG_DEVICE
+            }
+            Event::Kernel(k) => {
+                self.span(k.start, k.end);
+                self.v(k.device as u64);
+                self.v(k.stream as u64);
+                self.corr(k.corr);
+                self.v(k.name as u64);
+                for x in k.grid.iter().chain(k.block.iter()) {
+                    self.v(*x as u64);
+                }
+                self.v(k.static_smem as u64);
+                self.v(k.dynamic_smem as u64);
+                self.v(k.registers as u64);
+                self.v(k.graph_id as u64);
+                TAG_KERNEL
+            }
+            Event::Memcpy(m) => {
+                self.span(m.start, m.end);
+                self.v(m.device as u64);
+                self.v(m.stream as u64);
+                self.corr(m.corr);
+                self.v(m.bytes);
+                self.body
+                    .extend_from_slice(&[m.copy_kind, m.src_kind, m.dst_kind, m.flags]);
+                TAG_MEMCPY
+            }
+            Event::Memset(m) => {
+                self.span(m.start, m.end);
+                self.v(m.device as u64);
+                self.v(m.stream as u64);
+                self.corr(m.corr);
+                self.v(m.bytes);
+                self.v(m.value as u64);
+                self.body.extend_from_slice(&[m.mem_kind, m.flags]);
+                TAG_MEMSET
+            }
+            Event::Sync(s) => {
+                self.span(s.start, s.end);
+                self.v(s.device as u64);
+                self.v(s.stream as u64);
+                self.corr(s.corr);
+                self.body.push(s.kind);
+                TAG_SYNC
+            }
+            Event::Memory(m) => {
+                self.ts(m.ts);
+                self.v(m.device as u64);
+                self.corr(m.corr);
+                self.v(m.address);
+                self.v(m.bytes);
+                self.body.extend_from_slice(&[m.op, m.mem_kind]);
+                TAG_MEMORY
+            }
+            Event::Api(a) => {
+                self.span(a.start, a.end);
+                self.v(a.tid as u64);
+                self.corr(a.corr);
+                self.body.push(a.domain);
+                self.v(a.cbid as u64);
+                self.v(a.name as u64);
+                self.v(a.bytes);
+                self.v(a.arg as u64);
+                self.v(a.result as u64);
+                TAG_API
+            }
+            Event::Dropped { ts, source, count } => {
+                self.ts(*ts);
+                self.body.push(*source);
+                self.v(*count);
+                TAG_DROPPED
+            }
+            Event::State { ts, state, reason } => {
+                self.ts(*ts);
+                self.body.push(*state);
+                self.v(*reason as u64);
+                TAG_STATE
+            }
+            Event::Thread { tid, name } => {
+                self.v(*tid as u64);
+                self.v(*name as u64);
+                TAG_THREAD
+            }
+        };
+        self.buf.push(tag);
+        put_var(&mut self.buf, self.body.len() as u64);
+        self.buf.extend_from_slice(&self.body);
+        self.count += 1;
+    }
+}
+
+/// Why an event could not be decoded.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum DecodeError {
+    #[error("event body ends early at byte {0}")]
+    Truncated(usize),
+    #[error("varint too long at byte {0}")]
+    BadVarint(usize),
+    #[error("string is not UTF-8 at byte {0}")]
+    BadString(usize),
+}
+
+/// Decodes the events of one chunk payload.
+pub struct Decoder<'a> {
+    buf: &'a [u8],
+    pos: usize,
+    last_ts: u64,
+    last_corr: u32,
+    /// Events with tags this reader does not know, skipped.
+    pub skipped: u64,
+}
+
+struct Body<'a> {
+    b: &'a [u8],
+    pos: usize,
+    base: usize,
+}
+
+impl<'a> Body<'a> {
+    fn v(&mut self) -> Result<u64, DecodeError> {
+        let mut out = 0u64;
+        let mut shift = 0u32;
+        loop {
+            let byte = *self
+                .b
+                .get(self.pos)
+                .ok_or(DecodeError::Truncated(self.base + self.pos))?;
+            self.pos += 1;
+            if shift >= 64 {
+                return Err(DecodeError::BadVarint(self.base + self.pos));
+            }
+            out |= ((byte & 0x7f) as u64) << shift;
+            if byte & 0x80 == 0 {
+                return Ok(out);
+            }
+            shift += 7;
+        }
+    }
+    fn v32(&mut self) -> Result<u32, DecodeError> {
+        Ok(self.v()? as u32)
+    }
+    fn u8(&mut self) -> Result<u8, DecodeError> {
+        let byte = *self
+            .b
+            .get(self.pos)
+            .ok_or(DecodeError::Truncated(self.base + self.pos))?;
+        self.pos += 1;
+        Ok(byte)
+    }
+    fn slice(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
+        let end = self
+            .pos
+            .checked_add(n)
+            .filter(|e| *e <= self.b.len())
+            .ok_or(DecodeError::Truncated(self.base + self.pos))?;
+        let s = &self.b[self.pos..end];
+        self.pos = end;
+        Ok(s)
+    }
+}
+
+impl<'a> Decoder<'a> {
+    pub fn new(buf: &'a [u8]) -> Decoder<'a> {
+        Decoder {
+            buf,
+            pos: 0,
+            last_ts: 0,
+            last_corr: 0,
+            skipped: 0,
+        }
+    }
+
+    fn ts(&mut self, b: &mut Body) -> Result<u64, DecodeError> {
+        let d = unzigzag(b.v()?);
+        self.last_ts = self.last_ts.wrapping_add(d as u64);
+        Ok(self.last_ts)
+    }
+
+    fn span(&mut self, b: &mut Body) -> Result<(u64, u64), DecodeError> {
+        let s = self.ts(b)?;
+        let d = b.v()?;
+        Ok((s, s.saturating_add(d)))
+    }
+
+    fn corr(&mut self, b: &mut Body) -> Result<u32, DecodeError> {
+        let d = unzigzag(b.v()?);
+        self.last_corr = (self.last_corr as i64).wrapping_add(d) as u32;
+        Ok(self.last_corr)
+    }
+
+    /// The next event, `None` at the end of the payload.
+    #[allow(clippy::should_implement_trait)]
+    pub fn next(&mut self) -> Option<Result<Event, DecodeError>> {
+        loop {
+            if self.pos >= self.buf.len() {
+                return None;
+            }
+            let tag = self.buf[self.pos];
+            let mut head = Body {
+                b: self.buf,
+                pos: self.pos + 1,
+                base: 0,
+            };
+            let len = match head.v() {
+                Ok(l) => l as usize,
+                Err(e) => {
+                    self.pos = self.buf.len();
+                    return Some(Err(e));
+                }
+            };
+            let start = head.pos;
+            let Some(end) = start.checked_add(len).filter(|e| *e <= self.buf.len()) else {
+                self.pos = self.buf.len();
+                return Some(Err(DecodeError::Truncated(start)));
+            };
+            self.pos = end;
+            let mut b = Body {
+                b: &self.buf[start..end],
+                pos: 0,
+                base: start,
+            };
+            match self.decode(tag, &mut b) {
+                Ok(Some(ev)) => return Some(Ok(ev)),
+                Ok(None) => {
+                    self.skipped += 1;
+                    continue;
+                }
+                Err(e) => return Some(Err(e)),
+            }
+        }
+    }
+
+    fn decode(&mut self, tag: u8, b: &mut Body) -> Result<Option<Event>, DecodeError> {
+        Ok(Some(match tag {
+            TAG_STR => {
+                let id = b.v32()?;
+                let n = b.v()? as usize;
+                let at = b.base + b.pos;
+                let s = b.slice(n)?;
+                let text = std::str::from_utf8(s)
+                    .map_err(|_| DecodeError::BadString(at))?
+                    .to_string();
+                Event::Str { id, text }
+            }
+            TAG_CLOCK => Event::Clock {
+                cupti_ns: b.v()?,
+                mono_ns: b.v()?,
+                real_ns: b.v()?,
+            },
+            TAG_DEVICE => Event::Device(Device {
+                id: b.v32()?,
+                name: b.v32()?,
+                sm_count: b.v32()?,
+                max_blocks_per_sm: b.v32()?,
+                max_threads_per_sm: b.v32()?,
+                max_warps_per_sm: b.v32()?,
+                global_memory: b.v()?,
+                cc_major: b.v32()?,
+                cc_minor: b.v32()?,
+                max_regs_per_sm: b.v32()?,
+                max_smem_per_sm: b.v32()?,
+            }),
+            TAG_KERNEL => {
+                let (start, end) = self.span(b)?;
+                let device = b.v32()?;
+                let stream = b.v32()?;
+                let corr = self.corr(b)?;
+                let name = b.v32()?;
+                let grid = [b.v32()?, b.v32()?, b.v32()?];
+                let block = [b.v32()?, b.v32()?, b.v32()?];
+                Event::Kernel(Kernel {
+                    start,
+                    end,
+                    device,
+                    stream,
+                    corr,
+                    name,
+                    grid,
+                    block,
+                    static_smem: b.v32()?,
+                    dynamic_smem: b.v32()?,
+                    registers: b.v32()?,
+                    graph_id: b.v32()?,
+                })
+            }
+            TAG_MEMCPY => {
+                let (start, end) = self.span(b)?;
+                let device = b.v32()?;
+                let stream = b.v32()?;
+                let corr = self.corr(b)?;
+                Event::Memcpy(Memcpy {
+                    start,
+                    end,
+                    device,
+                    stream,
+                    corr,
+                    bytes: b.v()?,
+                    copy_kind: b.u8()?,
+                    src_kind: b.u8()?,
+                    dst_kind: b.u8()?,
+                    flags: b.u8()?,
+                })
+            }
+            TAG_MEMSET => {
+                let (start, end) = self.span(b)?;
+                let device = b.v32()?;
+                let stream = b.v32()?;
+                let corr = self.corr(b)?;
+                Event::Memset(Memset {
+                    start,
+                    end,
+                    device,
+                    stream,
+                    corr,
+                    bytes: b.v()?,
+                    value: b.v32()?,
+                    mem_kind: b.u8()?,
+                    flags: b.u8()?,
+                })
+            }
+            TAG_SYNC => {
+                let (start, end) = self.span(b)?;
+                let device = b.v32()?;
+                let stream = b.v32()?;
+                let corr = self.corr(b)?;
+                Event::Sync(Sync {
+                    start,
+                    end,
+                    device,
+                    stream,
+                    corr,
+                    kind: b.u8()?,
+                })
+            }
+            TAG_MEMORY => {
+                let ts = self.ts(b)?;
+                let device = b.v32()?;
+                let corr = self.corr(b)?;
+                Event::Memory(Memory {
+                    ts,
+                    device,
+                    corr,
+                    address: b.v()?,
+                    bytes: b.v()?,
+                    op: b.u8()?,
+                    mem_kind: b.u8()?,
+                })
+            }
+            TAG_API => {
+                let (start, end) = self.span(b)?;
+                let tid = b.v32()?;
+                let corr = self.corr(b)?;
+                Event::Api(Api {
+                    start,
+                    end,
+                    tid,
+                    corr,
+                    domain: b.u8()?,
+                    cbid: b.v32()?,
+                    name: b.v32()?,
+                    bytes: b.v()?,
+                    arg: b.v32()?,
+                    result: b.v32()?,
+                })
+            }
+            TAG_DROPPED => Event::Dropped {
+                ts: self.ts(b)?,
+                source: b.u8()?,
+                count: b.v()?,
+            },
+            TAG_STATE => Event::State {
+                ts: self.ts(b)?,
+                state: b.u8()?,
+                reason: b.v32()?,
+            },
+            TAG_THREAD => Event::Thread {
+                tid: b.v32()?,
+                name: b.v32()?,
+            },
+            _ => return Ok(None),
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    pub(crate) fn sample_events() -> Vec<Event> {
+        vec![
+            Event::Str {
+                id: 1,
+                text: "_Z6kernelPf".into(),
+            },
+            Event::Clock {
+                cupti_ns: 1_000,
+                mono_ns: 5_000,
+                real_ns: 1_700_000_000_000_000_000,
+            },
+            Event::Device(Device {
+                id: 0,
+                name: 1,
+                sm_count: 132,
+                max_blocks_per_sm: 32,
+                max_threads_per_sm: 2048,
+                max_warps_per_sm: 64,
+                global_memory: 150_000_000_000,
+                cc_major: 9,
+                cc_minor: 0,
+                max_regs_per_sm: 65536,
+                max_smem_per_sm: 233472,
+            }),
+            Event::Kernel(Kernel {
+                start: 10_000,
+                end: 12_500,
+                device: 0,
+                stream: 7,
+                corr: 42,
+                name: 1,
+                grid: [132, 1, 1],
+                block: [256, 1, 1],
+                static_smem: 0,
+                dynamic_smem: 1024,
+                registers: 32,
+                graph_id: 0,
+            }),
+            Event::Api(Api {
+                start: 9_000,
+                end: 9_400,
+                tid: 1234,
+                corr: 41,
+                domain: DOMAIN_RUNTIME,
+                cbid: 211,
+                name: 1,
+                bytes: 0,
+                arg: 0,
+                result: 0,
+            }),
+            Event::Memcpy(Memcpy {
+                start: 13_000,
+                end: 20_000,
+                device: 0,
+                stream: 7,
+                corr: 43,
+                bytes: 1 << 20,
+                copy_kind: CopyKind::HtoD as u8,
+                src_kind: MemKind::Pageable as u8,
+                dst_kind: MemKind::Device as u8,
+                flags: 0,
+            }),
+            Event::Memset(Memset {
+                start: 21_000,
+                end: 21_100,
+                device: 0,
+                stream: 7,
+                corr: 44,
+                bytes: 4096,
+                value: 0,
+                mem_kind: MemKind::Device as u8,
+                flags: 1,
+            }),
+            Event::Sync(Sync {
+                start: 21_000,
+                end: 25_000,
+                device: 0,
+                stream: u32::MAX,
+                corr: 45,
+                kind: SyncKind::ContextSynchronize as u8,
+            }),
+            Event::Memory(Memory {
+                ts: 8_000,
+                device: 0,
+                corr: 40,
+                address: 0x7f00_0000_0000,
+                bytes: 1 << 30,
+                op: MEMORY_OP_ALLOC,
+                mem_kind: MemKind::Device as u8,
+            }),
+            Event::Dropped {
+                ts: 30_000,
+                source: DROP_CUPTI,
+                count: 3,
+            },
+            Event::State {
+                ts: 31_000,
+                state: CollectorState::Blind as u8,
+                reason: 1,
+            },
+            Event::Thread { tid: 1234, name: 1 },
+        ]
+    }
+
+    #[test]
+    fn round_trip_every_event_kind() {
+        let evs = sample_events();
+        let mut enc = Encoder::new();
+        for e in &evs {
+            enc.push(e);
+        }
+        let (buf, n) = enc.take();
+        assert_eq!(n as usize, evs.len());
+        let mut dec = Decoder::new(&buf);
+        let mut out = vec![];
+        while let Some(e) = dec.next() {
+            out.push(e.unwrap());
+        }
+        assert_eq!(out, evs);
+    }
+
+    #[test]
+    fn unknown_tags_are_skipped() {
+        let mut enc = Encoder::new();
+        enc.push(&Event::Thread { tid: 1, name: 2 });
+        let (mut buf, _) = enc.take();
+        // An event from a newer writer: tag 200, 3 body bytes.
+        buf.extend_from_slice(&[200, 3, 1, 2, 3]);
+        let mut enc = Encoder::new();
+        enc.push(&Event::Thread { tid: 3, name: 4 });
+        buf.extend_from_slice(&enc.take().0);
+        let mut dec = Decoder::new(&buf);
+        let got: Vec<_> = std::iter::from_fn(|| dec.next()).map(|e| e.unwrap()).collect();
+        assert_eq!(got.len(), 2);
+        assert_eq!(dec.skipped, 1);
+    }
+
+    #[test]
+    fn truncated_body_is_an_error_not_a_panic() {
+        let mut enc = Encoder::new();
+        for e in sample_events() {
+            enc.push(&e);
+        }
+        let (buf, _) = enc.take();
+        for cut in 0..buf.len() {
+            let mut dec = Decoder::new(&buf[..cut]);
+            while let Some(r) = dec.next() {
+                if r.is_err() {
+                    break;
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn garbage_never_panics() {
+        let mut x: u64 = 0x9e3779b97f4a7c15;
+        for _ in 0..2000 {
+            let buf: Vec<u8> = (0..64)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    x as u8
+                })
+                .collect();
+            let mut dec = Decoder::new(&buf);
+            let mut n = 0;
+            while let Some(_r) = dec.next() {
+                n += 1;
+                assert!(n <= 64);
+            }
+        }
+    }
+
+    #[test]
+    fn kernel_event_is_compact() {
+        // Back-to-back kernels of one stream: the delta coding keeps each small.
+        let mut enc = Encoder::new();
+        for i in 0..1000u64 {
+            enc.push(&Event::Kernel(Kernel {
+                start: 1_000_000_000 + i * 7_000,
+                end: 1_000_000_000 + i * 7_000 + 2_500,
+                device: 0,
+                stream: 7,
+                corr: 100 + i as u32 * 5,
+                name: 3,
+                grid: [1, 1, 1],
+                block: [128, 1, 1],
+                static_smem: 0,
+                dynamic_smem: 0,
+                registers: 16,
+                graph_id: 0,
+            }));
+        }
+        let per = enc.len() as f64 / 1000.0;
+        assert!(per <= 24.0, "{per} bytes per kernel");
+    }
+}

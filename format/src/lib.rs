@@ -1,0 +1,63 @@
+//! The gputrace trace file format, shared by the writer (the preload library) and
+//! the reader (the analyzer).
+//!
+//! A file is a fixed 16-byte header followed by chunks:
+//!
+//! ```text
+//! header:  b"GPUTRACE" | major u16 | minor u16 | header_len u32        (little endian)
+//! chunk:   b"GTCK" | payload_len u32 | crc32(payload) u32 | kind u8 | flags u8 | pad u16
+//!          | event_count u32 | payload
+//! ```
+//!
+//! The first chunk is a `Meta` chunk (JSON, see [`Meta`]). Every other chunk is an
+//! `Events` chunk: a sequence of events, each a tag byte followed by LEB128 varints.
+//! Timestamps are deltas (zigzag) against the previous timestamp in the same chunk, so
+//! every chunk decodes on its own: a file cut anywhere reads up to its last whole chunk.
+//! Timestamps are nanoseconds in CUPTI's time base: CLOCK_REALTIME on Linux.
+//!
+//! Compatibility: tags are append-only, a new event kind gets a new tag; a reader of
+//! major version N refuses files of a newer major version and skips unknown tags of a
+//! newer minor version (every event after the tag byte starts with its own length).
+
+mod codec;
+mod event;
+mod read;
+mod write;
+
+pub use codec::{DecodeError, Decoder, Encoder};
+pub use event::*;
+pub use read::{open, read_all, ChunkReader, ReadError, ReadStats, TraceData};
+pub use write::ChunkWriter;
+
+/// File magic, the first 8 bytes of every trace.
+pub const MAGIC: &[u8; 8] = b"GPUTRACE";
+/// Magic at the start of every chunk (lets a reader tell a torn write from garbage).
+pub const CHUNK_MAGIC: &[u8; 4] = b"GTCK";
+/// Major version: a reader refuses files with a larger major version.
+pub const VERSION_MAJOR: u16 = 1;
+/// Minor version: additions that old readers can skip (new event tags).
+pub const VERSION_MINOR: u16 = 0;
+/// Size of the fixed file header.
+pub const HEADER_LEN: usize = 16;
+/// Size of a chunk header.
+pub const CHUNK_HEADER_LEN: usize = 20;
+/// Largest chunk payload a reader accepts (guards against a corrupt length field).
+pub const MAX_CHUNK_PAYLOAD: usize = 64 << 20;
+
+/// Chunk kinds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum ChunkKind {
+    Meta = 1,
+    Events = 2,
+}
+
+/// Builds the fixed file header.
+pub fn file_header() -> [u8; HEADER_LEN] {
+    let mut h = [0u8; HEADER_LEN];
+    h[..8].copy_from_slice(MAGIC);
+    h[8..10].copy_from_slice(&VERSION_MAJOR.to_le_bytes());
+    h[10..12].copy_from_slice(&VERSION_MINOR.to_le_bytes());
+    h[12..16].copy_from_slice(&(HEADER_LEN as u32).to_le_bytes());
+    h
+}

@@ -1,0 +1,462 @@
+//! The CUPTI side: loading the library, enabling activity kinds and the few callbacks
+//! we need, the buffer pool, and stepping aside when the program uses CUPTI itself.
+
+use crate::apis;
+use crate::clock::{now_ns, tid};
+use crate::discover;
+use crate::guard;
+use crate::log;
+use crate::opts::Opts;
+use crate::records::{self, Layout};
+use crate::ring::{self, HostRecord, REC_API};
+use crate::writer;
+use cupti_sys as sys;
+use gputrace_format::{CollectorState, DOMAIN_DRIVER, DOMAIN_RUNTIME};
+use std::ffi::c_void;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+/// A loaded CUPTI and what we have switched on in it.
+pub struct Collector {
+    pub cupti: sys::Cupti,
+    pub path: PathBuf,
+    pub source: &'static str,
+    pub major: u32,
+    pub api_version: u32,
+    pub layout: &'static Layout,
+    /// Our callback subscriber (0 when not subscribed), stored as an address.
+    subscriber: AtomicUsize,
+    runtime_api: bool,
+    driver_api: bool,
+    flush_ms: u64,
+}
+
+/// Activity kinds we enable. CONCURRENT_KERNEL, never KERNEL (which serialises kernels).
+const KINDS: &[(sys::CUpti_ActivityKind, &str, bool)] = &[
+    (
+        sys::CUpti_ActivityKind_CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
+        "CONCURRENT_KERNEL",
+        true,
+    ),
+    (sys::CUpti_ActivityKind_CUPTI_ACTIVITY_KIND_MEMCPY, "MEMCPY", false),
+    (sys::CUpti_ActivityKind_CUPTI_ACTIVITY_KIND_MEMSET, "MEMSET", false),
+    (
+        sys::CUpti_ActivityKind_CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
+        "SYNCHRONIZATION",
+        false,
+    ),
+    (sys::CUpti_ActivityKind_CUPTI_ACTIVITY_KIND_DEVICE, "DEVICE", false),
+    (sys::CUpti_ActivityKind_CUPTI_ACTIVITY_KIND_MEMORY2, "MEMORY2", false),
+];
+
+/// Calls an optional CUPTI entry point; a missing symbol reads as NOT_INITIALIZED.
+macro_rules! call {
+    ($c:expr, $f:ident ( $($a:expr),* )) => {
+        match $c.$f.as_ref() {
+            // SAFETY: the symbol was resolved from the CUPTI library by its C name, and
+            // the arguments follow that function's C signature.
+            Ok(f) => unsafe { f($($a),*) },
+            Err(_) => cupti_sys::CUptiResult_CUPTI_ERROR_NOT_INITIALIZED,
+        }
+    };
+}
+pub(crate) use call;
+
+const OK: sys::CUptiResult = sys::CUptiResult_CUPTI_SUCCESS;
+
+impl Collector {
+    /// Finds and loads the CUPTI that matches the process's CUDA runtime.
+    pub fn load(opts: &Opts) -> Result<Collector, String> {
+        let objs = discover::loaded_objects();
+        let rt = discover::loaded_cudart(&objs);
+        let major = rt.as_ref().map(|r| r.1).or_else(driver_major);
+        let cuda_home = std::env::var_os("CUDA_HOME").map(PathBuf::from);
+        let cands = discover::candidates(
+            opts.cupti.as_deref(),
+            &objs,
+            major,
+            cuda_home.as_deref(),
+            &|p| p.exists(),
+        );
+        let mut tried = Vec::new();
+        for c in cands {
+            match sys::load(&c.path) {
+                Ok(cupti) => {
+                    let lib_major = discover::soname_major(&c.path, "libcupti")
+                        .or(major)
+                        .unwrap_or(13);
+                    if let (Some(m), Some(lm)) =
+                        (major, discover::soname_major(&c.path, "libcupti"))
+                    {
+                        if m != lm && c.source != "GPUTRACE_CUPTI" {
+                            tried.push(format!("{} (CUPTI {lm}, runtime is {m})", c.path.display()));
+                            continue;
+                        }
+                    }
+                    let Some(layout) = records::layout_for_major(lib_major) else {
+                        tried.push(format!(
+                            "{} (CUPTI {lib_major} is not supported: 12 and 13 are)",
+                            c.path.display()
+                        ));
+                        continue;
+                    };
+                    let mut v: u32 = 0;
+                    call!(cupti, cuptiGetVersion(&mut v));
+                    let path = std::fs::canonicalize(&c.path).unwrap_or(c.path.clone());
+                    return Ok(Collector {
+                        cupti,
+                        path,
+                        source: c.source,
+                        major: lib_major,
+                        api_version: v,
+                        layout,
+                        subscriber: AtomicUsize::new(0),
+                        runtime_api: opts.runtime_api,
+                        driver_api: opts.driver_api,
+                        flush_ms: opts.flush_ms,
+                    });
+                }
+                Err(e) => tried.push(format!("{}: {e}", c.path.display())),
+            }
+        }
+        Err(format!("no usable CUPTI library; tried: {}", tried.join("; ")))
+    }
+
+    fn result_string(&self, r: sys::CUptiResult) -> String {
+        sys::result_string(&self.cupti, r)
+    }
+
+    /// Switches collection on: buffers, activity kinds, callbacks.
+    pub fn start(&self) -> Result<(), String> {
+        let _g = guard::Internal::enter();
+        let r = call!(
+            self.cupti,
+            cuptiActivityRegisterCallbacks(Some(buffer_requested), Some(buffer_completed))
+        );
+        if r != OK {
+            return Err(format!(
+                "cuptiActivityRegisterCallbacks failed: {}",
+                self.result_string(r)
+            ));
+        }
+        for (kind, name, required) in KINDS {
+            let r = call!(self.cupti, cuptiActivityEnable(*kind));
+            if r != OK {
+                if *required {
+                    return Err(format!(
+                        "cuptiActivityEnable({name}) failed: {}",
+                        self.result_string(r)
+                    ));
+                }
+                log::debug(&format!("activity kind {name} not available: {}", self.result_string(r)));
+            }
+        }
+        // Ask CUPTI to hand over partly filled buffers, so a killed process loses at
+        // most about one flush period of GPU records.
+        let _ = call!(self.cupti, cuptiActivityFlushPeriod(self.flush_ms as u32));
+        if self.runtime_api || self.driver_api {
+            self.subscribe();
+        }
+        Ok(())
+    }
+
+    fn subscribe(&self) {
+        let mut sub: sys::CUpti_SubscriberHandle = std::ptr::null_mut();
+        let r = call!(
+            self.cupti,
+            cuptiSubscribe(&mut sub, Some(api_callback), std::ptr::null_mut())
+        );
+        if r != OK {
+            log::warn(&format!(
+                "CUPTI callbacks unavailable ({}); recording GPU activity without host API calls",
+                self.result_string(r)
+            ));
+            return;
+        }
+        self.subscriber.store(sub as usize, Ordering::Release);
+        let mut enable = |domain, table: &[apis::ApiInfo]| {
+            for a in table {
+                let r = call!(self.cupti, cuptiEnableCallback(1, sub, domain, a.cbid));
+                if r != OK {
+                    log::debug(&format!("callback {} not enabled: {}", a.name, self.result_string(r)));
+                }
+            }
+        };
+        if self.runtime_api {
+            enable(
+                sys::CUpti_CallbackDomain_CUPTI_CB_DOMAIN_RUNTIME_API,
+                apis::RUNTIME,
+            );
+        }
+        if self.driver_api {
+            enable(
+                sys::CUpti_CallbackDomain_CUPTI_CB_DOMAIN_DRIVER_API,
+                apis::DRIVER,
+            );
+        }
+    }
+
+    /// Hands every finished record to the writer.
+    pub fn flush(&self, forced: bool) {
+        let _g = guard::Internal::enter();
+        let flag = if forced {
+            sys::CUpti_ActivityFlag_CUPTI_ACTIVITY_FLAG_FLUSH_FORCED
+        } else {
+            0
+        };
+        let _ = call!(self.cupti, cuptiActivityFlushAll(flag as u32));
+    }
+
+    /// Switches collection off: flushes, disables our kinds, drops our subscriber.
+    pub fn stop(&self) {
+        self.flush(true);
+        let _g = guard::Internal::enter();
+        for (kind, _, _) in KINDS {
+            let _ = call!(self.cupti, cuptiActivityDisable(*kind));
+        }
+        let sub = self.subscriber.swap(0, Ordering::AcqRel);
+        if sub != 0 {
+            let _ = call!(self.cupti, cuptiUnsubscribe(sub as sys::CUpti_SubscriberHandle));
+        }
+    }
+
+    /// A clock pair: CUPTI's timestamp next to the host clocks.
+    pub fn clock_pair(&self) -> (u64, u64, u64) {
+        let mut t: u64 = 0;
+        let mono = crate::clock::mono_ns();
+        let real = now_ns();
+        call!(self.cupti, cuptiGetTimestamp(&mut t));
+        (t, mono, real)
+    }
+
+    /// Records CUPTI lost for one context/stream buffer.
+    fn dropped_records(&self, ctx: sys::CUcontext, stream: u32) -> u64 {
+        let mut n: usize = 0;
+        let r = call!(self.cupti, cuptiActivityGetNumDroppedRecords(ctx, stream, &mut n));
+        if r == OK {
+            n as u64
+        } else {
+            0
+        }
+    }
+}
+
+/// The driver's major CUDA version, for processes that use the driver API only.
+fn driver_major() -> Option<u32> {
+    let h = discover::dlopen(
+        std::path::Path::new("libcuda.so.1"),
+        libc::RTLD_NOLOAD | libc::RTLD_LAZY,
+    )
+    .ok()?;
+    // SAFETY: `h` is a valid handle; the name is a NUL-terminated literal.
+    let f = unsafe { libc::dlsym(h, c"cuDriverGetVersion".as_ptr()) };
+    if f.is_null() {
+        return None;
+    }
+    // SAFETY: cuDriverGetVersion(int*) -> CUresult, per the CUDA driver API.
+    let f: unsafe extern "C" fn(*mut i32) -> i32 = unsafe { std::mem::transmute(f) };
+    let mut v = 0;
+    // SAFETY: `v` is a valid out-pointer.
+    if unsafe { f(&mut v) } != 0 || v <= 0 {
+        return None;
+    }
+    Some(v as u32 / 1000)
+}
+
+// ---------------------------------------------------------------------------------
+// The active collector and the buffer pool.
+
+static ACTIVE: std::sync::atomic::AtomicPtr<Collector> =
+    std::sync::atomic::AtomicPtr::new(std::ptr::null_mut());
+
+/// Installs the collector for the life of the process (it is never freed).
+pub fn install(c: Collector) -> &'static Collector {
+    let p = Box::into_raw(Box::new(c));
+    ACTIVE.store(p, Ordering::Release);
+    // SAFETY: just leaked; lives forever.
+    unsafe { &*p }
+}
+
+pub fn active() -> Option<&'static Collector> {
+    let p = ACTIVE.load(Ordering::Acquire);
+    // SAFETY: a non-null ACTIVE points to a leaked Collector.
+    (!p.is_null()).then(|| unsafe { &*p })
+}
+
+/// Forgets the collector in a forked child (its CUPTI state belongs to the parent).
+/// Only try_lock here: a parent thread may have held a lock at the fork, and in the
+/// child it would never be released. The buffers themselves are leaked.
+pub fn forget_after_fork() {
+    ACTIVE.store(std::ptr::null_mut(), Ordering::Release);
+    if let Ok(mut p) = POOL.try_lock() {
+        p.free.clear();
+        p.ours.clear();
+    }
+    if let Ok(mut c) = COMPLETED.try_lock() {
+        c.clear();
+    }
+}
+
+#[derive(Default)]
+struct Pool {
+    free: Vec<usize>,
+    ours: Vec<usize>,
+    buffer_bytes: usize,
+    cap_bytes: usize,
+}
+
+static POOL: Mutex<Pool> = Mutex::new(Pool {
+    free: Vec::new(),
+    ours: Vec::new(),
+    buffer_bytes: 0,
+    cap_bytes: 0,
+});
+
+/// Completed buffers waiting for the writer: (address, valid bytes).
+pub static COMPLETED: Mutex<Vec<(usize, usize)>> = Mutex::new(Vec::new());
+/// Records CUPTI reported dropped, and buffer requests we could not serve.
+pub static CUPTI_DROPPED: AtomicU64 = AtomicU64::new(0);
+pub static POOL_EXHAUSTED: AtomicU64 = AtomicU64::new(0);
+
+pub fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+pub fn configure_pool(buffer_bytes: usize, cap_bytes: usize) {
+    let mut p = lock(&POOL);
+    p.buffer_bytes = buffer_bytes;
+    p.cap_bytes = cap_bytes;
+}
+
+/// Returns a buffer to the pool once the writer has read it.
+pub fn recycle(addr: usize) {
+    let mut p = lock(&POOL);
+    if p.ours.contains(&addr) {
+        p.free.push(addr);
+    }
+}
+
+/// The buffer size the pool hands out.
+pub fn buffer_bytes() -> usize {
+    lock(&POOL).buffer_bytes
+}
+
+/// Is `addr` a buffer of ours? (A buffer another CUPTI client requested can complete to
+/// us after we take the callbacks back; we read it and never free it.)
+pub fn is_ours(addr: usize) -> bool {
+    lock(&POOL).ours.contains(&addr)
+}
+
+unsafe extern "C" fn buffer_requested(buf: *mut *mut u8, size: *mut usize, max: *mut usize) {
+    let r = std::panic::catch_unwind(|| {
+        let mut p = lock(&POOL);
+        let addr = match p.free.pop() {
+            Some(a) => a,
+            None if (p.ours.len() + 1) * p.buffer_bytes <= p.cap_bytes => {
+                let mut m: *mut c_void = std::ptr::null_mut();
+                // SAFETY: valid out-pointer; alignment 8 is what CUPTI requires.
+                if unsafe { libc::posix_memalign(&mut m, 8, p.buffer_bytes) } != 0 {
+                    0
+                } else {
+                    p.ours.push(m as usize);
+                    m as usize
+                }
+            }
+            None => 0,
+        };
+        (addr, p.buffer_bytes)
+    });
+    let (addr, bytes) = r.unwrap_or((0, 0));
+    if addr == 0 {
+        POOL_EXHAUSTED.fetch_add(1, Ordering::Relaxed);
+    }
+    // SAFETY: CUPTI passes valid out-pointers.
+    unsafe {
+        *buf = addr as *mut u8;
+        *size = if addr == 0 { 0 } else { bytes };
+        *max = 0;
+    }
+}
+
+unsafe extern "C" fn buffer_completed(
+    ctx: sys::CUcontext,
+    stream: u32,
+    buf: *mut u8,
+    _size: usize,
+    valid: usize,
+) {
+    let _ = std::panic::catch_unwind(|| {
+        if let Some(c) = active() {
+            let n = c.dropped_records(ctx, stream);
+            if n > 0 {
+                CUPTI_DROPPED.fetch_add(n, Ordering::Relaxed);
+            }
+        }
+        if buf.is_null() {
+            return;
+        }
+        // No parsing here: the writer thread decodes the records.
+        lock(&COMPLETED).push((buf as usize, valid));
+        writer::wake();
+    });
+}
+
+/// The CUPTI callback for the API calls we enabled: enter time on ENTER, one ring
+/// record on EXIT.
+unsafe extern "C" fn api_callback(
+    _userdata: *mut c_void,
+    domain: sys::CUpti_CallbackDomain,
+    cbid: sys::CUpti_CallbackId,
+    data: *const c_void,
+) {
+    if !crate::state::is_tracing() || data.is_null() || guard::is_internal() {
+        return;
+    }
+    // SAFETY: for the runtime and driver domains CUPTI passes a CUpti_CallbackData,
+    // valid for the duration of the callback.
+    let d = unsafe { &*(data as *const sys::CUpti_CallbackData) };
+    if d.correlationData.is_null() {
+        return;
+    }
+    if d.callbackSite == sys::CUpti_ApiCallbackSite_CUPTI_API_ENTER {
+        // SAFETY: correlationData is a per-call u64 slot CUPTI keeps from ENTER to EXIT.
+        unsafe { *d.correlationData = now_ns() };
+        return;
+    }
+    let end = now_ns();
+    // SAFETY: as above; written by our ENTER callback of the same call.
+    let start = unsafe { *d.correlationData };
+    let dom = if domain == sys::CUpti_CallbackDomain_CUPTI_CB_DOMAIN_DRIVER_API {
+        DOMAIN_DRIVER
+    } else {
+        DOMAIN_RUNTIME
+    };
+    let (bytes, arg) = match apis::find(dom, cbid) {
+        // SAFETY: functionParams is the parameter struct of exactly this call.
+        Some(info) => unsafe { apis::extract(info, d.functionParams as *const u8) },
+        None => (0, 0),
+    };
+    let result = if d.functionReturnValue.is_null() {
+        0
+    } else {
+        // SAFETY: at EXIT, functionReturnValue points to the call's return code.
+        unsafe { *(d.functionReturnValue as *const i32) as u32 as u64 }
+    };
+    let t = tid();
+    ring::push(&HostRecord {
+        kind: REC_API,
+        a: dom as u16,
+        b: cbid,
+        tid: t,
+        corr: d.correlationId,
+        t0: start,
+        t1: end,
+        x: [bytes, arg, result, 0],
+    });
+}
+
+/// Records a state change for the writer to put in the trace.
+pub fn note_state(state: CollectorState, reason: &str) {
+    writer::push_state(now_ns(), state, reason);
+}

@@ -1,0 +1,188 @@
+//! Start-up, CUDA initialisation, fork and exit.
+//!
+//! The constructor reads the settings and makes sure the CUDA driver will call us back
+//! when the process initialises CUDA (`CUDA_INJECTION64_PATH` names this library; the
+//! driver loads it and calls `InitializeInjection` inside `cuInit`, before any context
+//! exists). Nothing else happens until then, so a process that never uses CUDA (a
+//! shell, nvidia-smi, a DataLoader worker) writes no trace at all.
+
+use crate::collector::{self, Collector};
+use crate::opts::{Mode, Opts};
+use crate::{clock, discover, guard, log, ring, state, writer};
+use gputrace_format::{CollectorState, Meta};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+static OPTS: OnceLock<Opts> = OnceLock::new();
+
+pub fn opts() -> &'static Opts {
+    OPTS.get_or_init(Opts::from_env)
+}
+
+/// Runs from the library constructor.
+pub fn on_load() {
+    let o = opts();
+    log::set_debug(o.debug);
+    for w in &o.warnings {
+        log::warn(w);
+    }
+    if o.mode == Mode::Off {
+        state::set(state::DISABLED);
+        return;
+    }
+    log::debug(&format!("loaded into pid {}: {:?}", std::process::id(), o));
+    // SAFETY: registering a handler with plain function pointers.
+    unsafe { libc::pthread_atfork(None, None, Some(after_fork_child)) };
+    ensure_injection_path();
+}
+
+/// Points CUDA_INJECTION64_PATH at this library unless something else already owns it.
+fn ensure_injection_path() {
+    let me = discover::object_path_of(on_load as *const libc::c_void);
+    match std::env::var_os("CUDA_INJECTION64_PATH") {
+        Some(v) => {
+            let same = me
+                .as_ref()
+                .map(|m| std::fs::canonicalize(&v).ok().as_ref() == Some(m))
+                .unwrap_or(false);
+            if !same {
+                log::warn(&format!(
+                    "CUDA_INJECTION64_PATH is already set to {:?} (another tool?): not tracing this process",
+                    v
+                ));
+                state::set(state::DISABLED);
+            }
+        }
+        None => match me {
+            // The constructor runs before the program's main, while the process has one
+            // thread, so changing the environment here races with nobody.
+            Some(p) => std::env::set_var("CUDA_INJECTION64_PATH", p),
+            None => {
+                log::warn("cannot find this library's own path: not tracing");
+                state::set(state::DISABLED);
+            }
+        },
+    }
+}
+
+/// Called by the CUDA driver inside cuInit (through CUDA_INJECTION64_PATH).
+pub fn on_cuda_init() -> bool {
+    if !state::advance(state::IDLE, state::STOPPED) {
+        // Already started (a second cuInit), disabled, or dormant: nothing to do.
+        return true;
+    }
+    let _g = guard::Internal::enter();
+    match start_tracing("injection") {
+        Ok(()) => true,
+        Err(e) => {
+            state::set(state::DISABLED);
+            log::warn(&format!("{e}; this process runs on untraced"));
+            false
+        }
+    }
+}
+
+fn hostname() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: buf is writable for its length.
+    if unsafe { libc::gethostname(buf.as_mut_ptr() as *mut libc::c_char, buf.len()) } != 0 {
+        return "unknown".into();
+    }
+    let n = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
+    String::from_utf8_lossy(&buf[..n])
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '.' { c } else { '_' })
+        .collect()
+}
+
+fn start_tracing(started_by: &str) -> Result<(), String> {
+    let o = opts();
+    let c = Collector::load(o)?;
+    collector::configure_pool(o.buffer_bytes, o.pool_bytes);
+    let c = collector::install(c);
+    let pid = std::process::id();
+    let host = hostname();
+    let (file, path) = writer::create_trace_file(&o.dir, &host, pid)
+        .map_err(|e| format!("cannot create a trace file in {}: {e}", o.dir.display()))?;
+    let objs = discover::loaded_objects();
+    let rt = discover::loaded_cudart(&objs);
+    let meta = Meta {
+        writer: format!("libgputrace {}", env!("CARGO_PKG_VERSION")),
+        pid,
+        // SAFETY: getppid has no preconditions.
+        ppid: unsafe { libc::getppid() } as u32,
+        host,
+        exe: std::env::current_exe()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default(),
+        cmdline: std::env::args().collect(),
+        pointer_bits: usize::BITS,
+        start_mono_ns: clock::mono_ns(),
+        start_real_ns: clock::now_ns(),
+        cupti_path: c.path.display().to_string(),
+        cupti_source: c.source.to_string(),
+        cupti_api_version: c.api_version,
+        cuda_runtime_major: rt.as_ref().map(|r| r.1).unwrap_or(0),
+        cuda_runtime_path: rt.map(|r| r.0.display().to_string()).unwrap_or_default(),
+        started_by: started_by.to_string(),
+        options: o.raw.clone(),
+    };
+    writer::start(file, meta, Some(c), o.flush_ms)
+        .map_err(|e| format!("cannot start the trace writer: {e}"))?;
+    state::set(state::TRACING);
+    if let Err(e) = c.start() {
+        state::set(state::DISABLED);
+        collector::note_state(CollectorState::Blind, &e);
+        writer::finish(Duration::from_millis(o.exit_wait_ms));
+        return Err(e);
+    }
+    collector::note_state(CollectorState::Tracing, started_by);
+    log::debug(&format!(
+        "tracing to {} with {} ({}, CUPTI API {})",
+        path.display(),
+        c.path.display(),
+        c.source,
+        c.api_version
+    ));
+    // Registered now, after the CUDA runtime registered its own teardown, so ours runs
+    // first at exit, while CUDA is still up.
+    // SAFETY: a plain function pointer.
+    unsafe { libc::atexit(at_exit) };
+    Ok(())
+}
+
+extern "C" fn at_exit() {
+    let _ = std::panic::catch_unwind(finish);
+}
+
+/// Flushes everything and stops, waiting at most GPUTRACE_EXIT_WAIT_MS.
+pub fn finish() {
+    let s = state::get();
+    if s != state::TRACING && s != state::BLIND {
+        return;
+    }
+    if let Some(c) = collector::active() {
+        if s == state::TRACING {
+            c.stop();
+        }
+    }
+    state::set(state::STOPPED);
+    let wait = Duration::from_millis(opts().exit_wait_ms);
+    if !writer::finish(wait) {
+        log::warn("the trace writer did not finish in time at exit; the trace may miss its last events");
+    }
+}
+
+extern "C" fn after_fork_child() {
+    // The child has one thread and none of the parent's: no writer, no rings worth
+    // draining, no usable CUPTI session. It starts clean; if it initialises CUDA itself,
+    // the driver calls us again and it gets a trace of its own.
+    clock::reset_tid_after_fork();
+    ring::reset_after_fork();
+    collector::forget_after_fork();
+    writer::forget_after_fork();
+    let s = state::get();
+    if s != state::DISABLED {
+        state::set(state::IDLE);
+    }
+}

@@ -1,0 +1,28 @@
+//! The library's only output: `gputrace:` lines on stderr, written with one write(2)
+//! each so they never interleave with the program's own output mid-line.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+static DEBUG: AtomicBool = AtomicBool::new(false);
+
+pub fn set_debug(on: bool) {
+    DEBUG.store(on, Ordering::Relaxed);
+}
+
+fn emit(msg: &str) {
+    let line = format!("gputrace: {msg}\n");
+    // SAFETY: writes a valid buffer to fd 2; errors are ignored on purpose (stderr closed).
+    unsafe { libc::write(2, line.as_ptr() as *const libc::c_void, line.len()) };
+}
+
+/// Something the user should know (tracing off, a bad setting).
+pub fn warn(msg: &str) {
+    emit(msg);
+}
+
+/// Details printed only with GPUTRACE_DEBUG=1.
+pub fn debug(msg: &str) {
+    if DEBUG.load(Ordering::Relaxed) {
+        emit(msg);
+    }
+}

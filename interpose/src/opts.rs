@@ -1,0 +1,202 @@
+//! Settings, read once from `GPUTRACE_*` variables. A bad value gives one warning and
+//! the default; it never stops the host process.
+
+use std::path::PathBuf;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// Trace from CUDA initialisation to exit (the default).
+    Trace,
+    /// Loaded, recording nothing, until asked.
+    Dormant,
+    /// Do nothing at all.
+    Off,
+}
+
+#[derive(Clone, Debug)]
+pub struct Opts {
+    pub mode: Mode,
+    /// Where trace files go (`GPUTRACE_DIR`, default `./gputrace-traces`).
+    pub dir: PathBuf,
+    /// Explicit CUPTI library (`GPUTRACE_CUPTI`).
+    pub cupti: Option<PathBuf>,
+    /// Size of one CUPTI activity buffer (`GPUTRACE_BUFFER_KB`).
+    pub buffer_bytes: usize,
+    /// Most CUPTI buffer memory to hold at once (`GPUTRACE_BUFFER_POOL_MB`).
+    pub pool_bytes: usize,
+    /// Longest time between two writes to the trace file (`GPUTRACE_FLUSH_MS`).
+    pub flush_ms: u64,
+    /// Also record driver-API launches (cuLaunchKernel*), e.g. from cuBLAS (`GPUTRACE_DRIVER_API`).
+    pub driver_api: bool,
+    /// Record the host side of runtime API calls (`GPUTRACE_API`, default on).
+    pub runtime_api: bool,
+    /// Longest wait at exit for the trace to be written (`GPUTRACE_EXIT_WAIT_MS`).
+    pub exit_wait_ms: u64,
+    /// Print what the library does (`GPUTRACE_DEBUG`).
+    pub debug: bool,
+    /// The variables as read, for the trace's metadata.
+    pub raw: Vec<(String, String)>,
+    /// Warnings about bad values, printed once.
+    pub warnings: Vec<String>,
+}
+
+impl Default for Opts {
+    fn default() -> Opts {
+        Opts {
+            mode: Mode::Trace,
+            dir: PathBuf::from("gputrace-traces"),
+            cupti: None,
+            buffer_bytes: 8 << 20,
+            pool_bytes: 256 << 20,
+            flush_ms: 500,
+            driver_api: false,
+            runtime_api: true,
+            exit_wait_ms: 3000,
+            debug: false,
+            raw: Vec::new(),
+            warnings: Vec::new(),
+        }
+    }
+}
+
+fn parse_bool(v: &str) -> Option<bool> {
+    match v.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "yes" | "on" => Some(true),
+        "0" | "false" | "no" | "off" | "" => Some(false),
+        _ => None,
+    }
+}
+
+impl Opts {
+    /// Reads the settings from a list of (name, value) pairs (the environment).
+    pub fn from_vars<I: IntoIterator<Item = (String, String)>>(vars: I) -> Opts {
+        let mut o = Opts::default();
+        for (k, v) in vars {
+            if !k.starts_with("GPUTRACE_") {
+                continue;
+            }
+            o.raw.push((k.clone(), v.clone()));
+            let mut bad = |what: &str| {
+                o.warnings
+                    .push(format!("ignoring {k}={v:?}: expected {what}; using the default"))
+            };
+            match k.as_str() {
+                "GPUTRACE_MODE" => match v.trim().to_ascii_lowercase().as_str() {
+                    "trace" | "" => o.mode = Mode::Trace,
+                    "dormant" => o.mode = Mode::Dormant,
+                    "off" | "0" => o.mode = Mode::Off,
+                    _ => bad("trace, dormant or off"),
+                },
+                "GPUTRACE_DIR" => {
+                    if v.is_empty() {
+                        bad("a directory")
+                    } else {
+                        o.dir = PathBuf::from(v)
+                    }
+                }
+                "GPUTRACE_CUPTI" => {
+                    if !v.is_empty() {
+                        o.cupti = Some(PathBuf::from(v))
+                    }
+                }
+                "GPUTRACE_BUFFER_KB" => match v.trim().parse::<usize>() {
+                    Ok(n) if (64..=262_144).contains(&n) => o.buffer_bytes = n << 10,
+                    _ => bad("a size in KiB between 64 and 262144"),
+                },
+                "GPUTRACE_BUFFER_POOL_MB" => match v.trim().parse::<usize>() {
+                    Ok(n) if (1..=65_536).contains(&n) => o.pool_bytes = n << 20,
+                    _ => bad("a size in MiB between 1 and 65536"),
+                },
+                "GPUTRACE_FLUSH_MS" => match v.trim().parse::<u64>() {
+                    Ok(n) if (10..=1000).contains(&n) => o.flush_ms = n,
+                    _ => bad("milliseconds between 10 and 1000"),
+                },
+                "GPUTRACE_EXIT_WAIT_MS" => match v.trim().parse::<u64>() {
+                    Ok(n) if n <= 60_000 => o.exit_wait_ms = n,
+                    _ => bad("milliseconds up to 60000"),
+                },
+                "GPUTRACE_DRIVER_API" => match parse_bool(&v) {
+                    Some(b) => o.driver_api = b,
+                    None => bad("0 or 1"),
+                },
+                "GPUTRACE_API" => match parse_bool(&v) {
+                    Some(b) => o.runtime_api = b,
+                    None => bad("0 or 1"),
+                },
+                "GPUTRACE_DEBUG" => match parse_bool(&v) {
+                    Some(b) => o.debug = b,
+                    None => bad("0 or 1"),
+                },
+                // Read by the `gputrace` binary, not by the library.
+                "GPUTRACE_LIB" => {}
+                _ => o
+                    .warnings
+                    .push(format!("unknown setting {k} ignored")),
+            }
+        }
+        if o.pool_bytes < o.buffer_bytes {
+            o.warnings.push(format!(
+                "GPUTRACE_BUFFER_POOL_MB is smaller than one buffer; using {} MiB",
+                o.buffer_bytes >> 20
+            ));
+            o.pool_bytes = o.buffer_bytes;
+        }
+        o
+    }
+
+    pub fn from_env() -> Opts {
+        Opts::from_vars(std::env::vars_os().filter_map(|(k, v)| {
+            Some((k.into_string().ok()?, v.into_string().ok()?))
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn o(pairs: &[(&str, &str)]) -> Opts {
+        Opts::from_vars(pairs.iter().map(|(a, b)| (a.to_string(), b.to_string())))
+    }
+
+    #[test]
+    fn defaults() {
+        let d = o(&[]);
+        assert_eq!(d.mode, Mode::Trace);
+        assert_eq!(d.dir, PathBuf::from("gputrace-traces"));
+        assert!(d.warnings.is_empty());
+    }
+
+    #[test]
+    fn good_values() {
+        let d = o(&[
+            ("GPUTRACE_MODE", "dormant"),
+            ("GPUTRACE_DIR", "/tmp/x"),
+            ("GPUTRACE_BUFFER_KB", "1024"),
+            ("GPUTRACE_FLUSH_MS", "100"),
+            ("GPUTRACE_DRIVER_API", "1"),
+        ]);
+        assert_eq!(d.mode, Mode::Dormant);
+        assert_eq!(d.dir, PathBuf::from("/tmp/x"));
+        assert_eq!(d.buffer_bytes, 1 << 20);
+        assert_eq!(d.flush_ms, 100);
+        assert!(d.driver_api);
+        assert!(d.warnings.is_empty(), "{:?}", d.warnings);
+    }
+
+    #[test]
+    fn bad_values_warn_and_keep_defaults() {
+        let d = o(&[
+            ("GPUTRACE_MODE", "sometimes"),
+            ("GPUTRACE_BUFFER_KB", "-5"),
+            ("GPUTRACE_FLUSH_MS", "100000"),
+            ("GPUTRACE_DEBUG", "maybe"),
+            ("GPUTRACE_FROB", "1"),
+        ]);
+        assert_eq!(d.mode, Mode::Trace);
+        assert_eq!(d.buffer_bytes, Opts::default().buffer_bytes);
+        assert_eq!(d.flush_ms, Opts::default().flush_ms);
+        assert!(!d.debug);
+        assert_eq!(d.warnings.len(), 5, "{:?}", d.warnings);
+    }
+}

@@ -1,0 +1,42 @@
+//! The lifecycle, one atomic state advanced by compare-exchange:
+//!
+//! ```text
+//! IDLE --CUDA initialises--> TRACING <--> BLIND (the program uses CUPTI itself)
+//!   |                           |
+//!   +--> DORMANT <--------------+           any --failure--> DISABLED (for good)
+//!                               +--exit--> STOPPED
+//! ```
+//! Hooks read it with one relaxed load.
+
+use std::sync::atomic::{AtomicU8, Ordering};
+
+pub const IDLE: u8 = 0;
+pub const TRACING: u8 = 1;
+pub const BLIND: u8 = 2;
+pub const DORMANT: u8 = 3;
+pub const STOPPED: u8 = 4;
+pub const DISABLED: u8 = 5;
+
+static STATE: AtomicU8 = AtomicU8::new(IDLE);
+
+#[inline]
+pub fn get() -> u8 {
+    STATE.load(Ordering::Relaxed)
+}
+
+#[inline]
+pub fn is_tracing() -> bool {
+    get() == TRACING
+}
+
+/// Moves from `from` to `to`; false if the state was something else.
+pub fn advance(from: u8, to: u8) -> bool {
+    STATE
+        .compare_exchange(from, to, Ordering::AcqRel, Ordering::Acquire)
+        .is_ok()
+}
+
+/// Sets the state unconditionally (fork child, failure).
+pub fn set(to: u8) {
+    STATE.store(to, Ordering::Release);
+}
