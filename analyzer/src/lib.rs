@@ -1,1 +1,10 @@
-//! placeholder
+//! The gputrace analyzer: reads traces written by libgputrace.so and says what the GPU
+//! did and what it was waiting for. All logic lives here; the `gputrace` binary only
+//! parses arguments and prints.
+
+pub mod dump;
+pub mod run;
+pub mod summary;
+pub mod trace;
+
+pub use trace::Trace;

@@ -32,7 +32,8 @@
 //! ```
 //!
 //! All functions of this crate's own layer ([`load`], [`from_loaded`],
-//! [`from_handle`], [`from_library`], [`result_string`], [`version`]) follow
+//! [`from_handle`], [`from_library`], [`check_required`], [`symbol`],
+//! [`result_string`], [`version`], [`record_size`], [`copy_record`]) follow
 //! that rule and never panic.
 //!
 //! # Records from older CUPTI releases
@@ -42,7 +43,11 @@
 //! `CUpti_ActivityKernel10`. The 13.0 bindings still contain the older
 //! structs, and `LAYOUTS.md` in this crate lists, field by field, which
 //! struct each release returns and which fields of the 13.0 structs do not
-//! exist in older records.
+//! exist in older records. Every field an older record has sits at the same
+//! offset in the 13.0 struct, so the simplest correct decoder takes the
+//! record size from [`record_size`] (with the [`version`] of the loaded
+//! library) and copies that many bytes into a zeroed 13.0 struct with
+//! [`copy_record`].
 //!
 //! # Lifetime
 //!
@@ -182,6 +187,7 @@ macro_rules! result_names {
 }
 
 /// The symbolic name of a `CUptiResult`, known without asking the library.
+#[allow(non_upper_case_globals)] // the generated constant names
 pub fn result_name(code: CUptiResult) -> Option<&'static str> {
     result_names!(code;
         CUptiResult_CUPTI_SUCCESS,
@@ -411,6 +417,153 @@ pub fn version(cupti: &Cupti) -> Result<u32, CuptiError> {
     // CUptiResult; `v` is a valid, writable u32.
     unsafe { get(&mut v) }.result()?;
     Ok(v)
+}
+
+/// `cuptiGetVersion` values of the releases measured in `LAYOUTS.md`.
+pub mod api_version {
+    /// CUDA 12.0 and 12.1.
+    pub const CUDA_12_0: u32 = 18;
+    /// CUDA 12.2.
+    pub const CUDA_12_2: u32 = 20;
+    /// CUDA 12.3.
+    pub const CUDA_12_3: u32 = 21;
+    /// CUDA 12.4.
+    pub const CUDA_12_4: u32 = 22;
+    /// CUDA 12.5.
+    pub const CUDA_12_5: u32 = 23;
+    /// CUDA 12.6.
+    pub const CUDA_12_6: u32 = 24;
+    /// CUDA 12.8.
+    pub const CUDA_12_8: u32 = 26;
+    /// CUDA 12.9.
+    pub const CUDA_12_9: u32 = 28;
+    /// CUDA 13.0 (the 13.x series counts from 130000).
+    pub const CUDA_13_0: u32 = 130001;
+    /// First value of the 13.x numbering.
+    pub const CUDA_13_BASE: u32 = 130000;
+}
+
+/// Size in bytes of the record that a libcupti reporting `api_version`
+/// (from [`version`]) hands out for `kind`, for the kinds measured in
+/// `LAYOUTS.md`; `None` for other kinds and for releases before CUDA 12.0.
+///
+/// Versions between two measured releases get the smaller (older) size, so
+/// the answer never makes a reader run past a record. Releases after 13.0
+/// get the 13.0 size, i.e. only the 13.0 prefix of their records is read.
+#[allow(non_upper_case_globals)] // the generated constant names
+pub fn record_size(kind: CUpti_ActivityKind, api_version: u32) -> Option<usize> {
+    use crate::api_version as v;
+    use std::mem::size_of;
+    if api_version < v::CUDA_12_0 {
+        return None;
+    }
+    let at_least = |min: u32| api_version >= min;
+    let v13 = at_least(v::CUDA_13_BASE);
+    let size = match kind {
+        CUpti_ActivityKind_CUPTI_ACTIVITY_KIND_KERNEL
+        | CUpti_ActivityKind_CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL => {
+            if v13 {
+                size_of::<CUpti_ActivityKernel10>()
+            } else {
+                size_of::<CUpti_ActivityKernel9>()
+            }
+        }
+        CUpti_ActivityKind_CUPTI_ACTIVITY_KIND_MEMCPY => {
+            if at_least(v::CUDA_12_8) {
+                size_of::<CUpti_ActivityMemcpy6>()
+            } else {
+                size_of::<CUpti_ActivityMemcpy5>()
+            }
+        }
+        CUpti_ActivityKind_CUPTI_ACTIVITY_KIND_MEMCPY2 => size_of::<CUpti_ActivityMemcpyPtoP4>(),
+        CUpti_ActivityKind_CUPTI_ACTIVITY_KIND_MEMSET => size_of::<CUpti_ActivityMemset4>(),
+        CUpti_ActivityKind_CUPTI_ACTIVITY_KIND_SYNCHRONIZATION => {
+            if at_least(v::CUDA_12_8) {
+                size_of::<CUpti_ActivitySynchronization2>()
+            } else {
+                size_of::<CUpti_ActivitySynchronization>()
+            }
+        }
+        CUpti_ActivityKind_CUPTI_ACTIVITY_KIND_DEVICE => {
+            if at_least(v::CUDA_12_2) {
+                size_of::<CUpti_ActivityDevice5>()
+            } else {
+                size_of::<CUpti_ActivityDevice4>()
+            }
+        }
+        CUpti_ActivityKind_CUPTI_ACTIVITY_KIND_MEMORY2 => {
+            if at_least(v::CUDA_12_6) {
+                size_of::<CUpti_ActivityMemory4>()
+            } else {
+                size_of::<CUpti_ActivityMemory3>()
+            }
+        }
+        CUpti_ActivityKind_CUPTI_ACTIVITY_KIND_MEMORY_POOL => {
+            if v13 {
+                size_of::<CUpti_ActivityMemoryPool3>()
+            } else {
+                size_of::<CUpti_ActivityMemoryPool2>()
+            }
+        }
+        CUpti_ActivityKind_CUPTI_ACTIVITY_KIND_RUNTIME
+        | CUpti_ActivityKind_CUPTI_ACTIVITY_KIND_DRIVER => size_of::<CUpti_ActivityAPI>(),
+        CUpti_ActivityKind_CUPTI_ACTIVITY_KIND_CONTEXT => {
+            if at_least(v::CUDA_12_5) {
+                size_of::<CUpti_ActivityContext3>()
+            } else if at_least(v::CUDA_12_4) {
+                size_of::<CUpti_ActivityContext2>()
+            } else {
+                size_of::<CUpti_ActivityContext>()
+            }
+        }
+        CUpti_ActivityKind_CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION => {
+            size_of::<CUpti_ActivityExternalCorrelation>()
+        }
+        CUpti_ActivityKind_CUPTI_ACTIVITY_KIND_OVERHEAD => {
+            if at_least(v::CUDA_12_4) {
+                size_of::<CUpti_ActivityOverhead3>()
+            } else if at_least(v::CUDA_12_3) {
+                size_of::<CUpti_ActivityOverhead2>()
+            } else {
+                size_of::<CUpti_ActivityOverhead>()
+            }
+        }
+        CUpti_ActivityKind_CUPTI_ACTIVITY_KIND_MARKER => size_of::<CUpti_ActivityMarker2>(),
+        CUpti_ActivityKind_CUPTI_ACTIVITY_KIND_NAME => size_of::<CUpti_ActivityName>(),
+        _ => return None,
+    };
+    Some(size)
+}
+
+/// Copy the first `len` bytes of a record into a zeroed `T` (at most
+/// `size_of::<T>()` bytes). With `len` from [`record_size`] and `T` the 13.0
+/// struct of the kind, this decodes records of every measured release: the
+/// fields an older record lacks come out as zero. Fields that took over old
+/// padding (`isDeviceLaunched` of memcpy/memset on 12.x, see `LAYOUTS.md`)
+/// are copied as whatever the older release left there; gate them on the
+/// version.
+///
+/// # Safety
+///
+/// - `record` must be valid for reads of `len` bytes (for example a record
+///   from `cuptiActivityGetNextRecord` with `len` from [`record_size`] for its
+///   kind and the loaded library's version). No alignment is required.
+/// - `T` must be a plain C struct for which all-zero bytes are a valid value,
+///   as every `CUpti_Activity*` struct of these bindings is (integers, raw
+///   pointers, C arrays and unions).
+pub unsafe fn copy_record<T: Copy>(record: *const CUpti_Activity, len: usize) -> T {
+    let mut out = std::mem::MaybeUninit::<T>::zeroed();
+    let n = len.min(std::mem::size_of::<T>());
+    // SAFETY: the caller guarantees `record` is readable for `len >= n`
+    // bytes; `out` is writable for size_of::<T>() >= n bytes; the two cannot
+    // overlap because `out` is a fresh local. Byte copies need no alignment.
+    unsafe {
+        std::ptr::copy_nonoverlapping(record.cast::<u8>(), out.as_mut_ptr().cast::<u8>(), n);
+    }
+    // SAFETY: `out` started all-zero, which the caller guarantees is a valid
+    // `T`, and was then overwritten with bytes of a record of the same C type
+    // family, which are valid values for these plain-data fields.
+    unsafe { out.assume_init() }
 }
 
 fn dl_message(e: &libloading::Error) -> String {

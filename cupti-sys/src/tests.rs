@@ -65,7 +65,9 @@ fn required_list_matches_the_checked_fields() {
 fn result_helpers() {
     assert_eq!(CuptiError::check(CUptiResult_CUPTI_SUCCESS), Ok(()));
     assert_eq!(CUptiResult_CUPTI_SUCCESS.result(), Ok(()));
-    let e = CUptiResult_CUPTI_ERROR_NOT_INITIALIZED.result().unwrap_err();
+    let e = CUptiResult_CUPTI_ERROR_NOT_INITIALIZED
+        .result()
+        .unwrap_err();
     assert_eq!(e.code, 15);
     assert_eq!(e.name(), Some("CUPTI_ERROR_NOT_INITIALIZED"));
     assert_eq!(e.to_string(), "CUPTI_ERROR_NOT_INITIALIZED (15)");
@@ -385,21 +387,137 @@ fn constants_used_by_the_tracer() {
     // Runtime callback ids; the numbers are the same in CUPTI 12.x.
     type R = CUpti_runtime_api_trace_cbid;
     let ids: &[(R, u32)] = &[
-        (CUpti_runtime_api_trace_cbid_enum_CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, 20),
-        (CUpti_runtime_api_trace_cbid_enum_CUPTI_RUNTIME_TRACE_CBID_cudaFree_v3020, 22),
-        (CUpti_runtime_api_trace_cbid_enum_CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_v3020, 31),
-        (CUpti_runtime_api_trace_cbid_enum_CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020, 41),
-        (CUpti_runtime_api_trace_cbid_enum_CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020, 131),
-        (CUpti_runtime_api_trace_cbid_enum_CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSynchronize_v3020, 165),
-        (CUpti_runtime_api_trace_cbid_enum_CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, 211),
-        (CUpti_runtime_api_trace_cbid_enum_CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000, 214),
-        (CUpti_runtime_api_trace_cbid_enum_CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000, 311),
-        (CUpti_runtime_api_trace_cbid_enum_CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060, 430),
-        (CUpti_runtime_api_trace_cbid_enum_CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000, 505),
+        (
+            CUpti_runtime_api_trace_cbid_enum_CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020,
+            20,
+        ),
+        (
+            CUpti_runtime_api_trace_cbid_enum_CUPTI_RUNTIME_TRACE_CBID_cudaFree_v3020,
+            22,
+        ),
+        (
+            CUpti_runtime_api_trace_cbid_enum_CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_v3020,
+            31,
+        ),
+        (
+            CUpti_runtime_api_trace_cbid_enum_CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020,
+            41,
+        ),
+        (
+            CUpti_runtime_api_trace_cbid_enum_CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020,
+            131,
+        ),
+        (
+            CUpti_runtime_api_trace_cbid_enum_CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSynchronize_v3020,
+            165,
+        ),
+        (
+            CUpti_runtime_api_trace_cbid_enum_CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
+            211,
+        ),
+        (
+            CUpti_runtime_api_trace_cbid_enum_CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000,
+            214,
+        ),
+        (
+            CUpti_runtime_api_trace_cbid_enum_CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000,
+            311,
+        ),
+        (
+            CUpti_runtime_api_trace_cbid_enum_CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060,
+            430,
+        ),
+        (
+            CUpti_runtime_api_trace_cbid_enum_CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000,
+            505,
+        ),
     ];
     for (got, want) in ids {
         assert_eq!(got, want);
     }
-    assert_eq!(CUpti_driver_api_trace_cbid_enum_CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, 307);
-    assert_eq!(CUpti_driver_api_trace_cbid_enum_CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx, 652);
+    assert_eq!(
+        CUpti_driver_api_trace_cbid_enum_CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
+        307
+    );
+    assert_eq!(
+        CUpti_driver_api_trace_cbid_enum_CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx,
+        652
+    );
+}
+
+// ------------------------------------------------------ cross-release reads
+
+#[test]
+fn record_sizes_follow_the_release() {
+    use api_version as v;
+    let k = CUpti_ActivityKind_CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+    assert_eq!(record_size(k, 17), None);
+    assert_eq!(record_size(k, v::CUDA_12_0), Some(208));
+    assert_eq!(record_size(k, v::CUDA_12_9), Some(208));
+    assert_eq!(record_size(k, v::CUDA_13_0), Some(216));
+    let m = CUpti_ActivityKind_CUPTI_ACTIVITY_KIND_MEMCPY;
+    assert_eq!(record_size(m, v::CUDA_12_6), Some(88));
+    assert_eq!(record_size(m, 25), Some(88)); // unmeasured: the smaller one
+    assert_eq!(record_size(m, v::CUDA_12_8), Some(96));
+    let s = CUpti_ActivityKind_CUPTI_ACTIVITY_KIND_SYNCHRONIZATION;
+    assert_eq!(record_size(s, v::CUDA_12_6), Some(40));
+    assert_eq!(record_size(s, v::CUDA_12_8), Some(56));
+    let d = CUpti_ActivityKind_CUPTI_ACTIVITY_KIND_DEVICE;
+    assert_eq!(record_size(d, v::CUDA_12_0), Some(176));
+    assert_eq!(record_size(d, v::CUDA_12_2), Some(184));
+    let mem = CUpti_ActivityKind_CUPTI_ACTIVITY_KIND_MEMORY2;
+    assert_eq!(record_size(mem, v::CUDA_12_5), Some(120));
+    assert_eq!(record_size(mem, v::CUDA_12_6), Some(128));
+    let ctx = CUpti_ActivityKind_CUPTI_ACTIVITY_KIND_CONTEXT;
+    assert_eq!(record_size(ctx, v::CUDA_12_3), Some(16));
+    assert_eq!(record_size(ctx, v::CUDA_12_4), Some(24));
+    assert_eq!(record_size(ctx, v::CUDA_12_5), Some(32));
+    let pool = CUpti_ActivityKind_CUPTI_ACTIVITY_KIND_MEMORY_POOL;
+    assert_eq!(record_size(pool, v::CUDA_12_9), Some(72));
+    assert_eq!(record_size(pool, v::CUDA_13_0), Some(80));
+    assert_eq!(
+        record_size(CUpti_ActivityKind_CUPTI_ACTIVITY_KIND_MEMSET, 1_000_000),
+        Some(88)
+    );
+    assert_eq!(
+        record_size(CUpti_ActivityKind_CUPTI_ACTIVITY_KIND_PCIE, v::CUDA_13_0),
+        None
+    );
+}
+
+#[test]
+fn a_12x_kernel_record_decodes_through_the_13_struct() {
+    // Lay out a CUPTI 12.x record (CUpti_ActivityKernel9, 208 bytes) at the
+    // end of a buffer, so reading even one byte further would leave it.
+    // SAFETY: all-zero is a valid Kernel9 (integers and raw pointers only).
+    let mut old: CUpti_ActivityKernel9 = unsafe { std::mem::zeroed() };
+    old.kind = CUpti_ActivityKind_CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+    old.start = 1_000;
+    old.end = 2_500;
+    old.correlationId = 77;
+    old.gridX = 128;
+    old.blockX = 256;
+    old.registersPerThread = 32;
+    old.graphId = 9;
+    let mut buf = vec![0xAAu8; 8];
+    // SAFETY: viewing a plain-data struct as its bytes.
+    let bytes = unsafe {
+        std::slice::from_raw_parts(
+            (&old as *const CUpti_ActivityKernel9).cast::<u8>(),
+            size_of::<CUpti_ActivityKernel9>(),
+        )
+    };
+    buf.extend_from_slice(bytes);
+    let rec = buf[8..].as_ptr().cast::<CUpti_Activity>();
+    let len = record_size(old.kind, api_version::CUDA_12_9).unwrap();
+    assert_eq!(len, bytes.len());
+    // SAFETY: `rec` is readable for `len` bytes; Kernel10 is plain data.
+    let new: CUpti_ActivityKernel10 = unsafe { copy_record(rec, len) };
+    assert_eq!(new.kind, old.kind);
+    assert_eq!((new.start, new.end), (1_000, 2_500));
+    assert_eq!(new.correlationId, 77);
+    assert_eq!((new.gridX, new.blockX), (128, 256));
+    assert_eq!(new.registersPerThread, 32);
+    assert_eq!(new.graphId, 9);
+    assert_eq!(new.isDeviceLaunched, 0, "past the 12.x record: zero");
 }

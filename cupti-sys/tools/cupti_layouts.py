@@ -463,6 +463,29 @@ def main():
                 title.replace("CUPTI_ACTIVITY_KIND_", ""), f, o,
                 ", ".join(labels), where))
         sm.append("")
+    sm += [
+        "### Reading records safely across releases",
+        "",
+        "- The record struct is fixed by the libcupti that is loaded, not by "
+        "the headers the tracer was built with. Pick the record size from "
+        "`cuptiGetVersion` (first table) and never read more than that many "
+        "bytes of a record: `cupti_sys::record_size(kind, version)` encodes "
+        "the table above, and `cupti_sys::copy_record` copies that many bytes "
+        "into a zeroed %s struct, so fields past the end of an older record "
+        "read as zero." % ref_label,
+        "- Fields that took over former padding (marked *padding* above) are "
+        "inside even an old record, so copying does not clear them; older "
+        "releases never promised what those bytes hold. Only trust them when "
+        "the loaded release is one that defines them.",
+        "- When two releases share a struct name the layout can still differ "
+        "in what used to be padding (see the next table), so the version, not "
+        "the name, decides which fields are valid.",
+        "- A release newer than %s may return a longer struct. The measured "
+        "history only ever appended fields or reused padding, so reading the "
+        "%s prefix of such a record is expected to keep working; that is an "
+        "observation, not a promise from NVIDIA." % (ref_label, ref_label),
+        "",
+    ]
     md[summary_at:summary_at] = sm
 
     # Does the reference header set define each older struct exactly as the

@@ -175,7 +175,7 @@ impl Collector {
             return;
         }
         self.subscriber.store(sub as usize, Ordering::Release);
-        let mut enable = |domain, table: &[apis::ApiInfo]| {
+        let enable = |domain, table: &[apis::ApiInfo]| {
             for a in table {
                 let r = call!(self.cupti, cuptiEnableCallback(1, sub, domain, a.cbid));
                 if r != OK {

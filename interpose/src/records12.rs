@@ -2,7 +2,7 @@
 //! 12.x structs as in 13.0's (measured for 12.0 to 12.9: cupti-sys/LAYOUTS.md), so the
 //! 12.x layout is the 13.0 one with the smallest 12.x record sizes as read bounds.
 
-use crate::records::{Layout, LAYOUT_13};
+use crate::records::Layout;
 
 /// Smallest record sizes across CUPTI 12.0 - 12.9 (cupti-sys/LAYOUTS.md).
 pub static LAYOUT_12: Layout = Layout {
@@ -33,6 +33,6 @@ mod tests {
         assert!(l.y_stream + 4 <= l.sync_size && l.y_corr + 4 <= l.sync_size);
         assert!(l.d_cc_minor + 4 <= l.device_size && l.d_name + 8 <= l.device_size);
         assert!(l.m_corr + 4 <= l.memory_size && l.m_ts + 8 <= l.memory_size);
-        assert_eq!(l.k_corr, LAYOUT_13.k_corr);
+        assert_eq!(l.k_corr, crate::records::LAYOUT_13.k_corr);
     }
 }

@@ -1,0 +1,288 @@
+//! `gputrace summary`: what the GPU did, per device.
+
+use crate::trace::{demangle, union_len, Trace};
+use gputrace_format::{self as fmt, CopyKind, MemKind};
+use serde::Serialize;
+use std::collections::HashMap;
+use std::fmt::Write;
+
+#[derive(Debug, Serialize, Default, Clone)]
+pub struct CopyStats {
+    pub count: u64,
+    pub bytes: u64,
+    pub time_ns: u64,
+}
+
+#[derive(Debug, Serialize, Clone)]
+pub struct TopKernel {
+    pub name: String,
+    pub count: u64,
+    pub total_ns: u64,
+    pub mean_ns: u64,
+}
+
+#[derive(Debug, Serialize, Clone)]
+pub struct DeviceSummary {
+    pub device: u32,
+    pub name: String,
+    pub sm_count: u32,
+    pub memory_bytes: u64,
+    pub kernels: u64,
+    pub kernel_ns: u64,
+    pub memsets: u64,
+    /// Copies by host memory kind: "pageable", "pinned", "device" (DtoD / peer), "other".
+    pub copies: HashMap<String, CopyStats>,
+    /// Time with any kernel, copy or memset running (union over streams).
+    pub busy_ns: u64,
+    pub busy_pct: f64,
+    pub streams: usize,
+    pub top_kernels: Vec<TopKernel>,
+}
+
+#[derive(Debug, Serialize, Clone)]
+pub struct Summary {
+    pub path: String,
+    pub pid: u32,
+    pub host: String,
+    pub cmdline: Vec<String>,
+    pub cupti: String,
+    /// First timestamp and wall time covered by the trace.
+    pub start_ns: u64,
+    pub span_ns: u64,
+    pub devices: Vec<DeviceSummary>,
+    pub api_calls: u64,
+    pub dropped_cupti: u64,
+    pub dropped_ring: u64,
+    pub dropped_buffers: u64,
+    /// (start, end, why) of windows in which GPU activity was not recorded.
+    pub blind_windows: Vec<(u64, u64, String)>,
+    pub warning: Option<String>,
+}
+
+/// The host-side memory kind of a copy, as one word.
+pub fn copy_class(m: &fmt::Memcpy) -> &'static str {
+    let ck = CopyKind::from_u8(m.copy_kind);
+    let host_kind = match ck {
+        CopyKind::HtoD | CopyKind::HtoA => MemKind::from_u8(m.src_kind),
+        CopyKind::DtoH | CopyKind::AtoH => MemKind::from_u8(m.dst_kind),
+        CopyKind::DtoD | CopyKind::PtoP | CopyKind::AtoA | CopyKind::AtoD | CopyKind::DtoA => {
+            return "device"
+        }
+        _ => MemKind::Unknown,
+    };
+    match host_kind {
+        MemKind::Pageable => "pageable",
+        MemKind::Pinned => "pinned",
+        MemKind::Managed => "managed",
+        _ => "other",
+    }
+}
+
+pub fn summarize(t: &Trace) -> Summary {
+    let (start, end) = t.span().unwrap_or((0, 0));
+    let span = end - start;
+    let mut ids: Vec<u32> = t
+        .kernels
+        .iter()
+        .map(|k| k.device)
+        .chain(t.memcpys.iter().map(|m| m.device))
+        .chain(t.memsets.iter().map(|m| m.device))
+        .chain(t.devices.iter().map(|d| d.id))
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
+    let devices = ids
+        .into_iter()
+        .map(|id| {
+            let info = t.devices.iter().find(|d| d.id == id);
+            let mut iv = Vec::new();
+            let mut streams = std::collections::HashSet::new();
+            let mut kernel_ns = 0;
+            let mut kernels = 0;
+            let mut per_name: HashMap<u32, (u64, u64)> = HashMap::new();
+            for k in t.kernels.iter().filter(|k| k.device == id) {
+                let d = k.end.saturating_sub(k.start);
+                kernel_ns += d;
+                kernels += 1;
+                let e = per_name.entry(k.name).or_default();
+                e.0 += 1;
+                e.1 += d;
+                iv.push((k.start, k.end));
+                streams.insert(k.stream);
+            }
+            let mut copies: HashMap<String, CopyStats> = HashMap::new();
+            for m in t.memcpys.iter().filter(|m| m.device == id) {
+                let c = copies.entry(copy_class(m).to_string()).or_default();
+                c.count += 1;
+                c.bytes += m.bytes;
+                c.time_ns += m.end.saturating_sub(m.start);
+                iv.push((m.start, m.end));
+                streams.insert(m.stream);
+            }
+            let mut memsets = 0;
+            for m in t.memsets.iter().filter(|m| m.device == id) {
+                memsets += 1;
+                iv.push((m.start, m.end));
+                streams.insert(m.stream);
+            }
+            let busy = union_len(&mut iv);
+            let mut top: Vec<TopKernel> = per_name
+                .into_iter()
+                .map(|(n, (c, tot))| TopKernel {
+                    name: demangle(t.str(n)),
+                    count: c,
+                    total_ns: tot,
+                    mean_ns: tot / c.max(1),
+                })
+                .collect();
+            top.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.name.cmp(&b.name)));
+            top.truncate(10);
+            DeviceSummary {
+                device: id,
+                name: info.map(|d| t.str(d.name).to_string()).unwrap_or_default(),
+                sm_count: info.map(|d| d.sm_count).unwrap_or(0),
+                memory_bytes: info.map(|d| d.global_memory).unwrap_or(0),
+                kernels,
+                kernel_ns,
+                memsets,
+                copies,
+                busy_ns: busy,
+                busy_pct: if span > 0 {
+                    100.0 * busy as f64 / span as f64
+                } else {
+                    0.0
+                },
+                streams: streams.len(),
+                top_kernels: top,
+            }
+        })
+        .collect();
+    Summary {
+        path: t.path.display().to_string(),
+        pid: t.meta.pid,
+        host: t.meta.host.clone(),
+        cmdline: t.meta.cmdline.clone(),
+        cupti: format!("{} ({})", t.meta.cupti_path, t.meta.cupti_source),
+        start_ns: start,
+        span_ns: span,
+        devices,
+        api_calls: t.apis.len() as u64,
+        dropped_cupti: t.dropped(fmt::DROP_CUPTI),
+        dropped_ring: t.dropped(fmt::DROP_RING),
+        dropped_buffers: t.dropped(fmt::DROP_BUFFER_POOL),
+        blind_windows: t.blind_windows(),
+        warning: t.stats.warning(),
+    }
+}
+
+/// Milliseconds with three decimals.
+pub fn ms(ns: u64) -> String {
+    format!("{:.3} ms", ns as f64 / 1e6)
+}
+
+pub fn bytes(b: u64) -> String {
+    const U: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = b as f64;
+    let mut i = 0;
+    while v >= 1024.0 && i < U.len() - 1 {
+        v /= 1024.0;
+        i += 1;
+    }
+    if i == 0 {
+        format!("{b} B")
+    } else {
+        format!("{v:.1} {}", U[i])
+    }
+}
+
+/// The summary as text.
+pub fn render(s: &Summary) -> String {
+    let mut o = String::new();
+    let _ = writeln!(o, "trace {}  (pid {} on {})", s.path, s.pid, s.host);
+    if !s.cmdline.is_empty() {
+        let _ = writeln!(o, "  command: {}", s.cmdline.join(" "));
+    }
+    let _ = writeln!(o, "  CUPTI:   {}", s.cupti);
+    let _ = writeln!(o, "  traced:  {}", ms(s.span_ns));
+    if let Some(w) = &s.warning {
+        let _ = writeln!(o, "  WARNING: {w}");
+    }
+    for d in &s.devices {
+        let _ = writeln!(
+            o,
+            "\ndevice {}: {} ({} SMs, {})",
+            d.device,
+            if d.name.is_empty() { "?" } else { &d.name },
+            d.sm_count,
+            bytes(d.memory_bytes)
+        );
+        let _ = writeln!(
+            o,
+            "  busy      {} of {} = {:.1}%  (any kernel, copy or memset running; {} streams)",
+            ms(d.busy_ns),
+            ms(s.span_ns),
+            d.busy_pct,
+            d.streams
+        );
+        let _ = writeln!(o, "  kernels   {} launches, {} total", d.kernels, ms(d.kernel_ns));
+        let mut kinds: Vec<_> = d.copies.iter().collect();
+        kinds.sort_by(|a, b| a.0.cmp(b.0));
+        for (k, c) in kinds {
+            let _ = writeln!(
+                o,
+                "  copies    {:<9} {:>7} copies {:>11}  {}",
+                k,
+                c.count,
+                bytes(c.bytes),
+                ms(c.time_ns)
+            );
+        }
+        if d.memsets > 0 {
+            let _ = writeln!(o, "  memsets   {}", d.memsets);
+        }
+        if !d.top_kernels.is_empty() {
+            let _ = writeln!(o, "  top kernels by total time:");
+            for k in &d.top_kernels {
+                let pct = 100.0 * k.total_ns as f64 / d.kernel_ns.max(1) as f64;
+                let _ = writeln!(
+                    o,
+                    "    {:>12} {:>5.1}% {:>8}x {:>10.1} us  {}",
+                    ms(k.total_ns),
+                    pct,
+                    k.count,
+                    k.mean_ns as f64 / 1e3,
+                    truncate(&k.name, 90)
+                );
+            }
+        }
+    }
+    if s.devices.is_empty() {
+        let _ = writeln!(o, "\nno GPU activity recorded");
+    }
+    let _ = writeln!(o, "\nhost API calls recorded: {}", s.api_calls);
+    let _ = writeln!(
+        o,
+        "dropped records: {} by CUPTI, {} ring overflow, {} buffer pool exhausted",
+        s.dropped_cupti, s.dropped_ring, s.dropped_buffers
+    );
+    for (a, b, why) in &s.blind_windows {
+        let _ = writeln!(
+            o,
+            "blind window: {} long, {} after start: {}",
+            ms(b - a),
+            ms(a.saturating_sub(s.start_ns)),
+            why
+        );
+    }
+    o
+}
+
+fn truncate(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        s.to_string()
+    } else {
+        let mut t: String = s.chars().take(n - 1).collect();
+        t.push('…');
+        t
+    }
+}
