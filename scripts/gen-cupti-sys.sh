@@ -49,7 +49,7 @@ while [ $# -gt 0 ]; do
     --layouts) layouts=1 ;;
     --keep) keep=1 ;;
     --work) work="$2"; keep=1; shift ;;
-    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
   esac
   shift

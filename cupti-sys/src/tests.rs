@@ -521,3 +521,26 @@ fn a_12x_kernel_record_decodes_through_the_13_struct() {
     assert_eq!(new.graphId, 9);
     assert_eq!(new.isDeviceLaunched, 0, "past the 12.x record: zero");
 }
+
+/// With `CUPTI_SYS_TEST_LIBS=/path/libcupti.so.12:/path/libcupti.so.13`, load
+/// real CUPTI libraries (no GPU needed for this) and check what this crate
+/// relies on. Without the variable the test does nothing.
+#[test]
+fn real_cupti_libraries_if_given() {
+    let Ok(list) = std::env::var("CUPTI_SYS_TEST_LIBS") else {
+        eprintln!("skipped: CUPTI_SYS_TEST_LIBS not set");
+        return;
+    };
+    for path in list.split(':').filter(|p| !p.is_empty()) {
+        let cupti = load(Path::new(path)).unwrap_or_else(|e| panic!("{e}"));
+        let v = version(&cupti).unwrap_or_else(|e| panic!("{path}: {e}"));
+        assert!(v >= api_version::CUDA_12_0, "{path}: version {v}");
+        let k = CUpti_ActivityKind_CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+        assert!(record_size(k, v).is_some());
+        assert_eq!(
+            result_string(&cupti, CUptiResult_CUPTI_ERROR_INVALID_PARAMETER),
+            "CUPTI_ERROR_INVALID_PARAMETER"
+        );
+        eprintln!("{path}: cuptiGetVersion = {v}");
+    }
+}
