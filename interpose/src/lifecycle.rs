@@ -97,9 +97,15 @@ fn hostname() -> String {
 
 fn start_tracing(started_by: &str) -> Result<(), String> {
     let o = opts();
-    let c = Collector::load(o)?;
-    collector::configure_pool(o.buffer_bytes, o.pool_bytes);
-    let c = collector::install(c);
+    // Without CUPTI we still trace what the symbol hooks see (copies, NCCL, NVTX), and
+    // the trace says GPU activity was not recorded.
+    let (c, cupti_err) = match Collector::load(o) {
+        Ok(c) => {
+            collector::configure_pool(o.buffer_bytes, o.pool_bytes);
+            (Some(collector::install(c)), None)
+        }
+        Err(e) => (None, Some(e)),
+    };
     let pid = std::process::id();
     let host = hostname();
     let (file, path) = writer::create_trace_file(&o.dir, &host, pid)
@@ -119,30 +125,38 @@ fn start_tracing(started_by: &str) -> Result<(), String> {
         pointer_bits: usize::BITS,
         start_mono_ns: clock::mono_ns(),
         start_real_ns: clock::now_ns(),
-        cupti_path: c.path.display().to_string(),
-        cupti_source: c.source.to_string(),
-        cupti_api_version: c.api_version,
+        cupti_path: c.map(|c| c.path.display().to_string()).unwrap_or_default(),
+        cupti_source: c.map(|c| c.source.to_string()).unwrap_or_default(),
+        cupti_api_version: c.map(|c| c.api_version).unwrap_or(0),
         cuda_runtime_major: rt.as_ref().map(|r| r.1).unwrap_or(0),
         cuda_runtime_path: rt.map(|r| r.0.display().to_string()).unwrap_or_default(),
         started_by: started_by.to_string(),
         options: o.raw.clone(),
     };
-    writer::start(file, meta, Some(c), o.flush_ms)
+    writer::start(file, meta, c, o.flush_ms)
         .map_err(|e| format!("cannot start the trace writer: {e}"))?;
     state::set(state::TRACING);
-    if let Err(e) = c.start() {
-        state::set(state::DISABLED);
-        collector::note_state(CollectorState::Blind, &e);
-        writer::finish(Duration::from_millis(o.exit_wait_ms));
-        return Err(e);
+    let blind = match (c, cupti_err) {
+        (Some(c), _) => c.start().err(),
+        (None, e) => e,
+    };
+    if let Some(e) = blind {
+        // Keep the host-side hooks; GPU activity is not seen.
+        if let Some(c) = c {
+            c.stop();
+        }
+        collector::note_state(CollectorState::Blind, &format!("no GPU activity: {e}"));
+        log::warn(&format!(
+            "{e}; GPU activity is not recorded (the program runs on unchanged)"
+        ));
+    } else {
+        collector::note_state(CollectorState::Tracing, started_by);
     }
-    collector::note_state(CollectorState::Tracing, started_by);
     log::debug(&format!(
-        "tracing to {} with {} ({}, CUPTI API {})",
+        "tracing to {}{}",
         path.display(),
-        c.path.display(),
-        c.source,
-        c.api_version
+        c.map(|c| format!(" with {} ({}, CUPTI API {})", c.path.display(), c.source, c.api_version))
+            .unwrap_or_default()
     ));
     // Registered now, after the CUDA runtime registered its own teardown, so ours runs
     // first at exit, while CUDA is still up.

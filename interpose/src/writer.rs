@@ -162,7 +162,8 @@ struct Writer {
     evs: Vec<Event>,
     flush_every: Duration,
     last_write: Instant,
-    /// CUPTI timestamp minus host REALTIME, when they differ by more than 1 ms.
+    /// CUPTI timestamp minus host REALTIME, when CUPTI uses another clock altogether
+    /// (they differ by more than a second); 0 when both are CLOCK_REALTIME.
     gpu_offset: i64,
 }
 
@@ -224,7 +225,7 @@ impl Writer {
         if let Some(c) = self.collector {
             let (cupti_ns, mono_ns, real_ns) = c.clock_pair();
             let off = cupti_ns as i64 - real_ns as i64;
-            self.gpu_offset = if off.abs() > 1_000_000 { off } else { 0 };
+            self.gpu_offset = if off.abs() > 1_000_000_000 { off } else { 0 };
             self.evs.push(Event::Clock {
                 cupti_ns,
                 mono_ns,
