@@ -43,7 +43,10 @@ pub fn events(t: &Trace) -> Vec<Value> {
                 ("max_threads_per_sm", json!(d.max_threads_per_sm)),
                 ("max_warps_per_sm", json!(d.max_warps_per_sm)),
                 ("global_memory", json!(d.global_memory)),
-                ("compute_capability", json!(format!("{}.{}", d.cc_major, d.cc_minor))),
+                (
+                    "compute_capability",
+                    json!(format!("{}.{}", d.cc_major, d.cc_minor)),
+                ),
             ],
         );
         out.push((0, Value::Object(m)));
@@ -125,7 +128,11 @@ pub fn events(t: &Trace) -> Vec<Value> {
                 ("corr", json!(a.corr)),
                 (
                     "op",
-                    json!(if a.op == fmt::MEMORY_OP_FREE { "free" } else { "alloc" }),
+                    json!(if a.op == fmt::MEMORY_OP_FREE {
+                        "free"
+                    } else {
+                        "alloc"
+                    }),
                 ),
                 ("address", json!(a.address)),
                 ("bytes", json!(a.bytes)),
@@ -144,7 +151,11 @@ pub fn events(t: &Trace) -> Vec<Value> {
                 ("name", json!(t.str(a.name))),
                 (
                     "domain",
-                    json!(if a.domain == fmt::DOMAIN_DRIVER { "driver" } else { "runtime" }),
+                    json!(if a.domain == fmt::DOMAIN_DRIVER {
+                        "driver"
+                    } else {
+                        "runtime"
+                    }),
                 ),
                 ("cbid", json!(a.cbid)),
                 ("bytes", json!(a.bytes)),
@@ -192,7 +203,10 @@ pub fn events(t: &Trace) -> Vec<Value> {
     threads.sort();
     for (tid, name) in threads {
         let mut m = base("thread", pid, 0, None);
-        put(&mut m, &[("tid", json!(tid)), ("name", json!(t.str(*name)))]);
+        put(
+            &mut m,
+            &[("tid", json!(tid)), ("name", json!(t.str(*name)))],
+        );
         out.push((0, Value::Object(m)));
     }
     out.sort_by_key(|(ts, _)| *ts);

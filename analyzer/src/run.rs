@@ -25,7 +25,10 @@ pub fn find_library(explicit: Option<PathBuf>, exe: Option<PathBuf>) -> Result<P
         looked.push(p);
     }
     if let Some(dir) = exe.as_ref().and_then(|e| e.parent()) {
-        for c in [dir.join("libgputrace.so"), dir.join("../lib/libgputrace.so")] {
+        for c in [
+            dir.join("libgputrace.so"),
+            dir.join("../lib/libgputrace.so"),
+        ] {
             if c.is_file() {
                 return Ok(std::fs::canonicalize(&c).unwrap_or(c));
             }
@@ -131,7 +134,10 @@ mod tests {
         );
         let out = out.unwrap();
         assert_eq!(out.code, 7);
-        assert!(out.traces.is_empty(), "a file made in the cwd is not in the trace dir");
+        assert!(
+            out.traces.is_empty(),
+            "a file made in the cwd is not in the trace dir"
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -224,7 +224,12 @@ pub fn render(s: &Summary) -> String {
             d.busy_pct,
             d.streams
         );
-        let _ = writeln!(o, "  kernels   {} launches, {} total", d.kernels, ms(d.kernel_ns));
+        let _ = writeln!(
+            o,
+            "  kernels   {} launches, {} total",
+            d.kernels,
+            ms(d.kernel_ns)
+        );
         let mut kinds: Vec<_> = d.copies.iter().collect();
         kinds.sort_by(|a, b| a.0.cmp(b.0));
         for (k, c) in kinds {

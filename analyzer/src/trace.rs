@@ -114,7 +114,10 @@ impl Trace {
     }
 
     pub fn str(&self, id: u32) -> &str {
-        self.strings.get(id as usize).map(|s| s.as_str()).unwrap_or("")
+        self.strings
+            .get(id as usize)
+            .map(|s| s.as_str())
+            .unwrap_or("")
     }
 
     pub fn thread_name(&self, tid: u32) -> &str {
@@ -166,11 +169,10 @@ impl Trace {
         let mut open: Option<(u64, u32)> = None;
         for (ts, st, reason) in &self.states {
             match fmt::CollectorState::from_u8(*st) {
-                Some(fmt::CollectorState::Blind) => {
-                    if open.is_none() {
-                        open = Some((*ts, *reason))
-                    }
+                Some(fmt::CollectorState::Blind) if open.is_none() => {
+                    open = Some((*ts, *reason))
                 }
+                Some(fmt::CollectorState::Blind) => {}
                 Some(_) => {
                     if let Some((s, r)) = open.take() {
                         out.push((s, *ts, self.str(r).to_string()));
@@ -190,7 +192,9 @@ impl Trace {
 pub fn demangle(name: &str) -> String {
     if name.starts_with("_Z") {
         if let Ok(sym) = cpp_demangle::Symbol::new(name) {
-            let opts = cpp_demangle::DemangleOptions::new().no_params().no_return_type();
+            let opts = cpp_demangle::DemangleOptions::new()
+                .no_params()
+                .no_return_type();
             if let Ok(s) = sym.demangle(&opts) {
                 return s;
             }

@@ -643,7 +643,9 @@ mod tests {
         enc.push(&Event::Thread { tid: 3, name: 4 });
         buf.extend_from_slice(&enc.take().0);
         let mut dec = Decoder::new(&buf);
-        let got: Vec<_> = std::iter::from_fn(|| dec.next()).map(|e| e.unwrap()).collect();
+        let got: Vec<_> = std::iter::from_fn(|| dec.next())
+            .map(|e| e.unwrap())
+            .collect();
         assert_eq!(got.len(), 2);
         assert_eq!(dec.skipped, 1);
     }

@@ -325,9 +325,16 @@ pub const DROP_BUFFER_POOL: u8 = 3;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Event {
     /// An interned string: `id` is used by later events in this file.
-    Str { id: u32, text: String },
+    Str {
+        id: u32,
+        text: String,
+    },
     /// A clock pair: CUPTI's timestamp, CLOCK_MONOTONIC and CLOCK_REALTIME, read together.
-    Clock { cupti_ns: u64, mono_ns: u64, real_ns: u64 },
+    Clock {
+        cupti_ns: u64,
+        mono_ns: u64,
+        real_ns: u64,
+    },
     Device(Device),
     Kernel(Kernel),
     Memcpy(Memcpy),
@@ -336,11 +343,22 @@ pub enum Event {
     Memory(Memory),
     Api(Api),
     /// Records lost at `source` (a `DROP_*` constant) since the previous such event.
-    Dropped { ts: u64, source: u8, count: u64 },
+    Dropped {
+        ts: u64,
+        source: u8,
+        count: u64,
+    },
     /// The collector changed state at `ts`; `reason` is an interned string (0 = none).
-    State { ts: u64, state: u8, reason: u32 },
+    State {
+        ts: u64,
+        state: u8,
+        reason: u32,
+    },
     /// A thread's name, interned.
-    Thread { tid: u32, name: u32 },
+    Thread {
+        tid: u32,
+        name: u32,
+    },
 }
 
 pub const TAG_STR: u8 = 1;
@@ -375,9 +393,6 @@ impl Event {
 
     /// True for records of work done on the GPU.
     pub fn is_gpu(&self) -> bool {
-        matches!(
-            self,
-            Event::Kernel(_) | Event::Memcpy(_) | Event::Memset(_)
-        )
+        matches!(self, Event::Kernel(_) | Event::Memcpy(_) | Event::Memset(_))
     }
 }

@@ -1,8 +1,8 @@
 //! Reading a trace file: header, metadata, then events chunk by chunk.
 
 use crate::{
-    ChunkKind, DecodeError, Decoder, Event, Meta, CHUNK_HEADER_LEN, CHUNK_MAGIC, HEADER_LEN,
-    MAGIC, MAX_CHUNK_PAYLOAD, VERSION_MAJOR,
+    ChunkKind, DecodeError, Decoder, Event, Meta, CHUNK_HEADER_LEN, CHUNK_MAGIC, HEADER_LEN, MAGIC,
+    MAX_CHUNK_PAYLOAD, VERSION_MAJOR,
 };
 use std::path::{Path, PathBuf};
 

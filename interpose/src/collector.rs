@@ -39,15 +39,31 @@ const KINDS: &[(sys::CUpti_ActivityKind, &str, bool)] = &[
         "CONCURRENT_KERNEL",
         true,
     ),
-    (sys::CUpti_ActivityKind_CUPTI_ACTIVITY_KIND_MEMCPY, "MEMCPY", false),
-    (sys::CUpti_ActivityKind_CUPTI_ACTIVITY_KIND_MEMSET, "MEMSET", false),
+    (
+        sys::CUpti_ActivityKind_CUPTI_ACTIVITY_KIND_MEMCPY,
+        "MEMCPY",
+        false,
+    ),
+    (
+        sys::CUpti_ActivityKind_CUPTI_ACTIVITY_KIND_MEMSET,
+        "MEMSET",
+        false,
+    ),
     (
         sys::CUpti_ActivityKind_CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
         "SYNCHRONIZATION",
         false,
     ),
-    (sys::CUpti_ActivityKind_CUPTI_ACTIVITY_KIND_DEVICE, "DEVICE", false),
-    (sys::CUpti_ActivityKind_CUPTI_ACTIVITY_KIND_MEMORY2, "MEMORY2", false),
+    (
+        sys::CUpti_ActivityKind_CUPTI_ACTIVITY_KIND_DEVICE,
+        "DEVICE",
+        false,
+    ),
+    (
+        sys::CUpti_ActivityKind_CUPTI_ACTIVITY_KIND_MEMORY2,
+        "MEMORY2",
+        false,
+    ),
 ];
 
 /// Calls an optional CUPTI entry point; a missing symbol reads as NOT_INITIALIZED.
@@ -90,7 +106,8 @@ impl Collector {
                         (major, discover::soname_major(&c.path, "libcupti"))
                     {
                         if m != lm && c.source != "GPUTRACE_CUPTI" {
-                            tried.push(format!("{} (CUPTI {lm}, runtime is {m})", c.path.display()));
+                            tried
+                                .push(format!("{} (CUPTI {lm}, runtime is {m})", c.path.display()));
                             continue;
                         }
                     }
@@ -120,7 +137,10 @@ impl Collector {
                 Err(e) => tried.push(format!("{}: {e}", c.path.display())),
             }
         }
-        Err(format!("no usable CUPTI library; tried: {}", tried.join("; ")))
+        Err(format!(
+            "no usable CUPTI library; tried: {}",
+            tried.join("; ")
+        ))
     }
 
     fn result_string(&self, r: sys::CUptiResult) -> String {
@@ -149,7 +169,10 @@ impl Collector {
                         self.result_string(r)
                     ));
                 }
-                log::debug(&format!("activity kind {name} not available: {}", self.result_string(r)));
+                log::debug(&format!(
+                    "activity kind {name} not available: {}",
+                    self.result_string(r)
+                ));
             }
         }
         // Ask CUPTI to hand over partly filled buffers, so a killed process loses at
@@ -179,7 +202,11 @@ impl Collector {
             for a in table {
                 let r = call!(self.cupti, cuptiEnableCallback(1, sub, domain, a.cbid));
                 if r != OK {
-                    log::debug(&format!("callback {} not enabled: {}", a.name, self.result_string(r)));
+                    log::debug(&format!(
+                        "callback {} not enabled: {}",
+                        a.name,
+                        self.result_string(r)
+                    ));
                 }
             }
         };
@@ -205,7 +232,7 @@ impl Collector {
         } else {
             0
         };
-        let _ = call!(self.cupti, cuptiActivityFlushAll(flag as u32));
+        let _ = call!(self.cupti, cuptiActivityFlushAll(flag));
     }
 
     /// Switches collection off: flushes, disables our kinds, drops our subscriber.
@@ -217,7 +244,10 @@ impl Collector {
         }
         let sub = self.subscriber.swap(0, Ordering::AcqRel);
         if sub != 0 {
-            let _ = call!(self.cupti, cuptiUnsubscribe(sub as sys::CUpti_SubscriberHandle));
+            let _ = call!(
+                self.cupti,
+                cuptiUnsubscribe(sub as sys::CUpti_SubscriberHandle)
+            );
         }
     }
 
@@ -243,7 +273,10 @@ impl Collector {
     /// Records CUPTI lost for one context/stream buffer.
     fn dropped_records(&self, ctx: sys::CUcontext, stream: u32) -> u64 {
         let mut n: usize = 0;
-        let r = call!(self.cupti, cuptiActivityGetNumDroppedRecords(ctx, stream, &mut n));
+        let r = call!(
+            self.cupti,
+            cuptiActivityGetNumDroppedRecords(ctx, stream, &mut n)
+        );
         if r == OK {
             n as u64
         } else {

@@ -153,11 +153,12 @@ pub fn dlopen(path: &Path, flags: libc::c_int) -> Result<*mut libc::c_void, Stri
     Ok(h)
 }
 
-/// The absolute path of the object holding `addr`.
+/// The absolute path of the object holding `addr` (an address only looked up, never read).
 pub fn object_path_of(addr: *const libc::c_void) -> Option<PathBuf> {
+    let addr = addr as usize;
     let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
     // SAFETY: dladdr only writes `info`.
-    if unsafe { libc::dladdr(addr, &mut info) } == 0 || info.dli_fname.is_null() {
+    if unsafe { libc::dladdr(addr as *const libc::c_void, &mut info) } == 0 || info.dli_fname.is_null() {
         return None;
     }
     use std::os::unix::ffi::OsStrExt;
@@ -182,7 +183,10 @@ mod tests {
             Some(12)
         );
         assert_eq!(soname_major(Path::new("libcudart.so"), "libcudart"), None);
-        assert_eq!(soname_major(Path::new("libcudart_static.a"), "libcudart"), None);
+        assert_eq!(
+            soname_major(Path::new("libcudart_static.a"), "libcudart"),
+            None
+        );
     }
 
     #[test]
@@ -224,8 +228,6 @@ mod tests {
     #[test]
     fn this_process_objects_are_listed() {
         let objs = loaded_objects();
-        assert!(objs
-            .iter()
-            .any(|p| p.to_string_lossy().contains("libc.so")));
+        assert!(objs.iter().any(|p| p.to_string_lossy().contains("libc.so")));
     }
 }

@@ -8,6 +8,8 @@
 //!   flushed, we take CUPTI back. Each hook forwards to the real function and returns
 //!   its result untouched.
 
+#![allow(non_snake_case)] // the exported names are the C API's
+
 use crate::collector;
 use crate::{guard, lifecycle, log, state};
 use cupti_sys as sys;
@@ -130,7 +132,10 @@ fn maybe_resume() {
     }
     match c.start() {
         Ok(()) => {
-            collector::note_state(CollectorState::Tracing, "resumed after the program's own CUPTI use");
+            collector::note_state(
+                CollectorState::Tracing,
+                "resumed after the program's own CUPTI use",
+            );
             log::warn("the program's CUPTI session ended: gputrace resumes tracing");
         }
         Err(e) => {
@@ -168,6 +173,8 @@ fn foreign() -> bool {
     !guard::is_internal() && state::get() != state::DISABLED
 }
 
+/// # Safety
+/// Called by C code with the arguments of the CUPTI function of the same name.
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn cuptiSubscribe(
     subscriber: *mut sys::CUpti_SubscriberHandle,
@@ -191,6 +198,8 @@ pub unsafe extern "C" fn cuptiSubscribe(
     }
 }
 
+/// # Safety
+/// Called by C code with the arguments of the CUPTI function of the same name.
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn cuptiActivityRegisterCallbacks(
     req: sys::CUpti_BuffersCallbackRequestFunc,
@@ -214,6 +223,8 @@ pub unsafe extern "C" fn cuptiActivityRegisterCallbacks(
     }
 }
 
+/// # Safety
+/// Called by C code with the arguments of the CUPTI function of the same name.
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn cuptiActivityEnable(kind: sys::CUpti_ActivityKind) -> sys::CUptiResult {
     type F = unsafe extern "C" fn(sys::CUpti_ActivityKind) -> sys::CUptiResult;
@@ -235,6 +246,8 @@ pub unsafe extern "C" fn cuptiActivityEnable(kind: sys::CUpti_ActivityKind) -> s
     }
 }
 
+/// # Safety
+/// Called by C code with the arguments of the CUPTI function of the same name.
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn cuptiActivityDisable(kind: sys::CUpti_ActivityKind) -> sys::CUptiResult {
     type F = unsafe extern "C" fn(sys::CUpti_ActivityKind) -> sys::CUptiResult;
@@ -249,6 +262,8 @@ pub unsafe extern "C" fn cuptiActivityDisable(kind: sys::CUpti_ActivityKind) -> 
     r
 }
 
+/// # Safety
+/// Called by C code with the arguments of the CUPTI function of the same name.
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn cuptiActivityFlushAll(flag: u32) -> sys::CUptiResult {
     type F = unsafe extern "C" fn(u32) -> sys::CUptiResult;
@@ -265,6 +280,8 @@ pub unsafe extern "C" fn cuptiActivityFlushAll(flag: u32) -> sys::CUptiResult {
     r
 }
 
+/// # Safety
+/// Called by C code with the arguments of the CUPTI function of the same name.
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn cuptiUnsubscribe(sub: sys::CUpti_SubscriberHandle) -> sys::CUptiResult {
     type F = unsafe extern "C" fn(sys::CUpti_SubscriberHandle) -> sys::CUptiResult;
@@ -279,6 +296,8 @@ pub unsafe extern "C" fn cuptiUnsubscribe(sub: sys::CUpti_SubscriberHandle) -> s
     r
 }
 
+/// # Safety
+/// Called by C code with the arguments of the CUPTI function of the same name.
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn cuptiFinalize() -> sys::CUptiResult {
     type F = unsafe extern "C" fn() -> sys::CUptiResult;

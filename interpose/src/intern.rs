@@ -37,15 +37,18 @@ impl Interner {
     }
 
     /// Id of the C string at `p` (0 for NULL).
-    pub fn intern_cstr(&mut self, p: *const libc::c_char, out: &mut Vec<Event>) -> u32 {
+    ///
+    /// # Safety
+    /// `p` must be NULL or point to a NUL-terminated string.
+    pub unsafe fn intern_cstr(&mut self, p: *const libc::c_char, out: &mut Vec<Event>) -> u32 {
         if p.is_null() {
             return 0;
         }
         if let Some(id) = self.by_ptr.get(&(p as usize)) {
             return *id;
         }
-        // SAFETY: CUPTI's name pointers are NUL-terminated strings that live as long as
-        // the module they name; we read them once, here.
+        // SAFETY: the caller guarantees a NUL-terminated string (CUPTI's name pointers
+        // live as long as the module they name).
         let text = unsafe { CStr::from_ptr(p) }.to_string_lossy();
         let id = self.intern(&text, out);
         self.by_ptr.insert(p as usize, id);

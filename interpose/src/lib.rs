@@ -24,6 +24,7 @@ pub mod writer;
 pub use hooks::*;
 
 /// The library constructor: reads settings and arranges to be called at cuInit.
+#[cfg_attr(test, allow(dead_code))]
 extern "C" fn gputrace_init() {
     // errno is the program's: keep it as we found it.
     // SAFETY: __errno_location always returns the calling thread's errno slot.

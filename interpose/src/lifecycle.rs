@@ -91,7 +91,13 @@ fn hostname() -> String {
     let n = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
     String::from_utf8_lossy(&buf[..n])
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '.' { c } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
+                c
+            } else {
+                '_'
+            }
+        })
         .collect()
 }
 
@@ -155,8 +161,13 @@ fn start_tracing(started_by: &str) -> Result<(), String> {
     log::debug(&format!(
         "tracing to {}{}",
         path.display(),
-        c.map(|c| format!(" with {} ({}, CUPTI API {})", c.path.display(), c.source, c.api_version))
-            .unwrap_or_default()
+        c.map(|c| format!(
+            " with {} ({}, CUPTI API {})",
+            c.path.display(),
+            c.source,
+            c.api_version
+        ))
+        .unwrap_or_default()
     ));
     // Registered now, after the CUDA runtime registered its own teardown, so ours runs
     // first at exit, while CUDA is still up.
@@ -183,7 +194,9 @@ pub fn finish() {
     state::set(state::STOPPED);
     let wait = Duration::from_millis(opts().exit_wait_ms);
     if !writer::finish(wait) {
-        log::warn("the trace writer did not finish in time at exit; the trace may miss its last events");
+        log::warn(
+            "the trace writer did not finish in time at exit; the trace may miss its last events",
+        );
     }
 }
 

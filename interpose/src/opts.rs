@@ -77,8 +77,9 @@ impl Opts {
             }
             o.raw.push((k.clone(), v.clone()));
             let mut bad = |what: &str| {
-                o.warnings
-                    .push(format!("ignoring {k}={v:?}: expected {what}; using the default"))
+                o.warnings.push(format!(
+                    "ignoring {k}={v:?}: expected {what}; using the default"
+                ))
             };
             match k.as_str() {
                 "GPUTRACE_MODE" => match v.trim().to_ascii_lowercase().as_str() {
@@ -129,9 +130,7 @@ impl Opts {
                 },
                 // Read by the `gputrace` binary, not by the library.
                 "GPUTRACE_LIB" => {}
-                _ => o
-                    .warnings
-                    .push(format!("unknown setting {k} ignored")),
+                _ => o.warnings.push(format!("unknown setting {k} ignored")),
             }
         }
         if o.pool_bytes < o.buffer_bytes {
@@ -145,9 +144,10 @@ impl Opts {
     }
 
     pub fn from_env() -> Opts {
-        Opts::from_vars(std::env::vars_os().filter_map(|(k, v)| {
-            Some((k.into_string().ok()?, v.into_string().ok()?))
-        }))
+        Opts::from_vars(
+            std::env::vars_os()
+                .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?))),
+        )
     }
 }
 

@@ -86,7 +86,11 @@ macro_rules! layout_for {
             k_device: offset_of!($k, deviceId),
             k_stream: offset_of!($k, streamId),
             k_corr: offset_of!($k, correlationId),
-            k_grid: [offset_of!($k, gridX), offset_of!($k, gridY), offset_of!($k, gridZ)],
+            k_grid: [
+                offset_of!($k, gridX),
+                offset_of!($k, gridY),
+                offset_of!($k, gridZ),
+            ],
             k_block: [
                 offset_of!($k, blockX),
                 offset_of!($k, blockY),
@@ -153,13 +157,13 @@ pub static LAYOUT_13: Layout = layout_13();
 
 pub(crate) const fn layout_13() -> Layout {
     layout_for!(
-    13,
-    sys::CUpti_ActivityKernel10,
-    sys::CUpti_ActivityMemcpy6,
-    sys::CUpti_ActivityMemset4,
-    sys::CUpti_ActivitySynchronization2,
-    sys::CUpti_ActivityDevice5,
-    sys::CUpti_ActivityMemory4
+        13,
+        sys::CUpti_ActivityKernel10,
+        sys::CUpti_ActivityMemcpy6,
+        sys::CUpti_ActivityMemset4,
+        sys::CUpti_ActivitySynchronization2,
+        sys::CUpti_ActivityDevice5,
+        sys::CUpti_ActivityMemory4
     )
 }
 
@@ -210,7 +214,8 @@ pub unsafe fn decode(
         | CUpti_ActivityKind_CUPTI_ACTIVITY_KIND_KERNEL => {
             let r = r(l.kernel_size);
             let name_ptr: usize = r.get(l.k_name);
-            let name = names.intern_cstr(name_ptr as *const libc::c_char, out);
+            // SAFETY: CUPTI's record field is NULL or a NUL-terminated name.
+            let name = unsafe { names.intern_cstr(name_ptr as *const libc::c_char, out) };
             out.push(Event::Kernel(fmt::Kernel {
                 start: r.get(l.k_start),
                 end: r.get(l.k_end),
@@ -280,7 +285,8 @@ pub unsafe fn decode(
         CUpti_ActivityKind_CUPTI_ACTIVITY_KIND_DEVICE => {
             let r = r(l.device_size);
             let name_ptr: usize = r.get(l.d_name);
-            let name = names.intern_cstr(name_ptr as *const libc::c_char, out);
+            // SAFETY: CUPTI's record field is NULL or a NUL-terminated name.
+            let name = unsafe { names.intern_cstr(name_ptr as *const libc::c_char, out) };
             out.push(Event::Device(fmt::Device {
                 id: r.get(l.d_id),
                 name,

@@ -26,7 +26,15 @@ mod tests {
     #[test]
     fn every_field_we_read_fits_in_the_12x_records() {
         let l = &LAYOUT_12;
-        let k = [l.k_start, l.k_end, l.k_device, l.k_stream, l.k_corr, l.k_name, l.k_graph_id];
+        let k = [
+            l.k_start,
+            l.k_end,
+            l.k_device,
+            l.k_stream,
+            l.k_corr,
+            l.k_name,
+            l.k_graph_id,
+        ];
         assert!(k.iter().all(|o| o + 8 <= l.kernel_size));
         assert!(l.c_corr + 4 <= l.memcpy_size && l.c_bytes + 8 <= l.memcpy_size);
         assert!(l.s_mem_kind + 2 <= l.memset_size && l.s_corr + 4 <= l.memset_size);

@@ -78,7 +78,9 @@ struct ReleaseOnExit;
 
 impl Drop for ReleaseOnExit {
     fn drop(&mut self) {
-        let r = MINE.try_with(|m| m.replace(ptr::null())).unwrap_or(ptr::null());
+        let r = MINE
+            .try_with(|m| m.replace(ptr::null()))
+            .unwrap_or(ptr::null());
         if !r.is_null() {
             // SAFETY: rings are never deallocated while on the list (they are reused).
             unsafe { (*r).owner.store(ORPHANED, Ordering::Release) };

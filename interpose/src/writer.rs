@@ -196,7 +196,9 @@ impl Writer {
             }
             let stopping = STOP.load(Ordering::Acquire);
             self.collect();
-            if stopping || self.enc.len() >= CHUNK_BYTES || self.last_write.elapsed() >= self.flush_every
+            if stopping
+                || self.enc.len() >= CHUNK_BYTES
+                || self.last_write.elapsed() >= self.flush_every
             {
                 if !stopping {
                     self.clock_pair();
@@ -302,7 +304,15 @@ impl Writer {
             // first field is the activity kind.
             let kind = unsafe { (*rec).kind };
             // SAFETY: `rec` is a record of `kind` in the layout of this CUPTI version.
-            unsafe { records::decode(layout, kind, rec as *const u8, &mut self.names, &mut self.evs) };
+            unsafe {
+                records::decode(
+                    layout,
+                    kind,
+                    rec as *const u8,
+                    &mut self.names,
+                    &mut self.evs,
+                )
+            };
         }
         if self.gpu_offset != 0 {
             let off = self.gpu_offset;

@@ -134,6 +134,20 @@ struct fake_memory {
     uint64_t address, bytes, ts;
 };
 
+/* CUpti_CallbackData, as CUPTI passes it to an API callback (offsets asserted in
+ * fake_cupti.c). */
+struct fake_callback_data {
+    uint32_t callbackSite;
+    const char *functionName;
+    const void *functionParams;
+    const void *functionReturnValue;
+    const char *symbolName;
+    void *context;
+    uint32_t contextUid;
+    uint64_t *correlationData;
+    uint32_t correlationId;
+};
+
 typedef int (*fake_cupti_api_fn)(uint32_t domain, uint32_t cbid, uint32_t site, uint32_t corr,
                                  const char *function_name, const char *symbol_name,
                                  const void *params, const void *return_value,

@@ -349,27 +349,16 @@ _Static_assert(KERNEL_SIZE % 8 == 0 && MEMCPY_SIZE % 8 == 0 && MEMSET_SIZE % 8 =
                    SYNC_SIZE % 8 == 0 && DEVICE_SIZE % 8 == 0 && MEMORY_SIZE % 8 == 0,
                "records keep 8-byte alignment");
 
-/* CUpti_CallbackData */
-struct callback_data {
-    uint32_t callbackSite;
-    const char *functionName;
-    const void *functionParams;
-    const void *functionReturnValue;
-    const char *symbolName;
-    CUcontext context;
-    uint32_t contextUid;
-    uint64_t *correlationData;
-    uint32_t correlationId;
-};
-_Static_assert(sizeof(struct callback_data) == 72, "CUpti_CallbackData size");
-_Static_assert(offsetof(struct callback_data, functionName) == 8, "cb functionName");
-_Static_assert(offsetof(struct callback_data, functionParams) == 16, "cb functionParams");
-_Static_assert(offsetof(struct callback_data, functionReturnValue) == 24, "cb ret");
-_Static_assert(offsetof(struct callback_data, symbolName) == 32, "cb symbolName");
-_Static_assert(offsetof(struct callback_data, context) == 40, "cb context");
-_Static_assert(offsetof(struct callback_data, contextUid) == 48, "cb contextUid");
-_Static_assert(offsetof(struct callback_data, correlationData) == 56, "cb corrData");
-_Static_assert(offsetof(struct callback_data, correlationId) == 64, "cb corrId");
+/* CUpti_CallbackData (declared in fake_cuda.h) */
+_Static_assert(sizeof(struct fake_callback_data) == 72, "CUpti_CallbackData size");
+_Static_assert(offsetof(struct fake_callback_data, functionName) == 8, "cb functionName");
+_Static_assert(offsetof(struct fake_callback_data, functionParams) == 16, "cb functionParams");
+_Static_assert(offsetof(struct fake_callback_data, functionReturnValue) == 24, "cb ret");
+_Static_assert(offsetof(struct fake_callback_data, symbolName) == 32, "cb symbolName");
+_Static_assert(offsetof(struct fake_callback_data, context) == 40, "cb context");
+_Static_assert(offsetof(struct fake_callback_data, contextUid) == 48, "cb contextUid");
+_Static_assert(offsetof(struct fake_callback_data, correlationData) == 56, "cb corrData");
+_Static_assert(offsetof(struct fake_callback_data, correlationId) == 64, "cb corrId");
 
 /* ---- State ----
  * One recursive lock guards everything below; it is held while the client's buffer
@@ -718,7 +707,7 @@ EXPORT int fake_cupti_api(uint32_t domain, uint32_t cbid, uint32_t site, uint32_
     pthread_mutex_unlock(&mu);
     if (!on || !cb)
         return 0;
-    struct callback_data d = {
+    struct fake_callback_data d = {
         .callbackSite = site,
         .functionName = function_name,
         .functionParams = params,

@@ -39,7 +39,7 @@ enum Cmd {
     Dump { trace: PathBuf },
 }
 
-fn load(p: &PathBuf) -> Result<Trace> {
+fn load(p: &std::path::Path) -> Result<Trace> {
     let t = Trace::load(p).with_context(|| format!("cannot read trace {}", p.display()))?;
     if let Some(w) = t.stats.warning() {
         eprintln!("gputrace: {}: {w}", p.display());

@@ -1,0 +1,505 @@
+/*
+ * app.c: the program the end-to-end tests trace.
+ *
+ * It loads the CUDA runtime named by $FAKE_CUDART with dlopen(RTLD_NOW | RTLD_LOCAL),
+ * the way Python loads an extension that links libcudart, and runs the scenario named
+ * by argv[1]. Its stdout is deterministic (no pids, pointers or times), so a test can
+ * compare it with and without the tracer. Exit status: 0 ok, 2 usage, 3 cannot load
+ * the runtime, 4 a check failed (details on stderr, prefixed "app:").
+ *
+ * Scenarios (counts are what the tests expect; keep tests/tests/*.rs in step):
+ *   basic       see run_basic() below
+ *   threads     4 threads x 25 launches of _Z6workerv, grid (t+1,1,1), block (64,1,1)
+ *   fork        3 launches, fork a child that uses no CUDA and exits(0), 2 launches
+ *   fork-cuda   fork first; the child makes 2 launches of _Z5childv, the parent,
+ *               after the child exited, 3 launches of _Z6parentv
+ *   spin S      batches of 50 launches of _Z4spinv, 1 ms apart, for S seconds
+ *               (S = 0: until killed); no other CUDA call
+ *   profiler    plays torch.profiler taking CUPTI for a while: see run_profiler()
+ *   retcodes    checks the fake runtime's documented return values and errno
+ *   nocuda      prints a line, never loads CUDA
+ *   idle        loads the runtime and never calls it
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fake_cuda.h"
+
+static struct {
+    cudaError_t (*GetDeviceCount)(int *);
+    cudaError_t (*StreamCreate)(cudaStream_t *);
+    cudaError_t (*Malloc)(void **, size_t);
+    cudaError_t (*Free)(void *);
+    cudaError_t (*MallocHost)(void **, size_t);
+    cudaError_t (*HostAlloc)(void **, size_t, unsigned int);
+    cudaError_t (*FreeHost)(void *);
+    cudaError_t (*Memcpy)(void *, const void *, size_t, int);
+    cudaError_t (*MemcpyAsync)(void *, const void *, size_t, int, cudaStream_t);
+    cudaError_t (*Memset)(void *, int, size_t);
+    cudaError_t (*MemsetAsync)(void *, int, size_t, cudaStream_t);
+    cudaError_t (*StreamSynchronize)(cudaStream_t);
+    cudaError_t (*DeviceSynchronize)(void);
+    cudaError_t (*LaunchKernel)(const void *, dim3, dim3, void **, size_t, cudaStream_t);
+} rt;
+
+static int failures;
+
+#define CHECK(cond, ...)                                                                   \
+    do {                                                                                   \
+        if (!(cond)) {                                                                     \
+            fprintf(stderr, "app: check failed (%s:%d): ", __FILE__, __LINE__);            \
+            fprintf(stderr, __VA_ARGS__);                                                  \
+            fprintf(stderr, "\n");                                                         \
+            failures++;                                                                    \
+        }                                                                                  \
+    } while (0)
+
+#define OK(call) CHECK((call) == 0, "%s did not return 0", #call)
+
+static void *must_sym(void *h, const char *name) {
+    void *p = dlsym(h, name);
+    if (!p) {
+        fprintf(stderr, "app: %s: %s\n", name, dlerror());
+        exit(3);
+    }
+    return p;
+}
+
+static void load_runtime(void) {
+    const char *path = getenv("FAKE_CUDART");
+    if (!path || !*path) {
+        fprintf(stderr, "app: FAKE_CUDART is not set\n");
+        exit(3);
+    }
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        fprintf(stderr, "app: dlopen %s: %s\n", path, dlerror());
+        exit(3);
+    }
+    *(void **)&rt.GetDeviceCount = must_sym(h, "cudaGetDeviceCount");
+    *(void **)&rt.StreamCreate = must_sym(h, "cudaStreamCreate");
+    *(void **)&rt.Malloc = must_sym(h, "cudaMalloc");
+    *(void **)&rt.Free = must_sym(h, "cudaFree");
+    *(void **)&rt.MallocHost = must_sym(h, "cudaMallocHost");
+    *(void **)&rt.HostAlloc = must_sym(h, "cudaHostAlloc");
+    *(void **)&rt.FreeHost = must_sym(h, "cudaFreeHost");
+    *(void **)&rt.Memcpy = must_sym(h, "cudaMemcpy");
+    *(void **)&rt.MemcpyAsync = must_sym(h, "cudaMemcpyAsync");
+    *(void **)&rt.Memset = must_sym(h, "cudaMemset");
+    *(void **)&rt.MemsetAsync = must_sym(h, "cudaMemsetAsync");
+    *(void **)&rt.StreamSynchronize = must_sym(h, "cudaStreamSynchronize");
+    *(void **)&rt.DeviceSynchronize = must_sym(h, "cudaDeviceSynchronize");
+    *(void **)&rt.LaunchKernel = must_sym(h, "cudaLaunchKernel");
+}
+
+/* A launch of the fake kernel `name` (the fake runtime reads the name from `func`). */
+static cudaError_t launch(const char *name, dim3 grid, dim3 block, size_t smem, cudaStream_t s) {
+    return rt.LaunchKernel(name, grid, block, NULL, smem, s);
+}
+
+static const char K_VECADD[] = "_Z6vecAddPKfS0_Pfi";
+static const char K_RELU[] = "_Z4reluPfi";
+
+/*
+ * basic: known GPU work on the default stream (id 7) and one created stream (id 13).
+ *   launches (8): vecAdd x5, grid (64,2,1) block (256,1,1) smem 0 stream 7;
+ *                 relu x3, grid (10,1,1) block (128,1,1) smem 1024 stream 13;
+ *                 order vecAdd vecAdd relu vecAdd relu vecAdd relu vecAdd
+ *   cudaMemcpy, pageable host (4): HtoD 1024, DtoH 2048, HtoD 3000, DtoH 4096
+ *   cudaMemcpyAsync, pinned host, stream 13 (3): HtoD 512 (cudaMallocHost memory),
+ *                 DtoH 768 (same), HtoD 4096 (cudaHostAlloc memory)
+ *   cudaMemset (d_a, 0, 65536); cudaMemsetAsync (d_b, 7, 1234, stream 13)
+ *   cudaStreamSynchronize(stream 13); cudaDeviceSynchronize()
+ *   cudaMalloc 1 MiB (d_a) and 64 KiB (d_b), freed at the end;
+ *   cudaMallocHost 8192, cudaHostAlloc 4096, both freed
+ *   untraced calls: cudaGetDeviceCount (corr 1), cudaStreamCreate (corr 2)
+ */
+static void run_basic(void) {
+    int n = 0;
+    OK(rt.GetDeviceCount(&n));
+    CHECK(n == 1, "device count %d", n);
+    cudaStream_t s = NULL;
+    OK(rt.StreamCreate(&s));
+    void *d_a = NULL, *d_b = NULL, *h_pin = NULL, *h_pin2 = NULL;
+    OK(rt.Malloc(&d_a, 1 << 20));
+    OK(rt.Malloc(&d_b, 1 << 16));
+    OK(rt.MallocHost(&h_pin, 8192));
+    OK(rt.HostAlloc(&h_pin2, 4096, 0));
+    char *h_page = calloc(1, 16384);
+
+    const dim3 g1 = {64, 2, 1}, b1 = {256, 1, 1}, g2 = {10, 1, 1}, b2 = {128, 1, 1};
+    const char *order = "vvrvrvrv";
+    for (const char *o = order; *o; o++) {
+        if (*o == 'v')
+            OK(launch(K_VECADD, g1, b1, 0, NULL));
+        else
+            OK(launch(K_RELU, g2, b2, 1024, s));
+    }
+
+    OK(rt.Memcpy(d_a, h_page, 1024, cudaMemcpyHostToDevice));
+    OK(rt.Memcpy(h_page, d_a, 2048, cudaMemcpyDeviceToHost));
+    OK(rt.Memcpy(d_b, h_page, 3000, cudaMemcpyHostToDevice));
+    OK(rt.Memcpy(h_page, d_b, 4096, cudaMemcpyDeviceToHost));
+
+    OK(rt.MemcpyAsync(d_a, h_pin, 512, cudaMemcpyHostToDevice, s));
+    OK(rt.MemcpyAsync(h_pin, d_a, 768, cudaMemcpyDeviceToHost, s));
+    OK(rt.MemcpyAsync(d_b, h_pin2, 4096, cudaMemcpyHostToDevice, s));
+
+    OK(rt.Memset(d_a, 0, 65536));
+    OK(rt.MemsetAsync(d_b, 7, 1234, s));
+
+    OK(rt.StreamSynchronize(s));
+    OK(rt.DeviceSynchronize());
+
+    OK(rt.Free(d_a));
+    OK(rt.Free(d_b));
+    OK(rt.FreeHost(h_pin));
+    OK(rt.FreeHost(h_pin2));
+    free(h_page);
+    printf("basic: 8 launches, 4 memcpy, 3 memcpyAsync, 2 memset, 2 syncs\n");
+}
+
+static void *worker(void *arg) {
+    unsigned t = (unsigned)(uintptr_t)arg;
+    const dim3 g = {t + 1, 1, 1}, b = {64, 1, 1};
+    for (int i = 0; i < 25; i++)
+        OK(launch("_Z6workerv", g, b, 0, NULL));
+    return NULL;
+}
+
+static void run_threads(void) {
+    pthread_t th[4];
+    for (uintptr_t t = 0; t < 4; t++)
+        pthread_create(&th[t], NULL, worker, (void *)t);
+    for (int t = 0; t < 4; t++)
+        pthread_join(th[t], NULL);
+    OK(rt.DeviceSynchronize());
+    printf("threads: 4 x 25 launches\n");
+}
+
+static void parent_launches(int n) {
+    const dim3 g = {2, 1, 1}, b = {32, 1, 1};
+    for (int i = 0; i < n; i++)
+        OK(launch("_Z6parentv", g, b, 0, NULL));
+    OK(rt.DeviceSynchronize());
+}
+
+static int wait_child(pid_t pid) {
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+        ;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static void run_fork(void) {
+    parent_launches(3);
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        printf("child: no CUDA here\n");
+        exit(0); /* runs the atexit handlers the parent registered */
+    }
+    CHECK(pid > 0, "fork failed");
+    printf("parent: child exited with %d\n", wait_child(pid));
+    parent_launches(2);
+    printf("fork: parent done\n");
+}
+
+static void run_fork_cuda(void) {
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        const dim3 g = {1, 1, 1}, b = {32, 1, 1};
+        for (int i = 0; i < 2; i++)
+            OK(launch("_Z5childv", g, b, 0, NULL));
+        OK(rt.DeviceSynchronize());
+        printf("child: 2 launches\n");
+        exit(failures ? 4 : 0);
+    }
+    CHECK(pid > 0, "fork failed");
+    printf("parent: child exited with %d\n", wait_child(pid));
+    parent_launches(3);
+    printf("fork-cuda: parent done\n");
+}
+
+static double seconds_since(const struct timespec *t0) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)(t.tv_sec - t0->tv_sec) + (double)(t.tv_nsec - t0->tv_nsec) / 1e9;
+}
+
+static void run_spin(double secs) {
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    const dim3 g = {1, 1, 1}, b = {32, 1, 1};
+    printf("spin: started\n");
+    fflush(stdout);
+    while (secs <= 0 || seconds_since(&t0) < secs) {
+        for (int i = 0; i < 50; i++)
+            OK(launch("_Z4spinv", g, b, 0, NULL));
+        usleep(1000);
+    }
+    printf("spin: done\n");
+}
+
+/* ---- profiler: the program's own CUPTI session ---- */
+typedef void (*cb_fn)(void *, uint32_t, uint32_t, const void *);
+typedef void (*req_fn)(uint8_t **, size_t *, size_t *);
+typedef void (*done_fn)(void *, uint32_t, uint8_t *, size_t, size_t);
+static struct {
+    int (*Subscribe)(void **, cb_fn, void *);
+    int (*Unsubscribe)(void *);
+    int (*EnableCallback)(uint32_t, void *, uint32_t, uint32_t);
+    int (*RegisterCallbacks)(req_fn, done_fn);
+    int (*Enable)(uint32_t);
+    int (*Disable)(uint32_t);
+    int (*FlushAll)(uint32_t);
+    int (*GetNextRecord)(uint8_t *, size_t, void **);
+} cp;
+
+static pthread_mutex_t prof_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+    int kernels, bad_kernels, memcpys, memcpy_bytes, other_records, buffers;
+    int enters, exits, bad_callbacks;
+    uint32_t kernel_corr[16], exit_corr[16];
+} seen;
+
+/* Global lookup first (reaches a preloaded tool's hooks, as a library linking libcupti
+ * would), then the libcupti the runtime already loaded. */
+static void *cupti_sym(const char *name) {
+    void *p = dlsym(RTLD_DEFAULT, name);
+    if (p)
+        return p;
+    void *h = dlopen("libcupti.so.13", RTLD_NOW | RTLD_NOLOAD);
+    if (!h)
+        h = dlopen("libcupti.so.12", RTLD_NOW | RTLD_NOLOAD);
+    if (!h) {
+        fprintf(stderr, "app: no libcupti loaded\n");
+        exit(3);
+    }
+    return must_sym(h, name);
+}
+
+static void prof_api(void *ud, uint32_t domain, uint32_t cbid, const void *data) {
+    const struct fake_callback_data *d = data;
+    (void)ud;
+    pthread_mutex_lock(&prof_mu);
+    if (domain != FAKE_CB_DOMAIN_RUNTIME_API || cbid != CBID_cudaLaunchKernel ||
+        strcmp(d->functionName, "cudaLaunchKernel") != 0 || !d->symbolName ||
+        strcmp(d->symbolName, "_Z6duringv") != 0)
+        seen.bad_callbacks++;
+    else if (d->callbackSite == FAKE_API_ENTER)
+        seen.enters++;
+    else {
+        if (seen.exits < 16)
+            seen.exit_corr[seen.exits] = d->correlationId;
+        seen.exits++;
+    }
+    pthread_mutex_unlock(&prof_mu);
+}
+
+static void prof_request(uint8_t **buf, size_t *size, size_t *max) {
+    *size = 64 * 1024;
+    *buf = aligned_alloc(8, *size);
+    *max = 0;
+}
+
+static void prof_complete(void *ctx, uint32_t stream, uint8_t *buf, size_t size, size_t valid) {
+    (void)ctx;
+    (void)stream;
+    (void)size;
+    pthread_mutex_lock(&prof_mu);
+    seen.buffers++;
+    void *rec = NULL;
+    while (cp.GetNextRecord(buf, valid, &rec) == 0) {
+        const uint8_t *r = rec;
+        uint32_t kind;
+        memcpy(&kind, r, 4);
+        if (kind == FAKE_KIND_CONCURRENT_KERNEL) {
+            const char *name;
+            uint32_t corr;
+            memcpy(&name, r + 104, sizeof name);
+            memcpy(&corr, r + 92, 4);
+            if (name && strcmp(name, "_Z6duringv") == 0) {
+                if (seen.kernels < 16)
+                    seen.kernel_corr[seen.kernels] = corr;
+                seen.kernels++;
+            } else {
+                seen.bad_kernels++;
+            }
+        } else if (kind == FAKE_KIND_MEMCPY) {
+            uint64_t bytes;
+            memcpy(&bytes, r + 8, 8);
+            seen.memcpys++;
+            seen.memcpy_bytes += (int)bytes;
+        } else {
+            seen.other_records++;
+        }
+    }
+    pthread_mutex_unlock(&prof_mu);
+    free(buf);
+}
+
+/*
+ * profiler:
+ *   phase A: 5 launches of _Z6beforev, cudaDeviceSynchronize
+ *   the program takes CUPTI (kineto's order): cuptiSubscribe, cuptiEnableCallback
+ *     (cudaLaunchKernel), cuptiActivityRegisterCallbacks, cuptiActivityEnable
+ *     (CONCURRENT_KERNEL, MEMCPY)
+ *   phase B: 3 launches of _Z6duringv, one 256-byte cudaMemcpy HtoD, cudaDeviceSynchronize
+ *   the program lets go: cuptiActivityDisable (both kinds), cuptiActivityFlushAll(1),
+ *     then checks its session saw exactly phase B, then cuptiUnsubscribe
+ *   phase C: 4 launches of _Z5afterv, cudaDeviceSynchronize
+ */
+static void run_profiler(void) {
+    const dim3 g = {4, 1, 1}, b = {128, 1, 1};
+    for (int i = 0; i < 5; i++)
+        OK(launch("_Z6beforev", g, b, 0, NULL));
+    OK(rt.DeviceSynchronize());
+
+    *(void **)&cp.Subscribe = cupti_sym("cuptiSubscribe");
+    *(void **)&cp.Unsubscribe = cupti_sym("cuptiUnsubscribe");
+    *(void **)&cp.EnableCallback = cupti_sym("cuptiEnableCallback");
+    *(void **)&cp.RegisterCallbacks = cupti_sym("cuptiActivityRegisterCallbacks");
+    *(void **)&cp.Enable = cupti_sym("cuptiActivityEnable");
+    *(void **)&cp.Disable = cupti_sym("cuptiActivityDisable");
+    *(void **)&cp.FlushAll = cupti_sym("cuptiActivityFlushAll");
+    *(void **)&cp.GetNextRecord = cupti_sym("cuptiActivityGetNextRecord");
+
+    void *sub = NULL;
+    int rc = cp.Subscribe(&sub, prof_api, NULL);
+    CHECK(rc == 0, "cuptiSubscribe returned %d", rc);
+    OK(cp.EnableCallback(1, sub, FAKE_CB_DOMAIN_RUNTIME_API, CBID_cudaLaunchKernel));
+    OK(cp.RegisterCallbacks(prof_request, prof_complete));
+    OK(cp.Enable(FAKE_KIND_CONCURRENT_KERNEL));
+    OK(cp.Enable(FAKE_KIND_MEMCPY));
+
+    void *d = NULL;
+    char host[256] = {0};
+    OK(rt.Malloc(&d, 4096));
+    for (int i = 0; i < 3; i++)
+        OK(launch("_Z6duringv", g, b, 0, NULL));
+    OK(rt.Memcpy(d, host, 256, cudaMemcpyHostToDevice));
+    OK(rt.DeviceSynchronize());
+
+    OK(cp.Disable(FAKE_KIND_CONCURRENT_KERNEL));
+    OK(cp.Disable(FAKE_KIND_MEMCPY));
+    OK(cp.FlushAll(1));
+
+    pthread_mutex_lock(&prof_mu);
+    CHECK(seen.kernels == 3, "own session saw %d _Z6duringv kernels", seen.kernels);
+    CHECK(seen.bad_kernels == 0, "own session saw %d other kernels", seen.bad_kernels);
+    CHECK(seen.memcpys == 1 && seen.memcpy_bytes == 256, "own session saw %d memcpys, %d bytes",
+          seen.memcpys, seen.memcpy_bytes);
+    CHECK(seen.other_records == 0, "own session saw %d other records", seen.other_records);
+    CHECK(seen.enters == 3 && seen.exits == 3, "own callbacks: %d enters, %d exits", seen.enters,
+          seen.exits);
+    CHECK(seen.bad_callbacks == 0, "own session got %d unexpected callbacks", seen.bad_callbacks);
+    for (int i = 0; i < 3 && i < seen.kernels && i < seen.exits; i++)
+        CHECK(seen.kernel_corr[i] == seen.exit_corr[i], "kernel %d corr %u, callback corr %u", i,
+              seen.kernel_corr[i], seen.exit_corr[i]);
+    pthread_mutex_unlock(&prof_mu);
+    rc = cp.Unsubscribe(sub);
+    CHECK(rc == 0, "cuptiUnsubscribe returned %d", rc);
+    printf("profiler: own session saw %d kernels, %d memcpy, %d launch callbacks\n", seen.kernels,
+           seen.memcpys, seen.exits);
+
+    for (int i = 0; i < 4; i++)
+        OK(launch("_Z5afterv", g, b, 0, NULL));
+    OK(rt.DeviceSynchronize());
+    OK(rt.Free(d));
+    printf("profiler: done\n");
+}
+
+/* ---- retcodes: every documented return value and errno, through the tool ---- */
+#define EXPECT(call, want_ret, want_errno)                                                 \
+    do {                                                                                   \
+        int r_ = (call);                                                                   \
+        int e_ = errno;                                                                    \
+        checks++;                                                                          \
+        CHECK(r_ == (want_ret) && e_ == (want_errno), "%s: returned %d errno %d, want %d errno %d", \
+              #call, r_, e_, (want_ret), (want_errno));                                    \
+    } while (0)
+
+static void run_retcodes(void) {
+    int checks = 0, n = 0;
+    char host[64] = {0};
+    void *d = NULL, *bad = (void *)1;
+    const dim3 g = {1, 1, 1}, g0 = {0, 1, 1}, b = {32, 1, 1};
+
+    /* The very first call initialises CUDA (and the tool, through injection). */
+    errno = 777;
+    EXPECT(rt.GetDeviceCount(&n), 0, 777);
+    CHECK(n == 1, "device count %d", n);
+    errno = 778;
+    EXPECT(rt.Malloc(&d, 64), 0, 778);
+    errno = 0;
+    EXPECT(rt.Memcpy(d, host, FAKE_BAD_COUNT, cudaMemcpyHostToDevice), 11, 42);
+    errno = 0;
+    EXPECT(rt.MemcpyAsync(d, host, FAKE_BAD_COUNT, cudaMemcpyHostToDevice, NULL), 11, 42);
+    errno = 0;
+    EXPECT(rt.Memset(d, 0, FAKE_BAD_COUNT), 1, 43);
+    errno = 0;
+    EXPECT(rt.MemsetAsync(d, 0, FAKE_BAD_COUNT, NULL), 1, 43);
+    errno = 0;
+    EXPECT(rt.Malloc(&bad, FAKE_BAD_COUNT), 2, 12);
+    CHECK(bad == NULL, "failed cudaMalloc left a pointer");
+    errno = 0;
+    EXPECT(launch("_Z3badv", g0, b, 0, NULL), 9, 22);
+    errno = 0;
+    EXPECT(rt.StreamSynchronize((cudaStream_t)(uintptr_t)0xBAD), 400, 44);
+    errno = 779;
+    EXPECT(launch("_Z4goodv", g, b, 0, NULL), 0, 779);
+    errno = 780;
+    EXPECT(rt.Memcpy(d, host, 16, cudaMemcpyHostToDevice), 0, 780);
+    errno = 781;
+    EXPECT(rt.DeviceSynchronize(), 0, 781);
+    errno = 782;
+    EXPECT(rt.Free(d), 0, 782);
+    if (!failures)
+        printf("retcodes: all %d checks passed\n", checks);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        fprintf(stderr, "usage: app SCENARIO [ARGS]\n");
+        return 2;
+    }
+    const char *s = argv[1];
+    if (strcmp(s, "nocuda") == 0) {
+        printf("nocuda: hello from a process without CUDA\n");
+        return 0;
+    }
+    load_runtime();
+    if (strcmp(s, "idle") == 0)
+        printf("idle: runtime loaded, never called\n");
+    else if (strcmp(s, "basic") == 0)
+        run_basic();
+    else if (strcmp(s, "threads") == 0)
+        run_threads();
+    else if (strcmp(s, "fork") == 0)
+        run_fork();
+    else if (strcmp(s, "fork-cuda") == 0)
+        run_fork_cuda();
+    else if (strcmp(s, "spin") == 0)
+        run_spin(argc > 2 ? atof(argv[2]) : 0);
+    else if (strcmp(s, "profiler") == 0)
+        run_profiler();
+    else if (strcmp(s, "retcodes") == 0)
+        run_retcodes();
+    else {
+        fprintf(stderr, "app: unknown scenario %s\n", s);
+        return 2;
+    }
+    fflush(stdout);
+    return failures ? 4 : 0;
+}
