@@ -2,6 +2,7 @@
 //! did and what it was waiting for. All logic lives here; the `gputrace` binary only
 //! parses arguments and prints.
 
+pub mod attach;
 pub mod dump;
 pub mod run;
 pub mod summary;

@@ -8,6 +8,7 @@
 pub mod apis;
 pub mod clock;
 pub mod collector;
+pub mod control;
 pub mod discover;
 pub mod guard;
 pub mod hooks;

@@ -67,13 +67,22 @@ fn ensure_injection_path() {
 
 /// Called by the CUDA driver inside cuInit (through CUDA_INJECTION64_PATH).
 pub fn on_cuda_init() -> bool {
+    let o = opts();
+    if o.mode == Mode::Dormant || o.start_after.is_some() || o.duration.is_some() {
+        if state::advance(state::IDLE, state::DORMANT) {
+            register_exit_handler();
+            crate::control::start_dormant();
+            log::debug("dormant: waiting for `gputrace attach`, a signal or a timer");
+        }
+        return true;
+    }
     if !state::advance(state::IDLE, state::STOPPED) {
-        // Already started (a second cuInit), disabled, or dormant: nothing to do.
+        // Already started (a second cuInit) or disabled: nothing to do.
         return true;
     }
     let _g = guard::Internal::enter();
-    match start_tracing("injection") {
-        Ok(()) => true,
+    match start_tracing("injection", None) {
+        Ok(_) => true,
         Err(e) => {
             state::set(state::DISABLED);
             log::warn(&format!("{e}; this process runs on untraced"));
@@ -101,21 +110,46 @@ fn hostname() -> String {
         .collect()
 }
 
-fn start_tracing(started_by: &str) -> Result<(), String> {
+static CUPTI_ERROR: OnceLock<String> = OnceLock::new();
+
+/// The collector, loaded on first use; `Err` (remembered) when CUPTI is unusable.
+fn collector_once() -> Result<&'static Collector, String> {
+    if let Some(c) = collector::active() {
+        return Ok(c);
+    }
+    if let Some(e) = CUPTI_ERROR.get() {
+        return Err(e.clone());
+    }
+    let o = opts();
+    match Collector::load(o) {
+        Ok(c) => {
+            collector::configure_pool(o.buffer_bytes, o.pool_bytes);
+            Ok(collector::install(c))
+        }
+        Err(e) => {
+            let _ = CUPTI_ERROR.set(e.clone());
+            Err(e)
+        }
+    }
+}
+
+/// Opens a trace file and starts recording; returns the file's path.
+fn start_tracing(
+    started_by: &str,
+    dir: Option<&std::path::Path>,
+) -> Result<std::path::PathBuf, String> {
     let o = opts();
     // Without CUPTI we still trace what the symbol hooks see (copies, NCCL, NVTX), and
     // the trace says GPU activity was not recorded.
-    let (c, cupti_err) = match Collector::load(o) {
-        Ok(c) => {
-            collector::configure_pool(o.buffer_bytes, o.pool_bytes);
-            (Some(collector::install(c)), None)
-        }
+    let (c, cupti_err) = match collector_once() {
+        Ok(c) => (Some(c), None),
         Err(e) => (None, Some(e)),
     };
     let pid = std::process::id();
     let host = hostname();
-    let (file, path) = writer::create_trace_file(&o.dir, &host, pid)
-        .map_err(|e| format!("cannot create a trace file in {}: {e}", o.dir.display()))?;
+    let dir = dir.unwrap_or(&o.dir);
+    let (file, path) = writer::create_trace_file(dir, &host, pid)
+        .map_err(|e| format!("cannot create a trace file in {}: {e}", dir.display()))?;
     let objs = discover::loaded_objects();
     let rt = discover::loaded_cudart(&objs);
     let meta = Meta {
@@ -169,15 +203,81 @@ fn start_tracing(started_by: &str) -> Result<(), String> {
         ))
         .unwrap_or_default()
     ));
-    // Registered now, after the CUDA runtime registered its own teardown, so ours runs
-    // first at exit, while CUDA is still up.
-    // SAFETY: a plain function pointer.
-    unsafe { libc::atexit(at_exit) };
-    Ok(())
+    register_exit_handler();
+    Ok(path)
+}
+
+/// Registered at CUDA initialisation, after the CUDA runtime registered its own
+/// teardown, so ours runs first at exit, while CUDA is still up.
+fn register_exit_handler() {
+    static DONE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if !DONE.swap(true, std::sync::atomic::Ordering::AcqRel) {
+        // SAFETY: a plain function pointer.
+        unsafe { libc::atexit(at_exit) };
+    }
+}
+
+/// One trace window of a dormant process: record for `duration` into a new trace file,
+/// then switch CUPTI off and release it, back to dormant. `on_started` gets the path as
+/// soon as recording begins. Returns the path of the finished trace.
+pub fn run_window(
+    reason: &str,
+    duration: Duration,
+    dir: Option<&std::path::Path>,
+    on_started: impl FnOnce(&std::path::Path),
+) -> Result<std::path::PathBuf, String> {
+    // DORMANT -> STOPPED marks "a window is starting": a second request is refused.
+    if !state::advance(state::DORMANT, state::STOPPED) {
+        return Err("a window is already running (or the process is exiting)".into());
+    }
+    let _g = guard::Internal::enter();
+    let path = match start_tracing(reason, dir) {
+        Ok(p) => p,
+        Err(e) => {
+            state::set(state::DORMANT);
+            return Err(e);
+        }
+    };
+    if let Some(c) = collector::active() {
+        c.emit_device_properties();
+    }
+    on_started(&path);
+    let end = std::time::Instant::now() + duration;
+    while std::time::Instant::now() < end {
+        let s = state::get();
+        if s != state::TRACING && s != state::BLIND {
+            // The process is exiting: its exit handler finishes the trace.
+            return Ok(path);
+        }
+        std::thread::sleep(Duration::from_millis(20).min(end - std::time::Instant::now()));
+    }
+    let s = state::get();
+    if !state::advance(s, state::STOPPED) || (s != state::TRACING && s != state::BLIND) {
+        return Ok(path);
+    }
+    if let Some(c) = collector::active() {
+        if s == state::TRACING {
+            c.stop();
+        }
+        collector::note_state(CollectorState::Stopped, "end of window");
+        c.finalize();
+    }
+    let done = writer::finish(Duration::from_millis(opts().exit_wait_ms));
+    state::set(state::DORMANT);
+    if !done {
+        return Err(format!(
+            "the trace writer did not finish {}",
+            path.display()
+        ));
+    }
+    Ok(path)
 }
 
 extern "C" fn at_exit() {
-    let _ = std::panic::catch_unwind(finish);
+    let _ = std::panic::catch_unwind(|| {
+        finish();
+        crate::control::remove_socket();
+    });
 }
 
 /// Flushes everything and stops, waiting at most GPUTRACE_EXIT_WAIT_MS.

@@ -32,6 +32,11 @@ pub struct Opts {
     pub runtime_api: bool,
     /// Longest wait at exit for the trace to be written (`GPUTRACE_EXIT_WAIT_MS`).
     pub exit_wait_ms: u64,
+    /// Production mode triggers: `GPUTRACE_SIGNAL` (SIGUSR1/SIGUSR2), and a timed window
+    /// `GPUTRACE_START_AFTER` + `GPUTRACE_DURATION`.
+    pub signal: Option<String>,
+    pub start_after: Option<std::time::Duration>,
+    pub duration: Option<std::time::Duration>,
     /// Print what the library does (`GPUTRACE_DEBUG`).
     pub debug: bool,
     /// The variables as read, for the trace's metadata.
@@ -52,6 +57,9 @@ impl Default for Opts {
             driver_api: false,
             runtime_api: true,
             exit_wait_ms: 3000,
+            signal: None,
+            start_after: None,
+            duration: None,
             debug: false,
             raw: Vec::new(),
             warnings: Vec::new(),
@@ -127,6 +135,19 @@ impl Opts {
                 "GPUTRACE_DEBUG" => match parse_bool(&v) {
                     Some(b) => o.debug = b,
                     None => bad("0 or 1"),
+                },
+                "GPUTRACE_SIGNAL" => match v.trim().trim_start_matches("SIG") {
+                    "" => {}
+                    "USR1" | "USR2" => o.signal = Some(v.trim().to_string()),
+                    _ => bad("SIGUSR1 or SIGUSR2"),
+                },
+                "GPUTRACE_START_AFTER" => match crate::control::parse_duration(&v) {
+                    Some(d) => o.start_after = Some(d),
+                    None => bad("a duration such as 30s"),
+                },
+                "GPUTRACE_DURATION" => match crate::control::parse_duration(&v) {
+                    Some(d) if !d.is_zero() => o.duration = Some(d),
+                    _ => bad("a duration such as 10s"),
                 },
                 // Read by the `gputrace` binary, not by the library.
                 "GPUTRACE_LIB" => {}

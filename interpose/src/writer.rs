@@ -28,6 +28,12 @@ static DONE: Mutex<bool> = Mutex::new(false);
 static DONE_CV: Condvar = Condvar::new();
 static RUNNING: AtomicBool = AtomicBool::new(false);
 static PENDING: Mutex<Vec<(u64, CollectorState, String)>> = Mutex::new(Vec::new());
+static DEVICES: Mutex<Vec<(fmt::Device, String)>> = Mutex::new(Vec::new());
+
+/// Queues a device's properties for the trace (the name is interned by the writer).
+pub fn push_device(d: fmt::Device, name: String) {
+    collector::lock(&DEVICES).push((d, name));
+}
 
 /// Wakes the writer early (a CUPTI buffer completed).
 pub fn wake() {
@@ -267,6 +273,11 @@ impl Writer {
                     count: n,
                 });
             }
+        }
+        let devices = std::mem::take(&mut *collector::lock(&DEVICES));
+        for (mut d, name) in devices {
+            d.name = self.names.intern(&name, &mut self.evs);
+            self.evs.push(Event::Device(d));
         }
         let pending = std::mem::take(&mut *collector::lock(&PENDING));
         for (ts, s, reason) in pending {
