@@ -505,6 +505,13 @@ pub fn record_size(kind: CUpti_ActivityKind, api_version: u32) -> Option<usize> 
                 size_of::<CUpti_ActivityMemoryPool2>()
             }
         }
+        CUpti_ActivityKind_CUPTI_ACTIVITY_KIND_CUDA_EVENT => {
+            if at_least(v::CUDA_12_8) {
+                size_of::<CUpti_ActivityCudaEvent2>()
+            } else {
+                size_of::<CUpti_ActivityCudaEvent>()
+            }
+        }
         CUpti_ActivityKind_CUPTI_ACTIVITY_KIND_RUNTIME
         | CUpti_ActivityKind_CUPTI_ACTIVITY_KIND_DRIVER => size_of::<CUpti_ActivityAPI>(),
         CUpti_ActivityKind_CUPTI_ACTIVITY_KIND_CONTEXT => {

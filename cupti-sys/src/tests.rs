@@ -472,6 +472,9 @@ fn record_sizes_follow_the_release() {
     assert_eq!(record_size(ctx, v::CUDA_12_3), Some(16));
     assert_eq!(record_size(ctx, v::CUDA_12_4), Some(24));
     assert_eq!(record_size(ctx, v::CUDA_12_5), Some(32));
+    let ev = CUpti_ActivityKind_CUPTI_ACTIVITY_KIND_CUDA_EVENT;
+    assert_eq!(record_size(ev, v::CUDA_12_6), Some(24));
+    assert_eq!(record_size(ev, v::CUDA_12_8), Some(56));
     let pool = CUpti_ActivityKind_CUPTI_ACTIVITY_KIND_MEMORY_POOL;
     assert_eq!(record_size(pool, v::CUDA_12_9), Some(72));
     assert_eq!(record_size(pool, v::CUDA_13_0), Some(80));

@@ -67,6 +67,8 @@ KINDS = [
         "kind", "memoryPoolOperationType", "memoryPoolType", "correlationId",
         "deviceId", "address", "size", "timestamp",
     ]),
+    ("CUDA_EVENT", ["kind", "correlationId", "contextId", "streamId",
+                    "eventId"]),
     ("RUNTIME", ["kind", "cbid", "start", "end", "processId", "threadId",
                  "correlationId", "returnValue"]),
     ("CONTEXT", ["kind", "contextId", "deviceId"]),
@@ -486,6 +488,14 @@ def main():
         "observation, not a promise from NVIDIA." % (ref_label, ref_label),
         "",
     ]
+    # Hand-written notes on checks made on real hardware, kept beside this
+    # script so that regenerating the tables keeps them.
+    notes = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                         "hardware-check.md")
+    if os.path.exists(notes):
+        with open(notes, encoding="utf-8") as f:
+            sm.append(f.read().rstrip("\n"))
+        sm.append("")
     md[summary_at:summary_at] = sm
 
     # Does the reference header set define each older struct exactly as the

@@ -100,7 +100,37 @@ pub static DRIVER: &[ApiInfo] = &[
     api(653, "cuLaunchKernelEx_ptsz", C::Launch, A::None),
 ];
 
+/// Index into [`RUNTIME`] / [`DRIVER`] by callback id (255 = not ours), built at compile
+/// time so the callback's lookup is one load instead of a scan.
+const MAX_CBID: usize = 1024;
+
+const fn index(table: &[ApiInfo]) -> [u8; MAX_CBID] {
+    let mut out = [255u8; MAX_CBID];
+    let mut i = 0;
+    while i < table.len() {
+        out[table[i].cbid as usize] = i as u8;
+        i += 1;
+    }
+    out
+}
+
+static RUNTIME_INDEX: [u8; MAX_CBID] = index(RUNTIME);
+static DRIVER_INDEX: [u8; MAX_CBID] = index(DRIVER);
+
+#[inline]
 pub fn find(domain: u8, cbid: u32) -> Option<&'static ApiInfo> {
+    let (table, idx) = if domain == gputrace_format::DOMAIN_DRIVER {
+        (DRIVER, &DRIVER_INDEX)
+    } else {
+        (RUNTIME, &RUNTIME_INDEX)
+    };
+    let i = *idx.get(cbid as usize)?;
+    table.get(i as usize)
+}
+
+/// The linear lookup the index replaces, for the test that checks them against each other.
+#[cfg(test)]
+fn find_slow(domain: u8, cbid: u32) -> Option<&'static ApiInfo> {
     let table = if domain == gputrace_format::DOMAIN_DRIVER {
         DRIVER
     } else {
@@ -133,6 +163,21 @@ pub unsafe fn extract(info: &ApiInfo, params: *const u8) -> (u64, u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn indexed_lookup_matches_the_tables() {
+        for dom in [
+            gputrace_format::DOMAIN_RUNTIME,
+            gputrace_format::DOMAIN_DRIVER,
+        ] {
+            for cbid in 0..1100 {
+                assert_eq!(
+                    find(dom, cbid).map(|a| a.name),
+                    find_slow(dom, cbid).map(|a| a.name)
+                );
+            }
+        }
+    }
 
     #[test]
     fn ids_are_unique() {

@@ -30,38 +30,48 @@ pub struct Collector {
     runtime_api: bool,
     driver_api: bool,
     flush_ms: u64,
+    /// Our names of the activity kinds to enable (`Opts::activity`).
+    activity: Vec<String>,
 }
 
-/// Activity kinds we enable. CONCURRENT_KERNEL, never KERNEL (which serialises kernels).
-const KINDS: &[(sys::CUpti_ActivityKind, &str, bool)] = &[
+use sys::CUpti_ActivityKind as K;
+/// Activity kinds we may enable: (kind, CUPTI name, our name, required).
+/// CONCURRENT_KERNEL, never KERNEL (which serialises kernels).
+const KINDS: &[(K, &str, &str, bool)] = &[
     (
         sys::CUpti_ActivityKind_CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
         "CONCURRENT_KERNEL",
+        "kernel",
         true,
     ),
     (
         sys::CUpti_ActivityKind_CUPTI_ACTIVITY_KIND_MEMCPY,
         "MEMCPY",
+        "memcpy",
         false,
     ),
     (
         sys::CUpti_ActivityKind_CUPTI_ACTIVITY_KIND_MEMSET,
         "MEMSET",
+        "memset",
         false,
     ),
     (
         sys::CUpti_ActivityKind_CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
         "SYNCHRONIZATION",
+        "sync",
         false,
     ),
     (
         sys::CUpti_ActivityKind_CUPTI_ACTIVITY_KIND_DEVICE,
         "DEVICE",
+        "device",
         false,
     ),
     (
         sys::CUpti_ActivityKind_CUPTI_ACTIVITY_KIND_MEMORY2,
         "MEMORY2",
+        "memory",
         false,
     ),
 ];
@@ -132,6 +142,7 @@ impl Collector {
                         runtime_api: opts.runtime_api,
                         driver_api: opts.driver_api,
                         flush_ms: opts.flush_ms,
+                        activity: opts.activity.clone(),
                     });
                 }
                 Err(e) => tried.push(format!("{}: {e}", c.path.display())),
@@ -160,7 +171,10 @@ impl Collector {
                 self.result_string(r)
             ));
         }
-        for (kind, name, required) in KINDS {
+        for (kind, name, ours, required) in KINDS {
+            if !self.activity.iter().any(|a| a == ours) {
+                continue;
+            }
             let r = call!(self.cupti, cuptiActivityEnable(*kind));
             if r != OK {
                 if *required {
@@ -239,7 +253,7 @@ impl Collector {
     pub fn stop(&self) {
         self.flush(true);
         let _g = guard::Internal::enter();
-        for (kind, _, _) in KINDS {
+        for (kind, _, _, _) in KINDS {
             let _ = call!(self.cupti, cuptiActivityDisable(*kind));
         }
         let sub = self.subscriber.swap(0, Ordering::AcqRel);

@@ -31,6 +31,9 @@ pub fn on_load() {
         return;
     }
     log::debug(&format!("loaded into pid {}: {:?}", std::process::id(), o));
+    if !o.hooks {
+        state::disable_hooks();
+    }
     // SAFETY: registering a handler with plain function pointers.
     unsafe { libc::pthread_atfork(None, None, Some(after_fork_child)) };
     ensure_injection_path();

@@ -28,6 +28,12 @@ pub struct Opts {
     pub flush_ms: u64,
     /// Also record driver-API launches (cuLaunchKernel*), e.g. from cuBLAS (`GPUTRACE_DRIVER_API`).
     pub driver_api: bool,
+    /// CUPTI activity kinds to enable (`GPUTRACE_ACTIVITY`, comma-separated names of
+    /// kernel, memcpy, memset, sync, device, memory; default all). `kernel` alone with
+    /// `GPUTRACE_API=0` and `GPUTRACE_HOOKS=0` is the CUPTI floor benchmark mode.
+    pub activity: Vec<String>,
+    /// Symbol hooks (copies, NCCL, NVTX) record while tracing (`GPUTRACE_HOOKS`).
+    pub hooks: bool,
     /// Record the host side of runtime API calls (`GPUTRACE_API`, default on).
     pub runtime_api: bool,
     /// Longest wait at exit for the trace to be written (`GPUTRACE_EXIT_WAIT_MS`).
@@ -55,6 +61,8 @@ impl Default for Opts {
             pool_bytes: 256 << 20,
             flush_ms: 500,
             driver_api: false,
+            activity: ACTIVITY_NAMES.iter().map(|s| s.to_string()).collect(),
+            hooks: true,
             runtime_api: true,
             exit_wait_ms: 3000,
             signal: None,
@@ -66,6 +74,9 @@ impl Default for Opts {
         }
     }
 }
+
+/// Names accepted by `GPUTRACE_ACTIVITY`.
+pub const ACTIVITY_NAMES: &[&str] = &["kernel", "memcpy", "memset", "sync", "device", "memory"];
 
 fn parse_bool(v: &str) -> Option<bool> {
     match v.trim().to_ascii_lowercase().as_str() {
@@ -126,6 +137,24 @@ impl Opts {
                 },
                 "GPUTRACE_DRIVER_API" => match parse_bool(&v) {
                     Some(b) => o.driver_api = b,
+                    None => bad("0 or 1"),
+                },
+                "GPUTRACE_ACTIVITY" => {
+                    let names: Vec<String> = v
+                        .split(',')
+                        .map(|s| s.trim().to_ascii_lowercase())
+                        .filter(|s| !s.is_empty())
+                        .collect();
+                    if names.iter().all(|n| ACTIVITY_NAMES.contains(&n.as_str()))
+                        && names.iter().any(|n| n == "kernel")
+                    {
+                        o.activity = names;
+                    } else {
+                        bad("a comma-separated list of kernel, memcpy, memset, sync, device, memory that includes kernel")
+                    }
+                }
+                "GPUTRACE_HOOKS" => match parse_bool(&v) {
+                    Some(b) => o.hooks = b,
                     None => bad("0 or 1"),
                 },
                 "GPUTRACE_API" => match parse_bool(&v) {
@@ -196,7 +225,9 @@ mod tests {
             ("GPUTRACE_BUFFER_KB", "1024"),
             ("GPUTRACE_FLUSH_MS", "100"),
             ("GPUTRACE_DRIVER_API", "1"),
+            ("GPUTRACE_ACTIVITY", "kernel, memcpy"),
         ]);
+        assert_eq!(d.activity, vec!["kernel", "memcpy"]);
         assert_eq!(d.mode, Mode::Dormant);
         assert_eq!(d.dir, PathBuf::from("/tmp/x"));
         assert_eq!(d.buffer_bytes, 1 << 20);
@@ -213,11 +244,13 @@ mod tests {
             ("GPUTRACE_FLUSH_MS", "100000"),
             ("GPUTRACE_DEBUG", "maybe"),
             ("GPUTRACE_FROB", "1"),
+            ("GPUTRACE_ACTIVITY", "memcpy"),
         ]);
+        assert_eq!(d.activity.len(), ACTIVITY_NAMES.len());
         assert_eq!(d.mode, Mode::Trace);
         assert_eq!(d.buffer_bytes, Opts::default().buffer_bytes);
         assert_eq!(d.flush_ms, Opts::default().flush_ms);
         assert!(!d.debug);
-        assert_eq!(d.warnings.len(), 5, "{:?}", d.warnings);
+        assert_eq!(d.warnings.len(), 6, "{:?}", d.warnings);
     }
 }

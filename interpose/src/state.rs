@@ -40,3 +40,16 @@ pub fn advance(from: u8, to: u8) -> bool {
 pub fn set(to: u8) {
     STATE.store(to, Ordering::Release);
 }
+
+static HOOKS_OFF: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Switches the symbol hooks off for good (`GPUTRACE_HOOKS=0`, the CUPTI floor mode).
+pub fn disable_hooks() {
+    HOOKS_OFF.store(true, Ordering::Relaxed);
+}
+
+/// Should a symbol hook record this call? One relaxed load when not tracing.
+#[inline]
+pub fn hooks_tracing() -> bool {
+    get() == TRACING && !HOOKS_OFF.load(Ordering::Relaxed)
+}
