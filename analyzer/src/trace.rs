@@ -169,9 +169,7 @@ impl Trace {
         let mut open: Option<(u64, u32)> = None;
         for (ts, st, reason) in &self.states {
             match fmt::CollectorState::from_u8(*st) {
-                Some(fmt::CollectorState::Blind) if open.is_none() => {
-                    open = Some((*ts, *reason))
-                }
+                Some(fmt::CollectorState::Blind) if open.is_none() => open = Some((*ts, *reason)),
                 Some(fmt::CollectorState::Blind) => {}
                 Some(_) => {
                     if let Some((s, r)) = open.take() {

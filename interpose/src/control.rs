@@ -54,7 +54,9 @@ pub fn parse_duration(s: &str) -> Option<Duration> {
         (s, 1e3)
     };
     let v: f64 = num.trim().parse().ok()?;
-    (v.is_finite() && v >= 0.0 && v < 1e9).then(|| Duration::from_micros((v * mult * 1e3) as u64))
+    (0.0..1e9)
+        .contains(&v)
+        .then(|| Duration::from_micros((v * mult * 1e3) as u64))
 }
 
 /// A window request, as parsed from a command line.

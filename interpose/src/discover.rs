@@ -158,7 +158,9 @@ pub fn object_path_of(addr: *const libc::c_void) -> Option<PathBuf> {
     let addr = addr as usize;
     let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
     // SAFETY: dladdr only writes `info`.
-    if unsafe { libc::dladdr(addr as *const libc::c_void, &mut info) } == 0 || info.dli_fname.is_null() {
+    if unsafe { libc::dladdr(addr as *const libc::c_void, &mut info) } == 0
+        || info.dli_fname.is_null()
+    {
         return None;
     }
     use std::os::unix::ffi::OsStrExt;

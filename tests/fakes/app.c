@@ -7,7 +7,7 @@
  * compare it with and without the tracer. Exit status: 0 ok, 2 usage, 3 cannot load
  * the runtime, 4 a check failed (details on stderr, prefixed "app:").
  *
- * Scenarios (counts are what the tests expect; keep tests/tests/*.rs in step):
+ * Scenarios (counts are what the tests expect; keep the Rust tests in tests/tests in step):
  *   basic       see run_basic() below
  *   threads     4 threads x 25 launches of _Z6workerv, grid (t+1,1,1), block (64,1,1)
  *   fork        3 launches, fork a child that uses no CUDA and exits(0), 2 launches
