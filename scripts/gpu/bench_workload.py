@@ -1,0 +1,71 @@
+"""Overhead benchmark workloads, all three in one process (one process per mode and round).
+
+Prints one JSON line: per-iteration medians (after warm-up) for
+  launch: 20 000 x x.add_(1) on a 16-float tensor (us per add_)
+  mlp:    3 x Linear 4096, AdamW, batch 256 (us per step)
+  resnet50: torchvision ResNet-50 training step, batch 64, bf16 autocast (us per step)
+With --profile FILE the whole run is under torch.profiler (CPU + CUDA), exported to FILE.
+"""
+import argparse, json, time
+import torch
+
+p = argparse.ArgumentParser()
+p.add_argument("--profile", default=None)
+p.add_argument("--only", default="launch,mlp,resnet50")
+a = p.parse_args()
+only = a.only.split(",")
+torch.manual_seed(0)
+dev = "cuda"
+prof = None
+if a.profile:
+    from torch.profiler import profile, ProfilerActivity
+    prof = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])
+    prof.__enter__()
+
+def timed(step, n, warm):
+    ts = []
+    for i in range(n + warm):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        step()
+        torch.cuda.synchronize()
+        if i >= warm:
+            ts.append(time.perf_counter() - t0)
+    ts.sort()
+    return ts[len(ts) // 2]
+
+out = {}
+if "launch" in only:
+    x = torch.zeros(16, device=dev)
+    def launch():
+        for _ in range(2000):
+            x.add_(1)
+    out["launch_us"] = timed(launch, 10, 2) * 1e6 / 2000
+if "mlp" in only:
+    m = torch.nn.Sequential(torch.nn.Linear(4096, 4096), torch.nn.ReLU(), torch.nn.Linear(4096, 4096),
+                            torch.nn.ReLU(), torch.nn.Linear(4096, 4096)).to(dev)
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
+    xb = torch.randn(256, 4096, device=dev); yb = torch.randn(256, 4096, device=dev)
+    def mlp():
+        opt.zero_grad(set_to_none=True)
+        torch.nn.functional.mse_loss(m(xb), yb).backward()
+        opt.step()
+    out["mlp_us"] = timed(mlp, 30, 5) * 1e6
+if "resnet50" in only:
+    import torchvision
+    r = torchvision.models.resnet50().to(dev)
+    opt2 = torch.optim.SGD(r.parameters(), lr=0.01, momentum=0.9)
+    xi = torch.randn(64, 3, 224, 224, device=dev); yi = torch.randint(0, 1000, (64,), device=dev)
+    def rn():
+        opt2.zero_grad(set_to_none=True)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = torch.nn.functional.cross_entropy(r(xi), yi)
+        loss.backward()
+        opt2.step()
+    out["resnet50_us"] = timed(rn, 15, 5) * 1e6
+if prof is not None:
+    prof.__exit__(None, None, None)
+    prof.export_chrome_trace(a.profile)
+    tr = json.load(open(a.profile))
+    out["profiler_gpu_events"] = sum(1 for e in tr.get("traceEvents", []) if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"))
+print(json.dumps(out), flush=True)
