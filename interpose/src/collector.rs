@@ -198,6 +198,15 @@ impl Collector {
         Ok(())
     }
 
+    /// Subscribes for the API callbacks if we are not subscribed (the program's own
+    /// subscriber, which kept us out, may have gone).
+    pub fn ensure_subscribed(&self) {
+        if (self.runtime_api || self.driver_api) && self.subscriber.load(Ordering::Acquire) == 0 {
+            let _g = guard::Internal::enter();
+            self.subscribe();
+        }
+    }
+
     fn subscribe(&self) {
         let mut sub: sys::CUpti_SubscriberHandle = std::ptr::null_mut();
         let r = call!(
@@ -205,10 +214,17 @@ impl Collector {
             cuptiSubscribe(&mut sub, Some(api_callback), std::ptr::null_mut())
         );
         if r != OK {
-            log::warn(&format!(
-                "CUPTI callbacks unavailable ({}); recording GPU activity without host API calls",
+            // Said once: after a profiler session, this may repeat at every resume.
+            static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+            let msg = format!(
+                "CUPTI callbacks unavailable ({}); recording GPU activity without host API calls until the other subscriber leaves",
                 self.result_string(r)
-            ));
+            );
+            if SAID.swap(true, Ordering::Relaxed) {
+                log::debug(&msg);
+            } else {
+                log::warn(&msg);
+            }
             return;
         }
         self.subscriber.store(sub as usize, Ordering::Release);

@@ -291,7 +291,15 @@ pub unsafe extern "C" fn cuptiUnsubscribe(sub: sys::CUpti_SubscriberHandle) -> s
         None => missing("cuptiUnsubscribe"),
     };
     if foreign() {
-        let _ = std::panic::catch_unwind(maybe_resume);
+        let _ = std::panic::catch_unwind(|| {
+            maybe_resume();
+            // Resumed earlier while the program still held the only subscriber slot?
+            if state::is_tracing() {
+                if let Some(c) = collector::active() {
+                    c.ensure_subscribed();
+                }
+            }
+        });
     }
     r
 }
