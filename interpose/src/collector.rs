@@ -189,6 +189,19 @@ impl Collector {
                 ));
             }
         }
+        // We hand CUPTI buffers that are already zero (cleared on the writer thread when
+        // recycled), so CUPTI need not clear them on the application's thread.
+        let mut one: u8 = 1;
+        let mut sz = std::mem::size_of::<u8>();
+        let r = call!(
+            self.cupti,
+            cuptiActivitySetAttribute(
+                sys::CUpti_ActivityAttribute_CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER,
+                &mut sz,
+                &mut one as *mut u8 as *mut c_void
+            )
+        );
+        lock(&POOL).zeroed = r == OK;
         // Ask CUPTI to hand over partly filled buffers, so a killed process loses at
         // most about one flush period of GPU records.
         let _ = call!(self.cupti, cuptiActivityFlushPeriod(self.flush_ms as u32));
@@ -482,6 +495,8 @@ struct Pool {
     ours: Vec<usize>,
     buffer_bytes: usize,
     cap_bytes: usize,
+    /// CUPTI expects zeroed buffers from us (ZEROED_OUT_ACTIVITY_BUFFER accepted).
+    zeroed: bool,
 }
 
 static POOL: Mutex<Pool> = Mutex::new(Pool {
@@ -489,6 +504,7 @@ static POOL: Mutex<Pool> = Mutex::new(Pool {
     ours: Vec::new(),
     buffer_bytes: 0,
     cap_bytes: 0,
+    zeroed: false,
 });
 
 /// Completed buffers waiting for the writer: (address, valid bytes).
@@ -501,29 +517,55 @@ pub fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Sets the buffer size and cap, and allocates two zeroed buffers up front, off the
+/// application's launch path.
 pub fn configure_pool(buffer_bytes: usize, cap_bytes: usize) {
     let mut p = lock(&POOL);
     p.buffer_bytes = buffer_bytes;
     p.cap_bytes = cap_bytes;
-}
-
-/// Returns a buffer to the pool once the writer has read it.
-pub fn recycle(addr: usize) {
-    let mut p = lock(&POOL);
-    if p.ours.contains(&addr) {
-        p.free.push(addr);
+    for _ in 0..2 {
+        if (p.ours.len() + 1) * p.buffer_bytes > p.cap_bytes {
+            break;
+        }
+        match alloc_zeroed(buffer_bytes) {
+            Some(a) => {
+                p.ours.push(a);
+                p.free.push(a);
+            }
+            None => break,
+        }
     }
 }
 
-/// The buffer size the pool hands out.
-pub fn buffer_bytes() -> usize {
-    lock(&POOL).buffer_bytes
+fn alloc_zeroed(bytes: usize) -> Option<usize> {
+    let mut m: *mut c_void = std::ptr::null_mut();
+    // SAFETY: valid out-pointer; alignment 8 is what CUPTI requires.
+    if unsafe { libc::posix_memalign(&mut m, 8, bytes) } != 0 || m.is_null() {
+        return None;
+    }
+    // SAFETY: `m` is a fresh allocation of `bytes` bytes.
+    unsafe { std::ptr::write_bytes(m as *mut u8, 0, bytes) };
+    Some(m as usize)
 }
 
-/// Is `addr` a buffer of ours? (A buffer another CUPTI client requested can complete to
-/// us after we take the callbacks back; we read it and never free it.)
-pub fn is_ours(addr: usize) -> bool {
-    lock(&POOL).ours.contains(&addr)
+/// Returns a buffer to the pool once the writer has read its first `valid` bytes,
+/// clearing them (the rest was never written) so it goes back to CUPTI zeroed.
+pub fn recycle(addr: usize, valid: usize) {
+    let (ours, size, zeroed) = {
+        let p = lock(&POOL);
+        (p.ours.contains(&addr), p.buffer_bytes, p.zeroed)
+    };
+    if !ours {
+        // A buffer another CUPTI client requested, completed to us after we took the
+        // callbacks back: read, never freed or reused.
+        return;
+    }
+    if zeroed {
+        // SAFETY: `addr` is one of our buffers of `size` bytes, handed back by CUPTI and
+        // used by no one but this thread until it is on the free list again.
+        unsafe { std::ptr::write_bytes(addr as *mut u8, 0, valid.min(size)) };
+    }
+    lock(&POOL).free.push(addr);
 }
 
 unsafe extern "C" fn buffer_requested(buf: *mut *mut u8, size: *mut usize, max: *mut usize) {
@@ -532,13 +574,12 @@ unsafe extern "C" fn buffer_requested(buf: *mut *mut u8, size: *mut usize, max: 
         let addr = match p.free.pop() {
             Some(a) => a,
             None if (p.ours.len() + 1) * p.buffer_bytes <= p.cap_bytes => {
-                let mut m: *mut c_void = std::ptr::null_mut();
-                // SAFETY: valid out-pointer; alignment 8 is what CUPTI requires.
-                if unsafe { libc::posix_memalign(&mut m, 8, p.buffer_bytes) } != 0 {
-                    0
-                } else {
-                    p.ours.push(m as usize);
-                    m as usize
+                match alloc_zeroed(p.buffer_bytes) {
+                    Some(a) => {
+                        p.ours.push(a);
+                        a
+                    }
+                    None => 0,
                 }
             }
             None => 0,

@@ -247,7 +247,7 @@ impl Writer {
         let bufs = std::mem::take(&mut *collector::lock(&collector::COMPLETED));
         for (addr, valid) in bufs {
             self.decode_buffer(addr, valid);
-            collector::recycle(addr);
+            collector::recycle(addr, valid);
         }
         let mut recs: Vec<(u32, HostRecord)> = Vec::new();
         let (_, dropped) = ring::drain_all(|tid, r| recs.push((tid, *r)));
