@@ -3,6 +3,30 @@
 //! Common fields: `type`, `ts_ns`, `dur_ns`, `pid`, `tid`, `device`, `stream`, `corr`
 //! (each present when the event has it), then the type's own fields. String ids are
 //! resolved to their text.
+//!
+//! Events of the symbol hooks (host side, from libgputrace's own exports):
+//! * `host_copy`: `api` (cudaMemcpy, cudaMemcpyAsync, ...), `kind` (HtoD, DtoH, ...),
+//!   `bytes`, `host_memory` (pinned / pageable / device / unknown) and
+//!   `host_memory_source` (`registry`: the pinned-memory registry), `async`,
+//!   `cupti_api` (true: CUPTI recorded the same call as an `api` event; this line only
+//!   adds the classification), `dst`, `src`, `dst_device` / `src_device` (peer copies),
+//!   `result`.
+//! * `host_call`: a sync, memset or launch recorded while CUPTI's callbacks were not
+//!   recording: `name`, `class` (sync / memset / launch), `result`, and by class:
+//!   `event`, `flags` (syncs); `bytes`, `ptr`, `value` (memsets); `function`,
+//!   `grid_blocks`, `block_threads` (launches; `function` is the graph exec for
+//!   cudaGraphLaunch).
+//! * `host_alloc`: pinned host memory: `op` (cudaHostAlloc, cudaMallocHost,
+//!   cudaHostRegister, cudaFreeHost, cudaHostUnregister), `ptr`, `bytes`, `flags`,
+//!   `result`.
+//! * `nccl`: `op` (ncclAllReduce, ...), `count`, `bytes` (count x datatype size),
+//!   `datatype`, `redop`, `root` or `peer`, `comm_id` (hex, the same on every rank),
+//!   `rank`, `nranks`, `seq` (the call's number on its communicator), `result`.
+//! * `nccl_comm`: `op` (ncclCommInitRank, ncclCommSplit, ncclCommDestroy, ...),
+//!   `comm` (handle), `comm_id`, `parent_id` (splits, hex), `rank`, `nranks`, `color`,
+//!   `result`.
+//! * `nvtx`: `kind` (push / pop / start / end / mark), `id` (range id for start / end,
+//!   nesting level for push / pop), `text`, `truncated`.
 
 use crate::trace::{demangle, Trace};
 use gputrace_format::{self as fmt, CopyKind, MemKind, SyncKind};
@@ -199,6 +223,7 @@ pub fn events(t: &Trace) -> Vec<Value> {
         );
         out.push((*real, Value::Object(m)));
     }
+    hook_events(t, &mut out);
     let mut threads: Vec<_> = t.threads.iter().collect();
     threads.sort();
     for (tid, name) in threads {
@@ -220,4 +245,263 @@ pub fn write(t: &Trace, w: &mut impl Write) -> io::Result<()> {
         w.write_all(b"\n")?;
     }
     Ok(())
+}
+
+fn hex(v: u64) -> Value {
+    json!(format!("{v:#018x}"))
+}
+
+/// Lines for the symbol hooks' events.
+fn hook_events(t: &Trace, out: &mut Vec<(u64, Value)>) {
+    let pid = t.meta.pid;
+    for c in &t.host_copies {
+        let mut m = base(
+            "host_copy",
+            pid,
+            c.start,
+            Some(c.end.saturating_sub(c.start)),
+        );
+        put(
+            &mut m,
+            &[
+                ("tid", json!(c.tid)),
+                ("stream", json!(c.stream)),
+                ("api", json!(fmt::hostcopy_api_name(c.api))),
+                ("kind", json!(CopyKind::from_u8(c.copy_kind).name())),
+                ("bytes", json!(c.bytes)),
+                ("host_memory", json!(MemKind::from_u8(c.host_kind).name())),
+                (
+                    "host_memory_source",
+                    json!(crate::summary::class_source_name(c.source)),
+                ),
+                ("async", json!(c.flags & fmt::HOSTCOPY_FLAG_ASYNC != 0)),
+                (
+                    "cupti_api",
+                    json!(c.flags & fmt::HOSTCOPY_FLAG_CUPTI_API != 0),
+                ),
+                ("dst", json!(c.dst)),
+                ("src", json!(c.src)),
+                ("result", json!(c.result)),
+            ],
+        );
+        if c.dst_device != u32::MAX || c.src_device != u32::MAX {
+            put(
+                &mut m,
+                &[
+                    ("dst_device", json!(c.dst_device)),
+                    ("src_device", json!(c.src_device)),
+                ],
+            );
+        }
+        out.push((c.start, Value::Object(m)));
+    }
+    for c in &t.host_calls {
+        let mut m = base(
+            "host_call",
+            pid,
+            c.start,
+            Some(c.end.saturating_sub(c.start)),
+        );
+        let (name, class) = fmt::hostcall_info(c.call);
+        put(
+            &mut m,
+            &[
+                ("tid", json!(c.tid)),
+                ("stream", json!(c.stream)),
+                ("name", json!(name)),
+                ("result", json!(c.result)),
+            ],
+        );
+        let extra = match class {
+            fmt::HostCallClass::Sync => [("event", json!(c.arg0)), ("flags", json!(c.arg1))],
+            fmt::HostCallClass::Memset => {
+                put(&mut m, &[("value", json!(c.arg2))]);
+                [("bytes", json!(c.arg0)), ("ptr", json!(c.arg1))]
+            }
+            _ => {
+                put(&mut m, &[("block_threads", json!(c.arg2))]);
+                [("function", json!(c.arg0)), ("grid_blocks", json!(c.arg1))]
+            }
+        };
+        put(&mut m, &extra);
+        let class = match class {
+            fmt::HostCallClass::Sync => "sync",
+            fmt::HostCallClass::Memset => "memset",
+            fmt::HostCallClass::Launch => "launch",
+            fmt::HostCallClass::Unknown => "unknown",
+        };
+        put(&mut m, &[("class", json!(class))]);
+        out.push((c.start, Value::Object(m)));
+    }
+    for a in &t.host_allocs {
+        let mut m = base(
+            "host_alloc",
+            pid,
+            a.start,
+            Some(a.end.saturating_sub(a.start)),
+        );
+        put(
+            &mut m,
+            &[
+                ("tid", json!(a.tid)),
+                ("op", json!(fmt::hostalloc_op_name(a.op))),
+                ("ptr", json!(a.ptr)),
+                ("bytes", json!(a.bytes)),
+                ("flags", json!(a.flags)),
+                ("result", json!(a.result)),
+            ],
+        );
+        out.push((a.start, Value::Object(m)));
+    }
+    for n in &t.nccl {
+        let mut m = base("nccl", pid, n.start, Some(n.end.saturating_sub(n.start)));
+        put(
+            &mut m,
+            &[
+                ("tid", json!(n.tid)),
+                ("stream", json!(n.stream)),
+                ("op", json!(fmt::nccl_op_name(n.op))),
+                ("count", json!(n.count)),
+                ("bytes", json!(n.bytes)),
+                ("datatype", json!(fmt::nccl_datatype(n.datatype).1)),
+                ("redop", json!(fmt::nccl_redop_name(n.redop))),
+                ("comm_id", hex(n.comm_id)),
+                ("rank", json!(n.rank)),
+                ("nranks", json!(n.nranks)),
+                ("seq", json!(n.seq)),
+                ("result", json!(n.result)),
+            ],
+        );
+        match n.op {
+            fmt::NCCL_REDUCE | fmt::NCCL_BROADCAST => {
+                put(&mut m, &[("root", json!(n.peer_or_root))])
+            }
+            fmt::NCCL_SEND | fmt::NCCL_RECV => put(&mut m, &[("peer", json!(n.peer_or_root))]),
+            _ => {}
+        }
+        out.push((n.start, Value::Object(m)));
+    }
+    for n in &t.nccl_comms {
+        let mut m = base(
+            "nccl_comm",
+            pid,
+            n.start,
+            Some(n.end.saturating_sub(n.start)),
+        );
+        put(
+            &mut m,
+            &[
+                ("tid", json!(n.tid)),
+                ("op", json!(fmt::nccl_comm_op_name(n.op))),
+                ("comm", hex(n.comm)),
+                ("comm_id", hex(n.comm_id)),
+                ("parent_id", hex(n.parent_id)),
+                ("rank", json!(n.rank)),
+                ("nranks", json!(n.nranks)),
+                ("color", json!(n.color)),
+                ("result", json!(n.result)),
+            ],
+        );
+        out.push((n.start, Value::Object(m)));
+    }
+    for n in &t.nvtx {
+        let mut m = base("nvtx", pid, n.ts, None);
+        put(
+            &mut m,
+            &[
+                ("tid", json!(n.tid)),
+                ("kind", json!(fmt::nvtx_kind_name(n.kind))),
+                ("id", json!(n.id)),
+                ("text", json!(t.str(n.text))),
+                ("truncated", json!(n.flags & fmt::NVTX_FLAG_TRUNCATED != 0)),
+            ],
+        );
+        out.push((n.ts, Value::Object(m)));
+    }
+}
+
+#[cfg(test)]
+mod hook_tests {
+    use super::*;
+
+    #[test]
+    fn every_hook_event_gets_one_line() {
+        let t = Trace::from_events(
+            fmt::Meta::default(),
+            vec![
+                fmt::Event::Str {
+                    id: 1,
+                    text: "step".into(),
+                },
+                fmt::Event::HostCopy(fmt::HostCopy {
+                    start: 1,
+                    end: 2,
+                    api: fmt::HOSTCOPY_MEMCPY_ASYNC,
+                    copy_kind: CopyKind::HtoD as u8,
+                    host_kind: MemKind::Pinned as u8,
+                    source: fmt::CLASS_SOURCE_REGISTRY,
+                    dst_device: u32::MAX,
+                    src_device: u32::MAX,
+                    ..Default::default()
+                }),
+                fmt::Event::HostCall(fmt::HostCall {
+                    start: 3,
+                    end: 4,
+                    call: fmt::HOSTCALL_LAUNCH_KERNEL_STUB,
+                    arg1: 132,
+                    ..Default::default()
+                }),
+                fmt::Event::HostAlloc(fmt::HostAlloc {
+                    start: 5,
+                    end: 6,
+                    op: fmt::HOSTALLOC_HOST_ALLOC,
+                    bytes: 4096,
+                    ..Default::default()
+                }),
+                fmt::Event::Nccl(fmt::Nccl {
+                    start: 7,
+                    end: 8,
+                    op: fmt::NCCL_SEND,
+                    datatype: 7,
+                    peer_or_root: 3,
+                    comm_id: 0xabc,
+                    ..Default::default()
+                }),
+                fmt::Event::NcclComm(fmt::NcclComm {
+                    start: 9,
+                    end: 10,
+                    op: fmt::NCCL_COMM_INIT_RANK,
+                    ..Default::default()
+                }),
+                fmt::Event::Nvtx(fmt::Nvtx {
+                    ts: 11,
+                    kind: fmt::NVTX_PUSH,
+                    text: 1,
+                    ..Default::default()
+                }),
+            ],
+        );
+        let v = events(&t);
+        let ty: Vec<_> = v.iter().map(|e| e["type"].as_str().unwrap()).collect();
+        assert_eq!(
+            ty,
+            [
+                "host_copy",
+                "host_call",
+                "host_alloc",
+                "nccl",
+                "nccl_comm",
+                "nvtx"
+            ]
+        );
+        assert_eq!(v[0]["host_memory"], "pinned");
+        assert_eq!(v[0]["host_memory_source"], "registry");
+        assert_eq!(v[0]["api"], "cudaMemcpyAsync");
+        assert_eq!(v[1]["class"], "launch");
+        assert_eq!(v[1]["grid_blocks"], 132);
+        assert_eq!(v[3]["peer"], 3);
+        assert_eq!(v[3]["datatype"], "float32");
+        assert_eq!(v[3]["comm_id"], "0x0000000000000abc");
+        assert_eq!(v[5]["text"], "step");
+    }
 }

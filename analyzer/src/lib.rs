@@ -4,8 +4,11 @@
 
 pub mod attach;
 pub mod dump;
+pub mod report;
 pub mod run;
 pub mod summary;
 pub mod trace;
 
 pub use trace::Trace;
+
+pub use report::{analyze, render_text, Report};

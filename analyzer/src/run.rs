@@ -83,7 +83,8 @@ pub fn run(
     c.args(&cmd[1..])
         .env("LD_PRELOAD", preload)
         .env("GPUTRACE_DIR", &dir)
-        .env("CUDA_INJECTION64_PATH", lib);
+        .env("CUDA_INJECTION64_PATH", lib)
+        .env("NVTX_INJECTION64_PATH", lib);
     for (k, v) in extra_env {
         c.env(k, v);
     }

@@ -57,6 +57,99 @@ pub struct Summary {
     /// (start, end, why) of windows in which GPU activity was not recorded.
     pub blind_windows: Vec<(u64, u64, String)>,
     pub warning: Option<String>,
+    /// Copy calls the symbol hooks saw, by host memory class and the source of that
+    /// classification (per device GPU copies above are CUPTI's own classification).
+    pub host_copies: Vec<HostCopyStats>,
+    /// Syncs, memsets and launches the symbol hooks recorded while CUPTI's callbacks
+    /// were not recording them.
+    pub host_calls: u64,
+    /// NCCL calls by op (host side: the time is spent in the call, not on the GPU).
+    pub nccl: Vec<NcclStats>,
+    /// Distinct communicator ids the NCCL calls used (0, not known, not counted).
+    pub nccl_communicators: usize,
+    /// NVTX ranges (push/pop and start/end pairs) and marks.
+    pub nvtx_ranges: u64,
+    pub nvtx_marks: u64,
+}
+
+/// Copy calls of one host memory class, as the symbol hooks classified them.
+#[derive(Debug, Serialize, Default, Clone, PartialEq)]
+pub struct HostCopyStats {
+    /// pinned / pageable / device / unknown.
+    pub class: String,
+    /// Where the class comes from: `registry` (the pinned-memory registry).
+    pub source: String,
+    pub calls: u64,
+    pub bytes: u64,
+    /// Host time spent in the calls.
+    pub host_ns: u64,
+    /// Calls CUPTI recorded as API events too (the same calls, not extra ones).
+    pub also_cupti: u64,
+}
+
+/// NCCL calls of one op.
+#[derive(Debug, Serialize, Default, Clone, PartialEq)]
+pub struct NcclStats {
+    pub op: String,
+    pub calls: u64,
+    pub bytes: u64,
+    /// Host time spent in the calls.
+    pub host_ns: u64,
+    /// Calls that returned an error.
+    pub failed: u64,
+}
+
+/// Name of a `CLASS_SOURCE_*` value.
+pub fn class_source_name(source: u8) -> &'static str {
+    match source {
+        fmt::CLASS_SOURCE_REGISTRY => "registry",
+        _ => "unknown",
+    }
+}
+
+fn host_copy_stats(t: &Trace) -> Vec<HostCopyStats> {
+    let mut by: HashMap<(&'static str, &'static str), HostCopyStats> = HashMap::new();
+    for c in &t.host_copies {
+        let class = MemKind::from_u8(c.host_kind).name();
+        let source = class_source_name(c.source);
+        let e = by.entry((class, source)).or_insert_with(|| HostCopyStats {
+            class: class.to_string(),
+            source: source.to_string(),
+            ..Default::default()
+        });
+        e.calls += 1;
+        e.bytes += c.bytes;
+        e.host_ns += c.end.saturating_sub(c.start);
+        if c.flags & fmt::HOSTCOPY_FLAG_CUPTI_API != 0 {
+            e.also_cupti += 1;
+        }
+    }
+    let mut v: Vec<_> = by.into_values().collect();
+    v.sort_by(|a, b| a.class.cmp(&b.class).then(a.source.cmp(&b.source)));
+    v
+}
+
+fn nccl_stats(t: &Trace) -> (Vec<NcclStats>, usize) {
+    let mut by: HashMap<u8, NcclStats> = HashMap::new();
+    let mut comms = std::collections::HashSet::new();
+    for n in &t.nccl {
+        let e = by.entry(n.op).or_insert_with(|| NcclStats {
+            op: fmt::nccl_op_name(n.op).to_string(),
+            ..Default::default()
+        });
+        e.calls += 1;
+        e.bytes += n.bytes;
+        e.host_ns += n.end.saturating_sub(n.start);
+        if n.result != 0 {
+            e.failed += 1;
+        }
+        if n.comm_id != 0 {
+            comms.insert(n.comm_id);
+        }
+    }
+    let mut v: Vec<_> = by.into_iter().collect();
+    v.sort_by_key(|(op, _)| *op);
+    (v.into_iter().map(|(_, s)| s).collect(), comms.len())
 }
 
 /// The host-side memory kind of a copy, as one word.
@@ -157,6 +250,7 @@ pub fn summarize(t: &Trace) -> Summary {
             }
         })
         .collect();
+    let (nccl, nccl_communicators) = nccl_stats(t);
     Summary {
         path: t.path.display().to_string(),
         pid: t.meta.pid,
@@ -172,6 +266,12 @@ pub fn summarize(t: &Trace) -> Summary {
         dropped_buffers: t.dropped(fmt::DROP_BUFFER_POOL),
         blind_windows: t.blind_windows(),
         warning: t.stats.warning(),
+        host_copies: host_copy_stats(t),
+        host_calls: t.host_calls.len() as u64,
+        nccl,
+        nccl_communicators,
+        nvtx_ranges: t.nvtx_ranges.len() as u64,
+        nvtx_marks: t.nvtx_marks().count() as u64,
     }
 }
 
@@ -279,7 +379,59 @@ pub fn render(s: &Summary) -> String {
             why
         );
     }
+    render_hooks(s, &mut o);
     o
+}
+
+/// The symbol hooks' part of the summary (nothing when they saw nothing).
+fn render_hooks(s: &Summary, o: &mut String) {
+    if !s.host_copies.is_empty() {
+        let _ = writeln!(o, "\nhost copy calls (symbol hooks), by host memory:");
+        for c in &s.host_copies {
+            let _ = writeln!(
+                o,
+                "  {:<9} {:>7} calls {:>11}  {} in the calls  (classified by: {}; {} also recorded by CUPTI)",
+                c.class,
+                c.calls,
+                bytes(c.bytes),
+                ms(c.host_ns),
+                c.source,
+                c.also_cupti
+            );
+        }
+    }
+    if s.host_calls > 0 {
+        let _ = writeln!(
+            o,
+            "host sync/memset/launch calls recorded by the symbol hooks (CUPTI callbacks off): {}",
+            s.host_calls
+        );
+    }
+    if !s.nccl.is_empty() {
+        let _ = writeln!(
+            o,
+            "\nNCCL calls (host side) on {} communicator(s):",
+            s.nccl_communicators
+        );
+        for n in &s.nccl {
+            let _ = writeln!(
+                o,
+                "  {:<18} {:>7} calls {:>11}  {} in the calls{}",
+                n.op,
+                n.calls,
+                bytes(n.bytes),
+                ms(n.host_ns),
+                if n.failed > 0 {
+                    format!(", {} failed", n.failed)
+                } else {
+                    String::new()
+                }
+            );
+        }
+    }
+    if s.nvtx_ranges > 0 || s.nvtx_marks > 0 {
+        let _ = writeln!(o, "NVTX: {} ranges, {} marks", s.nvtx_ranges, s.nvtx_marks);
+    }
 }
 
 fn truncate(s: &str, n: usize) -> String {
@@ -289,5 +441,98 @@ fn truncate(s: &str, n: usize) -> String {
         let mut t: String = s.chars().take(n - 1).collect();
         t.push('…');
         t
+    }
+}
+
+#[cfg(test)]
+mod hook_tests {
+    use super::*;
+
+    #[test]
+    fn hook_events_are_summarised() {
+        let copy = |host_kind: MemKind, bytes, flags| {
+            fmt::Event::HostCopy(fmt::HostCopy {
+                start: 100,
+                end: 150,
+                host_kind: host_kind as u8,
+                source: fmt::CLASS_SOURCE_REGISTRY,
+                bytes,
+                flags,
+                ..Default::default()
+            })
+        };
+        let nccl = |op, count, comm_id, result| {
+            fmt::Event::Nccl(fmt::Nccl {
+                start: 200,
+                end: 300,
+                op,
+                count,
+                bytes: count * 4,
+                datatype: 7,
+                comm_id,
+                result,
+                ..Default::default()
+            })
+        };
+        let t = Trace::from_events(
+            fmt::Meta::default(),
+            vec![
+                copy(MemKind::Pinned, 4096, fmt::HOSTCOPY_FLAG_CUPTI_API),
+                copy(MemKind::Pinned, 4096, 0),
+                copy(MemKind::Pageable, 100, 0),
+                nccl(fmt::NCCL_ALL_REDUCE, 1000, 7, 0),
+                nccl(fmt::NCCL_ALL_REDUCE, 1000, 8, 3),
+                nccl(fmt::NCCL_SEND, 10, 7, 0),
+                fmt::Event::Nvtx(fmt::Nvtx {
+                    ts: 10,
+                    kind: fmt::NVTX_PUSH,
+                    ..Default::default()
+                }),
+                fmt::Event::Nvtx(fmt::Nvtx {
+                    ts: 20,
+                    kind: fmt::NVTX_POP,
+                    ..Default::default()
+                }),
+                fmt::Event::Nvtx(fmt::Nvtx {
+                    ts: 30,
+                    kind: fmt::NVTX_MARK,
+                    ..Default::default()
+                }),
+            ],
+        );
+        let s = summarize(&t);
+        assert_eq!(
+            s.host_copies,
+            vec![
+                HostCopyStats {
+                    class: "pageable".into(),
+                    source: "registry".into(),
+                    calls: 1,
+                    bytes: 100,
+                    host_ns: 50,
+                    also_cupti: 0
+                },
+                HostCopyStats {
+                    class: "pinned".into(),
+                    source: "registry".into(),
+                    calls: 2,
+                    bytes: 8192,
+                    host_ns: 100,
+                    also_cupti: 1
+                },
+            ]
+        );
+        assert_eq!(s.nccl.len(), 2);
+        assert_eq!(s.nccl[0].op, "ncclAllReduce");
+        assert_eq!(
+            (s.nccl[0].calls, s.nccl[0].bytes, s.nccl[0].failed),
+            (2, 8000, 1)
+        );
+        assert_eq!(s.nccl_communicators, 2);
+        assert_eq!((s.nvtx_ranges, s.nvtx_marks), (1, 1));
+        let text = render(&s);
+        assert!(text.contains("classified by: registry"), "{text}");
+        assert!(text.contains("ncclAllReduce"), "{text}");
+        assert!(text.contains("NVTX: 1 ranges, 1 marks"), "{text}");
     }
 }

@@ -26,6 +26,41 @@ pub struct Trace {
     pub threads: HashMap<u32, u32>,
     /// (cupti, mono, real)
     pub clocks: Vec<(u64, u64, u64)>,
+    /// Symbol hooks: copies with their host memory classified by the pinned-memory
+    /// registry. Those flagged `HOSTCOPY_FLAG_CUPTI_API` are calls CUPTI recorded as
+    /// `Api` events too (see [`Trace::api_of_host_copy`]).
+    pub host_copies: Vec<fmt::HostCopy>,
+    /// Symbol hooks: syncs, memsets and launches recorded while CUPTI's callbacks were
+    /// not recording them (so never a second record of an `Api` event).
+    pub host_calls: Vec<fmt::HostCall>,
+    /// Pinned host memory made and released.
+    pub host_allocs: Vec<fmt::HostAlloc>,
+    /// NCCL calls and communicators.
+    pub nccl: Vec<fmt::Nccl>,
+    pub nccl_comms: Vec<fmt::NcclComm>,
+    /// NVTX calls as recorded, and the ranges they make.
+    pub nvtx: Vec<fmt::Nvtx>,
+    pub nvtx_ranges: Vec<NvtxRange>,
+}
+
+/// One NVTX range: a push/pop pair (same thread) or a start/end pair (same id).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NvtxRange {
+    pub start: u64,
+    /// The matching pop or end; for a range still open when the trace ends, the end of
+    /// the trace, with `open` set.
+    pub end: u64,
+    pub open: bool,
+    /// Thread that pushed or started it.
+    pub tid: u32,
+    /// Interned text.
+    pub text: u32,
+    /// Push/pop: nesting level from 0. Start/end ranges: `None`.
+    pub level: Option<u32>,
+    /// Start/end ranges: their id.
+    pub id: Option<u64>,
+    /// The text was cut at the collector's limit.
+    pub truncated: bool,
 }
 
 impl Trace {
@@ -99,6 +134,12 @@ impl Trace {
             Event::Thread { tid, name } => {
                 self.threads.insert(tid, name);
             }
+            Event::HostCopy(c) => self.host_copies.push(c),
+            Event::HostCall(c) => self.host_calls.push(c),
+            Event::HostAlloc(a) => self.host_allocs.push(a),
+            Event::Nccl(n) => self.nccl.push(n),
+            Event::NcclComm(n) => self.nccl_comms.push(n),
+            Event::Nvtx(n) => self.nvtx.push(n),
         }
     }
 
@@ -111,6 +152,94 @@ impl Trace {
         self.apis.sort_by_key(|k| (k.start, k.end));
         self.states.sort_by_key(|s| s.0);
         self.devices.sort_by_key(|d| d.id);
+        self.host_copies.sort_by_key(|k| (k.start, k.end));
+        self.host_calls.sort_by_key(|k| (k.start, k.end));
+        self.host_allocs.sort_by_key(|k| (k.start, k.end));
+        self.nccl.sort_by_key(|k| (k.start, k.end));
+        self.nccl_comms.sort_by_key(|k| (k.start, k.end));
+        // Stable: events of one thread with one timestamp keep their recorded order.
+        self.nvtx.sort_by_key(|k| k.ts);
+        self.nvtx_ranges = self.pair_nvtx();
+    }
+
+    /// Pairs pushes with pops per thread (a pop of level L closes the open push of
+    /// level L, and any deeper ones left open by lost records) and starts with ends by
+    /// id. Pops and ends with nothing open (their push came before the trace) are
+    /// dropped; ranges open at the end run to the end of the trace.
+    fn pair_nvtx(&self) -> Vec<NvtxRange> {
+        let mut out = Vec::new();
+        let mut stacks: HashMap<u32, Vec<NvtxRange>> = HashMap::new();
+        let mut started: HashMap<u64, NvtxRange> = HashMap::new();
+        for n in &self.nvtx {
+            let r = NvtxRange {
+                start: n.ts,
+                end: n.ts,
+                open: true,
+                tid: n.tid,
+                text: n.text,
+                level: None,
+                id: None,
+                truncated: n.flags & fmt::NVTX_FLAG_TRUNCATED != 0,
+            };
+            match n.kind {
+                fmt::NVTX_PUSH => stacks.entry(n.tid).or_default().push(NvtxRange {
+                    level: Some(n.id as u32),
+                    ..r
+                }),
+                fmt::NVTX_POP => {
+                    let st = stacks.entry(n.tid).or_default();
+                    if let Some(i) = st.iter().rposition(|x| x.level == Some(n.id as u32)) {
+                        for mut x in st.drain(i..) {
+                            x.end = n.ts;
+                            x.open = false;
+                            out.push(x);
+                        }
+                    }
+                }
+                fmt::NVTX_START => {
+                    started.insert(
+                        n.id,
+                        NvtxRange {
+                            id: Some(n.id),
+                            ..r
+                        },
+                    );
+                }
+                fmt::NVTX_END => {
+                    if let Some(mut x) = started.remove(&n.id) {
+                        x.end = n.ts;
+                        x.open = false;
+                        out.push(x);
+                    }
+                }
+                _ => {}
+            }
+        }
+        let last = self.nvtx.last().map(|n| n.ts).unwrap_or(0);
+        let end = self.span().map(|s| s.1).unwrap_or(0).max(last);
+        for x in stacks.into_values().flatten().chain(started.into_values()) {
+            out.push(NvtxRange { end, ..x });
+        }
+        out.sort_by_key(|r| (r.start, r.tid, r.level, r.id));
+        out
+    }
+
+    /// NVTX marks (instants), time-sorted.
+    pub fn nvtx_marks(&self) -> impl Iterator<Item = &fmt::Nvtx> {
+        self.nvtx.iter().filter(|n| n.kind == fmt::NVTX_MARK)
+    }
+
+    /// The CUPTI `Api` event a flagged `HostCopy` classifies: same thread, its interval
+    /// inside the copy's (CUPTI's callbacks run inside the hooked call).
+    pub fn api_of_host_copy(&self, c: &fmt::HostCopy) -> Option<&fmt::Api> {
+        if c.flags & fmt::HOSTCOPY_FLAG_CUPTI_API == 0 {
+            return None;
+        }
+        let from = self.apis.partition_point(|a| a.start < c.start);
+        self.apis[from..]
+            .iter()
+            .take_while(|a| a.start <= c.end)
+            .find(|a| a.tid == c.tid && a.end <= c.end)
     }
 
     pub fn str(&self, id: u32) -> &str {
@@ -157,6 +286,16 @@ impl Trace {
         }
         for s in &self.syncs {
             see(s.start, s.end)
+        }
+        // Host-side events of the symbol hooks (all a trace has when CUPTI is blind).
+        for c in &self.host_copies {
+            see(c.start, c.end)
+        }
+        for c in &self.host_calls {
+            see(c.start, c.end)
+        }
+        for n in &self.nccl {
+            see(n.start, n.end)
         }
         (lo <= hi).then_some((lo, hi))
     }
@@ -241,6 +380,94 @@ mod tests {
         assert_eq!(demangle("_Z6kernelPfi"), "kernel");
         assert_eq!(demangle("my_triton_kernel"), "my_triton_kernel");
         assert_eq!(demangle("_Zgarbage"), "_Zgarbage");
+    }
+
+    fn nvtx(ts: u64, tid: u32, kind: u8, id: u64, text: u32) -> Event {
+        Event::Nvtx(fmt::Nvtx {
+            ts,
+            tid,
+            kind,
+            flags: 0,
+            id,
+            text,
+        })
+    }
+
+    #[test]
+    fn nvtx_ranges_pair_per_thread_and_by_id() {
+        let t = Trace::from_events(
+            Meta::default(),
+            vec![
+                nvtx(10, 1, fmt::NVTX_PUSH, 0, 1),
+                nvtx(11, 2, fmt::NVTX_PUSH, 0, 2),
+                nvtx(12, 1, fmt::NVTX_PUSH, 1, 3),
+                nvtx(13, 1, fmt::NVTX_POP, 1, 0),
+                nvtx(14, 2, fmt::NVTX_POP, 0, 0),
+                nvtx(15, 1, fmt::NVTX_START, 7, 4),
+                // Ended on another thread.
+                nvtx(16, 2, fmt::NVTX_END, 7, 0),
+                // A pop whose push came before the trace: dropped.
+                nvtx(17, 3, fmt::NVTX_POP, 0, 0),
+                nvtx(18, 1, fmt::NVTX_POP, 0, 0),
+                nvtx(19, 1, fmt::NVTX_PUSH, 0, 5),
+                nvtx(20, 1, fmt::NVTX_MARK, 0, 6),
+            ],
+        );
+        let got: Vec<_> = t
+            .nvtx_ranges
+            .iter()
+            .map(|r| (r.start, r.end, r.tid, r.text, r.level, r.id, r.open))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (10, 18, 1, 1, Some(0), None, false),
+                (11, 14, 2, 2, Some(0), None, false),
+                (12, 13, 1, 3, Some(1), None, false),
+                (15, 16, 1, 4, None, Some(7), false),
+                (19, 20, 1, 5, Some(0), None, true),
+            ]
+        );
+        assert_eq!(t.nvtx_marks().count(), 1);
+    }
+
+    #[test]
+    fn a_flagged_host_copy_finds_its_cupti_api_call() {
+        let api = |start, end, tid| {
+            Event::Api(fmt::Api {
+                start,
+                end,
+                tid,
+                cbid: 41,
+                ..Default::default()
+            })
+        };
+        let copy = |start, end, tid, flags| {
+            Event::HostCopy(fmt::HostCopy {
+                start,
+                end,
+                tid,
+                flags,
+                ..Default::default()
+            })
+        };
+        let t = Trace::from_events(
+            Meta::default(),
+            vec![
+                api(105, 190, 2),
+                api(110, 180, 1),
+                copy(100, 200, 1, fmt::HOSTCOPY_FLAG_CUPTI_API),
+                copy(300, 400, 1, fmt::HOSTCOPY_FLAG_CUPTI_API),
+                copy(100, 200, 1, 0),
+            ],
+        );
+        assert_eq!(
+            t.api_of_host_copy(&t.host_copies[0]).map(|a| a.start),
+            Some(110)
+        );
+        assert!(t.api_of_host_copy(&t.host_copies[1]).is_none());
+        assert!(t.api_of_host_copy(&t.host_copies[2]).is_none());
+        assert_eq!(t.span(), Some((100, 400)));
     }
 
     #[test]

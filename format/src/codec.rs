@@ -83,6 +83,10 @@ impl Encoder {
         put_var(&mut self.body, zigzag(d));
     }
 
+    fn i32(&mut self, v: i32) {
+        put_var(&mut self.body, zigzag(v as i64));
+    }
+
     fn bytes(&mut self, s: &[u8]) {
         self.v(s.len() as u64);
         self.body.extend_from_slice(s);
@@ -206,6 +210,77 @@ impl Encoder {
                 self.v(*name as u64);
                 TAG_THREAD
             }
+            Event::HostCopy(c) => {
+                self.span(c.start, c.end);
+                self.v(c.tid as u64);
+                self.body
+                    .extend_from_slice(&[c.api, c.copy_kind, c.host_kind, c.source, c.flags]);
+                self.v(c.bytes);
+                self.v(c.stream);
+                self.v(c.dst);
+                self.v(c.src);
+                self.v(c.dst_device as u64);
+                self.v(c.src_device as u64);
+                self.v(c.result as u64);
+                TAG_HOST_COPY
+            }
+            Event::HostCall(c) => {
+                self.span(c.start, c.end);
+                self.v(c.tid as u64);
+                self.v(c.call as u64);
+                self.v(c.stream);
+                self.v(c.arg0);
+                self.v(c.arg1);
+                self.v(c.arg2);
+                self.v(c.result as u64);
+                TAG_HOST_CALL
+            }
+            Event::HostAlloc(a) => {
+                self.span(a.start, a.end);
+                self.v(a.tid as u64);
+                self.body.push(a.op);
+                self.v(a.ptr);
+                self.v(a.bytes);
+                self.v(a.flags as u64);
+                self.v(a.result as u64);
+                TAG_HOST_ALLOC
+            }
+            Event::Nccl(n) => {
+                self.span(n.start, n.end);
+                self.v(n.tid as u64);
+                self.body.extend_from_slice(&[n.op, n.datatype, n.redop]);
+                self.v(n.stream);
+                self.v(n.count);
+                self.v(n.bytes);
+                self.i32(n.peer_or_root);
+                self.v(n.comm_id);
+                self.i32(n.rank);
+                self.i32(n.nranks);
+                self.v(n.seq);
+                self.v(n.result as u64);
+                TAG_NCCL
+            }
+            Event::NcclComm(n) => {
+                self.span(n.start, n.end);
+                self.v(n.tid as u64);
+                self.body.push(n.op);
+                self.v(n.comm);
+                self.v(n.comm_id);
+                self.v(n.parent_id);
+                self.i32(n.rank);
+                self.i32(n.nranks);
+                self.i32(n.color);
+                self.v(n.result as u64);
+                TAG_NCCL_COMM
+            }
+            Event::Nvtx(n) => {
+                self.ts(n.ts);
+                self.v(n.tid as u64);
+                self.body.extend_from_slice(&[n.kind, n.flags]);
+                self.v(n.id);
+                self.v(n.text as u64);
+                TAG_NVTX
+            }
         };
         self.buf.push(tag);
         put_var(&mut self.buf, self.body.len() as u64);
@@ -263,6 +338,9 @@ impl<'a> Body<'a> {
     }
     fn v32(&mut self) -> Result<u32, DecodeError> {
         Ok(self.v()? as u32)
+    }
+    fn i32(&mut self) -> Result<i32, DecodeError> {
+        Ok(unzigzag(self.v()?) as i32)
     }
     fn u8(&mut self) -> Result<u8, DecodeError> {
         let byte = *self
@@ -502,6 +580,97 @@ impl<'a> Decoder<'a> {
                 tid: b.v32()?,
                 name: b.v32()?,
             },
+            TAG_HOST_COPY => {
+                let (start, end) = self.span(b)?;
+                Event::HostCopy(HostCopy {
+                    start,
+                    end,
+                    tid: b.v32()?,
+                    api: b.u8()?,
+                    copy_kind: b.u8()?,
+                    host_kind: b.u8()?,
+                    source: b.u8()?,
+                    flags: b.u8()?,
+                    bytes: b.v()?,
+                    stream: b.v()?,
+                    dst: b.v()?,
+                    src: b.v()?,
+                    dst_device: b.v32()?,
+                    src_device: b.v32()?,
+                    result: b.v32()?,
+                })
+            }
+            TAG_HOST_CALL => {
+                let (start, end) = self.span(b)?;
+                Event::HostCall(HostCall {
+                    start,
+                    end,
+                    tid: b.v32()?,
+                    call: b.v()? as u16,
+                    stream: b.v()?,
+                    arg0: b.v()?,
+                    arg1: b.v()?,
+                    arg2: b.v()?,
+                    result: b.v32()?,
+                })
+            }
+            TAG_HOST_ALLOC => {
+                let (start, end) = self.span(b)?;
+                Event::HostAlloc(HostAlloc {
+                    start,
+                    end,
+                    tid: b.v32()?,
+                    op: b.u8()?,
+                    ptr: b.v()?,
+                    bytes: b.v()?,
+                    flags: b.v32()?,
+                    result: b.v32()?,
+                })
+            }
+            TAG_NCCL => {
+                let (start, end) = self.span(b)?;
+                Event::Nccl(Nccl {
+                    start,
+                    end,
+                    tid: b.v32()?,
+                    op: b.u8()?,
+                    datatype: b.u8()?,
+                    redop: b.u8()?,
+                    stream: b.v()?,
+                    count: b.v()?,
+                    bytes: b.v()?,
+                    peer_or_root: b.i32()?,
+                    comm_id: b.v()?,
+                    rank: b.i32()?,
+                    nranks: b.i32()?,
+                    seq: b.v()?,
+                    result: b.v32()?,
+                })
+            }
+            TAG_NCCL_COMM => {
+                let (start, end) = self.span(b)?;
+                Event::NcclComm(NcclComm {
+                    start,
+                    end,
+                    tid: b.v32()?,
+                    op: b.u8()?,
+                    comm: b.v()?,
+                    comm_id: b.v()?,
+                    parent_id: b.v()?,
+                    rank: b.i32()?,
+                    nranks: b.i32()?,
+                    color: b.i32()?,
+                    result: b.v32()?,
+                })
+            }
+            TAG_NVTX => Event::Nvtx(Nvtx {
+                ts: self.ts(b)?,
+                tid: b.v32()?,
+                kind: b.u8()?,
+                flags: b.u8()?,
+                id: b.v()?,
+                text: b.v32()?,
+            }),
             _ => return Ok(None),
         }))
     }
@@ -630,6 +799,158 @@ mod tests {
             out.push(e.unwrap());
         }
         assert_eq!(out, evs);
+    }
+
+    /// One of each symbol-hook event, with values at the edges of their ranges.
+    fn hook_events() -> Vec<Event> {
+        vec![
+            Event::HostCopy(HostCopy {
+                start: 40_000,
+                end: 41_000,
+                tid: 77,
+                api: HOSTCOPY_MEMCPY_ASYNC,
+                copy_kind: CopyKind::HtoD as u8,
+                host_kind: MemKind::Pinned as u8,
+                source: CLASS_SOURCE_REGISTRY,
+                flags: HOSTCOPY_FLAG_ASYNC | HOSTCOPY_FLAG_CUPTI_API,
+                bytes: 1 << 33,
+                stream: 0x5555_0000_1000,
+                dst: 0x7f00_0000_0000,
+                src: u64::MAX,
+                dst_device: u32::MAX,
+                src_device: 3,
+                result: 11,
+            }),
+            Event::HostCall(HostCall {
+                start: 39_000,
+                end: 39_500,
+                tid: 77,
+                call: HOSTCALL_LAUNCH_KERNEL_EXC,
+                stream: 0,
+                arg0: 0xdead_beef,
+                arg1: 132 * 8,
+                arg2: 1024,
+                result: 0,
+            }),
+            Event::HostAlloc(HostAlloc {
+                start: 50_000,
+                end: 50_010,
+                tid: 78,
+                op: HOSTALLOC_HOST_REGISTER,
+                ptr: 0x7fff_0000_0000,
+                bytes: 4096,
+                flags: 0x0f,
+                result: 0,
+            }),
+            Event::Nccl(Nccl {
+                start: 60_000,
+                end: 60_001,
+                tid: 79,
+                op: NCCL_REDUCE,
+                stream: 0x1234,
+                count: 1 << 20,
+                bytes: 2 << 20,
+                datatype: 9,
+                redop: NCCL_CUSTOM_REDOP,
+                peer_or_root: -1,
+                comm_id: u64::MAX,
+                rank: i32::MAX,
+                nranks: i32::MIN,
+                seq: 42,
+                result: 2,
+            }),
+            Event::NcclComm(NcclComm {
+                start: 1_000,
+                end: 900_000,
+                tid: 79,
+                op: NCCL_COMM_SPLIT,
+                comm: 0x5000,
+                comm_id: 0x0123_4567_89ab_cdef,
+                parent_id: 7,
+                rank: 3,
+                nranks: 8,
+                color: -5,
+                result: 0,
+            }),
+            Event::Nvtx(Nvtx {
+                ts: 70_000,
+                tid: 80,
+                kind: NVTX_PUSH,
+                flags: NVTX_FLAG_TRUNCATED,
+                id: 2,
+                text: 1,
+            }),
+            Event::Nvtx(Nvtx {
+                ts: 69_000,
+                tid: 80,
+                kind: NVTX_END,
+                flags: 0,
+                id: u64::MAX,
+                text: 0,
+            }),
+        ]
+    }
+
+    #[test]
+    fn round_trip_hook_events() {
+        let mut evs = sample_events();
+        evs.extend(hook_events());
+        let mut enc = Encoder::new();
+        for e in &evs {
+            enc.push(e);
+        }
+        let (buf, n) = enc.take();
+        assert_eq!(n as usize, evs.len());
+        let mut dec = Decoder::new(&buf);
+        let out: Vec<_> = std::iter::from_fn(|| dec.next())
+            .map(|e| e.unwrap())
+            .collect();
+        assert_eq!(out, evs);
+        assert_eq!(dec.skipped, 0);
+    }
+
+    #[test]
+    fn tags_are_distinct() {
+        let mut tags = vec![
+            TAG_STR,
+            TAG_CLOCK,
+            TAG_DEVICE,
+            TAG_KERNEL,
+            TAG_MEMCPY,
+            TAG_MEMSET,
+            TAG_SYNC,
+            TAG_MEMORY,
+            TAG_API,
+            TAG_DROPPED,
+            TAG_STATE,
+            TAG_THREAD,
+            TAG_HOST_COPY,
+            TAG_HOST_CALL,
+            TAG_HOST_ALLOC,
+            TAG_NCCL,
+            TAG_NCCL_COMM,
+            TAG_NVTX,
+        ];
+        let n = tags.len();
+        tags.sort_unstable();
+        tags.dedup();
+        assert_eq!(tags.len(), n);
+    }
+
+    #[test]
+    fn hook_events_keep_their_existing_encoding() {
+        // Pins the byte layout of one event per new tag: a change here breaks old traces.
+        let mut enc = Encoder::new();
+        enc.push(&Event::Nvtx(Nvtx {
+            ts: 5,
+            tid: 2,
+            kind: NVTX_MARK,
+            flags: 0,
+            id: 0,
+            text: 3,
+        }));
+        let (buf, _) = enc.take();
+        assert_eq!(buf, vec![TAG_NVTX, 6, 10, 2, NVTX_MARK, 0, 0, 3]);
     }
 
     #[test]

@@ -321,6 +321,360 @@ pub const DROP_CUPTI: u8 = 1;
 pub const DROP_RING: u8 = 2;
 pub const DROP_BUFFER_POOL: u8 = 3;
 
+// ---------------------------------------------------------------------------------
+// Host-side events from the symbol hooks (libgputrace's own exports of CUDA runtime,
+// NCCL and NVTX entry points). They carry what CUPTI does not see, or everything when
+// CUPTI is blind.
+
+/// How a copy's host memory was classified: the pinned-memory registry the hooks keep
+/// from cudaHostAlloc / cudaMallocHost / cudaHostRegister and their frees.
+pub const CLASS_SOURCE_REGISTRY: u8 = 1;
+
+/// [`HostCopy::flags`]: CUPTI's runtime callbacks recorded this same call as an
+/// [`Api`] event (same thread, its interval inside this one); the `HostCopy` then only
+/// adds the host memory classification and must not be counted as a second call.
+pub const HOSTCOPY_FLAG_CUPTI_API: u8 = 1;
+/// [`HostCopy::flags`]: an asynchronous API (`cudaMemcpyAsync`, ...).
+pub const HOSTCOPY_FLAG_ASYNC: u8 = 2;
+
+/// [`HostCopy::api`] values.
+pub const HOSTCOPY_MEMCPY: u8 = 1;
+pub const HOSTCOPY_MEMCPY_ASYNC: u8 = 2;
+pub const HOSTCOPY_MEMCPY_2D: u8 = 3;
+pub const HOSTCOPY_MEMCPY_2D_ASYNC: u8 = 4;
+pub const HOSTCOPY_MEMCPY_PEER: u8 = 5;
+pub const HOSTCOPY_MEMCPY_PEER_ASYNC: u8 = 6;
+
+/// The CUDA runtime function a [`HostCopy::api`] value names.
+pub fn hostcopy_api_name(api: u8) -> &'static str {
+    match api {
+        HOSTCOPY_MEMCPY => "cudaMemcpy",
+        HOSTCOPY_MEMCPY_ASYNC => "cudaMemcpyAsync",
+        HOSTCOPY_MEMCPY_2D => "cudaMemcpy2D",
+        HOSTCOPY_MEMCPY_2D_ASYNC => "cudaMemcpy2DAsync",
+        HOSTCOPY_MEMCPY_PEER => "cudaMemcpyPeer",
+        HOSTCOPY_MEMCPY_PEER_ASYNC => "cudaMemcpyPeerAsync",
+        _ => "unknown",
+    }
+}
+
+/// A host-side copy call seen by the symbol hooks, with its host memory classified.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HostCopy {
+    pub start: u64,
+    pub end: u64,
+    pub tid: u32,
+    /// `HOSTCOPY_MEMCPY*`.
+    pub api: u8,
+    /// [`CopyKind`] as u8 (from the call's cudaMemcpyKind; `PtoP` for peer copies,
+    /// `Unknown` for cudaMemcpyDefault).
+    pub copy_kind: u8,
+    /// [`MemKind`] as u8 of the host side: `Pinned`, `Pageable`, `Device` (no host side)
+    /// or `Unknown` (cudaMemcpyDefault with no registered pointer).
+    pub host_kind: u8,
+    /// `CLASS_SOURCE_*`: where `host_kind` comes from.
+    pub source: u8,
+    /// `HOSTCOPY_FLAG_*`.
+    pub flags: u8,
+    /// Bytes moved (width x height for 2D copies).
+    pub bytes: u64,
+    /// The `cudaStream_t` handle (0 = legacy default stream, or a synchronous call).
+    pub stream: u64,
+    pub dst: u64,
+    pub src: u64,
+    /// Peer copies: the devices; `u32::MAX` otherwise.
+    pub dst_device: u32,
+    pub src_device: u32,
+    /// The call's return code (cudaError_t).
+    pub result: u32,
+}
+
+/// [`HostCall::call`] values: runtime calls recorded by the symbol hooks while CUPTI's
+/// callbacks are not recording them (CUPTI off, failed, or blind).
+pub const HOSTCALL_STREAM_SYNCHRONIZE: u16 = 1;
+pub const HOSTCALL_DEVICE_SYNCHRONIZE: u16 = 2;
+pub const HOSTCALL_EVENT_SYNCHRONIZE: u16 = 3;
+pub const HOSTCALL_STREAM_WAIT_EVENT: u16 = 4;
+pub const HOSTCALL_MEMSET: u16 = 5;
+pub const HOSTCALL_MEMSET_ASYNC: u16 = 6;
+pub const HOSTCALL_LAUNCH_KERNEL_STUB: u16 = 7;
+pub const HOSTCALL_LAUNCH_KERNEL: u16 = 8;
+pub const HOSTCALL_LAUNCH_KERNEL_EXC: u16 = 9;
+pub const HOSTCALL_GRAPH_LAUNCH: u16 = 10;
+
+/// What a [`HostCall`] does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HostCallClass {
+    Sync,
+    Memset,
+    Launch,
+    Unknown,
+}
+
+/// Name and class of a [`HostCall::call`] value.
+pub fn hostcall_info(call: u16) -> (&'static str, HostCallClass) {
+    use HostCallClass::*;
+    match call {
+        HOSTCALL_STREAM_SYNCHRONIZE => ("cudaStreamSynchronize", Sync),
+        HOSTCALL_DEVICE_SYNCHRONIZE => ("cudaDeviceSynchronize", Sync),
+        HOSTCALL_EVENT_SYNCHRONIZE => ("cudaEventSynchronize", Sync),
+        HOSTCALL_STREAM_WAIT_EVENT => ("cudaStreamWaitEvent", Sync),
+        HOSTCALL_MEMSET => ("cudaMemset", Memset),
+        HOSTCALL_MEMSET_ASYNC => ("cudaMemsetAsync", Memset),
+        HOSTCALL_LAUNCH_KERNEL_STUB => ("__cudaLaunchKernel", Launch),
+        HOSTCALL_LAUNCH_KERNEL => ("cudaLaunchKernel", Launch),
+        HOSTCALL_LAUNCH_KERNEL_EXC => ("cudaLaunchKernelExC", Launch),
+        HOSTCALL_GRAPH_LAUNCH => ("cudaGraphLaunch", Launch),
+        _ => ("unknown", Unknown),
+    }
+}
+
+/// A CUDA runtime call (sync, memset, launch) seen by the symbol hooks.
+///
+/// Arguments by call: syncs: `stream` (StreamSynchronize, StreamWaitEvent), `arg0` =
+/// event (EventSynchronize, StreamWaitEvent), `arg1` = flags (StreamWaitEvent).
+/// Memsets: `arg0` = bytes, `arg1` = device pointer, `arg2` = value. Launches: `arg0`
+/// = kernel / function handle (graph exec for cudaGraphLaunch), `arg1` = blocks in the
+/// grid, `arg2` = threads per block.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HostCall {
+    pub start: u64,
+    pub end: u64,
+    pub tid: u32,
+    /// `HOSTCALL_*`.
+    pub call: u16,
+    pub stream: u64,
+    pub arg0: u64,
+    pub arg1: u64,
+    pub arg2: u64,
+    /// The call's return code (cudaError_t).
+    pub result: u32,
+}
+
+/// [`HostAlloc::op`] values: the pinned host memory calls.
+pub const HOSTALLOC_HOST_ALLOC: u8 = 1;
+pub const HOSTALLOC_MALLOC_HOST: u8 = 2;
+pub const HOSTALLOC_HOST_REGISTER: u8 = 3;
+pub const HOSTALLOC_FREE_HOST: u8 = 4;
+pub const HOSTALLOC_HOST_UNREGISTER: u8 = 5;
+
+/// The CUDA runtime function a [`HostAlloc::op`] value names.
+pub fn hostalloc_op_name(op: u8) -> &'static str {
+    match op {
+        HOSTALLOC_HOST_ALLOC => "cudaHostAlloc",
+        HOSTALLOC_MALLOC_HOST => "cudaMallocHost",
+        HOSTALLOC_HOST_REGISTER => "cudaHostRegister",
+        HOSTALLOC_FREE_HOST => "cudaFreeHost",
+        HOSTALLOC_HOST_UNREGISTER => "cudaHostUnregister",
+        _ => "unknown",
+    }
+}
+
+/// Pinned host memory made, registered, freed or unregistered.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HostAlloc {
+    pub start: u64,
+    pub end: u64,
+    pub tid: u32,
+    /// `HOSTALLOC_*`.
+    pub op: u8,
+    pub ptr: u64,
+    /// Size asked for; for frees and unregisters, the size the registry had for `ptr`
+    /// (0 if it had none).
+    pub bytes: u64,
+    /// The call's flags argument (cudaHostAlloc, cudaHostRegister), else 0.
+    pub flags: u32,
+    /// The call's return code (cudaError_t).
+    pub result: u32,
+}
+
+/// [`Nccl::op`] values.
+pub const NCCL_ALL_REDUCE: u8 = 1;
+pub const NCCL_REDUCE: u8 = 2;
+pub const NCCL_BROADCAST: u8 = 3;
+pub const NCCL_ALL_GATHER: u8 = 4;
+pub const NCCL_REDUCE_SCATTER: u8 = 5;
+pub const NCCL_SEND: u8 = 6;
+pub const NCCL_RECV: u8 = 7;
+pub const NCCL_GROUP_START: u8 = 8;
+pub const NCCL_GROUP_END: u8 = 9;
+
+/// The NCCL function a [`Nccl::op`] value names.
+pub fn nccl_op_name(op: u8) -> &'static str {
+    match op {
+        NCCL_ALL_REDUCE => "ncclAllReduce",
+        NCCL_REDUCE => "ncclReduce",
+        NCCL_BROADCAST => "ncclBroadcast",
+        NCCL_ALL_GATHER => "ncclAllGather",
+        NCCL_REDUCE_SCATTER => "ncclReduceScatter",
+        NCCL_SEND => "ncclSend",
+        NCCL_RECV => "ncclRecv",
+        NCCL_GROUP_START => "ncclGroupStart",
+        NCCL_GROUP_END => "ncclGroupEnd",
+        _ => "unknown",
+    }
+}
+
+/// [`Nccl::datatype`] for calls without one (group start/end).
+pub const NCCL_NO_DATATYPE: u8 = 0xFF;
+
+/// Size in bytes and name of an `ncclDataType_t` (0 bytes when unknown).
+pub fn nccl_datatype(dt: u8) -> (u64, &'static str) {
+    match dt {
+        0 => (1, "int8"),
+        1 => (1, "uint8"),
+        2 => (4, "int32"),
+        3 => (4, "uint32"),
+        4 => (8, "int64"),
+        5 => (8, "uint64"),
+        6 => (2, "float16"),
+        7 => (4, "float32"),
+        8 => (8, "float64"),
+        9 => (2, "bfloat16"),
+        10 => (1, "float8e4m3"),
+        11 => (1, "float8e5m2"),
+        NCCL_NO_DATATYPE => (0, ""),
+        _ => (0, "unknown"),
+    }
+}
+
+/// [`Nccl::redop`]: no reduction (broadcast, gathers, send/recv, groups).
+pub const NCCL_NO_REDOP: u8 = 0xFF;
+/// [`Nccl::redop`]: a reduction made with ncclRedOpCreatePreMulSum (a dynamic op id).
+pub const NCCL_CUSTOM_REDOP: u8 = 0xFE;
+
+/// Name of an [`Nccl::redop`] value.
+pub fn nccl_redop_name(op: u8) -> &'static str {
+    match op {
+        0 => "sum",
+        1 => "prod",
+        2 => "max",
+        3 => "min",
+        4 => "avg",
+        NCCL_CUSTOM_REDOP => "custom",
+        NCCL_NO_REDOP => "",
+        _ => "unknown",
+    }
+}
+
+/// One NCCL call (a collective, point-to-point, or group bracket), from the host side.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Nccl {
+    pub start: u64,
+    pub end: u64,
+    pub tid: u32,
+    /// `NCCL_*` op.
+    pub op: u8,
+    /// The `cudaStream_t` handle the operation was queued on.
+    pub stream: u64,
+    /// Element count as passed (sendcount for AllGather, recvcount for ReduceScatter).
+    pub count: u64,
+    /// `count` x the datatype's size.
+    pub bytes: u64,
+    /// `ncclDataType_t` ([`NCCL_NO_DATATYPE`] for groups).
+    pub datatype: u8,
+    /// `ncclRedOp_t` (0-4), [`NCCL_CUSTOM_REDOP`], or [`NCCL_NO_REDOP`].
+    pub redop: u8,
+    /// Root (Reduce, Broadcast) or peer (Send, Recv); -1 otherwise.
+    pub peer_or_root: i32,
+    /// Communicator id, the same on every rank (0 = not known, e.g. made before
+    /// tracing started or by a call the hooks do not see).
+    pub comm_id: u64,
+    /// This process's rank in the communicator and its size (-1 when not known).
+    pub rank: i32,
+    pub nranks: i32,
+    /// Per-communicator sequence number of this call, from 1: the n-th collective of a
+    /// communicator on one rank matches the n-th on every other rank.
+    pub seq: u64,
+    /// The call's return code (ncclResult_t).
+    pub result: u32,
+}
+
+/// [`NcclComm::op`] values.
+pub const NCCL_COMM_INIT_RANK: u8 = 1;
+pub const NCCL_COMM_INIT_RANK_CONFIG: u8 = 2;
+pub const NCCL_COMM_INIT_ALL: u8 = 3;
+pub const NCCL_COMM_SPLIT: u8 = 4;
+pub const NCCL_COMM_DESTROY: u8 = 5;
+pub const NCCL_COMM_ABORT: u8 = 6;
+pub const NCCL_COMM_INIT_RANK_SCALABLE: u8 = 7;
+
+/// The NCCL function an [`NcclComm::op`] value names.
+pub fn nccl_comm_op_name(op: u8) -> &'static str {
+    match op {
+        NCCL_COMM_INIT_RANK => "ncclCommInitRank",
+        NCCL_COMM_INIT_RANK_CONFIG => "ncclCommInitRankConfig",
+        NCCL_COMM_INIT_ALL => "ncclCommInitAll",
+        NCCL_COMM_SPLIT => "ncclCommSplit",
+        NCCL_COMM_DESTROY => "ncclCommDestroy",
+        NCCL_COMM_ABORT => "ncclCommAbort",
+        NCCL_COMM_INIT_RANK_SCALABLE => "ncclCommInitRankScalable",
+        _ => "unknown",
+    }
+}
+
+/// A communicator made or ended. `ncclCommInitAll` gives one event per device.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NcclComm {
+    pub start: u64,
+    pub end: u64,
+    pub tid: u32,
+    /// `NCCL_COMM_*`.
+    pub op: u8,
+    /// The `ncclComm_t` handle (process-local).
+    pub comm: u64,
+    /// Communicator id, the same on every rank: a hash of the ncclUniqueId; for a split,
+    /// of the parent's id and the color. 0 when not known.
+    pub comm_id: u64,
+    /// Splits: the parent communicator's id; 0 otherwise.
+    pub parent_id: u64,
+    pub rank: i32,
+    pub nranks: i32,
+    /// Splits: the color (and 0 otherwise).
+    pub color: i32,
+    /// The call's return code (ncclResult_t).
+    pub result: u32,
+}
+
+/// [`Nvtx::kind`] values.
+pub const NVTX_PUSH: u8 = 1;
+pub const NVTX_POP: u8 = 2;
+pub const NVTX_START: u8 = 3;
+pub const NVTX_END: u8 = 4;
+pub const NVTX_MARK: u8 = 5;
+
+/// Name of an [`Nvtx::kind`] value.
+pub fn nvtx_kind_name(kind: u8) -> &'static str {
+    match kind {
+        NVTX_PUSH => "push",
+        NVTX_POP => "pop",
+        NVTX_START => "start",
+        NVTX_END => "end",
+        NVTX_MARK => "mark",
+        _ => "unknown",
+    }
+}
+
+/// [`Nvtx::flags`]: the text was cut (only its first bytes are kept).
+pub const NVTX_FLAG_TRUNCATED: u8 = 1;
+
+/// One NVTX call (libgputrace is the NVTX injection library).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Nvtx {
+    pub ts: u64,
+    pub tid: u32,
+    /// `NVTX_*` kind.
+    pub kind: u8,
+    /// `NVTX_FLAG_*`.
+    pub flags: u8,
+    /// Start / end: the range id (the same on both, which may be on different threads).
+    /// Push: the nesting level of the new range (0 = outermost); pop: the level of the
+    /// range it ends. Mark: 0.
+    pub id: u64,
+    /// Interned text (0 = none: pops, ends, marks without a message).
+    pub text: u32,
+}
+
 /// One trace event. Tags (the `TAG_*` constants) are append-only.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Event {
@@ -359,6 +713,18 @@ pub enum Event {
         tid: u32,
         name: u32,
     },
+    /// A copy call seen by the symbol hooks, with its host memory classified.
+    HostCopy(HostCopy),
+    /// A runtime sync / memset / launch call seen by the symbol hooks.
+    HostCall(HostCall),
+    /// Pinned host memory made or released.
+    HostAlloc(HostAlloc),
+    /// An NCCL collective, point-to-point call or group bracket.
+    Nccl(Nccl),
+    /// An NCCL communicator made or ended.
+    NcclComm(NcclComm),
+    /// An NVTX push, pop, range start or end, or mark.
+    Nvtx(Nvtx),
 }
 
 pub const TAG_STR: u8 = 1;
@@ -373,6 +739,12 @@ pub const TAG_API: u8 = 9;
 pub const TAG_DROPPED: u8 = 10;
 pub const TAG_STATE: u8 = 11;
 pub const TAG_THREAD: u8 = 12;
+pub const TAG_HOST_COPY: u8 = 13;
+pub const TAG_HOST_CALL: u8 = 14;
+pub const TAG_HOST_ALLOC: u8 = 15;
+pub const TAG_NCCL: u8 = 16;
+pub const TAG_NCCL_COMM: u8 = 17;
+pub const TAG_NVTX: u8 = 18;
 
 impl Event {
     /// The event's primary timestamp, if it has one.
@@ -388,6 +760,12 @@ impl Event {
             Event::Api(a) => Some(a.start),
             Event::Dropped { ts, .. } => Some(*ts),
             Event::State { ts, .. } => Some(*ts),
+            Event::HostCopy(c) => Some(c.start),
+            Event::HostCall(c) => Some(c.start),
+            Event::HostAlloc(a) => Some(a.start),
+            Event::Nccl(n) => Some(n.start),
+            Event::NcclComm(n) => Some(n.start),
+            Event::Nvtx(n) => Some(n.ts),
         }
     }
 

@@ -36,7 +36,8 @@ pub const CHUNK_MAGIC: &[u8; 4] = b"GTCK";
 /// Major version: a reader refuses files with a larger major version.
 pub const VERSION_MAJOR: u16 = 1;
 /// Minor version: additions that old readers can skip (new event tags).
-pub const VERSION_MINOR: u16 = 0;
+/// 1: symbol-hook events (HostCopy, HostCall, HostAlloc, Nccl, NcclComm, Nvtx).
+pub const VERSION_MINOR: u16 = 1;
 /// Size of the fixed file header.
 pub const HEADER_LEN: usize = 16;
 /// Size of a chunk header.

@@ -265,6 +265,8 @@ impl Collector {
                 apis::DRIVER,
             );
         }
+        // The symbol hooks leave to CUPTI what it now records (sym/mod.rs).
+        crate::sym::note_cupti_callbacks(self.runtime_api);
     }
 
     /// Hands every finished record to the writer.
@@ -285,6 +287,22 @@ impl Collector {
         for (kind, _, _, _) in KINDS {
             let _ = call!(self.cupti, cuptiActivityDisable(*kind));
         }
+        // The zeroed-buffer promise is process-wide: withdraw it, since a program that
+        // takes CUPTI next hands over buffers of its own, not cleared by us.
+        if lock(&POOL).zeroed {
+            let mut zero: u8 = 0;
+            let mut sz = std::mem::size_of::<u8>();
+            let _ = call!(
+                self.cupti,
+                cuptiActivitySetAttribute(
+                    sys::CUpti_ActivityAttribute_CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER,
+                    &mut sz,
+                    &mut zero as *mut u8 as *mut c_void
+                )
+            );
+        }
+        // Before unsubscribing: a call in between is recorded twice rather than never.
+        crate::sym::note_cupti_callbacks(false);
         let sub = self.subscriber.swap(0, Ordering::AcqRel);
         if sub != 0 {
             let _ = call!(

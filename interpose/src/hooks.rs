@@ -14,15 +14,112 @@ use crate::collector;
 use crate::{guard, lifecycle, log, state};
 use cupti_sys as sys;
 use gputrace_format::CollectorState;
-use std::ffi::{c_void, CStr};
+use std::ffi::{c_char, c_void, CStr};
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 
 /// CUDA driver injection entry point (`CUDA_INJECTION64_PATH`): returns 1 on success.
 #[cfg_attr(not(test), no_mangle)]
 pub extern "C" fn InitializeInjection() -> i32 {
-    match std::panic::catch_unwind(lifecycle::on_cuda_init) {
+    // Runs inside the program's first CUDA call: its errno must come out as it went in.
+    let saved = errno();
+    let r = match std::panic::catch_unwind(lifecycle::on_cuda_init) {
         Ok(true) => 1,
         _ => 0,
+    };
+    set_errno(saved);
+    r
+}
+
+fn errno() -> i32 {
+    // SAFETY: __errno_location always returns the calling thread's errno slot.
+    unsafe { *libc::__errno_location() }
+}
+
+fn set_errno(v: i32) {
+    // SAFETY: as above.
+    unsafe { *libc::__errno_location() = v };
+}
+
+/// True while the program has CUPTI activity kinds of its own enabled.
+pub fn program_holds_cupti() -> bool {
+    FOREIGN_KINDS.load(Ordering::Acquire) != 0
+}
+
+// ---------------------------------------------------------------------------------
+// exec: the new image replaces this one without running atexit handlers, so the trace
+// is finished first. glibc's exec* variants reach execve internally, not through the
+// PLT, so each is wrapped.
+
+type ExecvFn = unsafe extern "C" fn(*const c_char, *const *const c_char) -> i32;
+type ExecveFn =
+    unsafe extern "C" fn(*const c_char, *const *const c_char, *const *const c_char) -> i32;
+
+fn before_exec() {
+    if !guard::is_internal() {
+        let saved = errno();
+        let _ = std::panic::catch_unwind(lifecycle::finish);
+        set_errno(saved);
+    }
+}
+
+fn exec_missing() -> i32 {
+    set_errno(libc::ENOSYS);
+    -1
+}
+
+/// # Safety
+/// Called by C code with the arguments of execve(2).
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn execve(
+    path: *const c_char,
+    argv: *const *const c_char,
+    envp: *const *const c_char,
+) -> i32 {
+    before_exec();
+    match real_libc!(c"execve", ExecveFn) {
+        // SAFETY: forwarding the caller's arguments unchanged.
+        Some(f) => unsafe { f(path, argv, envp) },
+        None => exec_missing(),
+    }
+}
+
+/// # Safety
+/// Called by C code with the arguments of execv(3).
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn execv(path: *const c_char, argv: *const *const c_char) -> i32 {
+    before_exec();
+    match real_libc!(c"execv", ExecvFn) {
+        // SAFETY: forwarding the caller's arguments unchanged.
+        Some(f) => unsafe { f(path, argv) },
+        None => exec_missing(),
+    }
+}
+
+/// # Safety
+/// Called by C code with the arguments of execvp(3).
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn execvp(file: *const c_char, argv: *const *const c_char) -> i32 {
+    before_exec();
+    match real_libc!(c"execvp", ExecvFn) {
+        // SAFETY: forwarding the caller's arguments unchanged.
+        Some(f) => unsafe { f(file, argv) },
+        None => exec_missing(),
+    }
+}
+
+/// # Safety
+/// Called by C code with the arguments of execvpe(3).
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn execvpe(
+    file: *const c_char,
+    argv: *const *const c_char,
+    envp: *const *const c_char,
+) -> i32 {
+    before_exec();
+    match real_libc!(c"execvpe", ExecveFn) {
+        // SAFETY: forwarding the caller's arguments unchanged.
+        Some(f) => unsafe { f(file, argv, envp) },
+        None => exec_missing(),
     }
 }
 
@@ -85,6 +182,26 @@ macro_rules! real {
         }
     }};
 }
+
+/// Resolves and caches the next definition of a libc function (ours comes first).
+macro_rules! real_libc {
+    ($name:literal, $ty:ty) => {{
+        static CACHE: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut());
+        let mut p = CACHE.load(Ordering::Acquire);
+        if p.is_null() {
+            // SAFETY: dlsym with a NUL-terminated name.
+            p = unsafe { libc::dlsym(libc::RTLD_NEXT, $name.as_ptr()) };
+            CACHE.store(p, Ordering::Release);
+        }
+        if p.is_null() {
+            None
+        } else {
+            // SAFETY: `p` is libc's function named $name, of C signature $ty.
+            Some(unsafe { std::mem::transmute::<*mut c_void, $ty>(p) })
+        }
+    }};
+}
+use real_libc;
 
 const NOT_INIT: sys::CUptiResult = sys::CUptiResult_CUPTI_ERROR_NOT_INITIALIZED;
 

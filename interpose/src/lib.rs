@@ -20,6 +20,7 @@ pub mod records;
 mod records12;
 pub mod ring;
 pub mod state;
+pub mod sym;
 pub mod writer;
 
 pub use hooks::*;

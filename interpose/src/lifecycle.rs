@@ -180,6 +180,17 @@ fn start_tracing(
         .map_err(|e| format!("cannot start the trace writer: {e}"))?;
     state::set(state::TRACING);
     let blind = match (c, cupti_err) {
+        // The program started a CUPTI session of its own before CUDA initialised (a
+        // profiler started first): leave it alone; we take CUPTI when it is done.
+        (Some(_), _) if crate::hooks::program_holds_cupti() => {
+            state::set(state::BLIND);
+            collector::note_state(
+                CollectorState::Blind,
+                "the program was using CUPTI itself when CUDA started",
+            );
+            register_exit_handler();
+            return Ok(path);
+        }
         (Some(c), _) => c.start().err(),
         (None, e) => e,
     };

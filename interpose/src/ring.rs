@@ -28,6 +28,13 @@ pub struct HostRecord {
 
 /// `HostRecord::kind` values.
 pub const REC_API: u16 = 1;
+/// Symbol hooks (sym/rec.rs says how each is laid out).
+pub const REC_COPY: u16 = 2;
+pub const REC_CALL: u16 = 3;
+pub const REC_HOST_ALLOC: u16 = 4;
+pub const REC_NCCL: u16 = 5;
+pub const REC_NCCL_COMM: u16 = 6;
+pub const REC_NVTX: u16 = 7;
 
 const _: () = assert!(std::mem::size_of::<HostRecord>() == 64);
 

@@ -48,6 +48,12 @@ pub fn disable_hooks() {
     HOOKS_OFF.store(true, Ordering::Relaxed);
 }
 
+/// False once `GPUTRACE_HOOKS=0` switched the symbol hooks off.
+#[inline]
+pub fn hooks_enabled() -> bool {
+    !HOOKS_OFF.load(Ordering::Relaxed)
+}
+
 /// Should a symbol hook record this call? One relaxed load when not tracing.
 #[inline]
 pub fn hooks_tracing() -> bool {

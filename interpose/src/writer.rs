@@ -385,6 +385,9 @@ impl Writer {
                 arg: r.x[1] as u32,
                 result: r.x[2] as u32,
             }));
+        } else {
+            // The symbol hooks' records (copies, calls, NCCL, NVTX, pinned memory).
+            crate::sym::rec::decode(r, &mut self.names, &mut self.evs);
         }
     }
 

@@ -7,7 +7,7 @@
  * compare it with and without the tracer. Exit status: 0 ok, 2 usage, 3 cannot load
  * the runtime, 4 a check failed (details on stderr, prefixed "app:").
  *
- * Scenarios (counts are what the tests expect; keep the Rust tests in tests/tests in step):
+ * Scenarios (counts are what the tests expect; keep tests/tests/ in step):
  *   basic       see run_basic() below
  *   threads     4 threads x 25 launches of _Z6workerv, grid (t+1,1,1), block (64,1,1)
  *   fork        3 launches, fork a child that uses no CUDA and exits(0), 2 launches
@@ -16,9 +16,15 @@
  *   spin S      batches of 50 launches of _Z4spinv, 1 ms apart, for S seconds
  *               (S = 0: until killed); no other CUDA call
  *   profiler    plays torch.profiler taking CUPTI for a while: see run_profiler()
+ *   profiler-early  the same session, started before the first CUDA call (the
+ *               program loads libcupti itself first, as a framework linking it would);
+ *               see run_profiler()
+ *   exec        2 launches of _Z6beforev, then execs itself as `app basic`
  *   retcodes    checks the fake runtime's documented return values and errno
  *   nocuda      prints a line, never loads CUDA
  *   idle        loads the runtime and never calls it
+ * With APP_LOAD_CUPTI=1 in the environment the app first dlopens the libcupti next to
+ * the runtime (RTLD_LOCAL), as a framework that links libcupti would have it loaded.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -74,12 +80,38 @@ static void *must_sym(void *h, const char *name) {
     return p;
 }
 
-static void load_runtime(void) {
+static const char *runtime_path(void) {
     const char *path = getenv("FAKE_CUDART");
     if (!path || !*path) {
         fprintf(stderr, "app: FAKE_CUDART is not set\n");
         exit(3);
     }
+    return path;
+}
+
+/* Loads the libcupti next to the runtime, as a library linking libcupti would get it. */
+static void *load_cupti(void) {
+    const char *rt_path = runtime_path();
+    const char *so = strstr(rt_path, "libcudart.so.");
+    if (!so) {
+        fprintf(stderr, "app: cannot tell the CUDA version of %s\n", rt_path);
+        exit(3);
+    }
+    char path[4096];
+    snprintf(path, sizeof path, "%.*slibcupti.so.%s", (int)(so - rt_path), rt_path,
+             so + strlen("libcudart.so."));
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        fprintf(stderr, "app: dlopen %s: %s\n", path, dlerror());
+        exit(3);
+    }
+    return h;
+}
+
+static void load_runtime(void) {
+    const char *path = runtime_path();
+    if (getenv("APP_LOAD_CUPTI"))
+        (void)load_cupti();
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!h) {
         fprintf(stderr, "app: dlopen %s: %s\n", path, dlerror());
@@ -251,6 +283,19 @@ static void run_spin(double secs) {
     printf("spin: done\n");
 }
 
+static void run_exec(const char *self) {
+    const dim3 g = {4, 1, 1}, b = {128, 1, 1};
+    for (int i = 0; i < 2; i++)
+        OK(launch("_Z6beforev", g, b, 0, NULL));
+    OK(rt.DeviceSynchronize());
+    printf("exec: 2 launches, now exec basic\n");
+    fflush(stdout);
+    char *args[] = {(char *)self, "basic", NULL};
+    execv(self, args);
+    fprintf(stderr, "app: execv %s failed\n", self);
+    exit(4);
+}
+
 /* ---- profiler: the program's own CUPTI session ---- */
 typedef void (*cb_fn)(void *, uint32_t, uint32_t, const void *);
 typedef void (*req_fn)(uint8_t **, size_t *, size_t *);
@@ -310,6 +355,10 @@ static void prof_api(void *ud, uint32_t domain, uint32_t cbid, const void *data)
 static void prof_request(uint8_t **buf, size_t *size, size_t *max) {
     *size = 64 * 1024;
     *buf = aligned_alloc(8, *size);
+    /* Not zeroed (this program never told CUPTI it would zero its buffers): garbage,
+     * as a reused buffer would hold. */
+    if (*buf)
+        memset(*buf, 0xA5, *size);
     *max = 0;
 }
 
@@ -351,7 +400,8 @@ static void prof_complete(void *ctx, uint32_t stream, uint8_t *buf, size_t size,
 
 /*
  * profiler:
- *   phase A: 5 launches of _Z6beforev, cudaDeviceSynchronize
+ *   phase A: 5 launches of _Z6beforev, cudaDeviceSynchronize (profiler-early: none;
+ *     instead the program loads libcupti, and CUDA starts inside phase B)
  *   the program takes CUPTI (kineto's order): cuptiSubscribe, cuptiEnableCallback
  *     (cudaLaunchKernel), cuptiActivityRegisterCallbacks, cuptiActivityEnable
  *     (CONCURRENT_KERNEL, MEMCPY)
@@ -360,11 +410,15 @@ static void prof_complete(void *ctx, uint32_t stream, uint8_t *buf, size_t size,
  *     then checks its session saw exactly phase B, then cuptiUnsubscribe
  *   phase C: 4 launches of _Z5afterv, cudaDeviceSynchronize
  */
-static void run_profiler(void) {
+static void run_profiler(int early) {
     const dim3 g = {4, 1, 1}, b = {128, 1, 1};
-    for (int i = 0; i < 5; i++)
-        OK(launch("_Z6beforev", g, b, 0, NULL));
-    OK(rt.DeviceSynchronize());
+    if (early) {
+        (void)load_cupti();
+    } else {
+        for (int i = 0; i < 5; i++)
+            OK(launch("_Z6beforev", g, b, 0, NULL));
+        OK(rt.DeviceSynchronize());
+    }
 
     *(void **)&cp.Subscribe = cupti_sym("cuptiSubscribe");
     *(void **)&cp.Unsubscribe = cupti_sym("cuptiUnsubscribe");
@@ -493,7 +547,11 @@ int main(int argc, char **argv) {
     else if (strcmp(s, "spin") == 0)
         run_spin(argc > 2 ? atof(argv[2]) : 0);
     else if (strcmp(s, "profiler") == 0)
-        run_profiler();
+        run_profiler(0);
+    else if (strcmp(s, "profiler-early") == 0)
+        run_profiler(1);
+    else if (strcmp(s, "exec") == 0)
+        run_exec(argv[0]);
     else if (strcmp(s, "retcodes") == 0)
         run_retcodes();
     else {

@@ -150,9 +150,15 @@ static struct {
 } cupti;
 static _Atomic uint32_t last_corr;
 
+/* The CUPTI the process already has (a tool or the program loaded it), else the one
+ * next to this library. */
 static void *open_cupti(void) {
+    void *loaded = dlopen(CUPTI_SONAME, RTLD_NOW | RTLD_NOLOAD);
+    if (loaded)
+        return loaded;
+    static const char self_marker = 0; /* any object in this library names its file */
     Dl_info info;
-    if (!dladdr((void *)&open_cupti, &info) || !info.dli_fname)
+    if (!dladdr(&self_marker, &info) || !info.dli_fname)
         return NULL;
     char dir[4096];
     snprintf(dir, sizeof dir, "%s", info.dli_fname);
@@ -180,7 +186,7 @@ static void driver_init(void) {
     if (path && *path) {
         void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
         if (h)
-            inject = (int (*)(void))dlsym(h, "InitializeInjection");
+            *(void **)&inject = dlsym(h, "InitializeInjection");
     }
     errno = saved;
     /* The tool's own doing, as seen by the program: not hidden. */
@@ -190,14 +196,14 @@ static void driver_init(void) {
 
     void *h = open_cupti();
     if (h) {
-        cupti.api = (fake_cupti_api_fn)dlsym(h, "fake_cupti_api");
-        cupti.kernel = (fake_cupti_emit_kernel_fn)dlsym(h, "fake_cupti_emit_kernel");
-        cupti.memcpy_ = (fake_cupti_emit_memcpy_fn)dlsym(h, "fake_cupti_emit_memcpy");
-        cupti.memset_ = (fake_cupti_emit_memset_fn)dlsym(h, "fake_cupti_emit_memset");
-        cupti.sync = (fake_cupti_emit_sync_fn)dlsym(h, "fake_cupti_emit_sync");
-        cupti.device = (fake_cupti_emit_device_fn)dlsym(h, "fake_cupti_emit_device");
-        cupti.memory = (fake_cupti_emit_memory_fn)dlsym(h, "fake_cupti_emit_memory");
-        cupti.now = (fake_cupti_now_fn)dlsym(h, "fake_cupti_now");
+        *(void **)&cupti.api = dlsym(h, "fake_cupti_api");
+        *(void **)&cupti.kernel = dlsym(h, "fake_cupti_emit_kernel");
+        *(void **)&cupti.memcpy_ = dlsym(h, "fake_cupti_emit_memcpy");
+        *(void **)&cupti.memset_ = dlsym(h, "fake_cupti_emit_memset");
+        *(void **)&cupti.sync = dlsym(h, "fake_cupti_emit_sync");
+        *(void **)&cupti.device = dlsym(h, "fake_cupti_emit_device");
+        *(void **)&cupti.memory = dlsym(h, "fake_cupti_emit_memory");
+        *(void **)&cupti.now = dlsym(h, "fake_cupti_now");
     }
     if (cupti.device) {
         struct fake_device d = {

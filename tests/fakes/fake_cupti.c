@@ -15,6 +15,9 @@
  *     thread every cuptiActivityFlushPeriod ms, and when the client re-registers its
  *     callbacks; a record that finds no buffer (request gave NULL) is dropped and
  *     counted, and cuptiActivityGetNumDroppedRecords reports (and resets) the count;
+ *   - cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER): unless
+ *     the client promised zeroed buffers the fake clears each one it receives, as CUPTI
+ *     does; when promised, it checks, and reports a non-zero buffer on stderr;
  *   - cuptiActivityGetNextRecord walks a buffer record by record, each by the size of
  *     its kind's struct in this flavour, and says CUPTI_ERROR_MAX_LIMIT_REACHED at
  *     the end.
@@ -28,6 +31,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 
@@ -40,6 +44,7 @@ typedef int CUptiResult;
 #define CUPTI_SUCCESS 0
 #define CUPTI_ERROR_INVALID_PARAMETER 1
 #define CUPTI_ERROR_INVALID_OPERATION 7
+#define CUPTI_ERROR_PARAMETER_SIZE_NOT_SUFFICIENT 10
 #define CUPTI_ERROR_MAX_LIMIT_REACHED 12
 #define CUPTI_ERROR_NOT_INITIALIZED 15
 #define CUPTI_ERROR_INVALID_KIND 21
@@ -382,6 +387,13 @@ static struct {
 } sub;
 static uint8_t cb_enabled[N_DOMAINS][N_CBIDS];
 
+/* CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER: the client promises zeroed buffers,
+ * so CUPTI need not clear them. The fake clears buffers itself unless promised, and
+ * checks the promise when given (a broken promise is reported on stderr). */
+#define ATTR_ZEROED_OUT_ACTIVITY_BUFFER 5
+static int zeroed_promised;
+static int reported_unzeroed;
+
 static _Atomic uint32_t flush_period_ms;
 static int flusher_started;
 
@@ -439,6 +451,21 @@ static int ensure_space_locked(size_t need) {
         if (done_cb)
             done_cb(NULL, 0, b, size, 0);
         return 0;
+    }
+    if (!zeroed_promised) {
+        memset(b, 0, size);
+    } else if (b[0] != 0 || memcmp(b, b + 1, size - 1) != 0) {
+        if (!reported_unzeroed) {
+            reported_unzeroed = 1;
+            size_t at = 0;
+            while (at < size && b[at] == 0)
+                at++;
+            fprintf(stderr,
+                    "fake_cupti: a buffer promised zeroed (ZEROED_OUT_ACTIVITY_BUFFER) has "
+                    "byte %zu = 0x%02x of %zu\n",
+                    at, b[at], size);
+        }
+        memset(b, 0, size);
     }
     cur_buf = b;
     cur_size = size;
@@ -506,6 +533,9 @@ EXPORT CUptiResult cuptiGetResultString(CUptiResult result, const char **str) {
         break;
     case CUPTI_ERROR_INVALID_OPERATION:
         *str = "CUPTI_ERROR_INVALID_OPERATION";
+        break;
+    case CUPTI_ERROR_PARAMETER_SIZE_NOT_SUFFICIENT:
+        *str = "CUPTI_ERROR_PARAMETER_SIZE_NOT_SUFFICIENT";
         break;
     case CUPTI_ERROR_MAX_LIMIT_REACHED:
         *str = "CUPTI_ERROR_MAX_LIMIT_REACHED";
@@ -634,6 +664,30 @@ EXPORT CUptiResult cuptiActivityFlushPeriod(uint32_t time_ms) {
     return CUPTI_SUCCESS;
 }
 
+EXPORT CUptiResult cuptiActivitySetAttribute(uint32_t attr, size_t *valueSize, void *value) {
+    if (!valueSize || !value)
+        return CUPTI_ERROR_INVALID_PARAMETER;
+    switch (attr) {
+    case ATTR_ZEROED_OUT_ACTIVITY_BUFFER:
+        if (*valueSize < sizeof(uint8_t))
+            return CUPTI_ERROR_PARAMETER_SIZE_NOT_SUFFICIENT;
+        pthread_mutex_lock(&mu);
+        zeroed_promised = *(const uint8_t *)value != 0;
+        pthread_mutex_unlock(&mu);
+        return CUPTI_SUCCESS;
+    case 0: /* DEVICE_BUFFER_SIZE */
+    case 1: /* DEVICE_BUFFER_SIZE_CDP */
+    case 2: /* DEVICE_BUFFER_POOL_LIMIT */
+    case 3: /* PROFILING_SEMAPHORE_POOL_SIZE */
+    case 4: /* PROFILING_SEMAPHORE_POOL_LIMIT */
+        /* Device-side buffers: nothing to do in a fake without a device. */
+        return *valueSize < sizeof(size_t) ? CUPTI_ERROR_PARAMETER_SIZE_NOT_SUFFICIENT
+                                           : CUPTI_SUCCESS;
+    default:
+        return CUPTI_ERROR_INVALID_PARAMETER;
+    }
+}
+
 EXPORT CUptiResult cuptiActivityGetNumDroppedRecords(CUcontext context, uint32_t streamId,
                                                      size_t *dropped_out) {
     (void)context;
@@ -687,6 +741,7 @@ EXPORT CUptiResult cuptiFinalize(void) {
     memset(cb_enabled, 0, sizeof cb_enabled);
     req_cb = NULL;
     done_cb = NULL;
+    zeroed_promised = 0;
     atomic_store(&flush_period_ms, 0);
     pthread_mutex_unlock(&mu);
     return CUPTI_SUCCESS;

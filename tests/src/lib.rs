@@ -20,7 +20,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 /// Which CUDA major version the fakes pretend to be.
@@ -70,8 +70,8 @@ pub enum Layout {
 // ---------------------------------------------------------------------------------
 // Directories
 
-/// A directory removed on drop (kept, and named on stderr, when the test panicked or
-/// `GPUTRACE_TESTS_KEEP` is set, to look at afterwards).
+/// A directory removed on drop; kept (and named on stderr) when `GPUTRACE_TESTS_KEEP`
+/// is set, to look at afterwards.
 pub struct TempDir {
     path: PathBuf,
 }
@@ -99,11 +99,17 @@ impl TempDir {
 
 impl Drop for TempDir {
     fn drop(&mut self) {
-        if std::thread::panicking() || std::env::var_os("GPUTRACE_TESTS_KEEP").is_some() {
+        if std::env::var_os("GPUTRACE_TESTS_KEEP").is_some() {
             eprintln!("(kept {})", self.path.display());
-        } else {
-            let _ = std::fs::remove_dir_all(&self.path);
+            return;
         }
+        if std::thread::panicking() {
+            eprintln!(
+                "(set GPUTRACE_TESTS_KEEP=1 to keep {})",
+                self.path.display()
+            );
+        }
+        let _ = std::fs::remove_dir_all(&self.path);
     }
 }
 
@@ -180,7 +186,11 @@ fn is_stale(lib: &Path) -> bool {
     ["interpose", "format", "cupti-sys"].iter().any(|c| {
         let crate_dir = root.join(c);
         let src = newest_mtime(&crate_dir.join("src"));
-        let manifest = crate_dir.join("Cargo.toml").metadata().and_then(|m| m.modified()).ok();
+        let manifest = crate_dir
+            .join("Cargo.toml")
+            .metadata()
+            .and_then(|m| m.modified())
+            .ok();
         src.max(manifest).is_some_and(|t| t > built)
     })
 }
@@ -197,7 +207,10 @@ fn build_libgputrace(profile: &Path) {
         cmd.env("CARGO_TARGET_DIR", target);
     }
     let st = cmd.status().expect("run cargo build -p gputrace-interpose");
-    assert!(st.success(), "cargo build -p gputrace-interpose failed: {st}");
+    assert!(
+        st.success(),
+        "cargo build -p gputrace-interpose failed: {st}"
+    );
 }
 
 // ---------------------------------------------------------------------------------
@@ -312,7 +325,11 @@ fn build_fakes(cuda: Cuda) -> Fakes {
         // Another process got there first; its build is as good as ours.
         let _ = std::fs::remove_dir_all(&tmp);
     }
-    assert!(f.app.is_file(), "fakes missing after the build in {}", dir.display());
+    assert!(
+        f.app.is_file(),
+        "fakes missing after the build in {}",
+        dir.display()
+    );
     f
 }
 
@@ -342,7 +359,10 @@ impl Wheel {
                 let d = nvidia.join(format!("cu{}/lib", cuda.major()));
                 (d.clone(), d)
             }
-            Layout::Split => (nvidia.join("cuda_runtime/lib"), nvidia.join("cuda_cupti/lib")),
+            Layout::Split => (
+                nvidia.join("cuda_runtime/lib"),
+                nvidia.join("cuda_cupti/lib"),
+            ),
         };
         std::fs::create_dir_all(&rt_dir).unwrap();
         std::fs::create_dir_all(&cupti_dir).unwrap();
@@ -353,8 +373,10 @@ impl Wheel {
             std::fs::copy(&f.cupti, &p).expect("copy libcupti");
             p
         });
-        let app = dir.path().join("app");
-        std::fs::copy(&f.app, &app).expect("copy the app");
+        // The app runs from the shared build directory: copying an executable while
+        // other test threads fork (their children briefly hold the copy's fd) would
+        // make its exec fail with ETXTBSY.
+        let app = f.app.clone();
         let traces = dir.path().join("traces");
         Wheel {
             cuda,
@@ -467,7 +489,10 @@ impl<'a> Run<'a> {
     pub fn run(self) -> Output {
         let child = self.spawn();
         let pid = child.id();
-        let o = child.into_inner().wait_with_output().expect("wait for the process");
+        let o = child
+            .into_inner()
+            .wait_with_output()
+            .expect("wait for the process");
         Output {
             pid,
             status: o.status,
@@ -607,7 +632,8 @@ impl Trace {
     /// Reads a trace and checks the interning rules: every string id is defined by one
     /// `Str` event before its first use, and never redefined.
     pub fn read(path: &Path) -> Trace {
-        let data = fmt::read_all(path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+        let data =
+            fmt::read_all(path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
         Trace::from_data(data)
     }
 
@@ -721,11 +747,15 @@ impl Trace {
             .collect()
     }
 
-    /// The Api event with correlation id `corr`, if exactly one has it.
+    /// Api events by correlation id (panics if two share one).
     pub fn api_by_corr(&self) -> HashMap<u32, &fmt::Api> {
         let mut m = HashMap::new();
         for a in self.apis() {
-            assert!(m.insert(a.corr, a).is_none(), "two Api events with corr {}", a.corr);
+            assert!(
+                m.insert(a.corr, a).is_none(),
+                "two Api events with corr {}",
+                a.corr
+            );
         }
         m
     }
@@ -777,7 +807,11 @@ impl Trace {
         assert_eq!(s.bad_events, 0, "undecodable events: {s:?}");
         assert_eq!(s.unknown_events, 0, "unknown events: {s:?}");
         let last = self.states().last().map(|s| s.1);
-        assert_eq!(last, Some(CollectorState::Stopped), "the trace does not end stopped");
+        assert_eq!(
+            last,
+            Some(CollectorState::Stopped),
+            "the trace does not end stopped"
+        );
     }
 }
 
@@ -791,12 +825,6 @@ fn name_refs(e: &Event) -> Vec<u32> {
         Event::Thread { name, .. } => vec![*name],
         _ => vec![],
     }
-}
-
-/// Serialises tests that must not overlap within one test binary.
-pub fn serial() -> std::sync::MutexGuard<'static, ()> {
-    static M: Mutex<()> = Mutex::new(());
-    M.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Is `program` runnable here (for optional checks such as python3)?

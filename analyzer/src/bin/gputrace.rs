@@ -2,7 +2,7 @@
 
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
-use gputrace_analyzer::{dump, run, summary, Trace};
+use gputrace_analyzer::{dump, report, run, summary, Trace};
 use std::ffi::OsString;
 use std::io::Write;
 use std::path::PathBuf;
@@ -16,14 +16,17 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Cmd {
-    /// Run a command with tracing, then summarise the traces it wrote.
+    /// Run a command with tracing, then report on the traces it wrote.
     Run {
         /// Directory for the trace files.
         #[arg(short = 'o', long = "out", default_value = "gputrace-traces")]
         out: PathBuf,
-        /// Print a JSON summary instead of text.
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
+        /// Print the per-device summary instead of the report.
+        #[arg(long)]
+        summary: bool,
         /// The command and its arguments.
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
         cmd: Vec<OsString>,
@@ -32,6 +35,15 @@ enum Cmd {
     Summary {
         #[arg(required = true)]
         traces: Vec<PathBuf>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// What the GPU was waiting for: findings, ranked, with the time breakdown.
+    /// Several traces are analysed together as the ranks of one job.
+    Report {
+        #[arg(required = true)]
+        traces: Vec<PathBuf>,
+        /// Print the report as JSON (schema in README-report.md).
         #[arg(long)]
         json: bool,
     },
@@ -65,10 +77,92 @@ fn print_summaries(paths: &[PathBuf], json: bool) -> Result<()> {
     Ok(())
 }
 
+/// Loads traces with a progress bar on stderr that appears only if reading takes more
+/// than a second.
+fn load_all(paths: &[PathBuf]) -> Result<Vec<Trace>> {
+    use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let total: u64 = paths
+        .iter()
+        .map(|p| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0))
+        .sum();
+    let pb = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::hidden());
+    pb.set_style(
+        ProgressStyle::with_template("{msg} [{bar:30}] {bytes}/{total_bytes} ({eta})")
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+    );
+    let done = Arc::new(AtomicBool::new(false));
+    let watcher = {
+        let pb = pb.clone();
+        let done = done.clone();
+        std::thread::spawn(move || {
+            let t0 = std::time::Instant::now();
+            while !done.load(Ordering::Relaxed) {
+                if t0.elapsed() >= std::time::Duration::from_secs(1) {
+                    pb.set_draw_target(ProgressDrawTarget::stderr());
+                    pb.enable_steady_tick(std::time::Duration::from_millis(200));
+                    return;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+        })
+    };
+    let mut traces = Vec::new();
+    let mut before = 0u64;
+    let mut result = Ok(());
+    for p in paths {
+        pb.set_message(format!("reading {}", p.display()));
+        match report::load::load_with_progress(p, |d, _| pb.set_position(before + d)) {
+            Ok(t) => {
+                if let Some(w) = t.stats.warning() {
+                    pb.suspend(|| eprintln!("gputrace: {}: {w}", p.display()));
+                }
+                before += std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
+                traces.push(t);
+            }
+            Err(e) => {
+                result = Err(
+                    anyhow::Error::new(e).context(format!("cannot read trace {}", p.display()))
+                );
+                break;
+            }
+        }
+    }
+    done.store(true, Ordering::Relaxed);
+    let _ = watcher.join();
+    pb.finish_and_clear();
+    result.map(|_| traces)
+}
+
+fn print_report(paths: &[PathBuf], json: bool) -> Result<()> {
+    let traces = load_all(paths)?;
+    let r = report::analyze(&traces);
+    let mut out = std::io::stdout().lock();
+    let res = if json {
+        serde_json::to_writer_pretty(&mut out, &r)
+            .map_err(std::io::Error::from)
+            .and_then(|_| writeln!(out))
+    } else {
+        out.write_all(report::render_text(&r).as_bytes())
+    };
+    match res {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        Err(e) => bail!(e),
+    }
+}
+
 fn main() -> Result<()> {
     let cli = Cli::parse();
     match cli.cmd {
-        Cmd::Run { out, json, cmd } => {
+        Cmd::Run {
+            out,
+            json,
+            summary,
+            cmd,
+        } => {
             let lib = run::find_library(
                 std::env::var_os("GPUTRACE_LIB").map(PathBuf::from),
                 std::env::current_exe().ok(),
@@ -78,12 +172,20 @@ fn main() -> Result<()> {
                 eprintln!(
                     "gputrace: the command wrote no trace (it did not use CUDA, or tracing was off)"
                 );
-            } else if let Err(e) = print_summaries(&o.traces, json) {
-                eprintln!("gputrace: {e:#}");
+            } else {
+                let printed = if summary {
+                    print_summaries(&o.traces, json)
+                } else {
+                    print_report(&o.traces, json)
+                };
+                if let Err(e) = printed {
+                    eprintln!("gputrace: {e:#}");
+                }
             }
             std::process::exit(o.code);
         }
         Cmd::Summary { traces, json } => print_summaries(&traces, json),
+        Cmd::Report { traces, json } => print_report(&traces, json),
         Cmd::Dump { trace } => {
             let t = load(&trace)?;
             let mut out = std::io::BufWriter::new(std::io::stdout().lock());
@@ -118,5 +220,23 @@ mod tests {
         }
         assert!(Cli::try_parse_from(["gputrace", "run"]).is_err());
         assert!(Cli::try_parse_from(["gputrace", "summary"]).is_err());
+        assert!(Cli::try_parse_from(["gputrace", "report"]).is_err());
+        match Cli::try_parse_from(["gputrace", "report", "a.gtrace", "b.gtrace", "--json"])
+            .unwrap()
+            .cmd
+        {
+            Cmd::Report { traces, json } => {
+                assert_eq!(traces.len(), 2);
+                assert!(json);
+            }
+            _ => panic!("wrong subcommand"),
+        }
+        match Cli::try_parse_from(["gputrace", "run", "--summary", "--", "x"])
+            .unwrap()
+            .cmd
+        {
+            Cmd::Run { summary, .. } => assert!(summary),
+            _ => panic!("wrong subcommand"),
+        }
     }
 }

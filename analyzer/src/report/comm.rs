@@ -1,0 +1,315 @@
+//! Communication: NCCL kernel time not hidden behind compute, and, across the traces of
+//! several ranks, who arrives last at collectives and how long the others wait.
+//!
+//! Collectives are matched across ranks by kernel name and order of occurrence (the k-th
+//! `ncclDevKernel_AllReduce_...` of every rank is one collective). When NCCL call events
+//! with communicator ids and sequence numbers are recorded, they give the key directly:
+//! [`Collective::key`] is the only thing to change.
+
+use super::ctx::Ctx;
+use super::intervals::{busy, intersect_len, len_in, Select};
+use std::collections::HashMap;
+
+#[derive(Clone, Debug, Default)]
+pub struct CommStats {
+    pub kernels: u64,
+    /// Union of NCCL kernel time, summed over devices.
+    pub comm_ns: u64,
+    /// Part of it with no compute kernel on the same device.
+    pub exposed_ns: u64,
+    /// Longest exposed NCCL kernels: (start, duration, name id).
+    pub examples: Vec<(u64, u64, u32)>,
+    pub names: Vec<(u32, u64, u64)>,
+}
+
+pub fn stats(ctx: &Ctx, window: (u64, u64)) -> CommStats {
+    let (w0, w1) = window;
+    let mut s = CommStats::default();
+    let mut names: HashMap<u32, (u64, u64)> = HashMap::new();
+    for k in &ctx.t.kernels {
+        if k.start >= w1 {
+            break;
+        }
+        if k.start < w0 || !ctx.is_comm(k) {
+            continue;
+        }
+        if let Some((a, b)) = ctx.sane(k.start, k.end) {
+            s.kernels += 1;
+            let e = names.entry(k.name).or_default();
+            e.0 += 1;
+            e.1 += b - a;
+            if s.examples.len() < 3 || s.examples.iter().any(|x| x.1 < b - a) {
+                s.examples.push((a, b - a, k.name));
+                s.examples.sort_by(|x, y| y.1.cmp(&x.1).then(x.0.cmp(&y.0)));
+                s.examples.truncate(3);
+            }
+        }
+    }
+    if s.kernels == 0 {
+        return s;
+    }
+    for &dev in &ctx.devices {
+        let comm = len_in(
+            busy(ctx, Some(dev), Select::COMM).map(|b| (b.start, b.end)),
+            w0,
+            w1,
+        );
+        if comm == 0 {
+            continue;
+        }
+        let both = intersect_len(
+            busy(ctx, Some(dev), Select::COMM).map(|b| (b.start, b.end)),
+            busy(ctx, Some(dev), Select::COMPUTE).map(|b| (b.start, b.end)),
+            w0,
+            w1,
+        );
+        s.comm_ns += comm;
+        s.exposed_ns += comm.saturating_sub(both);
+    }
+    let mut v: Vec<(u32, u64, u64)> = names.into_iter().map(|(n, (c, t))| (n, c, t)).collect();
+    v.sort_by(|a, b| b.2.cmp(&a.2).then(a.0.cmp(&b.0)));
+    s.names = v;
+    s
+}
+
+/// One rank's part in a collective.
+#[derive(Clone, Debug)]
+pub struct Collective {
+    pub name: String,
+    /// Occurrence number among this rank's kernels of the same name.
+    pub seq: u32,
+    pub start: u64,
+    pub end: u64,
+}
+
+impl Collective {
+    pub fn key(&self) -> (&str, u32) {
+        (&self.name, self.seq)
+    }
+}
+
+/// This rank's NCCL kernels in start order (on its primary device).
+pub fn collectives(ctx: &Ctx) -> Vec<Collective> {
+    let mut seqs: HashMap<u32, u32> = HashMap::new();
+    let mut out = Vec::new();
+    for k in &ctx.t.kernels {
+        if !ctx.is_comm(k) || Some(k.device) != ctx.primary {
+            continue;
+        }
+        if let Some((s, e)) = ctx.sane(k.start, k.end) {
+            let q = seqs.entry(k.name).or_default();
+            out.push(Collective {
+                name: ctx.t.str(k.name).to_string(),
+                seq: *q,
+                start: s,
+                end: e,
+            });
+            *q += 1;
+        }
+    }
+    out
+}
+
+/// What one rank contributes to the cluster analysis.
+pub struct RankInput {
+    pub host: String,
+    /// (cupti, mono, real) clock pairs.
+    pub clocks: Vec<(u64, u64, u64)>,
+    pub colls: Vec<Collective>,
+    pub steady: (u64, u64),
+}
+
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct RankSkew {
+    pub process: usize,
+    /// Added to this rank's timestamps to put them on the common time base.
+    pub clock_offset_ns: i64,
+    pub collectives: u64,
+    pub last_arrivals: u64,
+    /// Time this rank's collectives waited for the last rank to arrive.
+    pub wait_ns: u64,
+}
+
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct ClusterComm {
+    pub ranks: Vec<RankSkew>,
+    /// `same_host_clock` or `collective_ends`.
+    pub alignment: String,
+    /// Median spread of collective end times after alignment.
+    pub residual_ns: u64,
+    /// Collectives found on every rank (in steady state).
+    pub matched: u64,
+    /// Collectives whose kernel names differ between ranks' sequences (by name and order).
+    pub unmatched: u64,
+    pub straggler: Option<usize>,
+    /// Share of matched collectives at which the straggler arrived last.
+    pub straggler_last_pct: f64,
+    /// Mean, over the other ranks, of the time they waited for the straggler.
+    pub others_wait_ns: u64,
+    /// Largest waits caused by the straggler: (start on the straggler's time base, wait).
+    #[serde(skip)]
+    pub examples: Vec<(u64, u64)>,
+}
+
+fn median_i64(v: &mut [i64]) -> Option<i64> {
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_unstable();
+    Some(v[v.len() / 2])
+}
+
+/// Aligns the ranks' clocks and measures arrival skew at collectives.
+pub fn cluster(ranks: &[RankInput]) -> Option<ClusterComm> {
+    let n = ranks.len();
+    if n < 2 || ranks.iter().any(|r| r.colls.is_empty()) {
+        return None;
+    }
+    // 1. Each trace's CUPTI time onto CLOCK_REALTIME through its own clock pairs.
+    let mut off: Vec<i64> = ranks
+        .iter()
+        .map(|r| {
+            let mut d: Vec<i64> = r
+                .clocks
+                .iter()
+                .filter(|c| c.0 > 0 && c.2 > 0)
+                .map(|c| c.2 as i128 - c.0 as i128)
+                .map(|x| x.clamp(i64::MIN as i128, i64::MAX as i128) as i64)
+                .collect();
+            median_i64(&mut d).unwrap_or(0)
+        })
+        .collect();
+    // Index collectives by key on every rank.
+    let maps: Vec<HashMap<(&str, u32), usize>> = ranks
+        .iter()
+        .map(|r| {
+            r.colls
+                .iter()
+                .enumerate()
+                .map(|(i, c)| (c.key(), i))
+                .collect()
+        })
+        .collect();
+    let keys: Vec<(&str, u32)> = ranks[0]
+        .colls
+        .iter()
+        .map(|c| c.key())
+        .filter(|k| maps.iter().all(|m| m.contains_key(k)))
+        .collect();
+    let unmatched = ranks[0].colls.len() as u64 - keys.len() as u64;
+    if keys.is_empty() {
+        return None;
+    }
+    let at = |r: usize, k: &(&str, u32)| &ranks[r].colls[maps[r][k]];
+    // 2. Different hosts: their real-time clocks disagree; collectives end together on
+    //    every rank, so align the median end.
+    let same_host = ranks.iter().all(|r| r.host == ranks[0].host);
+    let alignment = if same_host {
+        "same_host_clock"
+    } else {
+        for r in 1..n {
+            let mut d: Vec<i64> = keys
+                .iter()
+                .map(|k| {
+                    let e0 = at(0, k).end as i128 + off[0] as i128;
+                    let er = at(r, k).end as i128 + off[r] as i128;
+                    (e0 - er).clamp(i64::MIN as i128, i64::MAX as i128) as i64
+                })
+                .collect();
+            if let Some(m) = median_i64(&mut d) {
+                off[r] = off[r].saturating_add(m);
+            }
+        }
+        "collective_ends"
+    };
+    let abs = |r: usize, ts: u64| ts as i128 + off[r] as i128;
+    // 3. Arrivals, in steady state only (start-up collectives are rendezvous, not skew).
+    let mut skews: Vec<RankSkew> = (0..n)
+        .map(|r| RankSkew {
+            process: r,
+            clock_offset_ns: off[r],
+            collectives: 0,
+            last_arrivals: 0,
+            wait_ns: 0,
+        })
+        .collect();
+    let mut caused = vec![0u64; n];
+    let mut wait_for = vec![vec![0u64; n]; n]; // wait_for[late][waiter]
+    let mut spreads: Vec<i64> = Vec::new();
+    let mut matched = 0u64;
+    let mut examples: Vec<Vec<(u64, u64)>> = vec![Vec::new(); n];
+    for k in &keys {
+        let steady = (0..n).all(|r| {
+            let c = at(r, k);
+            c.start >= ranks[r].steady.0 && c.start < ranks[r].steady.1.max(ranks[r].steady.0 + 1)
+        });
+        if !steady {
+            continue;
+        }
+        matched += 1;
+        let starts: Vec<i128> = (0..n).map(|r| abs(r, at(r, k).start)).collect();
+        let ends: Vec<i128> = (0..n).map(|r| abs(r, at(r, k).end)).collect();
+        let emax = ends.iter().max().copied().unwrap_or(0);
+        let emin = ends.iter().min().copied().unwrap_or(0);
+        spreads.push((emax - emin).clamp(0, i64::MAX as i128) as i64);
+        let (last, &smax) = starts
+            .iter()
+            .enumerate()
+            .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(&a.0)))
+            .unwrap();
+        skews[last].last_arrivals += 1;
+        let mut worst = 0u64;
+        for r in 0..n {
+            skews[r].collectives += 1;
+            let w = (smax - starts[r]).clamp(0, u64::MAX as i128) as u64;
+            // A rank cannot wait longer than its kernel ran.
+            let w = w.min(at(r, k).end - at(r, k).start);
+            skews[r].wait_ns += w;
+            if r != last {
+                caused[last] += w;
+                wait_for[last][r] += w;
+                worst = worst.max(w);
+            }
+        }
+        let ex = &mut examples[last];
+        ex.push((at(last, k).start, worst));
+        ex.sort_by(|a, b| b.1.cmp(&a.1));
+        ex.truncate(3);
+    }
+    if matched == 0 {
+        return Some(ClusterComm {
+            ranks: skews,
+            alignment: alignment.into(),
+            residual_ns: 0,
+            matched: 0,
+            unmatched,
+            straggler: None,
+            straggler_last_pct: 0.0,
+            others_wait_ns: 0,
+            examples: Vec::new(),
+        });
+    }
+    let straggler = (0..n).max_by(|&a, &b| caused[a].cmp(&caused[b]).then(b.cmp(&a)));
+    let (last_pct, others, ex) = match straggler {
+        Some(s) if caused[s] > 0 => {
+            let total: u64 = (0..n).filter(|&r| r != s).map(|r| wait_for[s][r]).sum();
+            (
+                100.0 * skews[s].last_arrivals as f64 / matched as f64,
+                total / (n as u64 - 1),
+                std::mem::take(&mut examples[s]),
+            )
+        }
+        _ => (0.0, 0, Vec::new()),
+    };
+    Some(ClusterComm {
+        ranks: skews,
+        alignment: alignment.into(),
+        residual_ns: median_i64(&mut spreads).unwrap_or(0).max(0) as u64,
+        matched,
+        unmatched,
+        straggler: straggler.filter(|&s| caused[s] > 0),
+        straggler_last_pct: last_pct,
+        others_wait_ns: others,
+        examples: ex,
+    })
+}

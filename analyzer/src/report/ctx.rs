@@ -1,0 +1,424 @@
+//! Per-process facts every analysis needs: sane time bounds, the devices, what each API
+//! call was (as a host-side cause), and correlation-id lookups.
+
+use super::classify::{self, ApiKind};
+use crate::trace::Trace;
+use gputrace_format::{self as fmt, CopyKind, MemKind};
+use std::collections::HashMap;
+
+/// Records further than this from the bulk of the trace are treated as corrupt.
+const SANE_RADIUS_NS: u64 = 86_400 * 1_000_000_000;
+/// A sync that starts this soon after a copy call on the same thread finishes that copy.
+const COPY_THEN_SYNC_NS: u64 = 50_000;
+/// At most this many devices are analysed (a corrupt file could name millions).
+pub const MAX_DEVICES: usize = 64;
+
+/// What a host thread inside a call was doing, as a cause of GPU idle time.
+/// Lower values win when several threads are in calls at once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[repr(u8)]
+pub enum HostClass {
+    /// The collector was blind (another CUPTI user): nothing can be said.
+    Blind = 0,
+    /// Inside a copy from pageable host memory (staged by the driver, effectively blocking).
+    Pageable = 1,
+    /// Inside a blocking copy (or the sync that finishes one) from pinned memory.
+    SyncMemcpy = 2,
+    /// Blocked until the GPU drained: stream/device/event sync, `.item()`, cudaFree.
+    Implicit = 3,
+    /// Issuing GPU work: launches, async copies, memsets.
+    Issue = 4,
+    /// In some other CUDA call (allocation, unknown).
+    Other = 5,
+}
+
+pub const HOST_CLASSES: usize = 6;
+
+impl HostClass {
+    pub fn from_index(i: usize) -> HostClass {
+        match i {
+            0 => HostClass::Blind,
+            1 => HostClass::Pageable,
+            2 => HostClass::SyncMemcpy,
+            3 => HostClass::Implicit,
+            4 => HostClass::Issue,
+            _ => HostClass::Other,
+        }
+    }
+    /// Calls that keep the host waiting for the GPU.
+    pub fn blocks(self) -> bool {
+        matches!(
+            self,
+            HostClass::Pageable | HostClass::SyncMemcpy | HostClass::Implicit
+        )
+    }
+}
+
+/// Maps correlation ids to table indices: a dense table when ids are compact, else a
+/// sorted list searched by bisection.
+#[derive(Debug, Default)]
+pub enum CorrIndex {
+    #[default]
+    Empty,
+    Dense {
+        base: u32,
+        /// index + 1, 0 = none
+        slots: Vec<u32>,
+    },
+    Sparse(Vec<(u32, u32)>),
+}
+
+impl CorrIndex {
+    pub fn build(n: usize, corr_of: impl Fn(usize) -> u32) -> CorrIndex {
+        let n = n.min(u32::MAX as usize - 1);
+        let mut lo = u32::MAX;
+        let mut hi = 0u32;
+        let mut count = 0usize;
+        for i in 0..n {
+            let c = corr_of(i);
+            if c != 0 {
+                lo = lo.min(c);
+                hi = hi.max(c);
+                count += 1;
+            }
+        }
+        if count == 0 {
+            return CorrIndex::Empty;
+        }
+        let range = (hi - lo) as usize + 1;
+        if range <= 3 * count + 4096 {
+            let mut slots = vec![0u32; range];
+            for i in 0..n {
+                let c = corr_of(i);
+                if c != 0 {
+                    let s = &mut slots[(c - lo) as usize];
+                    if *s == 0 {
+                        *s = i as u32 + 1;
+                    }
+                }
+            }
+            CorrIndex::Dense { base: lo, slots }
+        } else {
+            let mut v: Vec<(u32, u32)> = (0..n)
+                .filter_map(|i| {
+                    let c = corr_of(i);
+                    (c != 0).then_some((c, i as u32))
+                })
+                .collect();
+            v.sort_unstable();
+            v.dedup_by_key(|p| p.0);
+            CorrIndex::Sparse(v)
+        }
+    }
+
+    pub fn get(&self, corr: u32) -> Option<usize> {
+        if corr == 0 {
+            return None;
+        }
+        match self {
+            CorrIndex::Empty => None,
+            CorrIndex::Dense { base, slots } => {
+                let off = corr.checked_sub(*base)? as usize;
+                let s = *slots.get(off)?;
+                (s != 0).then(|| s as usize - 1)
+            }
+            CorrIndex::Sparse(v) => v
+                .binary_search_by_key(&corr, |p| p.0)
+                .ok()
+                .map(|i| v[i].1 as usize),
+        }
+    }
+
+    pub fn heap_bytes(&self) -> usize {
+        match self {
+            CorrIndex::Empty => 0,
+            CorrIndex::Dense { slots, .. } => slots.capacity() * 4,
+            CorrIndex::Sparse(v) => v.capacity() * 8,
+        }
+    }
+}
+
+/// The per-process context.
+pub struct Ctx<'a> {
+    pub t: &'a Trace,
+    /// Sanity bounds: records starting outside them are ignored.
+    pub lo: u64,
+    pub hi: u64,
+    /// First and last timestamp of any sane interval (0, 0 when there is none).
+    pub t0: u64,
+    pub t1: u64,
+    /// Devices with work, busiest first is not implied: sorted by id.
+    pub devices: Vec<u32>,
+    /// The device with the most kernel time.
+    pub primary: Option<u32>,
+    /// Devices dropped because there were too many.
+    pub devices_dropped: usize,
+    /// Per string id: the name is an NCCL kernel.
+    pub comm_name: Vec<bool>,
+    /// Per API call: its host class.
+    pub api_class: Vec<HostClass>,
+    pub api_kind: Vec<ApiKind>,
+    pub api_by_corr: CorrIndex,
+    pub memcpy_by_corr: CorrIndex,
+    /// API indices of copy calls that kept the host waiting: blocking copies, async copies
+    /// finished by an immediate sync, async copies from pageable memory.
+    pub blocking_copies: Vec<u32>,
+    /// Records with impossible times (end before start, far outside the trace).
+    pub bad_records: u64,
+    pub blind: Vec<(u64, u64, String)>,
+}
+
+impl<'a> Ctx<'a> {
+    pub fn new(t: &'a Trace) -> Ctx<'a> {
+        // A reference time from the middle of the bulk of the records (tables are sorted).
+        let reference = median_start(&t.kernels, |k| k.start)
+            .or_else(|| median_start(&t.apis, |a| a.start))
+            .or_else(|| median_start(&t.memcpys, |m| m.start))
+            .or_else(|| median_start(&t.memsets, |m| m.start))
+            .or_else(|| median_start(&t.syncs, |m| m.start))
+            .unwrap_or(0);
+        let lo = reference.saturating_sub(SANE_RADIUS_NS).max(1);
+        let hi = reference.saturating_add(SANE_RADIUS_NS);
+        let mut c = Ctx {
+            t,
+            lo,
+            hi,
+            t0: 0,
+            t1: 0,
+            devices: Vec::new(),
+            primary: None,
+            devices_dropped: 0,
+            comm_name: t
+                .strings
+                .iter()
+                .map(|s| classify::is_comm_kernel(s))
+                .collect(),
+            api_class: Vec::new(),
+            api_kind: Vec::new(),
+            api_by_corr: CorrIndex::Empty,
+            memcpy_by_corr: CorrIndex::Empty,
+            blocking_copies: Vec::new(),
+            bad_records: 0,
+            blind: t.blind_windows(),
+        };
+        c.scan();
+        c.api_by_corr = CorrIndex::build(t.apis.len(), |i| t.apis[i].corr);
+        c.memcpy_by_corr = CorrIndex::build(t.memcpys.len(), |i| t.memcpys[i].corr);
+        c.classify_apis();
+        c
+    }
+
+    /// The interval clipped to sanity, or None for a record to ignore.
+    #[inline]
+    pub fn sane(&self, start: u64, end: u64) -> Option<(u64, u64)> {
+        if start < self.lo || start > self.hi {
+            return None;
+        }
+        Some((start, end.clamp(start, self.hi)))
+    }
+
+    #[inline]
+    fn is_bad(&self, start: u64, end: u64) -> bool {
+        start < self.lo || start > self.hi || end < start || end > self.hi
+    }
+
+    fn scan(&mut self) {
+        let t = self.t;
+        let mut lo = u64::MAX;
+        let mut hi = 0u64;
+        let mut bad = 0u64;
+        let mut work: HashMap<u32, (u64, u64)> = HashMap::new();
+        {
+            let mut see = |s: u64, e: u64, bad_: bool| {
+                if bad_ {
+                    bad += 1;
+                }
+                if let Some((s, e)) = self_sane(self.lo, self.hi, s, e) {
+                    lo = lo.min(s);
+                    hi = hi.max(e);
+                }
+            };
+            for k in &t.kernels {
+                see(k.start, k.end, self.is_bad(k.start, k.end));
+            }
+            for m in &t.memcpys {
+                see(m.start, m.end, self.is_bad(m.start, m.end));
+            }
+            for m in &t.memsets {
+                see(m.start, m.end, self.is_bad(m.start, m.end));
+            }
+            for a in &t.apis {
+                see(a.start, a.end, self.is_bad(a.start, a.end));
+            }
+            for s in &t.syncs {
+                see(s.start, s.end, self.is_bad(s.start, s.end));
+            }
+        }
+        for k in &t.kernels {
+            if let Some((s, e)) = self.sane(k.start, k.end) {
+                let w = work.entry(k.device).or_default();
+                w.0 += e - s;
+                w.1 += 1;
+            }
+        }
+        for m in &t.memcpys {
+            if self.sane(m.start, m.end).is_some() {
+                work.entry(m.device).or_default().1 += 1;
+            }
+        }
+        for m in &t.memsets {
+            if self.sane(m.start, m.end).is_some() {
+                work.entry(m.device).or_default().1 += 1;
+            }
+        }
+        if lo <= hi {
+            self.t0 = lo;
+            self.t1 = hi;
+        }
+        self.bad_records = bad;
+        let mut devs: Vec<(u32, u64, u64)> =
+            work.into_iter().map(|(d, (ns, n))| (d, ns, n)).collect();
+        // Busiest first to choose which to keep, then by id.
+        devs.sort_by(|a, b| b.2.cmp(&a.2).then(a.0.cmp(&b.0)));
+        if devs.len() > MAX_DEVICES {
+            self.devices_dropped = devs.len() - MAX_DEVICES;
+            devs.truncate(MAX_DEVICES);
+        }
+        self.primary = devs
+            .iter()
+            .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(&a.0)))
+            .map(|d| d.0);
+        self.devices = devs.iter().map(|d| d.0).collect();
+        self.devices.sort_unstable();
+    }
+
+    fn classify_apis(&mut self) {
+        let t = self.t;
+        let mut kinds = Vec::with_capacity(t.apis.len());
+        let mut classes = Vec::with_capacity(t.apis.len());
+        let mut last_on_thread: HashMap<u32, usize> = HashMap::new();
+        let mut blocking = Vec::new();
+        for (i, a) in t.apis.iter().enumerate() {
+            let kind = classify::api_kind(a, t.str(a.name));
+            let memcpy = |idx: usize| {
+                self.memcpy_by_corr
+                    .get(t.apis[idx].corr)
+                    .map(|j| &t.memcpys[j])
+            };
+            let class = match kind {
+                ApiKind::Launch | ApiKind::Memset | ApiKind::StreamWait => HostClass::Issue,
+                ApiKind::CopyAsync => match memcpy(i) {
+                    Some(m) if classify::host_mem_kind(m) == MemKind::Pageable => {
+                        blocking.push(i as u32);
+                        HostClass::Pageable
+                    }
+                    _ => HostClass::Issue,
+                },
+                ApiKind::CopySync => {
+                    blocking.push(i as u32);
+                    copy_episode_class(a, memcpy(i))
+                }
+                ApiKind::Sync => match last_on_thread.get(&a.tid) {
+                    Some(&j)
+                        if matches!(kinds[j], ApiKind::CopyAsync | ApiKind::CopySync)
+                            && a.start >= t.apis[j].end
+                            && a.start - t.apis[j].end <= COPY_THEN_SYNC_NS =>
+                    {
+                        if blocking.last() != Some(&(j as u32)) {
+                            blocking.push(j as u32);
+                        }
+                        copy_episode_class(&t.apis[j], memcpy(j))
+                    }
+                    _ => HostClass::Implicit,
+                },
+                ApiKind::Free => HostClass::Implicit,
+                ApiKind::Alloc | ApiKind::Other => HostClass::Other,
+            };
+            kinds.push(kind);
+            classes.push(class);
+            last_on_thread.insert(a.tid, i);
+        }
+        self.api_kind = kinds;
+        self.api_class = classes;
+        self.blocking_copies = blocking;
+    }
+
+    pub fn has_api(&self) -> bool {
+        !self.t.apis.is_empty()
+    }
+
+    /// The API call that produced GPU work with this correlation id.
+    pub fn api_for(&self, corr: u32) -> Option<&'a fmt::Api> {
+        let t = self.t;
+        self.api_by_corr.get(corr).map(|i| &t.apis[i])
+    }
+
+    pub fn is_comm(&self, k: &fmt::Kernel) -> bool {
+        self.comm_name
+            .get(k.name as usize)
+            .copied()
+            .unwrap_or(false)
+    }
+
+    pub fn device_info(&self, id: u32) -> Option<&'a fmt::Device> {
+        self.t.devices.iter().find(|d| d.id == id)
+    }
+
+    /// Nanoseconds after the trace start.
+    pub fn rel(&self, ts: u64) -> u64 {
+        ts.saturating_sub(self.t0)
+    }
+
+    pub fn heap_bytes(&self) -> usize {
+        self.api_class.capacity()
+            + self.api_kind.capacity()
+            + self.comm_name.capacity()
+            + self.api_by_corr.heap_bytes()
+            + self.memcpy_by_corr.heap_bytes()
+    }
+}
+
+fn median_start<T>(v: &[T], start: impl Fn(&T) -> u64) -> Option<u64> {
+    let first = v.partition_point(|x| start(x) == 0);
+    v.get(first + (v.len() - first) / 2).map(start)
+}
+
+fn self_sane(lo: u64, hi: u64, start: u64, end: u64) -> Option<(u64, u64)> {
+    if start < lo || start > hi {
+        return None;
+    }
+    Some((start, end.clamp(start, hi)))
+}
+
+/// The cause class of a copy call that blocks (or of the sync that finishes it).
+fn copy_episode_class(a: &fmt::Api, m: Option<&fmt::Memcpy>) -> HostClass {
+    let dir = match m {
+        Some(m) => CopyKind::from_u8(m.copy_kind),
+        None => match a.arg {
+            0 => CopyKind::HtoH,
+            1 => CopyKind::HtoD,
+            2 => CopyKind::DtoH,
+            3 => CopyKind::DtoD,
+            _ => CopyKind::Unknown,
+        },
+    };
+    let host = m.map(classify::host_mem_kind).unwrap_or(MemKind::Unknown);
+    match dir {
+        CopyKind::DtoH | CopyKind::AtoH => {
+            let bytes = m.map(|m| m.bytes).unwrap_or(a.bytes);
+            if host == MemKind::Pageable && bytes >= 1 << 20 {
+                HostClass::Pageable
+            } else {
+                HostClass::Implicit
+            }
+        }
+        CopyKind::HtoD | CopyKind::HtoA => {
+            if host == MemKind::Pageable {
+                HostClass::Pageable
+            } else {
+                HostClass::SyncMemcpy
+            }
+        }
+        _ => HostClass::Implicit,
+    }
+}

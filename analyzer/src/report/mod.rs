@@ -1,0 +1,889 @@
+//! `gputrace report`: what the GPU was waiting for, how much each cause cost, and what
+//! to change.
+//!
+//! [`analyze`] turns one trace per process into a [`Report`]: per process the start-up /
+//! steady-state split (from detected training steps), the steady state's time breakdown
+//! (busy, idle by cause, unattributed), kernel, launch, copy, memory and communication
+//! facts, and ranked [`Finding`]s with the stable ids of the findings vocabulary; across
+//! several ranks, clock alignment and collective arrival skew. [`render_text`] prints it.
+//! The JSON form is `serde_json::to_string(&report)` (schema in README-report.md).
+
+pub mod classify;
+pub mod comm;
+pub mod copies;
+pub mod ctx;
+mod findings;
+pub mod idle;
+pub mod intervals;
+pub mod kernels;
+pub mod load;
+pub mod steps;
+mod text;
+pub mod timeline;
+
+pub use ctx::Ctx;
+pub use idle::Cause;
+pub use text::render_text;
+
+use crate::trace::{demangle, Trace};
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// Version of the `--json` layout. Fields are only added within a version.
+pub const SCHEMA_VERSION: u32 = 1;
+/// Step rows listed in the JSON (the statistics cover all steps).
+pub const MAX_STEP_ROWS: usize = 200;
+
+#[derive(Serialize, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug, Hash)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    Info,
+    Warn,
+    Critical,
+}
+
+impl Severity {
+    pub fn name(self) -> &'static str {
+        match self {
+            Severity::Info => "info",
+            Severity::Warn => "warn",
+            Severity::Critical => "critical",
+        }
+    }
+}
+
+/// A moment in the trace that shows a finding.
+#[derive(Serialize, Clone, Debug, PartialEq)]
+pub struct Example {
+    /// Nanoseconds after the start of the process's trace.
+    pub at_ns: u64,
+    pub dur_ns: u64,
+    pub what: String,
+}
+
+#[derive(Serialize, Clone, Debug, PartialEq)]
+pub struct Finding {
+    /// Stable id from the findings vocabulary.
+    pub id: String,
+    pub severity: Severity,
+    /// Index into `processes`; None for findings about the whole job.
+    pub process: Option<usize>,
+    /// The process's label (`pid 123`, `rank 2`).
+    pub rank: String,
+    pub title: String,
+    /// GPU time this cause cost in the steady state (device-time).
+    pub at_stake_ns: u64,
+    /// `at_stake_ns` as a share of the steady-state wall time (x devices).
+    pub at_stake_pct: f64,
+    /// Part of `at_stake_ns` is an estimate (see `evidence`).
+    pub estimated: bool,
+    pub summary: String,
+    pub evidence: Vec<String>,
+    pub examples: Vec<Example>,
+    /// Machine-readable numbers behind the evidence.
+    pub metrics: BTreeMap<String, f64>,
+    pub fix: String,
+    /// Ids of findings whose time this one's overlaps (not to be added up).
+    pub overlaps: Vec<String>,
+}
+
+#[derive(Serialize, Clone, Debug, Default, PartialEq)]
+pub struct Phase {
+    /// Relative to the process's trace start.
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub wall_ns: u64,
+    pub busy_ns: u64,
+    pub busy_pct: f64,
+}
+
+#[derive(Serialize, Clone, Debug, PartialEq)]
+pub struct CauseShare {
+    pub cause: String,
+    pub ns: u64,
+    /// Share of the breakdown's device time.
+    pub pct: f64,
+    /// Idle intervals whose largest share went to this cause.
+    pub gaps: u64,
+}
+
+#[derive(Serialize, Clone, Debug, Default, PartialEq)]
+pub struct Breakdown {
+    /// `host_api` or `gpu_only_heuristic`.
+    pub method: String,
+    /// Window length x devices with work.
+    pub wall_ns: u64,
+    pub busy_ns: u64,
+    pub busy_pct: f64,
+    pub idle_ns: u64,
+    pub idle_pct: f64,
+    pub attributed_ns: u64,
+    /// Share of the idle time with a named cause.
+    pub attributed_pct: f64,
+    /// Named causes, largest first.
+    pub causes: Vec<CauseShare>,
+    pub unattributed_ns: u64,
+    /// queued_work_waiting, other_cuda_call, not_observed.
+    pub unattributed: Vec<CauseShare>,
+}
+
+#[derive(Serialize, Clone, Debug, PartialEq)]
+pub struct StepRow {
+    pub index: usize,
+    pub start_ns: u64,
+    pub dur_ns: u64,
+    pub busy_pct: f64,
+}
+
+#[derive(Serialize, Clone, Debug, Default, PartialEq)]
+pub struct StepsReport {
+    pub detected: bool,
+    /// `kernel_period` or `none` (`nvtx` once NVTX ranges are recorded).
+    pub source: String,
+    pub anchor_kernel: Option<String>,
+    pub kernels_per_step: Option<u32>,
+    pub count: usize,
+    pub warmup_steps: usize,
+    pub irregular_boundaries: usize,
+    pub step_ns_median: u64,
+    pub step_ns_mean: u64,
+    pub step_ns_min: u64,
+    pub step_ns_max: u64,
+    pub step_ns_p90: u64,
+    /// (max - min) / median.
+    pub spread_pct: f64,
+    /// Standard deviation / mean.
+    pub cv_pct: f64,
+    pub busy_pct_median: f64,
+    pub busy_pct_min: f64,
+    pub busy_pct_max: f64,
+    pub list: Vec<StepRow>,
+}
+
+#[derive(Serialize, Clone, Debug, PartialEq)]
+pub struct TopKernel {
+    pub name: String,
+    pub count: u64,
+    pub total_ns: u64,
+    pub mean_ns: u64,
+    pub blocks_min: u64,
+    pub blocks_max: u64,
+    pub threads_per_block: u64,
+    pub resident_blocks_per_sm: Option<u32>,
+    /// Time-weighted share of resident-block slots the grids filled (estimate).
+    pub fill_pct: Option<f64>,
+    pub comm: bool,
+}
+
+#[derive(Serialize, Clone, Debug, Default, PartialEq)]
+pub struct KernelsReport {
+    pub count: u64,
+    pub total_ns: u64,
+    pub per_second: f64,
+    pub p50_ns: u64,
+    pub p90_ns: u64,
+    pub p99_ns: u64,
+    pub max_ns: u64,
+    pub under_10us_count_pct: f64,
+    pub under_10us_time_pct: f64,
+    pub top: Vec<TopKernel>,
+}
+
+#[derive(Serialize, Clone, Debug, PartialEq)]
+pub struct StreamReport {
+    pub device: u32,
+    pub stream: u32,
+    pub works: u64,
+    pub gpu_ns: u64,
+    pub mean_depth: f64,
+    pub max_depth: u32,
+    pub empty_pct: f64,
+}
+
+#[derive(Serialize, Clone, Debug, Default, PartialEq)]
+pub struct LaunchReport {
+    /// GPU work linked to the call that submitted it.
+    pub linked: u64,
+    pub unlinked: u64,
+    pub latency_p50_ns: u64,
+    pub latency_p90_ns: u64,
+    pub latency_p99_ns: u64,
+    pub latency_max_ns: u64,
+    pub launch_calls: u64,
+    pub launch_call_p50_ns: u64,
+    pub launch_interval_p50_ns: u64,
+    pub empty_queue_pct: f64,
+    pub mean_queue_depth: f64,
+    pub queue_depth_series: Vec<f64>,
+    pub streams: Vec<StreamReport>,
+}
+
+#[derive(Serialize, Clone, Debug, PartialEq)]
+pub struct CopyReport {
+    pub host_memory: String,
+    pub direction: String,
+    #[serde(rename = "async")]
+    pub is_async: bool,
+    pub count: u64,
+    pub bytes: u64,
+    pub time_ns: u64,
+    pub exposed_ns: u64,
+    pub gbps: Option<f64>,
+}
+
+#[derive(Serialize, Clone, Debug, PartialEq)]
+pub struct MemoryReport {
+    pub device: u32,
+    pub peak_bytes: u64,
+    pub capacity_bytes: u64,
+    pub peak_pct: Option<f64>,
+    pub lower_bound: bool,
+    pub events: u64,
+}
+
+#[derive(Serialize, Clone, Debug, Default, PartialEq)]
+pub struct CommReport {
+    pub kernels: u64,
+    pub time_ns: u64,
+    pub exposed_ns: u64,
+    pub exposed_pct: f64,
+}
+
+#[derive(Serialize, Clone, Debug, PartialEq)]
+pub struct ThreadReport {
+    pub tid: u32,
+    pub name: String,
+    pub calls: u64,
+    pub launch_ns: u64,
+    pub copy_ns: u64,
+    pub sync_ns: u64,
+    pub other_ns: u64,
+}
+
+#[derive(Serialize, Clone, Debug, PartialEq)]
+pub struct DeviceReport {
+    pub id: u32,
+    pub name: String,
+    pub sm_count: u32,
+    pub memory_bytes: u64,
+    pub compute_capability: String,
+    pub steady_busy_pct: f64,
+}
+
+#[derive(Serialize, Clone, Debug, PartialEq)]
+pub struct ProcessReport {
+    pub index: usize,
+    pub label: String,
+    pub path: String,
+    pub pid: u32,
+    pub host: String,
+    pub rank: Option<u32>,
+    /// Where `rank` came from: `option NAME`, or `none`.
+    pub rank_source: String,
+    pub command: Vec<String>,
+    /// First timestamp of the trace (CUPTI clock, ns); all `*_ns` times are relative to it.
+    pub trace_start_ns: u64,
+    pub span_ns: u64,
+    pub host_api_events: u64,
+    /// `host_api` or `gpu_only_heuristic`.
+    pub attribution: String,
+    pub devices: Vec<DeviceReport>,
+    pub startup: Phase,
+    pub steady: Phase,
+    pub tail: Phase,
+    pub steps: StepsReport,
+    pub breakdown: Breakdown,
+    pub startup_breakdown: Breakdown,
+    /// What nvidia-smi's GPU-Util would show: time with any kernel running.
+    pub gpu_util_pct: f64,
+    /// Time-weighted share of the GPU's resident-block slots kernels filled (estimate).
+    pub sm_fill_pct: Option<f64>,
+    pub kernels: KernelsReport,
+    pub launches: LaunchReport,
+    pub copies: Vec<CopyReport>,
+    pub memory: Vec<MemoryReport>,
+    pub comm: CommReport,
+    pub threads: Vec<ThreadReport>,
+    pub notes: Vec<String>,
+}
+
+#[derive(Serialize, Clone, Debug, PartialEq)]
+pub struct ClusterRank {
+    pub process: usize,
+    pub label: String,
+    pub clock_offset_ns: i64,
+    pub collectives: u64,
+    pub last_arrivals: u64,
+    pub wait_ns: u64,
+}
+
+#[derive(Serialize, Clone, Debug, PartialEq)]
+pub struct ClusterReport {
+    pub ranks: Vec<ClusterRank>,
+    pub alignment: String,
+    pub residual_ns: u64,
+    pub matched_collectives: u64,
+    pub unmatched_collectives: u64,
+    pub straggler: Option<usize>,
+    pub straggler_last_pct: f64,
+    pub others_wait_ns: u64,
+}
+
+#[derive(Serialize, Clone, Debug, PartialEq)]
+pub struct Report {
+    pub schema_version: u32,
+    pub generator: String,
+    /// One line: the state of the steady state and its biggest cause.
+    pub verdict: String,
+    /// Id of the finding the verdict names, if any.
+    pub top_finding: Option<String>,
+    pub processes: Vec<ProcessReport>,
+    pub cluster: Option<ClusterReport>,
+    /// All findings, ranked by GPU time at stake.
+    pub findings: Vec<Finding>,
+}
+
+impl Report {
+    /// The highest severity among findings.
+    pub fn worst(&self) -> Option<Severity> {
+        self.findings.iter().map(|f| f.severity).max()
+    }
+}
+
+pub(crate) fn pct(part: u64, whole: u64) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        100.0 * part as f64 / whole as f64
+    }
+}
+
+/// Rank from the process's recorded settings, if it has one.
+fn rank_of(t: &Trace) -> (Option<u32>, String) {
+    const KEYS: [&str; 6] = [
+        "GPUTRACE_RANK",
+        "RANK",
+        "OMPI_COMM_WORLD_RANK",
+        "PMI_RANK",
+        "SLURM_PROCID",
+        "LOCAL_RANK",
+    ];
+    for key in KEYS {
+        for (k, v) in &t.meta.options {
+            if k.eq_ignore_ascii_case(key) {
+                if let Ok(r) = v.trim().parse::<u32>() {
+                    return (Some(r), format!("option {k}"));
+                }
+            }
+        }
+    }
+    (None, "none".into())
+}
+
+/// Analyses one trace per process. Several traces are treated as the ranks of one job.
+pub fn analyze(traces: &[Trace]) -> Report {
+    // Stable order: by rank when known, else by host and pid, else input order.
+    let mut order: Vec<usize> = (0..traces.len()).collect();
+    order.sort_by_key(|&i| {
+        let (r, _) = rank_of(&traces[i]);
+        (
+            r.unwrap_or(u32::MAX),
+            traces[i].meta.host.clone(),
+            traces[i].meta.pid,
+            i,
+        )
+    });
+    let multi = traces.len() > 1;
+    let mut processes = Vec::new();
+    let mut all = Vec::new();
+    let mut inputs = Vec::new();
+    for (index, &i) in order.iter().enumerate() {
+        let (p, f, r) = analyze_process(&traces[i], index, multi);
+        processes.push(p);
+        all.extend(f);
+        inputs.push(r);
+    }
+    let mut cluster = None;
+    if multi {
+        if let Some(c) = comm::cluster(&inputs) {
+            if let Some(f) = findings::straggler(&c, &processes) {
+                all.push(f);
+            }
+            findings::annotate_comm(&c, &processes, &mut all);
+            cluster = Some(ClusterReport {
+                ranks: c
+                    .ranks
+                    .iter()
+                    .map(|r| ClusterRank {
+                        process: r.process,
+                        label: processes[r.process].label.clone(),
+                        clock_offset_ns: r.clock_offset_ns,
+                        collectives: r.collectives,
+                        last_arrivals: r.last_arrivals,
+                        wait_ns: r.wait_ns,
+                    })
+                    .collect(),
+                alignment: c.alignment.clone(),
+                residual_ns: c.residual_ns,
+                matched_collectives: c.matched,
+                unmatched_collectives: c.unmatched,
+                straggler: c.straggler,
+                straggler_last_pct: c.straggler_last_pct,
+                others_wait_ns: c.others_wait_ns,
+            });
+        }
+    }
+    findings::rank(&mut all);
+    let (verdict, top) = findings::verdict(&processes, &all);
+    Report {
+        schema_version: SCHEMA_VERSION,
+        generator: format!("gputrace {}", env!("CARGO_PKG_VERSION")),
+        verdict,
+        top_finding: top,
+        processes,
+        cluster,
+        findings: all,
+    }
+}
+
+/// Everything measured about one process, for the findings.
+pub(crate) struct Facts<'c, 'a> {
+    pub ctx: &'c Ctx<'a>,
+    pub index: usize,
+    pub label: String,
+    pub steps: steps::Steps,
+    pub att: idle::Attribution,
+    pub wall: u64,
+    pub kstats: kernels::KernelStats,
+    pub launches: timeline::LaunchStats,
+    pub copies: copies::CopyStats,
+    pub memory: Vec<kernels::MemoryUse>,
+    pub comm: comm::CommStats,
+}
+
+fn breakdown(att: &idle::Attribution, wall: u64) -> Breakdown {
+    let share = |c: Cause| CauseShare {
+        cause: c.id().to_string(),
+        ns: att.get(c),
+        pct: pct(att.get(c), wall),
+        gaps: att.gaps[c as usize],
+    };
+    let mut causes: Vec<CauseShare> = Cause::ALL
+        .iter()
+        .filter(|c| c.attributed() && att.get(**c) > 0)
+        .map(|&c| share(c))
+        .collect();
+    causes.sort_by(|a, b| b.ns.cmp(&a.ns).then(a.cause.cmp(&b.cause)));
+    let unattributed: Vec<CauseShare> = Cause::ALL
+        .iter()
+        .filter(|c| !c.attributed() && att.get(**c) > 0)
+        .map(|&c| share(c))
+        .collect();
+    let attributed = att.attributed_ns();
+    Breakdown {
+        method: match att.method {
+            idle::Method::HostApi => "host_api".into(),
+            idle::Method::GpuOnly => "gpu_only_heuristic".into(),
+        },
+        wall_ns: wall,
+        busy_ns: att.busy_ns,
+        busy_pct: pct(att.busy_ns, wall),
+        idle_ns: att.idle_ns,
+        idle_pct: pct(att.idle_ns, wall),
+        attributed_ns: attributed,
+        attributed_pct: pct(attributed, att.idle_ns),
+        causes,
+        unattributed_ns: att.idle_ns.saturating_sub(attributed),
+        unattributed,
+    }
+}
+
+/// Attribution over all devices with work in the window.
+fn attribute_all(ctx: &Ctx, window: (u64, u64)) -> (idle::Attribution, u64, Vec<(u32, f64)>) {
+    let method = if ctx.has_api() {
+        idle::Method::HostApi
+    } else {
+        idle::Method::GpuOnly
+    };
+    let mut total = idle::Attribution::empty(window, method);
+    let mut active = 0u64;
+    let mut per_dev = Vec::new();
+    let wlen = window.1.saturating_sub(window.0);
+    for &d in &ctx.devices {
+        let a = idle::attribute(ctx, d, window);
+        per_dev.push((d, pct(a.busy_ns, wlen)));
+        if a.busy_ns > 0 || Some(d) == ctx.primary {
+            active += 1;
+            total.merge(&a);
+        }
+    }
+    (total, wlen * active.max(1), per_dev)
+}
+
+fn phase(ctx: &Ctx, w: (u64, u64), busy_ns: u64, devices: u64) -> Phase {
+    let wall = w.1.saturating_sub(w.0);
+    Phase {
+        start_ns: ctx.rel(w.0),
+        end_ns: ctx.rel(w.1),
+        wall_ns: wall,
+        busy_ns,
+        busy_pct: pct(busy_ns, wall * devices.max(1)),
+    }
+}
+
+fn percentile(sorted: &[u64], q: f64) -> u64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    let i = ((sorted.len() - 1) as f64 * q).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+fn steps_report(ctx: &Ctx, s: &steps::Steps) -> StepsReport {
+    let mut r = StepsReport {
+        detected: s.source != steps::StepSource::None,
+        source: match s.source {
+            steps::StepSource::KernelPeriod => "kernel_period".into(),
+            steps::StepSource::None => "none".into(),
+        },
+        anchor_kernel: s.anchor.map(|n| demangle(ctx.t.str(n))),
+        kernels_per_step: s.period,
+        count: s.count(),
+        warmup_steps: s.warmup_steps,
+        irregular_boundaries: s.irregular,
+        ..Default::default()
+    };
+    if s.count() == 0 {
+        return r;
+    }
+    // Busy time per step on the device the steps were found on.
+    let n = s.count();
+    let mut busy = vec![0u64; n];
+    if let Some(dev) = ctx.primary {
+        let mut i = 0;
+        for b in intervals::busy(ctx, Some(dev), intervals::Select::ALL) {
+            while i < n && s.bounds[i + 1] <= b.start {
+                i += 1;
+            }
+            if i >= n {
+                break;
+            }
+            let mut j = i;
+            while j < n && s.bounds[j] < b.end {
+                busy[j] += intervals::clip_len(b.start, b.end, s.bounds[j], s.bounds[j + 1]);
+                j += 1;
+            }
+        }
+    }
+    let durs: Vec<u64> = s.bounds.windows(2).map(|w| w[1] - w[0]).collect();
+    let busy_pct: Vec<f64> = durs.iter().zip(&busy).map(|(&d, &b)| pct(b, d)).collect();
+    let mut sd = durs.clone();
+    sd.sort_unstable();
+    let mean = sd.iter().map(|&x| x as f64).sum::<f64>() / n as f64;
+    let var = sd.iter().map(|&x| (x as f64 - mean).powi(2)).sum::<f64>() / n as f64;
+    let mut bp = busy_pct.clone();
+    bp.sort_by(|a, b| a.total_cmp(b));
+    r.step_ns_median = percentile(&sd, 0.5);
+    r.step_ns_mean = mean as u64;
+    r.step_ns_min = sd[0];
+    r.step_ns_max = sd[n - 1];
+    r.step_ns_p90 = percentile(&sd, 0.9);
+    r.spread_pct = pct(r.step_ns_max - r.step_ns_min, r.step_ns_median);
+    r.cv_pct = if mean > 0.0 {
+        100.0 * var.sqrt() / mean
+    } else {
+        0.0
+    };
+    r.busy_pct_median = bp[bp.len() / 2];
+    r.busy_pct_min = bp[0];
+    r.busy_pct_max = bp[bp.len() - 1];
+    r.list = (0..n.min(MAX_STEP_ROWS))
+        .map(|i| StepRow {
+            index: i,
+            start_ns: ctx.rel(s.bounds[i]),
+            dur_ns: durs[i],
+            busy_pct: busy_pct[i],
+        })
+        .collect();
+    r
+}
+
+fn analyze_process(
+    t: &Trace,
+    index: usize,
+    multi: bool,
+) -> (ProcessReport, Vec<Finding>, comm::RankInput) {
+    let ctx = Ctx::new(t);
+    let (rank, rank_source) = rank_of(t);
+    let label = match rank {
+        Some(r) => format!("rank {r}"),
+        None if multi => format!("#{index} pid {}@{}", t.meta.pid, t.meta.host),
+        None => format!("pid {}", t.meta.pid),
+    };
+    let st = steps::detect(&ctx);
+    let (att, wall, per_dev) = attribute_all(&ctx, st.steady);
+    let (satt, swall, _) = attribute_all(&ctx, st.startup);
+    let devs_active = (wall / st.steady.1.saturating_sub(st.steady.0).max(1)).max(1);
+    let kstats = kernels::stats(&ctx, st.steady);
+    let launches = timeline::stats(&ctx, st.steady);
+    let cstats = copies::stats(&ctx, st.steady);
+    let memory = kernels::memory(&ctx, st.steady);
+    let cm = comm::stats(&ctx, st.steady);
+    let tail_busy: u64 = ctx
+        .devices
+        .iter()
+        .map(|&d| {
+            intervals::len_in(
+                intervals::busy(&ctx, Some(d), intervals::Select::ALL).map(|b| (b.start, b.end)),
+                st.tail.0,
+                st.tail.1,
+            )
+        })
+        .sum();
+
+    let mut notes = Vec::new();
+    if !ctx.has_api() {
+        notes.push(
+            "no host API events in this trace (host callbacks unavailable): idle causes come from GPU-only heuristics".to_string(),
+        );
+    }
+    if ctx.bad_records > 0 {
+        notes.push(format!(
+            "{} records with impossible timestamps (end before start, or far outside the trace) were clipped or ignored",
+            ctx.bad_records
+        ));
+    }
+    if ctx.devices_dropped > 0 {
+        notes.push(format!(
+            "{} more device ids had work; only the {} busiest were analysed",
+            ctx.devices_dropped,
+            ctx::MAX_DEVICES
+        ));
+    }
+    if kstats.no_device_info {
+        notes.push("some kernels ran on devices without a device record: their grid fill (small_grid) is not computed".into());
+    }
+    if let Some(w) = t.stats.warning() {
+        notes.push(w);
+    }
+    if st.source == steps::StepSource::None && !ctx.devices.is_empty() {
+        notes.push("no repeating step found: the steady state is taken from the end of the first long idle stretch (or the first GPU work) to the last GPU work".into());
+    }
+
+    let dev_reports = ctx
+        .devices
+        .iter()
+        .map(|&d| {
+            let info = ctx.device_info(d);
+            DeviceReport {
+                id: d,
+                name: info.map(|i| t.str(i.name).to_string()).unwrap_or_default(),
+                sm_count: info.map(|i| i.sm_count).unwrap_or(0),
+                memory_bytes: info.map(|i| i.global_memory).unwrap_or(0),
+                compute_capability: info
+                    .map(|i| format!("{}.{}", i.cc_major, i.cc_minor))
+                    .unwrap_or_default(),
+                steady_busy_pct: per_dev
+                    .iter()
+                    .find(|p| p.0 == d)
+                    .map(|p| p.1)
+                    .unwrap_or(0.0),
+            }
+        })
+        .collect();
+
+    let swin = st.steady.1.saturating_sub(st.steady.0);
+    let h = &kstats.hist;
+    let kreport = KernelsReport {
+        count: kstats.count,
+        total_ns: kstats.total_ns,
+        per_second: if swin > 0 {
+            kstats.count as f64 * 1e9 / swin as f64
+        } else {
+            0.0
+        },
+        p50_ns: if kstats.count > 0 {
+            h.value_at_quantile(0.5)
+        } else {
+            0
+        },
+        p90_ns: if kstats.count > 0 {
+            h.value_at_quantile(0.9)
+        } else {
+            0
+        },
+        p99_ns: if kstats.count > 0 {
+            h.value_at_quantile(0.99)
+        } else {
+            0
+        },
+        max_ns: if kstats.count > 0 { h.max() } else { 0 },
+        under_10us_count_pct: pct(kstats.tiny_count, kstats.count),
+        under_10us_time_pct: pct(kstats.tiny_ns, kstats.total_ns),
+        top: kstats
+            .by_name
+            .iter()
+            .take(10)
+            .map(|a| TopKernel {
+                name: demangle(t.str(a.name)),
+                count: a.count,
+                total_ns: a.total_ns,
+                mean_ns: a.total_ns / a.count.max(1),
+                blocks_min: if a.blocks_min == u64::MAX {
+                    0
+                } else {
+                    a.blocks_min
+                },
+                blocks_max: a.blocks_max,
+                threads_per_block: a.threads,
+                resident_blocks_per_sm: (a.fill_known_ns > 0).then_some(a.resident),
+                fill_pct: (a.fill_known_ns > 0).then(|| 100.0 * a.fill_ns / a.fill_known_ns as f64),
+                comm: a.comm,
+            })
+            .collect(),
+    };
+    let q = |hh: &hdrhistogram::Histogram<u64>, x: f64| {
+        if hh.is_empty() {
+            0
+        } else {
+            hh.value_at_quantile(x)
+        }
+    };
+    let lreport = LaunchReport {
+        linked: launches.linked,
+        unlinked: launches.unlinked,
+        latency_p50_ns: q(&launches.latency, 0.5),
+        latency_p90_ns: q(&launches.latency, 0.9),
+        latency_p99_ns: q(&launches.latency, 0.99),
+        latency_max_ns: if launches.latency.is_empty() {
+            0
+        } else {
+            launches.latency.max()
+        },
+        launch_calls: launches.launch_calls,
+        launch_call_p50_ns: launches.launch_call_ns / launches.launch_calls.max(1),
+        launch_interval_p50_ns: q(&launches.interval, 0.5),
+        empty_queue_pct: launches.empty_pct(),
+        mean_queue_depth: launches.mean_depth(),
+        queue_depth_series: launches.series.clone(),
+        streams: launches
+            .streams
+            .iter()
+            .map(|s| StreamReport {
+                device: s.device,
+                stream: s.stream,
+                works: s.works,
+                gpu_ns: s.gpu_ns,
+                mean_depth: if s.submits > 0 {
+                    s.depth_sum as f64 / s.submits as f64
+                } else {
+                    0.0
+                },
+                max_depth: s.max_depth,
+                empty_pct: pct(s.empty, s.submits),
+            })
+            .collect(),
+    };
+    let sm_fill = (kstats.fill_known_ns > 0 && swin > 0)
+        .then(|| (100.0 * kstats.fill_ns / (swin * devs_active) as f64).min(100.0));
+    let report = ProcessReport {
+        index,
+        label: label.clone(),
+        path: t.path.display().to_string(),
+        pid: t.meta.pid,
+        host: t.meta.host.clone(),
+        rank,
+        rank_source,
+        command: t.meta.cmdline.clone(),
+        trace_start_ns: ctx.t0,
+        span_ns: ctx.t1 - ctx.t0,
+        host_api_events: t.apis.len() as u64,
+        attribution: if ctx.has_api() {
+            "host_api".into()
+        } else {
+            "gpu_only_heuristic".into()
+        },
+        devices: dev_reports,
+        startup: phase(
+            &ctx,
+            st.startup,
+            satt.busy_ns,
+            swall / st.startup.1.saturating_sub(st.startup.0).max(1),
+        ),
+        steady: phase(&ctx, st.steady, att.busy_ns, devs_active),
+        tail: phase(&ctx, st.tail, tail_busy, devs_active),
+        steps: steps_report(&ctx, &st),
+        breakdown: breakdown(&att, wall),
+        startup_breakdown: breakdown(&satt, swall),
+        gpu_util_pct: pct(kstats.util_ns, wall),
+        sm_fill_pct: sm_fill,
+        kernels: kreport,
+        launches: lreport,
+        copies: cstats
+            .groups
+            .iter()
+            .map(|g| CopyReport {
+                host_memory: g.host_memory.to_string(),
+                direction: g.direction.to_string(),
+                is_async: g.is_async,
+                count: g.count,
+                bytes: g.bytes,
+                time_ns: g.time_ns,
+                exposed_ns: g.exposed_ns,
+                gbps: g.gbps(),
+            })
+            .collect(),
+        memory: memory
+            .iter()
+            .map(|m| MemoryReport {
+                device: m.device,
+                peak_bytes: m.peak_bytes,
+                capacity_bytes: m.capacity_bytes,
+                peak_pct: (m.capacity_bytes > 0).then(|| pct(m.peak_bytes, m.capacity_bytes)),
+                lower_bound: m.lower_bound,
+                events: m.events,
+            })
+            .collect(),
+        comm: CommReport {
+            kernels: cm.kernels,
+            time_ns: cm.comm_ns,
+            exposed_ns: cm.exposed_ns,
+            exposed_pct: pct(cm.exposed_ns, cm.comm_ns),
+        },
+        threads: launches
+            .threads
+            .iter()
+            .map(|th| ThreadReport {
+                tid: th.tid,
+                name: t.thread_name(th.tid).to_string(),
+                calls: th.calls,
+                launch_ns: th.launch_ns,
+                copy_ns: th.copy_ns,
+                sync_ns: th.sync_ns,
+                other_ns: th.other_ns,
+            })
+            .collect(),
+        notes,
+    };
+    let rank_input = comm::RankInput {
+        host: t.meta.host.clone(),
+        clocks: t.clocks.clone(),
+        colls: comm::collectives(&ctx),
+        steady: st.steady,
+    };
+    let facts = Facts {
+        ctx: &ctx,
+        index,
+        label,
+        steps: st,
+        att,
+        wall,
+        kstats,
+        launches,
+        copies: cstats,
+        memory,
+        comm: cm,
+    };
+    let f = findings::process(&facts, &report);
+    (report, f, rank_input)
+}

@@ -1,0 +1,378 @@
+//! Training-step detection: where the repeating part of a job starts and ends.
+//!
+//! Without markers from the program, steps are found in the sequence of kernel names on
+//! the busiest device: an eager training loop launches the same kernels in the same
+//! order every iteration, so the name sequence is periodic with the number of kernels per
+//! step. The period is chosen among the spacings of frequent names by how much of the
+//! sequence it explains; the step boundary is put at the position in the period most
+//! often preceded by the step's largest GPU gap (where the loop waits for its next
+//! input), and boundaries follow an 'anchor' kernel name so that an occasional extra
+//! kernel does not shift every later step.
+
+use super::ctx::Ctx;
+use std::collections::HashMap;
+
+/// Where the step boundaries came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StepSource {
+    /// The repeating kernel sequence.
+    KernelPeriod,
+    /// No repeating structure was found.
+    None,
+}
+
+#[derive(Clone, Debug)]
+pub struct Steps {
+    pub source: StepSource,
+    /// Raw (mangled) name id of the anchor kernel.
+    pub anchor: Option<u32>,
+    /// Kernels per step on the device used.
+    pub period: Option<u32>,
+    /// Step start times; step i is [bounds[i], bounds[i+1]).
+    pub bounds: Vec<u64>,
+    /// Slow leading steps counted as warm-up (part of start-up).
+    pub warmup_steps: usize,
+    /// Boundaries that did not fall on the anchor kernel.
+    pub irregular: usize,
+    pub startup: (u64, u64),
+    pub steady: (u64, u64),
+    pub tail: (u64, u64),
+}
+
+impl Steps {
+    pub fn count(&self) -> usize {
+        self.bounds.len().saturating_sub(1)
+    }
+}
+
+/// Largest sample of the kernel sequence used to choose the period.
+const SAMPLE: usize = 400_000;
+const MAX_CANDIDATES: usize = 16;
+const MIN_STEPS: usize = 3;
+
+pub fn detect(ctx: &Ctx) -> Steps {
+    let (t0, t1) = (ctx.t0, ctx.t1);
+    let none = |steady_from: u64, steady_to: u64| Steps {
+        source: StepSource::None,
+        anchor: None,
+        period: None,
+        bounds: Vec::new(),
+        warmup_steps: 0,
+        irregular: 0,
+        startup: (t0, steady_from),
+        steady: (steady_from, steady_to),
+        tail: (steady_to, t1),
+    };
+    let Some(dev) = ctx.primary else {
+        return none(t0, t1);
+    };
+    let t = ctx.t;
+    let seq: Vec<u32> = t
+        .kernels
+        .iter()
+        .enumerate()
+        .filter(|(_, k)| k.device == dev && ctx.sane(k.start, k.end).is_some())
+        .map(|(i, _)| i as u32)
+        .collect();
+    let name = |p: usize| t.kernels[seq[p] as usize].name;
+    let start = |p: usize| t.kernels[seq[p] as usize].start;
+    let end = |p: usize| {
+        let k = &t.kernels[seq[p] as usize];
+        k.end.clamp(k.start, ctx.hi)
+    };
+
+    if let Some(found) = periodic(&seq, &name) {
+        let (period, rs, re) = found;
+        let p = period;
+        // Phase: vote, per period, for the position preceded by the largest GPU gap.
+        let mut max_end = t0;
+        for i in 0..rs {
+            max_end = max_end.max(end(i));
+        }
+        let mut votes = vec![0u32; p];
+        let mut block = rs;
+        while block + p <= re {
+            let (mut best_gap, mut best_j) = (0u64, 0usize);
+            for j in 0..p {
+                let i = block + j;
+                let gap = start(i).saturating_sub(max_end);
+                if j == 0 || gap > best_gap {
+                    best_gap = gap;
+                    best_j = j;
+                }
+                max_end = max_end.max(end(i));
+            }
+            votes[best_j] += 1;
+            block += p;
+        }
+        let phase = votes
+            .iter()
+            .enumerate()
+            .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(&a.0)))
+            .map(|(j, _)| j)
+            .unwrap_or(0);
+        let anchor = name(rs + phase);
+        let mut pos = vec![rs + phase];
+        let mut irregular = 0;
+        let mut misses_in_a_row = 0;
+        loop {
+            let b = *pos.last().unwrap();
+            let e = b + p;
+            if e >= re {
+                break;
+            }
+            let next = if name(e) == anchor {
+                misses_in_a_row = 0;
+                e
+            } else {
+                let reach = (p / 4).max(1);
+                let mut found = None;
+                for d in 1..=reach {
+                    if e >= d && e - d > b && name(e - d) == anchor {
+                        found = Some(e - d);
+                        break;
+                    }
+                    if e + d < re && name(e + d) == anchor {
+                        found = Some(e + d);
+                        break;
+                    }
+                }
+                match found {
+                    Some(x) => {
+                        misses_in_a_row = 0;
+                        x
+                    }
+                    None => {
+                        irregular += 1;
+                        misses_in_a_row += 1;
+                        e
+                    }
+                }
+            };
+            if misses_in_a_row > 3 {
+                break;
+            }
+            pos.push(next);
+        }
+        let mut bounds: Vec<u64> = pos.iter().map(|&q| start(q)).collect();
+        bounds.dedup();
+        if bounds.len() > MIN_STEPS {
+            // Slow leading steps are warm-up (lazy init, autotuning, compilation).
+            let mut durs: Vec<u64> = bounds.windows(2).map(|w| w[1] - w[0]).collect();
+            durs.sort_unstable();
+            let median = durs[durs.len() / 2];
+            let mut warm = 0;
+            while bounds.len() - 1 > MIN_STEPS
+                && warm < (durs.len() / 2).max(1)
+                && bounds[1] - bounds[0] > median.saturating_mul(3)
+            {
+                bounds.remove(0);
+                warm += 1;
+            }
+            let s0 = bounds[0];
+            let s1 = *bounds.last().unwrap();
+            return Steps {
+                source: StepSource::KernelPeriod,
+                anchor: Some(anchor),
+                period: Some(p as u32),
+                bounds,
+                warmup_steps: warm,
+                irregular,
+                startup: (t0, s0),
+                steady: (s0, s1),
+                tail: (s1, t1),
+            };
+        }
+    }
+
+    // No steps: the steady state starts after a long idle stretch early in the trace
+    // (imports, model init), else at the first GPU work; it ends with the last GPU work.
+    if seq.is_empty() {
+        return none(t0, t1);
+    }
+    let half = t0 + (t1 - t0) / 2;
+    let mut max_end = 0u64;
+    let mut longest = (0u64, start(0));
+    for i in 0..seq.len() {
+        let s = start(i);
+        if s > half {
+            break;
+        }
+        if i > 0 && s > max_end && s - max_end > longest.0 {
+            longest = (s - max_end, s);
+        }
+        max_end = max_end.max(end(i));
+    }
+    let first_work = start(0).min(
+        t.memcpys
+            .iter()
+            .filter(|m| m.device == dev)
+            .map(|m| m.start)
+            .find(|&s| ctx.sane(s, s).is_some())
+            .unwrap_or(u64::MAX),
+    );
+    let span = t1 - t0;
+    let from = if longest.0 >= 1_000_000_000 || longest.0 >= span / 5 {
+        longest.1
+    } else {
+        first_work
+    };
+    let mut last_end = 0;
+    for i in 0..seq.len() {
+        last_end = last_end.max(end(i));
+    }
+    for m in &t.memcpys {
+        if m.device == dev {
+            if let Some((_, e)) = ctx.sane(m.start, m.end) {
+                last_end = last_end.max(e);
+            }
+        }
+    }
+    let to = last_end.clamp(from, t1);
+    none(from.clamp(t0, t1), to)
+}
+
+/// Finds the period of the name sequence and the positions [start, end) it covers.
+fn periodic(seq: &[u32], name: &impl Fn(usize) -> u32) -> Option<(usize, usize, usize)> {
+    let n = seq.len();
+    if n < 2 * MIN_STEPS {
+        return None;
+    }
+    let (a, b) = if n <= SAMPLE {
+        (0, n)
+    } else {
+        (n / 2 - SAMPLE / 2, n / 2 + SAMPLE / 2)
+    };
+    // Candidate periods: the most common spacing of each frequent name.
+    let mut last: HashMap<u32, usize> = HashMap::new();
+    let mut spacing: HashMap<(u32, usize), u32> = HashMap::new();
+    for i in a..b {
+        let nm = name(i);
+        if let Some(prev) = last.insert(nm, i) {
+            *spacing.entry((nm, i - prev)).or_default() += 1;
+        }
+    }
+    let mut mode: HashMap<u32, (usize, u32)> = HashMap::new();
+    for (&(nm, d), &c) in &spacing {
+        let e = mode.entry(nm).or_insert((d, 0));
+        if c > e.1 || (c == e.1 && d < e.0) {
+            *e = (d, c);
+        }
+    }
+    let mut votes: HashMap<usize, u64> = HashMap::new();
+    for (_, (d, c)) in mode {
+        if c >= 2 && d * MIN_STEPS <= b - a {
+            *votes.entry(d).or_default() += c as u64;
+        }
+    }
+    let mut cands: Vec<(usize, u64)> = votes.into_iter().collect();
+    cands.sort_by(|x, y| y.1.cmp(&x.1).then(x.0.cmp(&y.0)));
+    cands.truncate(MAX_CANDIDATES);
+    let mut scored: Vec<(usize, usize)> = cands
+        .iter()
+        .map(|&(p, _)| (p, best_run(name, p, a, b).map(|r| r.2).unwrap_or(0)))
+        .collect();
+    let best = scored.iter().map(|s| s.1).max().unwrap_or(0);
+    if best == 0 {
+        return None;
+    }
+    scored.sort_by_key(|s| s.0);
+    let (p, _) = *scored.iter().find(|s| s.1 * 10 >= best * 9)?;
+    let (rs, re, covered) = best_run(name, p, 0, n)?;
+    if covered < p * MIN_STEPS || covered < 8 {
+        return None;
+    }
+    Some((p, rs, re.min(n)))
+}
+
+/// The longest run of periods of length `p` in positions [a, b) whose names repeat one
+/// period later, allowing two bad periods in a row inside a run when the periods on both
+/// sides of them hold the same kernels (an occasional extra kernel shifts the sequence; a
+/// different phase of the program, such as autotuning before the loop, changes what
+/// runs). Returns (start, end, positions covered by good periods).
+fn best_run(name: &impl Fn(usize) -> u32, p: usize, a: usize, b: usize) -> Option<(usize, usize, usize)> {
+    if p == 0 || b < a + 2 * p {
+        return None;
+    }
+    let mut best: Option<(usize, usize, usize)> = None;
+    let mut run: Option<(usize, usize, usize)> = None; // start, end of last good block, good count
+    let mut last_good = a;
+    let mut bad_streak = 0usize;
+    let mut block = a;
+    while block + 2 * p <= b {
+        let mut hits = 0usize;
+        for i in block..block + p {
+            if name(i) == name(i + p) {
+                hits += 1;
+            }
+        }
+        let good = hits * 4 >= p * 3;
+        if good {
+            let resume = bad_streak == 0 || (bad_streak <= 2 && same_kernels(name, last_good, block, p));
+            run = Some(match run {
+                Some((s, _, g)) if resume => (s, block + 2 * p, g + p),
+                other => {
+                    if let Some(r) = other {
+                        if best.is_none_or_smaller(r) {
+                            best = Some(r);
+                        }
+                    }
+                    (block, block + 2 * p, p)
+                }
+            });
+            bad_streak = 0;
+            last_good = block;
+        } else {
+            bad_streak += 1;
+            if bad_streak > 2 {
+                if let Some(r) = run.take() {
+                    if best.is_none_or_smaller(r) {
+                        best = Some(r);
+                    }
+                }
+            }
+        }
+        block += p;
+    }
+    if let Some(r) = run {
+        if best.is_none_or_smaller(r) {
+            best = Some(r);
+        }
+    }
+    best
+}
+
+/// The periods starting at `x` and `y` run mostly the same kernels, in any order.
+fn same_kernels(name: &impl Fn(usize) -> u32, x: usize, y: usize, p: usize) -> bool {
+    let mut u: Vec<u32> = (x..x + p).map(name).collect();
+    let mut v: Vec<u32> = (y..y + p).map(name).collect();
+    u.sort_unstable();
+    v.sort_unstable();
+    let (mut i, mut j, mut common) = (0, 0, 0);
+    while i < u.len() && j < v.len() {
+        match u[i].cmp(&v[j]) {
+            std::cmp::Ordering::Equal => {
+                common += 1;
+                i += 1;
+                j += 1;
+            }
+            std::cmp::Ordering::Less => i += 1,
+            std::cmp::Ordering::Greater => j += 1,
+        }
+    }
+    common * 4 >= p * 3
+}
+
+trait BestRun {
+    fn is_none_or_smaller(&self, r: (usize, usize, usize)) -> bool;
+}
+
+impl BestRun for Option<(usize, usize, usize)> {
+    fn is_none_or_smaller(&self, r: (usize, usize, usize)) -> bool {
+        match self {
+            None => true,
+            Some(b) => r.2 > b.2,
+        }
+    }
+}

@@ -1,0 +1,343 @@
+//! The report as text: the verdict first, then the findings, then the time breakdown.
+
+use super::{pct, Breakdown, Finding, ProcessReport, Report, Severity};
+use std::fmt::Write;
+
+/// A duration with a unit that suits it.
+pub fn dur(ns: u64) -> String {
+    let v = ns as f64;
+    if ns < 1_000 {
+        format!("{ns} ns")
+    } else if ns < 1_000_000 {
+        format!("{:.1} us", v / 1e3)
+    } else if ns < 10_000_000 {
+        format!("{:.2} ms", v / 1e6)
+    } else if ns < 1_000_000_000 {
+        format!("{:.1} ms", v / 1e6)
+    } else if ns < 100_000_000_000 {
+        format!("{:.3} s", v / 1e9)
+    } else {
+        format!("{:.1} s", v / 1e9)
+    }
+}
+
+/// A timestamp relative to the trace start, in seconds.
+pub fn ts(ns: u64) -> String {
+    format!("{:.4} s", ns as f64 / 1e9)
+}
+
+/// "12.3% (820 ms)"
+pub fn share(part: u64, whole: u64) -> String {
+    format!("{:.1}% ({})", pct(part, whole), dur(part))
+}
+
+pub fn bytes(b: u64) -> String {
+    crate::summary::bytes(b)
+}
+
+fn sev(s: Severity) -> &'static str {
+    match s {
+        Severity::Info => "info",
+        Severity::Warn => "WARN",
+        Severity::Critical => "CRITICAL",
+    }
+}
+
+fn wrap(o: &mut String, indent: &str, text: &str, width: usize) {
+    let mut line = String::new();
+    for word in text.split_whitespace() {
+        if !line.is_empty() && line.chars().count() + 1 + word.chars().count() > width {
+            let _ = writeln!(o, "{indent}{line}");
+            line.clear();
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    if !line.is_empty() {
+        let _ = writeln!(o, "{indent}{line}");
+    }
+}
+
+fn process_header(o: &mut String, p: &ProcessReport, multi: bool) {
+    let cmd = if p.command.is_empty() {
+        String::new()
+    } else {
+        format!(": {}", p.command.join(" "))
+    };
+    let who = if multi || p.rank.is_some() {
+        format!("{} (pid {} on {})", p.label, p.pid, p.host)
+    } else {
+        format!("pid {} on {}", p.pid, p.host)
+    };
+    let _ = writeln!(o, "\n== {who}{cmd}");
+    let devs: Vec<String> = p
+        .devices
+        .iter()
+        .map(|d| {
+            if d.name.is_empty() {
+                format!("device {}", d.id)
+            } else {
+                format!("{} ({} SMs, {})", d.name, d.sm_count, bytes(d.memory_bytes))
+            }
+        })
+        .collect();
+    let _ = writeln!(
+        o,
+        "   trace {}, {} traced, {}, {} host API events",
+        if p.path.is_empty() {
+            "(in memory)"
+        } else {
+            &p.path
+        },
+        dur(p.span_ns),
+        if devs.is_empty() {
+            "no GPU activity".to_string()
+        } else {
+            devs.join(", ")
+        },
+        p.host_api_events
+    );
+    if p.devices.is_empty() {
+        return;
+    }
+    let s = &p.startup;
+    let _ = writeln!(
+        o,
+        "   start-up   +{} .. +{}  {:>10}  GPU busy {:>5.1}%  (imports, init, warm-up: not in the verdict{})",
+        ts(s.start_ns),
+        ts(s.end_ns),
+        dur(s.wall_ns),
+        s.busy_pct,
+        if p.steps.warmup_steps > 0 {
+            format!("; {} slow first steps", p.steps.warmup_steps)
+        } else {
+            String::new()
+        }
+    );
+    let st = &p.steady;
+    let steps = if p.steps.detected {
+        format!(
+            "{} steps of {} kernels",
+            p.steps.count,
+            p.steps.kernels_per_step.unwrap_or(0)
+        )
+    } else {
+        "no repeating step found".to_string()
+    };
+    let _ = writeln!(
+        o,
+        "   steady     +{} .. +{}  {:>10}  GPU busy {:>5.1}%  {}",
+        ts(st.start_ns),
+        ts(st.end_ns),
+        dur(st.wall_ns),
+        st.busy_pct,
+        steps
+    );
+    if p.tail.wall_ns > 0 {
+        let _ = writeln!(
+            o,
+            "   after      +{} .. +{}  {:>10}  GPU busy {:>5.1}%",
+            ts(p.tail.start_ns),
+            ts(p.tail.end_ns),
+            dur(p.tail.wall_ns),
+            p.tail.busy_pct
+        );
+    }
+    if p.steps.detected {
+        let s = &p.steps;
+        let _ = writeln!(
+            o,
+            "   steps      median {} (min {}, max {}, spread {:.0}%), GPU busy per step median {:.0}% (min {:.0}%, max {:.0}%)",
+            dur(s.step_ns_median),
+            dur(s.step_ns_min),
+            dur(s.step_ns_max),
+            s.spread_pct,
+            s.busy_pct_median,
+            s.busy_pct_min,
+            s.busy_pct_max
+        );
+        if let Some(a) = &s.anchor_kernel {
+            let short: String = if a.chars().count() > 70 {
+                let mut t: String = a.chars().take(69).collect();
+                t.push('…');
+                t
+            } else {
+                a.clone()
+            };
+            let _ = writeln!(o, "              (step boundary at kernel {short})");
+        }
+    }
+    let _ = writeln!(
+        o,
+        "   nvidia-smi GPU-Util would read {:.0}%; SM fill actually achieved ~{} (estimated from grid sizes)",
+        p.gpu_util_pct,
+        p.sm_fill_pct
+            .map(|f| format!("{f:.0}%"))
+            .unwrap_or_else(|| "? (no device record)".into())
+    );
+    for n in &p.notes {
+        wrap(o, "   note: ", n, 100);
+    }
+}
+
+fn finding(o: &mut String, i: usize, f: &Finding, multi: bool) {
+    let who = if multi {
+        format!("  [{}]", f.rank)
+    } else {
+        String::new()
+    };
+    let est = if f.estimated { ", estimated" } else { "" };
+    let _ = writeln!(
+        o,
+        "{:>2}. {:<8} {}  {} at stake, {:.1}% of steady wall time{est}{who}",
+        i + 1,
+        sev(f.severity),
+        f.id,
+        dur(f.at_stake_ns),
+        f.at_stake_pct
+    );
+    wrap(o, "    ", &f.summary, 96);
+    for e in &f.evidence {
+        let mut first = true;
+        let mut line = String::new();
+        for word in e.split_whitespace() {
+            if !line.is_empty() && line.chars().count() + 1 + word.chars().count() > 92 {
+                let _ = writeln!(o, "    {} {line}", if first { "-" } else { " " });
+                first = false;
+                line.clear();
+            }
+            if !line.is_empty() {
+                line.push(' ');
+            }
+            line.push_str(word);
+        }
+        if !line.is_empty() {
+            let _ = writeln!(o, "    {} {line}", if first { "-" } else { " " });
+        }
+    }
+    if !f.fix.is_empty() {
+        let mut s = String::new();
+        wrap(&mut s, "", &f.fix, 90);
+        for (j, l) in s.lines().enumerate() {
+            let _ = writeln!(o, "    {} {l}", if j == 0 { "fix:" } else { "    " });
+        }
+    }
+}
+
+fn breakdown(o: &mut String, title: &str, b: &Breakdown) {
+    let _ = writeln!(o, "{title}");
+    let row = |o: &mut String, label: &str, ns: u64| {
+        let _ = writeln!(
+            o,
+            "   {:<32} {:>10}  {:>5.1}%",
+            label,
+            dur(ns),
+            pct(ns, b.wall_ns)
+        );
+    };
+    row(o, "busy", b.busy_ns);
+    for c in &b.causes {
+        row(o, &format!("idle: {}", c.cause), c.ns);
+    }
+    if b.unattributed_ns > 0 {
+        row(o, "unattributed", b.unattributed_ns);
+        for c in &b.unattributed {
+            row(o, &format!("  of which {}", c.cause), c.ns);
+        }
+    }
+    let _ = writeln!(
+        o,
+        "   idle {} ({:.1}%), {:.0}% of it attributed to a cause{}",
+        dur(b.idle_ns),
+        b.idle_pct,
+        b.attributed_pct,
+        if b.method == "gpu_only_heuristic" {
+            " (GPU-only heuristic: no host API events)"
+        } else {
+            ""
+        }
+    );
+}
+
+/// The whole report as text.
+pub fn render_text(r: &Report) -> String {
+    let mut o = String::new();
+    let multi = r.processes.len() > 1;
+    let _ = writeln!(
+        o,
+        "gputrace report: {} trace{}",
+        r.processes.len(),
+        if multi { "s" } else { "" }
+    );
+    let _ = writeln!(o, "VERDICT: {}", r.verdict);
+    for p in &r.processes {
+        process_header(&mut o, p, multi);
+    }
+    if let Some(c) = &r.cluster {
+        let _ = writeln!(
+            o,
+            "\n== ranks: {} collectives matched on every rank, clocks aligned by {} (residual {})",
+            c.matched_collectives,
+            c.alignment.replace('_', " "),
+            dur(c.residual_ns)
+        );
+        for k in &c.ranks {
+            let _ = writeln!(
+                o,
+                "   {:<24} clock offset {:>12} ns  last at {:>5} of {:<5} waited {}",
+                k.label,
+                k.clock_offset_ns,
+                k.last_arrivals,
+                k.collectives,
+                dur(k.wait_ns)
+            );
+        }
+    }
+    let _ = writeln!(o, "\nFINDINGS (ranked by GPU time at stake)");
+    if r.findings.is_empty() {
+        let _ = writeln!(o, "   none");
+    }
+    for (i, f) in r.findings.iter().enumerate() {
+        finding(&mut o, i, f, multi);
+    }
+    for p in &r.processes {
+        if p.devices.is_empty() {
+            continue;
+        }
+        let who = if multi {
+            format!(" of {}", p.label)
+        } else {
+            String::new()
+        };
+        let _ = writeln!(o);
+        breakdown(
+            &mut o,
+            &format!(
+                "TIME BREAKDOWN{who} (steady state, {} of device time)",
+                dur(p.breakdown.wall_ns)
+            ),
+            &p.breakdown,
+        );
+        let sb = &p.startup_breakdown;
+        let top: Vec<String> = sb
+            .causes
+            .iter()
+            .take(2)
+            .map(|c| format!("{} {}", c.cause, dur(c.ns)))
+            .collect();
+        let _ = writeln!(
+            o,
+            "   start-up (not counted above)    {:>10}  GPU busy {:.1}%{}",
+            dur(p.startup.wall_ns),
+            p.startup.busy_pct,
+            if top.is_empty() {
+                String::new()
+            } else {
+                format!("; idle mostly {}", top.join(", "))
+            }
+        );
+    }
+    o
+}

@@ -1,0 +1,274 @@
+//! Symbol hooks: libgputrace.so exports CUDA runtime, NCCL and NVTX entry points of its
+//! own. Preloaded, it comes first in the global symbol scope, so a program's (or a
+//! Python extension's) calls land here; each hook notes the call in the thread's ring
+//! and forwards to the real function, returning its result and errno untouched.
+//!
+//! What is hooked, and why:
+//! * NCCL (`nccl.rs`): CUPTI never sees NCCL's API. Every collective and point-to-point
+//!   call is recorded with its op, count, bytes, datatype, reduction, root or peer,
+//!   stream, and its communicator's cross-rank id, rank, size and sequence number
+//!   (`comms.rs`); communicator creation and destruction are recorded too.
+//! * Copies (`cudart.rs`): cudaMemcpy, cudaMemcpyAsync, 2D and peer variants. Each gets
+//!   its host memory classified pinned / pageable by the pinned-memory registry
+//!   (`pinned.rs`), kept from cudaHostAlloc / cudaMallocHost / cudaHostRegister and
+//!   their frees, which works whether or not CUPTI is on.
+//! * Syncs, memsets and launches (`cudart.rs`): cudaStream/Device/EventSynchronize,
+//!   cudaStreamWaitEvent, cudaMemset(Async), `__cudaLaunchKernel`,
+//!   cudaLaunchKernelExC, cudaLaunchKernel, cudaGraphLaunch: a cheap host-side signal.
+//! * NVTX (`nvtx.rs`): libgputrace is the NVTX injection library; ranges and marks are
+//!   recorded with (up to 40 bytes of) their text.
+//!
+//! # Double recording
+//! CUPTI's runtime API callbacks (collector.rs) already record an `Api` event for the
+//! copies, syncs, memsets and launches above while they are on. The policy:
+//! * While CUPTI's runtime callbacks are on (state TRACING and the collector subscribed,
+//!   see [`note_cupti_callbacks`]), sync / memset / launch hooks record nothing: they
+//!   pass straight through. Copy hooks record a `HostCopy` flagged
+//!   `HOSTCOPY_FLAG_CUPTI_API`: it adds only the host memory classification, and the
+//!   analyzer attaches it to the `Api` event of the same thread whose interval lies
+//!   inside it, never counting the call twice.
+//! * Otherwise (no CUPTI, CUPTI failed, the program's own profiler made us step aside:
+//!   state BLIND, or `GPUTRACE_API=0`) the hooks record the whole call: `HostCopy`
+//!   without the flag, `HostCall` for the rest.
+//!
+//! The decision is taken at the call's entry, so a call that straddles a change records
+//! at worst a duplicate, never a hole.
+//!
+//! # Driver entry points
+//! `cuGetProcAddress` / `cudaGetDriverEntryPoint(ByVersion)` are not hooked. cuBLAS,
+//! cuDNN, the CUDA runtime itself and PyTorch's own driver calls reach the driver through
+//! them, so hooking them would mean handing out wrapped function pointers for hundreds
+//! of driver functions. The GPU side of that work is already complete in CUPTI's
+//! CONCURRENT_KERNEL / MEMCPY / MEMSET activity (it sees every kernel, cuBLAS's
+//! included) and `GPUTRACE_DRIVER_API=1` adds the driver launch calls' host side through
+//! CUPTI callbacks. A pinned allocation made through the driver (cuMemHostAlloc, e.g.
+//! by XLA) is invisible to the registry; CUPTI's memcpy records still classify those
+//! copies correctly, and the analyzer prefers CUPTI's classification where it has one.
+//!
+//! # Cost
+//! Not tracing: one relaxed load of the state (plus the cached real-function pointer).
+//! Tracing: two clock reads, a few thread-local accesses and one ring push; see
+//! bench/cpu-hooks.md.
+
+pub mod comms;
+pub mod cudart;
+pub mod nccl;
+pub mod nvtx;
+pub mod pinned;
+pub mod rec;
+pub mod resolve;
+
+use crate::{clock, guard, log, state};
+use std::cell::Cell;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+static CUPTI_CALLBACKS: AtomicBool = AtomicBool::new(false);
+
+/// Told by the collector when its runtime API callbacks start (subscribed with
+/// `GPUTRACE_API` on) and stop recording.
+pub fn note_cupti_callbacks(on: bool) {
+    CUPTI_CALLBACKS.store(on, Ordering::Relaxed);
+}
+
+/// Do CUPTI's runtime callbacks record calls made now, given the state `s`?
+#[inline]
+pub fn cupti_sees_runtime_calls(s: u8) -> bool {
+    s == state::TRACING && CUPTI_CALLBACKS.load(Ordering::Relaxed)
+}
+
+/// Is a record pushed now kept? (TRACING, or BLIND: CUPTI blind, hooks still on.)
+#[inline]
+pub(crate) fn recording() -> bool {
+    let s = state::get();
+    s == state::TRACING || s == state::BLIND
+}
+
+/// Should a hook time the call it is about to make? IDLE counts: the call may be the
+/// one that initialises CUDA (and starts tracing), and it is recorded if so.
+#[inline(always)]
+pub(crate) fn may_record(s: u8) -> bool {
+    // IDLE = 0, TRACING = 1, BLIND = 2: one compare when not tracing.
+    s <= state::BLIND && state::hooks_enabled()
+}
+
+/// Should hooks keep the registries (pinned memory, communicators) up to date? Yes in
+/// every state but DISABLED, so a window opened later classifies correctly.
+#[inline]
+pub(crate) fn keep_registries() -> bool {
+    state::get() != state::DISABLED && state::hooks_enabled()
+}
+
+thread_local! {
+    static IN_HOOK: Cell<bool> = const { Cell::new(false) };
+}
+
+/// The calling thread is inside one of our hooks: hooked calls the real function makes
+/// in turn (NCCL's own ncclGroupStart, say) pass straight through.
+pub(crate) struct Scope(());
+
+impl Scope {
+    /// None on the tracer's own threads, inside another hook, or during TLS teardown.
+    #[inline]
+    pub(crate) fn enter() -> Option<Scope> {
+        if guard::is_internal() {
+            return None;
+        }
+        IN_HOOK
+            .try_with(|c| (!c.replace(true)).then_some(Scope(())))
+            .ok()
+            .flatten()
+    }
+}
+
+impl Drop for Scope {
+    #[inline]
+    fn drop(&mut self) {
+        let _ = IN_HOOK.try_with(|c| c.set(false));
+    }
+}
+
+/// What a hook knew when the call began.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Entry {
+    /// CUPTI's callbacks record this call too.
+    pub cupti: bool,
+    pub t0: u64,
+}
+
+#[inline(always)]
+pub(crate) fn errno() -> i32 {
+    // SAFETY: __errno_location always returns the calling thread's errno slot.
+    unsafe { *libc::__errno_location() }
+}
+
+#[inline(always)]
+pub(crate) fn set_errno(v: i32) {
+    // SAFETY: as above.
+    unsafe { *libc::__errno_location() = v };
+}
+
+/// Runs a hook: times `call` (the real function, with the caller's arguments) when
+/// tracing, then hands (entry, end time, result) to `record`. `quiet_under_cupti`: the
+/// call is one CUPTI's callbacks record in full, so nothing is done while they are on.
+/// The result and errno the caller sees are the real function's.
+#[inline(always)]
+pub(crate) fn run<R: Copy>(
+    quiet_under_cupti: bool,
+    call: impl FnOnce() -> R,
+    record: impl FnOnce(&Entry, u64, R),
+) -> R {
+    let s = state::get();
+    if !may_record(s) {
+        return call();
+    }
+    let cupti = cupti_sees_runtime_calls(s);
+    if quiet_under_cupti && cupti {
+        return call();
+    }
+    let Some(scope) = Scope::enter() else {
+        return call();
+    };
+    let t0 = clock::now_ns();
+    let r = call();
+    let t1 = clock::now_ns();
+    let saved = errno();
+    if recording() {
+        guarded(|| record(&Entry { cupti, t0 }, t1, r));
+    }
+    drop(scope);
+    set_errno(saved);
+    r
+}
+
+/// Runs a hook's own logic; a panic in it turns tracing off (never crosses into C).
+#[inline]
+pub(crate) fn guarded(f: impl FnOnce()) {
+    if std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).is_err() {
+        failed("internal error in a symbol hook");
+    }
+}
+
+#[cold]
+fn failed(what: &str) {
+    static SAID: AtomicBool = AtomicBool::new(false);
+    state::set(state::DISABLED);
+    if !SAID.swap(true, Ordering::Relaxed) {
+        log::warn(&format!("{what}; tracing off (the program runs on)"));
+    }
+}
+
+/// The library constructor's share for the hooks: fork handling and the NVTX
+/// injection path. Runs before main, while the process has one thread.
+fn on_load() {
+    let o = crate::lifecycle::opts();
+    if o.mode == crate::opts::Mode::Off || !o.hooks {
+        return;
+    }
+    // SAFETY: registering a handler with a plain function pointer.
+    unsafe { libc::pthread_atfork(None, None, Some(after_fork_child)) };
+    nvtx::ensure_injection_path();
+}
+
+/// In a forked child: locks another parent thread may have held are free again, and
+/// the state a child must not trust is dropped.
+extern "C" fn after_fork_child() {
+    let _ = IN_HOOK.try_with(|c| c.set(false));
+    CUPTI_CALLBACKS.store(false, Ordering::Relaxed);
+    pinned::after_fork();
+    comms::after_fork();
+}
+
+#[cfg_attr(test, allow(dead_code))]
+extern "C" fn sym_init() {
+    let saved = errno();
+    let _ = std::panic::catch_unwind(on_load);
+    set_errno(saved);
+}
+
+#[cfg(not(test))]
+#[used]
+#[link_section = ".init_array"]
+static SYM_INIT: extern "C" fn() = sym_init;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gate_is_one_compare_over_the_states() {
+        assert!(may_record(state::IDLE));
+        assert!(may_record(state::TRACING));
+        assert!(may_record(state::BLIND));
+        for s in [state::DORMANT, state::STOPPED, state::DISABLED] {
+            assert!(!may_record(s), "state {s}");
+        }
+    }
+
+    #[test]
+    fn cupti_policy_follows_state_and_subscription() {
+        note_cupti_callbacks(true);
+        assert!(cupti_sees_runtime_calls(state::TRACING));
+        // Stepped aside for the program's profiler: our callbacks are gone.
+        assert!(!cupti_sees_runtime_calls(state::BLIND));
+        assert!(!cupti_sees_runtime_calls(state::IDLE));
+        note_cupti_callbacks(false);
+        assert!(!cupti_sees_runtime_calls(state::TRACING));
+    }
+
+    #[test]
+    fn scopes_do_not_nest() {
+        let a = Scope::enter();
+        assert!(a.is_some());
+        assert!(
+            Scope::enter().is_none(),
+            "a hook inside a hook passes through"
+        );
+        drop(a);
+        assert!(Scope::enter().is_some());
+        let _g = guard::Internal::enter();
+        assert!(
+            Scope::enter().is_none(),
+            "the tracer's own calls pass through"
+        );
+    }
+}

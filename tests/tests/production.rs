@@ -1,0 +1,220 @@
+//! Production mode: a dormant process records nothing until `gputrace attach` opens a
+//! window; each window is its own complete trace; strangers are refused.
+
+use gputrace_analyzer::attach;
+use gputrace_format::{CollectorState, Event};
+use gputrace_tests::*;
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Waits until the dormant process has created its control socket.
+fn socket_of(pid: u32) -> PathBuf {
+    poll(Duration::from_secs(20), || {
+        attach::candidate_sockets(pid)
+            .into_iter()
+            .find(|p| p.exists())
+    })
+    .unwrap_or_else(|| panic!("pid {pid} never created its control socket"))
+}
+
+/// (window start, window end) from the trace's state events.
+fn window_bounds(t: &Trace) -> (u64, u64) {
+    let mut start = None;
+    let mut end = None;
+    for e in t.events() {
+        if let Event::State { ts, state, .. } = e {
+            match CollectorState::from_u8(*state) {
+                Some(CollectorState::Tracing) if start.is_none() => start = Some(*ts),
+                Some(CollectorState::Stopped) => end = Some(*ts),
+                _ => {}
+            }
+        }
+    }
+    (
+        start.expect("a Tracing state event"),
+        end.expect("a Stopped state event"),
+    )
+}
+
+fn send(pid: u32, line: &[u8]) -> String {
+    let mut s = UnixStream::connect(socket_of(pid)).expect("connect");
+    s.write_all(line).unwrap();
+    let _ = s.shutdown(std::net::Shutdown::Write);
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    out
+}
+
+#[test]
+fn dormant_process_writes_nothing_without_a_window() {
+    let w = Wheel::new(Cuda::V13, Layout::Flat);
+    let out = w
+        .app(&["spin", "0.3"])
+        .env("GPUTRACE_MODE", "dormant")
+        .run();
+    out.assert_ok();
+    assert!(out.traces.is_empty(), "dormant run wrote {:?}", out.traces);
+    assert!(out.gputrace_lines().is_empty(), "{}", out.stderr);
+}
+
+#[test]
+fn attach_opens_windows_and_only_their_calls_are_traced() {
+    let w = Wheel::new(Cuda::V13, Layout::Flat);
+    let run = w
+        .app(&["spin", "30"])
+        .env("GPUTRACE_MODE", "dormant")
+        .spawn();
+    let pid = run.id();
+    socket_of(pid);
+    assert_eq!(attach::status(pid).unwrap(), "dormant");
+    let mut traces = Vec::new();
+    for _ in 0..2 {
+        let mut started = None;
+        let win = attach::attach(pid, Duration::from_millis(300), None, None, |p| {
+            started = Some(p.to_path_buf())
+        })
+        .expect("window");
+        assert_eq!(started.as_ref(), Some(&win.trace));
+        traces.push(win.trace);
+        assert_eq!(attach::status(pid).unwrap(), "dormant");
+    }
+    let (_st, _o, _e) = run.kill();
+    assert_ne!(traces[0], traces[1], "each window has its own file");
+    assert_eq!(w.trace_files().len(), 2, "{:?}", w.trace_files());
+    for p in &traces {
+        let t = Trace::read(p);
+        let (lo, hi) = window_bounds(&t);
+        let ks = t.kernels();
+        assert!(!ks.is_empty(), "no kernels in window {}", p.display());
+        for k in ks {
+            assert!(
+                k.start >= lo && k.start <= hi,
+                "kernel at {} outside the window [{lo}, {hi}]",
+                k.start
+            );
+        }
+        assert!(hi - lo >= 300_000_000, "window shorter than asked");
+    }
+}
+
+#[test]
+fn bad_clients_do_no_harm() {
+    let w = Wheel::new(Cuda::V13, Layout::Flat);
+    let run = w
+        .app(&["spin", "30"])
+        .env("GPUTRACE_MODE", "dormant")
+        .spawn();
+    let pid = run.id();
+    let sock = socket_of(pid);
+    assert!(
+        send(pid, b"rm -rf /\n").starts_with("error"),
+        "garbage refused"
+    );
+    assert!(send(pid, b"window ms=banana\n").starts_with("error"));
+    // A client that connects and leaves without a word.
+    drop(UnixStream::connect(&sock).unwrap());
+    // A client that leaves in the middle of a window: the window still completes.
+    {
+        let mut s = UnixStream::connect(&sock).unwrap();
+        s.write_all(b"window ms=200\n").unwrap();
+        let mut buf = [0u8; 8];
+        let _ = s.read(&mut buf);
+    }
+    poll(Duration::from_secs(20), || {
+        (attach::status(pid).ok()?.as_str() == "dormant").then_some(())
+    })
+    .expect("back to dormant");
+    let win = attach::attach(pid, Duration::from_millis(100), None, None, |_| {}).unwrap();
+    let t = Trace::read(&win.trace);
+    assert!(!t.kernels().is_empty());
+    drop(run);
+    assert_eq!(w.trace_files().len(), 2);
+}
+
+#[test]
+fn another_user_is_refused() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc_geteuid() } != 0 {
+        eprintln!("skipped: needs root to run a client as another user");
+        return;
+    }
+    let Some(py) = ["/usr/bin/python3", "/usr/local/bin/python3"]
+        .iter()
+        .map(PathBuf::from)
+        .find(|p| p.exists())
+    else {
+        eprintln!("skipped: no python3 to play the other user's client");
+        return;
+    };
+    let w = Wheel::new(Cuda::V13, Layout::Flat);
+    let run = w
+        .app(&["spin", "30"])
+        .env("GPUTRACE_MODE", "dormant")
+        .spawn();
+    let pid = run.id();
+    let sock = socket_of(pid);
+    let script = format!(
+        "import socket,sys\ns=socket.socket(socket.AF_UNIX)\ntry:\n s.connect({:?})\nexcept OSError as e:\n print('refused', e.errno); sys.exit(0)\ns.sendall(b'window ms=100\\n')\nprint(s.recv(100).decode().strip())",
+        sock.display().to_string()
+    );
+    use std::os::unix::process::CommandExt;
+    let out = std::process::Command::new(py)
+        .arg("-c")
+        .arg(script)
+        .uid(65534)
+        .gid(65534)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.starts_with("refused") || said.contains("permission denied"),
+        "a client of another uid got: {said:?} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    drop(run);
+    assert!(w.trace_files().is_empty(), "the stranger opened a window");
+}
+
+#[test]
+fn exiting_during_a_window_leaves_a_readable_trace() {
+    let w = Wheel::new(Cuda::V13, Layout::Flat);
+    let run = w
+        .app(&["spin", "1.5"])
+        .env("GPUTRACE_MODE", "dormant")
+        .spawn();
+    let pid = run.id();
+    socket_of(pid);
+    // The process exits during the window: the client gets the trace path or sees the
+    // connection close, whichever the exit allows; the trace must be whole either way.
+    let _ = attach::attach(pid, Duration::from_secs(60), None, None, |_| {});
+    let mut child = run.into_inner();
+    assert!(child.wait().unwrap().success());
+    let files = w.trace_files();
+    assert_eq!(files.len(), 1, "{files:?}");
+    let t = Trace::read(&files[0]);
+    assert!(!t.kernels().is_empty());
+    assert!(t.data.stats.warning().is_none(), "{:?}", t.data.stats);
+}
+
+#[test]
+fn timer_opens_one_window() {
+    let w = Wheel::new(Cuda::V13, Layout::Flat);
+    let out = w
+        .app(&["spin", "1.2"])
+        .env("GPUTRACE_START_AFTER", "200ms")
+        .env("GPUTRACE_DURATION", "300ms")
+        .run();
+    out.assert_ok();
+    assert_eq!(out.traces.len(), 1, "{}", out.stderr);
+    let t = out.only_trace();
+    let (lo, hi) = window_bounds(&t);
+    assert!(hi - lo >= 300_000_000);
+    assert!(!t.kernels().is_empty());
+}
+
+extern "C" {
+    #[link_name = "geteuid"]
+    fn libc_geteuid() -> u32;
+}

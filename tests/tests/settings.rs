@@ -1,0 +1,101 @@
+//! Bad GPUTRACE_* settings: one warning each, the program unchanged, still traced.
+
+use gputrace_tests::{trace_files_in, Cuda, Layout, Trace, Wheel};
+
+const BAD: &[(&str, &str)] = &[
+    ("GPUTRACE_BUFFER_KB", "banana"),
+    ("GPUTRACE_BUFFER_KB", "16"),
+    ("GPUTRACE_BUFFER_POOL_MB", "0"),
+    ("GPUTRACE_FLUSH_MS", "-3"),
+    ("GPUTRACE_EXIT_WAIT_MS", "forever"),
+    ("GPUTRACE_MODE", "sometimes"),
+    ("GPUTRACE_API", "perhaps"),
+    ("GPUTRACE_DRIVER_API", "2"),
+    ("GPUTRACE_DEBUG", "maybe"),
+    ("GPUTRACE_FROBNICATE", "1"),
+];
+
+#[test]
+fn each_bad_setting_gives_one_warning_and_changes_nothing_else() {
+    let w = Wheel::new(Cuda::V13, Layout::Flat);
+    let base = w.app(&["basic"]).untraced().run();
+    base.assert_ok();
+    for (k, v) in BAD {
+        let _ = std::fs::remove_dir_all(&w.traces);
+        let out = w.app(&["basic"]).env(k, v).run();
+        assert_eq!(out.status.code(), Some(0), "{k}={v}: {}", out.stderr);
+        assert_eq!(out.stdout, base.stdout, "{k}={v} changed stdout");
+        let lines = out.gputrace_lines();
+        assert_eq!(
+            lines.len(),
+            1,
+            "{k}={v}: want one warning, got:\n{}",
+            out.stderr
+        );
+        assert_eq!(
+            out.stderr.lines().count(),
+            1,
+            "{k}={v}: stderr:\n{}",
+            out.stderr
+        );
+        assert!(
+            lines[0].contains(k),
+            "{k}={v}: the warning does not name it: {}",
+            lines[0]
+        );
+        let t = out.only_trace();
+        t.assert_complete();
+        assert_eq!(t.kernels().len(), 8, "{k}={v}");
+        assert!(
+            t.data.meta.options.iter().any(|(a, b)| a == k && b == v),
+            "{k}={v} missing from the trace's options: {:?}",
+            t.data.meta.options
+        );
+    }
+}
+
+#[test]
+fn empty_trace_directory_setting_falls_back_to_the_default() {
+    let w = Wheel::new(Cuda::V13, Layout::Flat);
+    let out = w.app(&["basic"]).env("GPUTRACE_DIR", "").run();
+    out.assert_ok();
+    let lines = out.gputrace_lines();
+    assert_eq!(lines.len(), 1, "{}", out.stderr);
+    assert!(lines[0].contains("GPUTRACE_DIR"), "{}", lines[0]);
+    let files = trace_files_in(&w.dir.path().join("gputrace-traces"));
+    assert_eq!(files.len(), 1, "{files:?}");
+    let t = Trace::read(&files[0]);
+    t.assert_complete();
+    assert_eq!(t.kernels().len(), 8);
+}
+
+#[test]
+fn good_settings_are_quiet_and_take_effect() {
+    let w = Wheel::new(Cuda::V13, Layout::Flat);
+    // The smallest buffers CUPTI may get, flushed often: same records, no loss.
+    let out = w
+        .app(&["basic"])
+        .env("GPUTRACE_BUFFER_KB", "64")
+        .env("GPUTRACE_BUFFER_POOL_MB", "1")
+        .env("GPUTRACE_FLUSH_MS", "10")
+        .run();
+    out.assert_ok();
+    assert_eq!(out.stderr, "");
+    let t = out.only_trace();
+    t.assert_complete();
+    assert_eq!(t.kernels().len(), 8);
+    assert_eq!(t.memcpys().len(), 7);
+    assert!(t.dropped().is_empty(), "{:?}", t.dropped());
+
+    // No API callbacks: GPU records only.
+    let _ = std::fs::remove_dir_all(&w.traces);
+    let out = w.app(&["basic"]).env("GPUTRACE_API", "0").run();
+    out.assert_ok();
+    assert_eq!(out.stderr, "");
+    let t = out.only_trace();
+    assert_eq!(t.kernels().len(), 8);
+    assert!(
+        t.apis().is_empty(),
+        "GPUTRACE_API=0 still recorded API calls"
+    );
+}
