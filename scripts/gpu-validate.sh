@@ -44,16 +44,42 @@ NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
 say "torch with its own profiler window"
 "$G" run -o "$W/window" -- "$PY" "$S/torch_train.py" --steps 60 --profile-window 20:40 --profile "$W/window_prof.json" >"$W/window.txt" 2>&1; echo "rc=$?" >>"$W/window.txt"; cat "$W/window.txt" >>"$LOG"
 
-# (f) first overhead figure: interleaved untraced / traced, per-step medians.
-say "overhead pairs"
-for i in 1 2 3 4 5; do
-  for wl in launch mlp; do
-    "$PY" "$S/torch_train.py" --workload $wl --steps 30 >>"$W/ovh_${wl}_off.jsonl" 2>>"$LOG"
-    GPUTRACE_DIR="$W/ovh" LD_PRELOAD="$ROOT/target/release/libgputrace.so" "$PY" "$S/torch_train.py" --workload $wl --steps 30 >>"$W/ovh_${wl}_on.jsonl" 2>>"$LOG"
-  done
-done
+# (f) interposition: single-rank NCCL, pageable and pinned copies.
+say "nccl single rank"
+"$G" run -o "$W/nccl" -- "$PY" "$S/nccl_single.py" >"$W/nccl.txt" 2>&1; echo "rc=$?" >>"$W/nccl.txt"; cat "$W/nccl.txt" >>"$LOG"
+say "pageable and pinned copies"
+"$G" run -o "$W/copies" -- "$PY" "$S/copies.py" >"$W/copies.txt" 2>&1; echo "rc=$?" >>"$W/copies.txt"; cat "$W/copies.txt" >>"$LOG"
+for d in nccl copies; do for t in "$W/$d"/*.gtrace; do [ -f "$t" ] && "$G" dump "$t" >"$W/$d.dump.jsonl" 2>>"$LOG"; done; done
 
-for d in torch jax cupy cpp window; do
+# (g) the pathology suite: each workload must get its finding, the healthy one none.
+if [ -d "$ROOT/scripts/workloads" ]; then
+  say "pathology suite"
+  mkdir -p "$W/suite"
+  for wl in "$ROOT"/scripts/workloads/*.py; do
+    n=$(basename "$wl" .py); [ "$n" = check ] && continue
+    timeout 120 "$G" run -o "$W/suite/$n" -- "$PY" "$wl" >"$W/suite/$n.out" 2>&1
+    t=$(ls "$W/suite/$n"/*.gtrace 2>/dev/null | sort | tail -1)
+    [ -n "$t" ] && "$G" report --json "$W/suite/$n"/*.gtrace >"$W/suite/$n.json" 2>>"$LOG" && "$G" report "$W/suite/$n"/*.gtrace >"$W/suite/$n.txt" 2>>"$LOG"
+  done
+  "$PY" "$ROOT/scripts/workloads/check.py" "$W/suite" 2>&1 | tee -a "$LOG" >"$W/suite/check.txt"
+fi
+
+# (h) production mode: a ~40 s job started dormant, a 5 s window in the middle.
+say "production window"
+GPUTRACE_MODE=dormant GPUTRACE_DIR="$W/prod" LD_PRELOAD="$ROOT/target/release/libgputrace.so" \
+  "$PY" "$S/prod_job.py" 40 "$W/prod_steps.jsonl" >"$W/prod.txt" 2>&1 &
+JOB=$!
+for i in $(seq 1 200); do grep -q stepping "$W/prod.txt" 2>/dev/null && break; sleep 0.2; done
+sleep 15
+A0=$(date +%s%N)
+"$G" attach "$JOB" --duration 5s >"$W/attach.txt" 2>&1; echo "rc=$?" >>"$W/attach.txt"
+A1=$(date +%s%N)
+echo "attach_wall_ns $A0 $A1" >>"$W/attach.txt"
+wait $JOB; echo "job rc=$?" >>"$W/prod.txt"
+cat "$W/attach.txt" "$W/prod.txt" >>"$LOG"
+for t in "$W"/prod/*.gtrace; do [ -f "$t" ] && "$G" dump "$t" >"$W/prod.dump.jsonl" 2>>"$LOG"; done
+
+for d in torch jax cupy cpp window nccl copies; do
   for t in "$W/$d"/*.gtrace; do [ -f "$t" ] && "$G" summary --json "$t" >"${t%.gtrace}.summary.json" 2>>"$LOG"; done
 done
 "$G" dump "$T" >"$W/torch.dump.jsonl" 2>>"$LOG"
@@ -104,14 +130,44 @@ for d in ["jax", "cupy", "cpp", "window"]:
 wp = lastjson(W + "/window.txt")
 if wp:
     r["window_profiler_kernels"] = wp.get("profiler_kernels")
-ov = {}
-for wl in ["launch", "mlp"]:
-    def med(kind):
-        v = [json.loads(l)["step_us_median"] for l in open(f"{W}/ovh_{wl}_{kind}.jsonl") if l.startswith("{")]
-        return (stt.median(v) if v else None), v
-    off, offv = med("off"); on, onv = med("on")
-    ov[wl] = {"untraced_us": off, "traced_us": on, "ratio": (on / off if off and on else None), "untraced_all": offv, "traced_all": onv}
-r["overhead"] = ov
+def dump(p):
+    try:
+        return [json.loads(l) for l in open(p)]
+    except Exception:
+        return []
+nc = [e for e in dump(W + "/nccl.dump.jsonl") if e["type"] == "nccl"]
+r["nccl"] = {"calls": len(nc), "ops": sorted(set(e.get("op") for e in nc)), "bytes": sum(e.get("bytes", 0) for e in nc),
+             "expected_bytes": (lastjson(W + "/nccl.txt") or {}).get("bytes")}
+cp = dump(W + "/copies.dump.jsonl")
+gpu_kind = {e["corr"]: e.get("host_memory") for e in cp if e["type"] == "memcpy" and e.get("kind") == "HtoD"}
+agree = dis = 0
+for e in cp:
+    if e["type"] in ("host_copy", "hostcopy", "copy") and e.get("corr") in gpu_kind:
+        if e.get("host_memory", e.get("classification")) == gpu_kind[e["corr"]]: agree += 1
+        else: dis += 1
+r["copies"] = {"cupti": {k: list(gpu_kind.values()).count(k) for k in set(gpu_kind.values())}, "registry_agrees": agree, "registry_disagrees": dis,
+               "host_copy_events": sum(1 for e in cp if e["type"] not in ("kernel", "memcpy", "memset", "api", "clock", "state", "device", "thread", "sync", "memory", "dropped"))}
+try:
+    r["suite"] = json.load(open(W + "/suite/summary.json"))
+except Exception:
+    r["suite"] = None
+steps = [json.loads(l) for l in open(W + "/prod_steps.jsonl")] if glob.glob(W + "/prod_steps.jsonl") else []
+pd = dump(W + "/prod.dump.jsonl")
+st_ev = [e for e in pd if e["type"] == "state"]
+if steps and st_ev:
+    lo = min(e["ts_ns"] for e in st_ev if e["state"] == "tracing"); hi = max(e["ts_ns"] for e in st_ev if e["state"] == "stopped")
+    before = [s["us"] for s in steps if s["t"] < lo - 1e9]
+    during = [s["us"] for s in steps if lo <= s["t"] < hi]
+    after = [s["us"] for s in steps if s["t"] > hi + 1e9]
+    ks = [e for e in pd if e["type"] == "kernel"]
+    att = open(W + "/attach.txt").read().split()
+    a0 = int(att[att.index("attach_wall_ns") + 1]) if "attach_wall_ns" in att else None
+    first = min((e["ts_ns"] for e in pd if e["type"] in ("kernel", "api")), default=None)
+    r["production"] = {"window_s": (hi - lo) / 1e9, "step_us_median": {"before": stt.median(before) if before else None,
+        "during": stt.median(during) if during else None, "after": stt.median(after) if after else None},
+        "steps": [len(before), len(during), len(after)], "kernels_in_trace": len(ks),
+        "kernels_outside_window": sum(1 for e in ks if e["ts_ns"] < lo or e["ts_ns"] > hi),
+        "attach_to_first_event_ms": ((first - a0) / 1e6) if (first and a0) else None}
 dump = W + "/torch.dump.jsonl"
 offs = []
 try:
@@ -132,8 +188,12 @@ for d in ["jax", "cupy", "cpp", "window"]:
     row(d + " kernels", [e.get("kernels") for e in r[d]])
 row("window blind windows", [e.get("blind_windows") for e in r["window"]])
 row("window profiler kernels", r.get("window_profiler_kernels"))
-for wl, v in ov.items():
-    row("overhead " + wl, "%s us -> %s us (x%s)" % (v["untraced_us"] and round(v["untraced_us"], 1), v["traced_us"] and round(v["traced_us"], 1), v["ratio"] and round(v["ratio"], 3)))
+row("nccl calls / bytes", "%s / %s (expected all_reduce bytes %s)" % (r["nccl"]["calls"], r["nccl"]["bytes"], r["nccl"]["expected_bytes"]))
+row("copies (cupti kinds)", r["copies"]["cupti"])
+row("registry agrees/disagrees", "%s / %s" % (r["copies"]["registry_agrees"], r["copies"]["registry_disagrees"]))
+if r.get("production"):
+    p = r["production"]; row("prod step us b/d/a", p["step_us_median"]); row("prod window s", round(p["window_s"], 3))
+    row("prod kernels out of window", p["kernels_outside_window"]); row("attach->first event ms", p["attach_to_first_event_ms"])
 row("cupti - realtime (ns)", r["clock_cupti_minus_realtime_ns"])
 PYEOF
 cp "$T" "$OUT/torch-mlp.gtrace" 2>/dev/null

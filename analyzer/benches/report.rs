@@ -1,1 +1,325 @@
-fn main() {}
+//! Throughput and memory of `gputrace report` on a synthetic trace of ten million events.
+//!
+//!   cargo bench -p gputrace-analyzer --bench report            (10 M events)
+//!   GPUTRACE_BENCH_EVENTS=1000000 cargo bench -p gputrace-analyzer --bench report
+//!
+//! Prints events per second for decoding the file into a `Trace` and for the analysis,
+//! and bytes per event: the Trace's tables, the peak heap while analysing (on top of the
+//! loaded trace), and the peak of the whole load + analysis (file buffer included).
+//! Single-threaded: events per second are per core.
+
+use gputrace_analyzer::report;
+use gputrace_analyzer::Trace;
+use gputrace_format::{self as fmt, Event, Meta};
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
+
+struct Counting;
+
+static CUR: AtomicUsize = AtomicUsize::new(0);
+static PEAK: AtomicUsize = AtomicUsize::new(0);
+
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        // SAFETY: forwarded to the system allocator with the caller's layout.
+        let p = unsafe { System.alloc(l) };
+        if !p.is_null() {
+            let now = CUR.fetch_add(l.size(), Ordering::Relaxed) + l.size();
+            PEAK.fetch_max(now, Ordering::Relaxed);
+        }
+        p
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        // SAFETY: `p` came from `alloc` with this layout.
+        unsafe { System.dealloc(p, l) };
+        CUR.fetch_sub(l.size(), Ordering::Relaxed);
+    }
+    unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
+        // SAFETY: forwarded; `p` came from this allocator with layout `l`.
+        let q = unsafe { System.realloc(p, l, new) };
+        if !q.is_null() {
+            if new >= l.size() {
+                let now = CUR.fetch_add(new - l.size(), Ordering::Relaxed) + (new - l.size());
+                PEAK.fetch_max(now, Ordering::Relaxed);
+            } else {
+                CUR.fetch_sub(l.size() - new, Ordering::Relaxed);
+            }
+        }
+        q
+    }
+}
+
+#[global_allocator]
+static A: Counting = Counting;
+
+fn reset_peak() -> usize {
+    let c = CUR.load(Ordering::Relaxed);
+    PEAK.store(c, Ordering::Relaxed);
+    c
+}
+
+/// A training-like trace: steps of 200 kernels, each launched by a call; per step a
+/// pinned input copy, a memset and a sync; allocations now and then.
+fn synthesize(target: u64) -> (Vec<u8>, u64) {
+    let meta = Meta {
+        pid: 1,
+        host: "bench".into(),
+        ..Default::default()
+    };
+    let mut w = fmt::ChunkWriter::new(Vec::new(), &meta).unwrap();
+    let mut enc = fmt::Encoder::new();
+    let n = std::cell::Cell::new(0u64);
+    let push = |e: Event, enc: &mut fmt::Encoder, w: &mut fmt::ChunkWriter<Vec<u8>>| {
+        enc.push(&e);
+        n.set(n.get() + 1);
+        if enc.len() >= 1 << 20 {
+            let (p, c) = enc.take();
+            w.write_chunk(fmt::ChunkKind::Events, &p, c).unwrap();
+        }
+    };
+    for id in 1..=210u32 {
+        push(
+            Event::Str {
+                id,
+                text: format!("_ZN2at6native18elementwise_kernel_{id}EPfS0_i"),
+            },
+            &mut enc,
+            &mut w,
+        );
+    }
+    push(
+        Event::Device(fmt::Device {
+            id: 0,
+            name: 1,
+            sm_count: 132,
+            max_blocks_per_sm: 32,
+            max_threads_per_sm: 2048,
+            max_warps_per_sm: 64,
+            global_memory: 141 << 30,
+            cc_major: 9,
+            cc_minor: 0,
+            max_regs_per_sm: 65536,
+            max_smem_per_sm: 233472,
+        }),
+        &mut enc,
+        &mut w,
+    );
+    let mut t = 1_796_225_776_000_000_000u64;
+    let mut gpu = t;
+    let mut corr = 1u32;
+    let mut step = 0u64;
+    'outer: loop {
+        // Input copy and its call.
+        corr += 1;
+        push(api(t, 8_000, corr, 41, 203, 4 << 20, 1), &mut enc, &mut w);
+        let cs = gpu.max(t + 10_000);
+        push(
+            Event::Memcpy(fmt::Memcpy {
+                start: cs,
+                end: cs + 80_000,
+                device: 0,
+                stream: 7,
+                corr,
+                bytes: 4 << 20,
+                copy_kind: fmt::CopyKind::HtoD as u8,
+                src_kind: fmt::MemKind::Pinned as u8,
+                dst_kind: fmt::MemKind::Device as u8,
+                flags: fmt::MEMCPY_FLAG_ASYNC,
+            }),
+            &mut enc,
+            &mut w,
+        );
+        gpu = cs + 81_000;
+        t += 12_000;
+        for j in 0..200u32 {
+            corr += 1;
+            push(api(t, 4_000, corr, 211, 201, 0, 0), &mut enc, &mut w);
+            let ks = gpu.max(t + 6_000);
+            let d = 2_000 + (j as u64 * 37 % 40) * 1_000;
+            push(
+                Event::Kernel(fmt::Kernel {
+                    start: ks,
+                    end: ks + d,
+                    device: 0,
+                    stream: 7,
+                    corr,
+                    name: 2 + j % 200,
+                    grid: [1 + j * 7, 1, 1],
+                    block: [256, 1, 1],
+                    static_smem: 0,
+                    dynamic_smem: (j % 4) * 16384,
+                    registers: 32 + j % 64,
+                    graph_id: 0,
+                }),
+                &mut enc,
+                &mut w,
+            );
+            gpu = ks + d + 1_000;
+            t += 7_000;
+            if j == 100 {
+                corr += 1;
+                push(api(t, 3_000, corr, 51, 204, 4096, 0), &mut enc, &mut w);
+                let ms = gpu.max(t + 5_000);
+                push(
+                    Event::Memset(fmt::Memset {
+                        start: ms,
+                        end: ms + 1_000,
+                        device: 0,
+                        stream: 7,
+                        corr,
+                        bytes: 4096,
+                        value: 0,
+                        mem_kind: 3,
+                        flags: 0,
+                    }),
+                    &mut enc,
+                    &mut w,
+                );
+                gpu = ms + 2_000;
+                t += 4_000;
+            }
+        }
+        // The step ends with a sync.
+        corr += 1;
+        let end = gpu.max(t) + 3_000;
+        push(api(t, end - t, corr, 131, 205, 0, 0), &mut enc, &mut w);
+        push(
+            Event::Sync(fmt::Sync {
+                start: t,
+                end,
+                device: 0,
+                stream: 7,
+                corr,
+                kind: fmt::SyncKind::StreamSynchronize as u8,
+            }),
+            &mut enc,
+            &mut w,
+        );
+        t = end + 50_000;
+        if step.is_multiple_of(100) {
+            corr += 1;
+            push(api(t, 20_000, corr, 20, 206, 1 << 26, 0), &mut enc, &mut w);
+            push(
+                Event::Memory(fmt::Memory {
+                    ts: t + 10_000,
+                    device: 0,
+                    corr,
+                    address: 0x7f00_0000_0000 + step,
+                    bytes: 1 << 26,
+                    op: fmt::MEMORY_OP_ALLOC,
+                    mem_kind: fmt::MemKind::Device as u8,
+                }),
+                &mut enc,
+                &mut w,
+            );
+            t += 25_000;
+        }
+        step += 1;
+        if n.get() >= target {
+            break 'outer;
+        }
+    }
+    let (p, c) = enc.take();
+    if c > 0 {
+        w.write_chunk(fmt::ChunkKind::Events, &p, c).unwrap();
+    }
+    (w.into_inner(), n.get())
+}
+
+fn api(start: u64, dur: u64, corr: u32, cbid: u32, name: u32, bytes: u64, arg: u32) -> Event {
+    Event::Api(fmt::Api {
+        start,
+        end: start + dur,
+        tid: 77,
+        corr,
+        domain: fmt::DOMAIN_RUNTIME,
+        cbid,
+        name,
+        bytes,
+        arg,
+        result: 0,
+    })
+}
+
+fn table_bytes(t: &Trace) -> usize {
+    use std::mem::size_of;
+    t.kernels.capacity() * size_of::<fmt::Kernel>()
+        + t.apis.capacity() * size_of::<fmt::Api>()
+        + t.memcpys.capacity() * size_of::<fmt::Memcpy>()
+        + t.memsets.capacity() * size_of::<fmt::Memset>()
+        + t.syncs.capacity() * size_of::<fmt::Sync>()
+        + t.memory.capacity() * size_of::<fmt::Memory>()
+}
+
+fn main() {
+    let target: u64 = std::env::var("GPUTRACE_BENCH_EVENTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10_000_000);
+    let t0 = Instant::now();
+    let (bytes, n) = synthesize(target);
+    eprintln!(
+        "synthesised {n} events, {:.1} MB file ({:.1} B/event) in {:.2?}",
+        bytes.len() as f64 / 1e6,
+        bytes.len() as f64 / n as f64,
+        t0.elapsed()
+    );
+
+    let base = reset_peak();
+    let t1 = Instant::now();
+    let trace = Trace::from_bytes(std::path::Path::new("bench.gtrace"), &bytes).unwrap();
+    let load = t1.elapsed();
+    let load_peak = PEAK.load(Ordering::Relaxed) - base;
+    let held = CUR.load(Ordering::Relaxed) - base;
+    let tables = table_bytes(&trace);
+    drop(bytes);
+
+    let base2 = reset_peak();
+    let t2 = Instant::now();
+    let r = report::analyze(std::slice::from_ref(&trace));
+    let analysis = t2.elapsed();
+    let analysis_peak = PEAK.load(Ordering::Relaxed) - base2;
+    let text = report::render_text(&r);
+    assert!(text.contains("VERDICT"));
+
+    let per = |b: usize| b as f64 / n as f64;
+    let rate = |d: std::time::Duration| n as f64 / d.as_secs_f64() / 1e6;
+    println!("events                   {n}");
+    println!(
+        "kernels / api calls      {} / {}",
+        trace.kernels.len(),
+        trace.apis.len()
+    );
+    println!(
+        "decode into Trace        {:>8.2?}  {:>6.1} M events/s",
+        load,
+        rate(load)
+    );
+    println!(
+        "analysis                 {:>8.2?}  {:>6.1} M events/s",
+        analysis,
+        rate(analysis)
+    );
+    println!(
+        "decode + analysis        {:>8.2?}  {:>6.1} M events/s",
+        load + analysis,
+        rate(load + analysis)
+    );
+    println!("Trace tables             {:>6.1} B/event", per(tables));
+    println!("Trace held after load    {:>6.1} B/event", per(held));
+    println!(
+        "analysis peak (extra)    {:>6.1} B/event",
+        per(analysis_peak)
+    );
+    println!(
+        "trace + analysis peak    {:>6.1} B/event",
+        per(held + analysis_peak)
+    );
+    println!(
+        "load peak (file buffer + tables while decoding) {:.1} B/event",
+        per(load_peak)
+    );
+    println!("verdict: {}", r.verdict);
+    println!("steps: {}", r.processes[0].steps.count);
+}

@@ -229,17 +229,26 @@ impl Trace {
         self.nvtx.iter().filter(|n| n.kind == fmt::NVTX_MARK)
     }
 
-    /// The CUPTI `Api` event a flagged `HostCopy` classifies: same thread, its interval
-    /// inside the copy's (CUPTI's callbacks run inside the hooked call).
+    /// The CUPTI `Api` event a flagged `HostCopy` classifies: the same thread's call
+    /// that overlaps it most. (CUPTI's callbacks run inside the hooked call, so its
+    /// interval lies inside the copy's; overlap rather than containment tolerates the
+    /// few tens of ns by which the hooks' TSC stamps, converted, may differ.)
     pub fn api_of_host_copy(&self, c: &fmt::HostCopy) -> Option<&fmt::Api> {
         if c.flags & fmt::HOSTCOPY_FLAG_CUPTI_API == 0 {
             return None;
         }
-        let from = self.apis.partition_point(|a| a.start < c.start);
+        let overlap = |a: &fmt::Api| a.end.min(c.end).saturating_sub(a.start.max(c.start));
+        // Calls of one thread do not overlap, so the one we want starts after the
+        // previous call on this thread ended: within a short reach before our start.
+        const REACH: u64 = 1_000_000;
+        let from = self
+            .apis
+            .partition_point(|a| a.start < c.start.saturating_sub(REACH));
         self.apis[from..]
             .iter()
-            .take_while(|a| a.start <= c.end)
-            .find(|a| a.tid == c.tid && a.end <= c.end)
+            .take_while(|a| a.start < c.end)
+            .filter(|a| a.tid == c.tid && overlap(a) > 0)
+            .max_by_key(|a| (overlap(a), std::cmp::Reverse(a.start)))
     }
 
     pub fn str(&self, id: u32) -> &str {
@@ -464,6 +473,19 @@ mod tests {
         assert_eq!(
             t.api_of_host_copy(&t.host_copies[0]).map(|a| a.start),
             Some(110)
+        );
+        // Stamps a little off still find the call.
+        let t2 = Trace::from_events(
+            Meta::default(),
+            vec![
+                api(1000, 2000, 1),
+                api(3000, 4000, 1),
+                copy(1010, 1990, 1, fmt::HOSTCOPY_FLAG_CUPTI_API),
+            ],
+        );
+        assert_eq!(
+            t2.api_of_host_copy(&t2.host_copies[0]).map(|a| a.start),
+            Some(1000)
         );
         assert!(t.api_of_host_copy(&t.host_copies[1]).is_none());
         assert!(t.api_of_host_copy(&t.host_copies[2]).is_none());

@@ -219,8 +219,9 @@ impl Encoder {
                 self.v(c.stream);
                 self.v(c.dst);
                 self.v(c.src);
-                self.v(c.dst_device as u64);
-                self.v(c.src_device as u64);
+                // +1: "no device" (u32::MAX) is the common case and encodes as 0.
+                self.v(c.dst_device.wrapping_add(1) as u64);
+                self.v(c.src_device.wrapping_add(1) as u64);
                 self.v(c.result as u64);
                 TAG_HOST_COPY
             }
@@ -595,8 +596,8 @@ impl<'a> Decoder<'a> {
                     stream: b.v()?,
                     dst: b.v()?,
                     src: b.v()?,
-                    dst_device: b.v32()?,
-                    src_device: b.v32()?,
+                    dst_device: b.v32()?.wrapping_sub(1),
+                    src_device: b.v32()?.wrapping_sub(1),
                     result: b.v32()?,
                 })
             }

@@ -12,6 +12,8 @@
  *     fails once, returning FAKE_RESULT_FAIL(id) and doing nothing else.
  *   - hook_cudart_last() / hook_nccl_last() say what the thread's last call returned:
  *     its id, return value and the errno it set. They never touch errno.
+ *   - Exceptions: ncclCommCount / ncclCommUserRank (which the hooks themselves call)
+ *     never fail, set no errno and leave hook_nccl_last() alone.
  * The fake runtime also plays cuInit: on its first call (any function) it reads
  * CUDA_INJECTION64_PATH, dlopens that library and calls InitializeInjection() once.
  * Pinned memory (cudaHostAlloc / cudaMallocHost) is plain page-aligned heap memory;

@@ -13,6 +13,8 @@
 //! missing or older than the library's sources, the harness runs that build itself,
 //! once per test binary.
 
+pub mod hooks;
+
 use gputrace_format::{self as fmt, CollectorState, Event, TraceData};
 use std::collections::{HashMap, HashSet};
 use std::hash::{Hash, Hasher};

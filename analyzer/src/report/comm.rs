@@ -25,6 +25,9 @@ pub struct CommStats {
 pub fn stats(ctx: &Ctx, window: (u64, u64)) -> CommStats {
     let (w0, w1) = window;
     let mut s = CommStats::default();
+    if !ctx.comm_name.iter().any(|&c| c) {
+        return s;
+    }
     let mut names: HashMap<u32, (u64, u64)> = HashMap::new();
     for k in &ctx.t.kernels {
         if k.start >= w1 {
@@ -92,6 +95,9 @@ impl Collective {
 pub fn collectives(ctx: &Ctx) -> Vec<Collective> {
     let mut seqs: HashMap<u32, u32> = HashMap::new();
     let mut out = Vec::new();
+    if !ctx.comm_name.iter().any(|&c| c) {
+        return out;
+    }
     for k in &ctx.t.kernels {
         if !ctx.is_comm(k) || Some(k.device) != ctx.primary {
             continue;
@@ -273,7 +279,7 @@ pub fn cluster(ranks: &[RankInput]) -> Option<ClusterComm> {
         }
         let ex = &mut examples[last];
         ex.push((at(last, k).start, worst));
-        ex.sort_by(|a, b| b.1.cmp(&a.1));
+        ex.sort_by_key(|e| std::cmp::Reverse(e.1));
         ex.truncate(3);
     }
     if matched == 0 {

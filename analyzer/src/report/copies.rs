@@ -3,9 +3,8 @@
 
 use super::classify;
 use super::ctx::Ctx;
-use super::intervals::{busy, Busy, Select};
 use gputrace_format::{self as fmt, CopyKind, MemKind};
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 
 /// What pinned, asynchronous copies typically reach over PCIe 5 x16 on an H200, used
 /// when the trace has no large pinned copy of its own to compare with (an estimate).
@@ -79,7 +78,7 @@ fn reference(ctx: &Ctx, dir: CopyKind) -> RefBw {
             && m.bytes >= BW_MIN_BYTES
         {
             if let Some((s, e)) = ctx.sane(m.start, m.end) {
-                b += m.bytes;
+                b = b.saturating_add(m.bytes);
                 t += e - s;
             }
         }
@@ -99,11 +98,11 @@ fn reference(ctx: &Ctx, dir: CopyKind) -> RefBw {
 
 fn add(g: &mut CopyGroup, m: &fmt::Memcpy, s: u64, e: u64, exposed: u64) {
     g.count += 1;
-    g.bytes += m.bytes;
+    g.bytes = g.bytes.saturating_add(m.bytes);
     g.time_ns += e - s;
     g.exposed_ns += exposed;
     if m.bytes >= BW_MIN_BYTES {
-        g.big_bytes += m.bytes;
+        g.big_bytes = g.big_bytes.saturating_add(m.bytes);
         g.big_ns += e - s;
     }
     let d = e - s;
@@ -114,44 +113,35 @@ fn add(g: &mut CopyGroup, m: &fmt::Memcpy, s: u64, e: u64, exposed: u64) {
     }
 }
 
-pub fn stats(ctx: &Ctx, window: (u64, u64)) -> CopyStats {
+/// Copy statistics in the window; `exposure` holds (memcpy index, time with no kernel
+/// alongside) sorted by index, as measured by the idle pass.
+pub fn stats(ctx: &Ctx, window: (u64, u64), exposure: &[(u32, u64)]) -> CopyStats {
     let (w0, w1) = window;
     let t = ctx.t;
     let mut out = CopyStats::default();
     let mut groups: BTreeMap<(&'static str, &'static str, bool), CopyGroup> = BTreeMap::new();
     let mut pageable_ref: BTreeMap<u8, RefBw> = BTreeMap::new();
     let mut excess = 0f64;
-    for &dev in &ctx.devices {
-        // Kernel busy intervals of this device, kept while a copy may still overlap them.
-        let mut kern = busy(ctx, Some(dev), Select::KERNELS);
-        let mut pending: VecDeque<Busy> = VecDeque::new();
-        let mut exhausted = false;
+    let mut xi = 0usize;
+    {
         let first = t.memcpys.partition_point(|m| m.start < w0);
-        for m in &t.memcpys[first..] {
+        for (i, m) in t.memcpys.iter().enumerate().skip(first) {
             if m.start >= w1 {
                 break;
             }
-            if m.device != dev {
+            if !ctx.devices.contains(&m.device) {
                 continue;
             }
             let Some((s, e)) = ctx.sane(m.start, m.end) else {
                 continue;
             };
-            while pending.front().is_some_and(|b| b.end <= s) {
-                pending.pop_front();
+            while xi < exposure.len() && (exposure[xi].0 as usize) < i {
+                xi += 1;
             }
-            while !exhausted && pending.back().map_or(true, |b| b.start < e) {
-                match kern.next() {
-                    Some(b) if b.end <= s => {}
-                    Some(b) => pending.push_back(b),
-                    None => exhausted = true,
-                }
-            }
-            let covered: u64 = pending
-                .iter()
-                .map(|b| super::intervals::clip_len(b.start, b.end, s, e))
-                .sum();
-            let exposed = (e - s).saturating_sub(covered);
+            let exposed = match exposure.get(xi) {
+                Some(&(j, x)) if j as usize == i => x,
+                _ => e - s,
+            };
             let hm = classify::host_memory(m);
             let dir = classify::direction(m);
             let is_async = m.flags & fmt::MEMCPY_FLAG_ASYNC != 0;
@@ -199,7 +189,7 @@ pub fn stats(ctx: &Ctx, window: (u64, u64)) -> CopyStats {
         })
         .map(|(_, r)| *r);
     out.groups = groups.into_values().collect();
-    out.groups.sort_by(|a, b| b.time_ns.cmp(&a.time_ns));
+    out.groups.sort_by_key(|g| std::cmp::Reverse(g.time_ns));
 
     // Blocking copies from pinned memory.
     out.sync_pinned.host_memory = "pinned";

@@ -2,9 +2,9 @@
 //! call was (as a host-side cause), and correlation-id lookups.
 
 use super::classify::{self, ApiKind};
+use super::keymap::KeyMap;
 use crate::trace::Trace;
 use gputrace_format::{self as fmt, CopyKind, MemKind};
-use std::collections::HashMap;
 
 /// Records further than this from the bulk of the trace are treated as corrupt.
 const SANE_RADIUS_NS: u64 = 86_400 * 1_000_000_000;
@@ -71,44 +71,15 @@ pub enum CorrIndex {
 impl CorrIndex {
     pub fn build(n: usize, corr_of: impl Fn(usize) -> u32) -> CorrIndex {
         let n = n.min(u32::MAX as usize - 1);
-        let mut lo = u32::MAX;
-        let mut hi = 0u32;
-        let mut count = 0usize;
+        let mut range = CorrRange::default();
         for i in 0..n {
-            let c = corr_of(i);
-            if c != 0 {
-                lo = lo.min(c);
-                hi = hi.max(c);
-                count += 1;
-            }
+            range.see(corr_of(i));
         }
-        if count == 0 {
-            return CorrIndex::Empty;
+        let mut b = CorrIndexBuilder::new(range);
+        for i in 0..n {
+            b.push(corr_of(i), i);
         }
-        let range = (hi - lo) as usize + 1;
-        if range <= 3 * count + 4096 {
-            let mut slots = vec![0u32; range];
-            for i in 0..n {
-                let c = corr_of(i);
-                if c != 0 {
-                    let s = &mut slots[(c - lo) as usize];
-                    if *s == 0 {
-                        *s = i as u32 + 1;
-                    }
-                }
-            }
-            CorrIndex::Dense { base: lo, slots }
-        } else {
-            let mut v: Vec<(u32, u32)> = (0..n)
-                .filter_map(|i| {
-                    let c = corr_of(i);
-                    (c != 0).then_some((c, i as u32))
-                })
-                .collect();
-            v.sort_unstable();
-            v.dedup_by_key(|p| p.0);
-            CorrIndex::Sparse(v)
-        }
+        b.finish()
     }
 
     pub fn get(&self, corr: u32) -> Option<usize> {
@@ -134,6 +105,93 @@ impl CorrIndex {
             CorrIndex::Empty => 0,
             CorrIndex::Dense { slots, .. } => slots.capacity() * 4,
             CorrIndex::Sparse(v) => v.capacity() * 8,
+        }
+    }
+}
+
+/// Smallest and largest non-zero correlation id, and how many there are.
+#[derive(Clone, Copy, Debug)]
+pub struct CorrRange {
+    lo: u32,
+    hi: u32,
+    count: usize,
+}
+
+impl Default for CorrRange {
+    fn default() -> Self {
+        CorrRange {
+            lo: u32::MAX,
+            hi: 0,
+            count: 0,
+        }
+    }
+}
+
+impl CorrRange {
+    #[inline]
+    pub fn see(&mut self, c: u32) {
+        if c != 0 {
+            self.lo = self.lo.min(c);
+            self.hi = self.hi.max(c);
+            self.count += 1;
+        }
+    }
+}
+
+/// Fills a [`CorrIndex`] in one pass once the id range is known.
+pub enum CorrIndexBuilder {
+    Empty,
+    Dense { base: u32, slots: Vec<u32> },
+    Sparse(Vec<(u32, u32)>),
+}
+
+impl CorrIndexBuilder {
+    pub fn new(r: CorrRange) -> Self {
+        if r.count == 0 {
+            return CorrIndexBuilder::Empty;
+        }
+        let range = (r.hi - r.lo) as usize + 1;
+        if range <= 3 * r.count + 4096 {
+            CorrIndexBuilder::Dense {
+                base: r.lo,
+                slots: vec![0; range],
+            }
+        } else {
+            CorrIndexBuilder::Sparse(Vec::with_capacity(r.count))
+        }
+    }
+
+    #[inline]
+    pub fn push(&mut self, corr: u32, i: usize) {
+        if corr == 0 {
+            return;
+        }
+        match self {
+            CorrIndexBuilder::Empty => {}
+            CorrIndexBuilder::Dense { base, slots } => {
+                if let Some(s) = corr
+                    .checked_sub(*base)
+                    .and_then(|o| slots.get_mut(o as usize))
+                {
+                    if *s == 0 {
+                        *s = i as u32 + 1;
+                    }
+                }
+            }
+            CorrIndexBuilder::Sparse(v) => v.push((corr, i as u32)),
+        }
+    }
+
+    pub fn finish(self) -> CorrIndex {
+        match self {
+            CorrIndexBuilder::Empty => CorrIndex::Empty,
+            CorrIndexBuilder::Dense { base, slots } => CorrIndex::Dense { base, slots },
+            CorrIndexBuilder::Sparse(mut v) => {
+                // Stable sort keeps the first call of a repeated id first.
+                v.sort_by_key(|p| p.0);
+                v.dedup_by_key(|p| p.0);
+                CorrIndex::Sparse(v)
+            }
         }
     }
 }
@@ -199,12 +257,12 @@ impl<'a> Ctx<'a> {
             memcpy_by_corr: CorrIndex::Empty,
             blocking_copies: Vec::new(),
             bad_records: 0,
-            blind: t.blind_windows(),
+            blind: Vec::new(),
         };
-        c.scan();
-        c.api_by_corr = CorrIndex::build(t.apis.len(), |i| t.apis[i].corr);
+        let api_corrs = c.scan();
+        c.blind = c.blind_windows();
         c.memcpy_by_corr = CorrIndex::build(t.memcpys.len(), |i| t.memcpys[i].corr);
-        c.classify_apis();
+        c.classify_apis(api_corrs);
         c
     }
 
@@ -217,67 +275,61 @@ impl<'a> Ctx<'a> {
         Some((start, end.clamp(start, self.hi)))
     }
 
-    #[inline]
-    fn is_bad(&self, start: u64, end: u64) -> bool {
-        start < self.lo || start > self.hi || end < start || end > self.hi
-    }
-
-    fn scan(&mut self) {
+    /// Sanity, span and devices; returns the range of the API calls' correlation ids.
+    fn scan(&mut self) -> CorrRange {
         let t = self.t;
+        let (slo, shi) = (self.lo, self.hi);
         let mut lo = u64::MAX;
         let mut hi = 0u64;
         let mut bad = 0u64;
-        let mut work: HashMap<u32, (u64, u64)> = HashMap::new();
-        {
-            let mut see = |s: u64, e: u64, bad_: bool| {
-                if bad_ {
-                    bad += 1;
-                }
-                if let Some((s, e)) = self_sane(self.lo, self.hi, s, e) {
-                    lo = lo.min(s);
-                    hi = hi.max(e);
-                }
-            };
-            for k in &t.kernels {
-                see(k.start, k.end, self.is_bad(k.start, k.end));
+        // device -> (kernel ns, works)
+        let mut work: KeyMap<(u64, u64)> = KeyMap::new();
+        let mut see = |s: u64, e: u64| -> Option<u64> {
+            if s < slo || s > shi || e < s || e > shi {
+                bad += 1;
             }
-            for m in &t.memcpys {
-                see(m.start, m.end, self.is_bad(m.start, m.end));
+            if s < slo || s > shi {
+                return None;
             }
-            for m in &t.memsets {
-                see(m.start, m.end, self.is_bad(m.start, m.end));
-            }
-            for a in &t.apis {
-                see(a.start, a.end, self.is_bad(a.start, a.end));
-            }
-            for s in &t.syncs {
-                see(s.start, s.end, self.is_bad(s.start, s.end));
-            }
-        }
+            let e = e.clamp(s, shi);
+            lo = lo.min(s);
+            hi = hi.max(e);
+            Some(e - s)
+        };
         for k in &t.kernels {
-            if let Some((s, e)) = self.sane(k.start, k.end) {
-                let w = work.entry(k.device).or_default();
-                w.0 += e - s;
+            if let Some(d) = see(k.start, k.end) {
+                let w = work.entry(k.device as u64, || (0, 0));
+                w.0 += d;
                 w.1 += 1;
             }
         }
         for m in &t.memcpys {
-            if self.sane(m.start, m.end).is_some() {
-                work.entry(m.device).or_default().1 += 1;
+            if see(m.start, m.end).is_some() {
+                work.entry(m.device as u64, || (0, 0)).1 += 1;
             }
         }
         for m in &t.memsets {
-            if self.sane(m.start, m.end).is_some() {
-                work.entry(m.device).or_default().1 += 1;
+            if see(m.start, m.end).is_some() {
+                work.entry(m.device as u64, || (0, 0)).1 += 1;
             }
+        }
+        let mut corrs = CorrRange::default();
+        for a in t.apis.iter().take(u32::MAX as usize - 1) {
+            see(a.start, a.end);
+            corrs.see(a.corr);
+        }
+        for s in &t.syncs {
+            see(s.start, s.end);
         }
         if lo <= hi {
             self.t0 = lo;
             self.t1 = hi;
         }
         self.bad_records = bad;
-        let mut devs: Vec<(u32, u64, u64)> =
-            work.into_iter().map(|(d, (ns, n))| (d, ns, n)).collect();
+        let mut devs: Vec<(u32, u64, u64)> = work
+            .into_pairs()
+            .map(|(d, (ns, n))| (d as u32, ns, n))
+            .collect();
         // Busiest first to choose which to keep, then by id.
         devs.sort_by(|a, b| b.2.cmp(&a.2).then(a.0.cmp(&b.0)));
         if devs.len() > MAX_DEVICES {
@@ -290,15 +342,19 @@ impl<'a> Ctx<'a> {
             .map(|d| d.0);
         self.devices = devs.iter().map(|d| d.0).collect();
         self.devices.sort_unstable();
+        corrs
     }
 
-    fn classify_apis(&mut self) {
+    /// Classifies every API call and indexes the calls by correlation id, in one pass.
+    fn classify_apis(&mut self, corrs: CorrRange) {
         let t = self.t;
+        let mut index = CorrIndexBuilder::new(corrs);
         let mut kinds = Vec::with_capacity(t.apis.len());
         let mut classes = Vec::with_capacity(t.apis.len());
-        let mut last_on_thread: HashMap<u32, usize> = HashMap::new();
+        let mut last_on_thread: KeyMap<usize> = KeyMap::new();
         let mut blocking = Vec::new();
-        for (i, a) in t.apis.iter().enumerate() {
+        for (i, a) in t.apis.iter().enumerate().take(u32::MAX as usize - 1) {
+            index.push(a.corr, i);
             let kind = classify::api_kind(a, t.str(a.name));
             let memcpy = |idx: usize| {
                 self.memcpy_by_corr
@@ -318,9 +374,10 @@ impl<'a> Ctx<'a> {
                     blocking.push(i as u32);
                     copy_episode_class(a, memcpy(i))
                 }
-                ApiKind::Sync => match last_on_thread.get(&a.tid) {
-                    Some(&j)
-                        if matches!(kinds[j], ApiKind::CopyAsync | ApiKind::CopySync)
+                ApiKind::Sync => match last_on_thread.entry(a.tid as u64, || usize::MAX) {
+                    &mut j
+                        if j != usize::MAX
+                            && matches!(kinds[j], ApiKind::CopyAsync | ApiKind::CopySync)
                             && a.start >= t.apis[j].end
                             && a.start - t.apis[j].end <= COPY_THEN_SYNC_NS =>
                     {
@@ -336,11 +393,45 @@ impl<'a> Ctx<'a> {
             };
             kinds.push(kind);
             classes.push(class);
-            last_on_thread.insert(a.tid, i);
+            *last_on_thread.entry(a.tid as u64, || i) = i;
         }
         self.api_kind = kinds;
         self.api_class = classes;
         self.blocking_copies = blocking;
+        self.api_by_corr = index.finish();
+    }
+
+    /// Blind windows as [`Trace::blind_windows`] pairs them, an open one running to the
+    /// end of the sane records (without a second scan of the trace).
+    fn blind_windows(&self) -> Vec<(u64, u64, String)> {
+        let t = self.t;
+        if !t
+            .states
+            .iter()
+            .any(|s| s.1 == gputrace_format::CollectorState::Blind as u8)
+        {
+            return Vec::new();
+        }
+        let mut out = Vec::new();
+        let mut open: Option<(u64, u32)> = None;
+        for &(ts, st, reason) in &t.states {
+            match gputrace_format::CollectorState::from_u8(st) {
+                Some(gputrace_format::CollectorState::Blind) if open.is_none() => {
+                    open = Some((ts, reason));
+                }
+                Some(gputrace_format::CollectorState::Blind) => {}
+                Some(_) => {
+                    if let Some((s, r)) = open.take() {
+                        out.push((s, ts.max(s), t.str(r).to_string()));
+                    }
+                }
+                None => {}
+            }
+        }
+        if let Some((s, r)) = open {
+            out.push((s, self.t1.max(s), t.str(r).to_string()));
+        }
+        out
     }
 
     pub fn has_api(&self) -> bool {
@@ -381,13 +472,6 @@ impl<'a> Ctx<'a> {
 fn median_start<T>(v: &[T], start: impl Fn(&T) -> u64) -> Option<u64> {
     let first = v.partition_point(|x| start(x) == 0);
     v.get(first + (v.len() - first) / 2).map(start)
-}
-
-fn self_sane(lo: u64, hi: u64, start: u64, end: u64) -> Option<(u64, u64)> {
-    if start < lo || start > hi {
-        return None;
-    }
-    Some((start, end.clamp(start, hi)))
 }
 
 /// The cause class of a copy call that blocks (or of the sync that finishes it).

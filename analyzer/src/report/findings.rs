@@ -218,7 +218,7 @@ pub(crate) fn process(f: &Facts, r: &ProcessReport) -> Vec<Finding> {
             .groups
             .iter()
             .filter(|g| g.direction == "DtoH")
-            .fold((0, 0), |a, g| (a.0 + g.count, a.1 + g.bytes));
+            .fold((0, 0), |a, g| (a.0 + g.count, a.1.saturating_add(g.bytes)));
         if small_dtoh.0 > 0 {
             x.evidence.push(format!(
                 "{} device-to-host copies ({} in all): reading values back, as .item(), .cpu(), .tolist() or print(tensor) do",
@@ -478,7 +478,7 @@ pub(crate) fn process(f: &Facts, r: &ProcessReport) -> Vec<Finding> {
         x.evidence.push(format!(
             "nvidia-smi GPU-Util would read {:.0}% (time with any kernel running); SM fill actually achieved ~{} (time-weighted resident blocks / slots, estimated from grid, block, registers and shared memory)",
             r.gpu_util_pct,
-            r.sm_fill_pct.map(|p| format!("{p:.0}%")).unwrap_or_else(|| "?".into())
+            r.sm_fill_pct.map(super::text::pct_str).unwrap_or_else(|| "?".into())
         ));
         let sms = f
             .ctx
@@ -495,7 +495,7 @@ pub(crate) fn process(f: &Facts, r: &ProcessReport) -> Vec<Finding> {
         small.sort_by(|a, b| b.empty_ns.total_cmp(&a.empty_ns).then(a.name.cmp(&b.name)));
         for a in small.iter().take(3) {
             x.evidence.push(format!(
-                "{} x{}: {} blocks of {} threads vs {} SMs x {} resident = {:.0}% full, {} in total",
+                "{} x{}: {} blocks of {} threads vs {} SMs x {} resident = {} full, {} in total",
                 trunc(&demangle(f.ctx.t.str(a.name)), 60),
                 a.count,
                 if a.blocks_min == a.blocks_max {
@@ -506,7 +506,11 @@ pub(crate) fn process(f: &Facts, r: &ProcessReport) -> Vec<Finding> {
                 a.threads,
                 sms,
                 a.resident,
-                if a.fill_known_ns > 0 { 100.0 * a.fill_ns / a.fill_known_ns as f64 } else { 0.0 },
+                super::text::pct_str(if a.fill_known_ns > 0 {
+                    100.0 * a.fill_ns / a.fill_known_ns as f64
+                } else {
+                    0.0
+                }),
                 dur(a.total_ns)
             ));
             x.examples.push(Example {
@@ -569,7 +573,7 @@ pub(crate) fn process(f: &Facts, r: &ProcessReport) -> Vec<Finding> {
             x.evidence.push(format!(
                 "median kernel {}, SM fill ~{}; time at stake is that of small_grid + launch_bound + kernel_fragmentation",
                 dur(r.kernels.p50_ns),
-                r.sm_fill_pct.map(|p| format!("{p:.0}%")).unwrap_or_else(|| "?".into())
+                r.sm_fill_pct.map(super::text::pct_str).unwrap_or_else(|| "?".into())
             ));
             x.overlaps = vec![
                 "small_grid".into(),
@@ -689,7 +693,17 @@ fn env(c: &Ctx2, r: &ProcessReport, out: &mut Vec<Finding>) {
     }
     let dropped: u64 = t.drops.iter().map(|d| d.2).sum();
     if dropped > 0 {
-        let total = t.stats.events.max(1) + dropped;
+        let recorded = if t.stats.events > 0 {
+            t.stats.events
+        } else {
+            (t.kernels.len()
+                + t.memcpys.len()
+                + t.memsets.len()
+                + t.apis.len()
+                + t.syncs.len()
+                + t.memory.len()) as u64
+        };
+        let total = recorded.max(1) + dropped;
         let share_ = 100.0 * dropped as f64 / total as f64;
         let mut x = c.finding("env_dropped_records", "Records were dropped", 0, false);
         x.severity = if share_ >= 5.0 {
@@ -818,24 +832,35 @@ pub(crate) fn straggler(c: &ClusterComm, procs: &[ProcessReport]) -> Option<Find
         fix: format!(
             "Find what makes {label} slow before each collective: its input pipeline (num_workers, storage), uneven batch or sequence sizes across ranks (DistributedSampler, length bucketing), extra host work only it does (logging, evaluation, checkpointing on rank 0), or a throttled or shared GPU; gradient accumulation with no_sync() makes ranks meet less often."
         ),
-        overlaps: vec!["comm_exposed".into()],
+        overlaps: Vec::new(),
     })
 }
 
-/// Notes on comm_exposed findings how much of them was waiting for a straggler.
-pub(crate) fn annotate_comm(c: &ClusterComm, procs: &[ProcessReport], all: &mut [Finding]) {
+/// Moves the time each waiting rank spent waiting for the straggler out of its
+/// comm_exposed finding (it is counted under comm_straggler) and says so.
+pub(crate) fn annotate_comm(c: &ClusterComm, procs: &[ProcessReport], all: &mut Vec<Finding>) {
     let Some(s) = c.straggler else { return };
     for f in all.iter_mut().filter(|f| f.id == "comm_exposed") {
-        if let Some(p) = f.process {
-            if let Some(r) = c.ranks.iter().find(|r| r.process == p && p != s) {
-                f.evidence.push(format!(
-                    "of the communication time, {} was waiting for {} to arrive (comm_straggler)",
-                    dur(r.wait_ns),
-                    procs[s].label
-                ));
-            }
+        let Some(p) = f.process else { continue };
+        if p == s {
+            continue;
         }
+        let Some(r) = c.ranks.iter().find(|r| r.process == p) else {
+            continue;
+        };
+        let wall = procs[p].breakdown.wall_ns;
+        let moved = r.wait_ns.min(f.at_stake_ns);
+        f.at_stake_ns -= moved;
+        f.at_stake_pct = pct(f.at_stake_ns, wall);
+        f.severity = severity_for(f.at_stake_pct, f.at_stake_ns);
+        f.evidence.push(format!(
+            "{} of it was waiting for {} to arrive: counted under comm_straggler, not here",
+            dur(moved),
+            procs[s].label
+        ));
+        f.metrics.insert("straggler_wait_ns".into(), moved as f64);
     }
+    all.retain(|f| f.id != "comm_exposed" || f.at_stake_pct >= REPORT_PCT);
 }
 
 /// Ranks findings by GPU time at stake. A finding that overlaps others (memory_headroom,

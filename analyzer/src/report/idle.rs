@@ -14,8 +14,10 @@
 //!    blocking copy or sync -> its cause; launch / async copy / memset -> `launch_bound`;
 //!    another CUDA call -> unattributed (`other_cuda_call`); a blind window ->
 //!    unattributed (`not_observed`); no call at all -> `launch_bound` when the host was
-//!    between two calls less than 100 us apart (issuing back to back), else
-//!    `data_starvation` (waiting for input or doing host-side work).
+//!    between two calls less than 100 us apart (issuing back to back), or when the gap
+//!    is under 100 us and the work after it was launched by a call that was not recorded
+//!    (driver-API launches), else `data_starvation` (waiting for input or doing host-side
+//!    work).
 //!
 //! Without host API events, rule 1 and the quiet-stretch test are unavailable; Sync
 //! activity records still give host waits, and the rest is a GPU-only heuristic: gaps of
@@ -23,7 +25,7 @@
 //! the copy's length, anything else is `data_starvation`.
 
 use super::ctx::{Ctx, HostClass, HOST_CLASSES};
-use super::intervals::{busy, Select, Work, WorkKind};
+use super::intervals::{GpuWork, Select, Work, WorkKind};
 use gputrace_format::MemKind;
 
 /// Gaps up to this long between already-queued work are the device's per-kernel overhead.
@@ -182,6 +184,8 @@ struct HostSweep<'c, 'a> {
     active: Vec<(u64, u8)>,
     counts: [u32; HOST_CLASSES],
     cur: u64,
+    /// Blocking calls taken so far and possibly still relevant (for rule 2).
+    blocked: Vec<(u64, u64, HostClass)>,
     done: bool,
 }
 
@@ -203,6 +207,7 @@ impl<'c, 'a> HostSweep<'c, 'a> {
             active: Vec::new(),
             counts: [0; HOST_CLASSES],
             cur: 0,
+            blocked: Vec::new(),
             done: false,
         }
     }
@@ -300,6 +305,9 @@ impl<'c, 'a> HostSweep<'c, 'a> {
                     break;
                 }
                 let (s, e, c) = self.take(s);
+                if c.blocks() {
+                    self.blocked.push((s, e, c));
+                }
                 if e > s.max(tn) {
                     self.counts[c as usize] += 1;
                     let pos = self
@@ -318,53 +326,12 @@ impl<'c, 'a> HostSweep<'c, 'a> {
     }
 }
 
-/// Blocking calls in progress when the GPU drained, for rule 2.
-struct Blockers<'c, 'a> {
-    ctx: &'c Ctx<'a>,
-    use_apis: bool,
-    i: usize,
-    active: Vec<(u64, u64, HostClass)>,
-}
-
-impl<'c, 'a> Blockers<'c, 'a> {
-    fn new(ctx: &'c Ctx<'a>, use_apis: bool) -> Self {
-        Blockers {
-            ctx,
-            use_apis,
-            i: 0,
-            active: Vec::new(),
-        }
-    }
-
-    /// End of the run-ahead window that a blocked call opened at `a`, and its cause.
+impl HostSweep<'_, '_> {
+    /// End of the run-ahead window that a call blocked when the GPU drained at `a`
+    /// opened, and its cause (rule 2). The sweep must have been advanced to `a`.
     fn window_at(&mut self, a: u64) -> Option<(u64, HostClass)> {
-        let t = self.ctx.t;
-        if self.use_apis {
-            while self.i < t.apis.len() && t.apis[self.i].start < a {
-                let c = self.ctx.api_class[self.i];
-                let x = &t.apis[self.i];
-                if c.blocks() {
-                    if let Some((s, e)) = self.ctx.sane(x.start, x.end) {
-                        if e + TOL_NS >= a {
-                            self.active.push((s, e, c));
-                        }
-                    }
-                }
-                self.i += 1;
-            }
-        } else {
-            while self.i < t.syncs.len() && t.syncs[self.i].start < a {
-                let x = &t.syncs[self.i];
-                if let Some((s, e)) = self.ctx.sane(x.start, x.end) {
-                    if e + TOL_NS >= a {
-                        self.active.push((s, e, HostClass::Implicit));
-                    }
-                }
-                self.i += 1;
-            }
-        }
-        self.active.retain(|x| x.1 + TOL_NS >= a);
-        self.active
+        self.blocked.retain(|x| x.1 + TOL_NS >= a);
+        self.blocked
             .iter()
             .filter(|x| x.0 < a)
             .map(|x| (x.1.saturating_add(a - x.0), x.2))
@@ -372,56 +339,218 @@ impl<'c, 'a> Blockers<'c, 'a> {
     }
 }
 
+/// What one pass over a device's work measures.
+pub struct Pass {
+    /// One attribution per window [bounds[i], bounds[i+1]).
+    pub windows: Vec<Attribution>,
+    /// Time with any kernel running, per window.
+    pub kernel_busy: Vec<u64>,
+    /// Busy time per step, when step bounds were given.
+    pub step_busy: Vec<u64>,
+}
+
 /// Attributes the idle time of device `dev` inside `window`.
 pub fn attribute(ctx: &Ctx, dev: u32, window: (u64, u64)) -> Attribution {
+    attribute_windows(
+        ctx,
+        dev,
+        &[window.0, window.1],
+        None,
+        &mut Extras::default(),
+    )
+    .windows
+    .pop()
+    .unwrap()
+}
+
+/// Other measurements that ride on the idle pass's walk over a device's work.
+#[derive(Default)]
+pub struct Extras {
+    /// Queue depth at submission and launch latency.
+    pub queues: Option<super::timeline::QueueTracker>,
+    /// Copies in this window get their time with no kernel alongside measured:
+    /// (memcpy index, exposed ns), appended in no particular order.
+    pub exposure_window: Option<(u64, u64)>,
+    pub exposure: Vec<(u32, u64)>,
+}
+
+/// Copies whose overlap with kernels is still being measured.
+struct OpenCopy {
+    index: u32,
+    start: u64,
+    end: u64,
+    covered: u64,
+}
+
+/// One pass over the device's work: idle attribution in each of the consecutive windows
+/// given by `bounds`, kernel busy time per window, and busy time per step.
+pub fn attribute_windows(
+    ctx: &Ctx,
+    dev: u32,
+    bounds: &[u64],
+    steps: Option<&[u64]>,
+    extras: &mut Extras,
+) -> Pass {
     let method = if ctx.has_api() {
         Method::HostApi
     } else {
         Method::GpuOnly
     };
-    let (w0, w1) = window;
-    let mut out = Attribution::empty(window, method);
+    let nw = bounds.len().saturating_sub(1);
+    let mut pass = Pass {
+        windows: (0..nw)
+            .map(|i| Attribution::empty((bounds[i], bounds[i + 1].max(bounds[i])), method))
+            .collect(),
+        kernel_busy: vec![0; nw],
+        step_busy: vec![0; steps.map_or(0, |s| s.len().saturating_sub(1))],
+    };
+    if nw == 0 {
+        return pass;
+    }
+    let (w0, w1) = (bounds[0], bounds[nw].max(bounds[0]));
     if w1 <= w0 {
-        return out;
+        return pass;
     }
     let use_apis = method == Method::HostApi;
     let mut st = State {
         ctx,
         host: HostSweep::new(ctx, use_apis),
         seg: None,
-        blockers: Blockers::new(ctx, use_apis),
-        out: &mut out,
+        bounds,
+        pieces: Vec::new(),
+        method,
     };
     let mut prev = w0;
-    for b in busy(ctx, Some(dev), Select::ALL) {
-        if b.end <= w0 {
-            continue;
+    // The union of all work, and of kernels alone, merged here from one walk.
+    let mut cur: Option<(u64, u64, Work)> = None;
+    let mut kcur: Option<(u64, u64)> = None;
+    let mut step_i = 0usize;
+    let mut flush =
+        |st: &mut State, pass: &mut Pass, prev: &mut u64, b: (u64, u64, Work)| -> bool {
+            let (bs0, be0, first) = b;
+            if be0 <= w0 {
+                return true;
+            }
+            if bs0 >= w1 {
+                st.gap(&mut pass.windows, *prev, w1, Some(first));
+                *prev = w1;
+                return false;
+            }
+            let bs = bs0.max(w0);
+            if bs > *prev {
+                st.gap(&mut pass.windows, *prev, bs, Some(first));
+            }
+            let be = be0.min(w1);
+            let from = bs.max(*prev);
+            if be > from {
+                st.split(&mut pass.windows, from, be, |w, n| w.busy_ns += n);
+            }
+            if let Some(sb) = steps {
+                while step_i + 1 < sb.len() && sb[step_i + 1] <= bs0 {
+                    step_i += 1;
+                }
+                let mut j = step_i;
+                while j + 1 < sb.len() && sb[j] < be0 {
+                    pass.step_busy[j] += super::intervals::clip_len(bs0, be0, sb[j], sb[j + 1]);
+                    j += 1;
+                }
+            }
+            *prev = (*prev).max(be);
+            true
+        };
+    let mut copies: Vec<OpenCopy> = Vec::new();
+    let expo = extras.exposure_window;
+    let kflush = |pass: &mut Pass,
+                  k: (u64, u64),
+                  copies: &mut Vec<OpenCopy>,
+                  exposure: &mut Vec<(u32, u64)>| {
+        for i in 0..nw {
+            pass.kernel_busy[i] += super::intervals::clip_len(k.0, k.1, bounds[i], bounds[i + 1]);
         }
-        if b.start >= w1 {
-            st.gap(prev, w1, Some(b.first));
-            prev = w1;
+        if !copies.is_empty() {
+            for c in copies.iter_mut() {
+                c.covered += super::intervals::clip_len(k.0, k.1, c.start, c.end);
+            }
+            // Later kernel intervals start after k ends: copies ending by then are done.
+            copies.retain(|c| {
+                let done = c.end <= k.1;
+                if done {
+                    exposure.push((c.index, (c.end - c.start).saturating_sub(c.covered)));
+                }
+                !done
+            });
+        }
+    };
+    let mut open = true;
+    for w in GpuWork::new(ctx, Some(dev), Select::ALL) {
+        if let Some(q) = extras.queues.as_mut() {
+            q.observe(ctx, dev, &w);
+        }
+        match w.kind {
+            WorkKind::Kernel => {
+                kcur = match kcur {
+                    Some((s, e)) if w.start <= e => Some((s, e.max(w.end))),
+                    Some(k) => {
+                        kflush(&mut pass, k, &mut copies, &mut extras.exposure);
+                        Some((w.start, w.end))
+                    }
+                    None => Some((w.start, w.end)),
+                };
+            }
+            WorkKind::Memcpy => {
+                if let Some((e0, e1)) = expo {
+                    if w.start >= e0 && w.start < e1 {
+                        // Overlap with the kernel interval in progress (and earlier
+                        // ones, which ended before this copy started) comes at its flush.
+                        copies.push(OpenCopy {
+                            index: w.index as u32,
+                            start: w.start,
+                            end: w.end,
+                            covered: 0,
+                        });
+                    }
+                }
+            }
+            WorkKind::Memset => {}
+        }
+        cur = match cur {
+            Some((s, e, f)) if w.start <= e => Some((s, e.max(w.end), f)),
+            Some(b) => {
+                if open {
+                    open = flush(&mut st, &mut pass, &mut prev, b);
+                }
+                Some((w.start, w.end, w))
+            }
+            None => Some((w.start, w.end, w)),
+        };
+        if !open && w.start >= w1 {
             break;
         }
-        let bs = b.start.max(w0);
-        if bs > prev {
-            st.gap(prev, bs, Some(b.first));
-        }
-        let be = b.end.min(w1);
-        st.out.busy_ns += be.saturating_sub(bs.max(prev));
-        prev = prev.max(be);
+    }
+    if let Some(k) = kcur {
+        kflush(&mut pass, k, &mut copies, &mut extras.exposure);
+    }
+    for c in copies {
+        extras
+            .exposure
+            .push((c.index, (c.end - c.start).saturating_sub(c.covered)));
+    }
+    if let (Some(b), true) = (cur, open) {
+        flush(&mut st, &mut pass, &mut prev, b);
     }
     if prev < w1 {
-        st.gap(prev, w1, None);
+        st.gap(&mut pass.windows, prev, w1, None);
     }
-    out
+    pass
 }
 
-struct State<'c, 'a, 'o> {
+struct State<'c, 'a, 'b> {
     ctx: &'c Ctx<'a>,
     host: HostSweep<'c, 'a>,
     seg: Option<Seg>,
-    blockers: Blockers<'c, 'a>,
-    out: &'o mut Attribution,
+    bounds: &'b [u64],
+    pieces: Vec<(u64, u64, Cause)>,
+    method: Method,
 }
 
 impl State<'_, '_, '_> {
@@ -443,31 +572,80 @@ impl State<'_, '_, '_> {
         }
     }
 
-    fn gap(&mut self, a: u64, b: u64, next: Option<Work>) {
+    /// Index of the window holding `t`.
+    fn window_of(&self, t: u64) -> usize {
+        let n = self.bounds.len() - 1;
+        self.bounds[1..n].partition_point(|&b| b <= t)
+    }
+
+    /// Applies `f` to each window's share of [s, e).
+    fn split(
+        &self,
+        outs: &mut [Attribution],
+        s: u64,
+        e: u64,
+        mut f: impl FnMut(&mut Attribution, u64),
+    ) {
+        let mut i = self.window_of(s);
+        let mut p = s;
+        while p < e && i < outs.len() {
+            let end = if i + 1 < outs.len() {
+                self.bounds[i + 1].min(e)
+            } else {
+                e
+            };
+            if end > p {
+                f(&mut outs[i], end - p);
+            }
+            p = end.max(p);
+            i += 1;
+        }
+    }
+
+    fn gap(&mut self, outs: &mut [Attribution], a: u64, b: u64, next: Option<Work>) {
         if b <= a {
             return;
         }
         let len = b - a;
-        self.out.idle_ns += len;
-        let mut local = [0u64; NCAUSE];
-        let host_api = self.out.method == Method::HostApi;
+        self.pieces.clear();
+        let host_api = self.method == Method::HostApi;
+        // Kernels of a CUDA graph whose launch call is not in the trace were submitted
+        // with the graph, before the gap.
+        let graph_node = |w: &Work| {
+            w.kind == WorkKind::Kernel
+                && self
+                    .ctx
+                    .t
+                    .kernels
+                    .get(w.index)
+                    .is_some_and(|k| k.graph_id != 0)
+        };
         let queued = host_api
-            && next
-                .and_then(|w| self.ctx.api_for(w.corr))
-                .is_some_and(|api| api.end <= a + 1_000 && api.end + 60_000_000_000 >= a);
+            && next.is_some_and(|w| match self.ctx.api_for(w.corr) {
+                Some(api) => api.end <= a + 1_000 && api.end + 60_000_000_000 >= a,
+                None => graph_node(&w),
+            });
+        // The next work came from a call that was not recorded (driver-API launches such
+        // as cuBLAS's or JAX's): a short quiet gap before it is that launch, not idleness.
+        let unlinked = host_api
+            && next.is_some_and(|w| {
+                w.kind == WorkKind::Kernel && !graph_node(&w) && self.ctx.api_for(w.corr).is_none()
+            });
         if queued {
             let c = if len <= FRAG_GAP_NS {
                 Cause::KernelFragmentation
             } else {
                 Cause::QueuedWait
             };
-            local[c as usize] += len;
+            self.pieces.push((a, b, c));
         } else {
             let mut p = a;
-            if let Some((we, class)) = self.blockers.window_at(a) {
+            // Advance the host sweep to `a` so that every call begun before it is seen.
+            self.seg_at(a);
+            if let Some((we, class)) = self.host.window_at(a) {
                 let e = we.min(b);
                 if e > p {
-                    local[Cause::from_host(class) as usize] += e - p;
+                    self.pieces.push((p, e, Cause::from_host(class)));
                     p = e;
                 }
             }
@@ -480,11 +658,13 @@ impl State<'_, '_, '_> {
             }
             while p < cut {
                 let seg = self.seg_at(p);
-                let e = seg.e.min(cut);
+                let e = seg.e.min(cut).max(p + 1).min(cut);
                 let cause = match seg.class {
                     Some(c) => Cause::from_host(c),
                     None if host_api => {
-                        if seg.e.saturating_sub(seg.s) <= QUIET_LAUNCH_NS {
+                        if seg.e.saturating_sub(seg.s) <= QUIET_LAUNCH_NS
+                            || (unlinked && len <= QUIET_LAUNCH_NS)
+                        {
                             Cause::LaunchBound
                         } else {
                             Cause::DataStarvation
@@ -493,21 +673,42 @@ impl State<'_, '_, '_> {
                     None if len <= FRAG_GAP_NS => Cause::LaunchBound,
                     None => Cause::DataStarvation,
                 };
-                local[cause as usize] += e - p;
+                self.pieces.push((p, e, cause));
                 p = e;
             }
             if cut < b {
-                local[Cause::PageableMemcpy as usize] += b - cut.max(p);
+                self.pieces.push((cut.max(p), b, Cause::PageableMemcpy));
             }
         }
+        let mut local = [0u64; NCAUSE];
+        let wa = self.window_of(a).min(outs.len() - 1);
+        let pieces = std::mem::take(&mut self.pieces);
+        if wa + 1 == outs.len() || b <= self.bounds[wa + 1] {
+            // The whole gap lies in one window.
+            let w = &mut outs[wa];
+            for &(s, e, c) in &pieces {
+                local[c as usize] += e - s;
+                w.by_cause[c as usize] += e - s;
+            }
+            w.idle_ns += len;
+        } else {
+            for &(s, e, c) in &pieces {
+                local[c as usize] += e - s;
+                self.split(outs, s, e, |w, n| {
+                    w.by_cause[c as usize] += n;
+                    w.idle_ns += n;
+                });
+            }
+        }
+        self.pieces = pieces;
+        let home = &mut outs[wa];
         let mut dominant = 0;
         for (i, &v) in local.iter().enumerate() {
-            self.out.by_cause[i] += v;
             if v > local[dominant] {
                 dominant = i;
             }
             offer(
-                &mut self.out.examples[i],
+                &mut home.examples[i],
                 Example {
                     start: a,
                     len,
@@ -515,7 +716,7 @@ impl State<'_, '_, '_> {
                 },
             );
         }
-        self.out.gaps[dominant] += 1;
+        home.gaps[dominant] += 1;
     }
 
     fn is_pageable_copy(&self, w: &Work) -> bool {

@@ -93,7 +93,7 @@ impl<'c, 'a> GpuWork<'c, 'a> {
     }
 
     fn dev_ok(&self, d: u32) -> bool {
-        self.dev.map_or(true, |x| x == d)
+        !matches!(self.dev, Some(x) if x != d)
     }
 
     fn fill(&mut self) {

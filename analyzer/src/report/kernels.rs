@@ -2,7 +2,7 @@
 //! memory in use.
 
 use super::ctx::Ctx;
-use super::intervals::{busy, len_in, Select};
+use super::keymap::NameMap;
 use gputrace_format::{self as fmt, MemKind};
 use hdrhistogram::Histogram;
 use std::collections::HashMap;
@@ -63,8 +63,13 @@ pub fn fill(dev: &fmt::Device, k: &fmt::Kernel) -> Option<(f64, u32)> {
     Some(((blocks(k) as f64 / slots).min(1.0), r))
 }
 
+/// What decides a kernel's occupancy: device, grid, block, registers, shared memory.
+pub type ShapeKey = (u32, [u32; 3], [u32; 3], u32, u32, u32);
+
 #[derive(Clone, Debug, Default)]
 pub struct NameAgg {
+    /// The last shape seen and its fill (kernels of one name mostly share a shape).
+    pub shape: Option<(ShapeKey, Option<(f64, u32)>)>,
     pub name: u32,
     pub count: u64,
     pub total_ns: u64,
@@ -103,11 +108,13 @@ pub struct KernelStats {
     pub no_device_info: bool,
 }
 
-pub fn stats(ctx: &Ctx, window: (u64, u64)) -> KernelStats {
+/// Kernel statistics in the window; `util_ns` is the time with any kernel running
+/// (measured by the idle pass).
+pub fn stats(ctx: &Ctx, window: (u64, u64), util_ns: u64) -> KernelStats {
     let (w0, w1) = window;
     let mut hist =
         Histogram::<u64>::new_with_bounds(1, 1 << 42, 2).expect("valid histogram bounds");
-    let mut by: HashMap<u32, NameAgg> = HashMap::new();
+    let mut by: NameMap<NameAgg> = NameMap::new(ctx.t.strings.len());
     let mut s = KernelStats {
         count: 0,
         total_ns: 0,
@@ -124,6 +131,8 @@ pub fn stats(ctx: &Ctx, window: (u64, u64)) -> KernelStats {
         no_device_info: false,
     };
     let devinfo: HashMap<u32, &fmt::Device> = ctx.t.devices.iter().map(|d| (d.id, d)).collect();
+    // Kernels of one name mostly share a shape: remember the last occupancy computed.
+    let mut last_dev: Option<(u32, bool)> = None;
     let first = ctx.t.kernels.partition_point(|k| k.start < w0);
     for k in &ctx.t.kernels[first..] {
         if k.start >= w1 {
@@ -132,7 +141,15 @@ pub fn stats(ctx: &Ctx, window: (u64, u64)) -> KernelStats {
         let Some((ks, ke)) = ctx.sane(k.start, k.end) else {
             continue;
         };
-        if !ctx.devices.contains(&k.device) {
+        let known = match last_dev {
+            Some((d, known)) if d == k.device => known,
+            _ => {
+                let known = ctx.devices.contains(&k.device);
+                last_dev = Some((k.device, known));
+                known
+            }
+        };
+        if !known {
             continue;
         }
         let d = ke - ks;
@@ -143,7 +160,7 @@ pub fn stats(ctx: &Ctx, window: (u64, u64)) -> KernelStats {
         if comm {
             s.comm_ns += d;
         }
-        let a = by.entry(k.name).or_insert_with(|| NameAgg {
+        let a = by.entry(k.name, || NameAgg {
             name: k.name,
             comm,
             blocks_min: u64::MAX,
@@ -163,8 +180,26 @@ pub fn stats(ctx: &Ctx, window: (u64, u64)) -> KernelStats {
         let b = blocks(k);
         a.blocks_min = a.blocks_min.min(b);
         a.blocks_max = a.blocks_max.max(b);
-        a.threads = k.block[0] as u64 * k.block[1].max(1) as u64 * k.block[2].max(1) as u64;
-        match devinfo.get(&k.device).and_then(|dev| fill(dev, k)) {
+        a.threads = (k.block[0] as u64)
+            .saturating_mul(k.block[1].max(1) as u64)
+            .saturating_mul(k.block[2].max(1) as u64);
+        let key: ShapeKey = (
+            k.device,
+            k.grid,
+            k.block,
+            k.registers,
+            k.static_smem,
+            k.dynamic_smem,
+        );
+        let f = match &a.shape {
+            Some((kk, f)) if *kk == key => *f,
+            _ => {
+                let f = devinfo.get(&k.device).and_then(|dev| fill(dev, k));
+                a.shape = Some((key, f));
+                f
+            }
+        };
+        match f {
             Some((f, r)) => {
                 a.resident = r;
                 a.fill_ns += d as f64 * f;
@@ -181,21 +216,11 @@ pub fn stats(ctx: &Ctx, window: (u64, u64)) -> KernelStats {
         }
     }
     s.hist = hist;
-    for &dev in &ctx.devices {
-        let u = len_in(
-            busy(ctx, Some(dev), Select::KERNELS).map(|b| (b.start, b.end)),
-            w0,
-            w1,
-        );
-        if u > 0 {
-            s.active_devices += 1;
-        }
-        s.util_ns += u;
-    }
+    s.util_ns = util_ns;
     // Concurrent small kernels fill each other's empty SMs: never claim more empty time
     // than the time kernels ran.
     s.small_grid_ns = s.small_grid_ns.min(s.util_ns as f64);
-    let mut v: Vec<NameAgg> = by.into_values().collect();
+    let mut v: Vec<NameAgg> = by.into_pairs().map(|(_, a)| a).collect();
     v.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.name.cmp(&b.name)));
     s.by_name = v;
     s

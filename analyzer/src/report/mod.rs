@@ -16,6 +16,7 @@ mod findings;
 pub mod idle;
 pub mod intervals;
 pub mod kernels;
+pub mod keymap;
 pub mod load;
 pub mod steps;
 mod text;
@@ -141,6 +142,8 @@ pub struct StepsReport {
     /// `kernel_period` or `none` (`nvtx` once NVTX ranges are recorded).
     pub source: String,
     pub anchor_kernel: Option<String>,
+    /// Text of the NVTX range that marks steps (source `nvtx`).
+    pub nvtx_range: Option<String>,
     pub kernels_per_step: Option<u32>,
     pub count: usize,
     pub warmup_steps: usize,
@@ -278,7 +281,8 @@ pub struct ProcessReport {
     pub pid: u32,
     pub host: String,
     pub rank: Option<u32>,
-    /// Where `rank` came from: `option NAME`, or `none`.
+    /// Where `rank` came from: `option NAME` (a recorded setting such as RANK), `nccl`
+    /// (the process's rank in its largest NCCL communicator), or `none`.
     pub rank_source: String,
     pub command: Vec<String>,
     /// First timestamp of the trace (CUPTI clock, ns); all `*_ns` times are relative to it.
@@ -376,6 +380,23 @@ fn rank_of(t: &Trace) -> (Option<u32>, String) {
                 }
             }
         }
+    }
+    // The rank in the largest communicator the process's NCCL calls used.
+    if let Some(n) = t
+        .nccl
+        .iter()
+        .filter(|n| n.rank >= 0 && n.nranks > 0)
+        .max_by_key(|n| (n.nranks, std::cmp::Reverse(n.start)))
+    {
+        return (Some(n.rank as u32), "nccl".into());
+    }
+    if let Some(c) = t
+        .nccl_comms
+        .iter()
+        .filter(|c| c.rank >= 0 && c.nranks > 0)
+        .max_by_key(|c| (c.nranks, std::cmp::Reverse(c.start)))
+    {
+        return (Some(c.rank as u32), "nccl".into());
     }
     (None, "none".into())
 }
@@ -498,26 +519,86 @@ fn breakdown(att: &idle::Attribution, wall: u64) -> Breakdown {
     }
 }
 
-/// Attribution over all devices with work in the window.
-fn attribute_all(ctx: &Ctx, window: (u64, u64)) -> (idle::Attribution, u64, Vec<(u32, f64)>) {
+/// One pass per device over start-up, steady state and tail.
+struct Passes {
+    startup: idle::Attribution,
+    steady: idle::Attribution,
+    tail: idle::Attribution,
+    /// Devices with work in the steady state (at least one).
+    steady_devices: u64,
+    startup_devices: u64,
+    /// Kernel busy time in the steady state, summed over devices.
+    kernel_busy: u64,
+    per_dev: Vec<(u32, f64)>,
+    /// Busy time per step on the primary device.
+    step_busy: Vec<u64>,
+    /// Queue depth and launch latency in the steady state.
+    queues: timeline::QueueTracker,
+    /// (memcpy index, ns with no kernel alongside) for steady-state copies, by index.
+    exposure: Vec<(u32, u64)>,
+}
+
+fn passes(ctx: &Ctx, st: &steps::Steps) -> Passes {
     let method = if ctx.has_api() {
         idle::Method::HostApi
     } else {
         idle::Method::GpuOnly
     };
-    let mut total = idle::Attribution::empty(window, method);
-    let mut active = 0u64;
-    let mut per_dev = Vec::new();
-    let wlen = window.1.saturating_sub(window.0);
+    let bounds = [
+        st.startup.0,
+        st.steady.0,
+        st.steady.1,
+        st.tail.1.max(st.steady.1),
+    ];
+    let mut out = Passes {
+        startup: idle::Attribution::empty(st.startup, method),
+        steady: idle::Attribution::empty(st.steady, method),
+        tail: idle::Attribution::empty(st.tail, method),
+        steady_devices: 0,
+        startup_devices: 0,
+        kernel_busy: 0,
+        per_dev: Vec::new(),
+        step_busy: Vec::new(),
+        queues: timeline::QueueTracker::new(st.steady),
+        exposure: Vec::new(),
+    };
+    let mut extras = idle::Extras {
+        queues: Some(timeline::QueueTracker::new(st.steady)),
+        exposure_window: Some(st.steady),
+        exposure: Vec::new(),
+    };
+    let wlen = st.steady.1.saturating_sub(st.steady.0);
     for &d in &ctx.devices {
-        let a = idle::attribute(ctx, d, window);
-        per_dev.push((d, pct(a.busy_ns, wlen)));
-        if a.busy_ns > 0 || Some(d) == ctx.primary {
-            active += 1;
-            total.merge(&a);
+        let steps = (Some(d) == ctx.primary && st.bounds.len() > 1).then_some(st.bounds.as_slice());
+        let mut p = idle::attribute_windows(ctx, d, &bounds, steps, &mut extras);
+        if steps.is_some() {
+            out.step_busy = std::mem::take(&mut p.step_busy);
+        }
+        let [su, sd, tl]: [idle::Attribution; 3] = match p.windows.try_into() {
+            Ok(w) => w,
+            Err(_) => continue,
+        };
+        out.per_dev.push((d, pct(sd.busy_ns, wlen)));
+        let primary = Some(d) == ctx.primary;
+        if sd.busy_ns > 0 || primary {
+            out.steady_devices += 1;
+            out.steady.merge(&sd);
+            out.kernel_busy += p.kernel_busy[1];
+            out.tail.merge(&tl);
+        }
+        if su.busy_ns > 0 || primary {
+            out.startup_devices += 1;
+            out.startup.merge(&su);
         }
     }
-    (total, wlen * active.max(1), per_dev)
+    out.steady_devices = out.steady_devices.max(1);
+    out.startup_devices = out.startup_devices.max(1);
+    if let Some(q) = extras.queues.take() {
+        out.queues = q;
+    }
+    extras.exposure.sort_unstable();
+    out.exposure = extras.exposure;
+    out
 }
 
 fn phase(ctx: &Ctx, w: (u64, u64), busy_ns: u64, devices: u64) -> Phase {
@@ -539,14 +620,16 @@ fn percentile(sorted: &[u64], q: f64) -> u64 {
     sorted[i.min(sorted.len() - 1)]
 }
 
-fn steps_report(ctx: &Ctx, s: &steps::Steps) -> StepsReport {
+fn steps_report(ctx: &Ctx, s: &steps::Steps, step_busy: &[u64]) -> StepsReport {
     let mut r = StepsReport {
         detected: s.source != steps::StepSource::None,
         source: match s.source {
             steps::StepSource::KernelPeriod => "kernel_period".into(),
+            steps::StepSource::Nvtx => "nvtx".into(),
             steps::StepSource::None => "none".into(),
         },
         anchor_kernel: s.anchor.map(|n| demangle(ctx.t.str(n))),
+        nvtx_range: s.nvtx_text.map(|n| ctx.t.str(n).to_string()),
         kernels_per_step: s.period,
         count: s.count(),
         warmup_steps: s.warmup_steps,
@@ -558,23 +641,8 @@ fn steps_report(ctx: &Ctx, s: &steps::Steps) -> StepsReport {
     }
     // Busy time per step on the device the steps were found on.
     let n = s.count();
-    let mut busy = vec![0u64; n];
-    if let Some(dev) = ctx.primary {
-        let mut i = 0;
-        for b in intervals::busy(ctx, Some(dev), intervals::Select::ALL) {
-            while i < n && s.bounds[i + 1] <= b.start {
-                i += 1;
-            }
-            if i >= n {
-                break;
-            }
-            let mut j = i;
-            while j < n && s.bounds[j] < b.end {
-                busy[j] += intervals::clip_len(b.start, b.end, s.bounds[j], s.bounds[j + 1]);
-                j += 1;
-            }
-        }
-    }
+    let mut busy = step_busy.to_vec();
+    busy.resize(n, 0);
     let durs: Vec<u64> = s.bounds.windows(2).map(|w| w[1] - w[0]).collect();
     let busy_pct: Vec<f64> = durs.iter().zip(&busy).map(|(&d, &b)| pct(b, d)).collect();
     let mut sd = durs.clone();
@@ -621,25 +689,19 @@ fn analyze_process(
         None => format!("pid {}", t.meta.pid),
     };
     let st = steps::detect(&ctx);
-    let (att, wall, per_dev) = attribute_all(&ctx, st.steady);
-    let (satt, swall, _) = attribute_all(&ctx, st.startup);
-    let devs_active = (wall / st.steady.1.saturating_sub(st.steady.0).max(1)).max(1);
-    let kstats = kernels::stats(&ctx, st.steady);
-    let launches = timeline::stats(&ctx, st.steady);
-    let cstats = copies::stats(&ctx, st.steady);
+    let ps = passes(&ctx, &st);
+    let devs_active = ps.steady_devices;
+    let wall = st.steady.1.saturating_sub(st.steady.0) * devs_active;
+    let swall = st.startup.1.saturating_sub(st.startup.0) * ps.startup_devices;
+    let per_dev = ps.per_dev.clone();
+    let kstats = kernels::stats(&ctx, st.steady, ps.kernel_busy);
+    let launches = timeline::stats(&ctx, st.steady, ps.queues);
+    let cstats = copies::stats(&ctx, st.steady, &ps.exposure);
     let memory = kernels::memory(&ctx, st.steady);
     let cm = comm::stats(&ctx, st.steady);
-    let tail_busy: u64 = ctx
-        .devices
-        .iter()
-        .map(|&d| {
-            intervals::len_in(
-                intervals::busy(&ctx, Some(d), intervals::Select::ALL).map(|b| (b.start, b.end)),
-                st.tail.0,
-                st.tail.1,
-            )
-        })
-        .sum();
+    let tail_busy = ps.tail.busy_ns;
+    let satt = ps.startup;
+    let att = ps.steady;
 
     let mut notes = Vec::new();
     if !ctx.has_api() {
@@ -804,18 +866,13 @@ fn analyze_process(
             "gpu_only_heuristic".into()
         },
         devices: dev_reports,
-        startup: phase(
-            &ctx,
-            st.startup,
-            satt.busy_ns,
-            swall / st.startup.1.saturating_sub(st.startup.0).max(1),
-        ),
+        startup: phase(&ctx, st.startup, satt.busy_ns, ps.startup_devices),
         steady: phase(&ctx, st.steady, att.busy_ns, devs_active),
         tail: phase(&ctx, st.tail, tail_busy, devs_active),
-        steps: steps_report(&ctx, &st),
+        steps: steps_report(&ctx, &st, &ps.step_busy),
         breakdown: breakdown(&att, wall),
         startup_breakdown: breakdown(&satt, swall),
-        gpu_util_pct: pct(kstats.util_ns, wall),
+        gpu_util_pct: pct(ps.kernel_busy, wall),
         sm_fill_pct: sm_fill,
         kernels: kreport,
         launches: lreport,

@@ -10,12 +10,15 @@
 //! kernel does not shift every later step.
 
 use super::ctx::Ctx;
+use super::keymap::{KeyMap, NameMap};
 use std::collections::HashMap;
 
 /// Where the step boundaries came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum StepSource {
+    /// NVTX ranges named like steps (`step`, `iteration`, `batch`).
+    Nvtx,
     /// The repeating kernel sequence.
     KernelPeriod,
     /// No repeating structure was found.
@@ -27,6 +30,8 @@ pub struct Steps {
     pub source: StepSource,
     /// Raw (mangled) name id of the anchor kernel.
     pub anchor: Option<u32>,
+    /// Text id of the NVTX range that marks steps.
+    pub nvtx_text: Option<u32>,
     /// Kernels per step on the device used.
     pub period: Option<u32>,
     /// Step start times; step i is [bounds[i], bounds[i+1]).
@@ -56,6 +61,7 @@ pub fn detect(ctx: &Ctx) -> Steps {
     let none = |steady_from: u64, steady_to: u64| Steps {
         source: StepSource::None,
         anchor: None,
+        nvtx_text: None,
         period: None,
         bounds: Vec::new(),
         warmup_steps: 0,
@@ -64,25 +70,54 @@ pub fn detect(ctx: &Ctx) -> Steps {
         steady: (steady_from, steady_to),
         tail: (steady_to, t1),
     };
+    if let Some((text, bounds)) = nvtx_steps(ctx) {
+        let (bounds, warm) = drop_warmup(bounds);
+        let s0 = bounds[0];
+        let s1 = *bounds.last().unwrap();
+        return Steps {
+            source: StepSource::Nvtx,
+            anchor: None,
+            nvtx_text: Some(text),
+            period: None,
+            bounds,
+            warmup_steps: warm,
+            irregular: 0,
+            startup: (t0.min(s0), s0),
+            steady: (s0, s1),
+            tail: (s1, t1.max(s1)),
+        };
+    }
     let Some(dev) = ctx.primary else {
         return none(t0, t1);
     };
     let t = ctx.t;
-    let seq: Vec<u32> = t
-        .kernels
-        .iter()
-        .enumerate()
-        .filter(|(_, k)| k.device == dev && ctx.sane(k.start, k.end).is_some())
-        .map(|(i, _)| i as u32)
-        .collect();
-    let name = |p: usize| t.kernels[seq[p] as usize].name;
-    let start = |p: usize| t.kernels[seq[p] as usize].start;
+    // Positions in the primary device's kernel sequence; with one device and no bad
+    // records that is the kernel table itself.
+    let seq: Option<Vec<u32>> = if ctx.devices.len() == 1 && ctx.bad_records == 0 {
+        None
+    } else {
+        Some(
+            t.kernels
+                .iter()
+                .enumerate()
+                .filter(|(_, k)| k.device == dev && ctx.sane(k.start, k.end).is_some())
+                .map(|(i, _)| i as u32)
+                .collect(),
+        )
+    };
+    let n = seq.as_ref().map_or(t.kernels.len(), |s| s.len());
+    let kern = |p: usize| match &seq {
+        None => &t.kernels[p],
+        Some(s) => &t.kernels[s[p] as usize],
+    };
+    let name = |p: usize| kern(p).name;
+    let start = |p: usize| kern(p).start;
     let end = |p: usize| {
-        let k = &t.kernels[seq[p] as usize];
+        let k = kern(p);
         k.end.clamp(k.start, ctx.hi)
     };
 
-    if let Some(found) = periodic(&seq, &name) {
+    if let Some(found) = periodic(n, &name, t.strings.len()) {
         let (period, rs, re) = found;
         let p = period;
         // Phase: vote, per period, for the position preceded by the largest GPU gap.
@@ -158,23 +193,13 @@ pub fn detect(ctx: &Ctx) -> Steps {
         let mut bounds: Vec<u64> = pos.iter().map(|&q| start(q)).collect();
         bounds.dedup();
         if bounds.len() > MIN_STEPS {
-            // Slow leading steps are warm-up (lazy init, autotuning, compilation).
-            let mut durs: Vec<u64> = bounds.windows(2).map(|w| w[1] - w[0]).collect();
-            durs.sort_unstable();
-            let median = durs[durs.len() / 2];
-            let mut warm = 0;
-            while bounds.len() - 1 > MIN_STEPS
-                && warm < (durs.len() / 2).max(1)
-                && bounds[1] - bounds[0] > median.saturating_mul(3)
-            {
-                bounds.remove(0);
-                warm += 1;
-            }
+            let (bounds, warm) = drop_warmup(bounds);
             let s0 = bounds[0];
             let s1 = *bounds.last().unwrap();
             return Steps {
                 source: StepSource::KernelPeriod,
                 anchor: Some(anchor),
+                nvtx_text: None,
                 period: Some(p as u32),
                 bounds,
                 warmup_steps: warm,
@@ -188,13 +213,13 @@ pub fn detect(ctx: &Ctx) -> Steps {
 
     // No steps: the steady state starts after a long idle stretch early in the trace
     // (imports, model init), else at the first GPU work; it ends with the last GPU work.
-    if seq.is_empty() {
+    if n == 0 {
         return none(t0, t1);
     }
     let half = t0 + (t1 - t0) / 2;
     let mut max_end = 0u64;
     let mut longest = (0u64, start(0));
-    for i in 0..seq.len() {
+    for i in 0..n {
         let s = start(i);
         if s > half {
             break;
@@ -219,7 +244,7 @@ pub fn detect(ctx: &Ctx) -> Steps {
         first_work
     };
     let mut last_end = 0;
-    for i in 0..seq.len() {
+    for i in 0..n {
         last_end = last_end.max(end(i));
     }
     for m in &t.memcpys {
@@ -233,9 +258,72 @@ pub fn detect(ctx: &Ctx) -> Steps {
     none(from.clamp(t0, t1), to)
 }
 
+/// Slow leading steps are warm-up (lazy init, autotuning, compilation): a first step
+/// more than three times the median moves to start-up.
+fn drop_warmup(mut bounds: Vec<u64>) -> (Vec<u64>, usize) {
+    let mut durs: Vec<u64> = bounds.windows(2).map(|w| w[1] - w[0]).collect();
+    durs.sort_unstable();
+    let median = durs[durs.len() / 2];
+    let mut warm = 0;
+    while bounds.len() - 1 > MIN_STEPS
+        && warm < (durs.len() / 2).max(1)
+        && bounds[1] - bounds[0] > median.saturating_mul(3)
+    {
+        bounds.remove(0);
+        warm += 1;
+    }
+    (bounds, warm)
+}
+
+/// Steps from NVTX ranges whose text says step, iteration or batch: the most frequent
+/// such text wins. Returns its text id and the step boundaries (each range's start, and
+/// the last range's end).
+fn nvtx_steps(ctx: &Ctx) -> Option<(u32, Vec<u64>)> {
+    let t = ctx.t;
+    let mut by: HashMap<u32, u32> = HashMap::new();
+    for r in &t.nvtx_ranges {
+        if r.open || ctx.sane(r.start, r.end).is_none() {
+            continue;
+        }
+        let txt = t.str(r.text).to_ascii_lowercase();
+        if txt.contains("step") || txt.contains("iter") || txt.contains("batch") {
+            *by.entry(r.text).or_default() += 1;
+        }
+    }
+    let (&text, &n) = by.iter().max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0)))?;
+    if (n as usize) < MIN_STEPS {
+        return None;
+    }
+    let mut ranges: Vec<(u64, u64)> = t
+        .nvtx_ranges
+        .iter()
+        .filter(|r| r.text == text && !r.open && ctx.sane(r.start, r.end).is_some())
+        .map(|r| (r.start, r.end.max(r.start)))
+        .collect();
+    ranges.sort_unstable();
+    // Nested ranges of the same text (a step inside a step) count once.
+    let mut bounds: Vec<u64> = Vec::new();
+    let mut last_end = 0;
+    for (s, e) in ranges {
+        if s >= last_end {
+            bounds.push(s);
+            last_end = e;
+        }
+    }
+    if bounds.len() < MIN_STEPS {
+        return None;
+    }
+    bounds.push(last_end);
+    bounds.dedup();
+    (bounds.len() > MIN_STEPS).then_some((text, bounds))
+}
+
 /// Finds the period of the name sequence and the positions [start, end) it covers.
-fn periodic(seq: &[u32], name: &impl Fn(usize) -> u32) -> Option<(usize, usize, usize)> {
-    let n = seq.len();
+fn periodic(
+    n: usize,
+    name: &impl Fn(usize) -> u32,
+    strings: usize,
+) -> Option<(usize, usize, usize)> {
     if n < 2 * MIN_STEPS {
         return None;
     }
@@ -244,34 +332,64 @@ fn periodic(seq: &[u32], name: &impl Fn(usize) -> u32) -> Option<(usize, usize, 
     } else {
         (n / 2 - SAMPLE / 2, n / 2 + SAMPLE / 2)
     };
-    // Candidate periods: the most common spacing of each frequent name.
-    let mut last: HashMap<u32, usize> = HashMap::new();
-    let mut spacing: HashMap<(u32, usize), u32> = HashMap::new();
-    for i in a..b {
-        let nm = name(i);
-        if let Some(prev) = last.insert(nm, i) {
-            *spacing.entry((nm, i - prev)).or_default() += 1;
+    let sample: Vec<u32> = (a..b).map(name).collect();
+    let sname = |i: usize| sample[i];
+    // Candidate periods: the majority spacing of each name (Boyer-Moore vote), then how
+    // often that spacing really occurs.
+    #[derive(Clone, Copy)]
+    struct Vote {
+        last: usize,
+        cand: usize,
+        count: u32,
+        hits: u32,
+    }
+    let mut votes_by_name: NameMap<Vote> = NameMap::new(strings);
+    let fresh = || Vote {
+        last: usize::MAX,
+        cand: 0,
+        count: 0,
+        hits: 0,
+    };
+    for (i, &nm) in sample.iter().enumerate() {
+        let v = votes_by_name.entry(nm, fresh);
+        if v.last != usize::MAX {
+            let d = i - v.last;
+            if v.count == 0 {
+                v.cand = d;
+                v.count = 1;
+            } else if v.cand == d {
+                v.count += 1;
+            } else {
+                v.count -= 1;
+            }
+        }
+        v.last = i;
+    }
+    // Second pass: count the spacings equal to each name's candidate.
+    let mut last_seen: NameMap<usize> = NameMap::new(strings);
+    for (i, &nm) in sample.iter().enumerate() {
+        let l = last_seen.entry(nm, || usize::MAX);
+        if *l != usize::MAX {
+            let d = i - *l;
+            let v = votes_by_name.entry(nm, fresh);
+            if v.cand == d {
+                v.hits += 1;
+            }
+        }
+        *l = i;
+    }
+    let mut votes: KeyMap<u64> = KeyMap::new();
+    for (_, v) in votes_by_name.into_pairs() {
+        if v.hits >= 2 && v.cand > 0 && v.cand * MIN_STEPS <= b - a {
+            *votes.entry(v.cand as u64, || 0) += v.hits as u64;
         }
     }
-    let mut mode: HashMap<u32, (usize, u32)> = HashMap::new();
-    for (&(nm, d), &c) in &spacing {
-        let e = mode.entry(nm).or_insert((d, 0));
-        if c > e.1 || (c == e.1 && d < e.0) {
-            *e = (d, c);
-        }
-    }
-    let mut votes: HashMap<usize, u64> = HashMap::new();
-    for (_, (d, c)) in mode {
-        if c >= 2 && d * MIN_STEPS <= b - a {
-            *votes.entry(d).or_default() += c as u64;
-        }
-    }
-    let mut cands: Vec<(usize, u64)> = votes.into_iter().collect();
+    let mut cands: Vec<(usize, u64)> = votes.into_pairs().map(|(p, c)| (p as usize, c)).collect();
     cands.sort_by(|x, y| y.1.cmp(&x.1).then(x.0.cmp(&y.0)));
     cands.truncate(MAX_CANDIDATES);
     let mut scored: Vec<(usize, usize)> = cands
         .iter()
-        .map(|&(p, _)| (p, best_run(name, p, a, b).map(|r| r.2).unwrap_or(0)))
+        .map(|&(p, _)| (p, best_run(&sname, p, 0, b - a).map(|r| r.2).unwrap_or(0)))
         .collect();
     let best = scored.iter().map(|s| s.1).max().unwrap_or(0);
     if best == 0 {
@@ -279,6 +397,7 @@ fn periodic(seq: &[u32], name: &impl Fn(usize) -> u32) -> Option<(usize, usize, 
     }
     scored.sort_by_key(|s| s.0);
     let (p, _) = *scored.iter().find(|s| s.1 * 10 >= best * 9)?;
+    drop(sample);
     let (rs, re, covered) = best_run(name, p, 0, n)?;
     if covered < p * MIN_STEPS || covered < 8 {
         return None;
@@ -291,7 +410,12 @@ fn periodic(seq: &[u32], name: &impl Fn(usize) -> u32) -> Option<(usize, usize, 
 /// sides of them hold the same kernels (an occasional extra kernel shifts the sequence; a
 /// different phase of the program, such as autotuning before the loop, changes what
 /// runs). Returns (start, end, positions covered by good periods).
-fn best_run(name: &impl Fn(usize) -> u32, p: usize, a: usize, b: usize) -> Option<(usize, usize, usize)> {
+fn best_run(
+    name: &impl Fn(usize) -> u32,
+    p: usize,
+    a: usize,
+    b: usize,
+) -> Option<(usize, usize, usize)> {
     if p == 0 || b < a + 2 * p {
         return None;
     }
@@ -309,7 +433,8 @@ fn best_run(name: &impl Fn(usize) -> u32, p: usize, a: usize, b: usize) -> Optio
         }
         let good = hits * 4 >= p * 3;
         if good {
-            let resume = bad_streak == 0 || (bad_streak <= 2 && same_kernels(name, last_good, block, p));
+            let resume =
+                bad_streak == 0 || (bad_streak <= 2 && same_kernels(name, last_good, block, p));
             run = Some(match run {
                 Some((s, _, g)) if resume => (s, block + 2 * p, g + p),
                 other => {

@@ -21,9 +21,23 @@ pub fn dur(ns: u64) -> String {
     }
 }
 
-/// A timestamp relative to the trace start, in seconds.
+/// A timestamp relative to the trace start, in seconds (to the microsecond).
 pub fn ts(ns: u64) -> String {
-    format!("{:.4} s", ns as f64 / 1e9)
+    format!("{:.6} s", ns as f64 / 1e9)
+}
+
+/// A phase boundary, in seconds (to the millisecond).
+fn ts_ms(ns: u64) -> String {
+    format!("{:.3} s", ns as f64 / 1e9)
+}
+
+/// A percentage with a decimal when it is small.
+pub fn pct_str(p: f64) -> String {
+    if p > 0.0 && p < 9.95 {
+        format!("{p:.1}%")
+    } else {
+        format!("{p:.0}%")
+    }
 }
 
 /// "12.3% (820 ms)"
@@ -45,9 +59,12 @@ fn sev(s: Severity) -> &'static str {
 
 fn wrap(o: &mut String, indent: &str, text: &str, width: usize) {
     let mut line = String::new();
+    let cont = " ".repeat(indent.chars().count());
+    let mut first = true;
     for word in text.split_whitespace() {
         if !line.is_empty() && line.chars().count() + 1 + word.chars().count() > width {
-            let _ = writeln!(o, "{indent}{line}");
+            let _ = writeln!(o, "{}{line}", if first { indent } else { &cont });
+            first = false;
             line.clear();
         }
         if !line.is_empty() {
@@ -56,7 +73,7 @@ fn wrap(o: &mut String, indent: &str, text: &str, width: usize) {
         line.push_str(word);
     }
     if !line.is_empty() {
-        let _ = writeln!(o, "{indent}{line}");
+        let _ = writeln!(o, "{}{line}", if first { indent } else { &cont });
     }
 }
 
@@ -66,10 +83,15 @@ fn process_header(o: &mut String, p: &ProcessReport, multi: bool) {
     } else {
         format!(": {}", p.command.join(" "))
     };
-    let who = if multi || p.rank.is_some() {
-        format!("{} (pid {} on {})", p.label, p.pid, p.host)
+    let on = if p.host.is_empty() {
+        String::new()
     } else {
-        format!("pid {} on {}", p.pid, p.host)
+        format!(" on {}", p.host)
+    };
+    let who = if multi || p.rank.is_some() {
+        format!("{} (pid {}{on})", p.label, p.pid)
+    } else {
+        format!("pid {}{on}", p.pid)
     };
     let _ = writeln!(o, "\n== {who}{cmd}");
     let devs: Vec<String> = p
@@ -106,8 +128,8 @@ fn process_header(o: &mut String, p: &ProcessReport, multi: bool) {
     let _ = writeln!(
         o,
         "   start-up   +{} .. +{}  {:>10}  GPU busy {:>5.1}%  (imports, init, warm-up: not in the verdict{})",
-        ts(s.start_ns),
-        ts(s.end_ns),
+        ts_ms(s.start_ns),
+        ts_ms(s.end_ns),
         dur(s.wall_ns),
         s.busy_pct,
         if p.steps.warmup_steps > 0 {
@@ -117,7 +139,9 @@ fn process_header(o: &mut String, p: &ProcessReport, multi: bool) {
         }
     );
     let st = &p.steady;
-    let steps = if p.steps.detected {
+    let steps = if let Some(n) = &p.steps.nvtx_range {
+        format!("{} steps (NVTX range \"{n}\")", p.steps.count)
+    } else if p.steps.detected {
         format!(
             "{} steps of {} kernels",
             p.steps.count,
@@ -129,8 +153,8 @@ fn process_header(o: &mut String, p: &ProcessReport, multi: bool) {
     let _ = writeln!(
         o,
         "   steady     +{} .. +{}  {:>10}  GPU busy {:>5.1}%  {}",
-        ts(st.start_ns),
-        ts(st.end_ns),
+        ts_ms(st.start_ns),
+        ts_ms(st.end_ns),
         dur(st.wall_ns),
         st.busy_pct,
         steps
@@ -139,8 +163,8 @@ fn process_header(o: &mut String, p: &ProcessReport, multi: bool) {
         let _ = writeln!(
             o,
             "   after      +{} .. +{}  {:>10}  GPU busy {:>5.1}%",
-            ts(p.tail.start_ns),
-            ts(p.tail.end_ns),
+            ts_ms(p.tail.start_ns),
+            ts_ms(p.tail.end_ns),
             dur(p.tail.wall_ns),
             p.tail.busy_pct
         );
@@ -174,7 +198,7 @@ fn process_header(o: &mut String, p: &ProcessReport, multi: bool) {
         "   nvidia-smi GPU-Util would read {:.0}%; SM fill actually achieved ~{} (estimated from grid sizes)",
         p.gpu_util_pct,
         p.sm_fill_pct
-            .map(|f| format!("{f:.0}%"))
+            .map(pct_str)
             .unwrap_or_else(|| "? (no device record)".into())
     );
     for n in &p.notes {
@@ -182,21 +206,34 @@ fn process_header(o: &mut String, p: &ProcessReport, multi: bool) {
     }
 }
 
-fn finding(o: &mut String, i: usize, f: &Finding, multi: bool) {
+fn finding(
+    o: &mut String,
+    i: usize,
+    f: &Finding,
+    multi: bool,
+    fix_shown: &mut Vec<(String, usize)>,
+) {
     let who = if multi {
         format!("  [{}]", f.rank)
     } else {
         String::new()
     };
     let est = if f.estimated { ", estimated" } else { "" };
+    let stake = if f.at_stake_ns == 0 && f.id.starts_with("env_") {
+        String::new()
+    } else {
+        format!(
+            "  {} at stake, {:.1}% of steady wall time{est}",
+            dur(f.at_stake_ns),
+            f.at_stake_pct
+        )
+    };
     let _ = writeln!(
         o,
-        "{:>2}. {:<8} {}  {} at stake, {:.1}% of steady wall time{est}{who}",
+        "{:>2}. {:<8} {}{stake}{who}",
         i + 1,
         sev(f.severity),
-        f.id,
-        dur(f.at_stake_ns),
-        f.at_stake_pct
+        f.id
     );
     wrap(o, "    ", &f.summary, 96);
     for e in &f.evidence {
@@ -217,7 +254,10 @@ fn finding(o: &mut String, i: usize, f: &Finding, multi: bool) {
             let _ = writeln!(o, "    {} {line}", if first { "-" } else { " " });
         }
     }
-    if !f.fix.is_empty() {
+    if let Some((_, n)) = fix_shown.iter().find(|(id, _)| *id == f.id) {
+        let _ = writeln!(o, "    fix: as for #{n}");
+    } else if !f.fix.is_empty() {
+        fix_shown.push((f.id.clone(), i + 1));
         let mut s = String::new();
         wrap(&mut s, "", &f.fix, 90);
         for (j, l) in s.lines().enumerate() {
@@ -299,8 +339,9 @@ pub fn render_text(r: &Report) -> String {
     if r.findings.is_empty() {
         let _ = writeln!(o, "   none");
     }
+    let mut fix_shown = Vec::new();
     for (i, f) in r.findings.iter().enumerate() {
-        finding(&mut o, i, f, multi);
+        finding(&mut o, i, f, multi, &mut fix_shown);
     }
     for p in &r.processes {
         if p.devices.is_empty() {

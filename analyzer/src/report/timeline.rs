@@ -4,10 +4,10 @@
 
 use super::classify::ApiKind;
 use super::ctx::Ctx;
-use super::intervals::GpuWork;
-use super::intervals::Select;
+use super::intervals::{Work, WorkKind};
+use super::keymap::{KeyMap, NameMap};
 use hdrhistogram::Histogram;
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 
 pub const SERIES_BUCKETS: usize = 20;
 /// CUDA queues hold about a thousand entries; deeper means lost completions.
@@ -85,73 +85,82 @@ fn hist() -> Histogram<u64> {
     Histogram::<u64>::new_with_bounds(1, 1 << 42, 2).expect("valid histogram bounds")
 }
 
-pub fn stats(ctx: &Ctx, window: (u64, u64)) -> LaunchStats {
-    let (w0, w1) = window;
-    let t = ctx.t;
-    let mut out = LaunchStats {
-        linked: 0,
-        unlinked: 0,
-        latency: hist(),
-        interval: hist(),
-        launch_calls: 0,
-        launch_call_ns: 0,
-        streams: Vec::new(),
-        series: vec![0.0; SERIES_BUCKETS],
-        threads: Vec::new(),
-        calls: BTreeMap::new(),
-    };
-    let span = w1.saturating_sub(w0).max(1);
-    let mut series_n = [0u64; SERIES_BUCKETS];
-    let mut series_d = [0u64; SERIES_BUCKETS];
-    let mut queues: HashMap<(u32, u32), (StreamQueue, VecDeque<u64>)> = HashMap::new();
-    for w in GpuWork::new(ctx, None, Select::ALL) {
+/// Queue depth and launch latency, fed the GPU work of each device in start order by
+/// the idle pass (one walk over the work serves both).
+pub struct QueueTracker {
+    window: (u64, u64),
+    queues: KeyMap<(StreamQueue, VecDeque<u64>)>,
+    pub linked: u64,
+    pub unlinked: u64,
+    pub latency: Histogram<u64>,
+    series_n: [u64; SERIES_BUCKETS],
+    series_d: [u64; SERIES_BUCKETS],
+}
+
+impl QueueTracker {
+    pub fn new(window: (u64, u64)) -> Self {
+        QueueTracker {
+            window,
+            queues: KeyMap::new(),
+            linked: 0,
+            unlinked: 0,
+            latency: hist(),
+            series_n: [0; SERIES_BUCKETS],
+            series_d: [0; SERIES_BUCKETS],
+        }
+    }
+
+    /// One piece of work on `dev`; works of a device arrive in start order.
+    #[inline]
+    pub fn observe(&mut self, ctx: &Ctx, dev: u32, w: &Work) {
+        let (w0, w1) = self.window;
         if w.start >= w1 {
-            break;
+            return;
         }
-        let dev = match w.kind {
-            super::intervals::WorkKind::Kernel => t.kernels[w.index].device,
-            super::intervals::WorkKind::Memcpy => t.memcpys[w.index].device,
-            super::intervals::WorkKind::Memset => t.memsets[w.index].device,
-        };
-        let (q, pending) = queues.entry((dev, w.stream)).or_insert_with(|| {
-            (
-                StreamQueue {
-                    device: dev,
-                    stream: w.stream,
-                    ..Default::default()
-                },
-                VecDeque::new(),
-            )
-        });
+        let t = ctx.t;
+        let (q, pending) = self
+            .queues
+            .entry(((dev as u64) << 32) | w.stream as u64, || {
+                (
+                    StreamQueue {
+                        device: dev,
+                        stream: w.stream,
+                        ..Default::default()
+                    },
+                    VecDeque::new(),
+                )
+            });
         let in_window = w.start >= w0;
-        let api = ctx.api_by_corr.get(w.corr);
-        if let (true, Some(ai)) = (in_window, api) {
-            let a = &t.apis[ai];
-            while pending.front().is_some_and(|&e| e <= a.end) {
-                pending.pop_front();
-            }
-            let depth = pending.len() as u64;
-            q.submits += 1;
-            q.depth_sum += depth;
-            q.max_depth = q.max_depth.max(depth as u32);
-            if depth == 0 {
-                q.empty += 1;
-            }
-            if a.end >= w0 && a.end < w1 {
-                let b = ((a.end - w0) as u128 * SERIES_BUCKETS as u128 / span as u128) as usize;
-                let b = b.min(SERIES_BUCKETS - 1);
-                series_n[b] += 1;
-                series_d[b] += depth;
-            }
-            out.linked += 1;
-            if w.kind == super::intervals::WorkKind::Kernel && ctx.api_kind[ai] == ApiKind::Launch {
-                out.latency
-                    .saturating_record(w.start.saturating_sub(a.start).max(1));
-            }
-        } else if in_window {
-            out.unlinked += 1;
-        }
         if in_window {
+            match ctx.api_by_corr.get(w.corr) {
+                Some(ai) => {
+                    let a = &t.apis[ai];
+                    while pending.front().is_some_and(|&e| e <= a.end) {
+                        pending.pop_front();
+                    }
+                    let depth = pending.len() as u64;
+                    q.submits += 1;
+                    q.depth_sum += depth;
+                    q.max_depth = q.max_depth.max(depth as u32);
+                    if depth == 0 {
+                        q.empty += 1;
+                    }
+                    if a.end >= w0 && a.end < w1 {
+                        let span = (w1 - w0).max(1);
+                        let b =
+                            ((a.end - w0) as u128 * SERIES_BUCKETS as u128 / span as u128) as usize;
+                        let b = b.min(SERIES_BUCKETS - 1);
+                        self.series_n[b] += 1;
+                        self.series_d[b] += depth;
+                    }
+                    self.linked += 1;
+                    if w.kind == WorkKind::Kernel && ctx.api_kind[ai] == ApiKind::Launch {
+                        self.latency
+                            .saturating_record(w.start.saturating_sub(a.start).max(1));
+                    }
+                }
+                None => self.unlinked += 1,
+            }
             q.works += 1;
             q.gpu_ns += w.end - w.start;
         }
@@ -160,6 +169,27 @@ pub fn stats(ctx: &Ctx, window: (u64, u64)) -> LaunchStats {
             pending.pop_front();
         }
     }
+}
+
+/// Launch and host-thread statistics in the window; `queues` is what the idle pass
+/// gathered about GPU work.
+pub fn stats(ctx: &Ctx, window: (u64, u64), queues: QueueTracker) -> LaunchStats {
+    let (w0, w1) = window;
+    let t = ctx.t;
+    let mut out = LaunchStats {
+        linked: queues.linked,
+        unlinked: queues.unlinked,
+        latency: queues.latency,
+        interval: hist(),
+        launch_calls: 0,
+        launch_call_ns: 0,
+        streams: Vec::new(),
+        series: vec![0.0; SERIES_BUCKETS],
+        threads: Vec::new(),
+        calls: BTreeMap::new(),
+    };
+    let (series_n, series_d) = (queues.series_n, queues.series_d);
+    let queues = queues.queues;
     for i in 0..SERIES_BUCKETS {
         out.series[i] = if series_n[i] > 0 {
             series_d[i] as f64 / series_n[i] as f64
@@ -168,17 +198,16 @@ pub fn stats(ctx: &Ctx, window: (u64, u64)) -> LaunchStats {
         };
     }
     let mut streams: Vec<StreamQueue> = queues
-        .into_values()
-        .map(|v| v.0)
+        .into_pairs()
+        .map(|(_, v)| v.0)
         .filter(|q| q.works > 0)
         .collect();
     streams.sort_by_key(|q| (q.device, q.stream));
     out.streams = streams;
 
     // Host threads and calls.
-    let mut threads: HashMap<u32, ThreadUse> = HashMap::new();
-    let mut last_launch: HashMap<u32, u64> = HashMap::new();
-    let mut calls: HashMap<u32, (u64, u64, (u64, u64))> = HashMap::new();
+    let mut threads: KeyMap<(ThreadUse, u64)> = KeyMap::new();
+    let mut calls: NameMap<(u64, u64, (u64, u64))> = NameMap::new(t.strings.len());
     let first = t.apis.partition_point(|a| a.start < w0);
     for (i, a) in t.apis.iter().enumerate().skip(first) {
         if a.start >= w1 {
@@ -188,9 +217,14 @@ pub fn stats(ctx: &Ctx, window: (u64, u64)) -> LaunchStats {
             continue;
         };
         let d = e - s;
-        let th = threads.entry(a.tid).or_insert_with(|| ThreadUse {
-            tid: a.tid,
-            ..Default::default()
+        let (th, last_launch) = threads.entry(a.tid as u64, || {
+            (
+                ThreadUse {
+                    tid: a.tid,
+                    ..Default::default()
+                },
+                u64::MAX,
+            )
         });
         th.calls += 1;
         match ctx.api_kind[i] {
@@ -202,19 +236,20 @@ pub fn stats(ctx: &Ctx, window: (u64, u64)) -> LaunchStats {
         if ctx.api_kind[i] == ApiKind::Launch {
             out.launch_calls += 1;
             out.launch_call_ns += d;
-            if let Some(prev) = last_launch.insert(a.tid, s) {
+            if *last_launch != u64::MAX {
                 out.interval
-                    .saturating_record(s.saturating_sub(prev).max(1));
+                    .saturating_record(s.saturating_sub(*last_launch).max(1));
             }
+            *last_launch = s;
         }
-        let c = calls.entry(a.name).or_insert((0, 0, (s, 0)));
+        let c = calls.entry(a.name, || (0, 0, (s, 0)));
         c.0 += 1;
         c.1 += d;
         if d > c.2 .1 {
             c.2 = (s, d);
         }
     }
-    for (name, v) in calls {
+    for (name, v) in calls.into_pairs() {
         let e = out
             .calls
             .entry(t.str(name).to_string())
@@ -225,7 +260,7 @@ pub fn stats(ctx: &Ctx, window: (u64, u64)) -> LaunchStats {
             e.2 = v.2;
         }
     }
-    let mut th: Vec<ThreadUse> = threads.into_values().collect();
+    let mut th: Vec<ThreadUse> = threads.into_pairs().map(|(_, v)| v.0).collect();
     th.sort_by_key(|x| x.tid);
     out.threads = th;
     out

@@ -29,6 +29,9 @@ pub struct Slot {
     p2p_seq: AtomicU64,
     /// Splits made from it.
     splits: AtomicU64,
+    /// Rank and size were asked of NCCL already (asked once: a getter that fails once
+    /// is not called on every collective).
+    asked: AtomicBool,
 }
 
 impl Slot {
@@ -43,7 +46,9 @@ impl Slot {
         self.ranks
             .store(rank as u64 | (nranks as u64) << 32, Ordering::Relaxed);
     }
-    /// The next collective (or point-to-point) sequence number, from 1.
+    /// The next collective (or point-to-point) sequence number, from 1. An atomic add
+    /// (about 4 ns, bench/cpu-hooks.md): numbers stay unique even in a program that
+    /// breaks NCCL's rule of one thread per communicator at a time.
     #[inline]
     pub fn next_seq(&self, p2p: bool) -> u64 {
         let c = if p2p { &self.p2p_seq } else { &self.coll_seq };
@@ -52,6 +57,10 @@ impl Slot {
     /// The next split number, from 1.
     pub fn next_split(&self) -> u64 {
         self.splits.fetch_add(1, Ordering::Relaxed) + 1
+    }
+    /// True the first time only: may the hooks ask NCCL for rank and size?
+    pub fn may_ask(&self) -> bool {
+        !self.asked.swap(true, Ordering::Relaxed)
     }
 }
 
@@ -63,6 +72,7 @@ const SLOT: Slot = Slot {
     coll_seq: AtomicU64::new(0),
     p2p_seq: AtomicU64::new(0),
     splits: AtomicU64::new(0),
+    asked: AtomicBool::new(false),
 };
 
 static TABLE: [Slot; SLOTS] = [SLOT; SLOTS];
@@ -145,6 +155,7 @@ fn insert_locked(
             s.coll_seq.store(0, Ordering::Relaxed);
             s.p2p_seq.store(0, Ordering::Relaxed);
             s.splits.store(0, Ordering::Relaxed);
+            s.asked.store(false, Ordering::Relaxed);
             // Published last: a reader that sees the key sees the values.
             s.key.store(comm, Ordering::Release);
             return Some(s);

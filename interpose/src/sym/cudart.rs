@@ -11,7 +11,7 @@
 
 use super::resolve::{real, CUDART};
 use super::{guarded, keep_registries, pinned, rec, recording, run, Entry, Scope};
-use crate::{clock, ring};
+use crate::ring;
 use gputrace_format::{self as fmt, CopyKind, MemKind};
 use std::ffi::{c_int, c_uint, c_void};
 
@@ -93,7 +93,7 @@ fn record_copy(e: &Entry, t1: u64, r: CudaError, c: Copy) {
     ring::push(&rec::copy(&fmt::HostCopy {
         start: e.t0,
         end: t1,
-        tid: clock::tid(),
+        tid: e.tid,
         api: c.api,
         copy_kind: copy_kind as u8,
         host_kind: host_kind as u8,
@@ -114,7 +114,7 @@ fn record_call(e: &Entry, t1: u64, r: CudaError, call: u16, stream: Stream, args
     ring::push(&rec::call(&fmt::HostCall {
         start: e.t0,
         end: t1,
-        tid: clock::tid(),
+        tid: e.tid,
         call,
         stream: stream as u64,
         arg0: args[0],
@@ -633,9 +633,9 @@ fn made(
     let Some(scope) = Scope::enter() else {
         return call();
     };
-    let t0 = clock::now_ns();
+    let t0 = super::tsc::stamp();
     let r = call();
-    let t1 = clock::now_ns();
+    let t1 = super::tsc::stamp();
     let saved = super::errno();
     guarded(|| {
         let ptr = if r == 0 { ptr_after() } else { 0 };
@@ -646,7 +646,7 @@ fn made(
             ring::push(&rec::host_alloc(&fmt::HostAlloc {
                 start: t0,
                 end: t1,
-                tid: clock::tid(),
+                tid: scope.tid(),
                 op,
                 ptr,
                 bytes: bytes as u64,
@@ -670,12 +670,12 @@ fn released(op: u8, ptr: *mut c_void, call: impl FnOnce() -> CudaError) -> CudaE
     let Some(scope) = Scope::enter() else {
         return call();
     };
-    let t0 = clock::now_ns();
+    let t0 = super::tsc::stamp();
     let had = std::panic::catch_unwind(|| pinned::remove(ptr as u64))
         .ok()
         .flatten();
     let r = call();
-    let t1 = clock::now_ns();
+    let t1 = super::tsc::stamp();
     let saved = super::errno();
     guarded(|| {
         if r != 0 {
@@ -687,7 +687,7 @@ fn released(op: u8, ptr: *mut c_void, call: impl FnOnce() -> CudaError) -> CudaE
             ring::push(&rec::host_alloc(&fmt::HostAlloc {
                 start: t0,
                 end: t1,
-                tid: clock::tid(),
+                tid: scope.tid(),
                 op,
                 ptr: ptr as u64,
                 bytes: had.unwrap_or(0),

@@ -57,8 +57,9 @@ pub mod nvtx;
 pub mod pinned;
 pub mod rec;
 pub mod resolve;
+pub mod tsc;
 
-use crate::{clock, guard, log, state};
+use crate::{guard, log, state};
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -98,13 +99,29 @@ pub(crate) fn keep_registries() -> bool {
     state::get() != state::DISABLED && state::hooks_enabled()
 }
 
+/// The hooks' per-thread state, in one thread-local block (a TLS lookup in a shared
+/// object is a call; a traced hook makes this one and the ring's).
+struct HookTls {
+    /// Inside one of our hooks.
+    in_hook: Cell<bool>,
+    /// The kernel thread id, cached (0 = not yet read).
+    tid: Cell<u32>,
+}
+
 thread_local! {
-    static IN_HOOK: Cell<bool> = const { Cell::new(false) };
+    static HOOK_TLS: HookTls = const {
+        HookTls {
+            in_hook: Cell::new(false),
+            tid: Cell::new(0),
+        }
+    };
 }
 
 /// The calling thread is inside one of our hooks: hooked calls the real function makes
 /// in turn (NCCL's own ncclGroupStart, say) pass straight through.
-pub(crate) struct Scope(());
+pub(crate) struct Scope {
+    tls: *const HookTls,
+}
 
 impl Scope {
     /// None on the tracer's own threads, inside another hook, or during TLS teardown.
@@ -113,17 +130,39 @@ impl Scope {
         if guard::is_internal() {
             return None;
         }
-        IN_HOOK
-            .try_with(|c| (!c.replace(true)).then_some(Scope(())))
+        HOOK_TLS
+            .try_with(|t| {
+                // Lazily: a Scope made and dropped here would clear the outer hook's flag.
+                (!t.in_hook.replace(true)).then(|| Scope {
+                    tls: t as *const HookTls,
+                })
+            })
             .ok()
             .flatten()
+    }
+
+    /// The calling thread's kernel id.
+    #[inline]
+    pub(crate) fn tid(&self) -> u32 {
+        // SAFETY: `tls` is this thread's HookTls (a Scope never leaves its thread: the
+        // raw pointer makes it !Send), which lives as long as the thread.
+        let t = unsafe { &*self.tls };
+        let v = t.tid.get();
+        if v != 0 {
+            return v;
+        }
+        // SAFETY: gettid has no preconditions.
+        let v = unsafe { libc::syscall(libc::SYS_gettid) } as u32;
+        t.tid.set(v);
+        v
     }
 }
 
 impl Drop for Scope {
     #[inline]
     fn drop(&mut self) {
-        let _ = IN_HOOK.try_with(|c| c.set(false));
+        // SAFETY: as in `tid`.
+        unsafe { (*self.tls).in_hook.set(false) };
     }
 }
 
@@ -132,7 +171,9 @@ impl Drop for Scope {
 pub(crate) struct Entry {
     /// CUPTI's callbacks record this call too.
     pub cupti: bool,
+    /// Entry stamp (see tsc.rs: TSC or CLOCK_REALTIME; the writer converts).
     pub t0: u64,
+    pub tid: u32,
 }
 
 #[inline(always)]
@@ -168,12 +209,13 @@ pub(crate) fn run<R: Copy>(
     let Some(scope) = Scope::enter() else {
         return call();
     };
-    let t0 = clock::now_ns();
+    let t0 = tsc::stamp();
     let r = call();
-    let t1 = clock::now_ns();
+    let t1 = tsc::stamp();
     let saved = errno();
     if recording() {
-        guarded(|| record(&Entry { cupti, t0 }, t1, r));
+        let tid = scope.tid();
+        guarded(|| record(&Entry { cupti, t0, tid }, t1, r));
     }
     drop(scope);
     set_errno(saved);
@@ -204,6 +246,7 @@ fn on_load() {
     if o.mode == crate::opts::Mode::Off || !o.hooks {
         return;
     }
+    tsc::init();
     // SAFETY: registering a handler with a plain function pointer.
     unsafe { libc::pthread_atfork(None, None, Some(after_fork_child)) };
     nvtx::ensure_injection_path();
@@ -212,7 +255,11 @@ fn on_load() {
 /// In a forked child: locks another parent thread may have held are free again, and
 /// the state a child must not trust is dropped.
 extern "C" fn after_fork_child() {
-    let _ = IN_HOOK.try_with(|c| c.set(false));
+    let _ = HOOK_TLS.try_with(|t| {
+        t.in_hook.set(false);
+        // The forking thread is a new thread in the child.
+        t.tid.set(0);
+    });
     CUPTI_CALLBACKS.store(false, Ordering::Relaxed);
     pinned::after_fork();
     comms::after_fork();
@@ -262,6 +309,10 @@ mod tests {
         assert!(
             Scope::enter().is_none(),
             "a hook inside a hook passes through"
+        );
+        assert!(
+            Scope::enter().is_none(),
+            "and the outer hook's scope is intact"
         );
         drop(a);
         assert!(Scope::enter().is_some());

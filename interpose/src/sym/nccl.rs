@@ -12,7 +12,7 @@
 use super::comms::{self, UNKNOWN};
 use super::resolve::{real, NCCL};
 use super::{guarded, keep_registries, rec, recording, run, Entry, Scope};
-use crate::{clock, ring};
+use crate::ring;
 use gputrace_format as fmt;
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -85,7 +85,11 @@ fn comm_info(comm: Comm, p2p: bool) -> (u64, i32, i32, u64) {
         Some(s) => Some(s),
         None => {
             let (r, n) = query_ranks(comm);
-            comms::insert_if_free(comm as usize, 0, r, n)
+            let s = comms::insert_if_free(comm as usize, 0, r, n);
+            if let Some(s) = s {
+                s.may_ask();
+            }
+            s
         }
     };
     let Some(s) = slot else {
@@ -93,8 +97,8 @@ fn comm_info(comm: Comm, p2p: bool) -> (u64, i32, i32, u64) {
         return (0, rank_i32(r), rank_i32(n), 0);
     };
     let (mut r, mut n) = s.ranks();
-    if r == UNKNOWN || n == UNKNOWN {
-        // Made nonblocking, or split: NCCL can say now.
+    if (r == UNKNOWN || n == UNKNOWN) && s.may_ask() {
+        // Made nonblocking, or split while in progress: NCCL can say by now.
         (r, n) = query_ranks(comm);
         if r != UNKNOWN && n != UNKNOWN {
             s.set_ranks(r, n);
@@ -120,7 +124,7 @@ fn record_op(e: &Entry, t1: u64, r: NcclResult, o: Op) {
     ring::push(&rec::nccl(&fmt::Nccl {
         start: e.t0,
         end: t1,
-        tid: clock::tid(),
+        tid: e.tid,
         op: o.op,
         stream: o.stream as u64,
         count: o.count as u64,
@@ -539,9 +543,9 @@ fn comm_made(
     let Some(scope) = Scope::enter() else {
         return call();
     };
-    let t0 = clock::now_ns();
+    let t0 = super::tsc::stamp();
     let r = call();
-    let t1 = clock::now_ns();
+    let t1 = super::tsc::stamp();
     let saved = super::errno();
     guarded(|| {
         let mut list = made(r);
@@ -563,7 +567,7 @@ fn comm_made(
                 color: 0,
             });
         }
-        let tid = clock::tid();
+        let tid = scope.tid();
         for m in list {
             ring::push(&rec::nccl_comm(&fmt::NcclComm {
                 start: t0,
@@ -595,12 +599,12 @@ fn comm_ended(op: u8, comm: Comm, call: impl FnOnce() -> NcclResult) -> NcclResu
     let Some(scope) = Scope::enter() else {
         return call();
     };
-    let t0 = clock::now_ns();
+    let t0 = super::tsc::stamp();
     let had = std::panic::catch_unwind(|| comms::remove(comm as usize))
         .ok()
         .flatten();
     let r = call();
-    let t1 = clock::now_ns();
+    let t1 = super::tsc::stamp();
     let saved = super::errno();
     guarded(|| {
         let (id, rank, nranks) = had.unwrap_or((0, UNKNOWN, UNKNOWN));
@@ -611,7 +615,7 @@ fn comm_ended(op: u8, comm: Comm, call: impl FnOnce() -> NcclResult) -> NcclResu
             ring::push(&rec::nccl_comm(&fmt::NcclComm {
                 start: t0,
                 end: t1,
-                tid: clock::tid(),
+                tid: scope.tid(),
                 op,
                 comm: comm as u64,
                 comm_id: id,

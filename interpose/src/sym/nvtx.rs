@@ -27,7 +27,7 @@
 #![allow(non_snake_case)] // the exported names are the C API's
 
 use super::rec::{self, NVTX_TEXT};
-use crate::{clock, discover, guard, log, ring, state};
+use crate::{discover, log, ring, state};
 use gputrace_format as fmt;
 use std::cell::Cell;
 use std::ffi::{c_char, c_int, c_uint, c_void};
@@ -301,7 +301,7 @@ static NEXT_RANGE: AtomicU64 = AtomicU64::new(1);
 
 #[inline]
 fn recording() -> bool {
-    super::recording() && state::hooks_enabled() && !guard::is_internal()
+    super::recording() && state::hooks_enabled()
 }
 
 /// Records one NVTX event; `text` is only read when recording.
@@ -310,9 +310,14 @@ fn record(kind: u8, id: u64, text: impl FnOnce() -> Text) {
     if !recording() {
         return;
     }
+    // Our own NVTX functions make no hooked calls; the scope gives the cached tid and
+    // skips the tracer's own threads.
+    let Some(scope) = super::Scope::enter() else {
+        return;
+    };
     let saved = super::errno();
     super::guarded(|| {
-        let ts = clock::now_ns();
+        let ts = super::tsc::stamp();
         let t = text();
         let flags = if t.truncated {
             fmt::NVTX_FLAG_TRUNCATED
@@ -321,13 +326,14 @@ fn record(kind: u8, id: u64, text: impl FnOnce() -> Text) {
         };
         ring::push(&rec::nvtx(
             ts,
-            clock::tid(),
+            scope.tid(),
             kind,
             flags,
             id,
             &t.buf[..t.len],
         ));
     });
+    drop(scope);
     super::set_errno(saved);
 }
 

@@ -2,7 +2,8 @@
 //! trace events on the writer thread.
 //!
 //! Every record: `kind` = `REC_*`, `tid` = the calling thread, `t0` / `t1` = the call's
-//! entry and exit (CLOCK_REALTIME ns). The rest, by kind:
+//! entry and exit stamps (TSC or CLOCK_REALTIME, see tsc.rs; [`decode`] converts them to
+//! CLOCK_REALTIME ns). The rest, by kind:
 //!
 //! | kind | a | b | corr | x[0] | x[1] | x[2] | x[3] |
 //! | --- | --- | --- | --- | --- | --- | --- | --- |
@@ -16,6 +17,7 @@
 //! NVTX records carry their text inline (the caller's string may be gone by the time
 //! the writer reads the ring): up to [`NVTX_TEXT`] bytes, flagged when cut.
 
+use super::tsc::Converter;
 use crate::intern::Interner;
 use crate::ring::{
     HostRecord, REC_CALL, REC_COPY, REC_HOST_ALLOC, REC_NCCL, REC_NCCL_COMM, REC_NVTX,
@@ -188,9 +190,46 @@ fn utf8_prefix(b: &[u8]) -> &str {
     }
 }
 
+thread_local! {
+    /// The writer thread's stamp converter, and records seen since its last refresh.
+    static CONV: std::cell::RefCell<Option<(Converter, u32)>> = const { std::cell::RefCell::new(None) };
+}
+
 /// Turns one symbol-hook record into trace events (Str events first when the NVTX text
-/// is new). Returns false for kinds this module does not own.
+/// is new), its stamps converted to CLOCK_REALTIME ns. Returns false for kinds this
+/// module does not own. Called on the writer thread.
 pub fn decode(r: &HostRecord, names: &mut Interner, out: &mut Vec<Event>) -> bool {
+    if !matches!(
+        r.kind,
+        REC_COPY | REC_CALL | REC_HOST_ALLOC | REC_NCCL | REC_NCCL_COMM | REC_NVTX
+    ) {
+        return false;
+    }
+    CONV.with(|c| {
+        let mut c = c.borrow_mut();
+        let (conv, n) = c.get_or_insert_with(|| (Converter::new(), 0));
+        *n += 1;
+        if *n % 1024 == 0 {
+            conv.tick();
+        }
+        decode_with(r, conv, names, out)
+    })
+}
+
+/// [`decode`] with an explicit converter.
+pub fn decode_with(
+    r: &HostRecord,
+    conv: &Converter,
+    names: &mut Interner,
+    out: &mut Vec<Event>,
+) -> bool {
+    let mut r = *r;
+    r.t0 = conv.to_real(r.t0);
+    if r.kind != REC_NVTX {
+        // NVTX records carry text in t1.
+        r.t1 = conv.to_real(r.t1);
+    }
+    let r = &r;
     let ev = match r.kind {
         REC_COPY => Event::HostCopy(fmt::HostCopy {
             start: r.t0,
@@ -295,8 +334,47 @@ mod tests {
     fn back(r: HostRecord) -> Vec<Event> {
         let mut names = Interner::new();
         let mut out = Vec::new();
-        assert!(decode(&r, &mut names, &mut out));
+        assert!(decode_with(
+            &r,
+            &Converter::identity(),
+            &mut names,
+            &mut out
+        ));
         out
+    }
+
+    #[test]
+    fn stamps_are_converted_but_nvtx_text_is_not() {
+        let conv = Converter::with(1000, 1_000_000, 2.0);
+        let mut names = Interner::new();
+        let mut out = Vec::new();
+        let mut c = copy(&fmt::HostCopy {
+            start: 1010,
+            end: 1020,
+            ..Default::default()
+        });
+        c.tid = 1;
+        decode_with(&c, &conv, &mut names, &mut out);
+        let Event::HostCopy(h) = &out[0] else {
+            panic!()
+        };
+        assert_eq!((h.start, h.end), (1_000_020, 1_000_040));
+        out.clear();
+        decode_with(
+            &nvtx(1005, 1, fmt::NVTX_MARK, 0, 0, b"abcdefghij"),
+            &conv,
+            &mut names,
+            &mut out,
+        );
+        assert_eq!(
+            out[0],
+            Event::Str {
+                id: 1,
+                text: "abcdefghij".into()
+            }
+        );
+        let Event::Nvtx(n) = &out[1] else { panic!() };
+        assert_eq!(n.ts, 1_000_010);
     }
 
     #[test]

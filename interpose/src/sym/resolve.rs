@@ -1,7 +1,8 @@
 //! Finding the real function behind one of our exported names.
 //!
-//! Order, tried at the first call and again at every call while nothing is found (the
-//! library may be loaded later, by a Python import):
+//! Order, tried at the first call and again while nothing is found, whenever objects
+//! were loaded or unloaded since the last try (the library may come later, with a
+//! Python import; the loader's add/remove counters make the check cheap):
 //! 1. `dlsym(RTLD_NEXT)`: the next definition after ours in the global scope (a C++
 //!    program linked against libcudart).
 //! 2. `dlopen(soname, RTLD_NOLOAD)` over the known sonames, then `dlsym` in that
@@ -23,7 +24,7 @@
 
 use crate::{discover, log};
 use std::ffi::{c_void, CStr};
-use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 
 /// A library whose functions we hook.
 pub struct Lib {
@@ -57,6 +58,8 @@ pub struct Real {
     name: &'static CStr,
     ptr: AtomicPtr<c_void>,
     said: AtomicBool,
+    /// [`load_generation`] at the last failed try (`u64::MAX`: never tried).
+    tried: AtomicU64,
 }
 
 impl Real {
@@ -66,6 +69,7 @@ impl Real {
             name,
             ptr: AtomicPtr::new(std::ptr::null_mut()),
             said: AtomicBool::new(false),
+            tried: AtomicU64::new(u64::MAX),
         }
     }
 
@@ -84,9 +88,16 @@ impl Real {
     #[inline(never)]
     fn resolve(&self) -> *mut c_void {
         let saved = super::errno();
+        let gen = load_generation();
+        if gen == self.tried.load(Ordering::Relaxed) {
+            // Nothing loaded since the last try: still not there.
+            super::set_errno(saved);
+            return std::ptr::null_mut();
+        }
         let p =
             std::panic::catch_unwind(|| find(self.lib, self.name)).unwrap_or(std::ptr::null_mut());
         if p.is_null() {
+            self.tried.store(gen, Ordering::Relaxed);
             if !self.said.swap(true, Ordering::Relaxed) {
                 log::warn(&format!(
                     "{}: the real function was not found (no {} loaded?); returning {}",
@@ -124,6 +135,30 @@ macro_rules! real {
     }};
 }
 pub(crate) use real;
+
+/// Objects the loader has added plus removed so far: changes whenever one is loaded or
+/// unloaded (0 where the loader does not say).
+pub fn load_generation() -> u64 {
+    unsafe extern "C" fn first(
+        info: *mut libc::dl_phdr_info,
+        size: libc::size_t,
+        data: *mut c_void,
+    ) -> libc::c_int {
+        let need = std::mem::offset_of!(libc::dl_phdr_info, dlpi_subs) + 8;
+        if size >= need {
+            // SAFETY: the loader says its struct is at least this long; `data` is the
+            // u64 passed below.
+            unsafe {
+                *(data as *mut u64) = (*info).dlpi_adds.wrapping_add((*info).dlpi_subs);
+            }
+        }
+        1 // the counters are the same in every entry: stop at the first
+    }
+    let mut g: u64 = 0;
+    // SAFETY: the callback only reads loader data and writes `g`.
+    unsafe { libc::dl_iterate_phdr(Some(first), &mut g as *mut u64 as *mut c_void) };
+    g
+}
 
 /// Base address of the object holding `p` (NULL if none).
 fn object_base(p: *const c_void) -> *mut c_void {
@@ -240,6 +275,21 @@ mod tests {
         assert!(R.get().is_null());
         assert_eq!(super::super::errno(), 1234);
         assert_eq!(R.missing(), 3);
+    }
+
+    #[test]
+    fn loading_an_object_changes_the_generation() {
+        let before = load_generation();
+        assert_ne!(before, 0);
+        // SAFETY: loading and unloading a system library we do not otherwise use.
+        let h = unsafe { libc::dlopen(c"libm.so.6".as_ptr(), libc::RTLD_NOW) };
+        if !h.is_null() {
+            let loaded = load_generation();
+            // SAFETY: the handle from above.
+            unsafe { libc::dlclose(h) };
+            // libm may have been loaded already (then nothing changes).
+            assert!(loaded >= before);
+        }
     }
 
     #[test]

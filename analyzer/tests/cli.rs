@@ -1,0 +1,201 @@
+//! The `gputrace report` command on real trace files: the recorded examples and files
+//! written here with the format crate's writer.
+
+mod common;
+
+use common::*;
+use gputrace_analyzer::report::load::load_with_progress;
+use gputrace_analyzer::Trace;
+use gputrace_format::{self as fmt, Event, Meta};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn encode(events: &[Event], meta: &Meta) -> Vec<u8> {
+    let mut w = fmt::ChunkWriter::new(Vec::new(), meta).unwrap();
+    let mut enc = fmt::Encoder::new();
+    for e in events {
+        enc.push(e);
+        if enc.len() > 8192 {
+            let (p, n) = enc.take();
+            w.write_chunk(fmt::ChunkKind::Events, &p, n).unwrap();
+        }
+    }
+    let (p, n) = enc.take();
+    if n > 0 {
+        w.write_chunk(fmt::ChunkKind::Events, &p, n).unwrap();
+    }
+    w.into_inner()
+}
+
+fn tmpdir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("gputrace-report-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn write(dir: &Path, name: &str, b: &B) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, encode(b.events(), &b.meta)).unwrap();
+    p
+}
+
+fn gputrace(args: &[&str]) -> (i32, String, String) {
+    let o = Command::new(env!("CARGO_BIN_EXE_gputrace"))
+        .args(args)
+        .output()
+        .expect("run gputrace");
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+fn examples() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples")
+}
+
+#[test]
+fn progress_loader_reads_what_the_plain_loader_reads() {
+    for name in ["torch-mlp.gtrace", "jax-loop.gtrace"] {
+        let p = examples().join(name);
+        if !p.exists() {
+            continue;
+        }
+        let a = Trace::load(&p).unwrap();
+        let mut calls = 0;
+        let mut last = 0;
+        let b = load_with_progress(&p, |d, total| {
+            calls += 1;
+            assert!(d >= last && d <= total);
+            last = d;
+        })
+        .unwrap();
+        assert!(calls >= 2);
+        assert_eq!(a.kernels, b.kernels);
+        assert_eq!(a.apis, b.apis);
+        assert_eq!(a.memcpys, b.memcpys);
+        assert_eq!(a.memory, b.memory);
+        assert_eq!(a.strings, b.strings);
+        assert_eq!(a.stats, b.stats);
+        assert_eq!(a.path, b.path);
+    }
+}
+
+#[test]
+fn report_json_on_written_files() {
+    let dir = tmpdir("json");
+    let p = write(&dir, "starved.gtrace", &data_starved(20));
+    let (code, out, err) = gputrace(&["report", "--json", p.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_str(&out).expect("valid JSON");
+    assert_eq!(v["schema_version"], 1);
+    assert_eq!(v["top_finding"], "data_starvation");
+    assert_eq!(v["findings"][0]["id"], "data_starvation");
+    assert_eq!(v["findings"][0]["severity"], "critical");
+    assert_eq!(v["processes"][0]["steps"]["count"], 19);
+    assert_eq!(v["processes"][0]["path"], p.to_str().unwrap());
+    let causes = v["processes"][0]["breakdown"]["causes"].as_array().unwrap();
+    assert_eq!(causes[0]["cause"], "data_starvation");
+    std::fs::remove_dir_all(dir).ok();
+}
+
+#[test]
+fn report_text_on_several_ranks() {
+    let dir = tmpdir("ranks");
+    let mut paths = Vec::new();
+    for (i, t) in straggler_ranks(20).into_iter().enumerate() {
+        // Re-encode each rank's events: rebuild them from the trace tables.
+        let mut ev: Vec<Event> = t
+            .strings
+            .iter()
+            .enumerate()
+            .skip(1)
+            .map(|(id, s)| Event::Str {
+                id: id as u32,
+                text: s.clone(),
+            })
+            .collect();
+        ev.extend(t.devices.iter().cloned().map(Event::Device));
+        ev.extend(t.clocks.iter().map(|c| Event::Clock {
+            cupti_ns: c.0,
+            mono_ns: c.1,
+            real_ns: c.2,
+        }));
+        ev.extend(t.apis.iter().cloned().map(Event::Api));
+        ev.extend(t.kernels.iter().cloned().map(Event::Kernel));
+        ev.extend(t.memory.iter().cloned().map(Event::Memory));
+        let p = dir.join(format!("rank{i}.gtrace"));
+        std::fs::write(&p, encode(&ev, &t.meta)).unwrap();
+        paths.push(p.to_str().unwrap().to_string());
+    }
+    let mut args = vec!["report"];
+    args.extend(paths.iter().map(|s| s.as_str()).rev());
+    let (code, out, err) = gputrace(&args);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.starts_with("gputrace report: 3 traces\nVERDICT: "),
+        "{out}"
+    );
+    assert!(
+        out.lines()
+            .nth(1)
+            .unwrap()
+            .contains("comm_straggler on rank 2"),
+        "{out}"
+    );
+    // Processes are listed by rank whatever the order on the command line.
+    let r0 = out.find("== rank 0").unwrap();
+    let r2 = out.find("== rank 2").unwrap();
+    assert!(r0 < r2);
+    std::fs::remove_dir_all(dir).ok();
+}
+
+#[test]
+fn report_on_a_truncated_file_warns_and_reports() {
+    let dir = tmpdir("cut");
+    let b = data_starved(20);
+    let bytes = encode(b.events(), &b.meta);
+    let p = dir.join("cut.gtrace");
+    std::fs::write(&p, &bytes[..bytes.len() - 7]).unwrap();
+    let (code, out, err) = gputrace(&["report", p.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("truncated"), "{err}");
+    assert!(out.contains("VERDICT:"));
+    assert!(out.contains("env_trace_damaged"), "{out}");
+    std::fs::remove_dir_all(dir).ok();
+}
+
+#[test]
+fn report_refuses_what_is_not_a_trace() {
+    let dir = tmpdir("bad");
+    let p = dir.join("x.gtrace");
+    std::fs::write(&p, b"not a trace at all").unwrap();
+    let (code, _, err) = gputrace(&["report", p.to_str().unwrap()]);
+    assert_ne!(code, 0);
+    assert!(err.contains("not a gputrace trace"), "{err}");
+    let (code, _, err) = gputrace(&["report", "/nonexistent/none.gtrace"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("cannot read trace"), "{err}");
+    std::fs::remove_dir_all(dir).ok();
+}
+
+#[test]
+fn report_on_the_recorded_examples() {
+    let p = examples().join("torch-mlp.gtrace");
+    if !p.exists() {
+        return;
+    }
+    let (code, out, err) = gputrace(&["report", "--json", p.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    let proc0 = &v["processes"][0];
+    // 50 steps of the MLP loop, the first ones warm-up; the 5 s start-up is not steady.
+    let steps = proc0["steps"]["count"].as_u64().unwrap();
+    assert!((45..=50).contains(&steps), "{steps}");
+    assert_eq!(proc0["steps"]["kernels_per_step"], 46);
+    assert!(proc0["startup"]["wall_ns"].as_u64().unwrap() > 4_000_000_000);
+    // The loop synchronises twice per step: that is what it waits for.
+    assert_eq!(v["top_finding"], "implicit_sync");
+}

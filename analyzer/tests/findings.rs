@@ -1,0 +1,473 @@
+//! Every finding id on a synthetic trace whose answer is known.
+
+mod common;
+
+use common::*;
+use gputrace_analyzer::report::{analyze, Finding, Report, Severity};
+use gputrace_analyzer::Trace;
+use gputrace_format::{self as fmt, Event};
+
+fn report(t: Trace) -> Report {
+    analyze(&[t])
+}
+
+fn find<'r>(r: &'r Report, id: &str) -> Option<&'r Finding> {
+    r.findings.iter().find(|f| f.id == id)
+}
+
+fn get<'r>(r: &'r Report, id: &str) -> &'r Finding {
+    find(r, id).unwrap_or_else(|| {
+        panic!(
+            "no {id} finding; have {:?}\n{}",
+            r.findings
+                .iter()
+                .map(|f| (&f.id, f.severity, f.at_stake_ns))
+                .collect::<Vec<_>>(),
+            gputrace_analyzer::render_text(r)
+        )
+    })
+}
+
+fn near(got: u64, want: u64, tol_pct: f64) -> bool {
+    let d = (got as f64 - want as f64).abs();
+    d <= want as f64 * tol_pct / 100.0
+}
+
+fn assert_near(what: &str, got: u64, want: u64, tol_pct: f64) {
+    assert!(
+        near(got, want, tol_pct),
+        "{what}: got {got}, want {want} (±{tol_pct}%)"
+    );
+}
+
+fn warn_ids(r: &Report) -> Vec<&str> {
+    r.findings
+        .iter()
+        .filter(|f| f.severity >= Severity::Warn)
+        .map(|f| f.id.as_str())
+        .collect()
+}
+
+#[test]
+fn healthy_gets_no_warning() {
+    let r = report(healthy(30).build());
+    assert!(
+        warn_ids(&r).is_empty(),
+        "{:?}\n{}",
+        warn_ids(&r),
+        gputrace_analyzer::render_text(&r)
+    );
+    assert!(r.verdict.starts_with("Healthy"), "{}", r.verdict);
+    let p = &r.processes[0];
+    assert_eq!(p.steps.count, 29);
+    assert_eq!(p.steps.kernels_per_step, Some(4));
+    assert!(p.breakdown.busy_pct > 99.0, "{}", p.breakdown.busy_pct);
+    // The two seconds of imports are start-up, not steady state.
+    assert!(p.startup.wall_ns >= 2 * S);
+    assert!(p.gpu_util_pct > 99.0);
+    assert!(p.sm_fill_pct.unwrap() > 99.0);
+}
+
+#[test]
+fn data_starvation_is_measured() {
+    let r = report(data_starved(20).build());
+    let f = get(&r, "data_starvation");
+    assert_eq!(r.findings[0].id, "data_starvation");
+    assert_eq!(f.severity, Severity::Critical);
+    assert!(!f.estimated);
+    // 19 steady steps, 6022 us each with no host call.
+    assert_near("data_starvation", f.at_stake_ns, 19 * 6022 * US, 0.5);
+    assert_near(
+        "pct",
+        (f.at_stake_pct * 100.0) as u64,
+        (6022.0 / 8035.0 * 10000.0) as u64,
+        0.5,
+    );
+    let p = &r.processes[0];
+    assert_eq!(p.steps.count, 19);
+    assert_near("step", p.steps.step_ns_median, 8035 * US, 0.1);
+    assert_near("idle", p.breakdown.idle_ns, 19 * 6032 * US, 0.2);
+    assert!(p.breakdown.attributed_pct > 99.9);
+    assert!(
+        r.verdict.contains("biggest cause: data_starvation"),
+        "{}",
+        r.verdict
+    );
+    // Examples are relative to the trace start, in the steady state.
+    assert!(f
+        .examples
+        .iter()
+        .all(|e| e.at_ns > 2 * S && e.at_ns < 3 * S));
+    // The start-up gap is on its own line, never a finding.
+    assert!(p.startup.wall_ns >= 2 * S);
+}
+
+#[test]
+fn item_every_step_is_implicit_sync() {
+    let r = report(item_every_step(20).build());
+    let f = get(&r, "implicit_sync");
+    assert_eq!(r.findings[0].id, "implicit_sync");
+    assert_eq!(f.severity, Severity::Warn);
+    assert_near("implicit_sync", f.at_stake_ns, 19 * 214 * US, 1.0);
+    assert!(find(&r, "data_starvation").is_none());
+    assert!(
+        f.evidence
+            .iter()
+            .any(|e| e.contains("cudaStreamSynchronize x")),
+        "{:?}",
+        f.evidence
+    );
+    assert!(
+        f.evidence.iter().any(|e| e.contains("device-to-host")),
+        "{:?}",
+        f.evidence
+    );
+}
+
+#[test]
+fn pinned_copy_without_non_blocking_is_sync_memcpy() {
+    let r = report(pinned_blocking(20).build());
+    let f = get(&r, "sync_memcpy");
+    assert_eq!(r.findings[0].id, "sync_memcpy");
+    assert!(f.severity >= Severity::Warn);
+    assert_near("sync_memcpy", f.at_stake_ns, 19 * 114 * US, 1.0);
+    assert!(
+        f.evidence
+            .iter()
+            .any(|e| e.contains("blocking copies from pinned memory")),
+        "{:?}",
+        f.evidence
+    );
+    assert!(find(&r, "implicit_sync").is_none_or(|g| g.severity == Severity::Info));
+    assert!(f.fix.contains("non_blocking=True"));
+}
+
+#[test]
+fn pageable_copies_with_estimated_bandwidth() {
+    let r = report(pageable(20, false).build());
+    let f = get(&r, "pageable_memcpy");
+    assert_eq!(r.findings[0].id, "pageable_memcpy");
+    assert_eq!(f.severity, Severity::Critical);
+    assert!(
+        f.estimated,
+        "the excess over the typical pinned rate is an estimate"
+    );
+    // 227 us of staging before each DMA, and the 15 us from the DMA's end to the first
+    // kernel, which the host spent finishing the blocking copy call and launching.
+    assert_near("idle part", f.metrics["idle_ns"] as u64, 19 * 242 * US, 1.0);
+    // DMA 3.2 ms of 32 MiB vs 50 GB/s: 3.2 ms - 0.671 ms per step.
+    let ideal = (32u64 << 20) as f64 / 50.0;
+    let excess = 19.0 * (3200.0 * US as f64 - ideal);
+    assert_near("excess", f.metrics["excess_ns"] as u64, excess as u64, 1.0);
+    assert!((f.metrics["achieved_gbps"] - (32u64 << 20) as f64 / 3.2e6).abs() < 0.01);
+    assert_eq!(f.metrics["reference_gbps"], 50.0);
+    assert!(f
+        .evidence
+        .iter()
+        .any(|e| e.contains("typical") && e.contains("estimate")));
+    assert!(f.fix.contains("pin_memory=True") && f.fix.contains("non_blocking=True"));
+}
+
+#[test]
+fn pageable_reference_measured_from_pinned_copies() {
+    let r = report(pageable(20, true).build());
+    let f = get(&r, "pageable_memcpy");
+    let want = (64u64 << 20) as f64 / 1.28e6;
+    assert!(
+        (f.metrics["reference_gbps"] - want).abs() < 0.01,
+        "{:?}",
+        f.metrics
+    );
+    assert!(f
+        .evidence
+        .iter()
+        .any(|e| e.contains("measured on this trace's pinned copies")));
+}
+
+#[test]
+fn tiny_kernels_launched_one_by_one_are_launch_bound() {
+    let r = report(launch_bound(20).build());
+    let f = get(&r, "launch_bound");
+    assert_eq!(r.findings[0].id, "launch_bound");
+    assert_eq!(f.severity, Severity::Critical);
+    assert_near(
+        "launch_bound pct",
+        (f.at_stake_pct * 100.0) as u64,
+        7500,
+        0.5,
+    );
+    let p = &r.processes[0];
+    assert_eq!(p.steps.kernels_per_step, Some(50));
+    assert_near(
+        "launch interval",
+        p.launches.launch_interval_p50_ns,
+        8 * US,
+        2.0,
+    );
+    assert!(p.launches.empty_queue_pct > 99.0);
+    assert!(find(&r, "data_starvation").is_none());
+}
+
+#[test]
+fn graph_of_tiny_kernels_is_fragmentation_not_launch_bound() {
+    let r = report(graphs(40).build());
+    let f = get(&r, "kernel_fragmentation");
+    assert_eq!(f.severity, Severity::Critical);
+    assert_near(
+        "fragmentation pct",
+        (f.at_stake_pct * 100.0) as u64,
+        4000,
+        1.0,
+    );
+    assert!(find(&r, "launch_bound").is_none_or(|g| g.severity == Severity::Info));
+    let p = &r.processes[0];
+    assert!(p.kernels.under_10us_count_pct > 99.0);
+    assert!(
+        p.kernels.p50_ns >= 2900 && p.kernels.p50_ns <= 3100,
+        "{}",
+        p.kernels.p50_ns
+    );
+}
+
+#[test]
+fn few_block_kernels_are_small_grid_and_memory_headroom() {
+    let r = report(small_grid(20, GIB).build());
+    let f = get(&r, "small_grid");
+    assert_eq!(f.severity, Severity::Critical);
+    assert!(f.estimated);
+    // 4 blocks of 128 threads: 16 resident per SM, 132 SMs.
+    let fill = 4.0 / (132.0 * 16.0);
+    let p = &r.processes[0];
+    assert!(
+        (p.sm_fill_pct.unwrap() - 100.0 * fill).abs() < 0.05,
+        "{:?}",
+        p.sm_fill_pct
+    );
+    assert!(p.gpu_util_pct > 99.0, "nvidia-smi would say busy");
+    assert!(
+        f.evidence
+            .iter()
+            .any(|e| e.contains("nvidia-smi GPU-Util would read 100%")),
+        "{:?}",
+        f.evidence
+    );
+    assert!(
+        f.evidence
+            .iter()
+            .any(|e| e.contains("4 blocks of 128 threads vs 132 SMs x 16 resident")),
+        "{:?}",
+        f.evidence
+    );
+    let m = get(&r, "memory_headroom");
+    assert_eq!(m.severity, Severity::Warn);
+    assert!(m.overlaps.contains(&"small_grid".to_string()));
+    // Ranked right after the finding it overlaps.
+    let pos = |id: &str| r.findings.iter().position(|f| f.id == id).unwrap();
+    assert_eq!(pos("memory_headroom"), pos("small_grid") + 1);
+    assert!(m.fix.contains("batch size"));
+}
+
+#[test]
+fn full_memory_has_no_headroom_finding() {
+    let r = report(small_grid(20, 130 * GIB).build());
+    assert!(find(&r, "small_grid").is_some());
+    assert!(find(&r, "memory_headroom").is_none());
+}
+
+#[test]
+fn exposed_allreduce_is_comm_exposed() {
+    let r = report(comm_exposed(20).build());
+    let f = get(&r, "comm_exposed");
+    assert_eq!(r.findings[0].id, "comm_exposed");
+    assert_eq!(f.severity, Severity::Critical);
+    assert_near("exposed", f.at_stake_ns, 19 * 1500 * US, 0.5);
+    let p = &r.processes[0];
+    assert_eq!(p.comm.kernels, 38);
+    assert_near("comm", p.comm.time_ns, 19 * 2000 * US, 0.5);
+}
+
+#[test]
+fn late_rank_is_comm_straggler() {
+    let traces = straggler_ranks(20);
+    let r = analyze(&traces);
+    let c = r.cluster.as_ref().expect("cluster section");
+    assert_eq!(c.alignment, "collective_ends");
+    assert_eq!(c.matched_collectives, 19);
+    // Rank 1's clock is 7 ms ahead: aligned back.
+    let off1 = c
+        .ranks
+        .iter()
+        .find(|k| k.label == "rank 1")
+        .unwrap()
+        .clock_offset_ns;
+    assert!((off1 + 7_000_000).abs() < 1_000, "{off1}");
+    assert!(c.residual_ns < 1_000);
+    let f = get(&r, "comm_straggler");
+    assert_eq!(f.rank, "rank 2");
+    assert_eq!(r.processes[f.process.unwrap()].rank, Some(2));
+    assert_eq!(c.straggler_last_pct, 100.0);
+    // Ranks 0 and 1 wait 2 ms at each of 19 collectives.
+    assert_near("others wait", f.at_stake_ns, 19 * 2 * MS, 0.1);
+    assert_eq!(
+        r.findings[0].id,
+        "comm_straggler",
+        "{:?}",
+        r.findings
+            .iter()
+            .map(|f| (&f.id, f.at_stake_ns))
+            .collect::<Vec<_>>()
+    );
+    assert!(f.severity >= Severity::Warn);
+    // The waiting ranks' exposed communication no longer counts the wait twice.
+    let ce: Vec<&Finding> = r
+        .findings
+        .iter()
+        .filter(|f| f.id == "comm_exposed" && f.rank != "rank 2")
+        .collect();
+    assert_eq!(ce.len(), 2);
+    for x in ce {
+        assert_near("exposed minus wait", x.at_stake_ns, 19 * MS, 1.0);
+    }
+    assert!(r.verdict.contains("comm_straggler"), "{}", r.verdict);
+}
+
+#[test]
+fn same_host_ranks_use_the_clock() {
+    let mut traces = straggler_ranks(10);
+    for t in &mut traces {
+        t.meta.host = "node0".into();
+    }
+    let r = analyze(&traces);
+    let c = r.cluster.as_ref().unwrap();
+    assert_eq!(c.alignment, "same_host_clock");
+    // Without end alignment rank 1's 7 ms skew stays: it now looks late, not rank 2.
+    assert!(c.residual_ns > 6 * MS);
+}
+
+#[test]
+fn blind_window_is_not_observed() {
+    let mut b = data_starved(20);
+    let reason = b.s("torch.profiler took the CUPTI subscriber");
+    // Blind from the start of step 5 to step 8 (no GPU records in between).
+    let step = 8035 * US;
+    let first = T0 + 2 * S + 10 * US;
+    let (bs, be) = (first + 5 * step - 20 * US, first + 8 * step - 20 * US);
+    b.ev.retain(|e| match e {
+        Event::Kernel(k) => k.start < bs || k.start >= be,
+        _ => true,
+    });
+    b.ev.push(Event::State {
+        ts: bs,
+        state: fmt::CollectorState::Blind as u8,
+        reason,
+    });
+    b.ev.push(Event::State {
+        ts: be,
+        state: fmt::CollectorState::Tracing as u8,
+        reason: 0,
+    });
+    let r = report(b.build());
+    let f = get(&r, "env_blind_window");
+    assert_eq!(f.severity, Severity::Info);
+    assert_near("blind", f.at_stake_ns, 3 * step, 0.5);
+    assert!(f.examples[0].what.contains("torch.profiler"));
+    let un = &r.processes[0].breakdown.unattributed;
+    let not_observed = un.iter().find(|c| c.cause == "not_observed").unwrap();
+    assert!(not_observed.ns > 2 * step, "{}", not_observed.ns);
+}
+
+#[test]
+fn dropped_records_are_reported() {
+    let mut b = healthy(30);
+    b.ev.push(Event::Dropped {
+        ts: T0 + 2 * S + MS,
+        source: fmt::DROP_RING,
+        count: 2,
+    });
+    let r = report(b.build());
+    let f = get(&r, "env_dropped_records");
+    assert_eq!(f.severity, Severity::Info);
+    assert!(f.summary.contains("2 records"));
+    assert!(warn_ids(&r).is_empty());
+    // Losing a large share is a warning: the numbers undercount.
+    let mut b = healthy(30);
+    b.ev.push(Event::Dropped {
+        ts: T0 + 2 * S + MS,
+        source: fmt::DROP_CUPTI,
+        count: 100,
+    });
+    let r = report(b.build());
+    assert_eq!(get(&r, "env_dropped_records").severity, Severity::Warn);
+}
+
+#[test]
+fn without_host_api_the_gpu_only_heuristic_is_labelled() {
+    let mut b = data_starved(20);
+    b.ev.retain(|e| !matches!(e, Event::Api(_)));
+    let r = report(b.build());
+    let p = &r.processes[0];
+    assert_eq!(p.attribution, "gpu_only_heuristic");
+    assert_eq!(p.breakdown.method, "gpu_only_heuristic");
+    assert!(p.notes.iter().any(|n| n.contains("GPU-only heuristics")));
+    let f = get(&r, "data_starvation");
+    assert!(f.estimated);
+    assert!(f.evidence.iter().any(|e| e.contains("GPU-only heuristic")));
+    assert_near(
+        "heuristic data_starvation",
+        f.at_stake_ns,
+        19 * 6032 * US,
+        0.5,
+    );
+    assert!(find(&r, "env_no_host_api").is_some());
+}
+
+#[test]
+fn nvtx_ranges_define_steps() {
+    let mut b = data_starved(12);
+    let text = b.s("train_step");
+    let first = T0 + 2 * S;
+    for i in 0..12u64 {
+        let s = first + i * 8035 * US;
+        b.ev.push(Event::Nvtx(fmt::Nvtx {
+            ts: s,
+            tid: TID,
+            kind: fmt::NVTX_PUSH,
+            flags: 0,
+            id: 0,
+            text,
+        }));
+        b.ev.push(Event::Nvtx(fmt::Nvtx {
+            ts: s + 8 * MS,
+            tid: TID,
+            kind: fmt::NVTX_POP,
+            flags: 0,
+            id: 0,
+            text: 0,
+        }));
+    }
+    let r = report(b.build());
+    let p = &r.processes[0];
+    assert_eq!(p.steps.source, "nvtx");
+    assert_eq!(p.steps.nvtx_range.as_deref(), Some("train_step"));
+    assert_eq!(p.steps.count, 12);
+    assert_eq!(p.steady.start_ns, 2 * S);
+}
+
+#[test]
+fn startup_never_outranks_the_steady_state() {
+    // A healthy loop after 6 s of start-up with the GPU idle: still healthy.
+    let mut b = B::new();
+    b.alloc(T0, 100 * GIB);
+    let t = T0 + 6 * S;
+    let mut gpu = t;
+    for i in 0..80u64 {
+        let name = STEP_KERNELS[(i % 4) as usize];
+        b.launch(t - 100 * US + i * 20 * US, 5 * US, gpu, 2 * MS, name, BIG);
+        gpu += 2 * MS + US;
+    }
+    let r = report(b.build());
+    assert!(warn_ids(&r).is_empty(), "{:?}", warn_ids(&r));
+    let p = &r.processes[0];
+    assert!(p.startup.wall_ns >= 6 * S - MS);
+    assert!(p.startup_breakdown.idle_pct > 99.0);
+}

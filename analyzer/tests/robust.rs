@@ -1,0 +1,373 @@
+//! The analyzer never panics on corrupt input, and says what it could not use.
+
+mod common;
+
+use common::*;
+use gputrace_analyzer::report::{analyze, render_text};
+use gputrace_analyzer::Trace;
+use gputrace_format::{self as fmt, Event, Meta};
+
+fn full(t: Trace) -> gputrace_analyzer::Report {
+    let r = analyze(&[t]);
+    let _ = render_text(&r);
+    let _ = serde_json::to_string(&r).expect("report serialises");
+    r
+}
+
+#[test]
+fn empty_and_metadata_only_traces() {
+    let r = full(Trace::from_events(Meta::default(), Vec::new()));
+    assert_eq!(r.verdict, "No GPU activity recorded");
+    assert!(r.findings.is_empty());
+    // Strings, a device, clocks and states but no work.
+    let mut b = B::new();
+    b.ev.push(Event::Clock {
+        cupti_ns: 1,
+        mono_ns: 2,
+        real_ns: 3,
+    });
+    b.ev.push(Event::State {
+        ts: T0,
+        state: fmt::CollectorState::Blind as u8,
+        reason: 999,
+    });
+    full(b.build());
+    // Only host calls.
+    let mut b = B::new();
+    b.api(TID, T0, 10, LAUNCH, "cudaLaunchKernel", 0, 0);
+    b.sync(T0 + 100, T0 + 200);
+    full(b.build());
+    // Nothing but several empty ranks.
+    let r = analyze(&[
+        Trace::from_events(Meta::default(), Vec::new()),
+        Trace::from_events(Meta::default(), Vec::new()),
+    ]);
+    let _ = render_text(&r);
+}
+
+#[test]
+fn kernels_ending_before_they_start() {
+    let mut b = B::new();
+    for i in 0..100u64 {
+        let s = T0 + i * MS;
+        b.ev.push(Event::Kernel(fmt::Kernel {
+            start: s,
+            end: s - 500 * US,
+            name: 999_999,
+            ..Default::default()
+        }));
+        b.kernel(s + 10 * US, 200 * US, "ok");
+    }
+    let r = full(b.build());
+    let p = &r.processes[0];
+    assert!(
+        p.notes.iter().any(|n| n.contains("impossible timestamps")),
+        "{:?}",
+        p.notes
+    );
+    assert!(r.findings.iter().any(|f| f.id == "env_bad_records"));
+}
+
+#[test]
+fn missing_device_records() {
+    let mut b = B::bare();
+    b.alloc(T0, GIB);
+    let mut gpu = T0 + S;
+    for i in 0..200u64 {
+        b.launch(
+            T0 + S - MS + i * 10 * US,
+            5 * US,
+            gpu,
+            MS,
+            STEP_KERNELS[(i % 4) as usize],
+            BIG,
+        );
+        gpu += MS + US;
+    }
+    let r = full(b.build());
+    let p = &r.processes[0];
+    assert!(p.sm_fill_pct.is_none());
+    assert!(p.notes.iter().any(|n| n.contains("device record")));
+    assert!(!r.findings.iter().any(|f| f.id == "small_grid"));
+}
+
+#[test]
+fn absurd_ids_and_values() {
+    let mut b = B::new();
+    for i in 0..300u64 {
+        let s = T0 + i * 100 * US;
+        b.ev.push(Event::Kernel(fmt::Kernel {
+            start: s,
+            end: s + 50 * US,
+            device: if i % 3 == 0 { u32::MAX } else { i as u32 % 200 },
+            stream: u32::MAX,
+            corr: u32::MAX - (i as u32 % 2),
+            name: u32::MAX,
+            grid: [u32::MAX, u32::MAX, u32::MAX],
+            block: [0, u32::MAX, 0],
+            static_smem: u32::MAX,
+            dynamic_smem: u32::MAX,
+            registers: u32::MAX,
+            graph_id: u32::MAX,
+        }));
+        b.ev.push(Event::Api(fmt::Api {
+            start: s,
+            end: u64::MAX,
+            tid: u32::MAX,
+            corr: u32::MAX,
+            domain: 77,
+            cbid: u32::MAX,
+            name: u32::MAX,
+            bytes: u64::MAX,
+            arg: u32::MAX,
+            result: u32::MAX,
+        }));
+        b.ev.push(Event::Memcpy(fmt::Memcpy {
+            start: s,
+            end: s + 1,
+            device: 5,
+            bytes: u64::MAX,
+            copy_kind: 255,
+            src_kind: 255,
+            dst_kind: 255,
+            flags: 255,
+            ..Default::default()
+        }));
+        b.ev.push(Event::Memory(fmt::Memory {
+            ts: s,
+            device: 5,
+            bytes: u64::MAX,
+            op: if i % 2 == 0 { fmt::MEMORY_OP_FREE } else { 7 },
+            ..Default::default()
+        }));
+        b.ev.push(Event::Sync(fmt::Sync {
+            start: s,
+            end: 0,
+            device: u32::MAX,
+            stream: u32::MAX,
+            corr: 0,
+            kind: 200,
+        }));
+        b.ev.push(Event::State {
+            ts: s,
+            state: (i % 5) as u8,
+            reason: u32::MAX,
+        });
+        b.ev.push(Event::Dropped {
+            ts: s,
+            source: 200,
+            count: u64::MAX / 1000,
+        });
+    }
+    b.ev.push(Event::Device(fmt::Device {
+        id: u32::MAX,
+        sm_count: u32::MAX,
+        max_blocks_per_sm: 1,
+        max_warps_per_sm: 1,
+        max_regs_per_sm: 1,
+        max_smem_per_sm: 1,
+        global_memory: 1,
+        ..Default::default()
+    }));
+    // Far-away timestamps: zero, and the end of time.
+    b.kernel(0, 10, "zero");
+    b.kernel(u64::MAX - 5, 100, "end_of_time");
+    b.ev.push(Event::Kernel(fmt::Kernel {
+        start: u64::MAX,
+        end: u64::MAX,
+        ..Default::default()
+    }));
+    let r = full(b.build());
+    assert!(r.processes[0].devices.len() <= 64);
+}
+
+#[test]
+fn more_devices_than_analysed() {
+    let mut b = B::new();
+    for d in 0..100u32 {
+        b.device = d;
+        b.kernel(T0 + d as u64 * US, US, "k");
+    }
+    let r = full(b.build());
+    assert_eq!(r.processes[0].devices.len(), 64);
+    assert!(r.processes[0]
+        .notes
+        .iter()
+        .any(|n| n.contains("only the 64 busiest")));
+}
+
+/// A small deterministic generator (xorshift64*).
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+    fn ts(&mut self) -> u64 {
+        match self.below(20) {
+            0 => 0,
+            1 => u64::MAX - self.below(1000),
+            2 => self.next(),
+            _ => T0 + self.below(50 * MS),
+        }
+    }
+}
+
+fn random_event(r: &mut Rng) -> Event {
+    let ts = r.ts();
+    let end = match r.below(10) {
+        0 => ts.wrapping_sub(r.below(MS)),
+        1 => r.next(),
+        _ => ts.saturating_add(r.below(2 * MS)),
+    };
+    let small = |r: &mut Rng, n: u64| r.below(n) as u32;
+    match r.below(12) {
+        0..=3 => Event::Kernel(fmt::Kernel {
+            start: ts,
+            end,
+            device: small(r, 3),
+            stream: small(r, 4),
+            corr: small(r, 400),
+            name: small(r, 12),
+            grid: [small(r, 5000), small(r, 3), small(r, 2)],
+            block: [small(r, 1025), 1, 1],
+            static_smem: small(r, 50_000),
+            dynamic_smem: small(r, 250_000),
+            registers: small(r, 256),
+            graph_id: small(r, 2),
+        }),
+        4..=6 => Event::Api(fmt::Api {
+            start: ts,
+            end,
+            tid: small(r, 3),
+            corr: small(r, 400),
+            domain: small(r, 3) as u8,
+            cbid: [211, 41, 31, 131, 165, 20, 22, 147, 311, 307, 9999][r.below(11) as usize],
+            name: small(r, 12),
+            bytes: r.below(1 << 30),
+            arg: small(r, 5),
+            result: 0,
+        }),
+        7 => Event::Memcpy(fmt::Memcpy {
+            start: ts,
+            end,
+            device: small(r, 3),
+            stream: small(r, 4),
+            corr: small(r, 400),
+            bytes: r.below(1 << 28),
+            copy_kind: small(r, 12) as u8,
+            src_kind: small(r, 9) as u8,
+            dst_kind: small(r, 9) as u8,
+            flags: small(r, 2) as u8,
+        }),
+        8 => Event::Sync(fmt::Sync {
+            start: ts,
+            end,
+            device: small(r, 3),
+            stream: small(r, 4),
+            corr: small(r, 400),
+            kind: small(r, 6) as u8,
+        }),
+        9 => Event::Memory(fmt::Memory {
+            ts,
+            device: small(r, 3),
+            corr: small(r, 400),
+            address: r.next(),
+            bytes: r.below(1 << 34),
+            op: small(r, 4) as u8,
+            mem_kind: small(r, 8) as u8,
+        }),
+        10 => Event::State {
+            ts,
+            state: small(r, 6) as u8,
+            reason: small(r, 14),
+        },
+        _ => Event::Memset(fmt::Memset {
+            start: ts,
+            end,
+            device: small(r, 3),
+            stream: small(r, 4),
+            corr: small(r, 400),
+            bytes: r.below(1 << 20),
+            value: 0,
+            mem_kind: 3,
+            flags: 0,
+        }),
+    }
+}
+
+#[test]
+fn random_traces_never_panic() {
+    let mut r = Rng(0x9E37_79B9_7F4A_7C15);
+    for round in 0..150 {
+        let mut b = if round % 5 == 0 { B::bare() } else { B::new() };
+        for i in 0..12 {
+            b.s(&format!("kernel_{i}"));
+        }
+        b.s(ALLREDUCE);
+        let n = r.below(400) as usize;
+        for _ in 0..n {
+            let e = random_event(&mut r);
+            b.ev.push(e);
+        }
+        let t = b.build();
+        full(t.clone());
+        if round % 10 == 0 {
+            let r2 = analyze(&[t.clone(), t]);
+            let _ = render_text(&r2);
+        }
+    }
+}
+
+#[test]
+fn random_bytes_and_truncated_files() {
+    let t = data_starved(5);
+    let bytes = encode(t.events(), &t.meta);
+    let mut r = Rng(42);
+    for cut in [
+        0usize,
+        10,
+        16,
+        40,
+        bytes.len() / 3,
+        bytes.len() / 2,
+        bytes.len() - 1,
+    ] {
+        if let Ok(t) = Trace::from_bytes(std::path::Path::new("cut.gtrace"), &bytes[..cut]) {
+            full(t);
+        }
+    }
+    for _ in 0..40 {
+        let mut b = bytes.clone();
+        for _ in 0..8 {
+            let i = r.below(b.len() as u64) as usize;
+            b[i] = r.next() as u8;
+        }
+        if let Ok(t) = Trace::from_bytes(std::path::Path::new("flipped.gtrace"), &b) {
+            full(t);
+        }
+    }
+}
+
+/// A trace file's bytes.
+pub fn encode(events: &[Event], meta: &Meta) -> Vec<u8> {
+    let mut w = fmt::ChunkWriter::new(Vec::new(), meta).unwrap();
+    let mut enc = fmt::Encoder::new();
+    for e in events {
+        enc.push(e);
+        if enc.len() > 4096 {
+            let (p, n) = enc.take();
+            w.write_chunk(fmt::ChunkKind::Events, &p, n).unwrap();
+        }
+    }
+    let (p, n) = enc.take();
+    if n > 0 {
+        w.write_chunk(fmt::ChunkKind::Events, &p, n).unwrap();
+    }
+    w.into_inner()
+}

@@ -1,0 +1,69 @@
+"""Checks `gputrace report --json` outputs against expect.json.
+
+  python3 check.py RESULTS_DIR [--expect expect.json] [--out summary.json]
+
+RESULTS_DIR holds one report per workload, named after it: data_starvation.json (or
+data_starvation.py.json). Prints a pass/fail table, writes a summary JSON, exits 1 on any
+failure.
+"""
+import argparse, json, os, sys
+
+RANK = {"info": 0, "warn": 1, "critical": 2}
+here = os.path.dirname(os.path.abspath(__file__))
+p = argparse.ArgumentParser()
+p.add_argument("results")
+p.add_argument("--expect", default=os.path.join(here, "expect.json"))
+p.add_argument("--out", default=None)
+a = p.parse_args()
+expect = json.load(open(a.expect))["workloads"]
+
+
+def load(name):
+    stem = name[:-3] if name.endswith(".py") else name
+    for f in (stem + ".json", name + ".json"):
+        path = os.path.join(a.results, f)
+        if os.path.exists(path):
+            with open(path) as fh:
+                return json.load(fh)
+    return None
+
+
+rows, summary = [], {}
+for name, want in expect.items():
+    rep = load(name)
+    target = want["finding"]
+    if rep is None:
+        ok, got, why = False, "-", "no report"
+    else:
+        sev = {}
+        for f in rep.get("findings", []):
+            sev[f["id"]] = max(sev.get(f["id"], -1), RANK.get(f["severity"], 0))
+        warned = sorted(i for i, s in sev.items() if s >= 1)
+        got = rep.get("top_finding") or "none"
+        if target == "healthy":
+            ok = not warned
+            why = "no warn-level finding" if ok else "warned: " + ",".join(warned)
+        else:
+            need = RANK[want.get("min_severity", "warn")]
+            ok = sev.get(target, -1) >= need
+            why = "found" if ok else ("only info" if target in sev else "missing")
+            bad = [i for i in want.get("not", []) if sev.get(i, -1) >= 1]
+            if bad:
+                ok, why = False, why + "; must not warn: " + ",".join(bad)
+        if warned:
+            got += " [" + ",".join(warned) + "]"
+    rows.append((name, target, got, "PASS" if ok else "FAIL", why))
+    summary[name] = {"expected": target, "pass": ok, "got": got, "why": why,
+                     "verdict": rep.get("verdict") if rep else None}
+
+w = [max(len(r[i]) for r in rows + [("workload", "expected", "got", "result", "why")]) for i in range(5)]
+fmt = "  ".join("{:<%d}" % x for x in w)
+print(fmt.format("workload", "expected", "got", "result", "why"))
+for r in rows:
+    print(fmt.format(*r))
+passed = sum(1 for r in rows if r[3] == "PASS")
+print(f"{passed} passed, {len(rows) - passed} failed")
+out = a.out or os.path.join(a.results, "summary.json")
+with open(out, "w") as fh:
+    json.dump({"passed": passed, "failed": len(rows) - passed, "workloads": summary}, fh, indent=2)
+sys.exit(0 if passed == len(rows) else 1)

@@ -1,0 +1,28 @@
+"""The launch-bound loop of launch_bound.py captured in a CUDA graph: no launch cost left,
+only the device-side gaps between tiny kernels (kernel_fragmentation)."""
+import json, time
+import torch
+
+dev = "cuda"
+x = torch.randn(1, 64, device=dev)
+
+
+def body(x):
+    for _ in range(100):
+        x = x * 0.999 + 0.001
+    return x
+
+
+s = torch.cuda.Stream()
+s.wait_stream(torch.cuda.current_stream())
+with torch.cuda.stream(s):  # warm up outside the capture
+    body(x)
+torch.cuda.current_stream().wait_stream(s)
+g = torch.cuda.CUDAGraph()
+with torch.cuda.graph(g):
+    out = body(x)
+t0 = time.perf_counter()
+for step in range(200):
+    g.replay()
+torch.cuda.synchronize()
+print(json.dumps({"workload": "cuda_graphs", "steps": 200, "s": round(time.perf_counter() - t0, 3)}))

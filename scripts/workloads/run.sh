@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Runs every workload under gputrace and checks the reports against expect.json.
+#   scripts/workloads/run.sh [OUT_DIR]        (GPUTRACE=path/to/gputrace, PY=python3)
+set -u
+here="$(cd "$(dirname "$0")" && pwd)"
+out="${1:-gputrace-workloads}"
+gt="${GPUTRACE:-target/release/gputrace}"
+py="${PY:-/opt/torch/.venv/bin/python3}"
+mkdir -p "$out"
+for w in "$here"/*.py; do
+  name="$(basename "$w" .py)"
+  [ "$name" = check ] && continue
+  rm -rf "$out/traces-$name"
+  echo "== $name" >&2
+  timeout 120 "$gt" run --summary -o "$out/traces-$name" -- "$py" "$w" > "$out/$name.log" 2>&1
+  traces=("$out/traces-$name"/*.gtrace)
+  "$gt" report --json "${traces[@]}" > "$out/$name.json" 2>> "$out/$name.log"
+  "$gt" report "${traces[@]}" > "$out/$name.txt" 2>> "$out/$name.log"
+done
+"$py" "$here/check.py" "$out"
