@@ -471,3 +471,53 @@ fn startup_never_outranks_the_steady_state() {
     assert!(p.startup.wall_ns >= 6 * S - MS);
     assert!(p.startup_breakdown.idle_pct > 99.0);
 }
+
+#[test]
+fn symbol_hook_calls_stand_in_for_missing_api_events() {
+    // The .item() loop as the symbol hooks would record it with CUPTI's callbacks gone.
+    let b = item_every_step(20);
+    let ev: Vec<Event> =
+        b.ev.into_iter()
+            .map(|e| match e {
+                Event::Api(a) if a.cbid == MEMCPY_ASYNC => Event::HostCopy(fmt::HostCopy {
+                    start: a.start,
+                    end: a.end,
+                    tid: a.tid,
+                    api: fmt::HOSTCOPY_MEMCPY_ASYNC,
+                    copy_kind: fmt::CopyKind::DtoH as u8,
+                    host_kind: fmt::MemKind::Pageable as u8,
+                    source: fmt::CLASS_SOURCE_REGISTRY,
+                    flags: fmt::HOSTCOPY_FLAG_ASYNC,
+                    bytes: a.bytes,
+                    ..Default::default()
+                }),
+                Event::Api(a) => Event::HostCall(fmt::HostCall {
+                    start: a.start,
+                    end: a.end,
+                    tid: a.tid,
+                    call: match a.cbid {
+                        STREAM_SYNC => fmt::HOSTCALL_STREAM_SYNCHRONIZE,
+                        LAUNCH => fmt::HOSTCALL_LAUNCH_KERNEL,
+                        _ => 0,
+                    },
+                    ..Default::default()
+                }),
+                other => other,
+            })
+            .collect();
+    let r = report(Trace::from_events(b.meta, ev));
+    let p = &r.processes[0];
+    assert_eq!(p.attribution, "host_hooks");
+    assert!(p.notes.iter().any(|n| n.contains("symbol hooks")));
+    let f = get(&r, "implicit_sync");
+    assert_eq!(r.findings[0].id, "implicit_sync");
+    // Without correlation ids the 1 us gaps between queued kernels, during which the host
+    // sat in the sync, are charged to the sync too: 214 + 4 us per step.
+    assert_near(
+        "implicit_sync from hooks",
+        f.at_stake_ns,
+        19 * 218 * US,
+        0.5,
+    );
+    assert!(f.evidence.iter().any(|e| e.contains("symbol hooks")));
+}

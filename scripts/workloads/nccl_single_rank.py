@@ -7,10 +7,10 @@ import torch.distributed as dist
 
 os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
 os.environ.setdefault("MASTER_PORT", "29517")
-dist.init_process_group("nccl", init_method="tcp://127.0.0.1:" + os.environ["MASTER_PORT"],
-                        rank=0, world_size=1)
-dev = "cuda"
 torch.cuda.set_device(0)
+dist.init_process_group("nccl", init_method="tcp://127.0.0.1:" + os.environ["MASTER_PORT"],
+                        rank=0, world_size=1, device_id=torch.device("cuda", 0))
+dev = "cuda"
 w = torch.randn(2048, 2048, device=dev)
 a = torch.randn(2048, 2048, device=dev)
 grad = torch.randn(256 << 20, device=dev)  # 1 GiB

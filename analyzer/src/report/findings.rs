@@ -92,6 +92,11 @@ impl Ctx2<'_, '_, '_> {
     }
 
     fn heuristic_note(&self, f: &mut Finding) {
+        if self.f.att.method == Method::HostHooks {
+            f.evidence.push(
+                "host activity from the symbol hooks (no CUPTI API callbacks): calls are not linked to GPU work".into(),
+            );
+        }
         if self.gpu_only() {
             f.estimated = true;
             f.evidence.push(
@@ -472,7 +477,7 @@ pub(crate) fn process(f: &Facts, r: &ProcessReport) -> Vec<Finding> {
             true,
         );
         x.summary = format!(
-            "Kernels that fill less than a quarter of the GPU's resident-block slots leave SMs empty while they run; the empty share of their time is {} of the steady state (estimate).",
+            "Kernels with fewer blocks than SMs, filling less than a quarter of the GPU's resident-block slots, leave SMs empty while they run; the empty share of their time is {} of the steady state (estimate).",
             share(ns, wall)
         );
         x.evidence.push(format!(

@@ -104,8 +104,31 @@ pub struct Example {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Method {
+    /// CUPTI API callbacks: host calls linked to GPU work by correlation id.
     HostApi,
+    /// No API callbacks, but the symbol hooks' host calls and copies (no correlation).
+    HostHooks,
+    /// Neither: GPU records (and CUPTI sync records) only.
     GpuOnly,
+}
+
+impl Method {
+    pub fn of(ctx: &Ctx) -> Method {
+        if ctx.has_api() {
+            Method::HostApi
+        } else if !ctx.t.host_calls.is_empty() || !ctx.t.host_copies.is_empty() {
+            Method::HostHooks
+        } else {
+            Method::GpuOnly
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            Method::HostApi => "host_api",
+            Method::HostHooks => "host_hooks",
+            Method::GpuOnly => "gpu_only_heuristic",
+        }
+    }
 }
 
 /// The result of attributing one device's idle time in one window.
@@ -172,6 +195,45 @@ fn offer(top: &mut [Example; 3], ex: Example) {
     }
 }
 
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Src {
+    Blind,
+    Api,
+    Sync,
+    Call,
+    Copy,
+}
+
+/// What a runtime call seen by the symbol hooks says about the host.
+fn host_call_class(c: &gputrace_format::HostCall) -> HostClass {
+    use gputrace_format::HostCallClass as H;
+    if c.call == gputrace_format::HOSTCALL_STREAM_WAIT_EVENT {
+        return HostClass::Issue;
+    }
+    match gputrace_format::hostcall_info(c.call).1 {
+        H::Sync => HostClass::Implicit,
+        H::Memset | H::Launch => HostClass::Issue,
+        H::Unknown => HostClass::Other,
+    }
+}
+
+/// What a copy call seen by the symbol hooks says about the host.
+fn host_copy_class(c: &gputrace_format::HostCopy) -> HostClass {
+    use gputrace_format::CopyKind;
+    let is_async = c.flags & gputrace_format::HOSTCOPY_FLAG_ASYNC != 0;
+    match MemKind::from_u8(c.host_kind) {
+        MemKind::Pageable
+            if c.bytes >= 1 << 20 || CopyKind::from_u8(c.copy_kind) == CopyKind::HtoD =>
+        {
+            HostClass::Pageable
+        }
+        _ if CopyKind::from_u8(c.copy_kind) == CopyKind::DtoH && !is_async => HostClass::Implicit,
+        MemKind::Pinned if !is_async => HostClass::SyncMemcpy,
+        _ if is_async => HostClass::Issue,
+        _ => HostClass::Implicit,
+    }
+}
+
 /// Host activity, as a sequence of segments: each is either quiet (no thread in a call)
 /// or carries the most telling class among the calls in progress.
 struct HostSweep<'c, 'a> {
@@ -180,6 +242,9 @@ struct HostSweep<'c, 'a> {
     ai: usize,
     bi: usize,
     yi: usize,
+    /// Symbol-hook host calls and copies (used when there are no API events).
+    hi: usize,
+    ci: usize,
     /// Calls in progress: (end, class), sorted by end descending (the next to end is last).
     active: Vec<(u64, u8)>,
     counts: [u32; HOST_CLASSES],
@@ -204,6 +269,8 @@ impl<'c, 'a> HostSweep<'c, 'a> {
             ai: 0,
             bi: 0,
             yi: 0,
+            hi: 0,
+            ci: 0,
             active: Vec::new(),
             counts: [0; HOST_CLASSES],
             cur: 0,
@@ -212,52 +279,92 @@ impl<'c, 'a> HostSweep<'c, 'a> {
         }
     }
 
-    /// Start of the next activity not yet taken, skipping insane records.
-    fn peek_start(&mut self) -> Option<u64> {
+    /// The next activity not yet taken (skipping insane records): its start and source.
+    fn peek(&mut self) -> Option<(u64, Src)> {
         let t = self.ctx.t;
-        let mut best = u64::MAX;
+        let ctx = self.ctx;
+        let mut best: Option<(u64, Src)> = None;
+        let mut offer = |start: u64, src: Src| {
+            if best.is_none_or(|b| start < b.0) {
+                best = Some((start, src));
+            }
+        };
+        if let Some(b) = ctx.blind.get(self.bi) {
+            offer(b.0, Src::Blind);
+        }
         if self.use_apis {
-            while self.ai < t.apis.len() && self.ctx.sane(t.apis[self.ai].start, 0).is_none() {
+            while self.ai < t.apis.len() && ctx.sane(t.apis[self.ai].start, 0).is_none() {
                 self.ai += 1;
             }
             if let Some(a) = t.apis.get(self.ai) {
-                best = best.min(a.start);
+                offer(a.start, Src::Api);
             }
         } else {
-            while self.yi < t.syncs.len() && self.ctx.sane(t.syncs[self.yi].start, 0).is_none() {
+            while self.yi < t.syncs.len() && ctx.sane(t.syncs[self.yi].start, 0).is_none() {
                 self.yi += 1;
             }
-            if let Some(s) = t.syncs.get(self.yi) {
-                best = best.min(s.start);
+            if let Some(x) = t.syncs.get(self.yi) {
+                offer(x.start, Src::Sync);
+            }
+            while self.hi < t.host_calls.len() && ctx.sane(t.host_calls[self.hi].start, 0).is_none()
+            {
+                self.hi += 1;
+            }
+            if let Some(x) = t.host_calls.get(self.hi) {
+                offer(x.start, Src::Call);
+            }
+            while self.ci < t.host_copies.len()
+                && ctx.sane(t.host_copies[self.ci].start, 0).is_none()
+            {
+                self.ci += 1;
+            }
+            if let Some(x) = t.host_copies.get(self.ci) {
+                offer(x.start, Src::Copy);
             }
         }
-        if let Some(b) = self.ctx.blind.get(self.bi) {
-            best = best.min(b.0);
-        }
-        (best != u64::MAX).then_some(best)
+        best
     }
 
-    /// Takes the activity whose start `peek_start` returned.
-    fn take(&mut self, at: u64) -> (u64, u64, HostClass) {
+    fn peek_start(&mut self) -> Option<u64> {
+        self.peek().map(|p| p.0)
+    }
+
+    /// Takes the next activity.
+    fn take(&mut self, _at: u64) -> (u64, u64, HostClass) {
         let t = self.ctx.t;
-        if let Some(b) = self.ctx.blind.get(self.bi) {
-            if b.0 == at {
+        let ctx = self.ctx;
+        let clip = |s: u64, e: u64| ctx.sane(s, e).unwrap_or((s, s));
+        match self.peek() {
+            Some((_, Src::Blind)) => {
+                let b = &ctx.blind[self.bi];
                 self.bi += 1;
-                return (b.0, b.1, HostClass::Blind);
+                (b.0, b.1, HostClass::Blind)
             }
-        }
-        if self.use_apis {
-            let i = self.ai;
-            self.ai += 1;
-            let a = &t.apis[i];
-            let (s, e) = self.ctx.sane(a.start, a.end).unwrap_or((a.start, a.start));
-            (s, e, self.ctx.api_class[i])
-        } else {
-            let i = self.yi;
-            self.yi += 1;
-            let y = &t.syncs[i];
-            let (s, e) = self.ctx.sane(y.start, y.end).unwrap_or((y.start, y.start));
-            (s, e, HostClass::Implicit)
+            Some((_, Src::Api)) => {
+                let i = self.ai;
+                self.ai += 1;
+                let (s, e) = clip(t.apis[i].start, t.apis[i].end);
+                (s, e, ctx.api_class[i])
+            }
+            Some((_, Src::Sync)) => {
+                let y = &t.syncs[self.yi];
+                self.yi += 1;
+                let (s, e) = clip(y.start, y.end);
+                (s, e, HostClass::Implicit)
+            }
+            Some((_, Src::Call)) => {
+                let c = &t.host_calls[self.hi];
+                self.hi += 1;
+                let (s, e) = clip(c.start, c.end);
+                (s, e, host_call_class(c))
+            }
+            Some((_, Src::Copy)) => {
+                let c = &t.host_copies[self.ci];
+                self.ci += 1;
+                let (s, e) = clip(c.start, c.end);
+                (s, e, host_copy_class(c))
+            }
+            None => (0, 0, HostClass::Other),
         }
     }
 
@@ -391,11 +498,7 @@ pub fn attribute_windows(
     steps: Option<&[u64]>,
     extras: &mut Extras,
 ) -> Pass {
-    let method = if ctx.has_api() {
-        Method::HostApi
-    } else {
-        Method::GpuOnly
-    };
+    let method = Method::of(ctx);
     let nw = bounds.len().saturating_sub(1);
     let mut pass = Pass {
         windows: (0..nw)
@@ -651,7 +754,7 @@ impl State<'_, '_, '_> {
             }
             // GPU-only: the end of a gap before a pageable copy is the driver staging it.
             let mut cut = b;
-            if !host_api && len > FRAG_GAP_NS {
+            if self.method == Method::GpuOnly && len > FRAG_GAP_NS {
                 if let Some(w) = next.filter(|w| self.is_pageable_copy(w)) {
                     cut = b - (w.end - w.start).min(b - p);
                 }
@@ -665,6 +768,15 @@ impl State<'_, '_, '_> {
                         if seg.e.saturating_sub(seg.s) <= QUIET_LAUNCH_NS
                             || (unlinked && len <= QUIET_LAUNCH_NS)
                         {
+                            Cause::LaunchBound
+                        } else {
+                            Cause::DataStarvation
+                        }
+                    }
+                    // Hook-recorded calls: back-to-back calls, or a gap too short to be
+                    // anything but a launch the hooks do not see (driver API).
+                    None if self.method == Method::HostHooks => {
+                        if seg.e.saturating_sub(seg.s) <= QUIET_LAUNCH_NS || len <= FRAG_GAP_NS {
                             Cause::LaunchBound
                         } else {
                             Cause::DataStarvation

@@ -9,7 +9,8 @@ use std::collections::HashMap;
 
 /// Kernels shorter than this are "tiny".
 pub const TINY_NS: u64 = 10_000;
-/// A grid filling less than a quarter of the GPU's resident-block slots is small.
+/// A grid filling less than a quarter of the GPU's resident-block slots, with fewer blocks
+/// than SMs, is small.
 pub const SMALL_FILL: f64 = 0.25;
 
 /// Resident blocks per SM for a kernel, from the occupancy limits the device reports:
@@ -206,7 +207,9 @@ pub fn stats(ctx: &Ctx, window: (u64, u64), util_ns: u64) -> KernelStats {
                 a.fill_known_ns += d;
                 s.fill_ns += d as f64 * f;
                 s.fill_known_ns += d;
-                if f < SMALL_FILL && !comm {
+                // Small: under a quarter of the slots, and some SMs get no block at all.
+                let sms = devinfo.get(&k.device).map_or(0, |d| d.sm_count as u64);
+                if f < SMALL_FILL && b < sms && !comm {
                     a.empty_ns += d as f64 * (1.0 - f);
                     a.small_count += 1;
                     s.small_grid_ns += d as f64 * (1.0 - f);

@@ -502,10 +502,7 @@ fn breakdown(att: &idle::Attribution, wall: u64) -> Breakdown {
         .collect();
     let attributed = att.attributed_ns();
     Breakdown {
-        method: match att.method {
-            idle::Method::HostApi => "host_api".into(),
-            idle::Method::GpuOnly => "gpu_only_heuristic".into(),
-        },
+        method: att.method.name().into(),
         wall_ns: wall,
         busy_ns: att.busy_ns,
         busy_pct: pct(att.busy_ns, wall),
@@ -539,11 +536,7 @@ struct Passes {
 }
 
 fn passes(ctx: &Ctx, st: &steps::Steps) -> Passes {
-    let method = if ctx.has_api() {
-        idle::Method::HostApi
-    } else {
-        idle::Method::GpuOnly
-    };
+    let method = idle::Method::of(ctx);
     let bounds = [
         st.startup.0,
         st.steady.0,
@@ -704,10 +697,14 @@ fn analyze_process(
     let att = ps.steady;
 
     let mut notes = Vec::new();
-    if !ctx.has_api() {
-        notes.push(
+    match idle::Method::of(&ctx) {
+        idle::Method::HostApi => {}
+        idle::Method::HostHooks => notes.push(
+            "no host API events in this trace (CUPTI callbacks unavailable): host activity comes from the symbol hooks' sync, launch and copy calls, without correlation ids".to_string(),
+        ),
+        idle::Method::GpuOnly => notes.push(
             "no host API events in this trace (host callbacks unavailable): idle causes come from GPU-only heuristics".to_string(),
-        );
+        ),
     }
     if ctx.bad_records > 0 {
         notes.push(format!(
@@ -860,11 +857,7 @@ fn analyze_process(
         trace_start_ns: ctx.t0,
         span_ns: ctx.t1 - ctx.t0,
         host_api_events: t.apis.len() as u64,
-        attribution: if ctx.has_api() {
-            "host_api".into()
-        } else {
-            "gpu_only_heuristic".into()
-        },
+        attribution: idle::Method::of(&ctx).name().into(),
         devices: dev_reports,
         startup: phase(&ctx, st.startup, satt.busy_ns, ps.startup_devices),
         steady: phase(&ctx, st.steady, att.busy_ns, devs_active),

@@ -293,10 +293,10 @@ fn breakdown(o: &mut String, title: &str, b: &Breakdown) {
         dur(b.idle_ns),
         b.idle_pct,
         b.attributed_pct,
-        if b.method == "gpu_only_heuristic" {
-            " (GPU-only heuristic: no host API events)"
-        } else {
-            ""
+        match b.method.as_str() {
+            "gpu_only_heuristic" => " (GPU-only heuristic: no host API events)",
+            "host_hooks" => " (host calls from the symbol hooks)",
+            _ => "",
         }
     );
 }

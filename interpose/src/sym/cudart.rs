@@ -575,11 +575,12 @@ pub unsafe extern "C" fn cudaLaunchKernelExC(
         // SAFETY: forwarding the caller's arguments unchanged.
         || unsafe { f(config, func, args) },
         |e, t1, r| {
-            let (stream, a) = if config.is_null() {
+            // Read only after the runtime accepted it (a bad pointer is refused).
+            let (stream, a) = if config.is_null() || r != 0 {
                 (std::ptr::null_mut(), [func as u64, 0, 0])
             } else {
-                // SAFETY: a non-NULL config points to the caller's cudaLaunchConfig_t,
-                // which the API reads too and which outlives the call.
+                // SAFETY: a config the runtime accepted is the caller's valid
+                // cudaLaunchConfig_t, which outlives the call.
                 let c = unsafe { &*config };
                 (c.stream, [func as u64, c.grid.volume(), c.block.volume()])
             };

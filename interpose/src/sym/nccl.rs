@@ -737,10 +737,11 @@ pub unsafe extern "C" fn ncclCommInitRankScalable(
         // SAFETY: forwarding the caller's arguments unchanged.
         || unsafe { f(comm, nranks, rank, n_ids, comm_ids, config) },
         |r| {
-            let id = if comm_ids.is_null() || n_ids <= 0 {
+            // Read only after NCCL accepted them (garbage is refused, not read here).
+            let id = if !usable(r) || comm_ids.is_null() || n_ids <= 0 {
                 0
             } else {
-                // SAFETY: the caller passes n_ids unique ids, which NCCL reads too.
+                // SAFETY: the caller passed n_ids unique ids, which NCCL read too.
                 let ids = unsafe { std::slice::from_raw_parts(comm_ids, n_ids as usize) };
                 let parts: Vec<&[u8]> = ids.iter().map(|u| &u.internal[..]).collect();
                 comms::hash(&parts)
