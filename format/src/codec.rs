@@ -12,6 +12,24 @@ pub struct Encoder {
     last_ts: u64,
     last_corr: u32,
     count: u32,
+    /// Kernel launch shapes defined so far in this file (they outlive chunks).
+    shapes: std::collections::HashMap<ShapeKey, u32>,
+}
+
+/// What a kernel launch shape is made of: (name, grid, block, static smem, dynamic
+/// smem, registers, graph id).
+type ShapeKey = (u32, [u32; 3], [u32; 3], u32, u32, u32, u32);
+
+fn shape_of(k: &Kernel) -> ShapeKey {
+    (
+        k.name,
+        k.grid,
+        k.block,
+        k.static_smem,
+        k.dynamic_smem,
+        k.registers,
+        k.graph_id,
+    )
 }
 
 #[inline]
@@ -130,19 +148,33 @@ impl Encoder {
                 TAG_DEVICE
             }
             Event::Kernel(k) => {
+                // Kernels repeat their launch shape: define it once, then refer to it.
+                let key = shape_of(k);
+                let shape = match self.shapes.get(&key) {
+                    Some(id) => *id,
+                    None => {
+                        let id = self.shapes.len() as u32;
+                        self.shapes.insert(key, id);
+                        self.v(id as u64);
+                        self.v(k.name as u64);
+                        for x in k.grid.iter().chain(k.block.iter()) {
+                            self.v(*x as u64);
+                        }
+                        self.v(k.static_smem as u64);
+                        self.v(k.dynamic_smem as u64);
+                        self.v(k.registers as u64);
+                        self.v(k.graph_id as u64);
+                        self.emit(TAG_KERNEL_SHAPE);
+                        self.body.clear();
+                        id
+                    }
+                };
                 self.span(k.start, k.end);
                 self.v(k.device as u64);
                 self.v(k.stream as u64);
                 self.corr(k.corr);
-                self.v(k.name as u64);
-                for x in k.grid.iter().chain(k.block.iter()) {
-                    self.v(*x as u64);
-                }
-                self.v(k.static_smem as u64);
-                self.v(k.dynamic_smem as u64);
-                self.v(k.registers as u64);
-                self.v(k.graph_id as u64);
-                TAG_KERNEL
+                self.v(shape as u64);
+                TAG_KERNEL_COMPACT
             }
             Event::Memcpy(m) => {
                 self.span(m.start, m.end);
@@ -283,10 +315,15 @@ impl Encoder {
                 TAG_NVTX
             }
         };
+        self.emit(tag);
+        self.count += 1;
+    }
+
+    /// Appends the record in `body` under `tag`.
+    fn emit(&mut self, tag: u8) {
         self.buf.push(tag);
         put_var(&mut self.buf, self.body.len() as u64);
         self.buf.extend_from_slice(&self.body);
-        self.count += 1;
     }
 }
 
@@ -299,6 +336,8 @@ pub enum DecodeError {
     BadVarint(usize),
     #[error("string is not UTF-8 at byte {0}")]
     BadString(usize),
+    #[error("kernel refers to an undefined launch shape {0}")]
+    BadShape(u32),
 }
 
 /// Decodes the events of one chunk payload.
@@ -309,6 +348,8 @@ pub struct Decoder<'a> {
     last_corr: u32,
     /// Events with tags this reader does not know, skipped.
     pub skipped: u64,
+    /// Kernel launch shapes defined so far in the file (carried from chunk to chunk).
+    shapes: Vec<Kernel>,
 }
 
 struct Body<'a> {
@@ -365,13 +406,50 @@ impl<'a> Body<'a> {
 
 impl<'a> Decoder<'a> {
     pub fn new(buf: &'a [u8]) -> Decoder<'a> {
+        Decoder::with_shapes(buf, Vec::new())
+    }
+
+    /// A decoder for a chunk that follows others: `shapes` are the kernel launch shapes
+    /// the earlier chunks defined (see [`Decoder::into_shapes`]).
+    pub fn with_shapes(buf: &'a [u8], shapes: Vec<Kernel>) -> Decoder<'a> {
         Decoder {
             buf,
             pos: 0,
             last_ts: 0,
             last_corr: 0,
             skipped: 0,
+            shapes,
         }
+    }
+
+    /// The kernel launch shapes known after this chunk, for the next chunk's decoder.
+    pub fn into_shapes(self) -> Vec<Kernel> {
+        self.shapes
+    }
+
+    fn define_shape(&mut self, b: &mut Body) -> Result<(), DecodeError> {
+        let id = b.v32()?;
+        let k = Kernel {
+            name: b.v32()?,
+            grid: [b.v32()?, b.v32()?, b.v32()?],
+            block: [b.v32()?, b.v32()?, b.v32()?],
+            static_smem: b.v32()?,
+            dynamic_smem: b.v32()?,
+            registers: b.v32()?,
+            graph_id: b.v32()?,
+            ..Default::default()
+        };
+        // Ids are dense and in order; a bound keeps a corrupt id from exhausting memory.
+        let i = id as usize;
+        if i > self.shapes.len() || i >= (1 << 22) {
+            return Err(DecodeError::BadShape(id));
+        }
+        if i == self.shapes.len() {
+            self.shapes.push(k);
+        } else {
+            self.shapes[i] = k;
+        }
+        Ok(())
     }
 
     fn ts(&mut self, b: &mut Body) -> Result<u64, DecodeError> {
@@ -423,6 +501,12 @@ impl<'a> Decoder<'a> {
                 pos: 0,
                 base: start,
             };
+            if tag == TAG_KERNEL_SHAPE {
+                match self.define_shape(&mut b) {
+                    Ok(()) => continue,
+                    Err(e) => return Some(Err(e)),
+                }
+            }
             match self.decode(tag, &mut b) {
                 Ok(Some(ev)) => return Some(Ok(ev)),
                 Ok(None) => {
@@ -485,6 +569,25 @@ impl<'a> Decoder<'a> {
                     dynamic_smem: b.v32()?,
                     registers: b.v32()?,
                     graph_id: b.v32()?,
+                })
+            }
+            TAG_KERNEL_COMPACT => {
+                let (start, end) = self.span(b)?;
+                let device = b.v32()?;
+                let stream = b.v32()?;
+                let corr = self.corr(b)?;
+                let id = b.v32()?;
+                let shape = self
+                    .shapes
+                    .get(id as usize)
+                    .ok_or(DecodeError::BadShape(id))?;
+                Event::Kernel(Kernel {
+                    start,
+                    end,
+                    device,
+                    stream,
+                    corr,
+                    ..shape.clone()
                 })
             }
             TAG_MEMCPY => {
@@ -1031,6 +1134,6 @@ mod tests {
             }));
         }
         let per = enc.len() as f64 / 1000.0;
-        assert!(per <= 24.0, "{per} bytes per kernel");
+        assert!(per <= 12.0, "{per} bytes per kernel");
     }
 }

@@ -745,6 +745,12 @@ pub const TAG_HOST_ALLOC: u8 = 15;
 pub const TAG_NCCL: u8 = 16;
 pub const TAG_NCCL_COMM: u8 = 17;
 pub const TAG_NVTX: u8 = 18;
+/// A kernel's launch shape (name, grid, block, shared memory, registers, graph), defined
+/// once per file; compact kernel records refer to it by id. Internal to the codec:
+/// readers see only [`Event::Kernel`].
+pub const TAG_KERNEL_SHAPE: u8 = 19;
+/// A kernel record that refers to a [`TAG_KERNEL_SHAPE`] (what writers emit).
+pub const TAG_KERNEL_COMPACT: u8 = 20;
 
 impl Event {
     /// The event's primary timestamp, if it has one.

@@ -1,7 +1,7 @@
 //! Reading a trace file: header, metadata, then events chunk by chunk.
 
 use crate::{
-    ChunkKind, DecodeError, Decoder, Event, Meta, CHUNK_HEADER_LEN, CHUNK_MAGIC, HEADER_LEN, MAGIC,
+    ChunkKind, Decoder, Event, Meta, CHUNK_HEADER_LEN, CHUNK_MAGIC, HEADER_LEN, MAGIC,
     MAX_CHUNK_PAYLOAD, VERSION_MAJOR,
 };
 use std::path::{Path, PathBuf};
@@ -73,6 +73,8 @@ pub struct ChunkReader<'a> {
     path: PathBuf,
     pub meta: Meta,
     pub stats: ReadStats,
+    /// Kernel launch shapes defined by the chunks read so far.
+    shapes: Vec<crate::Kernel>,
 }
 
 /// Parses the header and metadata of a trace held in memory.
@@ -99,6 +101,7 @@ pub fn open<'a>(path: &Path, data: &'a [u8]) -> Result<ChunkReader<'a>, ReadErro
         pos: hlen,
         path: p(),
         meta: Meta::default(),
+        shapes: Vec::new(),
         stats: ReadStats {
             minor,
             ..Default::default()
@@ -189,22 +192,21 @@ impl<'a> ChunkReader<'a> {
             if kind != ChunkKind::Events {
                 continue;
             }
-            let mut dec = Decoder::new(payload);
+            let mut dec = Decoder::with_shapes(payload, std::mem::take(&mut self.shapes));
             while let Some(r) = dec.next() {
                 match r {
                     Ok(ev) => {
                         self.stats.events += 1;
                         f(ev)
                     }
-                    Err(DecodeError::Truncated(_))
-                    | Err(DecodeError::BadVarint(_))
-                    | Err(DecodeError::BadString(_)) => {
+                    Err(_) => {
                         self.stats.bad_events += 1;
                         break;
                     }
                 }
             }
             self.stats.unknown_events += dec.skipped;
+            self.shapes = dec.into_shapes();
         }
     }
 }
