@@ -61,7 +61,7 @@ if [ -d "$ROOT/scripts/workloads" ]; then
     t=$(ls "$W/suite/$n"/*.gtrace 2>/dev/null | sort | tail -1)
     [ -n "$t" ] && "$G" report --json "$W/suite/$n"/*.gtrace >"$W/suite/$n.json" 2>>"$LOG" && "$G" report "$W/suite/$n"/*.gtrace >"$W/suite/$n.txt" 2>>"$LOG"
   done
-  "$PY" "$ROOT/scripts/workloads/check.py" "$W/suite" 2>&1 | tee -a "$LOG" >"$W/suite/check.txt"
+  "$PY" "$ROOT/scripts/workloads/check.py" "$W/suite" --out "$W/suite/summary.json" 2>&1 | tee -a "$LOG" >"$W/suite/check.txt"
 fi
 
 # (h) production mode: a ~40 s job started dormant, a 5 s window in the middle.
@@ -139,14 +139,14 @@ nc = [e for e in dump(W + "/nccl.dump.jsonl") if e["type"] == "nccl"]
 r["nccl"] = {"calls": len(nc), "ops": sorted(set(e.get("op") for e in nc)), "bytes": sum(e.get("bytes", 0) for e in nc),
              "expected_bytes": (lastjson(W + "/nccl.txt") or {}).get("bytes")}
 cp = dump(W + "/copies.dump.jsonl")
-gpu_kind = {e["corr"]: e.get("host_memory") for e in cp if e["type"] == "memcpy" and e.get("kind") == "HtoD"}
-agree = dis = 0
-for e in cp:
-    if e["type"] in ("host_copy", "hostcopy", "copy") and e.get("corr") in gpu_kind:
-        if e.get("host_memory", e.get("classification")) == gpu_kind[e["corr"]]: agree += 1
-        else: dis += 1
-r["copies"] = {"cupti": {k: list(gpu_kind.values()).count(k) for k in set(gpu_kind.values())}, "registry_agrees": agree, "registry_disagrees": dis,
-               "host_copy_events": sum(1 for e in cp if e["type"] not in ("kernel", "memcpy", "memset", "api", "clock", "state", "device", "thread", "sync", "memory", "dropped"))}
+# The i-th host-to-device copy call (symbol hook, pinned-memory registry) against the
+# i-th host-to-device copy CUPTI recorded: both in time order.
+gpu = sorted((e for e in cp if e["type"] == "memcpy" and e.get("kind") == "HtoD"), key=lambda e: e["ts_ns"])
+host = sorted((e for e in cp if e["type"] == "host_copy" and e.get("kind") == "HtoD"), key=lambda e: e["ts_ns"])
+agree = sum(1 for g, h in zip(gpu, host) if g.get("host_memory") == h.get("host_memory"))
+r["copies"] = {"cupti": {k: [e.get("host_memory") for e in gpu].count(k) for k in set(e.get("host_memory") for e in gpu)},
+               "registry": {k: [e.get("host_memory") for e in host].count(k) for k in set(e.get("host_memory") for e in host)},
+               "pairs": min(len(gpu), len(host)), "registry_agrees": agree, "registry_disagrees": min(len(gpu), len(host)) - agree}
 try:
     r["suite"] = json.load(open(W + "/suite/summary.json"))
 except Exception:
@@ -189,7 +189,7 @@ for d in ["jax", "cupy", "cpp", "window"]:
 row("window blind windows", [e.get("blind_windows") for e in r["window"]])
 row("window profiler kernels", r.get("window_profiler_kernels"))
 row("nccl calls / bytes", "%s / %s (expected all_reduce bytes %s)" % (r["nccl"]["calls"], r["nccl"]["bytes"], r["nccl"]["expected_bytes"]))
-row("copies (cupti kinds)", r["copies"]["cupti"])
+row("copies cupti / registry", "%s / %s" % (r["copies"]["cupti"], r["copies"]["registry"]))
 row("registry agrees/disagrees", "%s / %s" % (r["copies"]["registry_agrees"], r["copies"]["registry_disagrees"]))
 if r.get("production"):
     p = r["production"]; row("prod step us b/d/a", p["step_us_median"]); row("prod window s", round(p["window_s"], 3))
@@ -197,4 +197,4 @@ if r.get("production"):
 row("cupti - realtime (ns)", r["clock_cupti_minus_realtime_ns"])
 PYEOF
 cp "$T" "$OUT/torch-mlp.gtrace" 2>/dev/null
-tar -czf "$OUT/traces.tar.gz" -C "$W" . 2>>"$LOG"
+tar -czf "$OUT/traces.tar.gz" --exclude='prof*.json' --exclude='*.dump.jsonl' --exclude=spin -C "$W" . 2>>"$LOG"

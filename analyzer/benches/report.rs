@@ -6,7 +6,8 @@
 //! Prints events per second for decoding the file into a `Trace` and for the analysis,
 //! and bytes per event: the Trace's tables, the peak heap while analysing (on top of the
 //! loaded trace), and the peak of the whole load + analysis (file buffer included).
-//! Single-threaded: events per second are per core.
+//! Single-threaded: events per second are per core. GPUTRACE_BENCH_WRITE=FILE also writes
+//! the synthetic trace to FILE (to try `gputrace report` on it).
 
 use gputrace_analyzer::report;
 use gputrace_analyzer::Trace;
@@ -78,6 +79,14 @@ fn synthesize(target: u64) -> (Vec<u8>, u64) {
             w.write_chunk(fmt::ChunkKind::Events, &p, c).unwrap();
         }
     };
+    push(
+        Event::Str {
+            id: 211,
+            text: "NVIDIA H200".into(),
+        },
+        &mut enc,
+        &mut w,
+    );
     for id in 1..=210u32 {
         push(
             Event::Str {
@@ -91,7 +100,7 @@ fn synthesize(target: u64) -> (Vec<u8>, u64) {
     push(
         Event::Device(fmt::Device {
             id: 0,
-            name: 1,
+            name: 211,
             sm_count: 132,
             max_blocks_per_sm: 32,
             max_threads_per_sm: 2048,
@@ -266,6 +275,10 @@ fn main() {
         t0.elapsed()
     );
 
+    if let Some(path) = std::env::var_os("GPUTRACE_BENCH_WRITE") {
+        std::fs::write(&path, &bytes).expect("write the synthetic trace");
+        eprintln!("wrote {}", std::path::Path::new(&path).display());
+    }
     let base = reset_peak();
     let t1 = Instant::now();
     let trace = Trace::from_bytes(std::path::Path::new("bench.gtrace"), &bytes).unwrap();
@@ -319,6 +332,22 @@ fn main() {
     println!(
         "load peak (file buffer + tables while decoding) {:.1} B/event",
         per(load_peak)
+    );
+    println!(
+        "record sizes: Kernel {} B, Api {} B, Memcpy {} B, Memset {} B, Sync {} B, Memory {} B",
+        std::mem::size_of::<fmt::Kernel>(),
+        std::mem::size_of::<fmt::Api>(),
+        std::mem::size_of::<fmt::Memcpy>(),
+        std::mem::size_of::<fmt::Memset>(),
+        std::mem::size_of::<fmt::Sync>(),
+        std::mem::size_of::<fmt::Memory>()
+    );
+    println!(
+        "table capacity / length: kernels {} / {}, apis {} / {}",
+        trace.kernels.capacity(),
+        trace.kernels.len(),
+        trace.apis.capacity(),
+        trace.apis.len()
     );
     println!("verdict: {}", r.verdict);
     println!("steps: {}", r.processes[0].steps.count);

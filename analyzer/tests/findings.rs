@@ -60,7 +60,7 @@ fn healthy_gets_no_warning() {
     assert!(r.verdict.starts_with("Healthy"), "{}", r.verdict);
     let p = &r.processes[0];
     assert_eq!(p.steps.count, 29);
-    assert_eq!(p.steps.kernels_per_step, Some(4));
+    assert_eq!(p.steps.ops_per_step, Some(4));
     assert!(p.breakdown.busy_pct > 99.0, "{}", p.breakdown.busy_pct);
     // The two seconds of imports are start-up, not steady state.
     assert!(p.startup.wall_ns >= 2 * S);
@@ -197,7 +197,7 @@ fn tiny_kernels_launched_one_by_one_are_launch_bound() {
         0.5,
     );
     let p = &r.processes[0];
-    assert_eq!(p.steps.kernels_per_step, Some(50));
+    assert_eq!(p.steps.ops_per_step, Some(50));
     assert_near(
         "launch interval",
         p.launches.launch_interval_p50_ns,
@@ -520,4 +520,60 @@ fn symbol_hook_calls_stand_in_for_missing_api_events() {
         0.5,
     );
     assert!(f.evidence.iter().any(|e| e.contains("symbol hooks")));
+}
+
+#[test]
+fn nccl_calls_match_collectives_and_name_ranks() {
+    let r = analyze(&straggler_ranks_with_nccl(20));
+    let c = r.cluster.as_ref().expect("cluster section");
+    assert_eq!(c.matching, "nccl_calls");
+    assert_eq!(c.matched_collectives, 19);
+    for (i, p) in r.processes.iter().enumerate() {
+        assert_eq!(p.rank, Some(i as u32));
+        assert_eq!(p.rank_source, "nccl");
+    }
+    let f = get(&r, "comm_straggler");
+    assert_eq!(f.rank, "rank 2");
+    assert_near("others wait", f.at_stake_ns, 19 * 2 * MS, 0.1);
+}
+
+#[test]
+fn a_step_is_told_from_its_repeated_block_by_its_copy() {
+    // Each step: an input copy, then 8 x (gemm, tanh). By kernels alone the period is 2.
+    let mut b = B::new();
+    let mut gpu = startup(&mut b, 2 * GIB);
+    for _ in 0..20 {
+        let c = b.api(
+            TID,
+            gpu - 50 * US,
+            10 * US,
+            MEMCPY_ASYNC,
+            "cudaMemcpyAsync",
+            1 << 20,
+            1,
+        );
+        b.memcpy(
+            gpu,
+            40 * US,
+            1 << 20,
+            fmt::CopyKind::HtoD,
+            fmt::MemKind::Pinned,
+            fmt::MemKind::Device,
+            true,
+            c,
+        );
+        gpu += 41 * US;
+        for _ in 0..8 {
+            b.launch(gpu - 30 * US, 5 * US, gpu, 200 * US, "gemm", BIG);
+            gpu += 201 * US;
+            b.launch(gpu - 30 * US, 5 * US, gpu, 20 * US, "tanh", BIG);
+            gpu += 21 * US;
+        }
+        gpu += 500 * US;
+    }
+    let r = report(b.build());
+    let p = &r.processes[0];
+    assert_eq!(p.steps.ops_per_step, Some(17), "{:?}", p.steps);
+    assert_eq!(p.steps.count, 19);
+    assert_eq!(p.steps.anchor_kernel.as_deref(), Some("memcpy HtoD"));
 }

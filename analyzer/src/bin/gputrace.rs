@@ -27,6 +27,10 @@ enum Cmd {
         /// Print the per-device summary instead of the report.
         #[arg(long)]
         summary: bool,
+        /// Start the command dormant (nothing recorded until `gputrace attach`, a signal
+        /// or a timer opens a window).
+        #[arg(long)]
+        dormant: bool,
         /// The command and its arguments.
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
         cmd: Vec<OsString>,
@@ -49,6 +53,48 @@ enum Cmd {
     },
     /// Every event of a trace as one JSON object per line.
     Dump { trace: PathBuf },
+    /// Trace a window of a running process started dormant (GPUTRACE_MODE=dormant or
+    /// `gputrace run --dormant`), then print where the trace is and its report.
+    Attach {
+        pid: u32,
+        /// How long to trace: 10s, 500ms, 2m.
+        #[arg(long, default_value = "10s", value_parser = parse_duration)]
+        duration: std::time::Duration,
+        /// Start at this wall-clock time (ms since the epoch), so every rank of a job
+        /// traces the same window.
+        #[arg(long = "at")]
+        at_ms: Option<u64>,
+        /// Directory the process writes the window's trace to (default: its GPUTRACE_DIR).
+        #[arg(short = 'o', long = "out")]
+        out: Option<PathBuf>,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+        /// Only print the trace's path.
+        #[arg(long)]
+        no_report: bool,
+    },
+}
+
+fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    let t = s.trim();
+    let (num, mult) = if let Some(n) = t.strip_suffix("ms") {
+        (n, 1e-3)
+    } else if let Some(n) = t.strip_suffix('s') {
+        (n, 1.0)
+    } else if let Some(n) = t.strip_suffix('m') {
+        (n, 60.0)
+    } else {
+        (t, 1.0)
+    };
+    match num.trim().parse::<f64>() {
+        Ok(v) if v > 0.0 && v * mult <= 86_400.0 => {
+            Ok(std::time::Duration::from_secs_f64(v * mult))
+        }
+        _ => Err(format!(
+            "{s:?} is not a duration such as 10s, 500ms or 2m (at most a day)"
+        )),
+    }
 }
 
 fn load(p: &std::path::Path) -> Result<Trace> {
@@ -161,13 +207,19 @@ fn main() -> Result<()> {
             out,
             json,
             summary,
+            dormant,
             cmd,
         } => {
             let lib = run::find_library(
                 std::env::var_os("GPUTRACE_LIB").map(PathBuf::from),
                 std::env::current_exe().ok(),
             )?;
-            let o = run::run(&lib, &out, &cmd, &[])?;
+            let env: Vec<(String, String)> = if dormant {
+                vec![("GPUTRACE_MODE".into(), "dormant".into())]
+            } else {
+                Vec::new()
+            };
+            let o = run::run(&lib, &out, &cmd, &env)?;
             if o.traces.is_empty() {
                 eprintln!(
                     "gputrace: the command wrote no trace (it did not use CUDA, or tracing was off)"
@@ -186,6 +238,27 @@ fn main() -> Result<()> {
         }
         Cmd::Summary { traces, json } => print_summaries(&traces, json),
         Cmd::Report { traces, json } => print_report(&traces, json),
+        Cmd::Attach {
+            pid,
+            duration,
+            at_ms,
+            out,
+            json,
+            no_report,
+        } => {
+            let w = gputrace_analyzer::attach::attach(pid, duration, at_ms, out.as_deref(), |p| {
+                eprintln!(
+                    "gputrace: tracing pid {pid} for {:.1} s into {}",
+                    duration.as_secs_f64(),
+                    p.display()
+                )
+            })?;
+            println!("trace: {}", w.trace.display());
+            if no_report {
+                return Ok(());
+            }
+            print_report(&[w.trace], json)
+        }
         Cmd::Dump { trace } => {
             let t = load(&trace)?;
             let mut out = std::io::BufWriter::new(std::io::stdout().lock());
@@ -238,5 +311,28 @@ mod tests {
             Cmd::Run { summary, .. } => assert!(summary),
             _ => panic!("wrong subcommand"),
         }
+    }
+
+    #[test]
+    fn attach_parses_durations_and_refuses_nonsense() {
+        match Cli::try_parse_from(["gputrace", "attach", "42", "--duration", "500ms"])
+            .unwrap()
+            .cmd
+        {
+            Cmd::Attach { pid, duration, .. } => {
+                assert_eq!(pid, 42);
+                assert_eq!(duration, std::time::Duration::from_millis(500));
+            }
+            _ => panic!("wrong subcommand"),
+        }
+        assert!(Cli::try_parse_from(["gputrace", "attach", "42", "--duration", "soon"]).is_err());
+        assert!(Cli::try_parse_from(["gputrace", "attach", "42", "--duration", "0s"]).is_err());
+        assert!(Cli::try_parse_from(["gputrace", "attach", "notapid"]).is_err());
+        assert!(matches!(
+            Cli::try_parse_from(["gputrace", "run", "--dormant", "--", "x"])
+                .unwrap()
+                .cmd,
+            Cmd::Run { dormant: true, .. }
+        ));
     }
 }

@@ -2,12 +2,14 @@
 //! several ranks, who arrives last at collectives and how long the others wait.
 //!
 //! Collectives are matched across ranks by kernel name and order of occurrence (the k-th
-//! `ncclDevKernel_AllReduce_...` of every rank is one collective). When NCCL call events
-//! with communicator ids and sequence numbers are recorded, they give the key directly:
-//! [`Collective::key`] is the only thing to change.
+//! `ncclDevKernel_AllReduce_...` of every rank is one collective), or, when the symbol
+//! hooks recorded the NCCL calls, by the communicator id and sequence number of the call
+//! that launched each kernel (its launch call falls inside the NCCL call on the same
+//! thread), which is exact.
 
 use super::ctx::Ctx;
 use super::intervals::{busy, intersect_len, len_in, Select};
+use gputrace_format as fmt;
 use std::collections::HashMap;
 
 #[derive(Clone, Debug, Default)]
@@ -83,11 +85,29 @@ pub struct Collective {
     pub seq: u32,
     pub start: u64,
     pub end: u64,
+    /// (communicator id, sequence number) of the NCCL call that launched the kernel, when
+    /// the symbol hooks recorded it: the same on every rank.
+    pub call: Option<(u64, u64)>,
+}
+
+/// What identifies one collective across ranks.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum CollKey {
+    /// The NCCL call's communicator and sequence number.
+    Call { comm: u64, seq: u64 },
+    /// Kernel name and order of occurrence.
+    Order { name: String, seq: u32 },
 }
 
 impl Collective {
-    pub fn key(&self) -> (&str, u32) {
-        (&self.name, self.seq)
+    pub fn key(&self, by_call: bool) -> CollKey {
+        match (by_call, self.call) {
+            (true, Some((comm, seq))) => CollKey::Call { comm, seq },
+            _ => CollKey::Order {
+                name: self.name.clone(),
+                seq: self.seq,
+            },
+        }
     }
 }
 
@@ -98,6 +118,27 @@ pub fn collectives(ctx: &Ctx) -> Vec<Collective> {
     if !ctx.comm_name.iter().any(|&c| c) {
         return out;
     }
+    // NCCL calls by thread, to find the call whose launch made each kernel.
+    let mut calls: HashMap<u32, Vec<(u64, u64, u64, u64)>> = HashMap::new();
+    for n in &ctx.t.nccl {
+        let group = matches!(n.op, fmt::NCCL_GROUP_START | fmt::NCCL_GROUP_END);
+        if !group && n.comm_id != 0 && n.seq > 0 {
+            calls
+                .entry(n.tid)
+                .or_default()
+                .push((n.start, n.end, n.comm_id, n.seq));
+        }
+    }
+    for v in calls.values_mut() {
+        v.sort_unstable();
+    }
+    let call_of = |k: &fmt::Kernel| -> Option<(u64, u64)> {
+        let api = ctx.api_for(k.corr)?;
+        let v = calls.get(&api.tid)?;
+        let i = v.partition_point(|c| c.0 <= api.start);
+        let c = v.get(i.checked_sub(1)?)?;
+        (api.start <= c.1).then_some((c.2, c.3))
+    };
     for k in &ctx.t.kernels {
         if !ctx.is_comm(k) || Some(k.device) != ctx.primary {
             continue;
@@ -109,6 +150,7 @@ pub fn collectives(ctx: &Ctx) -> Vec<Collective> {
                 seq: *q,
                 start: s,
                 end: e,
+                call: if calls.is_empty() { None } else { call_of(k) },
             });
             *q += 1;
         }
@@ -141,6 +183,9 @@ pub struct ClusterComm {
     pub ranks: Vec<RankSkew>,
     /// `same_host_clock` or `collective_ends`.
     pub alignment: String,
+    /// How collectives were matched: `nccl_calls` (communicator and sequence number of
+    /// the NCCL call) or `kernel_order` (kernel name and order of occurrence).
+    pub matching: String,
     /// Median spread of collective end times after alignment.
     pub residual_ns: u64,
     /// Collectives found on every rank (in steady state).
@@ -185,28 +230,37 @@ pub fn cluster(ranks: &[RankInput]) -> Option<ClusterComm> {
             median_i64(&mut d).unwrap_or(0)
         })
         .collect();
-    // Index collectives by key on every rank.
-    let maps: Vec<HashMap<(&str, u32), usize>> = ranks
+    // Index collectives by key on every rank: by NCCL call when every collective of
+    // every rank is tied to one, else by kernel name and order.
+    let by_call = ranks
+        .iter()
+        .all(|r| r.colls.iter().all(|c| c.call.is_some()));
+    let maps: Vec<HashMap<CollKey, usize>> = ranks
         .iter()
         .map(|r| {
-            r.colls
-                .iter()
-                .enumerate()
-                .map(|(i, c)| (c.key(), i))
-                .collect()
+            let mut m = HashMap::new();
+            for (i, c) in r.colls.iter().enumerate() {
+                m.entry(c.key(by_call)).or_insert(i);
+            }
+            m
         })
         .collect();
-    let keys: Vec<(&str, u32)> = ranks[0]
+    let keys: Vec<CollKey> = ranks[0]
         .colls
         .iter()
-        .map(|c| c.key())
+        .map(|c| c.key(by_call))
         .filter(|k| maps.iter().all(|m| m.contains_key(k)))
         .collect();
     let unmatched = ranks[0].colls.len() as u64 - keys.len() as u64;
     if keys.is_empty() {
         return None;
     }
-    let at = |r: usize, k: &(&str, u32)| &ranks[r].colls[maps[r][k]];
+    let at = |r: usize, k: &CollKey| &ranks[r].colls[maps[r][k]];
+    let matching = if by_call {
+        "nccl_calls"
+    } else {
+        "kernel_order"
+    };
     // 2. Different hosts: their real-time clocks disagree; collectives end together on
     //    every rank, so align the median end.
     let same_host = ranks.iter().all(|r| r.host == ranks[0].host);
@@ -286,6 +340,7 @@ pub fn cluster(ranks: &[RankInput]) -> Option<ClusterComm> {
         return Some(ClusterComm {
             ranks: skews,
             alignment: alignment.into(),
+            matching: matching.into(),
             residual_ns: 0,
             matched: 0,
             unmatched,
@@ -310,6 +365,7 @@ pub fn cluster(ranks: &[RankInput]) -> Option<ClusterComm> {
     Some(ClusterComm {
         ranks: skews,
         alignment: alignment.into(),
+        matching: matching.into(),
         residual_ns: median_i64(&mut spreads).unwrap_or(0).max(0) as u64,
         matched,
         unmatched,

@@ -207,6 +207,8 @@ pub struct Ctx<'a> {
     pub t1: u64,
     /// Devices with work, busiest first is not implied: sorted by id.
     pub devices: Vec<u32>,
+    /// Sane GPU works (kernels, copies, memsets) per analysed device.
+    pub device_works: Vec<(u32, u64)>,
     /// The device with the most kernel time.
     pub primary: Option<u32>,
     /// Devices dropped because there were too many.
@@ -244,6 +246,7 @@ impl<'a> Ctx<'a> {
             t0: 0,
             t1: 0,
             devices: Vec::new(),
+            device_works: Vec::new(),
             primary: None,
             devices_dropped: 0,
             comm_name: t
@@ -342,6 +345,7 @@ impl<'a> Ctx<'a> {
             .map(|d| d.0);
         self.devices = devs.iter().map(|d| d.0).collect();
         self.devices.sort_unstable();
+        self.device_works = devs.iter().map(|d| (d.0, d.2)).collect();
         corrs
     }
 

@@ -963,7 +963,9 @@ pub(crate) fn verdict(procs: &[ProcessReport], all: &[Finding]) -> (String, Opti
                 String::new()
             };
             let est = if f.estimated { ", estimated" } else { "" };
-            let line = if is_idle_cause(&f.id) {
+            // The idle form only when the time at stake is idle time (a pageable copy's
+            // excess, for one, is busy copy-engine time).
+            let line = if is_idle_cause(&f.id) && f.at_stake_pct <= idle + 0.5 {
                 format!(
                     "GPU idle {idle:.0}% of {scope}; biggest cause: {}{who} ({:.0}% of wall time, {}{est})",
                     f.id,

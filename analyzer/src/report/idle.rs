@@ -245,6 +245,8 @@ struct HostSweep<'c, 'a> {
     /// Symbol-hook host calls and copies (used when there are no API events).
     hi: usize,
     ci: usize,
+    /// What `peek` found, until `take`.
+    peeked: Option<Option<(u64, Src)>>,
     /// Calls in progress: (end, class), sorted by end descending (the next to end is last).
     active: Vec<(u64, u8)>,
     counts: [u32; HOST_CLASSES],
@@ -271,6 +273,7 @@ impl<'c, 'a> HostSweep<'c, 'a> {
             yi: 0,
             hi: 0,
             ci: 0,
+            peeked: None,
             active: Vec::new(),
             counts: [0; HOST_CLASSES],
             cur: 0,
@@ -281,6 +284,15 @@ impl<'c, 'a> HostSweep<'c, 'a> {
 
     /// The next activity not yet taken (skipping insane records): its start and source.
     fn peek(&mut self) -> Option<(u64, Src)> {
+        if let Some(p) = self.peeked {
+            return p;
+        }
+        let p = self.find_next();
+        self.peeked = Some(p);
+        p
+    }
+
+    fn find_next(&mut self) -> Option<(u64, Src)> {
         let t = self.ctx.t;
         let ctx = self.ctx;
         let mut best: Option<(u64, Src)> = None;
@@ -334,7 +346,9 @@ impl<'c, 'a> HostSweep<'c, 'a> {
         let t = self.ctx.t;
         let ctx = self.ctx;
         let clip = |s: u64, e: u64| ctx.sane(s, e).unwrap_or((s, s));
-        match self.peek() {
+        let next = self.peek();
+        self.peeked = None;
+        match next {
             Some((_, Src::Blind)) => {
                 let b = &ctx.blind[self.bi];
                 self.bi += 1;
@@ -522,16 +536,19 @@ pub fn attribute_windows(
         bounds,
         pieces: Vec::new(),
         method,
+        prev_corr: None,
     };
     let mut prev = w0;
     // The union of all work, and of kernels alone, merged here from one walk.
-    let mut cur: Option<(u64, u64, Work)> = None;
+    // (start, end, first work, correlation id of the work that ends last)
+    let mut cur: Option<(u64, u64, Work, u32)> = None;
     let mut kcur: Option<(u64, u64)> = None;
     let mut step_i = 0usize;
     let mut flush =
-        |st: &mut State, pass: &mut Pass, prev: &mut u64, b: (u64, u64, Work)| -> bool {
-            let (bs0, be0, first) = b;
+        |st: &mut State, pass: &mut Pass, prev: &mut u64, b: (u64, u64, Work, u32)| -> bool {
+            let (bs0, be0, first, last_corr) = b;
             if be0 <= w0 {
+                st.prev_corr = Some(last_corr);
                 return true;
             }
             if bs0 >= w1 {
@@ -559,6 +576,7 @@ pub fn attribute_windows(
                 }
             }
             *prev = (*prev).max(be);
+            st.prev_corr = Some(last_corr);
             true
         };
     let mut copies: Vec<OpenCopy> = Vec::new();
@@ -617,14 +635,19 @@ pub fn attribute_windows(
             WorkKind::Memset => {}
         }
         cur = match cur {
-            Some((s, e, f)) if w.start <= e => Some((s, e.max(w.end), f)),
+            Some((s, e, f, lc)) if w.start <= e => Some((
+                s,
+                e.max(w.end),
+                f,
+                if w.end >= e { w.corr } else { lc },
+            )),
             Some(b) => {
                 if open {
                     open = flush(&mut st, &mut pass, &mut prev, b);
                 }
-                Some((w.start, w.end, w))
+                Some((w.start, w.end, w, w.corr))
             }
-            None => Some((w.start, w.end, w)),
+            None => Some((w.start, w.end, w, w.corr)),
         };
         if !open && w.start >= w1 {
             break;
@@ -654,6 +677,8 @@ struct State<'c, 'a, 'b> {
     bounds: &'b [u64],
     pieces: Vec<(u64, u64, Cause)>,
     method: Method,
+    /// Correlation id of the work that ended last before the current gap.
+    prev_corr: Option<u32>,
 }
 
 impl State<'_, '_, '_> {
@@ -712,28 +737,26 @@ impl State<'_, '_, '_> {
         let len = b - a;
         self.pieces.clear();
         let host_api = self.method == Method::HostApi;
-        // Kernels of a CUDA graph whose launch call is not in the trace were submitted
-        // with the graph, before the gap.
-        let graph_node = |w: &Work| {
+        // Kernels of a CUDA graph whose launch call is not in the trace: one launched by the
+        // same call as the work before the gap was submitted with it (a gap inside one
+        // graph run); another is a new launch that was not recorded.
+        let prev_corr = self.prev_corr;
+        let same_graph_launch = |w: &Work| {
             w.kind == WorkKind::Kernel
-                && self
-                    .ctx
-                    .t
-                    .kernels
-                    .get(w.index)
-                    .is_some_and(|k| k.graph_id != 0)
+                && w.corr != 0
+                && prev_corr == Some(w.corr)
+                && self.ctx.t.kernels.get(w.index).is_some_and(|k| k.graph_id != 0)
         };
         let queued = host_api
             && next.is_some_and(|w| match self.ctx.api_for(w.corr) {
                 Some(api) => api.end <= a + 1_000 && api.end + 60_000_000_000 >= a,
-                None => graph_node(&w),
+                None => same_graph_launch(&w),
             });
         // The next work came from a call that was not recorded (driver-API launches such
         // as cuBLAS's or JAX's): a short quiet gap before it is that launch, not idleness.
         let unlinked = host_api
-            && next.is_some_and(|w| {
-                w.kind == WorkKind::Kernel && !graph_node(&w) && self.ctx.api_for(w.corr).is_none()
-            });
+            && !queued
+            && next.is_some_and(|w| w.kind == WorkKind::Kernel && self.ctx.api_for(w.corr).is_none());
         if queued {
             let c = if len <= FRAG_GAP_NS {
                 Cause::KernelFragmentation

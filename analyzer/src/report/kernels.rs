@@ -67,10 +67,13 @@ pub fn fill(dev: &fmt::Device, k: &fmt::Kernel) -> Option<(f64, u32)> {
 /// What decides a kernel's occupancy: device, grid, block, registers, shared memory.
 pub type ShapeKey = (u32, [u32; 3], [u32; 3], u32, u32, u32);
 
+/// A shape, its fill and resident blocks per SM (if the device is known), and the SMs.
+pub type ShapeFill = (ShapeKey, Option<(f64, u32)>, u64);
+
 #[derive(Clone, Debug, Default)]
 pub struct NameAgg {
     /// The last shape seen and its fill (kernels of one name mostly share a shape).
-    pub shape: Option<(ShapeKey, Option<(f64, u32)>)>,
+    pub shape: Option<ShapeFill>,
     pub name: u32,
     pub count: u64,
     pub total_ns: u64,
@@ -192,12 +195,14 @@ pub fn stats(ctx: &Ctx, window: (u64, u64), util_ns: u64) -> KernelStats {
             k.static_smem,
             k.dynamic_smem,
         );
-        let f = match &a.shape {
-            Some((kk, f)) if *kk == key => *f,
+        let (f, sms) = match &a.shape {
+            Some((kk, f, sms)) if *kk == key => (*f, *sms),
             _ => {
-                let f = devinfo.get(&k.device).and_then(|dev| fill(dev, k));
-                a.shape = Some((key, f));
-                f
+                let dev = devinfo.get(&k.device);
+                let f = dev.and_then(|dev| fill(dev, k));
+                let sms = dev.map_or(0, |d| d.sm_count as u64);
+                a.shape = Some((key, f, sms));
+                (f, sms)
             }
         };
         match f {
@@ -208,7 +213,6 @@ pub fn stats(ctx: &Ctx, window: (u64, u64), util_ns: u64) -> KernelStats {
                 s.fill_ns += d as f64 * f;
                 s.fill_known_ns += d;
                 // Small: under a quarter of the slots, and some SMs get no block at all.
-                let sms = devinfo.get(&k.device).map_or(0, |d| d.sm_count as u64);
                 if f < SMALL_FILL && b < sms && !comm {
                     a.empty_ns += d as f64 * (1.0 - f);
                     a.small_count += 1;

@@ -1,72 +1,64 @@
-//! Loading a trace chunk by chunk, telling a callback how far it got (for a progress
-//! bar). Produces the same [`Trace`] as [`Trace::load`].
+//! Loading a trace while telling a callback how far it got (for a progress bar).
+//! Produces the same [`Trace`] as [`Trace::load`]: the format crate's own reader decodes
+//! the events, on a helper thread, and hands them over in batches, so this module knows
+//! nothing of the encoding.
 
 use crate::trace::Trace;
-use gputrace_format::{self as fmt, ChunkKind, ChunkReader, Decoder, Event, ReadError};
+use gputrace_format::{self as fmt, ChunkKind, Event, ReadError, ReadStats};
 use std::path::Path;
 
-struct Events<'a, F: FnMut(u64)> {
-    base: usize,
-    r: ChunkReader<'a>,
-    dec: Option<Decoder<'a>>,
-    progress: F,
-}
+const BATCH: usize = 4096;
 
-impl<F: FnMut(u64)> Events<'_, F> {
-    fn finish_chunk(&mut self) {
-        if let Some(d) = self.dec.take() {
-            self.r.stats.unknown_events += d.skipped;
-        }
-    }
-}
-
-impl<F: FnMut(u64)> Iterator for Events<'_, F> {
-    type Item = Event;
-    fn next(&mut self) -> Option<Event> {
-        loop {
-            if let Some(d) = self.dec.as_mut() {
-                match d.next() {
-                    Some(Ok(e)) => {
-                        self.r.stats.events += 1;
-                        return Some(e);
-                    }
-                    Some(Err(_)) => {
-                        self.r.stats.bad_events += 1;
-                        self.finish_chunk();
-                    }
-                    None => self.finish_chunk(),
-                }
-            }
-            match self.r.next_chunk() {
-                Some((ChunkKind::Events, payload, _)) => {
-                    let at = (payload.as_ptr() as usize).saturating_sub(self.base) + payload.len();
-                    (self.progress)(at as u64);
-                    self.dec = Some(Decoder::new(payload));
-                }
-                Some(_) => continue,
-                None => return None,
-            }
-        }
-    }
-}
-
-/// Reads a trace held in memory, calling `progress(bytes_done)` after each chunk.
+/// Reads a trace held in memory, calling `progress(bytes_done)` as events arrive
+/// (bytes_done is estimated from the share of the file's events decoded so far).
 pub fn from_bytes_with_progress(
     path: &Path,
     data: &[u8],
-    progress: impl FnMut(u64),
+    mut progress: impl FnMut(u64),
 ) -> Result<Trace, ReadError> {
-    let r = fmt::open(path, data)?;
-    let meta = r.meta.clone();
-    let mut ev = Events {
-        base: data.as_ptr() as usize,
-        r,
-        dec: None,
-        progress,
-    };
-    let mut t = Trace::from_events(meta, ev.by_ref());
+    // Chunk headers give the number of events to expect.
+    let mut total = 0u64;
+    {
+        let mut scan = fmt::open(path, data)?;
+        while let Some((kind, _, count)) = scan.next_chunk() {
+            if kind == ChunkKind::Events {
+                total += count as u64;
+            }
+        }
+    }
+    let mut reader = fmt::open(path, data)?;
+    let meta = reader.meta.clone();
+    let len = data.len() as u64;
+    let (t, stats) = std::thread::scope(|s| {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Event>>(8);
+        let decoder = s.spawn(move || {
+            let mut batch = Vec::with_capacity(BATCH);
+            reader.for_each_event(|e| {
+                batch.push(e);
+                if batch.len() == BATCH {
+                    let full = std::mem::replace(&mut batch, Vec::with_capacity(BATCH));
+                    let _ = tx.send(full);
+                }
+            });
+            if !batch.is_empty() {
+                let _ = tx.send(batch);
+            }
+            reader.stats
+        });
+        let mut done = 0u64;
+        let events = rx.into_iter().flat_map(|b| {
+            done += b.len() as u64;
+            if total > 0 {
+                progress((done.min(total) as u128 * len as u128 / total as u128) as u64);
+            }
+            b
+        });
+        let t = Trace::from_events(meta, events);
+        (t, decoder.join().unwrap_or_else(|_| ReadStats::default()))
+    });
+    let mut t = t;
     t.path = path.to_path_buf();
-    t.stats = ev.r.stats.clone();
+    t.stats = stats;
     Ok(t)
 }
 

@@ -144,7 +144,8 @@ pub struct StepsReport {
     pub anchor_kernel: Option<String>,
     /// Text of the NVTX range that marks steps (source `nvtx`).
     pub nvtx_range: Option<String>,
-    pub kernels_per_step: Option<u32>,
+    /// GPU operations (kernels, copies, memsets) per step, for `kernel_period` steps.
+    pub ops_per_step: Option<u32>,
     pub count: usize,
     pub warmup_steps: usize,
     pub irregular_boundaries: usize,
@@ -325,6 +326,8 @@ pub struct ClusterRank {
 pub struct ClusterReport {
     pub ranks: Vec<ClusterRank>,
     pub alignment: String,
+    /// `nccl_calls` or `kernel_order`.
+    pub matching: String,
     pub residual_ns: u64,
     pub matched_collectives: u64,
     pub unmatched_collectives: u64,
@@ -445,6 +448,7 @@ pub fn analyze(traces: &[Trace]) -> Report {
                     })
                     .collect(),
                 alignment: c.alignment.clone(),
+                matching: c.matching.clone(),
                 residual_ns: c.residual_ns,
                 matched_collectives: c.matched,
                 unmatched_collectives: c.unmatched,
@@ -621,9 +625,9 @@ fn steps_report(ctx: &Ctx, s: &steps::Steps, step_busy: &[u64]) -> StepsReport {
             steps::StepSource::Nvtx => "nvtx".into(),
             steps::StepSource::None => "none".into(),
         },
-        anchor_kernel: s.anchor.map(|n| demangle(ctx.t.str(n))),
+        anchor_kernel: s.anchor.map(|n| steps::anchor_label(ctx.t, n)),
         nvtx_range: s.nvtx_text.map(|n| ctx.t.str(n).to_string()),
-        kernels_per_step: s.period,
+        ops_per_step: s.period,
         count: s.count(),
         warmup_steps: s.warmup_steps,
         irregular_boundaries: s.irregular,

@@ -10,6 +10,7 @@
 //! kernel does not shift every later step.
 
 use super::ctx::Ctx;
+use super::intervals::WorkKind;
 use super::keymap::{KeyMap, NameMap};
 use std::collections::HashMap;
 
@@ -55,6 +56,23 @@ impl Steps {
 const SAMPLE: usize = 400_000;
 const MAX_CANDIDATES: usize = 16;
 const MIN_STEPS: usize = 3;
+/// Names standing for copies (minus the copy kind) and memsets in the work sequence.
+pub const MEMCPY_NAME: u32 = u32::MAX - 16;
+pub const MEMSET_NAME: u32 = u32::MAX - 32;
+
+/// What an anchor id names: a kernel's name id, or a copy or memset.
+pub fn anchor_label(t: &crate::trace::Trace, id: u32) -> String {
+    if id == MEMSET_NAME {
+        "memset".into()
+    } else if id > MEMSET_NAME && id <= MEMCPY_NAME {
+        format!(
+            "memcpy {}",
+            gputrace_format::CopyKind::from_u8((MEMCPY_NAME - id) as u8).name()
+        )
+    } else {
+        crate::trace::demangle(t.str(id))
+    }
+}
 
 pub fn detect(ctx: &Ctx) -> Steps {
     let (t0, t1) = (ctx.t0, ctx.t1);
@@ -91,31 +109,74 @@ pub fn detect(ctx: &Ctx) -> Steps {
         return none(t0, t1);
     };
     let t = ctx.t;
-    // Positions in the primary device's kernel sequence; with one device and no bad
-    // records that is the kernel table itself.
-    let seq: Option<Vec<u32>> = if ctx.devices.len() == 1 && ctx.bad_records == 0 {
-        None
+    // The primary device's work in start order: the kernel table itself when the device
+    // has no copies or memsets and the table needs no filtering; else kernels, copies and
+    // memsets merged (a step often starts with its input copy), names in one array
+    // (scanned for the period) and table entries in another (kind in the top two bits).
+    // Copies and memsets join the sequence when they are not rare (2% of the device's
+    // work or more): a step that is a copy and a repeated block of kernels is only told
+    // from the block by its copy; rare ones would cost a merge for nothing.
+    let others = t.memcpys.iter().filter(|m| m.device == dev).count()
+        + t.memsets.iter().filter(|m| m.device == dev).count();
+    let works = ctx
+        .device_works
+        .iter()
+        .find(|d| d.0 == dev)
+        .map_or(0, |d| d.1 as usize);
+    let has_other = others > 0 && others * 50 >= works;
+    let use_table = ctx.devices.len() == 1 && ctx.bad_records == 0 && !has_other;
+    let (names, seq): (Vec<u32>, Vec<u32>) = if use_table {
+        (Vec::new(), Vec::new())
     } else {
-        Some(
-            t.kernels
-                .iter()
-                .enumerate()
-                .filter(|(_, k)| k.device == dev && ctx.sane(k.start, k.end).is_some())
-                .map(|(i, _)| i as u32)
-                .collect(),
-        )
+        let cap = ctx
+            .device_works
+            .iter()
+            .find(|d| d.0 == dev)
+            .map_or(0, |d| d.1 as usize);
+        let mut names = Vec::with_capacity(cap);
+        let mut seq = Vec::with_capacity(cap);
+        for w in super::intervals::GpuWork::new(ctx, Some(dev), super::intervals::Select::ALL) {
+            if w.index >= 1 << 30 {
+                continue;
+            }
+            let (kind, name) = match w.kind {
+                WorkKind::Kernel => (0u32, t.kernels[w.index].name),
+                WorkKind::Memcpy => (1, MEMCPY_NAME - t.memcpys[w.index].copy_kind as u32),
+                WorkKind::Memset => (2, MEMSET_NAME),
+            };
+            names.push(name);
+            seq.push((kind << 30) | w.index as u32);
+        }
+        (names, seq)
     };
-    let n = seq.as_ref().map_or(t.kernels.len(), |s| s.len());
-    let kern = |p: usize| match &seq {
-        None => &t.kernels[p],
-        Some(s) => &t.kernels[s[p] as usize],
+    let merged = !use_table;
+    let n = if merged { seq.len() } else { t.kernels.len() };
+    // (start, end) of position p.
+    let span_at = |p: usize| -> (u64, u64) {
+        if !merged {
+            let k = &t.kernels[p];
+            return (k.start, k.end.clamp(k.start, ctx.hi));
+        }
+        let e = seq[p];
+        let i = (e & ((1 << 30) - 1)) as usize;
+        match e >> 30 {
+            0 => {
+                let k = &t.kernels[i];
+                (k.start, k.end.clamp(k.start, ctx.hi))
+            }
+            1 => {
+                let m = &t.memcpys[i];
+                (m.start, m.end.clamp(m.start, ctx.hi))
+            }
+            _ => {
+                let m = &t.memsets[i];
+                (m.start, m.end.clamp(m.start, ctx.hi))
+            }
+        }
     };
-    let name = |p: usize| kern(p).name;
-    let start = |p: usize| kern(p).start;
-    let end = |p: usize| {
-        let k = kern(p);
-        k.end.clamp(k.start, ctx.hi)
-    };
+    let name = |p: usize| if merged { names[p] } else { t.kernels[p].name };
+    let start = |p: usize| span_at(p).0;
+    let end = |p: usize| span_at(p).1;
 
     if let Some(found) = periodic(n, &name, t.strings.len()) {
         let (period, rs, re) = found;

@@ -143,9 +143,9 @@ fn process_header(o: &mut String, p: &ProcessReport, multi: bool) {
         format!("{} steps (NVTX range \"{n}\")", p.steps.count)
     } else if p.steps.detected {
         format!(
-            "{} steps of {} kernels",
+            "{} steps of {} GPU ops",
             p.steps.count,
-            p.steps.kernels_per_step.unwrap_or(0)
+            p.steps.ops_per_step.unwrap_or(0)
         )
     } else {
         "no repeating step found".to_string()
@@ -190,8 +190,25 @@ fn process_header(o: &mut String, p: &ProcessReport, multi: bool) {
             } else {
                 a.clone()
             };
-            let _ = writeln!(o, "              (step boundary at kernel {short})");
+            let what = if short.starts_with("memcpy ") || short == "memset" {
+                ""
+            } else {
+                "kernel "
+            };
+            let _ = writeln!(o, "              (step boundary at {what}{short})");
         }
+    }
+    let l = &p.launches;
+    if l.linked > 0 {
+        let _ = writeln!(
+            o,
+            "   launches   {} GPU works linked to their calls; launch latency median {} (p90 {}); {:.0}% found their stream idle, mean queue depth {:.1}",
+            l.linked,
+            dur(l.latency_p50_ns),
+            dur(l.latency_p90_ns),
+            l.empty_queue_pct,
+            l.mean_queue_depth
+        );
     }
     let _ = writeln!(
         o,
@@ -318,8 +335,9 @@ pub fn render_text(r: &Report) -> String {
     if let Some(c) = &r.cluster {
         let _ = writeln!(
             o,
-            "\n== ranks: {} collectives matched on every rank, clocks aligned by {} (residual {})",
+            "\n== ranks: {} collectives matched on every rank (by {}), clocks aligned by {} (residual {})",
             c.matched_collectives,
+            c.matching.replace('_', " "),
             c.alignment.replace('_', " "),
             dur(c.residual_ns)
         );

@@ -567,3 +567,55 @@ pub fn straggler_ranks(steps: usize) -> Vec<Trace> {
         })
         .collect()
 }
+
+/// The straggler job as the symbol hooks see it: every all-reduce is an NCCL call (one
+/// communicator, sequence numbers from 1, the rank in the call), no RANK setting, and rank
+/// 2's kernels have another algorithm's name, so only the calls can match them.
+pub fn straggler_ranks_with_nccl(steps: usize) -> Vec<Trace> {
+    let period = 7 * MS + 10 * US + MS + US;
+    (0..3u32)
+        .map(|r| {
+            let mut b = B::new();
+            b.meta.pid = 3000 + r;
+            b.meta.host = format!("node{r}");
+            let skew = if r == 1 { 7 * MS } else { 0 };
+            b.ev.push(Event::Clock {
+                cupti_ns: T0 + skew,
+                mono_ns: 1_000,
+                real_ns: T0 + skew,
+            });
+            let t = startup(&mut b, 40 * GIB) + skew;
+            let compute = if r == 2 { 7 * MS } else { 5 * MS };
+            let name = if r == 2 {
+                "_Z39ncclDevKernel_AllReduce_Sum_f32_TREE_LLP24ncclDevKernelArgsStorageILm4096EE"
+            } else {
+                ALLREDUCE
+            };
+            for k in 0..steps as u64 {
+                let s = t + k * period;
+                let host = t - MS + k * 20 * US;
+                b.launch(host, 5 * US, s, compute, "fwd_bwd", BIG);
+                let arrive = s + compute + 10 * US;
+                let end = s + 7 * MS + 10 * US + MS;
+                b.ev.push(Event::Nccl(fmt::Nccl {
+                    start: host + 9 * US,
+                    end: host + 16 * US,
+                    tid: TID,
+                    op: fmt::NCCL_ALL_REDUCE,
+                    count: 1 << 20,
+                    bytes: 4 << 20,
+                    datatype: 7,
+                    redop: 0,
+                    peer_or_root: -1,
+                    comm_id: 0xC0FFEE,
+                    rank: r as i32,
+                    nranks: 3,
+                    seq: k + 1,
+                    ..Default::default()
+                }));
+                b.launch(host + 10 * US, 5 * US, arrive, end - arrive, name, BIG);
+            }
+            b.build()
+        })
+        .collect()
+}
