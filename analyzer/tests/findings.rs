@@ -577,3 +577,26 @@ fn a_step_is_told_from_its_repeated_block_by_its_copy() {
     assert_eq!(p.steps.count, 19);
     assert_eq!(p.steps.anchor_kernel.as_deref(), Some("memcpy HtoD"));
 }
+
+#[test]
+fn graph_kernels_of_one_launch_are_queued_even_without_host_events() {
+    let mut b = graphs(40);
+    b.ev.retain(|e| !matches!(e, Event::Api(_)));
+    // Mark the kernels as graph nodes, as CUPTI does.
+    for e in b.ev.iter_mut() {
+        if let Event::Kernel(k) = e {
+            k.graph_id = 7;
+        }
+    }
+    let r = report(b.build());
+    assert_eq!(r.processes[0].attribution, "gpu_only_heuristic");
+    let f = get(&r, "kernel_fragmentation");
+    // 99 of every 100 gaps are inside one graph run.
+    assert_near(
+        "fragmentation pct",
+        (f.at_stake_pct * 100.0) as u64,
+        3960,
+        1.0,
+    );
+    assert!(find(&r, "launch_bound").is_none_or(|g| g.severity == Severity::Info));
+}

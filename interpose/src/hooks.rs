@@ -55,6 +55,13 @@ type ExecveFn =
     unsafe extern "C" fn(*const c_char, *const *const c_char, *const *const c_char) -> i32;
 
 fn before_exec() {
+    // A vfork child (Python's subprocess uses vfork) shares our memory and has run no
+    // fork handler: finishing "its" trace would switch the parent's tracing off. Only
+    // the traced process itself finishes its trace.
+    // SAFETY: getpid has no preconditions (glibc does not cache it).
+    if unsafe { libc::getpid() } as u32 != lifecycle::traced_pid() {
+        return;
+    }
     if !guard::is_internal() {
         let saved = errno();
         let _ = std::panic::catch_unwind(lifecycle::finish);

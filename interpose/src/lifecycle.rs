@@ -14,6 +14,12 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 static OPTS: OnceLock<Opts> = OnceLock::new();
+/// The process whose trace is open (0 when none).
+static TRACED_PID: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+pub fn traced_pid() -> u32 {
+    TRACED_PID.load(std::sync::atomic::Ordering::Acquire)
+}
 
 pub fn opts() -> &'static Opts {
     OPTS.get_or_init(Opts::from_env)
@@ -149,6 +155,7 @@ fn start_tracing(
         Err(e) => (None, Some(e)),
     };
     let pid = std::process::id();
+    TRACED_PID.store(pid, std::sync::atomic::Ordering::Release);
     let host = hostname();
     let dir = dir.unwrap_or(&o.dir);
     let (file, path) = writer::create_trace_file(dir, &host, pid)

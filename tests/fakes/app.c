@@ -246,6 +246,23 @@ static void run_fork(void) {
     printf("fork: parent done\n");
 }
 
+/* What Python's subprocess does: vfork, then exec in the child, which shares the
+ * parent's memory and runs no fork handlers. Tracing must go on in the parent. */
+static void run_vfork_exec(void) {
+    parent_launches(3);
+    fflush(stdout);
+    pid_t pid = vfork();
+    if (pid == 0) {
+        char *const argv[] = {"true", NULL};
+        execv("/bin/true", argv); /* through the PLT, as Python's _posixsubprocess does */
+        _exit(127);
+    }
+    CHECK(pid > 0, "vfork failed");
+    printf("parent: child exited with %d\n", wait_child(pid));
+    parent_launches(2);
+    printf("vfork-exec: parent done\n");
+}
+
 static void run_fork_cuda(void) {
     fflush(stdout);
     pid_t pid = fork();
@@ -542,6 +559,8 @@ int main(int argc, char **argv) {
         run_threads();
     else if (strcmp(s, "fork") == 0)
         run_fork();
+    else if (strcmp(s, "vfork-exec") == 0)
+        run_vfork_exec();
     else if (strcmp(s, "fork-cuda") == 0)
         run_fork_cuda();
     else if (strcmp(s, "spin") == 0)

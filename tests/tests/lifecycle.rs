@@ -85,6 +85,19 @@ fn fork_child_without_cuda_writes_no_trace() {
     assert_eq!(t.apis_named("cudaDeviceSynchronize").len(), 2);
 }
 
+/// Python's subprocess (Triton compiling a kernel, say) vforks and execs: the child
+/// shares the parent's memory, and its exec must not finish the parent's trace.
+#[test]
+fn vfork_and_exec_leave_the_parent_tracing() {
+    let w = Wheel::new(Cuda::V13, Layout::Flat);
+    let out = w.app(&["vfork-exec"]).run();
+    out.assert_ok();
+    assert!(out.stdout.contains("child exited with 0"), "{}", out.stdout);
+    let t = out.only_trace();
+    t.assert_complete();
+    assert_eq!(t.kernels_named("_Z6parentv").len(), 5, "launches after the vfork were lost");
+}
+
 #[test]
 fn fork_child_with_cuda_gets_its_own_trace() {
     let w = Wheel::new(Cuda::V13, Layout::Flat);

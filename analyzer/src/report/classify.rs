@@ -93,6 +93,9 @@ pub fn is_comm_kernel(name: &str) -> bool {
         || base.starts_with("void ncclDevKernel")
         || base.starts_with("void ncclKernel")
         || base.starts_with("void oneRankReduce")
+        // NCCL builds the one-rank kernel as a file-static symbol: nvcc prefixes it with
+        // `__nv_static_<n>__<hash>_<n>_onerank_cu_<hash>_` (seen with NCCL 2.28 on an H200).
+        || (name.starts_with("__nv_static_") && name.contains("_onerank_cu_") && name.contains("oneRankReduce"))
 }
 
 /// For a mangled name `_Z<len><ident>...` returns `<ident>...`; else the name.
@@ -140,6 +143,9 @@ mod tests {
         ));
         assert!(!is_comm_kernel("_Z6kernelPfi"));
         assert!(!is_comm_kernel("my_nccl_like_kernel"));
+        assert!(is_comm_kernel(
+            "__nv_static_32__b4148644_10_onerank_cu_fdf47990__ZN43_GLOBAL__N__b4148644_10_onerank_cu_fdf4799013oneRankReduceI13FuncPreMulSumIfEEEvPvS3_mmb"
+        ));
     }
 
     #[test]

@@ -2,8 +2,9 @@
 //! host threads were doing at the time.
 //!
 //! Rules, in order, for an idle interval [a, b) that ends when work W starts:
-//! 1. W had been fully submitted before a (its API call returned): the GPU was not
-//!    waiting for the host. Short gaps (<= 20 us) are the device-side cost of running many
+//! 1. W had been fully submitted before a (its API call returned, or W is a CUDA-graph
+//!    kernel from the same launch as the work before the gap): the GPU was not waiting
+//!    for the host. Short gaps (<= 20 us) are the device-side cost of running many
 //!    tiny kernels (`kernel_fragmentation`); longer ones are waits on something else
 //!    (events, other streams, peers): unattributed, `queued_work_waiting`.
 //! 2. A host thread was blocked in a sync or blocking copy when the GPU drained at a:
@@ -635,12 +636,9 @@ pub fn attribute_windows(
             WorkKind::Memset => {}
         }
         cur = match cur {
-            Some((s, e, f, lc)) if w.start <= e => Some((
-                s,
-                e.max(w.end),
-                f,
-                if w.end >= e { w.corr } else { lc },
-            )),
+            Some((s, e, f, lc)) if w.start <= e => {
+                Some((s, e.max(w.end), f, if w.end >= e { w.corr } else { lc }))
+            }
             Some(b) => {
                 if open {
                     open = flush(&mut st, &mut pass, &mut prev, b);
@@ -745,18 +743,24 @@ impl State<'_, '_, '_> {
             w.kind == WorkKind::Kernel
                 && w.corr != 0
                 && prev_corr == Some(w.corr)
-                && self.ctx.t.kernels.get(w.index).is_some_and(|k| k.graph_id != 0)
+                && self
+                    .ctx
+                    .t
+                    .kernels
+                    .get(w.index)
+                    .is_some_and(|k| k.graph_id != 0)
         };
-        let queued = host_api
-            && next.is_some_and(|w| match self.ctx.api_for(w.corr) {
-                Some(api) => api.end <= a + 1_000 && api.end + 60_000_000_000 >= a,
-                None => same_graph_launch(&w),
-            });
+        // (The graph rule needs no host events: it holds in every method.)
+        let queued = next.is_some_and(|w| match self.ctx.api_for(w.corr) {
+            Some(api) if host_api => api.end <= a + 1_000 && api.end + 60_000_000_000 >= a,
+            _ => same_graph_launch(&w),
+        });
         // The next work came from a call that was not recorded (driver-API launches such
         // as cuBLAS's or JAX's): a short quiet gap before it is that launch, not idleness.
         let unlinked = host_api
             && !queued
-            && next.is_some_and(|w| w.kind == WorkKind::Kernel && self.ctx.api_for(w.corr).is_none());
+            && next
+                .is_some_and(|w| w.kind == WorkKind::Kernel && self.ctx.api_for(w.corr).is_none());
         if queued {
             let c = if len <= FRAG_GAP_NS {
                 Cause::KernelFragmentation
