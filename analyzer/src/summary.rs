@@ -57,6 +57,11 @@ pub struct Summary {
     /// (start, end, why) of windows in which GPU activity was not recorded.
     pub blind_windows: Vec<(u64, u64, String)>,
     pub warning: Option<String>,
+    /// A window trace's bounds, and GPU records clipped to its start / left out for
+    /// having no timestamps.
+    pub window: Option<(u64, u64)>,
+    pub clipped: u64,
+    pub incomplete: u64,
     /// Copy calls the symbol hooks saw, by host memory class and the source of that
     /// classification (per device GPU copies above are CUPTI's own classification).
     pub host_copies: Vec<HostCopyStats>,
@@ -266,6 +271,9 @@ pub fn summarize(t: &Trace) -> Summary {
         dropped_buffers: t.dropped(fmt::DROP_BUFFER_POOL),
         blind_windows: t.blind_windows(),
         warning: t.stats.warning(),
+        window: t.window,
+        clipped: t.clipped,
+        incomplete: t.incomplete,
         host_copies: host_copy_stats(t),
         host_calls: t.host_calls.len() as u64,
         nccl,
@@ -306,6 +314,15 @@ pub fn render(s: &Summary) -> String {
     let _ = writeln!(o, "  traced:  {}", ms(s.span_ns));
     if let Some(w) = &s.warning {
         let _ = writeln!(o, "  WARNING: {w}");
+    }
+    if let Some((lo, hi)) = s.window {
+        let _ = writeln!(
+            o,
+            "  window:  {} on request; {} GPU records began before it (clipped to its start), {} still running at its end (left out)",
+            ms(hi.saturating_sub(lo)),
+            s.clipped,
+            s.incomplete
+        );
     }
     for d in &s.devices {
         let _ = writeln!(

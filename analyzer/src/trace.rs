@@ -10,6 +10,13 @@ pub struct Trace {
     pub path: PathBuf,
     pub meta: Meta,
     pub stats: ReadStats,
+    /// For a trace window of a dormant process (`gputrace attach`, a signal, a timer):
+    /// its bounds, from the collector's state events.
+    pub window: Option<(u64, u64)>,
+    /// GPU records that began before the window opened: their start is clipped to it.
+    pub clipped: u64,
+    /// GPU records without timestamps (still running when collection stopped): dropped.
+    pub incomplete: u64,
     /// Interned strings by id (index 0 is the empty string).
     pub strings: Vec<String>,
     pub devices: Vec<fmt::Device>,
@@ -160,6 +167,56 @@ impl Trace {
         // Stable: events of one thread with one timestamp keep their recorded order.
         self.nvtx.sort_by_key(|k| k.ts);
         self.nvtx_ranges = self.pair_nvtx();
+        self.apply_window();
+    }
+
+    /// A window trace covers [first Tracing, last Stopped]. GPU work that started
+    /// before it is clipped to its start (and counted), never silently mis-timed; work
+    /// CUPTI handed over without timestamps is dropped (and counted).
+    fn apply_window(&mut self) {
+        let is_window = matches!(self.meta.started_by.as_str(), "attach")
+            || self.meta.started_by.starts_with("signal")
+            || self.meta.started_by.starts_with("timer");
+        let incomplete = |s: u64, e: u64| s == 0 || e == 0;
+        let before = self.kernels.len() + self.memcpys.len() + self.memsets.len();
+        self.kernels.retain(|k| !incomplete(k.start, k.end));
+        self.memcpys.retain(|k| !incomplete(k.start, k.end));
+        self.memsets.retain(|k| !incomplete(k.start, k.end));
+        self.incomplete =
+            (before - self.kernels.len() - self.memcpys.len() - self.memsets.len()) as u64;
+        if !is_window {
+            return;
+        }
+        let tracing = fmt::CollectorState::Tracing as u8;
+        let stopped = fmt::CollectorState::Stopped as u8;
+        let Some(lo) = self.states.iter().find(|s| s.1 == tracing).map(|s| s.0) else {
+            return;
+        };
+        let hi = self
+            .states
+            .iter()
+            .rev()
+            .find(|s| s.1 == stopped && s.0 >= lo)
+            .map(|s| s.0)
+            .unwrap_or(u64::MAX);
+        self.window = Some((lo, hi));
+        let mut clipped = 0;
+        let mut clip = |start: &mut u64, end: &mut u64| {
+            if *start < lo && *end >= lo {
+                *start = lo;
+                clipped += 1;
+            }
+        };
+        for k in &mut self.kernels {
+            clip(&mut k.start, &mut k.end);
+        }
+        for m in &mut self.memcpys {
+            clip(&mut m.start, &mut m.end);
+        }
+        for m in &mut self.memsets {
+            clip(&mut m.start, &mut m.end);
+        }
+        self.clipped = clipped;
     }
 
     /// Pairs pushes with pops per thread (a pop of level L closes the open push of
@@ -490,6 +547,44 @@ mod tests {
         assert!(t.api_of_host_copy(&t.host_copies[1]).is_none());
         assert!(t.api_of_host_copy(&t.host_copies[2]).is_none());
         assert_eq!(t.span(), Some((100, 400)));
+    }
+
+    #[test]
+    fn window_traces_clip_early_work_and_drop_untimed_records() {
+        let k = |start, end| {
+            Event::Kernel(fmt::Kernel {
+                start,
+                end,
+                ..Default::default()
+            })
+        };
+        let meta = Meta {
+            started_by: "attach".into(),
+            ..Default::default()
+        };
+        let t = Trace::from_events(
+            meta,
+            vec![
+                Event::State {
+                    ts: 1_000,
+                    state: fmt::CollectorState::Tracing as u8,
+                    reason: 0,
+                },
+                k(900, 1_200),
+                k(1_300, 1_400),
+                k(0, 0),
+                Event::State {
+                    ts: 2_000,
+                    state: fmt::CollectorState::Stopped as u8,
+                    reason: 0,
+                },
+            ],
+        );
+        assert_eq!(t.window, Some((1_000, 2_000)));
+        assert_eq!(t.clipped, 1);
+        assert_eq!(t.incomplete, 1);
+        assert_eq!(t.kernels.len(), 2);
+        assert_eq!(t.kernels[0].start, 1_000);
     }
 
     #[test]

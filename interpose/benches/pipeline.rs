@@ -61,7 +61,11 @@ fn rings(producers: usize, per: u64) -> (f64, u64, u64) {
     stop.store(true, Ordering::Release);
     let dropped = consumer.join().unwrap();
     let total = producers as u64 * per;
-    (total as f64 / secs, drained.load(Ordering::Relaxed), dropped)
+    (
+        total as f64 / secs,
+        drained.load(Ordering::Relaxed),
+        dropped,
+    )
 }
 
 fn writer(n: u64) -> (f64, f64) {
@@ -114,7 +118,10 @@ fn main() {
             best.0, best.2
         ));
     }
-    let (eps, bpe) = (0..3).map(|_| writer(5_000_000)).fold((0.0, 0.0), |a, b| if b.0 > a.0 { b } else { a });
+    let (eps, bpe) =
+        (0..3)
+            .map(|_| writer(5_000_000))
+            .fold((0.0, 0.0), |a, b| if b.0 > a.0 { b } else { a });
     out.push(format!(
         "\"writer\": {{\"events_per_s\": {eps:.0}, \"bytes_per_kernel_event\": {bpe:.2}}}"
     ));

@@ -95,7 +95,11 @@ fn vfork_and_exec_leave_the_parent_tracing() {
     assert!(out.stdout.contains("child exited with 0"), "{}", out.stdout);
     let t = out.only_trace();
     t.assert_complete();
-    assert_eq!(t.kernels_named("_Z6parentv").len(), 5, "launches after the vfork were lost");
+    assert_eq!(
+        t.kernels_named("_Z6parentv").len(),
+        5,
+        "launches after the vfork were lost"
+    );
 }
 
 #[test]

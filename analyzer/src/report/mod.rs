@@ -710,6 +710,20 @@ fn analyze_process(
             "no host API events in this trace (host callbacks unavailable): idle causes come from GPU-only heuristics".to_string(),
         ),
     }
+    if let Some((lo, hi)) = t.window {
+        notes.push(format!(
+            "trace window on request ({}): {:.3} s; {} GPU records began before it (clipped to its start), {} were still running when it closed (no timestamps: left out)",
+            t.meta.started_by,
+            hi.saturating_sub(lo) as f64 / 1e9,
+            t.clipped,
+            t.incomplete
+        ));
+    } else if t.incomplete > 0 {
+        notes.push(format!(
+            "{} GPU records had no timestamps (still running when collection stopped) and were left out",
+            t.incomplete
+        ));
+    }
     if ctx.bad_records > 0 {
         notes.push(format!(
             "{} records with impossible timestamps (end before start, or far outside the trace) were clipped or ignored",
