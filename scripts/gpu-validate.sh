@@ -162,11 +162,12 @@ if steps and st_ev:
     ks = [e for e in pd if e["type"] == "kernel"]
     att = open(W + "/attach.txt").read().split()
     a0 = int(att[att.index("attach_wall_ns") + 1]) if "attach_wall_ns" in att else None
-    first = min((e["ts_ns"] for e in pd if e["type"] in ("kernel", "api")), default=None)
+    first = min((e["ts_ns"] for e in pd if e["type"] in ("kernel", "api") and e["ts_ns"] > 0), default=None)
     r["production"] = {"window_s": (hi - lo) / 1e9, "step_us_median": {"before": stt.median(before) if before else None,
         "during": stt.median(during) if during else None, "after": stt.median(after) if after else None},
         "steps": [len(before), len(during), len(after)], "kernels_in_trace": len(ks),
         "kernels_outside_window": sum(1 for e in ks if e["ts_ns"] < lo or e["ts_ns"] > hi),
+        "window_start_after_attach_ms": (lo - a0) / 1e6 if a0 else None,
         "attach_to_first_event_ms": ((first - a0) / 1e6) if (first and a0) else None}
 dump = W + "/torch.dump.jsonl"
 offs = []
