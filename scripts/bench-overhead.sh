@@ -17,7 +17,11 @@ LIB=$ROOT/target/release/libgputrace.so
 W=/tmp/bench; rm -rf "$W"; mkdir -p "$W"
 B="$ROOT/scripts/gpu/bench_workload.py"
 export PYTHONUNBUFFERED=1
+# BUDGET_S: stop starting new rounds after this many seconds (the tables use what ran).
+BUDGET_S=${BUDGET_S:-100000}
+T0=$(date +%s)
 for r in $(seq 1 "$ROUNDS"); do
+  if [ $(( $(date +%s) - T0 )) -gt "$BUDGET_S" ]; then echo "stopping after $((r-1)) rounds (BUDGET_S)"; ROUNDS=$((r-1)); break; fi
   "$PY" "$B" >>"$W/untraced.jsonl" 2>>"$W/err.log"
   GPUTRACE_DIR=$W/t/gputrace LD_PRELOAD=$LIB "$PY" "$B" >>"$W/gputrace.jsonl" 2>>"$W/err.log"
   GPUTRACE_DIR=$W/t/floor GPUTRACE_ACTIVITY=kernel GPUTRACE_API=0 GPUTRACE_HOOKS=0 LD_PRELOAD=$LIB "$PY" "$B" >>"$W/cupti_floor.jsonl" 2>>"$W/err.log"
