@@ -24,7 +24,7 @@ modes=(
   "kernel_api_hooks|LD_PRELOAD=$LIB GPUTRACE_ACTIVITY=kernel"
 )
 for wl in launch resnet50; do
-  R=$ROUNDS; [ $wl = resnet50 ] && R=2
+  R=$ROUNDS; [ $wl = resnet50 ] && R=${RESNET_ROUNDS:-2}
   for r in $(seq 1 $R); do
     for m in "${modes[@]}"; do
       name=${m%%|*}; envs=${m#*|}
