@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # One command: build gputrace, then run the main job.
-#   scripts/setup-and-run.sh                 summarise the bundled real H200 trace
-#   scripts/setup-and-run.sh CMD ARGS...     trace CMD (needs a GPU) and summarise it
+#   scripts/setup-and-run.sh                 report on the bundled real H200 trace
+#   scripts/setup-and-run.sh CMD ARGS...     trace CMD (needs a GPU) and report on it
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release -p gputrace-interpose -p gputrace-analyzer >&2
 G=target/release/gputrace
 if [ $# -eq 0 ]; then
-  exec "$G" summary examples/torch-mlp.gtrace
+  exec "$G" report examples/torch-mlp.gtrace
 fi
 exec "$G" run -- "$@"
