@@ -168,6 +168,16 @@ impl Trace {
         self.nvtx.sort_by_key(|k| k.ts);
         self.nvtx_ranges = self.pair_nvtx();
         self.apply_window();
+        // The tables grew by doubling while reading: give the slack back (up to half of
+        // each table) so a large trace is held at its real size.
+        self.kernels.shrink_to_fit();
+        self.apis.shrink_to_fit();
+        self.memcpys.shrink_to_fit();
+        self.memsets.shrink_to_fit();
+        self.host_copies.shrink_to_fit();
+        self.host_calls.shrink_to_fit();
+        self.nccl.shrink_to_fit();
+        self.nvtx.shrink_to_fit();
     }
 
     /// A window trace covers [first Tracing, last Stopped]. GPU work that started
