@@ -47,7 +47,7 @@ enum Cmd {
     Report {
         #[arg(required = true)]
         traces: Vec<PathBuf>,
-        /// Print the report as JSON (schema in README-report.md).
+        /// Print the report as JSON (schema in README.md).
         #[arg(long)]
         json: bool,
     },

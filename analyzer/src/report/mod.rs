@@ -6,7 +6,7 @@
 //! (busy, idle by cause, unattributed), kernel, launch, copy, memory and communication
 //! facts, and ranked [`Finding`]s with the stable ids of the findings vocabulary; across
 //! several ranks, clock alignment and collective arrival skew. [`render_text`] prints it.
-//! The JSON form is `serde_json::to_string(&report)` (schema in README-report.md).
+//! The JSON form is `serde_json::to_string(&report)` (schema in README.md).
 
 pub mod classify;
 pub mod comm;
