@@ -72,17 +72,23 @@ pub struct Window {
     pub trace: PathBuf,
 }
 
-/// Opens a window of `duration` in process `pid` and waits for it to end.
-/// `started` is called with the trace path as soon as recording begins.
+/// Opens a window of `duration` in process `pid` and waits for it to end. With `steps`,
+/// the window ends once that many NVTX step ranges have begun in it and the next begins
+/// (`duration` is then the longest it may last). `started` is called with the trace path
+/// as soon as recording begins.
 pub fn attach(
     pid: u32,
     duration: Duration,
+    steps: Option<u64>,
     at_ms: Option<u64>,
     dir: Option<&Path>,
     started: impl FnOnce(&Path),
 ) -> Result<Window, AttachError> {
     let mut s = connect(pid)?;
     let mut cmd = format!("window ms={}", duration.as_millis().max(1));
+    if let Some(n) = steps {
+        cmd.push_str(&format!(" steps={n}"));
+    }
     if let Some(at) = at_ms {
         cmd.push_str(&format!(" at={at}"));
     }

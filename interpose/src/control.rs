@@ -16,7 +16,7 @@
 //!
 //! Protocol (one line each way, then the server may send a second line):
 //! ```text
-//! client: window ms=<duration> [at=<epoch ms>] [dir=<path to end of line>]
+//! client: window ms=<duration> [steps=<n>] [at=<epoch ms>] [dir=<path to end of line>]
 //! server: started <trace path>      ... the window runs ...     done <trace path>
 //! client: status                    server: <state name>
 //! ```
@@ -59,10 +59,31 @@ pub fn parse_duration(s: &str) -> Option<Duration> {
         .then(|| Duration::from_micros((v * mult * 1e3) as u64))
 }
 
+static STEPS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Called by the NVTX hooks while tracing when a range named like a training step
+/// begins (the same rule the report uses for NVTX steps: the text contains "step").
+pub fn note_step() {
+    STEPS.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Step ranges begun while tracing, since the process started.
+pub fn steps_seen() -> u64 {
+    STEPS.load(Ordering::Relaxed)
+}
+
+/// Is an NVTX range text a training step's (contains "step", any case)?
+pub fn is_step_name(text: &[u8]) -> bool {
+    text.windows(4).any(|w| w.eq_ignore_ascii_case(b"step"))
+}
+
 /// A window request, as parsed from a command line.
 #[derive(Debug, Clone, PartialEq)]
 pub struct WindowReq {
+    /// Longest the window lasts (with `steps`, a cap).
     pub duration: Duration,
+    /// End the window when this many NVTX step ranges have begun in it and the next begins.
+    pub steps: Option<u64>,
     /// Wall-clock start (CLOCK_REALTIME ms since the epoch), so all ranks trace the same window.
     pub at_ms: Option<u64>,
     pub dir: Option<PathBuf>,
@@ -82,6 +103,7 @@ pub fn parse_command(line: &str) -> Result<Command, String> {
         "window" => {
             let mut req = WindowReq {
                 duration: Duration::from_secs(10),
+                steps: None,
                 at_ms: None,
                 dir: None,
             };
@@ -102,6 +124,12 @@ pub fn parse_command(line: &str) -> Result<Command, String> {
                         return Err("duration must be between 1 ms and 24 h".into());
                     }
                     req.duration = Duration::from_millis(ms);
+                } else if let Some(v) = tok.strip_prefix("steps=") {
+                    let n: u64 = v.parse().map_err(|_| format!("bad step count {v:?}"))?;
+                    if n == 0 {
+                        return Err("steps must be at least 1".into());
+                    }
+                    req.steps = Some(n);
                 } else if let Some(v) = tok.strip_prefix("at=") {
                     req.at_ms = Some(v.parse().map_err(|_| format!("bad start time {v:?}"))?);
                 } else {
@@ -261,6 +289,7 @@ fn control_loop(listener: Option<UnixListener>, start_after: Option<Duration>, d
                 "timer (GPUTRACE_START_AFTER)",
                 duration,
                 None,
+                None,
                 |_| {},
             ));
         }
@@ -268,6 +297,7 @@ fn control_loop(listener: Option<UnixListener>, start_after: Option<Duration>, d
             report(lifecycle::run_window(
                 "signal (GPUTRACE_SIGNAL)",
                 duration,
+                None,
                 None,
                 |_| {},
             ));
@@ -331,9 +361,15 @@ fn serve(mut s: UnixStream) {
                     std::thread::sleep(wait);
                 }
             }
-            let done = lifecycle::run_window("attach", req.duration, req.dir.as_deref(), |path| {
-                let _ = s.write_all(format!("started {}\n", path.display()).as_bytes());
-            });
+            let done = lifecycle::run_window(
+                "attach",
+                req.duration,
+                req.steps,
+                req.dir.as_deref(),
+                |path| {
+                    let _ = s.write_all(format!("started {}\n", path.display()).as_bytes());
+                },
+            );
             let msg = match done {
                 Ok(p) => format!("done {}\n", p.display()),
                 Err(e) => format!("error {e}\n"),
@@ -369,15 +405,29 @@ mod tests {
             parse_command("window ms=5000 at=1700000000000 dir=/tmp/my traces\n"),
             Ok(Command::Window(WindowReq {
                 duration: Duration::from_millis(5000),
+                steps: None,
                 at_ms: Some(1_700_000_000_000),
                 dir: Some(PathBuf::from("/tmp/my traces")),
             }))
         );
+        match parse_command("window ms=60000 steps=20") {
+            Ok(Command::Window(w)) => assert_eq!(w.steps, Some(20)),
+            other => panic!("{other:?}"),
+        }
+        assert!(parse_command("window steps=0").is_err());
         assert!(parse_command("window ms=abc").is_err());
         assert!(parse_command("window ms=0").is_err());
         assert!(parse_command("window frob=1").is_err());
         assert!(parse_command("rm -rf /").is_err());
         assert!(parse_command("").is_err());
+    }
+
+    #[test]
+    fn step_names() {
+        assert!(is_step_name(b"train step 12"));
+        assert!(is_step_name(b"ProfilerStep#3"));
+        assert!(!is_step_name(b"forward"));
+        assert!(!is_step_name(b"ste"));
     }
 
     #[test]

@@ -238,12 +238,14 @@ fn register_exit_handler() {
     }
 }
 
-/// One trace window of a dormant process: record for `duration` into a new trace file,
+/// One trace window of a dormant process: record for `duration` (or until `steps` NVTX
+/// step ranges have begun and the next begins, whichever comes first) into a new trace file,
 /// then switch CUPTI off and release it, back to dormant. `on_started` gets the path as
 /// soon as recording begins. Returns the path of the finished trace.
 pub fn run_window(
     reason: &str,
     duration: Duration,
+    steps: Option<u64>,
     dir: Option<&std::path::Path>,
     on_started: impl FnOnce(&std::path::Path),
 ) -> Result<std::path::PathBuf, String> {
@@ -264,7 +266,12 @@ pub fn run_window(
     }
     on_started(&path);
     let end = std::time::Instant::now() + duration;
+    let steps_at_start = crate::control::steps_seen();
     while std::time::Instant::now() < end {
+        // With a step count: close when the step after the last wanted one begins.
+        if steps.is_some_and(|n| crate::control::steps_seen() - steps_at_start > n) {
+            break;
+        }
         let s = state::get();
         if s != state::TRACING && s != state::BLIND {
             // The process is exiting: its exit handler finishes the trace.

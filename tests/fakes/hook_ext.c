@@ -18,6 +18,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -477,6 +478,24 @@ static void forks(int n) {
     NC(N_DESTROY, ncclCommDestroy(c));
 }
 
+/* A training loop annotated the way torch.cuda.nvtx users do: one "train step N" range
+ * per step with a copy inside, about 2 ms apart, for SECS seconds. */
+static void steps(double secs) {
+    struct timespec t0, now, pause = {0, 2000000};
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    char name[32];
+    for (int i = 0;; i++) {
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if ((now.tv_sec - t0.tv_sec) + (now.tv_nsec - t0.tv_nsec) / 1e9 > secs)
+            break;
+        snprintf(name, sizeof name, "train step %d", i);
+        nvtxRangePushA(name);
+        RT(F_MEMCPY, cudaMemcpy(DEV, DEV2, 4096, DtoD));
+        nvtxRangePop();
+        nanosleep(&pause, NULL);
+    }
+}
+
 EXPORT int ext_run(const char *scenario, int argc, char **argv) {
     printf("tid %ld\n", gettid_());
     int expect_nvtx = !(getenv("HOOK_EXPECT_NVTX") && !strcmp(getenv("HOOK_EXPECT_NVTX"), "0"));
@@ -495,6 +514,8 @@ EXPORT int ext_run(const char *scenario, int argc, char **argv) {
         thread_exit();
     } else if (!strcmp(scenario, "fork")) {
         forks(argc > 0 ? atoi(argv[0]) : 20);
+    } else if (!strcmp(scenario, "steps")) {
+        steps(argc > 0 ? atof(argv[0]) : 5);
     } else if (!strcmp(scenario, "late")) {
         /* nothing more */
     } else {

@@ -72,7 +72,7 @@ fn attach_opens_windows_and_only_their_calls_are_traced() {
     let mut traces = Vec::new();
     for _ in 0..2 {
         let mut started = None;
-        let win = attach::attach(pid, Duration::from_millis(300), None, None, |p| {
+        let win = attach::attach(pid, Duration::from_millis(300), None, None, None, |p| {
             started = Some(p.to_path_buf())
         })
         .expect("window");
@@ -126,7 +126,7 @@ fn bad_clients_do_no_harm() {
         (attach::status(pid).ok()?.as_str() == "dormant").then_some(())
     })
     .expect("back to dormant");
-    let win = attach::attach(pid, Duration::from_millis(100), None, None, |_| {}).unwrap();
+    let win = attach::attach(pid, Duration::from_millis(100), None, None, None, |_| {}).unwrap();
     let t = Trace::read(&win.trace);
     assert!(!t.kernels().is_empty());
     drop(run);
@@ -188,7 +188,7 @@ fn exiting_during_a_window_leaves_a_readable_trace() {
     socket_of(pid);
     // The process exits during the window: the client gets the trace path or sees the
     // connection close, whichever the exit allows; the trace must be whole either way.
-    let _ = attach::attach(pid, Duration::from_secs(60), None, None, |_| {});
+    let _ = attach::attach(pid, Duration::from_secs(60), None, None, None, |_| {});
     let mut child = run.into_inner();
     assert!(child.wait().unwrap().success());
     let files = w.trace_files();

@@ -57,9 +57,14 @@ enum Cmd {
     /// `gputrace run --dormant`), then print where the trace is and its report.
     Attach {
         pid: u32,
-        /// How long to trace: 10s, 500ms, 2m.
-        #[arg(long, default_value = "10s", value_parser = parse_duration)]
-        duration: std::time::Duration,
+        /// How long to trace: 10s, 500ms, 2m (default 10s; with --steps, the longest
+        /// the window may last, default 10m).
+        #[arg(long, value_parser = parse_duration)]
+        duration: Option<std::time::Duration>,
+        /// Trace N training steps: the window closes when N NVTX ranges named like a
+        /// step ("step" in their text) have begun in it and the next one begins.
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+        steps: Option<u64>,
         /// Start at this wall-clock time (ms since the epoch), so every rank of a job
         /// traces the same window.
         #[arg(long = "at")]
@@ -241,18 +246,31 @@ fn main() -> Result<()> {
         Cmd::Attach {
             pid,
             duration,
+            steps,
             at_ms,
             out,
             json,
             no_report,
         } => {
-            let w = gputrace_analyzer::attach::attach(pid, duration, at_ms, out.as_deref(), |p| {
-                eprintln!(
-                    "gputrace: tracing pid {pid} for {:.1} s into {}",
-                    duration.as_secs_f64(),
-                    p.display()
-                )
-            })?;
+            let duration = duration.unwrap_or(std::time::Duration::from_secs(if steps.is_some() {
+                600
+            } else {
+                10
+            }));
+            let w = gputrace_analyzer::attach::attach(
+                pid,
+                duration,
+                steps,
+                at_ms,
+                out.as_deref(),
+                |p| {
+                    eprintln!(
+                        "gputrace: tracing pid {pid} for {:.1} s into {}",
+                        duration.as_secs_f64(),
+                        p.display()
+                    )
+                },
+            )?;
             println!("trace: {}", w.trace.display());
             if no_report {
                 return Ok(());
@@ -321,13 +339,24 @@ mod tests {
         {
             Cmd::Attach { pid, duration, .. } => {
                 assert_eq!(pid, 42);
-                assert_eq!(duration, std::time::Duration::from_millis(500));
+                assert_eq!(duration, Some(std::time::Duration::from_millis(500)));
             }
             _ => panic!("wrong subcommand"),
         }
         assert!(Cli::try_parse_from(["gputrace", "attach", "42", "--duration", "soon"]).is_err());
         assert!(Cli::try_parse_from(["gputrace", "attach", "42", "--duration", "0s"]).is_err());
         assert!(Cli::try_parse_from(["gputrace", "attach", "notapid"]).is_err());
+        assert!(Cli::try_parse_from(["gputrace", "attach", "42", "--steps", "0"]).is_err());
+        assert!(matches!(
+            Cli::try_parse_from(["gputrace", "attach", "42", "--steps", "20"])
+                .unwrap()
+                .cmd,
+            Cmd::Attach {
+                steps: Some(20),
+                duration: None,
+                ..
+            }
+        ));
         assert!(matches!(
             Cli::try_parse_from(["gputrace", "run", "--dormant", "--", "x"])
                 .unwrap()

@@ -319,6 +319,11 @@ fn record(kind: u8, id: u64, text: impl FnOnce() -> Text) {
     super::guarded(|| {
         let ts = super::tsc::stamp();
         let t = text();
+        if (kind == fmt::NVTX_START || kind == fmt::NVTX_PUSH)
+            && crate::control::is_step_name(&t.buf[..t.len])
+        {
+            crate::control::note_step();
+        }
         let flags = if t.truncated {
             fmt::NVTX_FLAG_TRUNCATED
         } else {
