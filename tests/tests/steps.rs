@@ -48,10 +48,11 @@ fn a_steps_window_closes_after_that_many_steps() {
             Event::Str { id, text } => {
                 strings.insert(*id, text.clone());
             }
-            Event::Nvtx(n) if n.kind == fmt::NVTX_PUSH => {
-                if strings.get(&n.text).is_some_and(|t| t.contains("step")) {
-                    step_pushes += 1;
-                }
+            Event::Nvtx(n)
+                if n.kind == fmt::NVTX_PUSH
+                    && strings.get(&n.text).is_some_and(|t| t.contains("step")) =>
+            {
+                step_pushes += 1;
             }
             _ => {}
         }
