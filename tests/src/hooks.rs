@@ -186,10 +186,7 @@ impl HookRun {
     }
 
     pub fn gputrace_lines(&self) -> Vec<&str> {
-        self.stderr
-            .lines()
-            .filter(|l| l.starts_with("gputrace:"))
-            .collect()
+        crate::gputrace_lines(&self.stderr)
     }
 
     /// The one trace the run wrote, read whole and checked.

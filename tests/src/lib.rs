@@ -578,10 +578,7 @@ impl Output {
 
     /// The library's lines on stderr.
     pub fn gputrace_lines(&self) -> Vec<&str> {
-        self.stderr
-            .lines()
-            .filter(|l| l.starts_with("gputrace:"))
-            .collect()
+        crate::gputrace_lines(&self.stderr)
     }
 
     /// The one trace the run wrote, read and checked for well-formedness.
@@ -595,6 +592,14 @@ impl Output {
         );
         Trace::read(&self.traces[0])
     }
+}
+
+/// The library's own lines (`gputrace: ...`) in a process's stderr.
+pub fn gputrace_lines(stderr: &str) -> Vec<&str> {
+    stderr
+        .lines()
+        .filter(|l| l.starts_with("gputrace:"))
+        .collect()
 }
 
 /// Reads everything a child wrote to a pipe (after it exited or was killed).
