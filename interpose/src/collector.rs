@@ -191,17 +191,8 @@ impl Collector {
         }
         // We hand CUPTI buffers that are already zero (cleared on the writer thread when
         // recycled), so CUPTI need not clear them on the application's thread.
-        let mut one: u8 = 1;
-        let mut sz = std::mem::size_of::<u8>();
-        let r = call!(
-            self.cupti,
-            cuptiActivitySetAttribute(
-                sys::CUpti_ActivityAttribute_CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER,
-                &mut sz,
-                &mut one as *mut u8 as *mut c_void
-            )
-        );
-        lock(&POOL).zeroed = r == OK;
+        let accepted = self.promise_zeroed_buffers(true);
+        lock(&POOL).zeroed = accepted;
         // Ask CUPTI to hand over partly filled buffers, so a killed process loses at
         // most about one flush period of GPU records.
         let _ = call!(self.cupti, cuptiActivityFlushPeriod(self.flush_ms as u32));
@@ -290,16 +281,7 @@ impl Collector {
         // The zeroed-buffer promise is process-wide: withdraw it, since a program that
         // takes CUPTI next hands over buffers of its own, not cleared by us.
         if lock(&POOL).zeroed {
-            let mut zero: u8 = 0;
-            let mut sz = std::mem::size_of::<u8>();
-            let _ = call!(
-                self.cupti,
-                cuptiActivitySetAttribute(
-                    sys::CUpti_ActivityAttribute_CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER,
-                    &mut sz,
-                    &mut zero as *mut u8 as *mut c_void
-                )
-            );
+            self.promise_zeroed_buffers(false);
         }
         // Before unsubscribing: a call in between is recorded twice rather than never.
         crate::sym::note_cupti_callbacks(false);
@@ -329,6 +311,22 @@ impl Collector {
             }
         }
         best.1
+    }
+
+    /// Sets CUPTI's process-wide ZEROED_OUT_ACTIVITY_BUFFER attribute (our buffers come
+    /// to it already zero); true if CUPTI accepted it.
+    fn promise_zeroed_buffers(&self, on: bool) -> bool {
+        let mut v: u8 = on as u8;
+        let mut sz = std::mem::size_of::<u8>();
+        let r = call!(
+            self.cupti,
+            cuptiActivitySetAttribute(
+                sys::CUpti_ActivityAttribute_CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER,
+                &mut sz,
+                &mut v as *mut u8 as *mut c_void
+            )
+        );
+        r == OK
     }
 
     /// Releases CUPTI (end of a window), where this CUPTI supports it. Jobs were seen

@@ -171,42 +171,45 @@ fn is_ours(p: *mut c_void) -> bool {
     mine.is_some() && crate::discover::object_path_of(p) == mine
 }
 
-/// Resolves and caches the real function for one hook.
-macro_rules! real {
-    ($name:literal, $ty:ty) => {{
+/// Resolves `$name` once with `$resolve` (a `fn(&CStr) -> *mut c_void`), caches the
+/// address, and hands it out as the function type `$ty` (`None` while unresolved).
+macro_rules! cached_fn {
+    ($resolve:expr, $name:literal, $ty:ty) => {{
         static CACHE: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut());
         let mut p = CACHE.load(Ordering::Acquire);
         if p.is_null() {
-            p = real_symbol($name);
+            p = $resolve($name);
             CACHE.store(p, Ordering::Release);
         }
         if p.is_null() {
             None
         } else {
-            // SAFETY: `p` is the address of the C function named $name, whose signature
-            // is $ty per the CUPTI headers.
+            // SAFETY: `p` is the address of the C function named $name, whose C
+            // signature is $ty.
             Some(unsafe { std::mem::transmute::<*mut c_void, $ty>(p) })
         }
     }};
 }
+// Path-scoped, so the exec hooks above this definition can use it too.
+use cached_fn;
 
-/// Resolves and caches the next definition of a libc function (ours comes first).
+/// The real CUPTI function behind one of our hooks.
+macro_rules! real {
+    ($name:literal, $ty:ty) => {
+        cached_fn!(real_symbol, $name, $ty)
+    };
+}
+
+/// The next definition of a libc function (ours comes first).
+fn next_libc(name: &CStr) -> *mut c_void {
+    // SAFETY: dlsym with a NUL-terminated name.
+    unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) }
+}
+
 macro_rules! real_libc {
-    ($name:literal, $ty:ty) => {{
-        static CACHE: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut());
-        let mut p = CACHE.load(Ordering::Acquire);
-        if p.is_null() {
-            // SAFETY: dlsym with a NUL-terminated name.
-            p = unsafe { libc::dlsym(libc::RTLD_NEXT, $name.as_ptr()) };
-            CACHE.store(p, Ordering::Release);
-        }
-        if p.is_null() {
-            None
-        } else {
-            // SAFETY: `p` is libc's function named $name, of C signature $ty.
-            Some(unsafe { std::mem::transmute::<*mut c_void, $ty>(p) })
-        }
-    }};
+    ($name:literal, $ty:ty) => {
+        cached_fn!(next_libc, $name, $ty)
+    };
 }
 use real_libc;
 

@@ -19,6 +19,18 @@ fn socket_of(pid: u32) -> PathBuf {
     .unwrap_or_else(|| panic!("pid {pid} never created its control socket"))
 }
 
+/// Starts the app spinning for `secs` seconds in dormant mode and waits for its control
+/// socket: (the process, its pid, the socket).
+fn start_dormant(w: &Wheel, secs: &str) -> (Running, u32, PathBuf) {
+    let run = w
+        .app(&["spin", secs])
+        .env("GPUTRACE_MODE", "dormant")
+        .spawn();
+    let pid = run.id();
+    let sock = socket_of(pid);
+    (run, pid, sock)
+}
+
 /// (window start, window end) from the trace's state events.
 fn window_bounds(t: &Trace) -> (u64, u64) {
     let mut start = None;
@@ -62,12 +74,7 @@ fn dormant_process_writes_nothing_without_a_window() {
 #[test]
 fn attach_opens_windows_and_only_their_calls_are_traced() {
     let w = Wheel::new(Cuda::V13, Layout::Flat);
-    let run = w
-        .app(&["spin", "30"])
-        .env("GPUTRACE_MODE", "dormant")
-        .spawn();
-    let pid = run.id();
-    socket_of(pid);
+    let (run, pid, _) = start_dormant(&w, "30");
     assert_eq!(attach::status(pid).unwrap(), "dormant");
     let mut traces = Vec::new();
     for _ in 0..2 {
@@ -102,12 +109,7 @@ fn attach_opens_windows_and_only_their_calls_are_traced() {
 #[test]
 fn bad_clients_do_no_harm() {
     let w = Wheel::new(Cuda::V13, Layout::Flat);
-    let run = w
-        .app(&["spin", "30"])
-        .env("GPUTRACE_MODE", "dormant")
-        .spawn();
-    let pid = run.id();
-    let sock = socket_of(pid);
+    let (run, pid, sock) = start_dormant(&w, "30");
     assert!(
         send(pid, b"rm -rf /\n").starts_with("error"),
         "garbage refused"
@@ -149,12 +151,7 @@ fn another_user_is_refused() {
         return;
     };
     let w = Wheel::new(Cuda::V13, Layout::Flat);
-    let run = w
-        .app(&["spin", "30"])
-        .env("GPUTRACE_MODE", "dormant")
-        .spawn();
-    let pid = run.id();
-    let sock = socket_of(pid);
+    let (run, _pid, sock) = start_dormant(&w, "30");
     let script = format!(
         "import socket,sys\ns=socket.socket(socket.AF_UNIX)\ntry:\n s.connect({:?})\nexcept OSError as e:\n print('refused', e.errno); sys.exit(0)\ns.sendall(b'window ms=100\\n')\nprint(s.recv(100).decode().strip())",
         sock.display().to_string()
@@ -180,12 +177,7 @@ fn another_user_is_refused() {
 #[test]
 fn exiting_during_a_window_leaves_a_readable_trace() {
     let w = Wheel::new(Cuda::V13, Layout::Flat);
-    let run = w
-        .app(&["spin", "1.5"])
-        .env("GPUTRACE_MODE", "dormant")
-        .spawn();
-    let pid = run.id();
-    socket_of(pid);
+    let (run, pid, _) = start_dormant(&w, "1.5");
     // The process exits during the window: the client gets the trace path or sees the
     // connection close, whichever the exit allows; the trace must be whole either way.
     let _ = attach::attach(pid, Duration::from_secs(60), None, None, None, |_| {});
