@@ -28,8 +28,13 @@ pub struct Collector {
     /// Our callback subscriber (0 when not subscribed), stored as an address.
     subscriber: AtomicUsize,
     runtime_api: bool,
+    /// Runtime calls as CUPTI RUNTIME activity records instead of callbacks.
+    api_activity: bool,
     driver_api: bool,
-    flush_ms: u64,
+    cupti_flush_ms: u64,
+    per_thread_buffers: bool,
+    device_buffer_mb: Option<usize>,
+    zeroed_buffers: bool,
     /// Our names of the activity kinds to enable (`Opts::activity`).
     activity: Vec<String>,
 }
@@ -140,8 +145,12 @@ impl Collector {
                         layout,
                         subscriber: AtomicUsize::new(0),
                         runtime_api: opts.runtime_api,
+                        api_activity: opts.api_activity,
                         driver_api: opts.driver_api,
-                        flush_ms: opts.flush_ms,
+                        cupti_flush_ms: opts.cupti_flush_ms.unwrap_or(opts.flush_ms),
+                        per_thread_buffers: opts.per_thread_buffers,
+                        device_buffer_mb: opts.device_buffer_mb,
+                        zeroed_buffers: opts.zeroed_buffers,
                         activity: opts.activity.clone(),
                     });
                 }
@@ -171,6 +180,20 @@ impl Collector {
                 self.result_string(r)
             ));
         }
+        if self.per_thread_buffers && !self.set_attribute(
+            sys::CUpti_ActivityAttribute_CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER,
+            &1u8.to_ne_bytes(),
+        ) {
+            log::warn("CUPTI refused per-thread activity buffers");
+        }
+        if let Some(mb) = self.device_buffer_mb {
+            if !self.set_attribute(
+                sys::CUpti_ActivityAttribute_CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE,
+                &(mb << 20).to_ne_bytes(),
+            ) {
+                log::warn("CUPTI refused GPUTRACE_DEVICE_BUFFER_MB");
+            }
+        }
         for (kind, name, ours, required) in KINDS {
             if !self.activity.iter().any(|a| a == ours) {
                 continue;
@@ -189,17 +212,63 @@ impl Collector {
                 ));
             }
         }
+        if self.api_activity {
+            self.enable_runtime_activity();
+        }
         // We hand CUPTI buffers that are already zero (cleared on the writer thread when
         // recycled), so CUPTI need not clear them on the application's thread.
-        let accepted = self.promise_zeroed_buffers(true);
+        let accepted = self.zeroed_buffers && self.promise_zeroed_buffers(true);
         lock(&POOL).zeroed = accepted;
         // Ask CUPTI to hand over partly filled buffers, so a killed process loses at
         // most about one flush period of GPU records.
-        let _ = call!(self.cupti, cuptiActivityFlushPeriod(self.flush_ms as u32));
+        let _ = call!(
+            self.cupti,
+            cuptiActivityFlushPeriod(self.cupti_flush_ms as u32)
+        );
         if self.runtime_api || self.driver_api {
             self.subscribe();
         }
         Ok(())
+    }
+
+    /// RUNTIME activity for the callback ids of apis.rs only (CUPTI records every
+    /// runtime call once the kind is on, so the others are switched off one by one).
+    fn enable_runtime_activity(&self) {
+        let kind = sys::CUpti_ActivityKind_CUPTI_ACTIVITY_KIND_RUNTIME;
+        let r = call!(self.cupti, cuptiActivityEnable(kind));
+        if r != OK {
+            log::warn(&format!(
+                "cuptiActivityEnable(RUNTIME) failed: {}",
+                self.result_string(r)
+            ));
+            return;
+        }
+        let n = sys::CUpti_runtime_api_trace_cbid_enum_CUPTI_RUNTIME_TRACE_CBID_SIZE;
+        let mut refused = 0;
+        for cbid in 1..n {
+            let on = apis::find(DOMAIN_RUNTIME, cbid).is_some() as u8;
+            if call!(self.cupti, cuptiActivityEnableRuntimeApi(cbid, on)) != OK {
+                refused += 1;
+            }
+        }
+        if refused > 0 {
+            log::debug(&format!(
+                "cuptiActivityEnableRuntimeApi refused {refused} of {} ids",
+                n - 1
+            ));
+        }
+        crate::sym::note_cupti_callbacks(true);
+    }
+
+    /// Sets one process-wide CUPTI activity attribute; true if CUPTI accepted it.
+    fn set_attribute(&self, attr: sys::CUpti_ActivityAttribute, value: &[u8]) -> bool {
+        let mut v = value.to_vec();
+        let mut sz = v.len();
+        let r = call!(
+            self.cupti,
+            cuptiActivitySetAttribute(attr, &mut sz, v.as_mut_ptr() as *mut c_void)
+        );
+        r == OK
     }
 
     /// Subscribes for the API callbacks if we are not subscribed (the program's own
@@ -278,6 +347,10 @@ impl Collector {
         for (kind, _, _, _) in KINDS {
             let _ = call!(self.cupti, cuptiActivityDisable(*kind));
         }
+        if self.api_activity {
+            let kind = sys::CUpti_ActivityKind_CUPTI_ACTIVITY_KIND_RUNTIME;
+            let _ = call!(self.cupti, cuptiActivityDisable(kind));
+        }
         // The zeroed-buffer promise is process-wide: withdraw it, since a program that
         // takes CUPTI next hands over buffers of its own, not cleared by us.
         if lock(&POOL).zeroed {
@@ -316,17 +389,10 @@ impl Collector {
     /// Sets CUPTI's process-wide ZEROED_OUT_ACTIVITY_BUFFER attribute (our buffers come
     /// to it already zero); true if CUPTI accepted it.
     fn promise_zeroed_buffers(&self, on: bool) -> bool {
-        let mut v: u8 = on as u8;
-        let mut sz = std::mem::size_of::<u8>();
-        let r = call!(
-            self.cupti,
-            cuptiActivitySetAttribute(
-                sys::CUpti_ActivityAttribute_CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER,
-                &mut sz,
-                &mut v as *mut u8 as *mut c_void
-            )
-        );
-        r == OK
+        self.set_attribute(
+            sys::CUpti_ActivityAttribute_CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER,
+            &[on as u8],
+        )
     }
 
     /// Releases CUPTI (end of a window), where this CUPTI supports it. Jobs were seen

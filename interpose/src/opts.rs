@@ -34,8 +34,23 @@ pub struct Opts {
     pub activity: Vec<String>,
     /// Symbol hooks (copies, NCCL, NVTX) record while tracing (`GPUTRACE_HOOKS`).
     pub hooks: bool,
-    /// Record the host side of runtime API calls (`GPUTRACE_API`, default on).
+    /// Record the host side of runtime API calls through CUPTI callbacks (`GPUTRACE_API`,
+    /// default on).
     pub runtime_api: bool,
+    /// Record them as CUPTI RUNTIME activity, filtered to our callback ids, instead
+    /// (`GPUTRACE_API=activity`): no callback into us on the program's thread, but no
+    /// call parameters either.
+    pub api_activity: bool,
+    /// CUPTI tuning, for the cost experiments of bench/RESULTS.md:
+    /// `GPUTRACE_PER_THREAD_BUFFERS` (CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER),
+    /// `GPUTRACE_DEVICE_BUFFER_MB` (CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE),
+    /// `GPUTRACE_ZEROED_BUFFERS` (our pre-zeroed buffers promised to CUPTI, default on),
+    /// `GPUTRACE_CUPTI_FLUSH_MS` (CUPTI's flush period; 0: CUPTI's own policy; default
+    /// GPUTRACE_FLUSH_MS).
+    pub per_thread_buffers: bool,
+    pub device_buffer_mb: Option<usize>,
+    pub zeroed_buffers: bool,
+    pub cupti_flush_ms: Option<u64>,
     /// Longest wait at exit for the trace to be written (`GPUTRACE_EXIT_WAIT_MS`).
     pub exit_wait_ms: u64,
     /// Production mode triggers: `GPUTRACE_SIGNAL` (SIGUSR1/SIGUSR2), and a timed window
@@ -64,6 +79,11 @@ impl Default for Opts {
             activity: ACTIVITY_NAMES.iter().map(|s| s.to_string()).collect(),
             hooks: true,
             runtime_api: true,
+            api_activity: false,
+            per_thread_buffers: false,
+            device_buffer_mb: None,
+            zeroed_buffers: true,
+            cupti_flush_ms: None,
             exit_wait_ms: 3000,
             signal: None,
             start_after: None,
@@ -157,9 +177,36 @@ impl Opts {
                     Some(b) => o.hooks = b,
                     None => bad("0 or 1"),
                 },
-                "GPUTRACE_API" => match parse_bool(&v) {
-                    Some(b) => o.runtime_api = b,
+                "GPUTRACE_API" => match (parse_bool(&v), v.trim()) {
+                    (Some(b), _) => {
+                        o.runtime_api = b;
+                        o.api_activity = false;
+                    }
+                    (None, "callback" | "callbacks") => {
+                        o.runtime_api = true;
+                        o.api_activity = false;
+                    }
+                    (None, "activity") => {
+                        o.runtime_api = false;
+                        o.api_activity = true;
+                    }
+                    _ => bad("0, 1, callbacks or activity"),
+                },
+                "GPUTRACE_PER_THREAD_BUFFERS" => match parse_bool(&v) {
+                    Some(b) => o.per_thread_buffers = b,
                     None => bad("0 or 1"),
+                },
+                "GPUTRACE_ZEROED_BUFFERS" => match parse_bool(&v) {
+                    Some(b) => o.zeroed_buffers = b,
+                    None => bad("0 or 1"),
+                },
+                "GPUTRACE_DEVICE_BUFFER_MB" => match v.trim().parse::<usize>() {
+                    Ok(n) if (1..=4096).contains(&n) => o.device_buffer_mb = Some(n),
+                    _ => bad("a size in MiB between 1 and 4096"),
+                },
+                "GPUTRACE_CUPTI_FLUSH_MS" => match v.trim().parse::<u64>() {
+                    Ok(n) if n <= 10_000 => o.cupti_flush_ms = Some(n),
+                    _ => bad("milliseconds up to 10000 (0: CUPTI's own policy)"),
                 },
                 "GPUTRACE_DEBUG" => match parse_bool(&v) {
                     Some(b) => o.debug = b,
@@ -234,6 +281,26 @@ mod tests {
         assert_eq!(d.flush_ms, 100);
         assert!(d.driver_api);
         assert!(d.warnings.is_empty(), "{:?}", d.warnings);
+    }
+
+    #[test]
+    fn cupti_tuning_values() {
+        let d = o(&[
+            ("GPUTRACE_API", "activity"),
+            ("GPUTRACE_PER_THREAD_BUFFERS", "1"),
+            ("GPUTRACE_DEVICE_BUFFER_MB", "64"),
+            ("GPUTRACE_ZEROED_BUFFERS", "0"),
+            ("GPUTRACE_CUPTI_FLUSH_MS", "0"),
+        ]);
+        assert!(d.api_activity && !d.runtime_api);
+        assert!(d.per_thread_buffers && !d.zeroed_buffers);
+        assert_eq!(d.device_buffer_mb, Some(64));
+        assert_eq!(d.cupti_flush_ms, Some(0));
+        assert!(d.warnings.is_empty(), "{:?}", d.warnings);
+        let d = o(&[("GPUTRACE_API", "sometimes"), ("GPUTRACE_DEVICE_BUFFER_MB", "0")]);
+        assert!(d.runtime_api && !d.api_activity);
+        assert_eq!(d.device_buffer_mb, None);
+        assert_eq!(d.warnings.len(), 2);
     }
 
     #[test]

@@ -314,6 +314,24 @@ impl Writer {
             // SAFETY: CUPTI returned a pointer to a whole record inside our buffer; its
             // first field is the activity kind.
             let kind = unsafe { (*rec).kind };
+            if kind == cupti_sys::CUpti_ActivityKind_CUPTI_ACTIVITY_KIND_RUNTIME {
+                // SAFETY: a RUNTIME record is a CUpti_ActivityAPI, the same struct in
+                // every CUPTI version we support.
+                let a = unsafe { (rec as *const cupti_sys::CUpti_ActivityAPI).read_unaligned() };
+                let fix = |t: u64| (t as i64 - self.gpu_offset) as u64;
+                let r = HostRecord {
+                    kind: REC_API,
+                    a: fmt::DOMAIN_RUNTIME as u16,
+                    b: a.cbid,
+                    tid: a.threadId,
+                    corr: a.correlationId,
+                    t0: fix(a.start),
+                    t1: fix(a.end),
+                    x: [0, 0, a.returnValue as u64, 0],
+                };
+                self.push_api(&r);
+                continue;
+            }
             // SAFETY: `rec` is a record of `kind` in the layout of this CUPTI version.
             unsafe {
                 records::decode(
@@ -361,6 +379,16 @@ impl Writer {
             }
         }
         if r.kind == REC_API {
+            self.push_api(r);
+        } else {
+            // The symbol hooks' records (copies, calls, NCCL, NVTX, pinned memory).
+            crate::sym::rec::decode(r, &mut self.names, &mut self.evs);
+        }
+    }
+
+    /// A host API call, from our CUPTI callback or from a RUNTIME activity record.
+    fn push_api(&mut self, r: &HostRecord) {
+        {
             let domain = r.a as u8;
             let name = match self.api_names.get(&(domain, r.b)) {
                 Some(id) => *id,
@@ -385,9 +413,6 @@ impl Writer {
                 arg: r.x[1] as u32,
                 result: r.x[2] as u32,
             }));
-        } else {
-            // The symbol hooks' records (copies, calls, NCCL, NVTX, pinned memory).
-            crate::sym::rec::decode(r, &mut self.names, &mut self.evs);
         }
     }
 

@@ -12,6 +12,7 @@ import torch
 p = argparse.ArgumentParser()
 p.add_argument("--profile", default=None)
 p.add_argument("--only", default="launch,mlp,resnet50")
+p.add_argument("--launch-reps", type=int, default=10, help="measured blocks of 2000 launches")
 p.add_argument("--no-export", action="store_true", help="profile, but skip the (slow) JSON export")
 a = p.parse_args()
 only = a.only.split(",")
@@ -41,7 +42,7 @@ if "launch" in only:
     def launch():
         for _ in range(2000):
             x.add_(1)
-    out["launch_us"] = timed(launch, 10, 2) * 1e6 / 2000
+    out["launch_us"] = timed(launch, a.launch_reps, 2) * 1e6 / 2000
 if "mlp" in only:
     m = torch.nn.Sequential(torch.nn.Linear(4096, 4096), torch.nn.ReLU(), torch.nn.Linear(4096, 4096),
                             torch.nn.ReLU(), torch.nn.Linear(4096, 4096)).to(dev)
