@@ -5,6 +5,7 @@
 # cores. GPU machine, one call; builds nothing (carries target/release/libgputrace.so).
 #
 #   ROUNDS=6 scripts/bench-sweep.sh        -> $OUT/sweep.json and a table
+#   SWEEP=kinds ROUNDS=6 scripts/bench-sweep.sh   (one activity kind at a time)
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 OUT=${OUT:-$ROOT/bench-out}; mkdir -p "$OUT"
@@ -16,8 +17,25 @@ LIB=$ROOT/target/release/libgputrace.so
 W=/tmp/sweep; rm -rf "$W"; mkdir -p "$W"
 B="$ROOT/scripts/gpu/bench_workload.py"
 export PYTHONUNBUFFERED=1
+cat /sys/devices/system/clocksource/clocksource0/current_clocksource >"$OUT/clocksource.txt" 2>&1
 FLOOR="GPUTRACE_ACTIVITY=kernel GPUTRACE_API=0 GPUTRACE_HOOKS=0"
 # name | environment added to LD_PRELOAD=libgputrace.so (untraced: no preload)
+if [ "${SWEEP:-cupti}" = kinds ]; then
+# SWEEP=kinds: which activity kind costs on the launch path (no callbacks, no hooks).
+K="GPUTRACE_API=0 GPUTRACE_HOOKS=0 GPUTRACE_ACTIVITY"
+modes=(
+  "untraced|-"
+  "floor|$FLOOR"
+  "kernel,memcpy,memset|$K=kernel,memcpy,memset"
+  "kernel,sync|$K=kernel,sync"
+  "kernel,memory|$K=kernel,memory"
+  "kernel,device|$K=kernel,device"
+  "kernel+callbacks|GPUTRACE_ACTIVITY=kernel GPUTRACE_HOOKS=0"
+  "kernel+callbacks+hooks|GPUTRACE_ACTIVITY=kernel"
+  "full|GPUTRACE_DEBUG=0"
+  "dormant|GPUTRACE_MODE=dormant"
+)
+else
 modes=(
   "untraced|-"
   "floor|$FLOOR"
@@ -34,6 +52,7 @@ modes=(
   "floor,not_zeroed|$FLOOR GPUTRACE_ZEROED_BUFFERS=0"
   "dormant|GPUTRACE_MODE=dormant"
 )
+fi
 T0=$(date +%s)
 for r in $(seq 1 "$ROUNDS"); do
   rm -rf "$W/t"
@@ -51,9 +70,9 @@ done
 cp "$W/err.log" "$W/progress.log" "$OUT/" 2>/dev/null
 # What the API-activity mode records, next to the callbacks' (last round's traces).
 G=$ROOT/target/release/gputrace
-for name in full "full,api_activity"; do
+for name in full "full,api_activity" "kernel+callbacks"; do
   f=$(ls "$W/t/$name"/*.gtrace 2>/dev/null | head -1); [ -n "$f" ] || continue
-  { echo "== $name"; "$G" summary "$f" | grep -E "host API|dropped|kernels "; "$G" dump "$f" | grep '"type":"api"' | head -3; } >>"$OUT/api-modes.txt" 2>&1
+  { echo "== $name"; ls -l "$f"; "$G" summary "$f" | head -25; "$G" dump "$f" | grep '"type":"api"' | head -3; } >>"$OUT/api-modes.txt" 2>&1
 done
 "$PY" - "$W" "$OUT/sweep.json" "${modes[@]}" <<'PYEOF'
 import json, sys, statistics as st, datetime

@@ -71,27 +71,54 @@ pub struct NvtxRange {
 }
 
 impl Trace {
-    /// Reads and decodes a trace file.
+    /// Reads and decodes a trace file, one chunk at a time.
     pub fn load(path: &Path) -> Result<Trace, ReadError> {
-        let data = std::fs::read(path).map_err(|e| ReadError::Io {
-            path: path.to_path_buf(),
-            source: e,
-        })?;
-        Self::from_bytes(path, &data)
+        Self::load_with_progress(path, |_, _| {})
     }
 
+    /// [`Trace::load`], calling `progress(bytes_read, bytes_total)` as it goes.
+    pub fn load_with_progress(
+        path: &Path,
+        progress: impl FnMut(u64, u64),
+    ) -> Result<Trace, ReadError> {
+        Ok(Self::read(fmt::open_file(path)?, progress))
+    }
+
+    /// Decodes a trace held in memory.
     pub fn from_bytes(path: &Path, data: &[u8]) -> Result<Trace, ReadError> {
-        let mut r = fmt::open(path, data)?;
+        Ok(Self::read(fmt::open(path, data)?, |_, _| {}))
+    }
+
+    fn read(mut r: fmt::ChunkReader, progress: impl FnMut(u64, u64)) -> Trace {
         let mut t = Trace {
-            path: path.to_path_buf(),
+            path: r.path().to_path_buf(),
             meta: r.meta.clone(),
             strings: vec![String::new()],
             ..Default::default()
         };
-        r.for_each_event(|e| t.add(e));
+        // A first pass over the chunk headers (and the tags of uncompressed chunks)
+        // sizes every table exactly: no growth by doubling, no copy to shrink.
+        t.reserve(&r.census());
+        r.for_each_event_with(|e| t.add(e), progress);
         t.stats = r.stats.clone();
         t.finish();
-        Ok(t)
+        t
+    }
+
+    fn reserve(&mut self, c: &fmt::Census) {
+        use fmt::*;
+        self.kernels.reserve_exact(c.of(&[TAG_KERNEL, TAG_KERNEL_COMPACT]));
+        self.apis.reserve_exact(c.of(&[TAG_API]));
+        self.memcpys.reserve_exact(c.of(&[TAG_MEMCPY]));
+        self.memsets.reserve_exact(c.of(&[TAG_MEMSET]));
+        self.syncs.reserve_exact(c.of(&[TAG_SYNC]));
+        self.memory.reserve_exact(c.of(&[TAG_MEMORY]));
+        self.host_copies.reserve_exact(c.of(&[TAG_HOST_COPY]));
+        self.host_calls.reserve_exact(c.of(&[TAG_HOST_CALL]));
+        self.host_allocs.reserve_exact(c.of(&[TAG_HOST_ALLOC]));
+        self.nccl.reserve_exact(c.of(&[TAG_NCCL]));
+        self.nccl_comms.reserve_exact(c.of(&[TAG_NCCL_COMM]));
+        self.nvtx.reserve_exact(c.of(&[TAG_NVTX]));
     }
 
     /// Builds a trace from events (tests, synthetic traces).
@@ -151,12 +178,18 @@ impl Trace {
     }
 
     fn finish(&mut self) {
-        self.kernels.sort_by_key(|k| (k.start, k.end));
-        self.memcpys.sort_by_key(|k| (k.start, k.end));
-        self.memsets.sort_by_key(|k| (k.start, k.end));
+        // In place (a stable sort would take half a table more memory), on keys that
+        // leave only records alike in every field we use in arrival-independent order.
+        self.kernels
+            .sort_unstable_by_key(|k| (k.start, k.end, k.corr, k.stream, k.name, k.device));
+        self.memcpys
+            .sort_unstable_by_key(|k| (k.start, k.end, k.corr, k.stream, k.bytes));
+        self.memsets
+            .sort_unstable_by_key(|k| (k.start, k.end, k.corr, k.stream, k.bytes));
         self.syncs.sort_by_key(|k| (k.start, k.end));
         self.memory.sort_by_key(|k| k.ts);
-        self.apis.sort_by_key(|k| (k.start, k.end));
+        self.apis
+            .sort_unstable_by_key(|k| (k.start, k.end, k.tid, k.corr, k.cbid));
         self.states.sort_by_key(|s| s.0);
         self.devices.sort_by_key(|d| d.id);
         self.host_copies.sort_by_key(|k| (k.start, k.end));

@@ -14,6 +14,8 @@ pub struct Encoder {
     count: u32,
     /// Kernel launch shapes defined so far in this file (they outlive chunks).
     shapes: std::collections::HashMap<ShapeKey, u32>,
+    /// Events of each tag in this chunk so far.
+    tags: Vec<u32>,
 }
 
 /// What a kernel launch shape is made of: (name, grid, block, static smem, dynamic
@@ -70,9 +72,16 @@ impl Encoder {
         self.count
     }
 
+    /// (tag, events) for every tag in this chunk so far.
+    pub fn census(&self) -> Vec<(u8, u32)> {
+        let t = self.tags.iter().enumerate();
+        t.filter(|(_, n)| **n > 0).map(|(t, n)| (t as u8, *n)).collect()
+    }
+
     /// Takes the payload and resets the delta state for the next chunk.
     pub fn take(&mut self) -> (Vec<u8>, u32) {
         let out = std::mem::take(&mut self.buf);
+        self.tags.iter_mut().for_each(|n| *n = 0);
         let n = self.count;
         self.last_ts = 0;
         self.last_corr = 0;
@@ -321,9 +330,35 @@ impl Encoder {
 
     /// Appends the record in `body` under `tag`.
     fn emit(&mut self, tag: u8) {
+        if self.tags.is_empty() {
+            self.tags = vec![0; 256];
+        }
+        self.tags[tag as usize] += 1;
         self.buf.push(tag);
         put_var(&mut self.buf, self.body.len() as u64);
         self.buf.extend_from_slice(&self.body);
+    }
+}
+
+/// Adds the events of each tag in an (uncompressed) chunk payload to `out`, reading
+/// only tags and lengths; stops at the first malformed event.
+pub(crate) fn count_tags(payload: &[u8], out: &mut crate::read::Census) {
+    let mut pos = 0;
+    while pos < payload.len() {
+        let tag = payload[pos];
+        let mut b = Body {
+            b: payload,
+            pos: pos + 1,
+            base: 0,
+        };
+        let Some(end) = b.v().ok().and_then(|l| b.pos.checked_add(l as usize)) else {
+            return;
+        };
+        if end > payload.len() {
+            return;
+        }
+        out.0[tag as usize] += 1;
+        pos = end;
     }
 }
 
@@ -359,7 +394,20 @@ struct Body<'a> {
 }
 
 impl<'a> Body<'a> {
+    #[inline]
     fn v(&mut self) -> Result<u64, DecodeError> {
+        // Most values are one byte (deltas, ids, flags).
+        if let Some(&b) = self.b.get(self.pos) {
+            if b < 0x80 {
+                self.pos += 1;
+                return Ok(b as u64);
+            }
+        }
+        self.v_long()
+    }
+
+    #[inline(never)]
+    fn v_long(&mut self) -> Result<u64, DecodeError> {
         let mut out = 0u64;
         let mut shift = 0u32;
         loop {

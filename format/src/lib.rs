@@ -10,7 +10,10 @@
 //! ```
 //!
 //! The first chunk is a `Meta` chunk (JSON, see [`Meta`]). Every other chunk is an
-//! `Events` chunk: a sequence of events, each a tag byte followed by LEB128 varints.
+//! events chunk: a sequence of events, each a tag byte followed by LEB128 varints,
+//! stored as is (kind 2) or zstd-compressed (kind 3, from version 2.0: `raw_len u32 |
+//! tags u8 | (tag u8, count u32) x tags | zstd frame`, the census of tags letting a
+//! reader size its tables without expanding anything).
 //! Timestamps are deltas (zigzag) against the previous timestamp in the same chunk, so
 //! every chunk decodes on its own: a file cut anywhere reads up to its last whole chunk.
 //! Timestamps are nanoseconds in CUPTI's time base: CLOCK_REALTIME on Linux.
@@ -26,7 +29,7 @@ mod write;
 
 pub use codec::{DecodeError, Decoder, Encoder};
 pub use event::*;
-pub use read::{open, read_all, ChunkReader, ReadError, ReadStats, TraceData};
+pub use read::{open, open_file, read_all, Census, ChunkReader, ReadError, ReadStats, TraceData};
 pub use write::ChunkWriter;
 
 /// File magic, the first 8 bytes of every trace.
@@ -34,10 +37,12 @@ pub const MAGIC: &[u8; 8] = b"GPUTRACE";
 /// Magic at the start of every chunk (lets a reader tell a torn write from garbage).
 pub const CHUNK_MAGIC: &[u8; 4] = b"GTCK";
 /// Major version: a reader refuses files with a larger major version.
-pub const VERSION_MAJOR: u16 = 1;
+/// 2: compressed events chunks (kind 3), which a 1.x reader would skip unseen.
+/// Readers of 2.x read 1.x files.
+pub const VERSION_MAJOR: u16 = 2;
 /// Minor version: additions that old readers can skip (new event tags).
-/// 1: symbol-hook events (HostCopy, HostCall, HostAlloc, Nccl, NcclComm, Nvtx).
-pub const VERSION_MINOR: u16 = 1;
+/// 1.1: symbol-hook events (HostCopy, HostCall, HostAlloc, Nccl, NcclComm, Nvtx).
+pub const VERSION_MINOR: u16 = 0;
 /// Size of the fixed file header.
 pub const HEADER_LEN: usize = 16;
 /// Size of a chunk header.
@@ -51,6 +56,8 @@ pub const MAX_CHUNK_PAYLOAD: usize = 64 << 20;
 pub enum ChunkKind {
     Meta = 1,
     Events = 2,
+    /// Events, zstd-compressed (read back as `Events`).
+    EventsZstd = 3,
 }
 
 /// Builds the fixed file header.

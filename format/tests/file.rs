@@ -26,14 +26,17 @@ fn events(n: u32) -> Vec<Event> {
         .collect()
 }
 
-/// A file of `chunks` event chunks of `per` kernels each.
+/// A file of `chunks` event chunks of `per` kernels each, uncompressed.
 fn build(chunks: u32, per: u32) -> Vec<u8> {
-    build_with_ends(chunks, per).0
+    build_with_ends(chunks, per, false).0
 }
 
 /// The file, and its length after the metadata and after each chunk.
-fn build_with_ends(chunks: u32, per: u32) -> (Vec<u8>, usize, Vec<usize>) {
+fn build_with_ends(chunks: u32, per: u32, zstd: bool) -> (Vec<u8>, usize, Vec<usize>) {
     let mut w = ChunkWriter::new(Vec::new(), &meta()).unwrap();
+    if !zstd {
+        w = w.without_compression();
+    }
     let head = w.get_ref().len();
     let mut ends = Vec::new();
     let mut enc = Encoder::new();
@@ -41,8 +44,7 @@ fn build_with_ends(chunks: u32, per: u32) -> (Vec<u8>, usize, Vec<usize>) {
         for e in events(per) {
             enc.push(&e);
         }
-        let (buf, n) = enc.take();
-        w.write_chunk(ChunkKind::Events, &buf, n).unwrap();
+        w.write_events(&mut enc).unwrap();
         ends.push(w.get_ref().len());
     }
     (w.into_inner(), head, ends)
@@ -68,8 +70,13 @@ fn whole_file_round_trips() {
 
 #[test]
 fn truncation_anywhere_reads_whole_chunks_only() {
+    truncation_anywhere(false);
+    truncation_anywhere(true);
+}
+
+fn truncation_anywhere(zstd: bool) {
     // Later chunks use kernel shapes the first one defined: they still read.
-    let (data, header_and_meta, ends) = build_with_ends(4, 25);
+    let (data, header_and_meta, ends) = build_with_ends(4, 25, zstd);
     assert!(
         ends[1] - ends[0] < ends[0] - header_and_meta,
         "shapes are defined once"
@@ -127,8 +134,57 @@ fn not_a_trace() {
 }
 
 #[test]
+fn compressed_chunks_read_back_the_same_events() {
+    let (raw, _, _) = build_with_ends(5, 400, false);
+    let (z, _, _) = build_with_ends(5, 400, true);
+    assert!(z.len() * 3 < raw.len(), "{} vs {}", z.len(), raw.len());
+    let (a, sa) = read(&raw).unwrap();
+    let (b, sb) = read(&z).unwrap();
+    assert_eq!(a.len(), 2000);
+    assert_eq!(a, b);
+    assert_eq!((sa.events, sa.chunks), (sb.events, sb.chunks));
+}
+
+#[test]
+fn a_file_reads_like_the_same_bytes_in_memory() {
+    let (z, _, _) = build_with_ends(3, 50, true);
+    let dir = std::env::temp_dir().join(format!("gtfmt-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join("z.gtrace");
+    std::fs::write(&p, &z[..z.len() - 7]).unwrap();
+    let f = read_all(&p).unwrap();
+    let (m, st) = read(&z[..z.len() - 7]).unwrap();
+    assert_eq!(f.events, m);
+    assert_eq!(f.stats, st);
+    assert!(st.truncated_tail && m.len() == 100);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn the_census_counts_events_by_tag_without_reading_them() {
+    for zstd in [false, true] {
+        let (d, _, _) = build_with_ends(3, 40, zstd);
+        let mut r = open(Path::new("t"), &d).unwrap();
+        let c = r.census();
+        // The first chunk defines the one launch shape.
+        assert_eq!(c.of(&[TAG_KERNEL_COMPACT]), 120);
+        assert_eq!(c.of(&[TAG_KERNEL_SHAPE]), 1);
+        assert_eq!(c.of(&[TAG_API]), 0);
+        // The reader is where it was: every event still comes.
+        let mut n = 0;
+        r.for_each_event(|_| n += 1);
+        assert_eq!(n, 120);
+    }
+}
+
+#[test]
 fn flipping_any_byte_never_panics() {
-    let data = build(2, 5);
+    for data in [build(2, 5), build_with_ends(2, 5, true).0] {
+        flip_every_byte(data);
+    }
+}
+
+fn flip_every_byte(data: Vec<u8>) {
     for i in 0..data.len() {
         let mut d = data.clone();
         d[i] = d[i].wrapping_add(0x5a);

@@ -720,12 +720,14 @@ unsafe extern "C" fn api_callback(
     if d.correlationData.is_null() {
         return;
     }
+    // Hook stamps (TSC where the kernel trusts it, else CLOCK_REALTIME; the writer
+    // converts them), the cheaper clock on the program's launch path.
     if d.callbackSite == sys::CUpti_ApiCallbackSite_CUPTI_API_ENTER {
         // SAFETY: correlationData is a per-call u64 slot CUPTI keeps from ENTER to EXIT.
-        unsafe { *d.correlationData = now_ns() };
+        unsafe { *d.correlationData = crate::sym::tsc::stamp() };
         return;
     }
-    let end = now_ns();
+    let end = crate::sym::tsc::stamp();
     // SAFETY: as above; written by our ENTER callback of the same call.
     let start = unsafe { *d.correlationData };
     let dom = if domain == sys::CUpti_CallbackDomain_CUPTI_CB_DOMAIN_DRIVER_API {

@@ -183,7 +183,7 @@ fn start_tracing(
         started_by: started_by.to_string(),
         options: o.raw.clone(),
     };
-    writer::start(file, meta, c, o.flush_ms)
+    writer::start(file, meta, c, o.flush_ms, o.compress)
         .map_err(|e| format!("cannot start the trace writer: {e}"))?;
     state::set(state::TRACING);
     let blind = match (c, cupti_err) {

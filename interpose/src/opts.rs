@@ -51,6 +51,8 @@ pub struct Opts {
     pub device_buffer_mb: Option<usize>,
     pub zeroed_buffers: bool,
     pub cupti_flush_ms: Option<u64>,
+    /// zstd-compress the trace's events chunks (`GPUTRACE_COMPRESS`, default on).
+    pub compress: bool,
     /// Longest wait at exit for the trace to be written (`GPUTRACE_EXIT_WAIT_MS`).
     pub exit_wait_ms: u64,
     /// Production mode triggers: `GPUTRACE_SIGNAL` (SIGUSR1/SIGUSR2), and a timed window
@@ -84,6 +86,7 @@ impl Default for Opts {
             device_buffer_mb: None,
             zeroed_buffers: true,
             cupti_flush_ms: None,
+            compress: true,
             exit_wait_ms: 3000,
             signal: None,
             start_after: None,
@@ -194,6 +197,10 @@ impl Opts {
                 },
                 "GPUTRACE_PER_THREAD_BUFFERS" => match parse_bool(&v) {
                     Some(b) => o.per_thread_buffers = b,
+                    None => bad("0 or 1"),
+                },
+                "GPUTRACE_COMPRESS" => match parse_bool(&v) {
+                    Some(b) => o.compress = b,
                     None => bad("0 or 1"),
                 },
                 "GPUTRACE_ZEROED_BUFFERS" => match parse_bool(&v) {

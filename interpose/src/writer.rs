@@ -7,7 +7,7 @@ use crate::collector::{self, Collector};
 use crate::intern::Interner;
 use crate::ring::{self, HostRecord, REC_API};
 use crate::{apis, guard, log, records, state};
-use gputrace_format::{self as fmt, ChunkKind, ChunkWriter, CollectorState, Encoder, Event, Meta};
+use gputrace_format::{self as fmt, ChunkWriter, CollectorState, Encoder, Event, Meta};
 use std::collections::HashMap;
 use std::fs::File;
 use std::io;
@@ -86,8 +86,12 @@ pub fn start(
     meta: Meta,
     collector: Option<&'static Collector>,
     flush_ms: u64,
+    compress: bool,
 ) -> io::Result<()> {
-    let out = ChunkWriter::new(file, &meta)?;
+    let mut out = ChunkWriter::new(file, &meta)?;
+    if !compress {
+        out = out.without_compression();
+    }
     STOP.store(false, Ordering::Release);
     *collector::lock(&DONE) = false;
     RUNNING.store(true, Ordering::Release);
@@ -379,7 +383,10 @@ impl Writer {
             }
         }
         if r.kind == REC_API {
-            self.push_api(r);
+            let mut r = *r;
+            r.t0 = crate::sym::rec::stamp_to_real(r.t0);
+            r.t1 = crate::sym::rec::stamp_to_real(r.t1);
+            self.push_api(&r);
         } else {
             // The symbol hooks' records (copies, calls, NCCL, NVTX, pinned memory).
             crate::sym::rec::decode(r, &mut self.names, &mut self.evs);
@@ -421,7 +428,6 @@ impl Writer {
         if self.enc.is_empty() {
             return Ok(());
         }
-        let (buf, n) = self.enc.take();
-        self.out.write_chunk(ChunkKind::Events, &buf, n)
+        self.out.write_events(&mut self.enc)
     }
 }

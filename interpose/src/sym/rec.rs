@@ -205,6 +205,11 @@ pub fn decode(r: &HostRecord, names: &mut Interner, out: &mut Vec<Event>) -> boo
     ) {
         return false;
     }
+    with_converter(|conv| decode_with(r, conv, names, out))
+}
+
+/// Runs `f` with the writer thread's converter, refreshed every 1024 uses.
+fn with_converter<R>(f: impl FnOnce(&Converter) -> R) -> R {
     CONV.with(|c| {
         let mut c = c.borrow_mut();
         let (conv, n) = c.get_or_insert_with(|| (Converter::new(), 0));
@@ -212,8 +217,14 @@ pub fn decode(r: &HostRecord, names: &mut Interner, out: &mut Vec<Event>) -> boo
         if *n % 1024 == 0 {
             conv.tick();
         }
-        decode_with(r, conv, names, out)
+        f(conv)
     })
+}
+
+/// A hook stamp taken now or lately, in CLOCK_REALTIME ns (writer thread; the CUPTI
+/// callbacks' records use hook stamps too).
+pub fn stamp_to_real(stamp: u64) -> u64 {
+    with_converter(|conv| conv.to_real(stamp))
 }
 
 /// [`decode`] with an explicit converter.
