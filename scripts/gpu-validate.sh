@@ -3,6 +3,8 @@
 # expects target/release/{gputrace,libgputrace.so} built on the CPU machine and carried.
 #
 #   scripts/gpu-validate.sh            # everything; results under $OUT (default ./gpu-out)
+#   QUICK=1 scripts/gpu-validate.sh    # PyTorch, profiler window, NCCL, copies, and a
+#                                      # production window by --steps; no JAX/CuPy/C++/suite
 #
 # Writes $OUT/results.json (machine-readable), $OUT/log.txt, $OUT/traces.tar.gz (the
 # traces and reports) and prints a short table last.
@@ -32,6 +34,8 @@ T=$(ls "$W"/torch/*.gtrace | head -1)
 say "torch mlp under torch.profiler (no gputrace)"
 "$PY" "$S/torch_train.py" --steps 50 --profile "$W/prof.json" >"$W/prof.out" 2>>"$LOG"; cat "$W/prof.out" >>"$LOG"
 
+QUICK=${QUICK:-0}
+if [ "$QUICK" != 1 ]; then
 # (b) JAX, (c) CuPy, (d) CUDA C++ built here.
 say "jax";  "$G" run -o "$W/jax"  -- "$PY" "$S/jax_loop.py"  >"$W/jax.txt" 2>&1; echo "rc=$?" >>"$W/jax.txt"; cat "$W/jax.txt" >>"$LOG"
 say "cupy"; "$G" run -o "$W/cupy" -- "$PY" "$S/cupy_loop.py" >"$W/cupy.txt" 2>&1; echo "rc=$?" >>"$W/cupy.txt"; cat "$W/cupy.txt" >>"$LOG"
@@ -40,6 +44,7 @@ NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
 "$NVCC" -O2 -o "$W/spin" "$S/spin.cu" >>"$LOG" 2>&1
 "$G" run -o "$W/cpp" -- "$W/spin" >"$W/cpp.txt" 2>&1; echo "rc=$?" >>"$W/cpp.txt"; cat "$W/cpp.txt" >>"$LOG"
 
+fi
 # (e) the program runs torch.profiler itself for steps 20..40.
 say "torch with its own profiler window"
 "$G" run -o "$W/window" -- "$PY" "$S/torch_train.py" --steps 60 --profile-window 20:40 --profile "$W/window_prof.json" >"$W/window.txt" 2>&1; echo "rc=$?" >>"$W/window.txt"; cat "$W/window.txt" >>"$LOG"
@@ -52,7 +57,7 @@ say "pageable and pinned copies"
 for d in nccl copies; do for t in "$W/$d"/*.gtrace; do [ -f "$t" ] && "$G" dump "$t" >"$W/$d.dump.jsonl" 2>>"$LOG"; done; done
 
 # (g) the pathology suite: each workload must get its finding, the healthy one none.
-if [ -d "$ROOT/scripts/workloads" ]; then
+if [ -d "$ROOT/scripts/workloads" ] && [ "$QUICK" != 1 ]; then
   say "pathology suite"
   mkdir -p "$W/suite"
   for wl in "$ROOT"/scripts/workloads/*.py; do
@@ -67,17 +72,19 @@ fi
 # (h) production mode: a ~40 s job started dormant, a 5 s window in the middle.
 say "production window"
 GPUTRACE_MODE=dormant GPUTRACE_DIR="$W/prod" LD_PRELOAD="$ROOT/target/release/libgputrace.so" \
-  "$PY" "$S/prod_job.py" 40 "$W/prod_steps.jsonl" >"$W/prod.txt" 2>&1 &
+  "$PY" "$S/prod_job.py" "$([ "$QUICK" = 1 ] && echo 20 || echo 40)" "$W/prod_steps.jsonl" nvtx >"$W/prod.txt" 2>&1 &
 JOB=$!
 for i in $(seq 1 200); do grep -q stepping "$W/prod.txt" 2>/dev/null && break; sleep 0.2; done
-sleep 15
+sleep "$([ "$QUICK" = 1 ] && echo 6 || echo 15)"
 A0=$(date +%s%N)
-"$G" attach "$JOB" --duration 5s >"$W/attach.txt" 2>&1; echo "rc=$?" >>"$W/attach.txt"
+# Quick: a window of 100 NVTX step ranges; full: 5 seconds.
+WIN="--duration 5s"; [ "$QUICK" = 1 ] && WIN="--steps 100"
+"$G" attach "$JOB" $WIN >"$W/attach.txt" 2>&1; echo "rc=$?" >>"$W/attach.txt"
 A1=$(date +%s%N)
 echo "attach_wall_ns $A0 $A1" >>"$W/attach.txt"
 wait $JOB; echo "job rc=$?" >>"$W/prod.txt"
 cat "$W/attach.txt" "$W/prod.txt" >>"$LOG"
-for t in "$W"/prod/*.gtrace; do [ -f "$t" ] && "$G" dump "$t" >"$W/prod.dump.jsonl" 2>>"$LOG"; done
+for t in "$W"/prod/*.gtrace; do [ -f "$t" ] && "$G" dump "$t" >"$W/prod.dump.jsonl" 2>>"$LOG" && "$G" report --json "$t" >"$W/prod.report.json" 2>>"$LOG"; done
 
 for d in torch jax cupy cpp window nccl copies; do
   for t in "$W/$d"/*.gtrace; do [ -f "$t" ] && "$G" summary --json "$t" >"${t%.gtrace}.summary.json" 2>>"$LOG"; done
@@ -169,6 +176,11 @@ if steps and st_ev:
         "kernels_outside_window": sum(1 for e in ks if e["ts_ns"] < lo or e["ts_ns"] > hi),
         "window_start_after_attach_ms": (lo - a0) / 1e6 if a0 else None,
         "attach_to_first_event_ms": ((first - a0) / 1e6) if (first and a0) else None}
+    rep = sj(W + "/prod.report.json")
+    try:
+        r["production"]["report_steps"] = rep["processes"][0]["steps"]["count"]
+    except Exception:
+        r["production"]["report_steps"] = None
 dump = W + "/torch.dump.jsonl"
 offs = []
 try:
@@ -186,8 +198,8 @@ if "torch" in r: row("torch kernels (gputrace)", r["torch"]["kernels"])
 if "torch_profiler" in r: row("torch kernels (profiler)", r["torch_profiler"]["kernels"])
 if "kernel_time_diff_pct" in r: row("kernel time diff %", "%.3f" % r["kernel_time_diff_pct"])
 for d in ["jax", "cupy", "cpp", "window"]:
-    row(d + " kernels", [e.get("kernels") for e in r[d]])
-row("window blind windows", [e.get("blind_windows") for e in r["window"]])
+    row(d + " kernels", [e.get("kernels") for e in r.get(d, [])])
+row("window blind windows", [e.get("blind_windows") for e in r.get("window", [])])
 row("window profiler kernels", r.get("window_profiler_kernels"))
 row("nccl calls / bytes", "%s / %s (expected all_reduce bytes %s)" % (r["nccl"]["calls"], r["nccl"]["bytes"], r["nccl"]["expected_bytes"]))
 row("copies cupti / registry", "%s / %s" % (r["copies"]["cupti"], r["copies"]["registry"]))
@@ -195,6 +207,7 @@ row("registry agrees/disagrees", "%s / %s" % (r["copies"]["registry_agrees"], r[
 if r.get("production"):
     p = r["production"]; row("prod step us b/d/a", p["step_us_median"]); row("prod window s", round(p["window_s"], 3))
     row("prod kernels out of window", p["kernels_outside_window"]); row("attach->first event ms", p["attach_to_first_event_ms"])
+    row("prod steps b/d/a (log)", p["steps"]); row("prod steps (report)", p.get("report_steps"))
 row("cupti - realtime (ns)", r["clock_cupti_minus_realtime_ns"])
 PYEOF
 cp "$T" "$OUT/torch-mlp.gtrace" 2>/dev/null

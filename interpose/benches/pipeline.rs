@@ -8,7 +8,7 @@
 //! results recorded in bench/cpu.json).
 
 use gputrace::ring::{self, HostRecord, REC_API};
-use gputrace_format::{ChunkKind, ChunkWriter, Encoder, Event, Kernel, Meta};
+use gputrace_format::{ChunkWriter, Encoder, Event, Kernel, Meta};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
@@ -68,16 +68,30 @@ fn rings(producers: usize, per: u64) -> (f64, u64, u64) {
     )
 }
 
-fn writer(n: u64) -> (f64, f64) {
+/// Kernel events written to a file through the writer's encoder and chunk writer,
+/// compressed or not: (events/s, bytes per event). Timestamps jitter as real ones do.
+fn writer(n: u64, compress: bool) -> (f64, f64) {
     let path = std::env::temp_dir().join(format!("gputrace-bench-{}.gtrace", std::process::id()));
     let f = std::fs::File::create(&path).unwrap();
     let mut w = ChunkWriter::new(std::io::BufWriter::new(f), &Meta::default()).unwrap();
+    if !compress {
+        w = w.without_compression();
+    }
     let mut enc = Encoder::new();
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let mut jit = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % 700
+    };
+    let mut t = 1_700_000_000_000_000_000u64;
     let t0 = Instant::now();
     for i in 0..n {
+        t += 7_000 + jit();
         enc.push(&Event::Kernel(Kernel {
-            start: 1_700_000_000_000_000_000 + i * 7_400,
-            end: 1_700_000_000_000_000_000 + i * 7_400 + 2_100,
+            start: t,
+            end: t + 2_000 + jit(),
             device: 0,
             stream: 7,
             corr: 3 + i as u32 * 3,
@@ -88,12 +102,10 @@ fn writer(n: u64) -> (f64, f64) {
             ..Default::default()
         }));
         if enc.len() >= 1 << 20 {
-            let (b, c) = enc.take();
-            w.write_chunk(ChunkKind::Events, &b, c).unwrap();
+            w.write_events(&mut enc).unwrap();
         }
     }
-    let (b, c) = enc.take();
-    w.write_chunk(ChunkKind::Events, &b, c).unwrap();
+    w.write_events(&mut enc).unwrap();
     w.flush().unwrap();
     let secs = t0.elapsed().as_secs_f64();
     let bytes = std::fs::metadata(&path).unwrap().len();
@@ -118,12 +130,13 @@ fn main() {
             best.0, best.2
         ));
     }
-    let (eps, bpe) =
-        (0..3)
-            .map(|_| writer(5_000_000))
+    for (name, z) in [("writer", true), ("writer_uncompressed", false)] {
+        let (eps, bpe) = (0..3)
+            .map(|_| writer(5_000_000, z))
             .fold((0.0, 0.0), |a, b| if b.0 > a.0 { b } else { a });
-    out.push(format!(
-        "\"writer\": {{\"events_per_s\": {eps:.0}, \"bytes_per_kernel_event\": {bpe:.2}}}"
-    ));
+        out.push(format!(
+            "\"{name}\": {{\"events_per_s\": {eps:.0}, \"bytes_per_kernel_event\": {bpe:.2}}}"
+        ));
+    }
     println!("{{{}}}", out.join(", "));
 }

@@ -761,5 +761,10 @@ unsafe extern "C" fn api_callback(
 
 /// Records a state change for the writer to put in the trace.
 pub fn note_state(state: CollectorState, reason: &str) {
-    writer::push_state(now_ns(), state, reason);
+    note_state_at(now_ns(), state, reason);
+}
+
+/// Records a state change that happened at `ts` (CLOCK_REALTIME ns).
+pub fn note_state_at(ts: u64, state: CollectorState, reason: &str) {
+    writer::push_state(ts, state, reason);
 }

@@ -185,6 +185,8 @@ fn start_tracing(
     };
     writer::start(file, meta, c, o.flush_ms, o.compress)
         .map_err(|e| format!("cannot start the trace writer: {e}"))?;
+    // The window opens when collection is switched on, before CUPTI starts recording.
+    let opened = crate::clock::now_ns();
     state::set(state::TRACING);
     let blind = match (c, cupti_err) {
         // The program started a CUPTI session of its own before CUDA initialised (a
@@ -211,7 +213,7 @@ fn start_tracing(
             "{e}; GPU activity is not recorded (the program runs on unchanged)"
         ));
     } else {
-        collector::note_state(CollectorState::Tracing, started_by);
+        collector::note_state_at(opened, CollectorState::Tracing, started_by);
     }
     log::debug(&format!(
         "tracing to {}{}",

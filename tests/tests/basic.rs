@@ -369,7 +369,9 @@ fn run_basic(cuda: Cuda, layout: Layout) -> (Wheel, Output, Trace) {
     let base = w.app(&["basic"]).untraced().run();
     base.assert_ok();
     assert!(base.traces.is_empty(), "an untraced run writes no trace");
-    let out = w.app(&["basic"]).run();
+    // Every kind, SYNCHRONIZATION (off by default) included, to check every decoder.
+    let all = "kernel,memcpy,memset,sync,device,memory";
+    let out = w.app(&["basic"]).env("GPUTRACE_ACTIVITY", all).run();
     out.assert_ok();
     assert_eq!(
         out.stdout, base.stdout,

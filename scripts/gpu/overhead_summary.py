@@ -1,0 +1,52 @@
+"""Summarises scripts/bench-overhead.sh runs: overhead.json and a table.
+
+    overhead_summary.py DST RAWDIR [RAWDIR ...]
+
+Each RAWDIR holds one call's per-process results (MODE.jsonl, one JSON line per round)
+and trace_size.json; rounds from several calls are pooled. Ratios are the median over
+rounds of a mode divided by the median of untraced; min and max are over rounds.
+"""
+import datetime, json, os, statistics as st, sys
+
+dst, raws = sys.argv[1], sys.argv[2:]
+modes = ["untraced", "gputrace", "cupti_floor", "dormant", "torch_profiler"]
+data = {m: [] for m in modes}
+for d in raws:
+    for m in modes:
+        p = os.path.join(d, m + ".jsonl")
+        if os.path.exists(p):
+            data[m] += [json.loads(l) for l in open(p) if l.startswith("{")]
+rounds = min(len(v) for v in data.values())
+res = {"date": datetime.date.today().isoformat(),
+       "machine": "nvidia-h200 (1x H200, driver 580.159.04, torch 2.11.0+cu130); every process pinned to CPUs 2-9",
+       "rounds": rounds, "calls": len(raws), "workloads": {}}
+for wl in ["launch", "mlp", "resnet50"]:
+    key = wl + "_us"
+    base = [d[key] for d in data["untraced"] if key in d]
+    if not base:
+        continue
+    b = st.median(base)
+    w = {"untraced_us": b, "untraced_min_max_us": [min(base), max(base)]}
+    for m in modes[1:]:
+        v = [d[key] for d in data[m] if key in d]
+        if v:
+            w[m] = st.median(v) / b
+            w[m + "_min_max_us"] = [min(v), max(v)]
+    res["workloads"][wl] = w
+ts = os.path.join(raws[0], "trace_size.json")
+if os.path.exists(ts):
+    t = json.load(open(ts))
+    t["gputrace_bytes_per_gpu_event"] = t["gputrace_bytes"] / max(t["gputrace_gpu_events"], 1)
+    if t.get("torch_profiler_json_bytes"):
+        t["torch_profiler_bytes_per_gpu_event"] = t["torch_profiler_json_bytes"] / max(t["torch_profiler_gpu_events"], 1)
+    res["trace_size"] = t
+json.dump(res, open(dst, "w"), indent=1)
+print("%d rounds from %d call(s)" % (rounds, len(raws)))
+print("%-10s %12s %9s %12s %9s %15s" % ("workload", "untraced", "gputrace", "cupti_floor", "dormant", "torch_profiler"))
+for wl, w in res["workloads"].items():
+    f = lambda k: ("%.3fx" % w[k]) if k in w else "-"
+    print("%-10s %10.1fus %9s %12s %9s %15s" % (wl, w["untraced_us"], f("gputrace"), f("cupti_floor"), f("dormant"), f("torch_profiler")))
+t = res.get("trace_size")
+if t:
+    print("trace bytes/GPU event: gputrace %.1f, torch.profiler JSON %s" % (
+        t["gputrace_bytes_per_gpu_event"], round(t.get("torch_profiler_bytes_per_gpu_event") or 0, 1)))
