@@ -151,7 +151,11 @@ fn synthesize(target: u64) -> (Vec<u8>, u64) {
         t += 12_000;
         for j in 0..200u32 {
             corr += 1;
-            push(api(t, 3_000 + jit(2_000), corr, 211, 201, 0, 0), &mut enc, &mut w);
+            push(
+                api(t, 3_000 + jit(2_000), corr, 211, 201, 0, 0),
+                &mut enc,
+                &mut w,
+            );
             let ks = gpu.max(t + 6_000 + jit(500));
             let d = 2_000 + (j as u64 * 37 % 40) * 1_000 + jit(1_000);
             push(
@@ -283,7 +287,9 @@ fn main() {
     // Decoded the way `gputrace report` does: from the file, one chunk at a time.
     let file = std::env::var_os("GPUTRACE_BENCH_WRITE")
         .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| std::env::temp_dir().join(format!("gtbench-{}.gtrace", std::process::id())));
+        .unwrap_or_else(|| {
+            std::env::temp_dir().join(format!("gtbench-{}.gtrace", std::process::id()))
+        });
     std::fs::write(&file, &bytes).expect("write the synthetic trace");
     let file_bytes = bytes.len();
     drop(bytes);

@@ -107,7 +107,8 @@ impl Trace {
 
     fn reserve(&mut self, c: &fmt::Census) {
         use fmt::*;
-        self.kernels.reserve_exact(c.of(&[TAG_KERNEL, TAG_KERNEL_COMPACT]));
+        self.kernels
+            .reserve_exact(c.of(&[TAG_KERNEL, TAG_KERNEL_COMPACT]));
         self.apis.reserve_exact(c.of(&[TAG_API]));
         self.memcpys.reserve_exact(c.of(&[TAG_MEMCPY]));
         self.memsets.reserve_exact(c.of(&[TAG_MEMSET]));

@@ -75,7 +75,9 @@ impl Encoder {
     /// (tag, events) for every tag in this chunk so far.
     pub fn census(&self) -> Vec<(u8, u32)> {
         let t = self.tags.iter().enumerate();
-        t.filter(|(_, n)| **n > 0).map(|(t, n)| (t as u8, *n)).collect()
+        t.filter(|(_, n)| **n > 0)
+            .map(|(t, n)| (t as u8, *n))
+            .collect()
     }
 
     /// Takes the payload and resets the delta state for the next chunk.

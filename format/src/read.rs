@@ -389,7 +389,11 @@ impl<'a> ChunkReader<'a> {
 
     /// [`ChunkReader::for_each_event`], calling `done(bytes_read, bytes_total)` after
     /// each chunk.
-    pub fn for_each_event_with(&mut self, mut f: impl FnMut(Event), mut done: impl FnMut(u64, u64)) {
+    pub fn for_each_event_with(
+        &mut self,
+        mut f: impl FnMut(Event),
+        mut done: impl FnMut(u64, u64),
+    ) {
         while let Some((kind, payload, _)) = self.frames.next(&mut self.stats) {
             if kind != ChunkKind::Events {
                 continue;

@@ -180,10 +180,12 @@ impl Collector {
                 self.result_string(r)
             ));
         }
-        if self.per_thread_buffers && !self.set_attribute(
-            sys::CUpti_ActivityAttribute_CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER,
-            &1u8.to_ne_bytes(),
-        ) {
+        if self.per_thread_buffers
+            && !self.set_attribute(
+                sys::CUpti_ActivityAttribute_CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER,
+                &1u8.to_ne_bytes(),
+            )
+        {
             log::warn("CUPTI refused per-thread activity buffers");
         }
         if let Some(mb) = self.device_buffer_mb {

@@ -309,7 +309,10 @@ mod tests {
         assert_eq!(d.device_buffer_mb, Some(64));
         assert_eq!(d.cupti_flush_ms, Some(0));
         assert!(d.warnings.is_empty(), "{:?}", d.warnings);
-        let d = o(&[("GPUTRACE_API", "sometimes"), ("GPUTRACE_DEVICE_BUFFER_MB", "0")]);
+        let d = o(&[
+            ("GPUTRACE_API", "sometimes"),
+            ("GPUTRACE_DEVICE_BUFFER_MB", "0"),
+        ]);
         assert!(d.runtime_api && !d.api_activity);
         assert_eq!(d.device_buffer_mb, None);
         assert_eq!(d.warnings.len(), 2);
