@@ -222,10 +222,20 @@ fn bind() -> Option<UnixListener> {
         Err(_) => return None,
     }
     let path = socket_path(&dir, std::process::id());
-    let _ = std::fs::remove_file(&path);
-    match UnixListener::bind(&path) {
+    // Bound and listening under a temporary name, then renamed: a client never finds the
+    // path before the socket accepts connections.
+    let tmp = path.with_extension("sock.new");
+    let _ = std::fs::remove_file(&tmp);
+    let bound = UnixListener::bind(&tmp).and_then(|l| {
+        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o600))?;
+        std::fs::rename(&tmp, &path)?;
+        Ok(l)
+    });
+    if bound.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    match bound {
         Ok(l) => {
-            let _ = std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600));
             let _ = l.set_nonblocking(true);
             *SOCKET.lock().unwrap_or_else(|e| e.into_inner()) = Some(path);
             Some(l)
