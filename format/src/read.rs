@@ -86,6 +86,10 @@ struct Frames<'a> {
     unzip: Option<zstd::bulk::Decompressor<'static>>,
 }
 
+const META: u8 = ChunkKind::Meta as u8;
+const EVENTS: u8 = ChunkKind::Events as u8;
+const EVENTS_ZSTD: u8 = ChunkKind::EventsZstd as u8;
+
 /// Where the payload of the chunk just read lies.
 enum At {
     Mem(usize, usize),
@@ -108,13 +112,7 @@ impl<'a> Frames<'a> {
     }
 
     fn bytes(&self, at: &At) -> &[u8] {
-        match at {
-            At::Mem(a, b) => match &self.src {
-                Source::Mem(d) => &d[*a..*b],
-                Source::File(_) => &[],
-            },
-            At::Buf => &self.buf,
-        }
+        stored(&self.src, &self.buf, at)
     }
 
     /// The next whole chunk that passes its checksum, as (kind byte, where its stored
@@ -161,9 +159,9 @@ impl<'a> Frames<'a> {
         loop {
             let (kind, at, count) = self.next_frame(stats)?;
             match kind {
-                1 => return Some((ChunkKind::Meta, self.bytes(&at), count)),
-                2 => return Some((ChunkKind::Events, self.bytes(&at), count)),
-                3 => {
+                META => return Some((ChunkKind::Meta, self.bytes(&at), count)),
+                EVENTS => return Some((ChunkKind::Events, self.bytes(&at), count)),
+                EVENTS_ZSTD => {
                     if self.expand(&at).is_none() {
                         // It passed its checksum, so the writer made it so: count its
                         // events as lost and go on with the next chunk.
@@ -179,14 +177,8 @@ impl<'a> Frames<'a> {
 
     /// Expands a compressed events chunk into `raw`.
     fn expand(&mut self, at: &At) -> Option<()> {
-        let stored = match at {
-            At::Mem(a, b) => match &self.src {
-                Source::Mem(d) => &d[*a..*b],
-                Source::File(_) => return None,
-            },
-            At::Buf => &self.buf[..],
-        };
-        let z = ZChunk::parse(stored)?;
+        // Borrowed field by field: `raw` and `unzip` change below.
+        let z = ZChunk::parse(stored(&self.src, &self.buf, at))?;
         if z.raw_len > MAX_CHUNK_PAYLOAD {
             return None;
         }
@@ -209,6 +201,15 @@ impl<'a> Frames<'a> {
         stats.bytes_lost = self.len - self.pos;
         self.pos = self.len;
         None
+    }
+}
+
+/// The bytes a chunk's payload occupies, in memory or in the file chunk buffer.
+fn stored<'s>(src: &'s Source, buf: &'s [u8], at: &At) -> &'s [u8] {
+    match (at, src) {
+        (At::Mem(a, b), Source::Mem(d)) => &d[*a..*b],
+        (At::Mem(..), Source::File(_)) => &[],
+        (At::Buf, _) => buf,
     }
 }
 
@@ -349,11 +350,6 @@ impl<'a> ChunkReader<'a> {
         &self.path
     }
 
-    /// Bytes of the file read so far, and its size.
-    pub fn progress(&self) -> (u64, u64) {
-        (self.frames.pos, self.frames.len)
-    }
-
     /// The next whole, checksummed chunk (compressed chunks come expanded); `None` at
     /// the end, at a torn tail, or at corruption (recorded in `stats`).
     pub fn next_chunk(&mut self) -> Option<(ChunkKind, &[u8], u32)> {
@@ -368,8 +364,8 @@ impl<'a> ChunkReader<'a> {
         while let Some((kind, at, _)) = self.frames.next_frame(&mut self.stats) {
             let stored = self.frames.bytes(&at);
             match kind {
-                2 => crate::codec::count_tags(stored, &mut out),
-                3 => {
+                EVENTS => crate::codec::count_tags(stored, &mut out),
+                EVENTS_ZSTD => {
                     if let Some(z) = ZChunk::parse(stored) {
                         z.add_census(&mut out)
                     }
@@ -388,7 +384,7 @@ impl<'a> ChunkReader<'a> {
     }
 
     /// [`ChunkReader::for_each_event`], calling `done(bytes_read, bytes_total)` after
-    /// each chunk.
+    /// each chunk and once at the end.
     pub fn for_each_event_with(
         &mut self,
         mut f: impl FnMut(Event),
@@ -415,6 +411,7 @@ impl<'a> ChunkReader<'a> {
             self.shapes = dec.into_shapes();
             done(self.frames.pos, self.frames.len);
         }
+        done(self.frames.pos, self.frames.len);
     }
 }
 

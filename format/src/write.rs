@@ -67,7 +67,7 @@ impl<W: Write> ChunkWriter<W> {
         let r = match zip.compress_to_buffer(&raw, &mut stored[head..]) {
             Ok(z) => {
                 stored.truncate(head + z);
-                self.write_raw(3, &stored, n)
+                self.write_chunk(ChunkKind::EventsZstd, &stored, n)
             }
             // Not expected (the buffer is large enough); the events still go out.
             Err(_) => self.write_chunk(ChunkKind::Events, &raw, n),
@@ -76,19 +76,15 @@ impl<W: Write> ChunkWriter<W> {
         r
     }
 
-    /// Writes one chunk holding `count` events (0 for metadata), uncompressed.
+    /// Writes one chunk holding `count` events (0 for metadata) as `payload` is.
     pub fn write_chunk(&mut self, kind: ChunkKind, payload: &[u8], count: u32) -> io::Result<()> {
-        self.write_raw(kind as u8, payload, count)
-    }
-
-    fn write_raw(&mut self, kind: u8, payload: &[u8], count: u32) -> io::Result<()> {
         self.frame.clear();
         self.frame.extend_from_slice(CHUNK_MAGIC);
         self.frame
             .extend_from_slice(&(payload.len() as u32).to_le_bytes());
         self.frame
             .extend_from_slice(&crc32fast::hash(payload).to_le_bytes());
-        self.frame.extend_from_slice(&[kind, 0, 0, 0]);
+        self.frame.extend_from_slice(&[kind as u8, 0, 0, 0]);
         self.frame.extend_from_slice(&count.to_le_bytes());
         self.frame.extend_from_slice(payload);
         self.out.write_all(&self.frame)?;

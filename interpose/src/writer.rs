@@ -384,8 +384,7 @@ impl Writer {
         }
         if r.kind == REC_API {
             let mut r = *r;
-            r.t0 = crate::sym::rec::stamp_to_real(r.t0);
-            r.t1 = crate::sym::rec::stamp_to_real(r.t1);
+            (r.t0, r.t1) = crate::sym::rec::span_to_real(r.t0, r.t1);
             self.push_api(&r);
         } else {
             // The symbol hooks' records (copies, calls, NCCL, NVTX, pinned memory).

@@ -221,10 +221,10 @@ fn with_converter<R>(f: impl FnOnce(&Converter) -> R) -> R {
     })
 }
 
-/// A hook stamp taken now or lately, in CLOCK_REALTIME ns (writer thread; the CUPTI
-/// callbacks' records use hook stamps too).
-pub fn stamp_to_real(stamp: u64) -> u64 {
-    with_converter(|conv| conv.to_real(stamp))
+/// Two hook stamps (a call's entry and exit) in CLOCK_REALTIME ns (writer thread; the
+/// CUPTI callbacks' records use hook stamps too).
+pub fn span_to_real(t0: u64, t1: u64) -> (u64, u64) {
+    with_converter(|conv| (conv.to_real(t0), conv.to_real(t1)))
 }
 
 /// [`decode`] with an explicit converter.
