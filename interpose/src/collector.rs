@@ -345,13 +345,25 @@ impl Collector {
     /// Switches collection off: flushes, disables our kinds, drops our subscriber.
     pub fn stop(&self) {
         self.flush(true);
-        let _g = guard::Internal::enter();
-        for (kind, _, _, _) in KINDS {
-            let _ = call!(self.cupti, cuptiActivityDisable(*kind));
+        {
+            let _g = guard::Internal::enter();
+            for (kind, _, _, _) in KINDS {
+                let _ = call!(self.cupti, cuptiActivityDisable(*kind));
+            }
+            if self.api_activity {
+                let kind = sys::CUpti_ActivityKind_CUPTI_ACTIVITY_KIND_RUNTIME;
+                let _ = call!(self.cupti, cuptiActivityDisable(kind));
+            }
         }
-        if self.api_activity {
-            let kind = sys::CUpti_ActivityKind_CUPTI_ACTIVITY_KIND_RUNTIME;
-            let _ = call!(self.cupti, cuptiActivityDisable(kind));
+        // Flushed again once disabled: a record made between the first flush and the
+        // disable would otherwise sit in a buffer CUPTI never hands back.
+        self.flush(true);
+        let _g = guard::Internal::enter();
+        // Drops are read when a buffer completes; those after the last completion (the
+        // pool empty to the end) are read here, from the global queue.
+        let n = self.dropped_records(std::ptr::null_mut(), 0);
+        if n > 0 {
+            CUPTI_DROPPED.fetch_add(n, Ordering::Relaxed);
         }
         // The zeroed-buffer promise is process-wide: withdraw it, since a program that
         // takes CUPTI next hands over buffers of its own, not cleared by us.
