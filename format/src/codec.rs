@@ -396,7 +396,7 @@ struct Body<'a> {
 }
 
 impl<'a> Body<'a> {
-    #[inline]
+    #[inline(always)]
     fn v(&mut self) -> Result<u64, DecodeError> {
         // Most values are one byte (deltas, ids, flags).
         if let Some(&b) = self.b.get(self.pos) {
@@ -428,9 +428,11 @@ impl<'a> Body<'a> {
             shift += 7;
         }
     }
+    #[inline(always)]
     fn v32(&mut self) -> Result<u32, DecodeError> {
         Ok(self.v()? as u32)
     }
+    #[inline(always)]
     fn i32(&mut self) -> Result<i32, DecodeError> {
         Ok(unzigzag(self.v()?) as i32)
     }
@@ -502,18 +504,21 @@ impl<'a> Decoder<'a> {
         Ok(())
     }
 
+    #[inline(always)]
     fn ts(&mut self, b: &mut Body) -> Result<u64, DecodeError> {
         let d = unzigzag(b.v()?);
         self.last_ts = self.last_ts.wrapping_add(d as u64);
         Ok(self.last_ts)
     }
 
+    #[inline(always)]
     fn span(&mut self, b: &mut Body) -> Result<(u64, u64), DecodeError> {
         let s = self.ts(b)?;
         let d = b.v()?;
         Ok((s, s.saturating_add(d)))
     }
 
+    #[inline(always)]
     fn corr(&mut self, b: &mut Body) -> Result<u32, DecodeError> {
         let d = unzigzag(b.v()?);
         self.last_corr = (self.last_corr as i64).wrapping_add(d) as u32;
