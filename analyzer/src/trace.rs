@@ -320,10 +320,16 @@ impl Trace {
                 _ => {}
             }
         }
-        let last = self.nvtx.last().map(|n| n.ts).unwrap_or(0);
-        let end = self.span().map(|s| s.1).unwrap_or(0).max(last);
-        for x in stacks.into_values().flatten().chain(started.into_values()) {
-            out.push(NvtxRange { end, ..x });
+        let mut left = stacks
+            .into_values()
+            .flatten()
+            .chain(started.into_values())
+            .peekable();
+        if left.peek().is_some() {
+            // (A walk over every table: only when some range is left open.)
+            let last = self.nvtx.last().map(|n| n.ts).unwrap_or(0);
+            let end = self.span().map(|s| s.1).unwrap_or(0).max(last);
+            out.extend(left.map(|x| NvtxRange { end, ..x }));
         }
         out.sort_by_key(|r| (r.start, r.tid, r.level, r.id));
         out
@@ -417,7 +423,6 @@ impl Trace {
     /// Intervals in which the collector did not see GPU activity (another CUPTI user).
     /// An open window at the end runs to the end of the trace.
     pub fn blind_windows(&self) -> Vec<(u64, u64, String)> {
-        let end = self.span().map(|s| s.1).unwrap_or(0);
         let mut out = Vec::new();
         let mut open: Option<(u64, u32)> = None;
         for (ts, st, reason) in &self.states {
@@ -433,6 +438,7 @@ impl Trace {
             }
         }
         if let Some((s, r)) = open {
+            let end = self.span().map(|s| s.1).unwrap_or(0);
             out.push((s, end.max(s), self.str(r).to_string()));
         }
         out
