@@ -4,6 +4,7 @@
 
 pub mod attach;
 pub mod dump;
+pub mod par;
 pub mod report;
 pub mod run;
 pub mod summary;

@@ -160,19 +160,31 @@ fn load_all(paths: &[PathBuf]) -> Result<Vec<Trace>> {
             }
         })
     };
-    let mut traces = Vec::new();
-    let mut before = 0u64;
-    let mut result = Ok(());
-    for p in paths {
-        pb.set_message(format!("reading {}", p.display()));
-        match report::load::load_with_progress(p, |d, _| pb.set_position(before + d)) {
-            Ok(t) => {
-                if let Some(w) = t.stats.warning() {
-                    pb.suspend(|| eprintln!("gputrace: {}: {w}", p.display()));
-                }
-                before += std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
-                traces.push(t);
+    // Files are read in parallel (the ranks of a job), each by one worker.
+    pb.set_message(match paths {
+        [one] => format!("reading {}", one.display()),
+        _ => format!("reading {} traces", paths.len()),
+    });
+    let read = std::sync::atomic::AtomicU64::new(0);
+    let loaded = gputrace_analyzer::par::map(paths, gputrace_analyzer::par::workers(), |_, p| {
+        let mut mine = 0u64;
+        let r = report::load::load_with_progress(p, |d, _| {
+            let now = read.fetch_add(d.saturating_sub(mine), Ordering::Relaxed);
+            pb.set_position(now + d.saturating_sub(mine));
+            mine = mine.max(d);
+        });
+        if let Ok(t) = &r {
+            if let Some(w) = t.stats.warning() {
+                pb.suspend(|| eprintln!("gputrace: {}: {w}", p.display()));
             }
+        }
+        r
+    });
+    let mut traces = Vec::with_capacity(paths.len());
+    let mut result = Ok(());
+    for (p, r) in paths.iter().zip(loaded) {
+        match r {
+            Ok(t) => traces.push(t),
             Err(e) => {
                 result = Err(
                     anyhow::Error::new(e).context(format!("cannot read trace {}", p.display()))

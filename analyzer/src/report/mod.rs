@@ -421,8 +421,11 @@ pub fn analyze(traces: &[Trace]) -> Report {
     let mut processes = Vec::new();
     let mut all = Vec::new();
     let mut inputs = Vec::new();
-    for (index, &i) in order.iter().enumerate() {
-        let (p, f, r) = analyze_process(&traces[i], index, multi);
+    // Processes are analysed independently: one worker per core.
+    let each = crate::par::map(&order, crate::par::workers(), |index, &i| {
+        analyze_process(&traces[i], index, multi)
+    });
+    for (p, f, r) in each {
         processes.push(p);
         all.extend(f);
         inputs.push(r);
