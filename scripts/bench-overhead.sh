@@ -4,6 +4,7 @@
 # target/release/{gputrace,libgputrace.so}.
 #
 #   ROUNDS=10 scripts/bench-overhead.sh       # results in $OUT/overhead.json (+ a table)
+#   ONLY=launch LAUNCH_REPS=30 ROUNDS=25 scripts/bench-overhead.sh   # launch-bound loop only
 #
 # Modes run interleaved (A B C D E A B C D E ...), one process per mode and round, each
 # running all three workloads, every process pinned to the same cores (CPUS); per-
@@ -18,7 +19,7 @@ ROUNDS=${ROUNDS:-10}
 PY=${PY:-python3}; [ -x /opt/torch/.venv/bin/python3 ] && PY=/opt/torch/.venv/bin/python3
 LIB=$ROOT/target/release/libgputrace.so
 W=/tmp/bench; rm -rf "$W"; mkdir -p "$W"
-B="$ROOT/scripts/gpu/bench_workload.py"
+B="$ROOT/scripts/gpu/bench_workload.py --only ${ONLY:-launch,mlp,resnet50} --launch-reps ${LAUNCH_REPS:-10}"
 export PYTHONUNBUFFERED=1
 CPUS=${CPUS:-2-9}
 P="taskset -c $CPUS"
@@ -27,15 +28,15 @@ BUDGET_S=${BUDGET_S:-100000}
 T0=$(date +%s)
 for r in $(seq 1 "$ROUNDS"); do
   if [ $(( $(date +%s) - T0 )) -gt "$BUDGET_S" ]; then echo "stopping after $((r-1)) rounds (BUDGET_S)"; ROUNDS=$((r-1)); break; fi
-  $P "$PY" "$B" >>"$W/untraced.jsonl" 2>>"$W/err.log"
-  GPUTRACE_DIR=$W/t/gputrace LD_PRELOAD=$LIB $P "$PY" "$B" >>"$W/gputrace.jsonl" 2>>"$W/err.log"
-  GPUTRACE_DIR=$W/t/floor GPUTRACE_ACTIVITY=kernel GPUTRACE_API=0 GPUTRACE_HOOKS=0 LD_PRELOAD=$LIB $P "$PY" "$B" >>"$W/cupti_floor.jsonl" 2>>"$W/err.log"
-  GPUTRACE_MODE=dormant LD_PRELOAD=$LIB $P "$PY" "$B" >>"$W/dormant.jsonl" 2>>"$W/err.log"
+  $P "$PY" $B >>"$W/untraced.jsonl" 2>>"$W/err.log"
+  GPUTRACE_DIR=$W/t/gputrace LD_PRELOAD=$LIB $P "$PY" $B >>"$W/gputrace.jsonl" 2>>"$W/err.log"
+  GPUTRACE_DIR=$W/t/floor GPUTRACE_ACTIVITY=kernel GPUTRACE_API=0 GPUTRACE_HOOKS=0 LD_PRELOAD=$LIB $P "$PY" $B >>"$W/cupti_floor.jsonl" 2>>"$W/err.log"
+  GPUTRACE_MODE=dormant LD_PRELOAD=$LIB $P "$PY" $B >>"$W/dormant.jsonl" 2>>"$W/err.log"
   # The JSON export (for the trace-size comparison) only in the first round: it is slow.
   if [ "$r" -eq 1 ]; then
-    $P "$PY" "$B" --profile "$W/prof_1.json" >>"$W/torch_profiler.jsonl" 2>>"$W/err.log"
+    $P "$PY" $B --profile "$W/prof_1.json" >>"$W/torch_profiler.jsonl" 2>>"$W/err.log"
   else
-    $P "$PY" "$B" --profile /dev/null --no-export >>"$W/torch_profiler.jsonl" 2>>"$W/err.log"
+    $P "$PY" $B --profile /dev/null --no-export >>"$W/torch_profiler.jsonl" 2>>"$W/err.log"
   fi
 done
 # Trace size: bytes on disk per GPU event, ours (first gputrace round) and torch.profiler's JSON.

@@ -4,19 +4,34 @@
 
 Each RAWDIR holds one call's per-process results (MODE.jsonl, one JSON line per round)
 and trace_size.json; rounds from several calls are pooled. Ratios are the median over
-rounds of a mode divided by the median of untraced; min and max are over rounds.
+rounds of a mode divided by the median of untraced; min and max are over rounds. The
+"_paired" figures are the median over rounds of the ratio within a round (a mode's
+process against the untraced process just before it), which cancels slow stretches of
+the machine that span a round; "gputrace_over_floor_paired" likewise pairs gputrace with
+the CUPTI floor of the same round.
 """
 import datetime, json, os, statistics as st, sys
 
 dst, raws = sys.argv[1], sys.argv[2:]
 modes = ["untraced", "gputrace", "cupti_floor", "dormant", "torch_profiler"]
 data = {m: [] for m in modes}
+per_call = []
 for d in raws:
+    call = {}
     for m in modes:
         p = os.path.join(d, m + ".jsonl")
-        if os.path.exists(p):
-            data[m] += [json.loads(l) for l in open(p) if l.startswith("{")]
+        call[m] = [json.loads(l) for l in open(p) if l.startswith("{")] if os.path.exists(p) else []
+        data[m] += call[m]
+    per_call.append(call)
 rounds = min(len(v) for v in data.values())
+
+
+def paired(num, den, key):
+    """Per-round ratios of mode num to mode den, rounds paired in order within each call."""
+    return [n[key] / d[key] for c in per_call for n, d in zip(c[num], c[den])
+            if key in n and key in d and d[key] > 0]
+
+
 res = {"date": datetime.date.today().isoformat(),
        "machine": "nvidia-h200 (1x H200, driver 580.159.04, torch 2.11.0+cu130); every process pinned to CPUs 2-9",
        "rounds": rounds, "calls": len(raws), "workloads": {}}
@@ -32,6 +47,12 @@ for wl in ["launch", "mlp", "resnet50"]:
         if v:
             w[m] = st.median(v) / b
             w[m + "_min_max_us"] = [min(v), max(v)]
+        pr = paired(m, "untraced", key)
+        if pr:
+            w[m + "_paired"] = st.median(pr)
+    pr = paired("gputrace", "cupti_floor", key)
+    if pr:
+        w["gputrace_over_floor_paired"] = st.median(pr)
     res["workloads"][wl] = w
 ts = os.path.join(raws[0], "trace_size.json")
 if os.path.exists(ts):
@@ -46,6 +67,7 @@ print("%-10s %12s %9s %12s %9s %15s" % ("workload", "untraced", "gputrace", "cup
 for wl, w in res["workloads"].items():
     f = lambda k: ("%.3fx" % w[k]) if k in w else "-"
     print("%-10s %10.1fus %9s %12s %9s %15s" % (wl, w["untraced_us"], f("gputrace"), f("cupti_floor"), f("dormant"), f("torch_profiler")))
+    print("%-10s %12s %9s %12s %9s %15s   gputrace/floor %s" % ("  paired", "", f("gputrace_paired"), f("cupti_floor_paired"), f("dormant_paired"), f("torch_profiler_paired"), f("gputrace_over_floor_paired")))
 t = res.get("trace_size")
 if t:
     print("trace bytes/GPU event: gputrace %.1f, torch.profiler JSON %s" % (

@@ -1,0 +1,74 @@
+"""Tracing cost measured inside one process: dormant blocks and trace-window blocks in turn.
+
+Run preloaded and dormant (GPUTRACE_MODE=dormant LD_PRELOAD=libgputrace.so). The process
+opens windows on itself through its own control socket (the path `gputrace attach` uses),
+so each pair (dormant blocks, then window blocks) shares the process, its allocator state
+and the machine's moment: the between-process spread (3-8% on the launch-bound loop) is
+out of the ratio. Also shows that windows open and close repeatedly in one process.
+
+    window_ab.py [--windows 8] [--blocks 20]
+
+Prints one JSON line: per pair the median block time (us per launch) dormant and in the
+window, their ratio, the trace each window wrote; and the median of the ratios.
+"""
+import argparse, json, os, socket, statistics as st, time
+import torch
+
+p = argparse.ArgumentParser()
+p.add_argument("--windows", type=int, default=8)
+p.add_argument("--blocks", type=int, default=20, help="timed blocks of 2000 launches per half")
+p.add_argument("--window-ms", type=int, default=2500)
+a = p.parse_args()
+
+x = torch.zeros(16, device="cuda")
+
+
+def block_us():
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(2000):
+        x.add_(1)
+    torch.cuda.synchronize()
+    return (time.perf_counter() - t0) * 1e6 / 2000
+
+
+def blocks(n, skip):
+    for _ in range(skip):
+        block_us()
+    return st.median(block_us() for _ in range(n))
+
+
+def sock_path():
+    xdg = os.environ.get("XDG_RUNTIME_DIR")
+    d = os.path.join(xdg, "gputrace") if xdg else "/tmp/gputrace-%d" % os.getuid()
+    return os.path.join(d, "%d.sock" % os.getpid())
+
+
+path = sock_path()
+for _ in range(100):
+    if os.path.exists(path):
+        break
+    time.sleep(0.05)
+out = {"socket": os.path.exists(path), "pairs": []}
+blocks(5, 0)  # warm-up
+for w in range(a.windows):
+    dormant = blocks(a.blocks, 1)
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect(path)
+    f = s.makefile("rw")
+    f.write("window ms=%d\n" % a.window_ms)
+    f.flush()
+    started = f.readline().strip()
+    t_start = time.perf_counter()
+    traced = blocks(a.blocks, 3)
+    inside_s = time.perf_counter() - t_start
+    done = f.readline().strip()
+    s.close()
+    out["pairs"].append({"dormant_us": dormant, "window_us": traced, "ratio": traced / dormant,
+                         "blocks_inside_window_s": round(inside_s, 3),
+                         "started": started, "done": done})
+r = [q["ratio"] for q in out["pairs"]]
+out["median_ratio"] = st.median(r) if r else None
+out["min_max_ratio"] = [min(r), max(r)] if r else None
+out["windows_done"] = sum(1 for q in out["pairs"] if q["done"].startswith("done"))
+print(json.dumps(out), flush=True)
