@@ -21,9 +21,9 @@ if [ "${VALIDATE:-1}" = 1 ]; then
 fi
 if [ "${WINDOW_AB:-1}" = 1 ]; then
   GPUTRACE_MODE=dormant GPUTRACE_DIR=/tmp/window_ab LD_PRELOAD="$ROOT/target/release/libgputrace.so" \
-    PYTHONUNBUFFERED=1 taskset -c "$CPUS" "$PY" "$ROOT/scripts/gpu/window_ab.py" \
+    PYTHONUNBUFFERED=1 taskset -c "$CPUS" "$PY" "$ROOT/scripts/gpu/window_ab.py" --windows "${WINDOWS:-8}" \
     >"$OUT/window_ab.json" 2>"$OUT/window_ab.err"
-  echo "window A/B done at ${SECONDS}s: $(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print("median ratio %.3f over %d windows, %d done" % (d["median_ratio"], len(d["pairs"]), d["windows_done"]))' "$OUT/window_ab.json" 2>&1)"
+  echo "window A/B done at ${SECONDS}s: $(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print("median ratio %.3f (fastest blocks %.3f) over %d windows, %d done" % (d["median_ratio"], d["median_ratio_min"], len(d["pairs"]), d["windows_done"]))' "$OUT/window_ab.json" 2>&1)"
 fi
 if [ "${ANALYZER_BENCH:-0}" = 1 ] && [ -x "$ROOT/dist/report-bench" ]; then
   { nproc; grep -m1 "model name" /proc/cpuinfo; GPUTRACE_BENCH_REPS=3 taskset -c 10 "$ROOT/dist/report-bench"; } >"$OUT/analyzer-bench.txt" 2>&1

@@ -35,7 +35,7 @@ def paired(num, den, key):
 res = {"date": datetime.date.today().isoformat(),
        "machine": "nvidia-h200 (1x H200, driver 580.159.04, torch 2.11.0+cu130); every process pinned to CPUs 2-9",
        "rounds": rounds, "calls": len(raws), "workloads": {}}
-for wl in ["launch", "mlp", "resnet50"]:
+for wl in ["launch", "launch_min", "mlp", "resnet50"]:
     key = wl + "_us"
     base = [d[key] for d in data["untraced"] if key in d]
     if not base:

@@ -9,7 +9,8 @@ out of the ratio. Also shows that windows open and close repeatedly in one proce
     window_ab.py [--windows 8] [--blocks 20]
 
 Prints one JSON line: per pair the median block time (us per launch) dormant and in the
-window, their ratio, the trace each window wrote; and the median of the ratios.
+window, their ratio, the same for the fastest block (ratio_min: interference only adds
+time), the trace each window wrote; and the medians of the ratios.
 """
 import argparse, json, os, socket, statistics as st, time
 import torch
@@ -33,9 +34,11 @@ def block_us():
 
 
 def blocks(n, skip):
+    """Median and fastest of n timed blocks, after skip untimed ones."""
     for _ in range(skip):
         block_us()
-    return st.median(block_us() for _ in range(n))
+    t = [block_us() for _ in range(n)]
+    return st.median(t), min(t)
 
 
 def sock_path():
@@ -52,7 +55,7 @@ for _ in range(100):
 out = {"socket": os.path.exists(path), "pairs": []}
 blocks(5, 0)  # warm-up
 for w in range(a.windows):
-    dormant = blocks(a.blocks, 1)
+    dormant, dormant_min = blocks(a.blocks, 1)
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.connect(path)
     f = s.makefile("rw")
@@ -60,15 +63,19 @@ for w in range(a.windows):
     f.flush()
     started = f.readline().strip()
     t_start = time.perf_counter()
-    traced = blocks(a.blocks, 3)
+    traced, traced_min = blocks(a.blocks, 3)
     inside_s = time.perf_counter() - t_start
     done = f.readline().strip()
     s.close()
     out["pairs"].append({"dormant_us": dormant, "window_us": traced, "ratio": traced / dormant,
+                         "dormant_min_us": dormant_min, "window_min_us": traced_min,
+                         "ratio_min": traced_min / dormant_min,
                          "blocks_inside_window_s": round(inside_s, 3),
                          "started": started, "done": done})
 r = [q["ratio"] for q in out["pairs"]]
 out["median_ratio"] = st.median(r) if r else None
 out["min_max_ratio"] = [min(r), max(r)] if r else None
+rm = [q["ratio_min"] for q in out["pairs"]]
+out["median_ratio_min"] = st.median(rm) if rm else None
 out["windows_done"] = sum(1 for q in out["pairs"] if q["done"].startswith("done"))
 print(json.dumps(out), flush=True)
