@@ -6,8 +6,11 @@
 //! Prints events per second for decoding the file into a `Trace` and for the analysis,
 //! and bytes per event: the Trace's tables, the peak heap while analysing (on top of the
 //! loaded trace), and the peak of the whole load + analysis (file buffer included).
-//! Single-threaded: events per second are per core. GPUTRACE_BENCH_WRITE=FILE also writes
-//! the synthetic trace to FILE (to try `gputrace report` on it).
+//! Decode and analysis run on one thread: their events per second are per core. The
+//! decode is then timed again on the workers `gputrace report` uses for one trace (up to
+//! four, fewer with fewer cores; `GPUTRACE_THREADS` sets the cores), for the wall time and
+//! the load peak of that path. GPUTRACE_BENCH_WRITE=FILE also writes the synthetic trace
+//! to FILE (to try `gputrace report` on it).
 
 use gputrace_analyzer::report;
 use gputrace_analyzer::Trace;
@@ -300,10 +303,26 @@ fn main() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(5)
         .max(1);
-    let (mut loads, mut analyses) = (Vec::new(), Vec::new());
-    for _ in 1..reps {
+    let workers = gputrace_analyzer::trace::decode_workers(1);
+    let load1 = |f: &std::path::Path| Trace::load_with(f, 1, |_, _| {}).unwrap();
+    let (mut loads, mut analyses, mut par_loads) = (Vec::new(), Vec::new(), Vec::new());
+    let mut par_peak = 0;
+    for rep in 0..reps {
+        if workers > 1 {
+            let base = reset_peak();
+            let t = Instant::now();
+            let tr = Trace::load_with(&file, workers, |_, _| {}).unwrap();
+            par_loads.push(t.elapsed());
+            if rep == 0 {
+                par_peak = PEAK.load(Ordering::Relaxed) - base;
+            }
+            drop(tr);
+        }
+        if rep + 1 == reps {
+            break;
+        }
         let t = Instant::now();
-        let tr = Trace::load(&file).unwrap();
+        let tr = load1(&file);
         loads.push(t.elapsed());
         let t = Instant::now();
         let r = report::analyze(std::slice::from_ref(&tr));
@@ -312,7 +331,7 @@ fn main() {
     }
     let base = reset_peak();
     let t1 = Instant::now();
-    let trace = Trace::load(&file).unwrap();
+    let trace = load1(&file);
     let load = t1.elapsed();
     let load_peak = PEAK.load(Ordering::Relaxed) - base;
     let held = CUR.load(Ordering::Relaxed) - base;
@@ -357,6 +376,15 @@ fn main() {
         load,
         rate(load)
     );
+    if workers > 1 {
+        let par = median(&mut par_loads);
+        println!(
+            "decode, {workers} workers         {:>8.2?}  {:>6.1} M events/s  (load peak {:.1} B/event)",
+            par,
+            rate(par),
+            per(par_peak)
+        );
+    }
     println!(
         "analysis                 {:>8.2?}  {:>6.1} M events/s",
         analysis,

@@ -70,8 +70,17 @@ pub struct NvtxRange {
     pub truncated: bool,
 }
 
+/// Most decode workers one trace uses: past a few, the reading thread (checksums, the
+/// merge into the tables) is the limit.
+pub const MAX_DECODE_WORKERS: usize = 4;
+
+/// Decode workers for one trace when `files` are read at once: the cores shared out.
+pub fn decode_workers(files: usize) -> usize {
+    (crate::par::workers() / files.max(1)).clamp(1, MAX_DECODE_WORKERS)
+}
+
 impl Trace {
-    /// Reads and decodes a trace file, one chunk at a time.
+    /// Reads and decodes a trace file, its chunks decoded on [`decode_workers`] threads.
     pub fn load(path: &Path) -> Result<Trace, ReadError> {
         Self::load_with_progress(path, |_, _| {})
     }
@@ -81,15 +90,30 @@ impl Trace {
         path: &Path,
         progress: impl FnMut(u64, u64),
     ) -> Result<Trace, ReadError> {
-        Ok(Self::read(fmt::open_file(path)?, progress))
+        Self::load_with(path, decode_workers(1), progress)
+    }
+
+    /// [`Trace::load_with_progress`] on `workers` decode threads (1: all on this one).
+    /// The result is the same for any number.
+    pub fn load_with(
+        path: &Path,
+        workers: usize,
+        progress: impl FnMut(u64, u64),
+    ) -> Result<Trace, ReadError> {
+        Ok(Self::read(fmt::open_file(path)?, workers, progress))
     }
 
     /// Decodes a trace held in memory.
     pub fn from_bytes(path: &Path, data: &[u8]) -> Result<Trace, ReadError> {
-        Ok(Self::read(fmt::open(path, data)?, |_, _| {}))
+        Self::from_bytes_with(path, data, decode_workers(1))
     }
 
-    fn read(mut r: fmt::ChunkReader, progress: impl FnMut(u64, u64)) -> Trace {
+    /// [`Trace::from_bytes`] on `workers` decode threads.
+    pub fn from_bytes_with(path: &Path, data: &[u8], workers: usize) -> Result<Trace, ReadError> {
+        Ok(Self::read(fmt::open(path, data)?, workers, |_, _| {}))
+    }
+
+    fn read(mut r: fmt::ChunkReader, workers: usize, progress: impl FnMut(u64, u64)) -> Trace {
         let mut t = Trace {
             path: r.path().to_path_buf(),
             meta: r.meta.clone(),
@@ -98,14 +122,33 @@ impl Trace {
         };
         // A first pass over the chunk headers (and the tags of uncompressed chunks)
         // sizes every table exactly: no growth by doubling, no copy to shrink.
-        t.reserve(&r.census());
-        r.for_each_event_with(|e| t.add(e), progress);
+        t.reserve(&r.census(), workers);
+        if workers <= 1 {
+            r.for_each_event_with(|e| t.add(e), progress);
+        } else {
+            // Parts are reused: a fresh one per chunk would page-fault its tables in
+            // again every time (they are megabytes, so freshly mapped).
+            let pool: std::sync::Mutex<Vec<Part>> = Default::default();
+            let take = |pool: &std::sync::Mutex<Vec<Part>>| {
+                pool.lock().unwrap_or_else(|e| e.into_inner()).pop()
+            };
+            r.for_each_chunk_par(
+                workers,
+                || take(&pool).unwrap_or_default(),
+                |mut p| {
+                    t.absorb(&mut p);
+                    pool.lock().unwrap_or_else(|e| e.into_inner()).push(p);
+                },
+                progress,
+            );
+        }
         t.stats = r.stats.clone();
         t.finish();
         t
     }
 
-    fn reserve(&mut self, c: &fmt::Census) {
+    /// Sizes the tables for the census; their pages are mapped on `workers` threads.
+    fn reserve(&mut self, c: &fmt::Census, workers: usize) {
         use fmt::*;
         self.kernels
             .reserve_exact(c.of(&[TAG_KERNEL, TAG_KERNEL_COMPACT]));
@@ -120,10 +163,13 @@ impl Trace {
         self.nccl.reserve_exact(c.of(&[TAG_NCCL]));
         self.nccl_comms.reserve_exact(c.of(&[TAG_NCCL_COMM]));
         self.nvtx.reserve_exact(c.of(&[TAG_NVTX]));
-        prefault(&self.kernels);
-        prefault(&self.apis);
-        prefault(&self.memcpys);
-        prefault(&self.host_calls);
+        let spans = [
+            page_span(&self.kernels),
+            page_span(&self.apis),
+            page_span(&self.memcpys),
+            page_span(&self.host_calls),
+        ];
+        prefault(&spans, workers);
     }
 
     /// Builds a trace from events (tests, synthetic traces).
@@ -179,6 +225,54 @@ impl Trace {
             Event::Nccl(n) => self.nccl.push(n),
             Event::NcclComm(n) => self.nccl_comms.push(n),
             Event::Nvtx(n) => self.nvtx.push(n),
+        }
+    }
+
+    /// Appends one chunk's events decoded on a worker, as [`Trace::add`] would have
+    /// added them one by one.
+    fn absorb(&mut self, p: &mut Part) {
+        // Every field named: a table added to Trace must be merged here, or said unused.
+        let Trace {
+            path: _,
+            meta: _,
+            stats: _,
+            window: _,
+            clipped: _,
+            incomplete: _,
+            strings: _,
+            devices: _,
+            kernels,
+            memcpys,
+            memsets,
+            syncs,
+            memory,
+            apis,
+            states: _,
+            drops: _,
+            threads: _,
+            clocks: _,
+            host_copies,
+            host_calls,
+            host_allocs,
+            nccl,
+            nccl_comms,
+            nvtx,
+            nvtx_ranges: _,
+        } = &mut p.tables;
+        self.kernels.append(kernels);
+        self.memcpys.append(memcpys);
+        self.memsets.append(memsets);
+        self.syncs.append(syncs);
+        self.memory.append(memory);
+        self.apis.append(apis);
+        self.host_copies.append(host_copies);
+        self.host_calls.append(host_calls);
+        self.host_allocs.append(host_allocs);
+        self.nccl.append(nccl);
+        self.nccl_comms.append(nccl_comms);
+        self.nvtx.append(nvtx);
+        for e in p.rest.drain(..) {
+            self.add(e);
         }
     }
 
@@ -445,24 +539,90 @@ impl Trace {
     }
 }
 
-/// Maps a large table's pages in one call before it is filled
-/// (`MADV_POPULATE_WRITE`, Linux 5.14): the same zeroed pages, without one page fault
-/// per 4 KiB while decoding. A hint: where the kernel refuses it, pages fault in as usual.
-fn prefault<T>(v: &Vec<T>) {
+/// One events chunk decoded on a worker thread: the record tables as a [`Trace`] holds
+/// them, and the few events whose effect depends on their order across chunks (strings,
+/// devices, threads, clocks, states, drops) kept in order for [`Trace::add`].
+#[derive(Default)]
+struct Part {
+    tables: Trace,
+    rest: Vec<Event>,
+}
+
+impl fmt::ChunkSink for Part {
+    fn add(&mut self, e: Event) {
+        match e {
+            Event::Str { .. }
+            | Event::Clock { .. }
+            | Event::Device(_)
+            | Event::Dropped { .. }
+            | Event::State { .. }
+            | Event::Thread { .. } => self.rest.push(e),
+            e => self.tables.add(e),
+        }
+    }
+
+    fn kernel_mut(&mut self, nth: usize) -> Option<&mut fmt::Kernel> {
+        self.tables.kernels.get_mut(nth)
+    }
+}
+
+/// The whole pages of a large table's allocation, as an address range (empty for a
+/// small table).
+fn page_span<T>(v: &Vec<T>) -> (usize, usize) {
     const PAGE: usize = 4096;
-    const MADV_POPULATE_WRITE: libc::c_int = 23;
     let bytes = v.capacity() * std::mem::size_of::<T>();
     if bytes < 256 * PAGE {
-        return;
+        return (0, 0);
     }
     let start = v.as_ptr() as usize;
     let lo = start.next_multiple_of(PAGE);
     let hi = (start + bytes) & !(PAGE - 1);
-    if hi > lo {
-        // SAFETY: [lo, hi) lies inside this Vec's allocation, mapped while the Vec
-        // lives; populating pages for writing leaves their contents as they are.
-        unsafe { libc::madvise(lo as *mut libc::c_void, hi - lo, MADV_POPULATE_WRITE) };
+    (lo, hi.max(lo))
+}
+
+/// Maps the tables' pages before they are filled (`MADV_POPULATE_WRITE`, Linux 5.14):
+/// the same zeroed pages without a page fault per 4 KiB while decoding. The kernel
+/// zeroing them is most of the cost, so the ranges are shared among `workers` threads.
+/// A hint: where the kernel refuses it, pages fault in as usual.
+fn prefault(spans: &[(usize, usize)], workers: usize) {
+    const MADV_POPULATE_WRITE: libc::c_int = 23;
+    const PIECE: usize = 2 << 20;
+    let populate = |(lo, hi): (usize, usize)| {
+        if hi > lo {
+            // SAFETY: [lo, hi) lies inside a table's allocation, mapped while the table
+            // lives (the caller's borrow); populating pages for writing leaves their
+            // contents as they are.
+            unsafe { libc::madvise(lo as *mut libc::c_void, hi - lo, MADV_POPULATE_WRITE) };
+        }
+    };
+    let total: usize = spans.iter().map(|(lo, hi)| hi - lo).sum();
+    if workers <= 1 || total < 2 * PIECE {
+        spans.iter().copied().for_each(populate);
+        return;
     }
+    // Cut into pieces of whole 2 MiB, dealt out round robin.
+    let mut pieces = Vec::new();
+    for &(lo, hi) in spans {
+        let mut at = lo;
+        while at < hi {
+            let end = (at + PIECE).min(hi);
+            pieces.push((at, end));
+            at = end;
+        }
+    }
+    std::thread::scope(|s| {
+        for w in 0..workers {
+            let pieces = &pieces;
+            s.spawn(move || {
+                pieces
+                    .iter()
+                    .skip(w)
+                    .step_by(workers)
+                    .copied()
+                    .for_each(populate)
+            });
+        }
+    });
 }
 
 /// Demangles a C++ kernel name; returns the input unchanged if it is not mangled.

@@ -371,3 +371,33 @@ pub fn encode(events: &[Event], meta: &Meta) -> Vec<u8> {
     }
     w.into_inner()
 }
+
+#[test]
+fn a_trace_decoded_on_several_threads_is_the_same_trace() {
+    // Many small chunks: strings, devices and states between the records.
+    let t = data_starved(300);
+    let bytes = encode(t.events(), &t.meta);
+    assert!(
+        bytes.len() > 6 * 4096,
+        "{} bytes: a few chunks",
+        bytes.len()
+    );
+    let p = std::path::Path::new("par.gtrace");
+    let one = |b: &[u8]| Trace::from_bytes_with(p, b, 1).map(|t| format!("{t:?}"));
+    let mut r = Rng(7);
+    for cut in [bytes.len(), bytes.len() / 2, bytes.len() - 3] {
+        let want = one(&bytes[..cut]).unwrap();
+        for w in [2, 4] {
+            let got = Trace::from_bytes_with(p, &bytes[..cut], w).map(|t| format!("{t:?}"));
+            assert_eq!(got.unwrap(), want, "cut at {cut}, {w} workers");
+        }
+    }
+    for _ in 0..20 {
+        let mut b = bytes.clone();
+        let i = r.below(b.len() as u64) as usize;
+        b[i] ^= 1 + r.next() as u8 % 255;
+        let want = one(&b).map_err(|e| e.to_string());
+        let got = Trace::from_bytes_with(p, &b, 3).map(|t| format!("{t:?}"));
+        assert_eq!(got.map_err(|e| e.to_string()), want, "byte {i} changed");
+    }
+}

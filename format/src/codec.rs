@@ -387,6 +387,75 @@ pub struct Decoder<'a> {
     pub skipped: u64,
     /// Kernel launch shapes defined so far in the file (carried from chunk to chunk).
     shapes: Vec<Kernel>,
+    /// Set for a chunk decoded apart from the chunks before it (in parallel): shape
+    /// definitions, and uses of shapes not in `shapes`, are recorded here in order, for
+    /// the reader to apply once the earlier chunks' shapes are known.
+    deferred: Option<Vec<ShapeOp>>,
+    /// Kernel events produced so far (full and compact).
+    kernels: usize,
+}
+
+/// A shape definition or use met by a [`Decoder::deferred`] decoder.
+#[derive(Clone, Debug)]
+pub enum ShapeOp {
+    Define(u32, Kernel),
+    /// The `nth` kernel event of the chunk (from 0) takes shape `id`.
+    Use {
+        nth: usize,
+        id: u32,
+    },
+}
+
+/// Kernel launch shapes, applied in file order (see [`Decoder::deferred`]).
+#[derive(Clone, Debug, Default)]
+pub struct Shapes(Vec<Kernel>);
+
+impl Shapes {
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Defines shape `id`: ids are dense and in order (a redefinition replaces); a
+    /// bound keeps a corrupt id from exhausting memory.
+    pub fn define(&mut self, id: u32, k: Kernel) -> Result<(), DecodeError> {
+        let i = id as usize;
+        if i > self.0.len() || i >= (1 << 22) {
+            return Err(DecodeError::BadShape(id));
+        }
+        if i == self.0.len() {
+            self.0.push(k);
+        } else {
+            self.0[i] = k;
+        }
+        Ok(())
+    }
+
+    pub fn get(&self, id: u32) -> Option<&Kernel> {
+        self.0.get(id as usize)
+    }
+
+    /// Forgets the shapes from `len` on.
+    pub fn truncate(&mut self, len: usize) {
+        self.0.truncate(len);
+    }
+
+    /// Gives `k` (timing, device, stream and correlation already set) shape `id`.
+    pub fn fill(&self, id: u32, k: &mut Kernel) -> Result<(), DecodeError> {
+        let shape = self.0.get(id as usize).ok_or(DecodeError::BadShape(id))?;
+        *k = Kernel {
+            start: k.start,
+            end: k.end,
+            device: k.device,
+            stream: k.stream,
+            corr: k.corr,
+            ..shape.clone()
+        };
+        Ok(())
+    }
 }
 
 struct Body<'a> {
@@ -458,25 +527,45 @@ impl<'a> Body<'a> {
 
 impl<'a> Decoder<'a> {
     pub fn new(buf: &'a [u8]) -> Decoder<'a> {
-        Decoder::with_shapes(buf, Vec::new())
+        Decoder::with_shapes(buf, Shapes::default())
     }
 
     /// A decoder for a chunk that follows others: `shapes` are the kernel launch shapes
     /// the earlier chunks defined (see [`Decoder::into_shapes`]).
-    pub fn with_shapes(buf: &'a [u8], shapes: Vec<Kernel>) -> Decoder<'a> {
+    pub fn with_shapes(buf: &'a [u8], shapes: Shapes) -> Decoder<'a> {
         Decoder {
             buf,
             pos: 0,
             last_ts: 0,
             last_corr: 0,
             skipped: 0,
-            shapes,
+            shapes: shapes.0,
+            deferred: None,
+            kernels: 0,
+        }
+    }
+
+    /// A decoder for a chunk whose predecessors may not be decoded yet. `known`: the
+    /// shapes defined before some earlier point of the file. Kernels of those shapes
+    /// come out whole (right unless a chunk in between redefined one: the reader checks);
+    /// shape definitions, and uses of shapes past `known`, are recorded for the reader
+    /// to apply in order (see [`Decoder::into_shape_ops`]). Definitions do not change
+    /// what this decoder resolves.
+    pub fn deferred(buf: &'a [u8], known: Shapes) -> Decoder<'a> {
+        Decoder {
+            deferred: Some(Vec::new()),
+            ..Decoder::with_shapes(buf, known)
         }
     }
 
     /// The kernel launch shapes known after this chunk, for the next chunk's decoder.
-    pub fn into_shapes(self) -> Vec<Kernel> {
-        self.shapes
+    pub fn into_shapes(self) -> Shapes {
+        Shapes(self.shapes)
+    }
+
+    /// A deferred decoder's shape definitions and uses, in chunk order.
+    pub fn into_shape_ops(self) -> Vec<ShapeOp> {
+        self.deferred.unwrap_or_default()
     }
 
     fn define_shape(&mut self, b: &mut Body) -> Result<(), DecodeError> {
@@ -491,17 +580,14 @@ impl<'a> Decoder<'a> {
             graph_id: b.v32()?,
             ..Default::default()
         };
-        // Ids are dense and in order; a bound keeps a corrupt id from exhausting memory.
-        let i = id as usize;
-        if i > self.shapes.len() || i >= (1 << 22) {
-            return Err(DecodeError::BadShape(id));
+        if let Some(ops) = &mut self.deferred {
+            ops.push(ShapeOp::Define(id, k));
+            return Ok(());
         }
-        if i == self.shapes.len() {
-            self.shapes.push(k);
-        } else {
-            self.shapes[i] = k;
-        }
-        Ok(())
+        let mut shapes = Shapes(std::mem::take(&mut self.shapes));
+        let r = shapes.define(id, k);
+        self.shapes = shapes.0;
+        r
     }
 
     #[inline(always)]
@@ -611,7 +697,7 @@ impl<'a> Decoder<'a> {
                 let name = b.v32()?;
                 let grid = [b.v32()?, b.v32()?, b.v32()?];
                 let block = [b.v32()?, b.v32()?, b.v32()?];
-                Event::Kernel(Kernel {
+                let k = Kernel {
                     start,
                     end,
                     device,
@@ -624,7 +710,9 @@ impl<'a> Decoder<'a> {
                     dynamic_smem: b.v32()?,
                     registers: b.v32()?,
                     graph_id: b.v32()?,
-                })
+                };
+                self.kernels += 1;
+                Event::Kernel(k)
             }
             TAG_KERNEL_COMPACT => {
                 let (start, end) = self.span(b)?;
@@ -632,18 +720,40 @@ impl<'a> Decoder<'a> {
                 let stream = b.v32()?;
                 let corr = self.corr(b)?;
                 let id = b.v32()?;
-                let shape = self
-                    .shapes
-                    .get(id as usize)
-                    .ok_or(DecodeError::BadShape(id))?;
-                Event::Kernel(Kernel {
-                    start,
-                    end,
-                    device,
-                    stream,
-                    corr,
-                    ..shape.clone()
-                })
+                let shape = match self.shapes.get(id as usize) {
+                    // Deferred: shapes past the snapshot are filled in by the reader.
+                    None if self.deferred.is_some() => {
+                        if let Some(ops) = &mut self.deferred {
+                            ops.push(ShapeOp::Use {
+                                nth: self.kernels,
+                                id,
+                            });
+                        }
+                        None
+                    }
+                    None => return Err(DecodeError::BadShape(id)),
+                    Some(shape) => Some(shape),
+                };
+                let k = match shape {
+                    Some(shape) => Kernel {
+                        start,
+                        end,
+                        device,
+                        stream,
+                        corr,
+                        ..shape.clone()
+                    },
+                    None => Kernel {
+                        start,
+                        end,
+                        device,
+                        stream,
+                        corr,
+                        ..Default::default()
+                    },
+                };
+                self.kernels += 1;
+                Event::Kernel(k)
             }
             TAG_MEMCPY => {
                 let (start, end) = self.span(b)?;

@@ -27,9 +27,11 @@ mod event;
 mod read;
 mod write;
 
-pub use codec::{DecodeError, Decoder, Encoder};
+pub use codec::{DecodeError, Decoder, Encoder, ShapeOp, Shapes};
 pub use event::*;
-pub use read::{open, open_file, read_all, Census, ChunkReader, ReadError, ReadStats, TraceData};
+pub use read::{
+    open, open_file, read_all, Census, ChunkReader, ChunkSink, ReadError, ReadStats, TraceData,
+};
 pub use write::ChunkWriter;
 
 /// File magic, the first 8 bytes of every trace.

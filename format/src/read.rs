@@ -1,8 +1,8 @@
 //! Reading a trace file: header, metadata, then events chunk by chunk.
 
 use crate::{
-    ChunkKind, Decoder, Event, Meta, CHUNK_HEADER_LEN, CHUNK_MAGIC, HEADER_LEN, MAGIC,
-    MAX_CHUNK_PAYLOAD, VERSION_MAJOR,
+    ChunkKind, Decoder, Event, Kernel, Meta, ShapeOp, Shapes, CHUNK_HEADER_LEN, CHUNK_MAGIC,
+    HEADER_LEN, MAGIC, MAX_CHUNK_PAYLOAD, VERSION_MAJOR,
 };
 use std::path::{Path, PathBuf};
 
@@ -267,7 +267,7 @@ pub struct ChunkReader<'a> {
     pub meta: Meta,
     pub stats: ReadStats,
     /// Kernel launch shapes defined by the chunks read so far.
-    shapes: Vec<crate::Kernel>,
+    shapes: Shapes,
 }
 
 /// Parses the header and metadata of a trace held in memory.
@@ -322,7 +322,7 @@ impl<'a> ChunkReader<'a> {
             frames,
             path: p(),
             meta: Meta::default(),
-            shapes: Vec::new(),
+            shapes: Shapes::default(),
             stats: ReadStats {
                 minor,
                 ..Default::default()
@@ -412,6 +412,302 @@ impl<'a> ChunkReader<'a> {
             done(self.frames.pos, self.frames.len);
         }
         done(self.frames.pos, self.frames.len);
+    }
+}
+
+/// Where a chunk decoded on its own puts its events (see
+/// [`ChunkReader::for_each_chunk_par`]).
+pub trait ChunkSink: Send {
+    fn add(&mut self, e: Event);
+    /// The `nth` kernel event added to this sink (from 0).
+    fn kernel_mut(&mut self, nth: usize) -> Option<&mut Kernel>;
+}
+
+/// Events of one chunk, in order: the simplest [`ChunkSink`].
+impl ChunkSink for Vec<Event> {
+    fn add(&mut self, e: Event) {
+        self.push(e)
+    }
+    fn kernel_mut(&mut self, nth: usize) -> Option<&mut Kernel> {
+        self.iter_mut()
+            .filter_map(|e| match e {
+                Event::Kernel(k) => Some(k),
+                _ => None,
+            })
+            .nth(nth)
+    }
+}
+
+/// One events chunk handed to a worker: its order in the file, kind, stored payload
+/// and event count.
+struct Job<'a> {
+    seq: u64,
+    kind: u8,
+    stored: std::borrow::Cow<'a, [u8]>,
+    count: u32,
+    /// The shapes known when it was handed out (see [`Decoder::deferred`]).
+    known: Shapes,
+}
+
+/// How a chunk's kernel shapes are resolved.
+enum ShapesIn<'s> {
+    /// In file order: the shapes of every earlier chunk, updated by this one.
+    Resolve(&'s mut Shapes),
+    /// Apart: some earlier chunks' shapes; the rest recorded (see [`Decoder::deferred`]).
+    Defer(Shapes),
+}
+
+/// A chunk as a worker decoded it, before the shapes of earlier chunks are applied.
+struct Done<'a, S> {
+    job: Job<'a>,
+    /// `None`: a compressed chunk that passed its checksum but would not expand.
+    out: Option<Decoded<S>>,
+}
+
+struct Decoded<S> {
+    sink: S,
+    ops: Vec<ShapeOp>,
+    events: u64,
+    bad: bool,
+    skipped: u64,
+}
+
+/// Expands (if compressed) and decodes one chunk on its own: shapes deferred, or, given
+/// `shapes`, resolved as it goes (the sequential reading of a chunk).
+fn decode_chunk<S: ChunkSink>(
+    kind: u8,
+    stored: &[u8],
+    unzip: &mut Option<zstd::bulk::Decompressor<'static>>,
+    raw: &mut Vec<u8>,
+    shapes: ShapesIn,
+    mut sink: S,
+) -> Option<Decoded<S>> {
+    let payload = if kind == EVENTS_ZSTD {
+        let z = ZChunk::parse(stored)?;
+        if z.raw_len > MAX_CHUNK_PAYLOAD {
+            return None;
+        }
+        let u = match unzip {
+            Some(u) => u,
+            None => unzip.insert(zstd::bulk::Decompressor::new().ok()?),
+        };
+        raw.clear();
+        raw.reserve(z.raw_len);
+        let n = u.decompress_to_buffer(z.frame, raw).ok()?;
+        if n != z.raw_len {
+            return None;
+        }
+        &raw[..]
+    } else {
+        stored
+    };
+    let (mut dec, resolve) = match shapes {
+        ShapesIn::Resolve(s) => (Decoder::with_shapes(payload, s.clone()), Some(s)),
+        ShapesIn::Defer(known) => (Decoder::deferred(payload, known), None),
+    };
+    let (mut events, mut bad) = (0, false);
+    while let Some(r) = dec.next() {
+        match r {
+            Ok(ev) => {
+                events += 1;
+                sink.add(ev)
+            }
+            Err(_) => {
+                bad = true;
+                break;
+            }
+        }
+    }
+    let skipped = dec.skipped;
+    let ops = match resolve {
+        Some(s) => {
+            *s = dec.into_shapes();
+            Vec::new()
+        }
+        None => dec.into_shape_ops(),
+    };
+    Some(Decoded {
+        sink,
+        ops,
+        events,
+        bad,
+        skipped,
+    })
+}
+
+/// Applies a deferred chunk's shape operations in order. False, with the shapes as they
+/// were, if one fails or redefines a known shape (never done by our writer: the kernels
+/// a worker resolved against that shape may then be wrong, so the chunk is decoded again).
+fn apply_shape_ops<S: ChunkSink>(shapes: &mut Shapes, d: &mut Decoded<S>) -> bool {
+    let before = shapes.len();
+    let ok = d.ops.iter().all(|op| match op {
+        ShapeOp::Define(id, k) => {
+            (*id as usize) >= shapes.len() && shapes.define(*id, k.clone()).is_ok()
+        }
+        ShapeOp::Use { nth, id } => d
+            .sink
+            .kernel_mut(*nth)
+            .is_some_and(|k| shapes.fill(*id, k).is_ok()),
+    });
+    if !ok {
+        shapes.truncate(before);
+    }
+    ok
+}
+
+impl<'a> ChunkReader<'a> {
+    /// Decodes the remaining events chunks on up to `workers` threads (1: on this one),
+    /// each into a sink made by `new`; hands the sinks to `merge` in file order, with
+    /// every kernel's launch shape filled in, as [`ChunkReader::for_each_event`] would
+    /// have produced their events. `done(bytes_read, bytes_total)` is called as chunks
+    /// are merged and once at the end.
+    pub fn for_each_chunk_par<S: ChunkSink>(
+        &mut self,
+        workers: usize,
+        new: impl Fn() -> S + Sync,
+        mut merge: impl FnMut(S),
+        mut done: impl FnMut(u64, u64),
+    ) {
+        let workers = workers.max(1);
+        let mut next_seq = 0u64;
+        let mut finished: std::collections::BTreeMap<u64, Done<'a, S>> = Default::default();
+        // In order: apply shapes, count, merge. A chunk whose deferred shapes do not
+        // resolve (a corrupt file that still passed its checksums, or one that redefines
+        // a shape) is decoded again here, in sequence, which stops it where the
+        // sequential reader stops; so is every chunk after it, whose workers may have
+        // resolved shapes that no longer hold.
+        let mut in_order = false;
+        let mut settle = |me: &mut Self, d: Done<'a, S>| {
+            let Done { job, out } = d;
+            let out = match out {
+                // It would not expand: counted as lost below, as in order.
+                None => None,
+                Some(mut o) => {
+                    if !in_order && apply_shape_ops(&mut me.shapes, &mut o) {
+                        Some(o)
+                    } else {
+                        in_order = true;
+                        let (mut unzip, mut raw) = (None, Vec::new());
+                        let shapes = ShapesIn::Resolve(&mut me.shapes);
+                        decode_chunk(job.kind, &job.stored, &mut unzip, &mut raw, shapes, new())
+                    }
+                }
+            };
+            match out {
+                Some(o) => {
+                    me.stats.events += o.events;
+                    me.stats.bad_events += o.bad as u64;
+                    me.stats.unknown_events += o.skipped;
+                    merge(o.sink);
+                }
+                None => me.stats.bad_events += job.count as u64,
+            }
+            done(me.frames.pos, me.frames.len);
+        };
+        let work = |mut job: Job<'a>, unzip: &mut Option<_>, raw: &mut Vec<u8>| {
+            let known = ShapesIn::Defer(std::mem::take(&mut job.known));
+            let out = decode_chunk(job.kind, &job.stored, unzip, raw, known, new());
+            Done { job, out }
+        };
+        if workers == 1 {
+            let (mut unzip, mut raw) = (None, Vec::new());
+            while let Some(job) = self.next_job(next_seq) {
+                next_seq += 1;
+                let d = work(job, &mut unzip, &mut raw);
+                settle(self, d);
+            }
+        } else {
+            let (job_tx, job_rx) = std::sync::mpsc::channel::<Job<'a>>();
+            let job_rx = std::sync::Mutex::new(job_rx);
+            let (done_tx, done_rx) = std::sync::mpsc::channel::<Done<'a, S>>();
+            std::thread::scope(|scope| {
+                for _ in 0..workers {
+                    let (job_rx, done_tx, work) = (&job_rx, done_tx.clone(), &work);
+                    scope.spawn(move || {
+                        let (mut unzip, mut raw) = (None, Vec::new());
+                        loop {
+                            let job = match job_rx.lock() {
+                                Ok(rx) => rx.recv(),
+                                Err(_) => break,
+                            };
+                            let Ok(job) = job else { break };
+                            let (seq, kind, count) = (job.seq, job.kind, job.count);
+                            // A panic must not leave the reader waiting for this chunk:
+                            // it is counted as lost instead.
+                            let d = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                                work(job, &mut unzip, &mut raw)
+                            }))
+                            .unwrap_or_else(|_| Done {
+                                job: Job {
+                                    seq,
+                                    kind,
+                                    stored: std::borrow::Cow::Borrowed(&[]),
+                                    count,
+                                    known: Shapes::default(),
+                                },
+                                out: None,
+                            });
+                            if done_tx.send(d).is_err() {
+                                break;
+                            }
+                        }
+                    });
+                }
+                drop(done_tx);
+                // Chunks in flight at most: enough to keep every worker busy, few
+                // enough that their decoded events stay a small part of the tables.
+                let limit = workers as u64 + 1;
+                let mut sent = 0u64;
+                let mut settled = 0u64;
+                let mut more = true;
+                loop {
+                    while more && sent - settled < limit {
+                        match self.next_job(sent) {
+                            Some(job) => {
+                                if job_tx.send(job).is_err() {
+                                    more = false;
+                                }
+                                sent += 1;
+                            }
+                            None => more = false,
+                        }
+                    }
+                    if settled == sent {
+                        break;
+                    }
+                    let Ok(d) = done_rx.recv() else { break };
+                    finished.insert(d.job.seq, d);
+                    while let Some(d) = finished.remove(&next_seq) {
+                        settle(self, d);
+                        next_seq += 1;
+                        settled += 1;
+                    }
+                }
+                drop(job_tx);
+            });
+        }
+        done(self.frames.pos, self.frames.len);
+    }
+
+    /// The next events chunk (checksummed, not expanded) as a job.
+    fn next_job(&mut self, seq: u64) -> Option<Job<'a>> {
+        loop {
+            let (kind, at, count) = self.frames.next_frame(&mut self.stats)?;
+            if kind != EVENTS && kind != EVENTS_ZSTD {
+                continue;
+            }
+            let stored = match (&self.frames.src, at) {
+                (Source::Mem(d), At::Mem(a, b)) => std::borrow::Cow::Borrowed(&d[a..b]),
+                _ => std::borrow::Cow::Owned(std::mem::take(&mut self.frames.buf)),
+            };
+            return Some(Job {
+                seq,
+                kind,
+                stored,
+                count,
+                known: self.shapes.clone(),
+            });
+        }
     }
 }
 

@@ -191,3 +191,106 @@ fn flip_every_byte(data: Vec<u8>) {
         let _ = read(&d);
     }
 }
+
+fn read_par(data: &[u8], workers: usize) -> Result<(Vec<Event>, ReadStats), ReadError> {
+    let mut r = open(Path::new("t.gtrace"), data)?;
+    let mut out = vec![];
+    r.for_each_chunk_par(workers, Vec::new, |v: Vec<Event>| out.extend(v), |_, _| {});
+    Ok((out, r.stats.clone()))
+}
+
+/// Kernels of several launch shapes, new ones appearing in later chunks (`chunk` picks
+/// which), mixed with host API records.
+fn varied(chunk: u32, per: u32) -> Vec<Event> {
+    (0..per)
+        .map(|i| {
+            let t = (chunk * per + i) as u64 * 100;
+            if i % 4 == 3 {
+                return Event::Api(Api {
+                    start: t,
+                    end: t + 5,
+                    tid: 7,
+                    corr: chunk * per + i,
+                    cbid: 211,
+                    ..Default::default()
+                });
+            }
+            Event::Kernel(Kernel {
+                start: t,
+                end: t + 50,
+                corr: chunk * per + i,
+                name: 1 + (i + chunk) % (2 + chunk),
+                grid: [1 + chunk, 1, 1],
+                block: [32 * (1 + i % 2), 1, 1],
+                ..Default::default()
+            })
+        })
+        .collect()
+}
+
+/// `chunks` chunks of [`varied`] events; with `fresh_encoder_at`, the encoder is
+/// replaced there, so the file defines shape ids again (a redefinition).
+fn build_varied(chunks: u32, per: u32, zstd: bool, fresh_encoder_at: Option<u32>) -> Vec<u8> {
+    let mut w = ChunkWriter::new(Vec::new(), &meta()).unwrap();
+    if !zstd {
+        w = w.without_compression();
+    }
+    let mut enc = Encoder::new();
+    for c in 0..chunks {
+        if fresh_encoder_at == Some(c) {
+            enc = Encoder::new();
+        }
+        for e in varied(c, per) {
+            enc.push(&e);
+        }
+        w.write_events(&mut enc).unwrap();
+    }
+    w.into_inner()
+}
+
+fn same_in_parallel(data: &[u8], what: &str) {
+    let want = read(data).map_err(|e| e.to_string());
+    for workers in [1, 2, 3] {
+        let got = read_par(data, workers).map_err(|e| e.to_string());
+        assert_eq!(got, want, "{what}, {workers} workers");
+    }
+}
+
+#[test]
+fn parallel_decoding_reads_what_reading_in_order_reads() {
+    for zstd in [false, true] {
+        let data = build_varied(6, 30, zstd, None);
+        let (evs, st) = read(&data).unwrap();
+        assert_eq!(evs.len(), 180);
+        assert!(st.warning().is_none());
+        same_in_parallel(&data, "whole");
+        // Shapes defined in one chunk and used in later ones, cut anywhere.
+        for cut in (0..data.len()).step_by(7) {
+            same_in_parallel(&data[..cut], &format!("cut at {cut}"));
+        }
+    }
+}
+
+#[test]
+fn a_redefined_shape_reads_the_same_in_parallel() {
+    for zstd in [false, true] {
+        let data = build_varied(6, 30, zstd, Some(3));
+        let (evs, _) = read(&data).unwrap();
+        // Chunks 3.. define ids 0.. again for their own shapes: read in order, those
+        // kernels take the new shapes.
+        assert_eq!(evs, (0..6).flat_map(|c| varied(c, 30)).collect::<Vec<_>>());
+        same_in_parallel(&data, "redefined");
+    }
+}
+
+#[test]
+fn parallel_decoding_of_damaged_files_matches_and_never_panics() {
+    for zstd in [false, true] {
+        let data = build_varied(3, 6, zstd, None);
+        for i in 0..data.len() {
+            let mut d = data.clone();
+            d[i] = d[i].wrapping_add(0x5a);
+            same_in_parallel(&d, &format!("byte {i} changed"));
+        }
+    }
+}

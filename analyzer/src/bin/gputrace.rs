@@ -160,15 +160,16 @@ fn load_all(paths: &[PathBuf]) -> Result<Vec<Trace>> {
             }
         })
     };
-    // Files are read in parallel (the ranks of a job), each by one worker.
+    // Files are read in parallel (the ranks of a job), the cores shared among them.
     pb.set_message(match paths {
         [one] => format!("reading {}", one.display()),
         _ => format!("reading {} traces", paths.len()),
     });
     let read = std::sync::atomic::AtomicU64::new(0);
+    let per_file = gputrace_analyzer::trace::decode_workers(paths.len());
     let loaded = gputrace_analyzer::par::map(paths, gputrace_analyzer::par::workers(), |_, p| {
         let mut mine = 0u64;
-        let r = report::load::load_with_progress(p, |d, _| {
+        let r = report::load::load_with(p, per_file, |d, _| {
             let now = read.fetch_add(d.saturating_sub(mine), Ordering::Relaxed);
             pb.set_position(now + d.saturating_sub(mine));
             mine = mine.max(d);
