@@ -6,9 +6,11 @@ so each pair (dormant blocks, then window blocks) shares the process, its alloca
 and the machine's moment: the between-process spread (3-8% on the launch-bound loop) is
 out of the ratio. Also shows that windows open and close repeatedly in one process.
 
-    window_ab.py [--windows 8] [--blocks 20]
+    window_ab.py [--workload launch|mlp|resnet50] [--windows 8] [--blocks 20]
 
-Prints one JSON line: per pair the median block time (us per launch) dormant and in the
+Workloads as in bench_workload.py: a block is 2000 launches (us per launch), 10 MLP steps
+or 3 ResNet-50 steps (us per step).
+Prints one JSON line: per pair the median block time dormant and in the
 window, their ratio, the same for the fastest block (ratio_min: interference only adds
 time), the trace each window wrote; and the medians of the ratios.
 """
@@ -19,18 +21,50 @@ p = argparse.ArgumentParser()
 p.add_argument("--windows", type=int, default=8)
 p.add_argument("--blocks", type=int, default=20, help="timed blocks of 2000 launches per half")
 p.add_argument("--window-ms", type=int, default=2500)
+p.add_argument("--workload", default="launch", choices=["launch", "mlp", "resnet50"])
 a = p.parse_args()
+dev = "cuda"
+torch.manual_seed(0)
 
-x = torch.zeros(16, device="cuda")
+if a.workload == "launch":
+    x = torch.zeros(16, device=dev)
+    per = 2000
+
+    def step():
+        x.add_(1)
+elif a.workload == "mlp":
+    m = torch.nn.Sequential(torch.nn.Linear(4096, 4096), torch.nn.ReLU(), torch.nn.Linear(4096, 4096),
+                            torch.nn.ReLU(), torch.nn.Linear(4096, 4096)).to(dev)
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
+    xb = torch.randn(256, 4096, device=dev); yb = torch.randn(256, 4096, device=dev)
+    per = 10
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        torch.nn.functional.mse_loss(m(xb), yb).backward()
+        opt.step()
+else:
+    import torchvision
+    r = torchvision.models.resnet50().to(dev)
+    opt = torch.optim.SGD(r.parameters(), lr=0.01, momentum=0.9)
+    xi = torch.randn(64, 3, 224, 224, device=dev); yi = torch.randint(0, 1000, (64,), device=dev)
+    per = 3
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = torch.nn.functional.cross_entropy(r(xi), yi)
+        loss.backward()
+        opt.step()
 
 
 def block_us():
     torch.cuda.synchronize()
     t0 = time.perf_counter()
-    for _ in range(2000):
-        x.add_(1)
+    for _ in range(per):
+        step()
     torch.cuda.synchronize()
-    return (time.perf_counter() - t0) * 1e6 / 2000
+    return (time.perf_counter() - t0) * 1e6 / per
 
 
 def blocks(n, skip):
@@ -52,7 +86,7 @@ for _ in range(100):
     if os.path.exists(path):
         break
     time.sleep(0.05)
-out = {"socket": os.path.exists(path), "pairs": []}
+out = {"workload": a.workload, "socket": os.path.exists(path), "pairs": []}
 blocks(5, 0)  # warm-up
 for w in range(a.windows):
     dormant, dormant_min = blocks(a.blocks, 1)
