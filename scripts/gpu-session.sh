@@ -29,7 +29,7 @@ for wl in ${WA//,/ }; do
   echo "window A/B $wl done at ${SECONDS}s: $(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print("median ratio %.3f (fastest blocks %.3f) over %d windows, %d done" % (d["median_ratio"], d["median_ratio_min"], len(d["pairs"]), d["windows_done"]))' "$OUT/window_ab_$wl.json" 2>&1)"
 done
 if [ "${ANALYZER_BENCH:-0}" = 1 ] && [ -x "$ROOT/dist/report-bench" ]; then
-  { nproc; grep -m1 "model name" /proc/cpuinfo; GPUTRACE_BENCH_REPS=3 taskset -c 10 "$ROOT/dist/report-bench"; } >"$OUT/analyzer-bench.txt" 2>&1
+  { nproc; grep -m1 "model name" /proc/cpuinfo; GPUTRACE_BENCH_REPS=3 taskset -c 10-13 "$ROOT/dist/report-bench"; } >"$OUT/analyzer-bench.txt" 2>&1
   echo "analyzer bench done at ${SECONDS}s"
 fi
 # Stop starting rounds ROUND_S (about one round's length) before END_S of this call.
