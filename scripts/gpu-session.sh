@@ -43,6 +43,6 @@ fi
 # 16 MiB per file.
 X=""; [ "$(stat -c %s "$OUT/validate/traces.tar.gz" 2>/dev/null || echo 0)" -gt 12000000 ] && X="--exclude=traces.tar.gz"
 tar czf "$OUT/session.tgz" $X -C "$OUT" $(cd "$OUT" && ls -d validate bench window_ab_*.err validate.txt 2>/dev/null) \
-  -C /tmp $(cd /tmp && ls -d window_ab 2>/dev/null) && rm -rf "$OUT/validate" "$OUT/bench" "$OUT/window_ab.err" "$OUT/validate.txt"
+  -C /tmp $(cd /tmp && ls -d window_ab 2>/dev/null) && rm -rf "$OUT/validate" "$OUT/bench" "$OUT"/window_ab_*.err "$OUT/validate.txt"
 echo "finished at ${SECONDS}s"
 cat "$OUT/validate-table.txt" 2>/dev/null
