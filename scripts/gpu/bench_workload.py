@@ -8,6 +8,7 @@ With --profile FILE the whole run is under torch.profiler (CPU + CUDA), exported
 """
 import argparse, json, time
 import torch
+import steps
 
 p = argparse.ArgumentParser()
 p.add_argument("--profile", default=None)
@@ -49,27 +50,9 @@ if "launch" in only:
     # The fastest block: interference from the rest of the machine only adds time.
     out["launch_min_us"] = best[0] * 1e6 / 2000
 if "mlp" in only:
-    m = torch.nn.Sequential(torch.nn.Linear(4096, 4096), torch.nn.ReLU(), torch.nn.Linear(4096, 4096),
-                            torch.nn.ReLU(), torch.nn.Linear(4096, 4096)).to(dev)
-    opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
-    xb = torch.randn(256, 4096, device=dev); yb = torch.randn(256, 4096, device=dev)
-    def mlp():
-        opt.zero_grad(set_to_none=True)
-        torch.nn.functional.mse_loss(m(xb), yb).backward()
-        opt.step()
-    out["mlp_us"] = timed(mlp, 30, 5) * 1e6
+    out["mlp_us"] = timed(steps.mlp(dev), 30, 5) * 1e6
 if "resnet50" in only:
-    import torchvision
-    r = torchvision.models.resnet50().to(dev)
-    opt2 = torch.optim.SGD(r.parameters(), lr=0.01, momentum=0.9)
-    xi = torch.randn(64, 3, 224, 224, device=dev); yi = torch.randint(0, 1000, (64,), device=dev)
-    def rn():
-        opt2.zero_grad(set_to_none=True)
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss = torch.nn.functional.cross_entropy(r(xi), yi)
-        loss.backward()
-        opt2.step()
-    out["resnet50_us"] = timed(rn, 15, 5) * 1e6
+    out["resnet50_us"] = timed(steps.resnet50(dev), 15, 5) * 1e6
 if prof is not None:
     prof.__exit__(None, None, None)
 if prof is not None and not a.no_export:

@@ -16,6 +16,7 @@ time), the trace each window wrote; and the medians of the ratios.
 """
 import argparse, json, os, socket, statistics as st, time
 import torch
+import steps
 
 p = argparse.ArgumentParser()
 p.add_argument("--windows", type=int, default=8)
@@ -33,30 +34,9 @@ if a.workload == "launch":
     def step():
         x.add_(1)
 elif a.workload == "mlp":
-    m = torch.nn.Sequential(torch.nn.Linear(4096, 4096), torch.nn.ReLU(), torch.nn.Linear(4096, 4096),
-                            torch.nn.ReLU(), torch.nn.Linear(4096, 4096)).to(dev)
-    opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
-    xb = torch.randn(256, 4096, device=dev); yb = torch.randn(256, 4096, device=dev)
-    per = 10
-
-    def step():
-        opt.zero_grad(set_to_none=True)
-        torch.nn.functional.mse_loss(m(xb), yb).backward()
-        opt.step()
+    step, per = steps.mlp(dev), 10
 else:
-    import torchvision
-    r = torchvision.models.resnet50().to(dev)
-    opt = torch.optim.SGD(r.parameters(), lr=0.01, momentum=0.9)
-    xi = torch.randn(64, 3, 224, 224, device=dev); yi = torch.randint(0, 1000, (64,), device=dev)
-    per = 3
-
-    def step():
-        opt.zero_grad(set_to_none=True)
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss = torch.nn.functional.cross_entropy(r(xi), yi)
-        loss.backward()
-        opt.step()
-
+    step, per = steps.resnet50(dev), 3
 
 def block_us():
     torch.cuda.synchronize()
