@@ -294,3 +294,25 @@ fn parallel_decoding_of_damaged_files_matches_and_never_panics() {
         }
     }
 }
+
+#[test]
+fn a_file_decoded_in_parallel_reads_like_the_same_bytes_in_memory() {
+    let dir = std::env::temp_dir().join(format!("gtfmt-par-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for zstd in [false, true] {
+        let data = build_varied(7, 40, zstd, None);
+        // Whole, and torn in the last chunk.
+        for cut in [data.len(), data.len() - 5] {
+            let p = dir.join("v.gtrace");
+            std::fs::write(&p, &data[..cut]).unwrap();
+            let want = read(&data[..cut]).unwrap();
+            for workers in [1, 3] {
+                let mut r = open_file(&p).unwrap();
+                let mut out = vec![];
+                r.for_each_chunk_par(workers, Vec::new, |v: Vec<Event>| out.extend(v), |_, _| {});
+                assert_eq!((out, r.stats.clone()), want, "cut {cut}, {workers} workers");
+            }
+        }
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
