@@ -129,15 +129,13 @@ impl Trace {
             // Parts are reused: a fresh one per chunk would page-fault its tables in
             // again every time (they are megabytes, so freshly mapped).
             let pool: std::sync::Mutex<Vec<Part>> = Default::default();
-            let take = |pool: &std::sync::Mutex<Vec<Part>>| {
-                pool.lock().unwrap_or_else(|e| e.into_inner()).pop()
-            };
+            let parts = || pool.lock().unwrap_or_else(|e| e.into_inner());
             r.for_each_chunk_par(
                 workers,
-                || take(&pool).unwrap_or_default(),
+                || parts().pop().unwrap_or_default(),
                 |mut p| {
                     t.absorb(&mut p);
-                    pool.lock().unwrap_or_else(|e| e.into_inner()).push(p);
+                    parts().push(p);
                 },
                 progress,
             );

@@ -386,7 +386,7 @@ pub struct Decoder<'a> {
     /// Events with tags this reader does not know, skipped.
     pub skipped: u64,
     /// Kernel launch shapes defined so far in the file (carried from chunk to chunk).
-    shapes: Vec<Kernel>,
+    shapes: Shapes,
     /// Set for a chunk decoded apart from the chunks before it (in parallel): shape
     /// definitions, and uses of shapes not in `shapes`, are recorded here in order, for
     /// the reader to apply once the earlier chunks' shapes are known.
@@ -445,7 +445,7 @@ impl Shapes {
 
     /// Gives `k` (timing, device, stream and correlation already set) shape `id`.
     pub fn fill(&self, id: u32, k: &mut Kernel) -> Result<(), DecodeError> {
-        let shape = self.0.get(id as usize).ok_or(DecodeError::BadShape(id))?;
+        let shape = self.get(id).ok_or(DecodeError::BadShape(id))?;
         *k = Kernel {
             start: k.start,
             end: k.end,
@@ -539,7 +539,7 @@ impl<'a> Decoder<'a> {
             last_ts: 0,
             last_corr: 0,
             skipped: 0,
-            shapes: shapes.0,
+            shapes,
             deferred: None,
             kernels: 0,
         }
@@ -560,7 +560,7 @@ impl<'a> Decoder<'a> {
 
     /// The kernel launch shapes known after this chunk, for the next chunk's decoder.
     pub fn into_shapes(self) -> Shapes {
-        Shapes(self.shapes)
+        self.shapes
     }
 
     /// A deferred decoder's shape definitions and uses, in chunk order.
@@ -584,10 +584,7 @@ impl<'a> Decoder<'a> {
             ops.push(ShapeOp::Define(id, k));
             return Ok(());
         }
-        let mut shapes = Shapes(std::mem::take(&mut self.shapes));
-        let r = shapes.define(id, k);
-        self.shapes = shapes.0;
-        r
+        self.shapes.define(id, k)
     }
 
     #[inline(always)]
@@ -720,22 +717,9 @@ impl<'a> Decoder<'a> {
                 let stream = b.v32()?;
                 let corr = self.corr(b)?;
                 let id = b.v32()?;
-                let shape = match self.shapes.get(id as usize) {
-                    // Deferred: shapes past the snapshot are filled in by the reader.
-                    None if self.deferred.is_some() => {
-                        if let Some(ops) = &mut self.deferred {
-                            ops.push(ShapeOp::Use {
-                                nth: self.kernels,
-                                id,
-                            });
-                        }
-                        None
-                    }
-                    None => return Err(DecodeError::BadShape(id)),
-                    Some(shape) => Some(shape),
-                };
-                let k = match shape {
-                    Some(shape) => Kernel {
+                // Built once, from its shape where known (the hot path).
+                let k = match (self.shapes.get(id), &mut self.deferred) {
+                    (Some(shape), _) => Kernel {
                         start,
                         end,
                         device,
@@ -743,14 +727,22 @@ impl<'a> Decoder<'a> {
                         corr,
                         ..shape.clone()
                     },
-                    None => Kernel {
-                        start,
-                        end,
-                        device,
-                        stream,
-                        corr,
-                        ..Default::default()
-                    },
+                    // Deferred: shapes past the snapshot are filled in by the reader.
+                    (None, Some(ops)) => {
+                        ops.push(ShapeOp::Use {
+                            nth: self.kernels,
+                            id,
+                        });
+                        Kernel {
+                            start,
+                            end,
+                            device,
+                            stream,
+                            corr,
+                            ..Default::default()
+                        }
+                    }
+                    (None, None) => return Err(DecodeError::BadShape(id)),
                 };
                 self.kernels += 1;
                 Event::Kernel(k)

@@ -177,19 +177,12 @@ impl<'a> Frames<'a> {
 
     /// Expands a compressed events chunk into `raw`.
     fn expand(&mut self, at: &At) -> Option<()> {
-        // Borrowed field by field: `raw` and `unzip` change below.
-        let z = ZChunk::parse(stored(&self.src, &self.buf, at))?;
-        if z.raw_len > MAX_CHUNK_PAYLOAD {
-            return None;
-        }
-        let unzip = match &mut self.unzip {
-            Some(u) => u,
-            None => self.unzip.insert(zstd::bulk::Decompressor::new().ok()?),
-        };
-        self.raw.clear();
-        self.raw.reserve(z.raw_len);
-        let n = unzip.decompress_to_buffer(z.frame, &mut self.raw).ok()?;
-        (n == z.raw_len).then_some(())
+        // Borrowed field by field: `raw` and `unzip` change.
+        expand(
+            stored(&self.src, &self.buf, at),
+            &mut self.unzip,
+            &mut self.raw,
+        )
     }
 
     fn stop(&mut self, stats: &mut ReadStats, corrupt: bool) -> Option<(u8, At, u32)> {
@@ -202,6 +195,27 @@ impl<'a> Frames<'a> {
         self.pos = self.len;
         None
     }
+}
+
+/// Expands the stored payload of a compressed events chunk into `raw`; `None` if it
+/// will not expand to the length it states.
+fn expand(
+    stored: &[u8],
+    unzip: &mut Option<zstd::bulk::Decompressor<'static>>,
+    raw: &mut Vec<u8>,
+) -> Option<()> {
+    let z = ZChunk::parse(stored)?;
+    if z.raw_len > MAX_CHUNK_PAYLOAD {
+        return None;
+    }
+    let u = match unzip {
+        Some(u) => u,
+        None => unzip.insert(zstd::bulk::Decompressor::new().ok()?),
+    };
+    raw.clear();
+    raw.reserve(z.raw_len);
+    let n = u.decompress_to_buffer(z.frame, raw).ok()?;
+    (n == z.raw_len).then_some(())
 }
 
 /// The bytes a chunk's payload occupies, in memory or in the file chunk buffer.
@@ -483,20 +497,7 @@ fn decode_chunk<S: ChunkSink>(
     mut sink: S,
 ) -> Option<Decoded<S>> {
     let payload = if kind == EVENTS_ZSTD {
-        let z = ZChunk::parse(stored)?;
-        if z.raw_len > MAX_CHUNK_PAYLOAD {
-            return None;
-        }
-        let u = match unzip {
-            Some(u) => u,
-            None => unzip.insert(zstd::bulk::Decompressor::new().ok()?),
-        };
-        raw.clear();
-        raw.reserve(z.raw_len);
-        let n = u.decompress_to_buffer(z.frame, raw).ok()?;
-        if n != z.raw_len {
-            return None;
-        }
+        expand(stored, unzip, raw)?;
         &raw[..]
     } else {
         stored

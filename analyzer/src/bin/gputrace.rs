@@ -169,7 +169,7 @@ fn load_all(paths: &[PathBuf]) -> Result<Vec<Trace>> {
     let per_file = gputrace_analyzer::trace::decode_workers(paths.len());
     let loaded = gputrace_analyzer::par::map(paths, gputrace_analyzer::par::workers(), |_, p| {
         let mut mine = 0u64;
-        let r = report::load::load_with(p, per_file, |d, _| {
+        let r = Trace::load_with(p, per_file, |d, _| {
             let now = read.fetch_add(d.saturating_sub(mine), Ordering::Relaxed);
             pb.set_position(now + d.saturating_sub(mine));
             mine = mine.max(d);

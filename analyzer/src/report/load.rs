@@ -9,12 +9,3 @@ use std::path::Path;
 pub fn load_with_progress(path: &Path, progress: impl FnMut(u64, u64)) -> Result<Trace, ReadError> {
     Trace::load_with_progress(path, progress)
 }
-
-/// [`load_with_progress`] on `workers` decode threads.
-pub fn load_with(
-    path: &Path,
-    workers: usize,
-    progress: impl FnMut(u64, u64),
-) -> Result<Trace, ReadError> {
-    Trace::load_with(path, workers, progress)
-}
