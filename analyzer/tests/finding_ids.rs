@@ -27,7 +27,7 @@ fn assert_id(v: &Value, at: &str) {
 /// The GPU workloads' expectations: `finding` (or `healthy`) and the ids in `not`.
 #[test]
 fn workload_expectations_name_known_ids() {
-    let path = repo().join("scripts/workloads/expect.json");
+    let path = repo().join("scripts/workloads/pathology/expect.json");
     let v = read_json(&path);
     let workloads = v["workloads"]
         .as_object()
