@@ -13,11 +13,12 @@
 //! * The handler forwards the signal to the command, except those the kernel sent for the
 //!   terminal (`si_code` `SI_KERNEL`): they went to the whole foreground group, the command
 //!   included, and a second copy would, say, interrupt Python's KeyboardInterrupt cleanup.
-//! * The signals are blocked from before the spawn until the command's pid is known, so one
-//!   that arrives meanwhile is forwarded then rather than lost. The command starts with an
-//!   empty signal mask (the standard library's spawn sets it) and default handlers
-//!   (`posix_spawn` resets them before `exec`; on the fork path the handler itself
-//!   notices it runs in the child and re-raises with the default action).
+//! * A signal to forward that comes before the command's pid is known is kept and sent
+//!   once it is. Nothing is blocked around the spawn: the command would inherit the
+//!   blocked mask (the standard library's spawn passes the caller's mask on), so it gets
+//!   gputrace's own mask, as it would have without gputrace. Its handlers are the
+//!   defaults: `posix_spawn` resets caught signals before `exec`, and on a fork path the
+//!   handler notices it runs in the child and re-raises with the default action.
 //! * The wait does not reap (`waitid` with `WNOWAIT`) until forwarding is off, so a late
 //!   signal cannot reach an unrelated process that reused the pid.
 //!
@@ -53,6 +54,10 @@ fn spawn_reason(cmd: &OsString, e: &std::io::Error) -> String {
     let has_slash = cmd.to_string_lossy().contains('/');
     match e.kind() {
         std::io::ErrorKind::NotFound if !has_slash => "command not found".into(),
+        // The file is there: the interpreter its `#!` line names is not.
+        std::io::ErrorKind::NotFound if Path::new(cmd).is_file() => {
+            "cannot execute it: the interpreter its #! line names was not found".into()
+        }
         std::io::ErrorKind::NotFound => "no such file".into(),
         _ => format!("cannot execute it: {e}"),
     }
@@ -140,7 +145,11 @@ fn loadable(p: &Path) -> Result<(), String> {
     if h.len() < 20 {
         return Err("not a shared library (too short)".into());
     }
-    let class = if cfg!(target_pointer_width = "64") { 2 } else { 1 };
+    let class = if cfg!(target_pointer_width = "64") {
+        2
+    } else {
+        1
+    };
     let little = cfg!(target_endian = "little");
     if h[4] != class || h[5] != if little { 1 } else { 2 } {
         return Err("a library for another word size or byte order".into());
@@ -291,9 +300,7 @@ fn run_in(
         c.env(k, v);
     }
     let mut relay = signals::Relay::install();
-    let mut child = c
-        .spawn()
-        .map_err(|e| RunError::Spawn(program.clone(), e))?;
+    let mut child = c.spawn().map_err(|e| RunError::Spawn(program.clone(), e))?;
     let pid = child.id();
     relay.forward_to(pid);
     let exited = signals::wait_exited(pid);
@@ -311,7 +318,7 @@ fn run_in(
 /// the exit code, or, when Ctrl-C killed the command and reached gputrace too, ends by
 /// SIGINT (the wait-and-cooperative-exit convention of shells: a calling script's loop
 /// stops as it would have for the bare command).
-pub fn exit_code(o: &RunOutcome) -> i32 {
+pub fn finish(o: &RunOutcome) -> i32 {
     if o.interrupted && o.signal == Some(libc::SIGINT) {
         let _ = std::io::stdout().flush();
         let _ = std::io::stderr().flush();
@@ -348,12 +355,12 @@ pub fn run_and_report(
     } else if let Err(e) = report(&o.traces) {
         say(&format_args!("{e:#}"));
     }
-    exit_code(&o)
+    finish(&o)
 }
 
 /// The process-wide signal handling of a run.
 mod signals {
-    use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering::SeqCst};
+    use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering::SeqCst};
     use std::sync::{Mutex, MutexGuard};
 
     /// What gputrace relays to the command. SIGUSR1/SIGUSR2 too: the library's optional
@@ -373,10 +380,27 @@ mod signals {
     static OWNER: AtomicI32 = AtomicI32::new(0);
     /// The command's pid while signals are forwarded to it, else 0.
     static CHILD: AtomicI32 = AtomicI32::new(0);
+    /// Signals to forward that came before the command's pid was known (bit N-1 for N).
+    static EARLY: AtomicU64 = AtomicU64::new(0);
     /// Handlers running now (on any thread), so forwarding can be switched off for sure.
     static IN_HANDLER: AtomicUsize = AtomicUsize::new(0);
     static GOT_SIGINT: AtomicBool = AtomicBool::new(false);
     static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+    fn bit(sig: libc::c_int) -> u64 {
+        1 << (sig - 1)
+    }
+
+    /// Sends the signals kept in EARLY to `pid`, each once: whoever empties EARLY sends.
+    fn send_early(pid: libc::pid_t) {
+        let early = EARLY.swap(0, SeqCst);
+        for s in RELAYED {
+            if early & bit(s) != 0 {
+                // SAFETY: kill is async-signal-safe; pid is the command, not yet reaped.
+                unsafe { libc::kill(pid, s) };
+            }
+        }
+    }
 
     extern "C" fn on_signal(sig: libc::c_int, info: *mut libc::siginfo_t, _: *mut libc::c_void) {
         // SAFETY: errno is thread-local; the handler gives back the value it found.
@@ -396,10 +420,20 @@ mod signals {
             }
             // SAFETY: with SA_SIGINFO the kernel passes a valid siginfo (checked non-null).
             let from_terminal = !info.is_null() && unsafe { (*info).si_code } == libc::SI_KERNEL;
-            let pid = CHILD.load(SeqCst);
-            if pid > 0 && !from_terminal {
-                // SAFETY: kill is async-signal-safe; pid is the command, not yet reaped.
-                unsafe { libc::kill(pid, sig) };
+            if !from_terminal {
+                let pid = CHILD.load(SeqCst);
+                if pid > 0 {
+                    // SAFETY: kill is async-signal-safe; pid is the command, not yet reaped.
+                    unsafe { libc::kill(pid, sig) };
+                } else {
+                    // Not started yet: kept for it. Should the pid have been published
+                    // meanwhile, its publisher may have looked at EARLY already.
+                    EARLY.fetch_or(bit(sig), SeqCst);
+                    let pid = CHILD.load(SeqCst);
+                    if pid > 0 {
+                        send_early(pid);
+                    }
+                }
             }
             IN_HANDLER.fetch_sub(1, SeqCst);
         }
@@ -407,40 +441,21 @@ mod signals {
         unsafe { *libc::__errno_location() = errno };
     }
 
-    fn relayed_set() -> libc::sigset_t {
-        // SAFETY: sigemptyset initialises the set; the numbers are valid signals.
-        unsafe {
-            let mut set: libc::sigset_t = std::mem::zeroed();
-            libc::sigemptyset(&mut set);
-            for s in RELAYED {
-                libc::sigaddset(&mut set, s);
-            }
-            set
-        }
-    }
-
-    /// Handlers installed and signals blocked for one run; everything is put back on drop.
+    /// Handlers installed for one run; the old ones are put back on drop.
     pub(super) struct Relay {
         old_actions: Vec<(libc::c_int, libc::sigaction)>,
-        old_mask: Option<libc::sigset_t>,
         _one: MutexGuard<'static, ()>,
     }
 
     impl Relay {
-        /// Blocks the relayed signals, then catches each one not ignored already.
+        /// Catches each relayed signal that is not ignored already.
         pub(super) fn install() -> Relay {
             let one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
             // SAFETY: getpid has no preconditions.
             OWNER.store(unsafe { libc::getpid() }, SeqCst);
             CHILD.store(0, SeqCst);
+            EARLY.store(0, SeqCst);
             GOT_SIGINT.store(false, SeqCst);
-            let set = relayed_set();
-            // SAFETY: both sets are valid; the old mask is restored in forward_to or drop.
-            let old_mask = unsafe {
-                let mut old: libc::sigset_t = std::mem::zeroed();
-                libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut old);
-                old
-            };
             let mut old_actions = Vec::new();
             for s in RELAYED {
                 // SAFETY: plain sigaction calls on valid signal numbers with initialised
@@ -455,7 +470,11 @@ mod signals {
                     let mut sa: libc::sigaction = std::mem::zeroed();
                     sa.sa_sigaction = on_signal as *const () as usize;
                     sa.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
-                    sa.sa_mask = set;
+                    // One handler at a time, so signals are forwarded in the order taken.
+                    libc::sigemptyset(&mut sa.sa_mask);
+                    for r in RELAYED {
+                        libc::sigaddset(&mut sa.sa_mask, r);
+                    }
                     if libc::sigaction(s, &sa, &mut old) == 0 {
                         old_actions.push((s, old));
                     }
@@ -463,15 +482,14 @@ mod signals {
             }
             Relay {
                 old_actions,
-                old_mask: Some(old_mask),
                 _one: one,
             }
         }
 
-        /// The command runs: forward to it from now on, and deliver what came meanwhile.
+        /// The command runs: forward to it from now on, starting with what came meanwhile.
         pub(super) fn forward_to(&mut self, pid: u32) {
-            CHILD.store(pid as i32, SeqCst);
-            self.unblock();
+            CHILD.store(pid as libc::pid_t, SeqCst);
+            send_early(pid as libc::pid_t);
         }
 
         /// Stops forwarding (waiting out a handler running on another thread); returns
@@ -483,13 +501,6 @@ mod signals {
             }
             GOT_SIGINT.load(SeqCst)
         }
-
-        fn unblock(&mut self) {
-            if let Some(m) = self.old_mask.take() {
-                // SAFETY: restores the mask saved in install.
-                unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &m, std::ptr::null_mut()) };
-            }
-        }
     }
 
     impl Drop for Relay {
@@ -499,7 +510,6 @@ mod signals {
                 // SAFETY: puts back the action saved in install.
                 unsafe { libc::sigaction(*s, old, std::ptr::null_mut()) };
             }
-            self.unblock();
         }
     }
 
@@ -709,7 +719,10 @@ mod tests {
         let dir = t.0.join("a/b");
         let o = run(lib, &dir, &sh("test -d \"$GPUTRACE_DIR\""), &[]).unwrap();
         assert_eq!(o.code, 0, "the directory exists while the command runs");
-        assert!(!t.0.join("a").exists(), "empty directories were left behind");
+        assert!(
+            !t.0.join("a").exists(),
+            "empty directories were left behind"
+        );
         // A command that fails to start leaves nothing either.
         let _ = run(lib, &dir, &["gputrace-no-such-command-x".into()], &[]).err();
         assert!(!t.0.join("a").exists());
