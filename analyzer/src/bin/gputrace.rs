@@ -231,31 +231,18 @@ fn main() -> Result<()> {
             dormant,
             cmd,
         } => {
-            let lib = run::find_library(
-                std::env::var_os("GPUTRACE_LIB").map(PathBuf::from),
-                std::env::current_exe().ok(),
-            )?;
             let env: Vec<(String, String)> = if dormant {
                 vec![("GPUTRACE_MODE".into(), "dormant".into())]
             } else {
                 Vec::new()
             };
-            let o = run::run(&lib, &out, &cmd, &env)?;
-            if o.traces.is_empty() {
-                eprintln!(
-                    "gputrace: the command wrote no trace (it did not use CUDA, or tracing was off)"
-                );
-            } else {
-                let printed = if summary {
-                    print_summaries(&o.traces, json)
+            std::process::exit(run::run_and_report(&out, &cmd, &env, |traces| {
+                if summary {
+                    print_summaries(traces, json)
                 } else {
-                    print_report(&o.traces, json)
-                };
-                if let Err(e) = printed {
-                    eprintln!("gputrace: {e:#}");
+                    print_report(traces, json)
                 }
-            }
-            std::process::exit(o.code);
+            }));
         }
         Cmd::Summary { traces, json } => print_summaries(&traces, json),
         Cmd::Report { traces, json } => print_report(&traces, json),
