@@ -4,6 +4,7 @@
 
 pub mod attach;
 pub mod dump;
+pub mod env;
 pub mod par;
 pub mod report;
 pub mod run;
