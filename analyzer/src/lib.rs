@@ -3,6 +3,7 @@
 //! parses arguments and prints.
 
 pub mod attach;
+pub mod doctor;
 pub mod dump;
 pub mod env;
 pub mod par;
