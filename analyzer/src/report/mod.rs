@@ -23,6 +23,7 @@ mod text;
 pub mod timeline;
 
 pub use ctx::Ctx;
+pub use findings::{About, FindingId, Layer, Stake, UnknownFindingId};
 pub use idle::Cause;
 pub use text::render_text;
 
@@ -65,7 +66,7 @@ pub struct Example {
 #[derive(Serialize, Clone, Debug, PartialEq)]
 pub struct Finding {
     /// Stable id from the findings vocabulary.
-    pub id: String,
+    pub id: FindingId,
     pub severity: Severity,
     /// Index into `processes`; None for findings about the whole job.
     pub process: Option<usize>,
@@ -85,7 +86,7 @@ pub struct Finding {
     pub metrics: BTreeMap<String, f64>,
     pub fix: String,
     /// Ids of findings whose time this one's overlaps (not to be added up).
-    pub overlaps: Vec<String>,
+    pub overlaps: Vec<FindingId>,
 }
 
 #[derive(Serialize, Clone, Debug, Default, PartialEq)]
@@ -343,7 +344,7 @@ pub struct Report {
     /// One line: the state of the steady state and its biggest cause.
     pub verdict: String,
     /// Id of the finding the verdict names, if any.
-    pub top_finding: Option<String>,
+    pub top_finding: Option<FindingId>,
     pub processes: Vec<ProcessReport>,
     pub cluster: Option<ClusterReport>,
     /// All findings, ranked by GPU time at stake.
@@ -433,10 +434,11 @@ pub fn analyze(traces: &[Trace]) -> Report {
     let mut cluster = None;
     if multi {
         if let Some(c) = comm::cluster(&inputs) {
-            if let Some(f) = findings::straggler(&c, &processes) {
-                all.push(f);
-            }
-            findings::annotate_comm(&c, &processes, &mut all);
+            let job = findings::JobCx {
+                procs: &processes,
+                comm: &c,
+            };
+            findings::job(&job, &mut all);
             cluster = Some(ClusterReport {
                 ranks: c
                     .ranks
@@ -472,21 +474,6 @@ pub fn analyze(traces: &[Trace]) -> Report {
         cluster,
         findings: all,
     }
-}
-
-/// Everything measured about one process, for the findings.
-pub(crate) struct Facts<'c, 'a> {
-    pub ctx: &'c Ctx<'a>,
-    pub index: usize,
-    pub label: String,
-    pub steps: steps::Steps,
-    pub att: idle::Attribution,
-    pub wall: u64,
-    pub kstats: kernels::KernelStats,
-    pub launches: timeline::LaunchStats,
-    pub copies: copies::CopyStats,
-    pub memory: Vec<kernels::MemoryUse>,
-    pub comm: comm::CommStats,
 }
 
 fn breakdown(att: &idle::Attribution, wall: u64) -> Breakdown {
@@ -942,7 +929,7 @@ fn analyze_process(
         colls: comm::collectives(&ctx),
         steady: st.steady,
     };
-    let facts = Facts {
+    let cx = findings::FindingCx {
         ctx: &ctx,
         index,
         label,
@@ -954,7 +941,8 @@ fn analyze_process(
         copies: cstats,
         memory,
         comm: cm,
+        report: &report,
     };
-    let f = findings::process(&facts, &report);
+    let f = findings::process(&cx);
     (report, f, rank_input)
 }
