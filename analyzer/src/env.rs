@@ -105,6 +105,8 @@ pub struct SharedGpu {
     pub memory_bytes: Option<u64>,
     /// Our devices' idle time while it was active: the GPU was busy with it.
     pub idle_while_active_ns: u64,
+    /// Our devices' busy time while it was active (time-sliced with it).
+    pub busy_while_active_ns: u64,
     /// Our kernels' durations while it was active against while not.
     pub slowdown: Option<Slowdown>,
     /// Listed on the GPU but never with SM time.
@@ -211,6 +213,7 @@ pub fn shared_gpu(t: &Trace, lo: u64, hi: u64) -> Vec<SharedGpu> {
             } else {
                 idle_while_active
             },
+            busy_while_active_ns: active_ns - idle_while_active,
             slowdown: slowdown(t, &active, lo, hi),
             idle: a.sm.is_empty(),
         });
