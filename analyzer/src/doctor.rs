@@ -606,7 +606,7 @@ fn runtime_checks(rts: &[Runtime], driver_cuda: Option<i32>, out: &mut Vec<Check
             out.push(check(
                 "torch",
                 None,
-                if too_new { Status::Warn } else if cuda.is_none() { Status::Warn } else { Status::Ok },
+                if too_new || cuda.is_none() { Status::Warn } else { Status::Ok },
                 msg,
                 if too_new {
                     Some("This torch needs a newer driver: upgrade the driver, or install the torch wheel built for the driver's CUDA.")

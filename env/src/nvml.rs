@@ -22,7 +22,20 @@ use std::path::{Path, PathBuf};
 pub const SONAME: &str = "libnvidia-ml.so.1";
 
 pub type Return = c_int;
-pub type Device = *mut c_void;
+/// A device handle as NVML's C calls take it.
+pub type RawDevice = *mut c_void;
+
+/// A device handle from [`Nvml::device`] (only NVML makes them, so the calls that take
+/// one stay safe).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Device(RawDevice);
+
+impl Device {
+    /// Whether this is the handle an event names.
+    pub fn is(self, raw: RawDevice) -> bool {
+        self.0 == raw
+    }
+}
 pub type EventSet = *mut c_void;
 
 pub const SUCCESS: Return = 0;
@@ -110,7 +123,7 @@ pub struct ProcessUtilizationSample {
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct EventData {
-    pub device: Device,
+    pub device: RawDevice,
     pub event_type: u64,
     pub event_data: u64,
     pub gpu_instance_id: c_uint,
@@ -182,42 +195,42 @@ nvml_fns! {
     nvmlInit_v2: fn();
     nvmlShutdown: fn();
     nvmlDeviceGetCount_v2: fn(*mut c_uint);
-    nvmlDeviceGetHandleByIndex_v2: fn(c_uint, *mut Device);
+    nvmlDeviceGetHandleByIndex_v2: fn(c_uint, *mut RawDevice);
     nvmlSystemGetDriverVersion: fn(*mut c_char, c_uint);
     nvmlSystemGetCudaDriverVersion_v2: fn(*mut c_int);
     nvmlSystemGetCudaDriverVersion: fn(*mut c_int);
     nvmlSystemGetNVMLVersion: fn(*mut c_char, c_uint);
-    nvmlDeviceGetName: fn(Device, *mut c_char, c_uint);
-    nvmlDeviceGetUUID: fn(Device, *mut c_char, c_uint);
-    nvmlDeviceGetPciInfo_v3: fn(Device, *mut PciInfo);
-    nvmlDeviceGetClockInfo: fn(Device, c_uint, *mut c_uint);
-    nvmlDeviceGetMaxClockInfo: fn(Device, c_uint, *mut c_uint);
-    nvmlDeviceGetCurrentClocksEventReasons: fn(Device, *mut u64);
-    nvmlDeviceGetCurrentClocksThrottleReasons: fn(Device, *mut u64);
-    nvmlDeviceGetPowerUsage: fn(Device, *mut c_uint);
-    nvmlDeviceGetEnforcedPowerLimit: fn(Device, *mut c_uint);
-    nvmlDeviceGetPowerManagementDefaultLimit: fn(Device, *mut c_uint);
-    nvmlDeviceGetTemperature: fn(Device, c_uint, *mut c_uint);
-    nvmlDeviceGetUtilizationRates: fn(Device, *mut Utilization);
-    nvmlDeviceGetMemoryInfo: fn(Device, *mut Memory);
-    nvmlDeviceGetCurrPcieLinkGeneration: fn(Device, *mut c_uint);
-    nvmlDeviceGetMaxPcieLinkGeneration: fn(Device, *mut c_uint);
-    nvmlDeviceGetCurrPcieLinkWidth: fn(Device, *mut c_uint);
-    nvmlDeviceGetMaxPcieLinkWidth: fn(Device, *mut c_uint);
-    nvmlDeviceGetPcieThroughput: fn(Device, c_uint, *mut c_uint);
-    nvmlDeviceGetComputeRunningProcesses_v3: fn(Device, *mut c_uint, *mut ProcessInfo);
-    nvmlDeviceGetComputeRunningProcesses_v2: fn(Device, *mut c_uint, *mut ProcessInfo);
-    nvmlDeviceGetProcessUtilization: fn(Device, *mut ProcessUtilizationSample, *mut c_uint, u64);
-    nvmlDeviceGetPersistenceMode: fn(Device, *mut c_int);
-    nvmlDeviceGetComputeMode: fn(Device, *mut c_int);
-    nvmlDeviceGetMigMode: fn(Device, *mut c_uint, *mut c_uint);
-    nvmlDeviceGetCpuAffinity: fn(Device, c_uint, *mut c_ulong);
-    nvmlDeviceGetTopologyCommonAncestor: fn(Device, Device, *mut c_int);
-    nvmlDeviceGetNvLinkState: fn(Device, c_uint, *mut c_int);
-    nvmlDeviceGetNvLinkRemotePciInfo_v2: fn(Device, c_uint, *mut PciInfo);
-    nvmlDeviceGetTotalEccErrors: fn(Device, c_uint, c_uint, *mut u64);
+    nvmlDeviceGetName: fn(RawDevice, *mut c_char, c_uint);
+    nvmlDeviceGetUUID: fn(RawDevice, *mut c_char, c_uint);
+    nvmlDeviceGetPciInfo_v3: fn(RawDevice, *mut PciInfo);
+    nvmlDeviceGetClockInfo: fn(RawDevice, c_uint, *mut c_uint);
+    nvmlDeviceGetMaxClockInfo: fn(RawDevice, c_uint, *mut c_uint);
+    nvmlDeviceGetCurrentClocksEventReasons: fn(RawDevice, *mut u64);
+    nvmlDeviceGetCurrentClocksThrottleReasons: fn(RawDevice, *mut u64);
+    nvmlDeviceGetPowerUsage: fn(RawDevice, *mut c_uint);
+    nvmlDeviceGetEnforcedPowerLimit: fn(RawDevice, *mut c_uint);
+    nvmlDeviceGetPowerManagementDefaultLimit: fn(RawDevice, *mut c_uint);
+    nvmlDeviceGetTemperature: fn(RawDevice, c_uint, *mut c_uint);
+    nvmlDeviceGetUtilizationRates: fn(RawDevice, *mut Utilization);
+    nvmlDeviceGetMemoryInfo: fn(RawDevice, *mut Memory);
+    nvmlDeviceGetCurrPcieLinkGeneration: fn(RawDevice, *mut c_uint);
+    nvmlDeviceGetMaxPcieLinkGeneration: fn(RawDevice, *mut c_uint);
+    nvmlDeviceGetCurrPcieLinkWidth: fn(RawDevice, *mut c_uint);
+    nvmlDeviceGetMaxPcieLinkWidth: fn(RawDevice, *mut c_uint);
+    nvmlDeviceGetPcieThroughput: fn(RawDevice, c_uint, *mut c_uint);
+    nvmlDeviceGetComputeRunningProcesses_v3: fn(RawDevice, *mut c_uint, *mut ProcessInfo);
+    nvmlDeviceGetComputeRunningProcesses_v2: fn(RawDevice, *mut c_uint, *mut ProcessInfo);
+    nvmlDeviceGetProcessUtilization: fn(RawDevice, *mut ProcessUtilizationSample, *mut c_uint, u64);
+    nvmlDeviceGetPersistenceMode: fn(RawDevice, *mut c_int);
+    nvmlDeviceGetComputeMode: fn(RawDevice, *mut c_int);
+    nvmlDeviceGetMigMode: fn(RawDevice, *mut c_uint, *mut c_uint);
+    nvmlDeviceGetCpuAffinity: fn(RawDevice, c_uint, *mut c_ulong);
+    nvmlDeviceGetTopologyCommonAncestor: fn(RawDevice, RawDevice, *mut c_int);
+    nvmlDeviceGetNvLinkState: fn(RawDevice, c_uint, *mut c_int);
+    nvmlDeviceGetNvLinkRemotePciInfo_v2: fn(RawDevice, c_uint, *mut PciInfo);
+    nvmlDeviceGetTotalEccErrors: fn(RawDevice, c_uint, c_uint, *mut u64);
     nvmlEventSetCreate: fn(*mut EventSet);
-    nvmlDeviceRegisterEvents: fn(Device, u64, EventSet);
+    nvmlDeviceRegisterEvents: fn(RawDevice, u64, EventSet);
     nvmlEventSetWait_v2: fn(EventSet, *mut EventData, c_uint);
     nvmlEventSetFree: fn(EventSet);
 }
@@ -348,13 +361,13 @@ impl Nvml {
     }
 
     pub fn device(&self, index: u32) -> Result<Device, NvmlError> {
-        let mut d: Device = std::ptr::null_mut();
+        let mut d: RawDevice = std::ptr::null_mut();
         self.check("nvmlDeviceGetHandleByIndex_v2", |f| {
             // SAFETY: valid out-pointer.
             f.nvmlDeviceGetHandleByIndex_v2
                 .map(|g| unsafe { g(index, &mut d) })
         })?;
-        Ok(d)
+        Ok(Device(d))
     }
 
     /// Runs one call; a missing entry point reads as NOT_SUPPORTED.
@@ -409,11 +422,11 @@ impl Nvml {
     }
 
     pub fn name(&self, d: Device) -> Option<String> {
-        self.string(|f, b, n| f.nvmlDeviceGetName.map(|g| unsafe { g(d, b, n) }))
+        self.string(|f, b, n| f.nvmlDeviceGetName.map(|g| unsafe { g(d.0, b, n) }))
     }
 
     pub fn uuid(&self, d: Device) -> Option<String> {
-        self.string(|f, b, n| f.nvmlDeviceGetUUID.map(|g| unsafe { g(d, b, n) }))
+        self.string(|f, b, n| f.nvmlDeviceGetUUID.map(|g| unsafe { g(d.0, b, n) }))
     }
 
     /// The PCI bus id, `00000000:17:00.0`.
@@ -430,18 +443,21 @@ impl Nvml {
         let r = self
             .f
             .nvmlDeviceGetPciInfo_v3
-            .map(|g| unsafe { g(d, &mut p) });
+            .map(|g| unsafe { g(d.0, &mut p) });
         (r == Some(SUCCESS)).then_some(p)
     }
 
     pub fn clock(&self, d: Device, which: c_uint) -> Option<u32> {
-        self.get(|f, v| f.nvmlDeviceGetClockInfo.map(|g| unsafe { g(d, which, v) }))
+        self.get(|f, v| {
+            f.nvmlDeviceGetClockInfo
+                .map(|g| unsafe { g(d.0, which, v) })
+        })
     }
 
     pub fn max_clock(&self, d: Device, which: c_uint) -> Option<u32> {
         self.get(|f, v| {
             f.nvmlDeviceGetMaxClockInfo
-                .map(|g| unsafe { g(d, which, v) })
+                .map(|g| unsafe { g(d.0, which, v) })
         })
     }
 
@@ -450,41 +466,44 @@ impl Nvml {
         self.get(|f, v| {
             f.nvmlDeviceGetCurrentClocksEventReasons
                 .or(f.nvmlDeviceGetCurrentClocksThrottleReasons)
-                .map(|g| unsafe { g(d, v) })
+                .map(|g| unsafe { g(d.0, v) })
         })
     }
 
     pub fn power_mw(&self, d: Device) -> Option<u32> {
-        self.get(|f, v| f.nvmlDeviceGetPowerUsage.map(|g| unsafe { g(d, v) }))
+        self.get(|f, v| f.nvmlDeviceGetPowerUsage.map(|g| unsafe { g(d.0, v) }))
     }
 
     pub fn power_limit_mw(&self, d: Device) -> Option<u32> {
         self.get(|f, v| {
             f.nvmlDeviceGetEnforcedPowerLimit
-                .map(|g| unsafe { g(d, v) })
+                .map(|g| unsafe { g(d.0, v) })
         })
     }
 
     pub fn power_default_limit_mw(&self, d: Device) -> Option<u32> {
         self.get(|f, v| {
             f.nvmlDeviceGetPowerManagementDefaultLimit
-                .map(|g| unsafe { g(d, v) })
+                .map(|g| unsafe { g(d.0, v) })
         })
     }
 
     pub fn temperature_c(&self, d: Device) -> Option<u32> {
         self.get(|f, v| {
             f.nvmlDeviceGetTemperature
-                .map(|g| unsafe { g(d, TEMPERATURE_GPU, v) })
+                .map(|g| unsafe { g(d.0, TEMPERATURE_GPU, v) })
         })
     }
 
     pub fn utilization(&self, d: Device) -> Option<Utilization> {
-        self.get(|f, v| f.nvmlDeviceGetUtilizationRates.map(|g| unsafe { g(d, v) }))
+        self.get(|f, v| {
+            f.nvmlDeviceGetUtilizationRates
+                .map(|g| unsafe { g(d.0, v) })
+        })
     }
 
     pub fn memory(&self, d: Device) -> Option<Memory> {
-        self.get(|f, v| f.nvmlDeviceGetMemoryInfo.map(|g| unsafe { g(d, v) }))
+        self.get(|f, v| f.nvmlDeviceGetMemoryInfo.map(|g| unsafe { g(d.0, v) }))
     }
 
     /// (current generation, maximum generation, current width, maximum width).
@@ -492,14 +511,20 @@ impl Nvml {
         [
             self.get(|f, v| {
                 f.nvmlDeviceGetCurrPcieLinkGeneration
-                    .map(|g| unsafe { g(d, v) })
+                    .map(|g| unsafe { g(d.0, v) })
             }),
             self.get(|f, v| {
                 f.nvmlDeviceGetMaxPcieLinkGeneration
-                    .map(|g| unsafe { g(d, v) })
+                    .map(|g| unsafe { g(d.0, v) })
             }),
-            self.get(|f, v| f.nvmlDeviceGetCurrPcieLinkWidth.map(|g| unsafe { g(d, v) })),
-            self.get(|f, v| f.nvmlDeviceGetMaxPcieLinkWidth.map(|g| unsafe { g(d, v) })),
+            self.get(|f, v| {
+                f.nvmlDeviceGetCurrPcieLinkWidth
+                    .map(|g| unsafe { g(d.0, v) })
+            }),
+            self.get(|f, v| {
+                f.nvmlDeviceGetMaxPcieLinkWidth
+                    .map(|g| unsafe { g(d.0, v) })
+            }),
         ]
     }
 
@@ -508,11 +533,11 @@ impl Nvml {
         (
             self.get(|f, v| {
                 f.nvmlDeviceGetPcieThroughput
-                    .map(|g| unsafe { g(d, PCIE_TX, v) })
+                    .map(|g| unsafe { g(d.0, PCIE_TX, v) })
             }),
             self.get(|f, v| {
                 f.nvmlDeviceGetPcieThroughput
-                    .map(|g| unsafe { g(d, PCIE_RX, v) })
+                    .map(|g| unsafe { g(d.0, PCIE_RX, v) })
             }),
         )
     }
@@ -531,7 +556,7 @@ impl Nvml {
             let mut v = vec![ProcessInfo::default(); cap as usize];
             let mut n = cap;
             // SAFETY: `v` has room for `n` entries.
-            let r = unsafe { call(d, &mut n, v.as_mut_ptr()) };
+            let r = unsafe { call(d.0, &mut n, v.as_mut_ptr()) };
             match r {
                 SUCCESS => {
                     v.truncate((n as usize).min(cap as usize));
@@ -565,7 +590,7 @@ impl Nvml {
         };
         let mut n: c_uint = 0;
         // SAFETY: a NULL buffer asks for the count.
-        let r = unsafe { call(d, std::ptr::null_mut(), &mut n, since_us) };
+        let r = unsafe { call(d.0, std::ptr::null_mut(), &mut n, since_us) };
         match r {
             SUCCESS | ERROR_INSUFFICIENT_SIZE => {}
             ERROR_NOT_FOUND => return Ok(Vec::new()),
@@ -578,7 +603,7 @@ impl Nvml {
         let mut v = vec![ProcessUtilizationSample::default(); cap as usize];
         let mut n = cap;
         // SAFETY: `v` has room for `n` samples.
-        let r = unsafe { call(d, v.as_mut_ptr(), &mut n, since_us) };
+        let r = unsafe { call(d.0, v.as_mut_ptr(), &mut n, since_us) };
         match r {
             SUCCESS => {
                 v.truncate((n as usize).min(cap as usize));
@@ -590,14 +615,14 @@ impl Nvml {
     }
 
     pub fn persistence_mode(&self, d: Device) -> Option<bool> {
-        self.get(|f, v: &mut c_int| f.nvmlDeviceGetPersistenceMode.map(|g| unsafe { g(d, v) }))
+        self.get(|f, v: &mut c_int| f.nvmlDeviceGetPersistenceMode.map(|g| unsafe { g(d.0, v) }))
             .map(|v| v == 1)
     }
 
     /// `nvmlComputeMode_t` as a word.
     pub fn compute_mode(&self, d: Device) -> Option<&'static str> {
         let v =
-            self.get(|f, v: &mut c_int| f.nvmlDeviceGetComputeMode.map(|g| unsafe { g(d, v) }))?;
+            self.get(|f, v: &mut c_int| f.nvmlDeviceGetComputeMode.map(|g| unsafe { g(d.0, v) }))?;
         Some(match v {
             0 => "default",
             1 => "exclusive_thread",
@@ -614,7 +639,7 @@ impl Nvml {
         let r = self
             .f
             .nvmlDeviceGetMigMode
-            .map(|g| unsafe { g(d, &mut cur, &mut pend) });
+            .map(|g| unsafe { g(d.0, &mut cur, &mut pend) });
         (r == Some(SUCCESS)).then_some((cur == 1, pend == 1))
     }
 
@@ -625,7 +650,7 @@ impl Nvml {
         let r = self
             .f
             .nvmlDeviceGetCpuAffinity
-            .map(|g| unsafe { g(d, WORDS as c_uint, set.as_mut_ptr()) });
+            .map(|g| unsafe { g(d.0, WORDS as c_uint, set.as_mut_ptr()) });
         if r != Some(SUCCESS) {
             return None;
         }
@@ -641,7 +666,7 @@ impl Nvml {
     pub fn topology(&self, a: Device, b: Device) -> Option<i32> {
         self.get(|f, v: &mut c_int| {
             f.nvmlDeviceGetTopologyCommonAncestor
-                .map(|g| unsafe { g(a, b, v) })
+                .map(|g| unsafe { g(a.0, b.0, v) })
         })
     }
 
@@ -650,7 +675,8 @@ impl Nvml {
         let mut out = Vec::new();
         for link in 0..NVLINK_MAX_LINKS {
             let active = self.get(|f, v: &mut c_int| {
-                f.nvmlDeviceGetNvLinkState.map(|g| unsafe { g(d, link, v) })
+                f.nvmlDeviceGetNvLinkState
+                    .map(|g| unsafe { g(d.0, link, v) })
             });
             if active != Some(1) {
                 continue;
@@ -660,7 +686,7 @@ impl Nvml {
             let r = self
                 .f
                 .nvmlDeviceGetNvLinkRemotePciInfo_v2
-                .map(|g| unsafe { g(d, link, &mut p) });
+                .map(|g| unsafe { g(d.0, link, &mut p) });
             let id = if r == Some(SUCCESS) {
                 // SAFETY: NVML NUL-terminates busId in a zeroed struct.
                 unsafe { CStr::from_ptr(p.bus_id.as_ptr()) }
@@ -678,7 +704,7 @@ impl Nvml {
     pub fn ecc_errors(&self, d: Device, kind: c_uint) -> Option<u64> {
         self.get(|f, v| {
             f.nvmlDeviceGetTotalEccErrors
-                .map(|g| unsafe { g(d, kind, ECC_VOLATILE, v) })
+                .map(|g| unsafe { g(d.0, kind, ECC_VOLATILE, v) })
         })
     }
 
@@ -697,7 +723,7 @@ impl Nvml {
             // Not every device allows every type: ask for each one alone.
             for t in [EVENT_XID, EVENT_DOUBLE_BIT_ECC, EVENT_SINGLE_BIT_ECC] {
                 // SAFETY: valid device handle and event set.
-                any |= unsafe { register(*d, t, set) } == SUCCESS;
+                any |= unsafe { register(d.0, t, set) } == SUCCESS;
             }
         }
         let ev = Events { nvml: self, set };

@@ -146,7 +146,7 @@ impl<'n> Sampler<'n> {
     /// one), stamped `ts`.
     pub fn tick(&mut self, ts: u64, out: &mut Vec<Item>) {
         let focus = self.devs.iter().any(|d| d.has_self);
-        let pcie = self.pcie_every > 0 && self.ticks % self.pcie_every == 0;
+        let pcie = self.pcie_every > 0 && self.ticks.is_multiple_of(self.pcie_every);
         self.ticks += 1;
         let nv = self.nvml;
         for i in 0..self.devs.len() {
@@ -194,7 +194,7 @@ impl<'n> Sampler<'n> {
                 let device = self
                     .devs
                     .iter()
-                    .find(|d| d.handle == e.device)
+                    .find(|d| d.handle.is(e.device))
                     .map(|d| d.index)
                     .unwrap_or(fmt::ENV_NA);
                 // ECC counts are read each tick: only Xids come from events.
@@ -271,12 +271,8 @@ impl<'n> Sampler<'n> {
                     pid,
                     name: 0,
                     used_memory: mem,
-                    sm_pct: if n > 0 { (sm / n) as u32 } else { fmt::ENV_NA },
-                    mem_pct: if n > 0 {
-                        (memu / n) as u32
-                    } else {
-                        fmt::ENV_NA
-                    },
+                    sm_pct: sm.checked_div(n).map_or(fmt::ENV_NA, |v| v as u32),
+                    mem_pct: memu.checked_div(n).map_or(fmt::ENV_NA, |v| v as u32),
                     flags,
                 },
                 name,
