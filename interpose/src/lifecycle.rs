@@ -185,6 +185,7 @@ fn start_tracing(
     };
     writer::start(file, meta, c, o.flush_ms, o.compress)
         .map_err(|e| format!("cannot start the trace writer: {e}"))?;
+    crate::envsession::start(o);
     // The window opens when collection is switched on, before CUPTI starts recording.
     let opened = crate::clock::now_ns();
     state::set(state::TRACING);
@@ -292,6 +293,7 @@ pub fn run_window(
         collector::note_state(CollectorState::Stopped, "end of window");
         c.finalize();
     }
+    crate::envsession::stop(env_wait());
     let done = writer::finish(Duration::from_millis(opts().exit_wait_ms));
     state::set(state::DORMANT);
     if !done {
@@ -322,12 +324,18 @@ pub fn finish() {
         }
     }
     state::set(state::STOPPED);
+    crate::envsession::stop(env_wait());
     let wait = Duration::from_millis(opts().exit_wait_ms);
     if !writer::finish(wait) {
         log::warn(
             "the trace writer did not finish in time at exit; the trace may miss its last events",
         );
     }
+}
+
+/// How long closing a trace waits for the environment sampler's last sample.
+fn env_wait() -> Duration {
+    Duration::from_millis(opts().exit_wait_ms.min(1000))
 }
 
 extern "C" fn after_fork_child() {
@@ -338,6 +346,7 @@ extern "C" fn after_fork_child() {
     ring::reset_after_fork();
     collector::forget_after_fork();
     writer::forget_after_fork();
+    crate::envsession::forget_after_fork();
     let s = state::get();
     if s != state::DISABLED {
         state::set(state::IDLE);
