@@ -1,5 +1,6 @@
 //! `gputrace run -- CMD`: run a command with the preload library and collect its traces.
 
+use gputrace_format::protocol::{self, settings};
 use std::collections::HashSet;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -7,7 +8,7 @@ use std::process::Command;
 
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
-    #[error("cannot find libgputrace.so (looked in: {0}); set GPUTRACE_LIB to its path")]
+    #[error("cannot find libgputrace.so (looked in: {0}); set {lib} to its path", lib = settings::LIB)]
     NoLibrary(String),
     #[error("cannot create the trace directory {0}: {1}")]
     Dir(PathBuf, std::io::Error),
@@ -49,7 +50,7 @@ fn traces_in(dir: &Path) -> HashSet<PathBuf> {
         .map(|rd| {
             rd.filter_map(|e| e.ok())
                 .map(|e| e.path())
-                .filter(|p| p.extension().is_some_and(|x| x == "gtrace"))
+                .filter(|p| protocol::is_trace_file(p))
                 .collect()
         })
         .unwrap_or_default()
@@ -82,9 +83,9 @@ pub fn run(
     let mut c = Command::new(&cmd[0]);
     c.args(&cmd[1..])
         .env("LD_PRELOAD", preload)
-        .env("GPUTRACE_DIR", &dir)
-        .env("CUDA_INJECTION64_PATH", lib)
-        .env("NVTX_INJECTION64_PATH", lib);
+        .env(settings::DIR, &dir)
+        .env(protocol::CUDA_INJECTION_VAR, lib)
+        .env(protocol::NVTX_INJECTION_VAR, lib);
     for (k, v) in extra_env {
         c.env(k, v);
     }

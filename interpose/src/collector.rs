@@ -11,6 +11,7 @@ use crate::records::{self, Layout};
 use crate::ring::{self, HostRecord, REC_API};
 use crate::writer;
 use cupti_sys as sys;
+use gputrace_format::protocol::settings;
 use gputrace_format::{CollectorState, DOMAIN_DRIVER, DOMAIN_RUNTIME};
 use std::ffi::c_void;
 use std::path::PathBuf;
@@ -120,7 +121,7 @@ impl Collector {
                     if let (Some(m), Some(lm)) =
                         (major, discover::soname_major(&c.path, "libcupti"))
                     {
-                        if m != lm && c.source != "GPUTRACE_CUPTI" {
+                        if m != lm && c.source != settings::CUPTI {
                             tried
                                 .push(format!("{} (CUPTI {lm}, runtime is {m})", c.path.display()));
                             continue;
@@ -193,7 +194,7 @@ impl Collector {
                 sys::CUpti_ActivityAttribute_CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE,
                 &(mb << 20).to_ne_bytes(),
             ) {
-                log::warn("CUPTI refused GPUTRACE_DEVICE_BUFFER_MB");
+                log::warn(&format!("CUPTI refused {}", settings::DEVICE_BUFFER_MB));
             }
         }
         for (kind, name, ours, required) in KINDS {

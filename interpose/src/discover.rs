@@ -66,7 +66,7 @@ pub fn candidates(
     if let Some(p) = explicit {
         out.push(Candidate {
             path: p.to_path_buf(),
-            source: "GPUTRACE_CUPTI",
+            source: gputrace_format::protocol::settings::CUPTI,
         });
         return out;
     }

@@ -9,6 +9,7 @@
 use crate::collector::{self, Collector};
 use crate::opts::{Mode, Opts};
 use crate::{clock, discover, guard, log, ring, state, writer};
+use gputrace_format::protocol::{self, TraceFileName};
 use gputrace_format::{CollectorState, Meta};
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -48,7 +49,7 @@ pub fn on_load() {
 /// Points CUDA_INJECTION64_PATH at this library unless something else already owns it.
 fn ensure_injection_path() {
     let me = discover::object_path_of(on_load as *const libc::c_void);
-    match std::env::var_os("CUDA_INJECTION64_PATH") {
+    match std::env::var_os(protocol::CUDA_INJECTION_VAR) {
         Some(v) => {
             let same = me
                 .as_ref()
@@ -56,8 +57,8 @@ fn ensure_injection_path() {
                 .unwrap_or(false);
             if !same {
                 log::warn(&format!(
-                    "CUDA_INJECTION64_PATH is already set to {:?} (another tool?): not tracing this process",
-                    v
+                    "{} is already set to {v:?} (another tool?): not tracing this process",
+                    protocol::CUDA_INJECTION_VAR
                 ));
                 state::set(state::DISABLED);
             }
@@ -65,7 +66,7 @@ fn ensure_injection_path() {
         None => match me {
             // The constructor runs before the program's main, while the process has one
             // thread, so changing the environment here races with nobody.
-            Some(p) => std::env::set_var("CUDA_INJECTION64_PATH", p),
+            Some(p) => std::env::set_var(protocol::CUDA_INJECTION_VAR, p),
             None => {
                 log::warn("cannot find this library's own path: not tracing");
                 state::set(state::DISABLED);
@@ -100,6 +101,7 @@ pub fn on_cuda_init() -> bool {
     }
 }
 
+/// The host's name as trace files carry it (in their name and their metadata).
 fn hostname() -> String {
     let mut buf = [0u8; 256];
     // SAFETY: buf is writable for its length.
@@ -107,16 +109,7 @@ fn hostname() -> String {
         return "unknown".into();
     }
     let n = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
-    String::from_utf8_lossy(&buf[..n])
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect()
+    TraceFileName::host_part(&String::from_utf8_lossy(&buf[..n]))
 }
 
 static CUPTI_ERROR: OnceLock<String> = OnceLock::new();

@@ -1,6 +1,7 @@
 //! Settings, read once from `GPUTRACE_*` variables. A bad value gives one warning and
 //! the default; it never stops the host process.
 
+use gputrace_format::protocol::{self, settings as set};
 use std::path::PathBuf;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -72,7 +73,7 @@ impl Default for Opts {
     fn default() -> Opts {
         Opts {
             mode: Mode::Trace,
-            dir: PathBuf::from("gputrace-traces"),
+            dir: PathBuf::from(protocol::DEFAULT_TRACE_DIR),
             cupti: None,
             buffer_bytes: 8 << 20,
             pool_bytes: 256 << 20,
@@ -119,7 +120,7 @@ impl Opts {
     pub fn from_vars<I: IntoIterator<Item = (String, String)>>(vars: I) -> Opts {
         let mut o = Opts::default();
         for (k, v) in vars {
-            if !k.starts_with("GPUTRACE_") {
+            if !k.starts_with(protocol::SETTING_PREFIX) {
                 continue;
             }
             o.raw.push((k.clone(), v.clone()));
@@ -129,45 +130,45 @@ impl Opts {
                 ))
             };
             match k.as_str() {
-                "GPUTRACE_MODE" => match v.trim().to_ascii_lowercase().as_str() {
+                set::MODE => match v.trim().to_ascii_lowercase().as_str() {
                     "trace" | "" => o.mode = Mode::Trace,
                     "dormant" => o.mode = Mode::Dormant,
                     "off" | "0" => o.mode = Mode::Off,
                     _ => bad("trace, dormant or off"),
                 },
-                "GPUTRACE_DIR" => {
+                set::DIR => {
                     if v.is_empty() {
                         bad("a directory")
                     } else {
                         o.dir = PathBuf::from(v)
                     }
                 }
-                "GPUTRACE_CUPTI" => {
+                set::CUPTI => {
                     if !v.is_empty() {
                         o.cupti = Some(PathBuf::from(v))
                     }
                 }
-                "GPUTRACE_BUFFER_KB" => match v.trim().parse::<usize>() {
+                set::BUFFER_KB => match v.trim().parse::<usize>() {
                     Ok(n) if (64..=262_144).contains(&n) => o.buffer_bytes = n << 10,
                     _ => bad("a size in KiB between 64 and 262144"),
                 },
-                "GPUTRACE_BUFFER_POOL_MB" => match v.trim().parse::<usize>() {
+                set::BUFFER_POOL_MB => match v.trim().parse::<usize>() {
                     Ok(n) if (1..=65_536).contains(&n) => o.pool_bytes = n << 20,
                     _ => bad("a size in MiB between 1 and 65536"),
                 },
-                "GPUTRACE_FLUSH_MS" => match v.trim().parse::<u64>() {
+                set::FLUSH_MS => match v.trim().parse::<u64>() {
                     Ok(n) if (10..=1000).contains(&n) => o.flush_ms = n,
                     _ => bad("milliseconds between 10 and 1000"),
                 },
-                "GPUTRACE_EXIT_WAIT_MS" => match v.trim().parse::<u64>() {
+                set::EXIT_WAIT_MS => match v.trim().parse::<u64>() {
                     Ok(n) if n <= 60_000 => o.exit_wait_ms = n,
                     _ => bad("milliseconds up to 60000"),
                 },
-                "GPUTRACE_DRIVER_API" => match parse_bool(&v) {
+                set::DRIVER_API => match parse_bool(&v) {
                     Some(b) => o.driver_api = b,
                     None => bad("0 or 1"),
                 },
-                "GPUTRACE_ACTIVITY" => {
+                set::ACTIVITY => {
                     let names: Vec<String> = v
                         .split(',')
                         .map(|s| s.trim().to_ascii_lowercase())
@@ -181,11 +182,11 @@ impl Opts {
                         bad("a comma-separated list of kernel, memcpy, memset, sync, device, memory that includes kernel")
                     }
                 }
-                "GPUTRACE_HOOKS" => match parse_bool(&v) {
+                set::HOOKS => match parse_bool(&v) {
                     Some(b) => o.hooks = b,
                     None => bad("0 or 1"),
                 },
-                "GPUTRACE_API" => match (parse_bool(&v), v.trim()) {
+                set::API => match (parse_bool(&v), v.trim()) {
                     (Some(b), _) => {
                         o.runtime_api = b;
                         o.api_activity = false;
@@ -200,51 +201,52 @@ impl Opts {
                     }
                     _ => bad("0, 1, callbacks or activity"),
                 },
-                "GPUTRACE_PER_THREAD_BUFFERS" => match parse_bool(&v) {
+                set::PER_THREAD_BUFFERS => match parse_bool(&v) {
                     Some(b) => o.per_thread_buffers = b,
                     None => bad("0 or 1"),
                 },
-                "GPUTRACE_COMPRESS" => match parse_bool(&v) {
+                set::COMPRESS => match parse_bool(&v) {
                     Some(b) => o.compress = b,
                     None => bad("0 or 1"),
                 },
-                "GPUTRACE_ZEROED_BUFFERS" => match parse_bool(&v) {
+                set::ZEROED_BUFFERS => match parse_bool(&v) {
                     Some(b) => o.zeroed_buffers = b,
                     None => bad("0 or 1"),
                 },
-                "GPUTRACE_DEVICE_BUFFER_MB" => match v.trim().parse::<usize>() {
+                set::DEVICE_BUFFER_MB => match v.trim().parse::<usize>() {
                     Ok(n) if (1..=4096).contains(&n) => o.device_buffer_mb = Some(n),
                     _ => bad("a size in MiB between 1 and 4096"),
                 },
-                "GPUTRACE_CUPTI_FLUSH_MS" => match v.trim().parse::<u64>() {
+                set::CUPTI_FLUSH_MS => match v.trim().parse::<u64>() {
                     Ok(n) if n <= 10_000 => o.cupti_flush_ms = Some(n),
                     _ => bad("milliseconds up to 10000 (0: CUPTI's own policy)"),
                 },
-                "GPUTRACE_DEBUG" => match parse_bool(&v) {
+                set::DEBUG => match parse_bool(&v) {
                     Some(b) => o.debug = b,
                     None => bad("0 or 1"),
                 },
-                "GPUTRACE_SIGNAL" => match v.trim().trim_start_matches("SIG") {
+                set::SIGNAL => match v.trim().trim_start_matches("SIG") {
                     "" => {}
                     "USR1" | "USR2" => o.signal = Some(v.trim().to_string()),
                     _ => bad("SIGUSR1 or SIGUSR2"),
                 },
-                "GPUTRACE_START_AFTER" => match crate::control::parse_duration(&v) {
-                    Some(d) => o.start_after = Some(d),
-                    None => bad("a duration such as 30s"),
+                set::START_AFTER => match protocol::parse_duration(&v) {
+                    Ok(d) => o.start_after = Some(d),
+                    Err(_) => bad("a duration such as 30s, from 1ms to 24h"),
                 },
-                "GPUTRACE_DURATION" => match crate::control::parse_duration(&v) {
-                    Some(d) if !d.is_zero() => o.duration = Some(d),
-                    _ => bad("a duration such as 10s"),
+                set::DURATION => match protocol::parse_duration(&v) {
+                    Ok(d) => o.duration = Some(d),
+                    Err(_) => bad("a duration such as 10s, from 1ms to 24h"),
                 },
                 // Read by the `gputrace` binary, not by the library.
-                "GPUTRACE_LIB" => {}
+                set::LIB => {}
                 _ => o.warnings.push(format!("unknown setting {k} ignored")),
             }
         }
         if o.pool_bytes < o.buffer_bytes {
             o.warnings.push(format!(
-                "GPUTRACE_BUFFER_POOL_MB is smaller than one buffer; using {} MiB",
+                "{} is smaller than one buffer; using {} MiB",
+                set::BUFFER_POOL_MB,
                 o.buffer_bytes >> 20
             ));
             o.pool_bytes = o.buffer_bytes;

@@ -58,13 +58,13 @@ pub fn create_trace_file(dir: &Path, host: &str, pid: u32) -> io::Result<(File, 
         .recursive(true)
         .mode(0o700)
         .create(dir)?;
-    for n in 0..1000 {
-        let name = if n == 0 {
-            format!("gputrace-{host}-{pid}.gtrace")
-        } else {
-            format!("gputrace-{host}-{pid}-{n}.gtrace")
+    for seq in 0..1000 {
+        let name = fmt::protocol::TraceFileName {
+            host: host.to_string(),
+            pid,
+            seq,
         };
-        let path = dir.join(name);
+        let path = dir.join(name.name());
         match std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)

@@ -15,6 +15,7 @@
 
 pub mod hooks;
 
+use gputrace_format::protocol::{self, settings};
 use gputrace_format::{self as fmt, CollectorState, Event, TraceData};
 use std::collections::{HashMap, HashSet};
 use std::hash::{Hash, Hasher};
@@ -101,13 +102,14 @@ impl TempDir {
 
 impl Drop for TempDir {
     fn drop(&mut self) {
-        if std::env::var_os("GPUTRACE_TESTS_KEEP").is_some() {
+        if std::env::var_os(settings::TESTS_KEEP).is_some() {
             eprintln!("(kept {})", self.path.display());
             return;
         }
         if std::thread::panicking() {
             eprintln!(
-                "(set GPUTRACE_TESTS_KEEP=1 to keep {})",
+                "(set {}=1 to keep {})",
+                settings::TESTS_KEEP,
                 self.path.display()
             );
         }
@@ -144,9 +146,14 @@ pub fn fakes_src() -> PathBuf {
 pub fn libgputrace() -> &'static Path {
     static LIB: OnceLock<PathBuf> = OnceLock::new();
     LIB.get_or_init(|| {
-        if let Some(p) = std::env::var_os("GPUTRACE_LIB") {
+        if let Some(p) = std::env::var_os(settings::LIB) {
             let p = PathBuf::from(p);
-            assert!(p.is_file(), "GPUTRACE_LIB={} is not a file", p.display());
+            assert!(
+                p.is_file(),
+                "{}={} is not a file",
+                settings::LIB,
+                p.display()
+            );
             return std::fs::canonicalize(&p).unwrap_or(p);
         }
         let dir = profile_dir();
@@ -468,7 +475,10 @@ impl<'a> Run<'a> {
         // Nothing from the environment of `cargo test` may leak into the run.
         for (k, _) in std::env::vars_os() {
             let k = k.to_string_lossy();
-            if k.starts_with("GPUTRACE_") || k == "LD_PRELOAD" || k == "CUDA_INJECTION64_PATH" {
+            if k.starts_with(protocol::SETTING_PREFIX)
+                || k == "LD_PRELOAD"
+                || k == protocol::CUDA_INJECTION_VAR
+            {
                 c.env_remove(&*k);
             }
         }

@@ -29,6 +29,7 @@
 use super::rec::{self, NVTX_TEXT};
 use crate::{discover, log, ring, state};
 use gputrace_format as fmt;
+use gputrace_format::protocol::NVTX_INJECTION_VAR;
 use std::cell::Cell;
 use std::ffi::{c_char, c_int, c_uint, c_void};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -79,14 +80,16 @@ const MESSAGE_UNICODE: i32 = 2;
 /// Points NVTX_INJECTION64_PATH at this library unless a tool (Nsight Systems, say)
 /// already owns it. Called from the library constructor, before main.
 pub fn ensure_injection_path() {
-    if std::env::var_os("NVTX_INJECTION64_PATH").is_some() {
-        log::debug("NVTX_INJECTION64_PATH is set already: NVTX ranges go to that tool");
+    if std::env::var_os(NVTX_INJECTION_VAR).is_some() {
+        log::debug(&format!(
+            "{NVTX_INJECTION_VAR} is set already: NVTX ranges go to that tool"
+        ));
         return;
     }
     if let Some(p) = discover::object_path_of(InitializeInjectionNvtx2 as *const c_void) {
         // The constructor runs while the process has one thread: nobody reads the
         // environment concurrently.
-        std::env::set_var("NVTX_INJECTION64_PATH", p);
+        std::env::set_var(NVTX_INJECTION_VAR, p);
     }
 }
 
