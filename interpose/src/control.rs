@@ -21,8 +21,9 @@ use crate::{guard, lifecycle, log, state};
 use gputrace_format::protocol::{self, settings, Reply, Request};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, Ordering};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 static STEPS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
@@ -79,10 +80,32 @@ fn peer_uid(s: &UnixStream) -> Option<u32> {
     (r == 0).then_some(cred.uid)
 }
 
-static SOCKET: std::sync::Mutex<Option<PathBuf>> = std::sync::Mutex::new(None);
+// ---------------------------------------------------------------------------------
+// The socket file. It is removed by its own process at exit and before an exec (the
+// new image may be no dormant gputrace process), never by a forked child; a process
+// killed outright leaves it behind, and the next dormant process of the user removes
+// it (`remove_stale`).
 
-/// Removes the control socket (at exit).
+/// The socket file this process listens on.
+static SOCKET: Mutex<Option<PathBuf>> = Mutex::new(None);
+/// The pid that bound it (a forked child inherits the statics, not the socket).
+static OWNER: AtomicU32 = AtomicU32::new(0);
+/// The listening descriptor (-1 when none), closed in a forked child.
+static LISTEN_FD: AtomicI32 = AtomicI32::new(-1);
+/// The file was removed for an exec that then failed: the control thread binds again.
+static REBIND: AtomicBool = AtomicBool::new(false);
+static UNLINKED_FOR_EXEC: AtomicBool = AtomicBool::new(false);
+
+fn is_owner() -> bool {
+    let owner = OWNER.load(Ordering::Acquire);
+    owner != 0 && owner == std::process::id()
+}
+
+/// Removes this process's socket file (at exit).
 pub fn remove_socket() {
+    if !is_owner() {
+        return;
+    }
     if let Ok(mut g) = SOCKET.try_lock() {
         if let Some(p) = g.take() {
             let _ = std::fs::remove_file(p);
@@ -90,8 +113,88 @@ pub fn remove_socket() {
     }
 }
 
+/// Before the process replaces its image: the socket file goes (the listening socket
+/// itself is close-on-exec). Not in a vfork child, which is another pid.
+pub fn before_exec() {
+    if !is_owner() {
+        return;
+    }
+    if let Ok(g) = SOCKET.lock() {
+        if let Some(p) = g.as_ref() {
+            if std::fs::remove_file(p).is_ok() {
+                UNLINKED_FOR_EXEC.store(true, Ordering::Release);
+            }
+        }
+    }
+}
+
+/// The exec failed and the process runs on: its control thread makes the file again.
+pub fn after_failed_exec() {
+    if UNLINKED_FOR_EXEC.swap(false, Ordering::AcqRel) {
+        REBIND.store(true, Ordering::Release);
+    }
+}
+
+/// In a forked child: the parent's socket is not the child's. The inherited copy of the
+/// listening descriptor is closed, so a child that outlives its parent does not keep a
+/// dead process's socket answering.
+pub fn forget_after_fork() {
+    let fd = LISTEN_FD.swap(-1, Ordering::AcqRel);
+    if fd >= 0 {
+        // SAFETY: `fd` is the listening socket the parent's control thread owns; in the
+        // child that thread does not exist and nothing else uses this descriptor.
+        unsafe { libc::close(fd) };
+    }
+    REBIND.store(false, Ordering::Relaxed);
+    UNLINKED_FOR_EXEC.store(false, Ordering::Relaxed);
+    // Only try_lock: another parent thread may have held it at the fork.
+    if let Ok(mut g) = SOCKET.try_lock() {
+        *g = None;
+    }
+}
+
+/// Is process `pid` alive (in our pid namespace)?
+fn alive(pid: u32) -> bool {
+    let Ok(p) = libc::pid_t::try_from(pid) else {
+        return false;
+    };
+    if p <= 0 {
+        return true; // never a process of its own: leave it alone
+    }
+    // SAFETY: signal 0 only checks that the process exists and may be signalled.
+    unsafe { libc::kill(p, 0) == 0 || *libc::__errno_location() == libc::EPERM }
+}
+
+/// Removes the socket files of processes that died without removing their own: the pid
+/// is gone and nothing listens on the file. (In another pid namespace sharing this
+/// directory a live process's pid may look gone; its socket still answers and stays.)
+fn remove_stale(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let me = std::process::id();
+    for e in entries.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(protocol::socket_owner) else {
+            continue;
+        };
+        if pid == me || alive(pid) {
+            continue;
+        }
+        let path = e.path();
+        match UnixStream::connect(&path) {
+            Err(err) if err.raw_os_error() == Some(libc::ECONNREFUSED) => {
+                if std::fs::remove_file(&path).is_ok() {
+                    log::debug(&format!("removed {} (its process is gone)", path.display()));
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
 fn bind() -> Option<UnixListener> {
     use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    use std::os::unix::io::AsRawFd;
     // SAFETY: getuid has no preconditions.
     let uid = unsafe { libc::getuid() };
     let xdg = std::env::var_os(protocol::RUNTIME_DIR_VAR).map(PathBuf::from);
@@ -121,8 +224,11 @@ fn bind() -> Option<UnixListener> {
         }
         Err(_) => return None,
     }
+    remove_stale(&dir);
     let pid = std::process::id();
     let path = protocol::socket_path(&dir, pid);
+    // Held until the file is in place and recorded, so an exec in between waits for it.
+    let mut socket = SOCKET.lock().unwrap_or_else(|e| e.into_inner());
     // Bound and listening under a temporary name, then renamed: a client never finds the
     // path before the socket accepts connections.
     let tmp = protocol::socket_tmp_path(&dir, pid);
@@ -138,7 +244,9 @@ fn bind() -> Option<UnixListener> {
     match bound {
         Ok(l) => {
             let _ = l.set_nonblocking(true);
-            *SOCKET.lock().unwrap_or_else(|e| e.into_inner()) = Some(path);
+            *socket = Some(path);
+            OWNER.store(pid, Ordering::Release);
+            LISTEN_FD.store(l.as_raw_fd(), Ordering::Release);
             Some(l)
         }
         Err(e) => {
@@ -172,15 +280,15 @@ pub fn start_dormant() {
             )),
         }
     }
-    let listener = bind();
     let start_after = o.start_after;
-    let duration = o.duration.unwrap_or(Duration::from_secs(10));
+    let duration = o.duration.unwrap_or(protocol::DEFAULT_WINDOW);
+    // The socket is made on the control thread, off the program's cuInit.
     let r = std::thread::Builder::new()
         .name("gputrace-control".into())
         .spawn(move || {
             guard::mark_thread_internal();
             let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                control_loop(listener, start_after, duration)
+                control_loop(start_after, duration)
             }));
         });
     if let Err(e) = r {
@@ -188,12 +296,19 @@ pub fn start_dormant() {
     }
 }
 
-fn control_loop(listener: Option<UnixListener>, start_after: Option<Duration>, duration: Duration) {
+fn control_loop(start_after: Option<Duration>, duration: Duration) {
     let born = Instant::now();
+    let mut listener = bind();
     let mut timer_pending = start_after.is_some();
     loop {
         if state::get() == state::DISABLED || state::get() == state::STOPPED {
+            LISTEN_FD.store(-1, Ordering::Release);
             return;
+        }
+        if REBIND.swap(false, Ordering::AcqRel) {
+            LISTEN_FD.store(-1, Ordering::Release);
+            drop(listener.take());
+            listener = bind();
         }
         if timer_pending && born.elapsed() >= start_after.unwrap_or_default() {
             timer_pending = false;
@@ -307,5 +422,61 @@ mod tests {
         assert!(is_step_name(b"ProfilerStep#3"));
         assert!(!is_step_name(b"forward"));
         assert!(!is_step_name(b"ste"));
+    }
+
+    fn temp_dir(tag: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("gputrace-control-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    #[test]
+    fn only_the_owner_removes_the_socket_file_at_exit_and_exec() {
+        let dir = temp_dir("owner");
+        let f = dir.join("1.sock");
+        std::fs::write(&f, b"").unwrap();
+        *SOCKET.lock().unwrap() = Some(f.clone());
+        // A forked child: the statics say another pid bound it.
+        OWNER.store(std::process::id() + 1, Ordering::Release);
+        before_exec();
+        remove_socket();
+        assert!(f.exists(), "a child removed its parent's socket");
+        OWNER.store(std::process::id(), Ordering::Release);
+        before_exec();
+        assert!(!f.exists(), "the file outlived the exec");
+        // The exec failed: the control thread is asked to bind again, once.
+        after_failed_exec();
+        assert!(REBIND.swap(false, Ordering::AcqRel));
+        after_failed_exec();
+        assert!(!REBIND.load(Ordering::Acquire));
+        std::fs::write(&f, b"").unwrap();
+        remove_socket();
+        assert!(!f.exists());
+        assert!(SOCKET.lock().unwrap().is_none());
+        OWNER.store(0, Ordering::Release);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn only_dead_processes_silent_sockets_are_swept() {
+        let dir = temp_dir("stale");
+        // pid_max is at most 2^22: these pids are never alive.
+        let dead = dir.join("999999901.sock");
+        let dead_tmp = dir.join("999999902.sock.new");
+        let answering = dir.join("999999903.sock");
+        let live = dir.join("1.sock");
+        let mine = protocol::socket_path(&dir, std::process::id());
+        let other = dir.join("notes.txt");
+        for f in [&dead, &dead_tmp, &live, &mine, &other] {
+            std::fs::write(f, b"").unwrap();
+        }
+        // A listening socket whose pid looks gone (another pid namespace): kept.
+        let _l = UnixListener::bind(&answering).unwrap();
+        remove_stale(&dir);
+        assert!(!dead.exists() && !dead_tmp.exists());
+        for kept in [&answering, &live, &mine, &other] {
+            assert!(kept.exists(), "{} was removed", kept.display());
+        }
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

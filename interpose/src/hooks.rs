@@ -55,18 +55,33 @@ type ExecveFn =
     unsafe extern "C" fn(*const c_char, *const *const c_char, *const *const c_char) -> i32;
 
 fn before_exec() {
-    // A vfork child (Python's subprocess uses vfork) shares our memory and has run no
-    // fork handler: finishing "its" trace would switch the parent's tracing off. Only
-    // the traced process itself finishes its trace.
-    // SAFETY: getpid has no preconditions (glibc does not cache it).
-    if unsafe { libc::getpid() } as u32 != lifecycle::traced_pid() {
+    if guard::is_internal() {
         return;
     }
-    if !guard::is_internal() {
-        let saved = errno();
-        let _ = std::panic::catch_unwind(lifecycle::finish);
-        set_errno(saved);
+    let saved = errno();
+    let _ = std::panic::catch_unwind(|| {
+        // The control socket's file goes with the image (a vfork child, another pid,
+        // leaves its parent's alone).
+        crate::control::before_exec();
+        // A vfork child (Python's subprocess uses vfork) shares our memory and has run
+        // no fork handler: finishing "its" trace would switch the parent's tracing off.
+        // Only the traced process itself finishes its trace.
+        // SAFETY: getpid has no preconditions (glibc does not cache it).
+        if unsafe { libc::getpid() } as u32 == lifecycle::traced_pid() {
+            lifecycle::finish();
+        }
+    });
+    set_errno(saved);
+}
+
+/// The exec returned: it failed, and this image runs on.
+fn after_exec_failed() {
+    if guard::is_internal() {
+        return;
     }
+    let saved = errno();
+    let _ = std::panic::catch_unwind(crate::control::after_failed_exec);
+    set_errno(saved);
 }
 
 fn exec_missing() -> i32 {
@@ -84,8 +99,12 @@ pub unsafe extern "C" fn execve(
 ) -> i32 {
     before_exec();
     match real_libc!(c"execve", ExecveFn) {
-        // SAFETY: forwarding the caller's arguments unchanged.
-        Some(f) => unsafe { f(path, argv, envp) },
+        Some(f) => {
+            // SAFETY: forwarding the caller's arguments unchanged.
+            let r = unsafe { f(path, argv, envp) };
+            after_exec_failed();
+            r
+        }
         None => exec_missing(),
     }
 }
@@ -96,8 +115,12 @@ pub unsafe extern "C" fn execve(
 pub unsafe extern "C" fn execv(path: *const c_char, argv: *const *const c_char) -> i32 {
     before_exec();
     match real_libc!(c"execv", ExecvFn) {
-        // SAFETY: forwarding the caller's arguments unchanged.
-        Some(f) => unsafe { f(path, argv) },
+        Some(f) => {
+            // SAFETY: forwarding the caller's arguments unchanged.
+            let r = unsafe { f(path, argv) };
+            after_exec_failed();
+            r
+        }
         None => exec_missing(),
     }
 }
@@ -108,8 +131,12 @@ pub unsafe extern "C" fn execv(path: *const c_char, argv: *const *const c_char) 
 pub unsafe extern "C" fn execvp(file: *const c_char, argv: *const *const c_char) -> i32 {
     before_exec();
     match real_libc!(c"execvp", ExecvFn) {
-        // SAFETY: forwarding the caller's arguments unchanged.
-        Some(f) => unsafe { f(file, argv) },
+        Some(f) => {
+            // SAFETY: forwarding the caller's arguments unchanged.
+            let r = unsafe { f(file, argv) };
+            after_exec_failed();
+            r
+        }
         None => exec_missing(),
     }
 }
@@ -124,8 +151,12 @@ pub unsafe extern "C" fn execvpe(
 ) -> i32 {
     before_exec();
     match real_libc!(c"execvpe", ExecveFn) {
-        // SAFETY: forwarding the caller's arguments unchanged.
-        Some(f) => unsafe { f(file, argv, envp) },
+        Some(f) => {
+            // SAFETY: forwarding the caller's arguments unchanged.
+            let r = unsafe { f(file, argv, envp) };
+            after_exec_failed();
+            r
+        }
         None => exec_missing(),
     }
 }

@@ -30,8 +30,9 @@ pub fn opts() -> &'static Opts {
 pub fn on_load() {
     let o = opts();
     log::set_debug(o.debug);
-    for w in &o.warnings {
-        log::warn(w);
+    // One line, however many settings are wrong: it is printed by every process.
+    if let Some(w) = o.warning() {
+        log::warn(&w);
     }
     if o.mode == Mode::Off {
         state::set(state::DISABLED);
@@ -331,6 +332,7 @@ extern "C" fn after_fork_child() {
     ring::reset_after_fork();
     collector::forget_after_fork();
     writer::forget_after_fork();
+    crate::control::forget_after_fork();
     let s = state::get();
     if s != state::DISABLED {
         state::set(state::IDLE);

@@ -1,5 +1,7 @@
-//! Settings, read once from `GPUTRACE_*` variables. A bad value gives one warning and
-//! the default; it never stops the host process.
+//! Settings, read once from `GPUTRACE_*` variables (their names and meanings:
+//! `gputrace_format::protocol::SETTINGS`). Bad values and unknown names are ignored,
+//! the defaults kept, and said in one warning line per process; they never stop the
+//! host process.
 
 use gputrace_format::protocol::{self, settings as set};
 use std::path::PathBuf;
@@ -63,9 +65,14 @@ pub struct Opts {
     pub duration: Option<std::time::Duration>,
     /// Print what the library does (`GPUTRACE_DEBUG`).
     pub debug: bool,
-    /// The variables as read, for the trace's metadata.
+    /// This process's rank in its job and on its node, and the variable each came from
+    /// (`protocol::RANK_VARS`, `protocol::LOCAL_RANK_VARS`).
+    pub rank: Option<(u32, String)>,
+    pub local_rank: Option<(u32, String)>,
+    /// The variables as read, for the trace's metadata: every `GPUTRACE_*` one, and the
+    /// launchers' rank variables that are set.
     pub raw: Vec<(String, String)>,
-    /// Warnings about bad values, printed once.
+    /// What was wrong with the settings, one clause each ([`Opts::warning`] joins them).
     pub warnings: Vec<String>,
 }
 
@@ -93,6 +100,8 @@ impl Default for Opts {
             start_after: None,
             duration: None,
             debug: false,
+            rank: None,
+            local_rank: None,
             raw: Vec::new(),
             warnings: Vec::new(),
         }
@@ -121,13 +130,17 @@ impl Opts {
         let mut o = Opts::default();
         for (k, v) in vars {
             if !k.starts_with(protocol::SETTING_PREFIX) {
+                let launcher = protocol::RANK_VARS.contains(&k.as_str())
+                    || protocol::LOCAL_RANK_VARS.contains(&k.as_str());
+                if launcher {
+                    o.raw.push((k, v));
+                }
                 continue;
             }
             o.raw.push((k.clone(), v.clone()));
             let mut bad = |what: &str| {
-                o.warnings.push(format!(
-                    "ignoring {k}={v:?}: expected {what}; using the default"
-                ))
+                o.warnings
+                    .push(format!("{k}={v:?} ignored (expected {what})"))
             };
             match k.as_str() {
                 set::MODE => match v.trim().to_ascii_lowercase().as_str() {
@@ -238,20 +251,33 @@ impl Opts {
                     Ok(d) => o.duration = Some(d),
                     Err(_) => bad("a duration such as 10s, from 1ms to 24h"),
                 },
-                // Read by the `gputrace` binary, not by the library.
-                set::LIB => {}
-                _ => o.warnings.push(format!("unknown setting {k} ignored")),
+                set::RANK => {
+                    if v.trim().parse::<u32>().is_err() {
+                        bad("a whole number")
+                    }
+                }
+                // Read by the `gputrace` command or the project's tests, not here.
+                name if protocol::setting(name).is_some() => {}
+                _ => o.warnings.push(format!("{k} unknown, ignored")),
             }
         }
+        o.rank = protocol::rank_from(&o.raw, protocol::RANK_VARS).map(|(r, k)| (r, k.into()));
+        o.local_rank =
+            protocol::rank_from(&o.raw, protocol::LOCAL_RANK_VARS).map(|(r, k)| (r, k.into()));
         if o.pool_bytes < o.buffer_bytes {
             o.warnings.push(format!(
-                "{} is smaller than one buffer; using {} MiB",
+                "{} below one buffer, using {} MiB",
                 set::BUFFER_POOL_MB,
                 o.buffer_bytes >> 20
             ));
             o.pool_bytes = o.buffer_bytes;
         }
         o
+    }
+
+    /// Everything wrong with the settings, as one line (`None` when all is well).
+    pub fn warning(&self) -> Option<String> {
+        (!self.warnings.is_empty()).then(|| format!("settings: {}", self.warnings.join("; ")))
     }
 
     pub fn from_env() -> Opts {
@@ -336,5 +362,71 @@ mod tests {
         assert_eq!(d.flush_ms, Opts::default().flush_ms);
         assert!(!d.debug);
         assert_eq!(d.warnings.len(), 6, "{:?}", d.warnings);
+    }
+
+    #[test]
+    fn many_bad_settings_make_one_line() {
+        let d = o(&[
+            ("GPUTRACE_MODE", "sometimes"),
+            ("GPUTRACE_BUFFER_KB", "4096"),
+            ("GPUTRACE_BUFFER_POOL_MB", "1"),
+            ("GPUTRACE_FROB", "1"),
+        ]);
+        let line = d.warning().unwrap();
+        assert!(!line.contains('\n'));
+        for k in ["GPUTRACE_MODE", "GPUTRACE_BUFFER_POOL_MB", "GPUTRACE_FROB"] {
+            assert!(line.contains(k), "{k} not in {line}");
+        }
+        assert!(!line.contains("GPUTRACE_BUFFER_KB"), "{line}");
+        assert_eq!(o(&[]).warning(), None);
+    }
+
+    #[test]
+    fn every_setting_of_the_table_is_known_here() {
+        // The library reads its own settings and stays quiet about the others' (the
+        // command's, the tests'); a name outside the table is the only unknown one.
+        for s in protocol::SETTINGS {
+            let value = match s.name {
+                set::MODE => "trace",
+                set::DIR | set::CUPTI | set::LIB => "/x",
+                set::ACTIVITY => "kernel",
+                set::SIGNAL => "SIGUSR1",
+                set::START_AFTER | set::DURATION => "10s",
+                set::BUFFER_KB => "1024",
+                set::DEVICE_BUFFER_MB | set::BUFFER_POOL_MB | set::RANK => "64",
+                set::FLUSH_MS | set::CUPTI_FLUSH_MS | set::EXIT_WAIT_MS => "100",
+                _ => "1",
+            };
+            let d = o(&[(s.name, value)]);
+            assert!(
+                d.warnings.is_empty(),
+                "{}={value}: {:?}",
+                s.name,
+                d.warnings
+            );
+            assert_eq!(d.raw, vec![(s.name.to_string(), value.to_string())]);
+        }
+    }
+
+    #[test]
+    fn ranks_come_from_the_launchers_variables() {
+        let d = o(&[
+            ("PATH", "/bin"),
+            ("RANK", "5"),
+            ("LOCAL_RANK", "1"),
+            ("SLURM_PROCID", "9"),
+        ]);
+        assert_eq!(d.rank, Some((5, "RANK".into())));
+        assert_eq!(d.local_rank, Some((1, "LOCAL_RANK".into())));
+        assert!(d.warnings.is_empty());
+        // Recorded for the trace, the unrelated PATH not.
+        assert_eq!(d.raw.len(), 3, "{:?}", d.raw);
+        assert!(!d.raw.iter().any(|(k, _)| k == "PATH"));
+        let d = o(&[("RANK", "5"), ("GPUTRACE_RANK", "2")]);
+        assert_eq!(d.rank, Some((2, "GPUTRACE_RANK".into())));
+        let d = o(&[("GPUTRACE_RANK", "first"), ("OMPI_COMM_WORLD_RANK", "3")]);
+        assert_eq!(d.rank, Some((3, "OMPI_COMM_WORLD_RANK".into())));
+        assert_eq!(d.warnings.len(), 1, "{:?}", d.warnings);
+        assert_eq!(o(&[("PMI_RANK", "x")]).rank, None);
     }
 }

@@ -359,6 +359,22 @@ pub struct Wheel {
 }
 
 impl Wheel {
+    /// `XDG_RUNTIME_DIR` for the runs: their control sockets stay in the test's
+    /// directory, and go with it.
+    pub fn runtime_dir(&self) -> PathBuf {
+        self.dir.path().join("run")
+    }
+
+    /// The control sockets the runs left (none when every process removed its own).
+    pub fn sockets(&self) -> Vec<PathBuf> {
+        let dir = protocol::socket_dir(Some(&self.runtime_dir()), 0);
+        let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+            .map(|rd| rd.flatten().map(|e| e.path()).collect())
+            .unwrap_or_default();
+        v.sort();
+        v
+    }
+
     pub fn new(cuda: Cuda, layout: Layout) -> Wheel {
         let f = fakes(cuda);
         let dir = TempDir::new(&format!("cuda{}", cuda.major()));
@@ -483,7 +499,8 @@ impl<'a> Run<'a> {
             }
         }
         c.env("FAKE_CUDART", &self.wheel.cudart)
-            .env("GPUTRACE_DIR", &self.wheel.traces);
+            .env("GPUTRACE_DIR", &self.wheel.traces)
+            .env(protocol::RUNTIME_DIR_VAR, self.wheel.runtime_dir());
         if self.preload {
             c.env("LD_PRELOAD", libgputrace());
         }
