@@ -700,8 +700,14 @@ mod tests {
         // Two numbers at the end: both readings, the plain one first.
         let both = TraceFileName::parse("gputrace-node-12-345.gtrace");
         assert_eq!(both.len(), 2);
-        assert_eq!((both[0].host.as_str(), both[0].pid, both[0].seq), ("node-12", 345, 0));
-        assert_eq!((both[1].host.as_str(), both[1].pid, both[1].seq), ("node", 12, 345));
+        assert_eq!(
+            (both[0].host.as_str(), both[0].pid, both[0].seq),
+            ("node-12", 345, 0)
+        );
+        assert_eq!(
+            (both[1].host.as_str(), both[1].pid, both[1].seq),
+            ("node", 12, 345)
+        );
         assert_eq!(TraceFileName::parse("gputrace-h-7.gtrace").len(), 1);
         assert_eq!(TraceFileName::is_of("gputrace-h-7.gtrace", "h", 8), None);
         for bad in [

@@ -16,8 +16,9 @@
 //!
 //! Run: `cargo bench -p gputrace-interpose --bench hooks` (results: bench/cpu-hooks.md).
 
-use gputrace::sym::{comms, cudart, nccl};
-use gputrace::{clock, ring, state};
+use gputrace::base::{clock, state};
+use gputrace::exports::hooks::{comms, cudart, nccl};
+use gputrace::rings as ring;
 use std::ffi::c_void;
 use std::hint::black_box;
 use std::process::Command;

@@ -20,10 +20,10 @@
 //!   too); ranges and marks are recorded with (up to 40 bytes of) their text.
 //!
 //! # Double recording
-//! CUPTI's runtime API callbacks (collector.rs) already record an `Api` event for the
+//! CUPTI's runtime API callbacks (session/cupti) already record an `Api` event for the
 //! copies, syncs, memsets and launches above while they are on. The policy:
 //! * While CUPTI's runtime callbacks are on (state TRACING and the collector subscribed,
-//!   see [`note_cupti_callbacks`]), sync / memset / launch hooks record nothing: they
+//!   see `state::note_cupti_callbacks`), sync / memset / launch hooks record nothing: they
 //!   pass straight through. Copy hooks record a `HostCopy` flagged
 //!   `HOSTCOPY_FLAG_CUPTI_API`: it adds only the host memory classification, and the
 //!   analyzer attaches it to the `Api` event of the same thread whose interval lies
@@ -56,7 +56,7 @@
 //! # Cost
 //! Not tracing: one relaxed load of the state (plus the cached real-function pointer):
 //! about 1 ns over the call. Tracing: two time stamps (`rdtsc` where the kernel trusts
-//! the TSC, see `tsc.rs`), three thread-local lookups, errno saved and restored, one
+//! the TSC, see `base/tsc.rs`), three thread-local lookups, errno saved and restored, one
 //! 64-byte ring record: 36-40 ns over the call on the 2-core CPU box, 57-73 ns on the
 //! GPU host's slower CPU (bench/cpu-hooks.md).
 
@@ -65,27 +65,12 @@ pub mod cudart;
 pub mod nccl;
 pub mod nvtx;
 pub mod pinned;
-pub mod rec;
 pub mod resolve;
-pub mod tsc;
 
-use crate::{guard, log, state};
+use crate::base::ffi::{errno, guarded, set_errno};
+use crate::base::state::cupti_sees_runtime_calls;
+use crate::base::{internal, state, tsc};
 use std::cell::Cell;
-use std::sync::atomic::{AtomicBool, Ordering};
-
-static CUPTI_CALLBACKS: AtomicBool = AtomicBool::new(false);
-
-/// Told by the collector when its runtime API callbacks start (subscribed with
-/// `GPUTRACE_API` on) and stop recording.
-pub fn note_cupti_callbacks(on: bool) {
-    CUPTI_CALLBACKS.store(on, Ordering::Relaxed);
-}
-
-/// Do CUPTI's runtime callbacks record calls made now, given the state `s`?
-#[inline]
-pub fn cupti_sees_runtime_calls(s: u8) -> bool {
-    s == state::TRACING && CUPTI_CALLBACKS.load(Ordering::Relaxed)
-}
 
 /// Is a record pushed now kept? (TRACING, or BLIND: CUPTI blind, hooks still on.)
 #[inline]
@@ -137,7 +122,7 @@ impl Scope {
     /// None on the tracer's own threads, inside another hook, or during TLS teardown.
     #[inline]
     pub(crate) fn enter() -> Option<Scope> {
-        if guard::is_internal() {
+        if internal::is_internal() {
             return None;
         }
         HOOK_TLS
@@ -186,18 +171,6 @@ pub(crate) struct Entry {
     pub tid: u32,
 }
 
-#[inline(always)]
-pub(crate) fn errno() -> i32 {
-    // SAFETY: __errno_location always returns the calling thread's errno slot.
-    unsafe { *libc::__errno_location() }
-}
-
-#[inline(always)]
-pub(crate) fn set_errno(v: i32) {
-    // SAFETY: as above.
-    unsafe { *libc::__errno_location() = v };
-}
-
 /// Runs a hook: times `call` (the real function, with the caller's arguments) when
 /// tracing, then hands (entry, end time, result) to `record`. `quiet_under_cupti`: the
 /// call is one CUPTI's callbacks record in full, so nothing is done while they are on.
@@ -232,60 +205,17 @@ pub(crate) fn run<R: Copy>(
     r
 }
 
-/// Runs a hook's own logic; a panic in it turns tracing off (never crosses into C).
-#[inline]
-pub(crate) fn guarded(f: impl FnOnce()) {
-    if std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).is_err() {
-        failed("internal error in a symbol hook");
-    }
-}
-
-#[cold]
-fn failed(what: &str) {
-    static SAID: AtomicBool = AtomicBool::new(false);
-    state::set(state::DISABLED);
-    if !SAID.swap(true, Ordering::Relaxed) {
-        log::warn(&format!("{what}; tracing off (the program runs on)"));
-    }
-}
-
-/// The library constructor's share for the hooks: fork handling and the NVTX
-/// injection path. Runs before main, while the process has one thread.
-fn on_load() {
-    let o = crate::lifecycle::opts();
-    if o.mode == crate::opts::Mode::Off || !o.hooks {
-        return;
-    }
-    tsc::init();
-    // SAFETY: registering a handler with a plain function pointer.
-    unsafe { libc::pthread_atfork(None, None, Some(after_fork_child)) };
-    nvtx::ensure_injection_path();
-}
-
-/// In a forked child: locks another parent thread may have held are free again, and
-/// the state a child must not trust is dropped.
-extern "C" fn after_fork_child() {
+/// In a forked child: the hooks' per-thread state of the forking thread, and the
+/// registries another parent thread may have been changing, start clean.
+pub fn after_fork() {
     let _ = HOOK_TLS.try_with(|t| {
         t.in_hook.set(false);
         // The forking thread is a new thread in the child.
         t.tid.set(0);
     });
-    CUPTI_CALLBACKS.store(false, Ordering::Relaxed);
     pinned::after_fork();
     comms::after_fork();
 }
-
-#[cfg_attr(test, allow(dead_code))]
-extern "C" fn sym_init() {
-    let saved = errno();
-    let _ = std::panic::catch_unwind(on_load);
-    set_errno(saved);
-}
-
-#[cfg(not(test))]
-#[used]
-#[link_section = ".init_array"]
-static SYM_INIT: extern "C" fn() = sym_init;
 
 #[cfg(test)]
 mod tests {
@@ -303,6 +233,7 @@ mod tests {
 
     #[test]
     fn cupti_policy_follows_state_and_subscription() {
+        use crate::base::state::note_cupti_callbacks;
         note_cupti_callbacks(true);
         assert!(cupti_sees_runtime_calls(state::TRACING));
         // Stepped aside for the program's profiler: our callbacks are gone.
@@ -326,7 +257,7 @@ mod tests {
         );
         drop(a);
         assert!(Scope::enter().is_some());
-        let _g = guard::Internal::enter();
+        let _g = internal::Internal::enter();
         assert!(
             Scope::enter().is_none(),
             "the tracer's own calls pass through"

@@ -6,7 +6,9 @@
 //!   +--> DORMANT <--------------+           any --failure--> DISABLED (for good)
 //!                               +--exit--> STOPPED
 //! ```
-//! Hooks read it with one relaxed load.
+//! Hooks read it with one relaxed load. Two switches sit next to it: the symbol hooks
+//! on or off (`GPUTRACE_HOOKS`), and whether CUPTI's runtime API callbacks are recording
+//! (the hooks then leave those calls to CUPTI).
 
 use std::sync::atomic::{AtomicU8, Ordering};
 
@@ -58,4 +60,18 @@ pub fn hooks_enabled() -> bool {
 #[inline]
 pub fn hooks_tracing() -> bool {
     get() == TRACING && !HOOKS_OFF.load(Ordering::Relaxed)
+}
+
+static CUPTI_CALLBACKS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Told by the CUPTI session when its runtime API callbacks start (subscribed with
+/// `GPUTRACE_API` on) and stop recording.
+pub fn note_cupti_callbacks(on: bool) {
+    CUPTI_CALLBACKS.store(on, Ordering::Relaxed);
+}
+
+/// Do CUPTI's runtime callbacks record calls made now, given the state `s`?
+#[inline]
+pub fn cupti_sees_runtime_calls(s: u8) -> bool {
+    s == TRACING && CUPTI_CALLBACKS.load(Ordering::Relaxed)
 }

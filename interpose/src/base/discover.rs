@@ -5,6 +5,7 @@
 //! `site-packages/nvidia/cu13/lib`; CUDA 12 wheels keep it in `nvidia/cuda_cupti/lib`);
 //! the CUDA toolkit; the loader's search path. Its major version must be the runtime's.
 
+use super::ffi::entry;
 use std::ffi::{CStr, CString};
 use std::path::{Path, PathBuf};
 
@@ -15,18 +16,22 @@ pub fn loaded_objects() -> Vec<PathBuf> {
         _size: libc::size_t,
         data: *mut libc::c_void,
     ) -> libc::c_int {
-        // SAFETY: `data` is the Vec passed below; `info` is valid during the callback.
-        let out = unsafe { &mut *(data as *mut Vec<PathBuf>) };
-        let name = unsafe { (*info).dlpi_name };
-        if !name.is_null() {
-            // SAFETY: dlpi_name is a NUL-terminated string owned by the loader.
-            let s = unsafe { CStr::from_ptr(name) };
-            if !s.to_bytes().is_empty() {
-                use std::os::unix::ffi::OsStrExt;
-                out.push(PathBuf::from(std::ffi::OsStr::from_bytes(s.to_bytes())));
+        // A panic stops the walk (1); the objects listed so far are kept.
+        entry!(1, {
+            // SAFETY: `data` is the Vec passed below, borrowed by nothing else meanwhile.
+            let out = unsafe { &mut *(data as *mut Vec<PathBuf>) };
+            // SAFETY: the loader passes a valid `info` for the duration of the callback.
+            let name = unsafe { (*info).dlpi_name };
+            if !name.is_null() {
+                // SAFETY: dlpi_name is a NUL-terminated string owned by the loader.
+                let s = unsafe { CStr::from_ptr(name) };
+                if !s.to_bytes().is_empty() {
+                    use std::os::unix::ffi::OsStrExt;
+                    out.push(PathBuf::from(std::ffi::OsStr::from_bytes(s.to_bytes())));
+                }
             }
-        }
-        0
+            0
+        })
     }
     let mut out: Vec<PathBuf> = Vec::new();
     // SAFETY: the callback only reads loader-owned data and writes our Vec.

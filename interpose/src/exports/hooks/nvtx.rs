@@ -26,10 +26,12 @@
 
 #![allow(non_snake_case)] // the exported names are the C API's
 
-use super::rec::{self, NVTX_TEXT};
-use crate::{discover, log, ring, state};
+use crate::base::ffi::{entry, errno, guarded, set_errno};
+use crate::base::{log, state, tsc};
+use crate::rings::record::{self as rec, NVTX_TEXT};
+use crate::rings::{self as ring};
+use crate::runtime::window;
 use gputrace_format as fmt;
-use gputrace_format::protocol::NVTX_INJECTION_VAR;
 use std::cell::Cell;
 use std::ffi::{c_char, c_int, c_uint, c_void};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -77,22 +79,6 @@ pub struct EventAttributes {
 const MESSAGE_ASCII: i32 = 1;
 const MESSAGE_UNICODE: i32 = 2;
 
-/// Points NVTX_INJECTION64_PATH at this library unless a tool (Nsight Systems, say)
-/// already owns it. Called from the library constructor, before main.
-pub fn ensure_injection_path() {
-    if std::env::var_os(NVTX_INJECTION_VAR).is_some() {
-        log::debug(&format!(
-            "{NVTX_INJECTION_VAR} is set already: NVTX ranges go to that tool"
-        ));
-        return;
-    }
-    if let Some(p) = discover::object_path_of(InitializeInjectionNvtx2 as *const c_void) {
-        // The constructor runs while the process has one thread: nobody reads the
-        // environment concurrently.
-        std::env::set_var(NVTX_INJECTION_VAR, p);
-    }
-}
-
 /// NVTX's entry point for an injection library: fills the CORE callbacks. Returns 1 on
 /// success, 0 to leave NVTX as no-ops.
 ///
@@ -100,17 +86,17 @@ pub fn ensure_injection_path() {
 /// Called by NVTX with its `nvtxGetExportTable` function.
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn InitializeInjectionNvtx2(get: Option<GetExportTable>) -> c_int {
-    let saved = super::errno();
-    let ok = std::panic::catch_unwind(|| {
-        if state::get() == state::DISABLED || !state::hooks_enabled() {
-            return false;
-        }
-        // SAFETY: `get` is NVTX's export table function, per the injection protocol.
-        get.is_some_and(|g| unsafe { attach(g) })
+    entry!(0, {
+        let saved = errno();
+        let ok = if state::get() == state::DISABLED || !state::hooks_enabled() {
+            false
+        } else {
+            // SAFETY: `get` is NVTX's export table function, per the injection protocol.
+            get.is_some_and(|g| unsafe { attach(g) })
+        };
+        set_errno(saved);
+        ok as c_int
     })
-    .unwrap_or(false);
-    super::set_errno(saved);
-    ok as c_int
 }
 
 /// # Safety
@@ -318,14 +304,14 @@ fn record(kind: u8, id: u64, text: impl FnOnce() -> Text) {
     let Some(scope) = super::Scope::enter() else {
         return;
     };
-    let saved = super::errno();
-    super::guarded(|| {
-        let ts = super::tsc::stamp();
+    let saved = errno();
+    guarded(|| {
+        let ts = tsc::stamp();
         let t = text();
         if (kind == fmt::NVTX_START || kind == fmt::NVTX_PUSH)
-            && crate::control::is_step_name(&t.buf[..t.len])
+            && window::is_step_name(&t.buf[..t.len])
         {
-            crate::control::note_step();
+            window::note_step();
         }
         let flags = if t.truncated {
             fmt::NVTX_FLAG_TRUNCATED
@@ -342,7 +328,7 @@ fn record(kind: u8, id: u64, text: impl FnOnce() -> Text) {
         ));
     });
     drop(scope);
-    super::set_errno(saved);
+    set_errno(saved);
 }
 
 fn push_level() -> i32 {
@@ -370,18 +356,24 @@ fn pop_level() -> i32 {
 }
 
 unsafe extern "C" fn nvtx_mark_ex(a: *const EventAttributes) {
-    // SAFETY: NVTX passes the caller's attributes.
-    record(fmt::NVTX_MARK, 0, || unsafe { Text::from_attributes(a) });
+    entry!({
+        // SAFETY: NVTX passes the caller's attributes.
+        record(fmt::NVTX_MARK, 0, || unsafe { Text::from_attributes(a) });
+    })
 }
 
 unsafe extern "C" fn nvtx_mark_a(m: *const c_char) {
-    // SAFETY: NVTX passes the caller's C string.
-    record(fmt::NVTX_MARK, 0, || unsafe { Text::from_c(m) });
+    entry!({
+        // SAFETY: NVTX passes the caller's C string.
+        record(fmt::NVTX_MARK, 0, || unsafe { Text::from_c(m) });
+    })
 }
 
 unsafe extern "C" fn nvtx_mark_w(m: *const libc::wchar_t) {
-    // SAFETY: NVTX passes the caller's wide string.
-    record(fmt::NVTX_MARK, 0, || unsafe { Text::from_wide(m) });
+    entry!({
+        // SAFETY: NVTX passes the caller's wide string.
+        record(fmt::NVTX_MARK, 0, || unsafe { Text::from_wide(m) });
+    })
 }
 
 fn start(text: impl FnOnce() -> Text) -> u64 {
@@ -391,22 +383,30 @@ fn start(text: impl FnOnce() -> Text) -> u64 {
 }
 
 unsafe extern "C" fn nvtx_range_start_ex(a: *const EventAttributes) -> u64 {
-    // SAFETY: NVTX passes the caller's attributes.
-    start(|| unsafe { Text::from_attributes(a) })
+    entry!(0, {
+        // SAFETY: NVTX passes the caller's attributes.
+        start(|| unsafe { Text::from_attributes(a) })
+    })
 }
 
 unsafe extern "C" fn nvtx_range_start_a(m: *const c_char) -> u64 {
-    // SAFETY: NVTX passes the caller's C string.
-    start(|| unsafe { Text::from_c(m) })
+    entry!(0, {
+        // SAFETY: NVTX passes the caller's C string.
+        start(|| unsafe { Text::from_c(m) })
+    })
 }
 
 unsafe extern "C" fn nvtx_range_start_w(m: *const libc::wchar_t) -> u64 {
-    // SAFETY: NVTX passes the caller's wide string.
-    start(|| unsafe { Text::from_wide(m) })
+    entry!(0, {
+        // SAFETY: NVTX passes the caller's wide string.
+        start(|| unsafe { Text::from_wide(m) })
+    })
 }
 
 unsafe extern "C" fn nvtx_range_end(id: u64) {
-    record(fmt::NVTX_END, id, || Text::NONE);
+    entry!({
+        record(fmt::NVTX_END, id, || Text::NONE);
+    })
 }
 
 fn push(text: impl FnOnce() -> Text) -> c_int {
@@ -418,26 +418,34 @@ fn push(text: impl FnOnce() -> Text) -> c_int {
 }
 
 unsafe extern "C" fn nvtx_range_push_ex(a: *const EventAttributes) -> c_int {
-    // SAFETY: NVTX passes the caller's attributes.
-    push(|| unsafe { Text::from_attributes(a) })
+    entry!(-1, {
+        // SAFETY: NVTX passes the caller's attributes.
+        push(|| unsafe { Text::from_attributes(a) })
+    })
 }
 
 unsafe extern "C" fn nvtx_range_push_a(m: *const c_char) -> c_int {
-    // SAFETY: NVTX passes the caller's C string.
-    push(|| unsafe { Text::from_c(m) })
+    entry!(-1, {
+        // SAFETY: NVTX passes the caller's C string.
+        push(|| unsafe { Text::from_c(m) })
+    })
 }
 
 unsafe extern "C" fn nvtx_range_push_w(m: *const libc::wchar_t) -> c_int {
-    // SAFETY: NVTX passes the caller's wide string.
-    push(|| unsafe { Text::from_wide(m) })
+    entry!(-1, {
+        // SAFETY: NVTX passes the caller's wide string.
+        push(|| unsafe { Text::from_wide(m) })
+    })
 }
 
 unsafe extern "C" fn nvtx_range_pop() -> c_int {
-    let level = pop_level();
-    if level >= 0 {
-        record(fmt::NVTX_POP, level as u64, || Text::NONE);
-    }
-    level
+    entry!(-1, {
+        let level = pop_level();
+        if level >= 0 {
+            record(fmt::NVTX_POP, level as u64, || Text::NONE);
+        }
+        level
+    })
 }
 
 #[cfg(test)]

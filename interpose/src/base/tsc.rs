@@ -21,6 +21,8 @@
 //! The mode is chosen once, by the library constructor or by the first stamp taken
 //! (whichever comes first), and never changes, so every record means the same thing.
 
+use super::clock;
+use super::ffi::{errno, set_errno};
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 
 const UNDECIDED: u8 = 0;
@@ -44,7 +46,7 @@ fn rdtsc() -> u64 {
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
-        crate::clock::now_ns()
+        clock::now_ns()
     }
 }
 
@@ -53,7 +55,7 @@ fn rdtsc() -> u64 {
 pub fn stamp() -> u64 {
     match MODE.load(Ordering::Acquire) {
         TSC => rdtsc(),
-        REALTIME => crate::clock::now_ns(),
+        REALTIME => clock::now_ns(),
         _ => {
             init();
             stamp()
@@ -75,7 +77,7 @@ pub fn pair() -> (u64, u64) {
     let mut best = (u64::MAX, 0, 0);
     for _ in 0..3 {
         let a = rdtsc();
-        let real = crate::clock::now_ns();
+        let real = clock::now_ns();
         let b = rdtsc();
         let w = b.wrapping_sub(a);
         if w < best.0 {
@@ -106,7 +108,7 @@ pub fn init() {
     if MODE.load(Ordering::Acquire) != UNDECIDED {
         return;
     }
-    let saved = super::errno();
+    let saved = errno();
     let cs =
         std::fs::read_to_string("/sys/devices/system/clocksource/clocksource0/current_clocksource")
             .unwrap_or_default();
@@ -120,7 +122,7 @@ pub fn init() {
         ANCHOR_REAL.store(r, Ordering::Relaxed);
         MODE.store(mode, Ordering::Release);
     }
-    super::set_errno(saved);
+    set_errno(saved);
 }
 
 /// Turns hook stamps into CLOCK_REALTIME ns (the writer thread's side).
@@ -192,7 +194,7 @@ impl Converter {
 
     /// Re-anchors when the last pair is older than [`REFRESH_NS`].
     pub fn tick(&mut self) {
-        if self.tsc && crate::clock::now_ns() >= self.refresh_at_real {
+        if self.tsc && clock::now_ns() >= self.refresh_at_real {
             self.refresh();
         }
     }
@@ -267,9 +269,9 @@ mod tests {
         c.refresh();
         // A later stamp converts to a time between the clock reads that bracket it, give
         // or take the conversion's own error (a preemption only widens the bracket).
-        let before = crate::clock::now_ns();
+        let before = clock::now_ns();
         let s = rdtsc();
-        let after = crate::clock::now_ns();
+        let after = clock::now_ns();
         let got = c.to_real(s);
         let slack = 20_000;
         assert!(

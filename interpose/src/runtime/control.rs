@@ -1,4 +1,4 @@
-//! Production mode: preloaded but dormant, traced for a window on request.
+//! Production mode's triggers: preloaded but dormant, traced for a window on request.
 //!
 //! In dormant mode nothing is recorded and no CUPTI activity is enabled: hooks cost one
 //! relaxed atomic load. A window is opened by any of:
@@ -10,14 +10,17 @@
 //!   program's own handlers stay untouched);
 //! * a timer: `GPUTRACE_START_AFTER=30s` with `GPUTRACE_DURATION=10s`.
 //!
-//! Every trigger ends in the same window logic (`lifecycle::run_window`): enable CUPTI,
+//! Every trigger ends in the same window logic (`window::run_window`): enable CUPTI,
 //! write a new, complete trace file, then flush, disable and finalize CUPTI so the job
 //! returns to its dormant speed.
 //!
 //! The socket's place and its line protocol are `gputrace_format::protocol`'s
 //! (`socket_dir`, `Request`, `Reply`), shared with `gputrace attach`.
 
-use crate::{guard, lifecycle, log, state};
+use super::window;
+use crate::base::ffi::entry;
+use crate::base::opts::Opts;
+use crate::base::{clock, internal, log, state};
 use gputrace_format::protocol::{self, settings, Reply, Request};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -26,28 +29,10 @@ use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-static STEPS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-
-/// Called by the NVTX hooks while tracing when a range named like a training step
-/// begins (the same rule the report uses for NVTX steps: the text contains "step").
-pub fn note_step() {
-    STEPS.fetch_add(1, Ordering::Relaxed);
-}
-
-/// Step ranges begun while tracing, since the process started.
-pub fn steps_seen() -> u64 {
-    STEPS.load(Ordering::Relaxed)
-}
-
-/// Is an NVTX range text a training step's (contains "step", any case)?
-pub fn is_step_name(text: &[u8]) -> bool {
-    text.windows(4).any(|w| w.eq_ignore_ascii_case(b"step"))
-}
-
 static SIGNALLED: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn on_signal(_: libc::c_int) {
-    SIGNALLED.store(true, Ordering::Relaxed);
+    entry!({ SIGNALLED.store(true, Ordering::Relaxed) })
 }
 
 fn signal_number(name: &str) -> Option<libc::c_int> {
@@ -181,13 +166,12 @@ fn remove_stale(dir: &Path) {
             continue;
         }
         let path = e.path();
-        match UnixStream::connect(&path) {
-            Err(err) if err.raw_os_error() == Some(libc::ECONNREFUSED) => {
-                if std::fs::remove_file(&path).is_ok() {
-                    log::debug(&format!("removed {} (its process is gone)", path.display()));
-                }
-            }
-            _ => {}
+        let refused = matches!(
+            UnixStream::connect(&path),
+            Err(err) if err.raw_os_error() == Some(libc::ECONNREFUSED)
+        );
+        if refused && std::fs::remove_file(&path).is_ok() {
+            log::debug(&format!("removed {} (its process is gone)", path.display()));
         }
     }
 }
@@ -260,8 +244,7 @@ fn bind() -> Option<UnixListener> {
 }
 
 /// Starts the control thread of a dormant process.
-pub fn start_dormant() {
-    let o = lifecycle::opts();
+pub fn start_dormant(o: &Opts) {
     if let Some(sig) = &o.signal {
         match signal_number(sig) {
             Some(n) => {
@@ -286,7 +269,7 @@ pub fn start_dormant() {
     let r = std::thread::Builder::new()
         .name("gputrace-control".into())
         .spawn(move || {
-            guard::mark_thread_internal();
+            internal::mark_thread_internal();
             let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 control_loop(start_after, duration)
             }));
@@ -312,7 +295,7 @@ fn control_loop(start_after: Option<Duration>, duration: Duration) {
         }
         if timer_pending && born.elapsed() >= start_after.unwrap_or_default() {
             timer_pending = false;
-            report(lifecycle::run_window(
+            report(window::run_window(
                 &format!("timer ({})", settings::START_AFTER),
                 duration,
                 None,
@@ -321,7 +304,7 @@ fn control_loop(start_after: Option<Duration>, duration: Duration) {
             ));
         }
         if SIGNALLED.swap(false, Ordering::Relaxed) {
-            report(lifecycle::run_window(
+            report(window::run_window(
                 &format!("signal ({})", settings::SIGNAL),
                 duration,
                 None,
@@ -336,7 +319,7 @@ fn control_loop(start_after: Option<Duration>, duration: Duration) {
     }
 }
 
-fn report(r: Result<PathBuf, String>) {
+fn report(r: Result<PathBuf, super::trace::TraceError>) {
     match r {
         Ok(p) => log::warn(&format!("trace window written to {}", p.display())),
         Err(e) => log::warn(&format!("trace window failed: {e}")),
@@ -382,7 +365,7 @@ fn serve(mut s: UnixStream) {
         }
         Ok(Request::Window(req)) => {
             if let Some(at) = req.at_ms {
-                let now_ms = crate::clock::now_ns() / 1_000_000;
+                let now_ms = clock::now_ns() / 1_000_000;
                 if at > now_ms {
                     let wait = Duration::from_millis(at - now_ms);
                     if wait > protocol::MAX_DURATION {
@@ -395,7 +378,7 @@ fn serve(mut s: UnixStream) {
                     std::thread::sleep(wait);
                 }
             }
-            let done = lifecycle::run_window(
+            let done = window::run_window(
                 "attach",
                 req.duration,
                 req.steps,
@@ -405,7 +388,7 @@ fn serve(mut s: UnixStream) {
             // The window ran whether or not the client is still there.
             match done {
                 Ok(p) => reply(&mut s, Reply::Done(p)),
-                Err(e) => reply(&mut s, Reply::Error(e)),
+                Err(e) => reply(&mut s, Reply::Error(e.to_string())),
             }
         }
         Err(e) => reply(&mut s, Reply::Error(e)),
@@ -415,14 +398,6 @@ fn serve(mut s: UnixStream) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn step_names() {
-        assert!(is_step_name(b"train step 12"));
-        assert!(is_step_name(b"ProfilerStep#3"));
-        assert!(!is_step_name(b"forward"));
-        assert!(!is_step_name(b"ste"));
-    }
 
     fn temp_dir(tag: &str) -> PathBuf {
         let d = std::env::temp_dir().join(format!("gputrace-control-{tag}-{}", std::process::id()));

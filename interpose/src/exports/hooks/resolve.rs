@@ -22,7 +22,8 @@
 //! bug inside NCCL, which `ncclInternalError` would claim), and says so once per
 //! function in a `gputrace:` line.
 
-use crate::{discover, log};
+use crate::base::ffi::{entry, errno, set_errno};
+use crate::base::{discover, log};
 use std::ffi::{c_void, CStr};
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 
@@ -87,11 +88,11 @@ impl Real {
     #[cold]
     #[inline(never)]
     fn resolve(&self) -> *mut c_void {
-        let saved = super::errno();
+        let saved = errno();
         let gen = load_generation();
         if gen == self.tried.load(Ordering::Relaxed) {
             // Nothing loaded since the last try: still not there.
-            super::set_errno(saved);
+            set_errno(saved);
             return std::ptr::null_mut();
         }
         let p =
@@ -109,7 +110,7 @@ impl Real {
         } else {
             self.ptr.store(p, Ordering::Release);
         }
-        super::set_errno(saved);
+        set_errno(saved);
         p
     }
 
@@ -123,7 +124,8 @@ impl Real {
 /// `$lib` as a function pointer of type `$ty`: `Ok(f)` or `Err(error code to return)`.
 macro_rules! real {
     ($lib:expr, $name:literal, $ty:ty) => {{
-        static REAL: $crate::sym::resolve::Real = $crate::sym::resolve::Real::new(&$lib, $name);
+        static REAL: $crate::exports::hooks::resolve::Real =
+            $crate::exports::hooks::resolve::Real::new(&$lib, $name);
         let p = REAL.get();
         if p.is_null() {
             Err(REAL.missing())
@@ -144,15 +146,17 @@ pub fn load_generation() -> u64 {
         size: libc::size_t,
         data: *mut c_void,
     ) -> libc::c_int {
-        let need = std::mem::offset_of!(libc::dl_phdr_info, dlpi_subs) + 8;
-        if size >= need {
-            // SAFETY: the loader says its struct is at least this long; `data` is the
-            // u64 passed below.
-            unsafe {
-                *(data as *mut u64) = (*info).dlpi_adds.wrapping_add((*info).dlpi_subs);
+        entry!(1, {
+            let need = std::mem::offset_of!(libc::dl_phdr_info, dlpi_subs) + 8;
+            if size >= need {
+                // SAFETY: the loader says its struct is at least this long; `data` is
+                // the u64 passed below.
+                unsafe {
+                    *(data as *mut u64) = (*info).dlpi_adds.wrapping_add((*info).dlpi_subs);
+                }
             }
-        }
-        1 // the counters are the same in every entry: stop at the first
+            1 // the counters are the same in every entry: stop at the first
+        })
     }
     let mut g: u64 = 0;
     // SAFETY: the callback only reads loader data and writes `g`.
@@ -271,9 +275,9 @@ mod tests {
             },
             c"gputraceNoSuchFunction",
         );
-        super::super::set_errno(1234);
+        crate::base::ffi::set_errno(1234);
         assert!(R.get().is_null());
-        assert_eq!(super::super::errno(), 1234);
+        assert_eq!(crate::base::ffi::errno(), 1234);
         assert_eq!(R.missing(), 3);
     }
 

@@ -1,5 +1,6 @@
-//! How the symbol hooks' events travel through a 64-byte ring record, and back into
-//! trace events on the writer thread.
+//! How host events travel through a 64-byte ring record, and back into trace events on
+//! the writer thread: the symbol hooks' calls, and API calls (from the CUPTI callbacks,
+//! or CUPTI RUNTIME activity records decoded into the same shape).
 //!
 //! Every record: `kind` = `REC_*`, `tid` = the calling thread, `t0` / `t1` = the call's
 //! entry and exit stamps (TSC or CLOCK_REALTIME, see tsc.rs; [`decode`] converts them to
@@ -7,6 +8,7 @@
 //!
 //! | kind | a | b | corr | x[0] | x[1] | x[2] | x[3] |
 //! | --- | --- | --- | --- | --- | --- | --- | --- |
+//! | API | domain | callback id | CUPTI correlation id | bytes | arg | result | - |
 //! | COPY | api, copy_kind << 8 | result | host_kind, flags << 8, dst dev << 16, src dev << 24 | bytes | stream | dst | src |
 //! | CALL | call | result | - | stream | arg0 | arg1 | arg2 |
 //! | HOST_ALLOC | op | result | flags | ptr | bytes | - | - |
@@ -17,12 +19,13 @@
 //! NVTX records carry their text inline (the caller's string may be gone by the time
 //! the writer reads the ring): up to [`NVTX_TEXT`] bytes, flagged when cut.
 
-use super::tsc::Converter;
-use crate::intern::Interner;
-use crate::ring::{
-    HostRecord, REC_CALL, REC_COPY, REC_HOST_ALLOC, REC_NCCL, REC_NCCL_COMM, REC_NVTX,
-};
+use super::{HostRecord, REC_CALL, REC_COPY, REC_HOST_ALLOC, REC_NCCL, REC_NCCL_COMM, REC_NVTX};
+use crate::base::apis;
+use crate::base::tsc::Converter;
+use crate::writer::intern::Interner;
+use crate::writer::Sink;
 use gputrace_format::{self as fmt, Event};
+use std::collections::HashMap;
 
 /// Bytes of NVTX text a record holds.
 pub const NVTX_TEXT: usize = 40;
@@ -190,45 +193,45 @@ fn utf8_prefix(b: &[u8]) -> &str {
     }
 }
 
-thread_local! {
-    /// The writer thread's stamp converter, and records seen since its last refresh.
-    static CONV: std::cell::RefCell<Option<(Converter, u32)>> = const { std::cell::RefCell::new(None) };
+/// The names of API calls, interned once per trace.
+#[derive(Default)]
+pub struct ApiNames(HashMap<(u8, u32), u32>);
+
+impl ApiNames {
+    /// The `Api` event of a `REC_API` record (its stamps already CLOCK_REALTIME ns),
+    /// the call's name interned on first sight.
+    pub fn event(&mut self, r: &HostRecord, out: &mut Sink<'_>) -> Event {
+        let domain = r.a as u8;
+        let name = match self.0.get(&(domain, r.b)) {
+            Some(id) => *id,
+            None => {
+                let text = apis::find(domain, r.b)
+                    .map(|a| a.name.to_string())
+                    .unwrap_or_else(|| format!("cbid_{}", r.b));
+                let id = out.intern(&text);
+                self.0.insert((domain, r.b), id);
+                id
+            }
+        };
+        Event::Api(fmt::Api {
+            start: r.t0,
+            end: r.t1,
+            tid: r.tid,
+            corr: r.corr,
+            domain,
+            cbid: r.b,
+            name,
+            bytes: r.x[0],
+            arg: r.x[1] as u32,
+            result: r.x[2] as u32,
+        })
+    }
 }
 
 /// Turns one symbol-hook record into trace events (Str events first when the NVTX text
-/// is new), its stamps converted to CLOCK_REALTIME ns. Returns false for kinds this
-/// module does not own. Called on the writer thread.
-pub fn decode(r: &HostRecord, names: &mut Interner, out: &mut Vec<Event>) -> bool {
-    if !matches!(
-        r.kind,
-        REC_COPY | REC_CALL | REC_HOST_ALLOC | REC_NCCL | REC_NCCL_COMM | REC_NVTX
-    ) {
-        return false;
-    }
-    with_converter(|conv| decode_with(r, conv, names, out))
-}
-
-/// Runs `f` with the writer thread's converter, refreshed every 1024 uses.
-fn with_converter<R>(f: impl FnOnce(&Converter) -> R) -> R {
-    CONV.with(|c| {
-        let mut c = c.borrow_mut();
-        let (conv, n) = c.get_or_insert_with(|| (Converter::new(), 0));
-        *n += 1;
-        if *n % 1024 == 0 {
-            conv.tick();
-        }
-        f(conv)
-    })
-}
-
-/// Two hook stamps (a call's entry and exit) in CLOCK_REALTIME ns (writer thread; the
-/// CUPTI callbacks' records use hook stamps too).
-pub fn span_to_real(t0: u64, t1: u64) -> (u64, u64) {
-    with_converter(|conv| (conv.to_real(t0), conv.to_real(t1)))
-}
-
-/// [`decode`] with an explicit converter.
-pub fn decode_with(
+/// is new), its stamps converted to CLOCK_REALTIME ns with `conv`. Returns false for
+/// kinds this function does not own (`REC_API`: see [`ApiNames`]).
+pub fn decode(
     r: &HostRecord,
     conv: &Converter,
     names: &mut Interner,
@@ -340,17 +343,13 @@ pub fn decode_with(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::rings::REC_API;
     use gputrace_format::{CopyKind, MemKind};
 
     fn back(r: HostRecord) -> Vec<Event> {
         let mut names = Interner::new();
         let mut out = Vec::new();
-        assert!(decode_with(
-            &r,
-            &Converter::identity(),
-            &mut names,
-            &mut out
-        ));
+        assert!(decode(&r, &Converter::identity(), &mut names, &mut out));
         out
     }
 
@@ -365,13 +364,13 @@ mod tests {
             ..Default::default()
         });
         c.tid = 1;
-        decode_with(&c, &conv, &mut names, &mut out);
+        decode(&c, &conv, &mut names, &mut out);
         let Event::HostCopy(h) = &out[0] else {
             panic!()
         };
         assert_eq!((h.start, h.end), (1_000_020, 1_000_040));
         out.clear();
-        decode_with(
+        decode(
             &nvtx(1005, 1, fmt::NVTX_MARK, 0, 0, b"abcdefghij"),
             &conv,
             &mut names,
@@ -537,10 +536,10 @@ mod tests {
         let mut names = Interner::new();
         let mut out = Vec::new();
         let r = HostRecord {
-            kind: crate::ring::REC_API,
+            kind: REC_API,
             ..Default::default()
         };
-        assert!(!decode(&r, &mut names, &mut out));
+        assert!(!decode(&r, &Converter::identity(), &mut names, &mut out));
         assert!(out.is_empty());
     }
 }

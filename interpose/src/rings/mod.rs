@@ -1,4 +1,6 @@
-//! Per-thread single-producer rings of host-side records, drained by the writer thread.
+//! The host rings layer: per-thread single-producer rings of host-side records (from
+//! the symbol hooks and the CUPTI API callback), drained by the writer thread through
+//! [`source::RingSource`]; [`record`] says how each kind of record is laid out.
 //!
 //! Each thread that records anything gets its own ring the first time it records
 //! (the only allocation, once per thread). Rings hang off one global, push-only list;
@@ -6,6 +8,9 @@
 //! is dropped and counted, and the count reaches the trace. When a thread exits, its ring
 //! is marked orphaned; the writer drains what is left and then frees it for reuse by a
 //! new thread, so thread churn does not grow memory.
+
+pub mod record;
+pub mod source;
 
 use std::cell::{Cell, UnsafeCell};
 use std::mem::MaybeUninit;
@@ -28,7 +33,7 @@ pub struct HostRecord {
 
 /// `HostRecord::kind` values.
 pub const REC_API: u16 = 1;
-/// Symbol hooks (sym/rec.rs says how each is laid out).
+/// Symbol hooks (record.rs says how each is laid out).
 pub const REC_COPY: u16 = 2;
 pub const REC_CALL: u16 = 3;
 pub const REC_HOST_ALLOC: u16 = 4;

@@ -1,13 +1,15 @@
-//! Turning CUPTI activity records into trace events, on the writer thread.
+//! Where the fields we read sit in CUPTI's activity records, per CUPTI major version.
 //!
 //! Records are read through a table of field offsets chosen once per CUPTI major
 //! version, not through one struct type: CUPTI 12.x and 13.x return different struct
 //! versions for the same kind. Only fields present in every supported version are read,
 //! and each read is bounds-checked against the size of that version's record.
+//!
+//! CUPTI 12.x: every field we read sits at the same offset and size in the 12.x structs
+//! as in 13.0's (measured for 12.0 to 12.9: cupti-sys/LAYOUTS.md), so the 12.x layout is
+//! the 13.0 one with the smallest 12.x record sizes as read bounds.
 
-use crate::intern::Interner;
 use cupti_sys as sys;
-use gputrace_format::{self as fmt, Event};
 use std::mem::offset_of;
 
 /// Field offsets of the records we read, for one CUPTI major version.
@@ -155,7 +157,7 @@ macro_rules! layout_for {
 /// The record structs CUPTI 13.x returns.
 pub static LAYOUT_13: Layout = layout_13();
 
-pub(crate) const fn layout_13() -> Layout {
+const fn layout_13() -> Layout {
     layout_for!(
         13,
         sys::CUpti_ActivityKernel10,
@@ -171,151 +173,48 @@ pub(crate) const fn layout_13() -> Layout {
 pub fn layout_for_major(major: u32) -> Option<&'static Layout> {
     match major {
         13 => Some(&LAYOUT_13),
-        12 => Some(&crate::records12::LAYOUT_12),
+        12 => Some(&LAYOUT_12),
         _ => None,
     }
 }
 
-/// A view of one activity record.
-struct Rec {
-    p: *const u8,
-    size: usize,
-}
+/// Smallest record sizes across CUPTI 12.0 - 12.9 (cupti-sys/LAYOUTS.md).
+pub static LAYOUT_12: Layout = Layout {
+    major: 12,
+    kernel_size: 208,
+    memcpy_size: 88,
+    memset_size: 88,
+    sync_size: 40,
+    device_size: 176,
+    memory_size: 120,
+    ..LAYOUT_13_COPY
+};
 
-impl Rec {
-    /// Reads a `T` at `off`, or zero when the field lies past the record's size.
-    #[inline]
-    fn get<T: Copy + Default>(&self, off: usize) -> T {
-        if off + std::mem::size_of::<T>() > self.size {
-            return T::default();
-        }
-        // SAFETY: CUPTI hands out records of at least `size` bytes (the struct size of
-        // this version's record kind), and the read is within it.
-        unsafe { (self.p.add(off) as *const T).read_unaligned() }
-    }
-}
+/// `LAYOUT_13` spelled as a constant so it can seed `LAYOUT_12`.
+const LAYOUT_13_COPY: Layout = layout_13();
 
-/// Decodes the record at `p` (of activity kind `kind`) into an event.
-///
-/// # Safety
-/// `p` must point to a CUPTI activity record of kind `kind` laid out as `l` describes.
-#[allow(non_upper_case_globals)]
-pub unsafe fn decode(
-    l: &Layout,
-    kind: u32,
-    p: *const u8,
-    names: &mut Interner,
-    out: &mut Vec<Event>,
-) -> bool {
-    use sys::*;
-    let r = |size| Rec { p, size };
-    match kind {
-        CUpti_ActivityKind_CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL
-        | CUpti_ActivityKind_CUPTI_ACTIVITY_KIND_KERNEL => {
-            let r = r(l.kernel_size);
-            let name_ptr: usize = r.get(l.k_name);
-            // SAFETY: CUPTI's record field is NULL or a NUL-terminated name.
-            let name = unsafe { names.intern_cstr(name_ptr as *const libc::c_char, out) };
-            out.push(Event::Kernel(fmt::Kernel {
-                start: r.get(l.k_start),
-                end: r.get(l.k_end),
-                device: r.get(l.k_device),
-                stream: r.get(l.k_stream),
-                corr: r.get(l.k_corr),
-                name,
-                grid: [
-                    r.get::<i32>(l.k_grid[0]) as u32,
-                    r.get::<i32>(l.k_grid[1]) as u32,
-                    r.get::<i32>(l.k_grid[2]) as u32,
-                ],
-                block: [
-                    r.get::<i32>(l.k_block[0]) as u32,
-                    r.get::<i32>(l.k_block[1]) as u32,
-                    r.get::<i32>(l.k_block[2]) as u32,
-                ],
-                static_smem: r.get::<i32>(l.k_static_smem) as u32,
-                dynamic_smem: r.get::<i32>(l.k_dynamic_smem) as u32,
-                registers: r.get::<u16>(l.k_registers) as u32,
-                graph_id: r.get(l.k_graph_id),
-            }));
-        }
-        CUpti_ActivityKind_CUPTI_ACTIVITY_KIND_MEMCPY => {
-            let r = r(l.memcpy_size);
-            let flags: u8 = r.get(l.c_flags);
-            out.push(Event::Memcpy(fmt::Memcpy {
-                start: r.get(l.c_start),
-                end: r.get(l.c_end),
-                device: r.get(l.c_device),
-                stream: r.get(l.c_stream),
-                corr: r.get(l.c_corr),
-                bytes: r.get(l.c_bytes),
-                copy_kind: r.get(l.c_copy_kind),
-                src_kind: r.get(l.c_src_kind),
-                dst_kind: r.get(l.c_dst_kind),
-                // CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC is bit 0.
-                flags: flags & fmt::MEMCPY_FLAG_ASYNC,
-            }));
-        }
-        CUpti_ActivityKind_CUPTI_ACTIVITY_KIND_MEMSET => {
-            let r = r(l.memset_size);
-            let flags: u16 = r.get(l.s_flags);
-            out.push(Event::Memset(fmt::Memset {
-                start: r.get(l.s_start),
-                end: r.get(l.s_end),
-                device: r.get(l.s_device),
-                stream: r.get(l.s_stream),
-                corr: r.get(l.s_corr),
-                bytes: r.get(l.s_bytes),
-                value: r.get(l.s_value),
-                mem_kind: r.get::<u16>(l.s_mem_kind) as u8,
-                flags: (flags & 1) as u8,
-            }));
-        }
-        CUpti_ActivityKind_CUPTI_ACTIVITY_KIND_SYNCHRONIZATION => {
-            let r = r(l.sync_size);
-            out.push(Event::Sync(fmt::Sync {
-                start: r.get(l.y_start),
-                end: r.get(l.y_end),
-                device: u32::MAX,
-                stream: r.get(l.y_stream),
-                corr: r.get(l.y_corr),
-                kind: r.get::<u32>(l.y_type) as u8,
-            }));
-        }
-        CUpti_ActivityKind_CUPTI_ACTIVITY_KIND_DEVICE => {
-            let r = r(l.device_size);
-            let name_ptr: usize = r.get(l.d_name);
-            // SAFETY: CUPTI's record field is NULL or a NUL-terminated name.
-            let name = unsafe { names.intern_cstr(name_ptr as *const libc::c_char, out) };
-            out.push(Event::Device(fmt::Device {
-                id: r.get(l.d_id),
-                name,
-                sm_count: r.get(l.d_sm_count),
-                max_blocks_per_sm: r.get(l.d_max_blocks_per_sm),
-                max_threads_per_sm: r
-                    .get::<u32>(l.d_max_warps_per_sm)
-                    .saturating_mul(r.get::<u32>(l.d_threads_per_warp)),
-                max_warps_per_sm: r.get(l.d_max_warps_per_sm),
-                global_memory: r.get(l.d_global_mem),
-                cc_major: r.get(l.d_cc_major),
-                cc_minor: r.get(l.d_cc_minor),
-                max_regs_per_sm: r.get(l.d_max_regs_per_sm),
-                max_smem_per_sm: r.get(l.d_max_smem_per_sm),
-            }));
-        }
-        CUpti_ActivityKind_CUPTI_ACTIVITY_KIND_MEMORY2 => {
-            let r = r(l.memory_size);
-            out.push(Event::Memory(fmt::Memory {
-                ts: r.get(l.m_ts),
-                device: r.get(l.m_device),
-                corr: r.get(l.m_corr),
-                address: r.get(l.m_address),
-                bytes: r.get(l.m_bytes),
-                op: r.get::<u32>(l.m_op) as u8,
-                mem_kind: r.get::<u32>(l.m_kind) as u8,
-            }));
-        }
-        _ => return false,
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_field_we_read_fits_in_the_12x_records() {
+        let l = &LAYOUT_12;
+        let k = [
+            l.k_start,
+            l.k_end,
+            l.k_device,
+            l.k_stream,
+            l.k_corr,
+            l.k_name,
+            l.k_graph_id,
+        ];
+        assert!(k.iter().all(|o| o + 8 <= l.kernel_size));
+        assert!(l.c_corr + 4 <= l.memcpy_size && l.c_bytes + 8 <= l.memcpy_size);
+        assert!(l.s_mem_kind + 2 <= l.memset_size && l.s_corr + 4 <= l.memset_size);
+        assert!(l.y_stream + 4 <= l.sync_size && l.y_corr + 4 <= l.sync_size);
+        assert!(l.d_cc_minor + 4 <= l.device_size && l.d_name + 8 <= l.device_size);
+        assert!(l.m_corr + 4 <= l.memory_size && l.m_ts + 8 <= l.memory_size);
+        assert_eq!(l.k_corr, LAYOUT_13.k_corr);
     }
-    true
 }
