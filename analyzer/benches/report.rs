@@ -25,6 +25,8 @@ struct Counting;
 static CUR: AtomicUsize = AtomicUsize::new(0);
 static PEAK: AtomicUsize = AtomicUsize::new(0);
 
+// SAFETY: every call is forwarded to the system allocator unchanged; the counters only
+// observe sizes.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, l: Layout) -> *mut u8 {
         // SAFETY: forwarded to the system allocator with the caller's layout.

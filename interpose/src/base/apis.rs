@@ -149,6 +149,7 @@ pub unsafe fn extract(info: &ApiInfo, params: *const u8) -> (u64, u64) {
     }
     // SAFETY: the caller guarantees the struct layout; each read is of a field it has.
     let rd = |off: usize| unsafe { (params.add(off) as *const u64).read_unaligned() };
+    // SAFETY: as above.
     let rd32 = |off: usize| unsafe { (params.add(off) as *const u32).read_unaligned() } as u64;
     match info.args {
         Args::None => (0, 0),

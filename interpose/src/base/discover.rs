@@ -161,6 +161,7 @@ pub fn dlopen(path: &Path, flags: libc::c_int) -> Result<*mut libc::c_void, Stri
 /// The absolute path of the object holding `addr` (an address only looked up, never read).
 pub fn object_path_of(addr: *const libc::c_void) -> Option<PathBuf> {
     let addr = addr as usize;
+    // SAFETY: Dl_info is plain C data; all zeroes is a valid value for dladdr to fill.
     let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
     // SAFETY: dladdr only writes `info`.
     if unsafe { libc::dladdr(addr as *const libc::c_void, &mut info) } == 0

@@ -155,7 +155,7 @@ unsafe fn attach(get: GetExportTable) -> bool {
 
 /// Our CORE functions by callback id (index 0 is the invalid id).
 fn core_functions() -> [Option<unsafe extern "C" fn()>; 12] {
-    // SAFETY (every transmute): NVTX calls each slot with the signature of the
+    // SAFETY: (every transmute) NVTX calls each slot with the signature of the
     // callback id it sits at, which is the signature of the function put there.
     unsafe {
         use std::mem::transmute as t;
@@ -513,12 +513,14 @@ mod tests {
         // SAFETY: a valid attributes struct.
         let t = unsafe { Text::from_attributes(&a) };
         assert_eq!(&t.buf[..t.len], b"step");
-        a.message_type = 3; // registered: needs the domain module
-                            // SAFETY: as above.
+        // Registered: needs the domain module.
+        a.message_type = 3;
+        // SAFETY: a valid attributes struct.
         assert_eq!(unsafe { Text::from_attributes(&a) }.len, 0);
+        // Too small to hold the message.
         a.message_type = MESSAGE_ASCII;
-        a.size = 40; // too small to hold the message
-                     // SAFETY: as above.
+        a.size = 40;
+        // SAFETY: a valid attributes struct whose `size` understates it (read less, not more).
         assert_eq!(unsafe { Text::from_attributes(&a) }.len, 0);
     }
 
