@@ -3,7 +3,7 @@
 //! or CUPTI RUNTIME activity records decoded into the same shape).
 //!
 //! Every record: `kind` = `REC_*`, `tid` = the calling thread, `t0` / `t1` = the call's
-//! entry and exit stamps (TSC or CLOCK_REALTIME, see tsc.rs; [`decode`] converts them to
+//! entry and exit stamps (TSC or CLOCK_REALTIME, see base/tsc.rs; [`decode`] converts them to
 //! CLOCK_REALTIME ns). The rest, by kind:
 //!
 //! | kind | a | b | corr | x[0] | x[1] | x[2] | x[3] |

@@ -166,7 +166,7 @@ impl Drop for Scope {
 pub(crate) struct Entry {
     /// CUPTI's callbacks record this call too.
     pub cupti: bool,
-    /// Entry stamp (see tsc.rs: TSC or CLOCK_REALTIME; the writer converts).
+    /// Entry stamp (see base/tsc.rs: TSC or CLOCK_REALTIME; the writer converts).
     pub t0: u64,
     pub tid: u32,
 }

@@ -270,7 +270,7 @@ impl Collector {
         Ok(())
     }
 
-    /// RUNTIME activity for the callback ids of apis.rs only (CUPTI records every
+    /// RUNTIME activity for the callback ids of base/apis.rs only (CUPTI records every
     /// runtime call once the kind is on, so the others are switched off one by one).
     fn enable_runtime_activity(&self) {
         let kind = sys::CUpti_ActivityKind_CUPTI_ACTIVITY_KIND_RUNTIME;
