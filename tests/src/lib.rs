@@ -15,6 +15,7 @@
 
 pub mod hooks;
 
+use gputrace_format::protocol::{self, settings};
 use gputrace_format::{self as fmt, CollectorState, Event, TraceData};
 use std::collections::{HashMap, HashSet};
 use std::hash::{Hash, Hasher};
@@ -101,13 +102,14 @@ impl TempDir {
 
 impl Drop for TempDir {
     fn drop(&mut self) {
-        if std::env::var_os("GPUTRACE_TESTS_KEEP").is_some() {
+        if std::env::var_os(settings::TESTS_KEEP).is_some() {
             eprintln!("(kept {})", self.path.display());
             return;
         }
         if std::thread::panicking() {
             eprintln!(
-                "(set GPUTRACE_TESTS_KEEP=1 to keep {})",
+                "(set {}=1 to keep {})",
+                settings::TESTS_KEEP,
                 self.path.display()
             );
         }
@@ -144,9 +146,14 @@ pub fn fakes_src() -> PathBuf {
 pub fn libgputrace() -> &'static Path {
     static LIB: OnceLock<PathBuf> = OnceLock::new();
     LIB.get_or_init(|| {
-        if let Some(p) = std::env::var_os("GPUTRACE_LIB") {
+        if let Some(p) = std::env::var_os(settings::LIB) {
             let p = PathBuf::from(p);
-            assert!(p.is_file(), "GPUTRACE_LIB={} is not a file", p.display());
+            assert!(
+                p.is_file(),
+                "{}={} is not a file",
+                settings::LIB,
+                p.display()
+            );
             return std::fs::canonicalize(&p).unwrap_or(p);
         }
         let dir = profile_dir();
@@ -352,6 +359,22 @@ pub struct Wheel {
 }
 
 impl Wheel {
+    /// `XDG_RUNTIME_DIR` for the runs: their control sockets stay in the test's
+    /// directory, and go with it.
+    pub fn runtime_dir(&self) -> PathBuf {
+        self.dir.path().join("run")
+    }
+
+    /// The control sockets the runs left (none when every process removed its own).
+    pub fn sockets(&self) -> Vec<PathBuf> {
+        let dir = protocol::socket_dir(Some(&self.runtime_dir()), 0);
+        let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+            .map(|rd| rd.flatten().map(|e| e.path()).collect())
+            .unwrap_or_default();
+        v.sort();
+        v
+    }
+
     pub fn new(cuda: Cuda, layout: Layout) -> Wheel {
         let f = fakes(cuda);
         let dir = TempDir::new(&format!("cuda{}", cuda.major()));
@@ -468,12 +491,16 @@ impl<'a> Run<'a> {
         // Nothing from the environment of `cargo test` may leak into the run.
         for (k, _) in std::env::vars_os() {
             let k = k.to_string_lossy();
-            if k.starts_with("GPUTRACE_") || k == "LD_PRELOAD" || k == "CUDA_INJECTION64_PATH" {
+            if k.starts_with(protocol::SETTING_PREFIX)
+                || k == "LD_PRELOAD"
+                || k == protocol::CUDA_INJECTION_VAR
+            {
                 c.env_remove(&*k);
             }
         }
         c.env("FAKE_CUDART", &self.wheel.cudart)
-            .env("GPUTRACE_DIR", &self.wheel.traces);
+            .env("GPUTRACE_DIR", &self.wheel.traces)
+            .env(protocol::RUNTIME_DIR_VAR, self.wheel.runtime_dir());
         if self.preload {
             c.env("LD_PRELOAD", libgputrace());
         }
