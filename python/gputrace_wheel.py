@@ -329,7 +329,7 @@ def main(argv):
                 print(f"  FAIL {p}")
             failed |= bool(problems)
         return 1 if failed else 0
-    print(__doc__.split("\n\n")[1], file=sys.stderr)
+    print("\n\n".join(__doc__.split("\n\n")[1:3]), file=sys.stderr)
     return 2
 
 

@@ -23,7 +23,7 @@ def _candidates(name):
         for f in metadata.distribution("gputrace").files or []:
             if f.name == name and f.parent.name == "bin":
                 yield Path(f.locate())
-    except Exception:  # noqa: BLE001 - metadata can be missing or odd; try the rest
+    except Exception:  # metadata missing or odd: try the other places
         pass
     # pip install --target DIR: the package is DIR/gputrace, the scripts DIR/bin.
     yield Path(__file__).resolve().parent.parent / "bin" / name
