@@ -11,7 +11,8 @@
 //! `libgputrace.so` is `$GPUTRACE_LIB` when set, else the one `cargo build -p
 //! gputrace-interpose` left in this test binary's target directory; when that is
 //! missing or older than the library's sources, the harness runs that build itself,
-//! once per test binary.
+//! once per test binary. The `gputrace` command, for the tests that run it, is
+//! `$GPUTRACE_BIN` or the target directory's, found and built the same way.
 
 pub mod hooks;
 
@@ -158,8 +159,8 @@ pub fn libgputrace() -> &'static Path {
         }
         let dir = profile_dir();
         let lib = dir.join("libgputrace.so");
-        if is_stale(&lib) {
-            build_libgputrace(&dir);
+        if is_stale(&lib, &["interpose", "format", "cupti-sys", "env"]) {
+            cargo_build(&dir, &["-p", "gputrace-interpose"]);
         }
         assert!(
             lib.is_file(),
@@ -167,6 +168,30 @@ pub fn libgputrace() -> &'static Path {
             lib.display()
         );
         lib
+    })
+}
+
+/// The `gputrace` command under test: `$GPUTRACE_BIN` when set (an installed copy),
+/// else the one in this test binary's target directory, beside its libgputrace.so.
+pub fn gputrace_bin() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        if let Some(p) = std::env::var_os("GPUTRACE_BIN") {
+            let p = PathBuf::from(p);
+            assert!(p.is_file(), "GPUTRACE_BIN={} is not a file", p.display());
+            return p;
+        }
+        let dir = profile_dir();
+        let bin = dir.join("gputrace");
+        if is_stale(&bin, &["analyzer", "format", "env"]) {
+            cargo_build(&dir, &["-p", "gputrace-analyzer", "--bin", "gputrace"]);
+        }
+        assert!(
+            bin.is_file(),
+            "{} is missing; run `cargo build -p gputrace-analyzer`",
+            bin.display()
+        );
+        bin
     })
 }
 
@@ -185,14 +210,14 @@ fn newest_mtime(dir: &Path) -> Option<std::time::SystemTime> {
     newest
 }
 
-/// Missing, or older than the sources it is built from (so a test never runs an old
-/// build of the library without saying so).
-fn is_stale(lib: &Path) -> bool {
-    let Ok(built) = lib.metadata().and_then(|m| m.modified()) else {
+/// Missing, or older than the sources of `crates` it is built from (so a test never
+/// runs an old build without saying so).
+fn is_stale(built: &Path, crates: &[&str]) -> bool {
+    let Ok(built) = built.metadata().and_then(|m| m.modified()) else {
         return true;
     };
     let root = workspace_root();
-    ["interpose", "format", "cupti-sys", "env"].iter().any(|c| {
+    crates.iter().any(|c| {
         let crate_dir = root.join(c);
         let src = newest_mtime(&crate_dir.join("src"));
         let manifest = crate_dir
@@ -204,22 +229,21 @@ fn is_stale(lib: &Path) -> bool {
     })
 }
 
-fn build_libgputrace(profile: &Path) {
+/// `cargo build ARGS` into the target directory of `profile`.
+fn cargo_build(profile: &Path, args: &[&str]) {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut cmd = Command::new(cargo);
-    cmd.current_dir(workspace_root())
-        .args(["build", "-p", "gputrace-interpose"]);
+    cmd.current_dir(workspace_root()).arg("build").args(args);
     if profile.file_name().is_some_and(|n| n == "release") {
         cmd.arg("--release");
     }
     if let Some(target) = profile.parent() {
         cmd.env("CARGO_TARGET_DIR", target);
     }
-    let st = cmd.status().expect("run cargo build -p gputrace-interpose");
-    assert!(
-        st.success(),
-        "cargo build -p gputrace-interpose failed: {st}"
-    );
+    let st = cmd
+        .status()
+        .unwrap_or_else(|e| panic!("cannot run cargo build {}: {e}", args.join(" ")));
+    assert!(st.success(), "cargo build {} failed: {st}", args.join(" "));
 }
 
 // ---------------------------------------------------------------------------------
