@@ -89,7 +89,7 @@ pub fn events_with(
         )));
     };
     load::check_path(path)?;
-    let s = EventStream::open(path).map_err(Error::Read)?;
+    let s = EventStream::open(path).map_err(|e| Error::read(path, e))?;
     if let Some(w) = s.read_stats().warning() {
         warn(&format!("{}: {w}", path.display()));
     }
@@ -98,7 +98,7 @@ pub fn events_with(
         .and_then(|st| out.flush().map(|_| st).map_err(StreamError::Write));
     match r {
         Ok(st) => Ok(st),
-        Err(StreamError::Read(e)) => Err(Error::Read(e)),
+        Err(StreamError::Read(e)) => Err(Error::read(path, e)),
         Err(StreamError::Write(e)) => written(Err(e)).map(|_| StreamStats::default()),
     }
 }

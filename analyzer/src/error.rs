@@ -3,14 +3,15 @@
 
 use gputrace_format::ReadError;
 use std::io;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("{}: is a directory, not a trace file", .0.display())]
+    #[error("cannot read trace {}: it is a directory", .0.display())]
     IsDir(PathBuf),
-    #[error("{}", read_message(.0))]
-    Read(ReadError),
+    #[error("cannot read trace {}: {}", .path.display(), read_reason(.path, .error))]
+    // Not a `source`: the message says all of it, a chain would repeat it.
+    Read { path: PathBuf, error: ReadError },
     /// The output could not be written (other than to a closed pipe, which is not an
     /// error: `gputrace dump x | head`).
     #[error("cannot write the output: {}", io_message(.0))]
@@ -25,9 +26,10 @@ impl Error {
                 "give the trace files in it, e.g. {}",
                 p.join("*.gtrace").display()
             )),
-            Error::Read(ReadError::Io { source, .. })
-                if source.kind() == io::ErrorKind::PermissionDenied =>
-            {
+            Error::Read {
+                error: ReadError::Io { source, .. },
+                ..
+            } if source.kind() == io::ErrorKind::PermissionDenied => {
                 Some("traces are written readable by their owner only (0600)".into())
             }
             _ => None,
@@ -51,11 +53,25 @@ pub fn io_message(e: &io::Error) -> String {
     }
 }
 
-fn read_message(e: &ReadError) -> String {
-    match e {
-        ReadError::Io { path, source } => format!("{}: {}", path.display(), io_message(source)),
-        // The reader's messages name the file once already.
-        e => e.to_string(),
+impl Error {
+    /// A trace at `path` could not be read.
+    pub fn read(path: &Path, source: ReadError) -> Error {
+        Error::Read {
+            path: path.to_path_buf(),
+            error: source,
+        }
+    }
+}
+
+/// What is wrong with the file, without its name (the reader's messages start with it).
+fn read_reason(path: &Path, e: &ReadError) -> String {
+    if let ReadError::Io { source, .. } = e {
+        return io_message(source);
+    }
+    let s = e.to_string();
+    match s.strip_prefix(&format!("{}: ", path.display())) {
+        Some(rest) => rest.to_string(),
+        None => s,
     }
 }
 
@@ -65,14 +81,29 @@ mod tests {
 
     #[test]
     fn each_message_names_the_file_once_on_one_line() {
-        let missing = Error::Read(ReadError::Io {
-            path: "/x/run.gtrace".into(),
-            source: io::Error::from(io::ErrorKind::NotFound),
-        });
-        assert_eq!(missing.to_string(), "/x/run.gtrace: no such file");
+        let p = Path::new("/x/run.gtrace");
+        let io = |kind| ReadError::Io {
+            path: p.into(),
+            source: io::Error::from(kind),
+        };
+        let missing = Error::read(p, io(io::ErrorKind::NotFound));
+        assert_eq!(
+            missing.to_string(),
+            "cannot read trace /x/run.gtrace: no such file"
+        );
         assert!(missing.hint().is_none());
+        let denied = Error::read(p, io(io::ErrorKind::PermissionDenied));
+        assert!(denied.hint().is_some());
+        let junk = Error::read(p, ReadError::NotATrace(p.into()));
+        assert_eq!(
+            junk.to_string(),
+            "cannot read trace /x/run.gtrace: not a gputrace trace (bad magic)"
+        );
         let dir = Error::IsDir("traces".into());
-        assert_eq!(dir.to_string(), "traces: is a directory, not a trace file");
+        assert_eq!(
+            dir.to_string(),
+            "cannot read trace traces: it is a directory"
+        );
         assert_eq!(
             dir.hint().as_deref(),
             Some("give the trace files in it, e.g. traces/*.gtrace")

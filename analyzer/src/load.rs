@@ -70,7 +70,7 @@ pub fn check_path(p: &Path) -> Result<(), Error> {
 /// reading it found wrong.
 pub fn load(path: &Path, warn: Warn<'_>) -> Result<Trace, Error> {
     check_path(path)?;
-    let t = Trace::load(path).map_err(Error::Read)?;
+    let t = Trace::load(path).map_err(|e| Error::read(path, e))?;
     if let Some(w) = t.stats.warning() {
         warn(&format!("{}: {w}", path.display()));
     }
@@ -149,7 +149,11 @@ fn read_all(paths: &[PathBuf], opts: &LoadOptions, warn: Warn<'_>) -> Result<Vec
         r
     });
     bar.finish();
-    loaded.into_iter().map(|r| r.map_err(Error::Read)).collect()
+    paths
+        .iter()
+        .zip(loaded)
+        .map(|(p, r)| r.map_err(|e| Error::read(p, e)))
+        .collect()
 }
 
 /// A progress bar that appears only once reading has taken a second.
@@ -224,7 +228,8 @@ mod tests {
         std::fs::write(&b, b"x").unwrap();
         let notes = Mutex::new(Vec::new());
         let warn = |s: &str| notes.lock().unwrap().push(s.to_string());
-        let other_name = dir.join(".").join("a.gtrace");
+        std::fs::create_dir_all(dir.join("sub")).unwrap();
+        let other_name = dir.join("sub/../a.gtrace");
         let got = distinct_paths(&[a.clone(), b.clone(), a.clone(), other_name], &warn);
         assert_eq!(got, vec![a, b]);
         let notes = notes.into_inner().unwrap();

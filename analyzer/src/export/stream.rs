@@ -241,6 +241,7 @@ impl<'a> EventStream<'a> {
             failed: None,
         };
         w.exporter.begin(&cx, w.out).map_err(StreamError::Write)?;
+        let lo = self.window.map(|w| w.0);
         // Records below `from` were written by an earlier pass.
         let mut from: Option<Key> = None;
         loop {
@@ -256,27 +257,27 @@ impl<'a> EventStream<'a> {
                 if chunk != at_chunk {
                     at_chunk = chunk;
                     let floor = self.floor.get(chunk).copied().unwrap_or(u64::MAX);
-                    w.flush(&mut pending, |k| k.ts < floor);
+                    w.flush(&mut pending, lo, |k| k.ts < floor);
                 }
                 let Some(rec) = Rec::of(e) else { return };
-                let Some(entry) = Entry::new(rec, seq, self.window) else {
+                let Some(entry) = Entry::new(rec, seq) else {
                     return;
                 };
-                let key = entry.key();
+                let key = entry.key(lo);
                 if from.is_some_and(|f| key < f) || cutoff.is_some_and(|c| key >= c) {
                     return;
                 }
                 pending.push(entry);
                 w.stats.peak_pending = w.stats.peak_pending.max(pending.len());
                 if pending.len() >= 2 * max_pending {
-                    sort(&mut pending);
-                    let first_left = pending[max_pending].key();
+                    sort(&mut pending, lo);
+                    let first_left = pending[max_pending].key(lo);
                     cutoff = Some(cutoff.map_or(first_left, |c| c.min(first_left)));
                     pending.truncate(max_pending);
                 }
             });
             // Everything below the cutoff has been seen: all of it can go.
-            w.flush(&mut pending, |_| true);
+            w.flush(&mut pending, lo, |_| true);
             if let Some(e) = w.failed.take() {
                 return Err(StreamError::Write(e));
             }
@@ -353,18 +354,18 @@ impl Writer<'_, '_> {
     }
 
     /// Sorts the buffer and writes its records that `ready` lets go, in order.
-    fn flush(&mut self, pending: &mut Vec<Entry>, ready: impl Fn(&Key) -> bool) {
+    fn flush(&mut self, pending: &mut Vec<Entry>, lo: Option<u64>, ready: impl Fn(&Key) -> bool) {
         if self.failed.is_some() || pending.is_empty() {
             return;
         }
-        sort(pending);
-        let n = pending.partition_point(|e| ready(&e.key()));
+        sort(pending, lo);
+        let n = pending.partition_point(|e| ready(&e.key(lo)));
         for e in &pending[..n] {
-            let key = e.key();
+            let key = e.key(lo);
             let r = self.small_until(Some(&key)).and_then(|_| {
                 self.stats.events += 1;
                 e.rec
-                    .with_event(e.ts, |ev| self.exporter.event(self.cx, ev, self.out))
+                    .with_event(key.ts, |ev| self.exporter.event(self.cx, ev, self.out))
             });
             if let Err(err) = r {
                 self.failed = Some(err);
@@ -376,10 +377,10 @@ impl Writer<'_, '_> {
     }
 }
 
-/// Sorts records by their key (a stable sort: the buffer is mostly in order already,
-/// which it finds in linear time).
-fn sort(v: &mut [Entry]) {
-    v.sort_by(|a, b| a.cmp_key(b));
+/// Sorts records by their key: in place (keys are unique, so any sort gives the one
+/// order), taking no memory besides the buffer's.
+fn sort(v: &mut [Entry], lo: Option<u64>) {
+    v.sort_unstable_by(|a, b| a.cmp_key(b, lo));
 }
 
 /// Kinds of events, in the order equal timestamps are written.
@@ -543,40 +544,44 @@ impl Rec {
     }
 }
 
-/// A record in the reorder buffer.
+/// A record in the reorder buffer, and its place in the file.
 struct Entry {
-    /// Where it sorts: its start, clipped to the window for GPU work.
-    ts: u64,
     seq: u64,
     rec: Rec,
 }
 
 impl Entry {
     /// `None` for GPU work without timestamps (left out, as in the analysis).
-    fn new(rec: Rec, seq: u64, window: Option<(u64, u64)>) -> Option<Entry> {
-        let ts = match rec.gpu_span() {
-            Some((s, e)) if untimed(s, e) => return None,
-            Some((s, e)) => window.map_or(s, |(lo, _)| clip_start(s, e, lo)),
-            None => rec.raw_ts(),
-        };
-        Some(Entry { ts, seq, rec })
+    fn new(rec: Rec, seq: u64) -> Option<Entry> {
+        match rec.gpu_span() {
+            Some((s, e)) if untimed(s, e) => None,
+            _ => Some(Entry { seq, rec }),
+        }
     }
 
-    fn key(&self) -> Key {
+    /// Where it sorts: its start, for GPU work clipped to a window opened at `lo`.
+    fn ts(&self, lo: Option<u64>) -> u64 {
+        match (self.rec.gpu_span(), lo) {
+            (Some((s, e)), Some(lo)) => clip_start(s, e, lo),
+            _ => self.rec.raw_ts(),
+        }
+    }
+
+    fn key(&self, lo: Option<u64>) -> Key {
         let (kind, tie) = self.rec.kind_tie();
         Key {
-            ts: self.ts,
+            ts: self.ts(lo),
             kind,
             tie,
             seq: self.seq,
         }
     }
 
-    fn cmp_key(&self, other: &Entry) -> Ordering {
+    fn cmp_key(&self, other: &Entry, lo: Option<u64>) -> Ordering {
         // Most records differ in time: compare the rest only when they do not.
-        self.ts
-            .cmp(&other.ts)
-            .then_with(|| self.key().cmp(&other.key()))
+        self.ts(lo)
+            .cmp(&other.ts(lo))
+            .then_with(|| self.key(lo).cmp(&other.key(lo)))
     }
 }
 
