@@ -435,9 +435,9 @@ pub fn analyze(traces: &[Trace]) -> Report {
         all.extend(f);
         inputs.push(r);
     }
-    let trace_set = job_check(traces, &order, &processes);
+    let mut trace_set = job_check(traces, &order, &processes);
     let mut cluster = None;
-    if multi && trace_set.is_none() {
+    if multi && !trace_set.as_ref().is_some_and(|s| s.rules_out_one_job()) {
         if let Some(c) = comm::cluster(&inputs) {
             if let Some(f) = findings::straggler(&c, &processes) {
                 all.push(f);
@@ -465,6 +465,7 @@ pub fn analyze(traces: &[Trace]) -> Report {
                 straggler_last_pct: c.straggler_last_pct,
                 others_wait_ns: c.others_wait_ns,
             });
+            trace_set = trace_set.and_then(|s| s.linked_by_collectives());
         }
     }
     findings::rank(&mut all);
