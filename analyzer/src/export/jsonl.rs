@@ -107,7 +107,8 @@ fn dur(start: u64, end: u64) -> Option<u64> {
 }
 
 impl EventExporter for Jsonl {
-    fn begin(&mut self, _cx: &TraceContext<'_>, _out: &mut dyn Write) -> io::Result<()> {
+    fn begin_trace(&mut self, _cx: &TraceContext<'_>, _out: &mut dyn Write) -> io::Result<()> {
+        // Ids are the trace's own.
         self.demangled.clear();
         Ok(())
     }
