@@ -345,6 +345,13 @@ impl Encoder {
 /// Adds the events of each tag in an (uncompressed) chunk payload to `out`, reading
 /// only tags and lengths; stops at the first malformed event.
 pub(crate) fn count_tags(payload: &[u8], out: &mut crate::read::Census) {
+    walk_tags(payload, |tag| out.0[tag as usize] += 1);
+}
+
+/// Calls `f` with the tag of every event of a chunk payload, reading only tags and
+/// lengths. True if the payload is exactly a sequence of whole events (every length in
+/// bounds, the last ending at the end); false at the first malformed one.
+pub(crate) fn walk_tags(payload: &[u8], mut f: impl FnMut(u8)) -> bool {
     let mut pos = 0;
     while pos < payload.len() {
         let tag = payload[pos];
@@ -354,14 +361,15 @@ pub(crate) fn count_tags(payload: &[u8], out: &mut crate::read::Census) {
             base: 0,
         };
         let Some(end) = b.v().ok().and_then(|l| b.pos.checked_add(l as usize)) else {
-            return;
+            return false;
         };
         if end > payload.len() {
-            return;
+            return false;
         }
-        out.0[tag as usize] += 1;
+        f(tag);
         pos = end;
     }
+    true
 }
 
 /// Why an event could not be decoded.

@@ -23,14 +23,16 @@
 //! newer minor version (every event after the tag byte starts with its own length).
 
 mod codec;
+mod damage;
 mod event;
 mod read;
 mod write;
 
 pub use codec::{DecodeError, Decoder, Encoder, ShapeOp, Shapes};
+pub use damage::{human_bytes, Loss, LossKind, ReadStats};
 pub use event::*;
 pub use read::{
-    open, open_file, read_all, Census, ChunkReader, ChunkSink, ReadError, ReadStats, TraceData,
+    open, open_file, read_all, Census, ChunkReader, ChunkSink, NotATrace, ReadError, TraceData,
 };
 pub use write::ChunkWriter;
 

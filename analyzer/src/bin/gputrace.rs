@@ -102,11 +102,25 @@ fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
     }
 }
 
-fn load(p: &std::path::Path) -> Result<Trace> {
-    let t = Trace::load(p).with_context(|| format!("cannot read trace {}", p.display()))?;
+/// Set when a trace read was damaged (not merely cut short): the command then exits
+/// with [`DAMAGED_EXIT`] after its output.
+static DAMAGED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+/// Exit status of `report`, `summary` and `dump` when a trace was damaged.
+const DAMAGED_EXIT: i32 = 3;
+
+/// Says on stderr what a trace lost, if anything.
+fn warn_loss(p: &std::path::Path, t: &Trace) {
     if let Some(w) = t.stats.warning() {
         eprintln!("gputrace: {}: {w}", p.display());
     }
+    if t.stats.damaged() {
+        DAMAGED.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+fn load(p: &std::path::Path) -> Result<Trace> {
+    let t = Trace::load(p).with_context(|| format!("cannot read trace {}", p.display()))?;
+    warn_loss(p, &t);
     Ok(t)
 }
 
@@ -175,9 +189,7 @@ fn load_all(paths: &[PathBuf]) -> Result<Vec<Trace>> {
             mine = mine.max(d);
         });
         if let Ok(t) = &r {
-            if let Some(w) = t.stats.warning() {
-                pb.suspend(|| eprintln!("gputrace: {}: {w}", p.display()));
-            }
+            pb.suspend(|| warn_loss(p, t));
         }
         r
     });
@@ -223,7 +235,15 @@ fn print_report(paths: &[PathBuf], json: bool) -> Result<()> {
 
 fn main() -> Result<()> {
     let cli = Cli::parse();
-    match cli.cmd {
+    run_command(cli.cmd)?;
+    if DAMAGED.load(std::sync::atomic::Ordering::Relaxed) {
+        std::process::exit(DAMAGED_EXIT);
+    }
+    Ok(())
+}
+
+fn run_command(cmd: Cmd) -> Result<()> {
+    match cmd {
         Cmd::Run {
             out,
             json,

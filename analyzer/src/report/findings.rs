@@ -740,7 +740,12 @@ fn env(c: &Ctx2, r: &ProcessReport, out: &mut Vec<Finding>) {
         let mut x = c.finding("env_trace_damaged", "The trace file is damaged", 0, false);
         x.severity = Severity::Info;
         x.summary = format!("{w}; the report covers what was read.");
-        x.fix = "Let the traced process exit normally (or stop tracing) so the collector can flush its last chunk.".into();
+        x.fix = if t.stats.damaged() {
+            "The file changed after it was written (a storage, transfer or copy error): read the original if there is one, or record again."
+        } else {
+            "Let the traced process exit normally (or stop tracing) so the collector can flush its last chunk."
+        }
+        .into();
         out.push(x);
     }
     if f.ctx.bad_records > 0 {
@@ -919,7 +924,7 @@ fn is_idle_cause(id: &str) -> bool {
 pub(crate) fn verdict(procs: &[ProcessReport], all: &[Finding]) -> (String, Option<String>) {
     let with_gpu: Vec<&ProcessReport> = procs.iter().filter(|p| !p.devices.is_empty()).collect();
     if with_gpu.is_empty() {
-        return ("No GPU activity recorded".into(), None);
+        return (super::damage::NO_GPU.into(), None);
     }
     let (idle, busy) = {
         let w: u64 = with_gpu.iter().map(|p| p.breakdown.wall_ns).sum();
@@ -986,10 +991,14 @@ pub(crate) fn verdict(procs: &[ProcessReport], all: &[Finding]) -> (String, Opti
     }
 }
 
+/// A title in running text: its first letter lowered, unless it begins an acronym
+/// ("GPU idle ...").
 fn lower_first(s: &str) -> String {
     let mut c = s.chars();
     match c.next() {
-        Some(f) => f.to_lowercase().chain(c).collect(),
-        None => String::new(),
+        Some(f) if !c.clone().next().is_some_and(char::is_uppercase) => {
+            f.to_lowercase().chain(c).collect()
+        }
+        _ => s.to_string(),
     }
 }
