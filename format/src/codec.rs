@@ -414,11 +414,16 @@ pub enum ShapeOp {
     },
 }
 
-/// Kernel launch shapes, applied in file order (see [`Decoder::deferred`]).
+/// Kernel launch shapes, applied in file order (see [`Decoder::deferred`]), by id.
 #[derive(Clone, Debug, Default)]
-pub struct Shapes(Vec<Kernel>);
+pub struct Shapes(Vec<Option<Kernel>>);
+
+/// Ids a definition may skip past the highest one defined: writers give ids in order,
+/// but the chunks that defined the ones between may have been lost to damage.
+const MAX_SHAPE_SKIP: usize = 1 << 16;
 
 impl Shapes {
+    /// One past the highest id defined.
     pub fn len(&self) -> usize {
         self.0.len()
     }
@@ -427,28 +432,35 @@ impl Shapes {
         self.0.is_empty()
     }
 
-    /// Defines shape `id`: ids are dense and in order (a redefinition replaces); a
-    /// bound keeps a corrupt id from exhausting memory.
+    /// Defines shape `id` (a redefinition replaces). Writers give ids in order; a gap
+    /// (shapes defined in a lost chunk) is allowed up to a bound that keeps a corrupt
+    /// id from exhausting memory.
     pub fn define(&mut self, id: u32, k: Kernel) -> Result<(), DecodeError> {
         let i = id as usize;
-        if i > self.0.len() || i >= (1 << 22) {
+        if i >= self.0.len() + MAX_SHAPE_SKIP || i >= (1 << 22) {
             return Err(DecodeError::BadShape(id));
         }
-        if i == self.0.len() {
-            self.0.push(k);
-        } else {
-            self.0[i] = k;
+        if i >= self.0.len() {
+            self.0.resize(i + 1, None);
         }
+        self.0[i] = Some(k);
         Ok(())
     }
 
     pub fn get(&self, id: u32) -> Option<&Kernel> {
-        self.0.get(id as usize)
+        self.0.get(id as usize)?.as_ref()
     }
 
     /// Forgets the shapes from `len` on.
     pub fn truncate(&mut self, len: usize) {
         self.0.truncate(len);
+    }
+
+    /// Forgets shape `id`.
+    pub fn undefine(&mut self, id: u32) {
+        if let Some(s) = self.0.get_mut(id as usize) {
+            *s = None;
+        }
     }
 
     /// Gives `k` (timing, device, stream and correlation already set) shape `id`.

@@ -113,7 +113,9 @@ impl ReadStats {
     /// When the records of a loss were written, for a message ("" when unknown).
     fn when(&self, l: &Loss) -> String {
         match (l.after_ns, l.before_ns) {
-            (Some(a), Some(b)) if b > a => format!("written {}-{}", self.at(a), self.at(b)),
+            (Some(a), Some(b)) if b > a => {
+                format!("written between {} and {}", self.at(a), self.at(b))
+            }
             (Some(a), _) => format!("written after {}", self.at(a)),
             (None, Some(b)) => format!("written before {}", self.at(b)),
             (None, None) => String::new(),
@@ -168,7 +170,7 @@ impl ReadStats {
         }
         if self.cut_short() {
             parts.push(match self.last_ns {
-                Some(t) => format!("trace cut short (no end record) after {}", self.at(t)),
+                Some(t) => format!("trace cut short after {} (no end record)", self.at(t)),
                 None => "trace cut short (no end record)".into(),
             });
         }

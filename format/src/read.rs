@@ -898,9 +898,17 @@ fn decode_events(payload: &[u8], shapes: ShapesIn, mut add: impl FnMut(Event)) -
 /// a worker resolved against that shape may then be wrong, so the chunk is decoded again).
 fn apply_shape_ops<S: ChunkSink>(shapes: &mut Shapes, sink: &mut S, ops: &[ShapeOp]) -> bool {
     let before = shapes.len();
+    // Ids defined below `before` (in a gap left by a lost chunk), to undo on failure.
+    let mut filled = Vec::new();
     let ok = ops.iter().all(|op| match op {
         ShapeOp::Define(id, k) => {
-            (*id as usize) >= shapes.len() && shapes.define(*id, k.clone()).is_ok()
+            if shapes.get(*id).is_some() {
+                return false;
+            }
+            if (*id as usize) < before {
+                filled.push(*id);
+            }
+            shapes.define(*id, k.clone()).is_ok()
         }
         ShapeOp::Use { nth, id } => sink
             .kernel_mut(*nth)
@@ -908,6 +916,7 @@ fn apply_shape_ops<S: ChunkSink>(shapes: &mut Shapes, sink: &mut S, ops: &[Shape
     });
     if !ok {
         shapes.truncate(before);
+        filled.into_iter().for_each(|id| shapes.undefine(id));
     }
     ok
 }
