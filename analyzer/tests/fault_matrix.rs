@@ -241,7 +241,7 @@ fn mutant(o: &Original, i: usize, seed: u64) -> Mutant {
     let mut data = o.data.clone();
     if i < FLIPS {
         // A fifth in the file header and chunk headers, where the framing lives.
-        let at = if i % 5 == 0 {
+        let at = if i.is_multiple_of(5) {
             let c = o.chunks[rng.below(o.chunks.len())].0;
             if rng.below(3) == 0 {
                 rng.below(fmt::HEADER_LEN)
@@ -316,7 +316,7 @@ fn run(o: &Original, which: usize, m: &Mutant, n: usize, memo: &Memo, file: &Pat
     let path = Path::new("mutant.gtrace");
     let seq = events_of(&m.data, 1);
     // Every fourth mutant is also decoded in parallel, every tenth read from a file.
-    if n % 4 == 0 {
+    if n.is_multiple_of(4) {
         out.par_mismatch = seq != events_of(&m.data, 2);
     }
     let (events, stats) = match seq {
@@ -342,12 +342,12 @@ fn run(o: &Original, which: usize, m: &Mutant, n: usize, memo: &Memo, file: &Pat
     let key = (which, fingerprint(&events), stats.lost_records());
     let known = memo.lock().unwrap().get(&key).cloned();
     let (plain, said, verdict) = match known {
-        Some(v) if n % 10 != 0 => v,
+        Some(v) if !n.is_multiple_of(10) => v,
         _ => {
             // Built from the events just read (a second decode only where a file is).
             let mut t = Trace::from_events(o_meta(&m.data), events.iter().cloned());
             t.stats = stats.clone();
-            if n % 10 == 0 {
+            if n.is_multiple_of(10) {
                 t = Trace::from_bytes_with(path, &m.data, 1 + n % 20 / 10).unwrap();
                 std::fs::write(file, &m.data).unwrap();
                 let f = Trace::load(file).map(|f| (f.stats, f.kernels, f.apis));

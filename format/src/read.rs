@@ -48,7 +48,7 @@ pub struct NotATrace {
 }
 
 impl NotATrace {
-    fn new(path: PathBuf, empty: bool) -> ReadError {
+    fn error(path: PathBuf, empty: bool) -> ReadError {
         ReadError::NotATrace(NotATrace {
             path,
             why: if empty {
@@ -528,7 +528,7 @@ impl<'a> ChunkReader<'a> {
             strict_kinds: true,
         };
         if len == 0 {
-            return Err(NotATrace::new(p(), true));
+            return Err(NotATrace::error(p(), true));
         }
         let head = frames.peek(0, HEADER_LEN);
         if len < HEADER_LEN as u64 {
@@ -536,14 +536,14 @@ impl<'a> ChunkReader<'a> {
             return Err(if head[..n] == MAGIC[..n] {
                 ReadError::CutShort { path: p(), len }
             } else {
-                NotATrace::new(p(), false)
+                NotATrace::error(p(), false)
             });
         }
         let magic_ok = &head[..8] == MAGIC;
         let near = head[..8].iter().zip(MAGIC).filter(|(a, b)| a == b).count() >= 6;
         let chunk_follows = frames.peek(HEADER_LEN as u64, 4) == CHUNK_MAGIC;
         if !magic_ok && !near && !chunk_follows {
-            return Err(NotATrace::new(p(), false));
+            return Err(NotATrace::error(p(), false));
         }
         let major = u16::from_le_bytes([head[8], head[9]]);
         let minor = u16::from_le_bytes([head[10], head[11]]);
@@ -774,7 +774,7 @@ impl<'a> ChunkReader<'a> {
         let end_damaged = s
             .lost
             .iter()
-            .any(|l| l.kind != LossKind::TornTail && last_decoded.map_or(true, |d| l.frame >= d));
+            .any(|l| l.kind != LossKind::TornTail && last_decoded.is_none_or(|d| l.frame >= d));
         let stopped = self.last_state == Some(CollectorState::Stopped as u8);
         s.no_end = !stopped
             && (self.last_state.is_some() || self.decoded == 0)

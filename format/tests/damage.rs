@@ -183,7 +183,7 @@ fn the_start_of_a_file_cut_or_damaged_says_which() {
     assert!(msg(b"").contains("empty"));
     // Nothing intact after the header.
     let mut g = d[..HEADER_LEN].to_vec();
-    g.extend(std::iter::repeat(0x5a).take(200));
+    g.extend([0x5a; 200]);
     assert!(msg(&g).contains("damaged beyond reading"), "{}", msg(&g));
 }
 
