@@ -431,10 +431,16 @@ impl<'p> ZChunk<'p> {
     }
 
     fn add_census(&self, out: &mut Census) {
+        // A chunk that will not expand adds nothing (it is not read either).
+        if self.raw_len > MAX_CHUNK_PAYLOAD {
+            return;
+        }
+        // Every event takes at least two bytes: counts beyond that are not believed.
+        let mut room = self.raw_len as u64 / 2;
         for e in self.census.chunks_exact(5) {
-            let n = u32::from_le_bytes([e[1], e[2], e[3], e[4]]) as u64;
-            // Every event takes at least two bytes: a count beyond that is not believed.
-            out.0[e[0] as usize] += n.min(self.raw_len as u64 / 2);
+            let n = (u32::from_le_bytes([e[1], e[2], e[3], e[4]]) as u64).min(room);
+            room -= n;
+            out.0[e[0] as usize] += n;
         }
     }
 }

@@ -296,3 +296,24 @@ fn a_file_resynchronises_like_memory() {
     assert_eq!(f.stats.lost.len(), 3);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_census_changed_with_its_checksum_cannot_ask_for_huge_tables() {
+    let (d, b) = file(2, true, "test");
+    let (start, end) = b[2];
+    let payload = start + CHUNK_HEADER_LEN;
+    for (at, bytes) in [(0, u32::MAX), (6, u32::MAX), (0, 60 << 20)] {
+        let mut m = d.clone();
+        m[payload + at..payload + at + 4].copy_from_slice(&bytes.to_le_bytes());
+        let crc = crc32fast::hash(&m[payload..end]);
+        m[start + 8..start + 12].copy_from_slice(&crc.to_le_bytes());
+        let mut r = open(Path::new("t"), &m).unwrap();
+        let c = r.census();
+        let total: u64 = c.0.iter().sum();
+        // At most what the intact chunk holds, plus half the stated expansion limit.
+        assert!(total <= 21 + (MAX_CHUNK_PAYLOAD as u64) / 2, "{total}");
+        if at == 0 && bytes == u32::MAX {
+            assert_eq!(total, 22, "the first chunk's 21 events and its shape");
+        }
+    }
+}
