@@ -4,4 +4,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build -p gputrace-interpose
+# Among them the fault matrix (analyzer/tests/fault_matrix.rs: damaged variants of the
+# bundled traces), which prints its counts, and the SIGKILL test (tests/tests/kill.rs).
 cargo test --workspace

@@ -1,6 +1,7 @@
 //! What each `gputrace` command that reads traces does, for the binary: read, analyse,
 //! write through an exporter. The binary parses arguments, calls one of these with
-//! stdout, and turns an [`Error`] into a message and an exit code.
+//! stdout, and turns an [`Error`] into a message and an exit code, and an [`Outcome`]
+//! into an exit code.
 
 use crate::error::Error;
 use crate::export::stream::{EventStream, StreamError, StreamStats, DEFAULT_MAX_PENDING};
@@ -17,6 +18,31 @@ pub struct Options {
     /// (unmapping hundreds of MB only delays the exit, tens of ms on a 10 M-event
     /// trace).
     pub exiting: bool,
+}
+
+/// Exit status of `report`, `summary` and `dump` after their output when a trace it
+/// covers was damaged (bytes inside the file are not what was written, so records may
+/// be missing from anywhere in it). A trace merely cut short (the process killed, the
+/// disk full) is read to its end as usual: 0.
+pub const DAMAGED_EXIT: i32 = 3;
+
+/// What a command found reading its traces, beyond what it wrote: its exit status.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Outcome {
+    /// A trace the output covers was damaged (not merely cut short): the output covers
+    /// what could be read of it.
+    pub damaged: bool,
+}
+
+impl Outcome {
+    /// The command's exit status: 0, or [`DAMAGED_EXIT`].
+    pub fn exit_code(self) -> i32 {
+        if self.damaged {
+            DAMAGED_EXIT
+        } else {
+            0
+        }
+    }
 }
 
 /// A closed pipe (`gputrace report x | head`) is how a reader says it has seen
@@ -36,14 +62,17 @@ pub fn report(
     opts: &Options,
     out: &mut dyn Write,
     warn: Warn<'_>,
-) -> Result<(), Error> {
+) -> Result<Outcome, Error> {
     let traces = load::load_set(paths, &opts.load, warn)?;
+    let outcome = Outcome {
+        damaged: traces.iter().any(|t| t.stats.damaged()),
+    };
     let r = crate::report::analyze(&traces);
     let res = export::write_document(format, Document::Report(&r), out).and_then(|_| out.flush());
     if opts.exiting {
         std::mem::forget(traces);
     }
-    written(res)
+    written(res).map(|_| outcome)
 }
 
 /// `gputrace summary`: per-device summary of each trace. The traces are read one at a
@@ -53,24 +82,30 @@ pub fn summary(
     format: Format,
     out: &mut dyn Write,
     warn: Warn<'_>,
-) -> Result<(), Error> {
+) -> Result<Outcome, Error> {
     let mut all = Vec::new();
+    let mut outcome = Outcome::default();
     for p in load::distinct_paths(paths, warn) {
-        all.push(crate::summary::summarize(&load::load(&p, warn)?));
+        let t = load::load(&p, warn)?;
+        outcome.damaged |= t.stats.damaged();
+        all.push(crate::summary::summarize(&t));
     }
     written(
         export::write_document(format, Document::Summaries(&all), out).and_then(|_| out.flush()),
     )
+    .map(|_| outcome)
 }
 
 /// `gputrace dump` (and any export of events): the trace's events in time order,
-/// written as they are read, in bounded memory (see [`crate::export::stream`]).
+/// written as they are read, in bounded memory (see [`crate::export::stream`]). A
+/// damaged trace is read past its damage, as for the report (what was lost is said
+/// through `warn` before the events).
 pub fn events(
     path: &Path,
     format: Format,
     out: &mut dyn Write,
     warn: Warn<'_>,
-) -> Result<StreamStats, Error> {
+) -> Result<(Outcome, StreamStats), Error> {
     events_with(path, format, DEFAULT_MAX_PENDING, out, warn)
 }
 
@@ -81,7 +116,7 @@ pub fn events_with(
     max_pending: usize,
     out: &mut dyn Write,
     warn: Warn<'_>,
-) -> Result<StreamStats, Error> {
+) -> Result<(Outcome, StreamStats), Error> {
     let Some(mut exporter) = export::event_exporter(format) else {
         return Err(Error::Output(io::Error::new(
             io::ErrorKind::InvalidInput,
@@ -90,9 +125,9 @@ pub fn events_with(
     };
     load::check_path(path)?;
     let s = EventStream::open(path).map_err(|e| Error::read(path, e))?;
-    if let Some(w) = s.read_stats().warning() {
-        warn(&format!("{}: {w}", path.display()));
-    }
+    let outcome = Outcome {
+        damaged: load::pass_on_loss(path, s.read_stats(), warn),
+    };
     let r = exporter
         .begin(out)
         .map_err(StreamError::Write)
@@ -105,8 +140,8 @@ pub fn events_with(
                 .map_err(StreamError::Write)
         });
     match r {
-        Ok(st) => Ok(st),
+        Ok(st) => Ok((outcome, st)),
         Err(StreamError::Read(e)) => Err(Error::read(path, e)),
-        Err(StreamError::Write(e)) => written(Err(e)).map(|_| StreamStats::default()),
+        Err(StreamError::Write(e)) => written(Err(e)).map(|_| (outcome, StreamStats::default())),
     }
 }

@@ -94,10 +94,16 @@ mod tests {
         assert!(missing.hint().is_none());
         let denied = Error::read(p, io(io::ErrorKind::PermissionDenied));
         assert!(denied.hint().is_some());
-        let junk = Error::read(p, ReadError::NotATrace(p.into()));
+        let junk = Error::read(
+            p,
+            ReadError::NotATrace(gputrace_format::NotATrace {
+                path: p.into(),
+                why: "not a gputrace trace (it does not start with a gputrace header)",
+            }),
+        );
         assert_eq!(
             junk.to_string(),
-            "cannot read trace /x/run.gtrace: not a gputrace trace (bad magic)"
+            "cannot read trace /x/run.gtrace: not a gputrace trace (it does not start with a gputrace header)"
         );
         let dir = Error::IsDir("traces".into());
         assert_eq!(

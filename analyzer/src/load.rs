@@ -4,6 +4,7 @@
 
 use crate::error::Error;
 use crate::trace::Trace;
+use gputrace_format::ReadStats;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -66,14 +67,22 @@ pub fn check_path(p: &Path) -> Result<(), Error> {
     Ok(())
 }
 
+/// Passes on what reading a trace found wrong (records lost to damage or to an end cut
+/// short), if anything. True if the trace was damaged, not merely cut short: the
+/// commands then exit with [`crate::app::DAMAGED_EXIT`] after their output.
+pub fn pass_on_loss(path: &Path, stats: &ReadStats, warn: Warn<'_>) -> bool {
+    if let Some(w) = stats.warning() {
+        warn(&format!("{}: {w}", path.display()));
+    }
+    stats.damaged()
+}
+
 /// Reads one trace (decoded on the default number of threads), passing on what
-/// reading it found wrong.
+/// reading it found wrong (see [`pass_on_loss`]; the trace's `stats` keep it).
 pub fn load(path: &Path, warn: Warn<'_>) -> Result<Trace, Error> {
     check_path(path)?;
     let t = Trace::load(path).map_err(|e| Error::read(path, e))?;
-    if let Some(w) = t.stats.warning() {
-        warn(&format!("{}: {w}", path.display()));
-    }
+    pass_on_loss(path, &t.stats, warn);
     Ok(t)
 }
 
@@ -142,8 +151,10 @@ fn read_all(paths: &[PathBuf], opts: &LoadOptions, warn: Warn<'_>) -> Result<Vec
             mine = mine.max(d);
         });
         if let Ok(t) = &r {
-            if let Some(w) = t.stats.warning() {
-                bar.suspend(|| warn(&format!("{}: {w}", p.display())));
+            if t.stats.warning().is_some() {
+                bar.suspend(|| {
+                    pass_on_loss(p, &t.stats, warn);
+                });
             }
         }
         r

@@ -410,6 +410,13 @@ impl Encoder {
 /// Adds the events of each tag in an (uncompressed) chunk payload to `out`, reading
 /// only tags and lengths; stops at the first malformed event.
 pub(crate) fn count_tags(payload: &[u8], out: &mut crate::read::Census) {
+    walk_tags(payload, |tag| out.0[tag as usize] += 1);
+}
+
+/// Calls `f` with the tag of every event of a chunk payload, reading only tags and
+/// lengths. True if the payload is exactly a sequence of whole events (every length in
+/// bounds, the last ending at the end); false at the first malformed one.
+pub(crate) fn walk_tags(payload: &[u8], mut f: impl FnMut(u8)) -> bool {
     let mut pos = 0;
     while pos < payload.len() {
         let tag = payload[pos];
@@ -419,14 +426,15 @@ pub(crate) fn count_tags(payload: &[u8], out: &mut crate::read::Census) {
             base: 0,
         };
         let Some(end) = b.v().ok().and_then(|l| b.pos.checked_add(l as usize)) else {
-            return;
+            return false;
         };
         if end > payload.len() {
-            return;
+            return false;
         }
-        out.0[tag as usize] += 1;
+        f(tag);
         pos = end;
     }
+    true
 }
 
 /// Why an event could not be decoded.
@@ -471,11 +479,16 @@ pub enum ShapeOp {
     },
 }
 
-/// Kernel launch shapes, applied in file order (see [`Decoder::deferred`]).
+/// Kernel launch shapes, applied in file order (see [`Decoder::deferred`]), by id.
 #[derive(Clone, Debug, Default)]
-pub struct Shapes(Vec<Kernel>);
+pub struct Shapes(Vec<Option<Kernel>>);
+
+/// Ids a definition may skip past the highest one defined: writers give ids in order,
+/// but the chunks that defined the ones between may have been lost to damage.
+const MAX_SHAPE_SKIP: usize = 1 << 16;
 
 impl Shapes {
+    /// One past the highest id defined.
     pub fn len(&self) -> usize {
         self.0.len()
     }
@@ -484,28 +497,35 @@ impl Shapes {
         self.0.is_empty()
     }
 
-    /// Defines shape `id`: ids are dense and in order (a redefinition replaces); a
-    /// bound keeps a corrupt id from exhausting memory.
+    /// Defines shape `id` (a redefinition replaces). Writers give ids in order; a gap
+    /// (shapes defined in a lost chunk) is allowed up to a bound that keeps a corrupt
+    /// id from exhausting memory.
     pub fn define(&mut self, id: u32, k: Kernel) -> Result<(), DecodeError> {
         let i = id as usize;
-        if i > self.0.len() || i >= (1 << 22) {
+        if i >= self.0.len() + MAX_SHAPE_SKIP || i >= (1 << 22) {
             return Err(DecodeError::BadShape(id));
         }
-        if i == self.0.len() {
-            self.0.push(k);
-        } else {
-            self.0[i] = k;
+        if i >= self.0.len() {
+            self.0.resize(i + 1, None);
         }
+        self.0[i] = Some(k);
         Ok(())
     }
 
     pub fn get(&self, id: u32) -> Option<&Kernel> {
-        self.0.get(id as usize)
+        self.0.get(id as usize)?.as_ref()
     }
 
     /// Forgets the shapes from `len` on.
     pub fn truncate(&mut self, len: usize) {
         self.0.truncate(len);
+    }
+
+    /// Forgets shape `id`.
+    pub fn undefine(&mut self, id: u32) {
+        if let Some(s) = self.0.get_mut(id as usize) {
+            *s = None;
+        }
     }
 
     /// Gives `k` (timing, device, stream and correlation already set) shape `id`.

@@ -15,7 +15,13 @@
 //! tags u8 | (tag u8, count u32) x tags | zstd frame`, the census of tags letting a
 //! reader size its tables without expanding anything).
 //! Timestamps are deltas (zigzag) against the previous timestamp in the same chunk, so
-//! every chunk decodes on its own: a file cut anywhere reads up to its last whole chunk.
+//! every chunk decodes on its own: a file cut anywhere reads up to its last whole chunk,
+//! and a damaged chunk costs only itself (the reader resynchronises on the next chunk
+//! marker whose header is sane and whose checksum holds). Kernel launch shapes are the
+//! one exception: defined once per file, a kernel whose shape was defined in a lost
+//! chunk is lost with it. Compressed chunks carry zstd's own checksum of the events
+//! they expand to, a second check behind the chunk's. Every collector ends its file
+//! with a `Stopped` state: a file without one was cut short.
 //! Timestamps are nanoseconds in CUPTI's time base: CLOCK_REALTIME on Linux.
 //!
 //! Compatibility: tags are append-only, a new event kind gets a new tag; a reader of
@@ -23,15 +29,17 @@
 //! newer minor version (every event after the tag byte starts with its own length).
 
 mod codec;
+mod damage;
 mod event;
 pub mod protocol;
 mod read;
 mod write;
 
 pub use codec::{DecodeError, Decoder, Encoder, ShapeOp, Shapes};
+pub use damage::{human_bytes, Loss, LossKind, ReadStats};
 pub use event::*;
 pub use read::{
-    open, open_file, read_all, Census, ChunkReader, ChunkSink, ReadError, ReadStats, TraceData,
+    open, open_file, read_all, Census, ChunkReader, ChunkSink, NotATrace, ReadError, TraceData,
 };
 pub use write::ChunkWriter;
 

@@ -1,8 +1,15 @@
 //! Reading a trace file: header, metadata, then events chunk by chunk.
+//!
+//! A damaged file is read around its damage: where a chunk fails its checks, the reader
+//! looks for the next chunk marker whose header is sane and whose checksum holds, goes
+//! on from there, and records what lay between (see [`ReadStats`]). A file cut short
+//! (a torn last write, or no end record) reads up to its last whole chunk.
 
+use crate::damage::{Loss, LossKind};
 use crate::{
-    ChunkKind, Decoder, Event, Kernel, Meta, ShapeOp, Shapes, CHUNK_HEADER_LEN, CHUNK_MAGIC,
-    HEADER_LEN, MAGIC, MAX_CHUNK_PAYLOAD, VERSION_MAJOR,
+    ChunkKind, CollectorState, Decoder, Event, Kernel, Meta, ReadStats, ShapeOp, Shapes,
+    CHUNK_HEADER_LEN, CHUNK_MAGIC, HEADER_LEN, MAGIC, MAX_CHUNK_PAYLOAD, VERSION_MAJOR,
+    VERSION_MINOR,
 };
 use std::path::{Path, PathBuf};
 
@@ -14,55 +21,42 @@ pub enum ReadError {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("{0}: not a gputrace trace (bad magic)")]
-    NotATrace(PathBuf),
+    #[error("{0}: is a directory, not a trace file (give the .gtrace files in it)")]
+    IsDir(PathBuf),
+    #[error("{0}: not a regular file")]
+    NotAFile(PathBuf),
+    #[error("{}: {}", .0.path.display(), .0.why)]
+    NotATrace(NotATrace),
     #[error("{path}: trace format version {major}.{minor} is newer than this reader ({VERSION_MAJOR}.x); upgrade gputrace")]
     TooNew {
         path: PathBuf,
         major: u16,
         minor: u16,
     },
-    #[error("{0}: trace ends before its metadata chunk (the process died at start-up?)")]
-    NoMeta(PathBuf),
-    #[error("{path}: metadata chunk is corrupt: {why}")]
-    BadMeta { path: PathBuf, why: String },
+    /// The file ends before its first whole chunk.
+    #[error("{path}: the trace is cut short: it ends {len} bytes in, before its first whole chunk (the process stopped while tracing started: killed, or the disk full)")]
+    CutShort { path: PathBuf, len: u64 },
+    #[error("{path}: the trace is damaged beyond reading: {why}")]
+    Damaged { path: PathBuf, why: String },
 }
 
-/// What was found while reading, beyond the events.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct ReadStats {
-    pub chunks: u64,
-    pub events: u64,
-    /// The file ended inside a chunk (process killed mid-write): the tail was dropped.
-    pub truncated_tail: bool,
-    /// A chunk failed its checksum or framing: reading stopped there.
-    pub corrupt_at: Option<u64>,
-    /// Bytes not read because of truncation or corruption.
-    pub bytes_lost: u64,
-    /// Events skipped because their tag is newer than this reader.
-    pub unknown_events: u64,
-    /// Events that failed to decode inside a chunk that passed its checksum.
-    pub bad_events: u64,
-    /// Minor version of the file.
-    pub minor: u16,
+/// A file that is not a trace: where, and what it is instead.
+#[derive(Debug)]
+pub struct NotATrace {
+    pub path: PathBuf,
+    pub why: &'static str,
 }
 
-impl ReadStats {
-    /// One line describing data loss, if any.
-    pub fn warning(&self) -> Option<String> {
-        if let Some(at) = self.corrupt_at {
-            Some(format!(
-                "corrupt chunk at byte {at}: read {} chunks, {} bytes after it skipped",
-                self.chunks, self.bytes_lost
-            ))
-        } else if self.truncated_tail {
-            Some(format!(
-                "trace is truncated (process killed?): read {} whole chunks, dropped a torn tail of {} bytes",
-                self.chunks, self.bytes_lost
-            ))
-        } else {
-            None
-        }
+impl NotATrace {
+    fn error(path: PathBuf, empty: bool) -> ReadError {
+        ReadError::NotATrace(NotATrace {
+            path,
+            why: if empty {
+                "the file is empty (nothing was ever written to it)"
+            } else {
+                "not a gputrace trace (it does not start with a gputrace header)"
+            },
+        })
     }
 }
 
@@ -73,17 +67,23 @@ enum Source<'a> {
     File(std::fs::File),
 }
 
-/// The framing layer: finds, checks and (for compressed chunks) expands one chunk at a
-/// time.
+/// The framing layer: finds and checks one chunk at a time, and steps over damage.
 struct Frames<'a> {
     src: Source<'a>,
     pos: u64,
     len: u64,
     /// A file chunk's stored payload.
     buf: Vec<u8>,
+    /// A file's bytes searched for the next chunk marker.
+    scan: Vec<u8>,
     /// A compressed chunk's events, expanded.
     raw: Vec<u8>,
     unzip: Option<zstd::bulk::Decompressor<'static>>,
+    /// Intact chunks found so far.
+    good: u64,
+    /// No writer of this file's version writes chunk kinds this reader does not know,
+    /// so one is damage (a changed kind byte) rather than a newer addition.
+    strict_kinds: bool,
 }
 
 const META: u8 = ChunkKind::Meta as u8;
@@ -96,8 +96,63 @@ enum At {
     Buf,
 }
 
+/// A chunk header's fields.
+#[derive(Clone, Copy)]
+struct Head {
+    len: usize,
+    crc: u32,
+    kind: u8,
+    count: u32,
+}
+
+impl Head {
+    /// A header that could be a chunk's: its marker, and a length a writer could give.
+    fn parse(h: &[u8]) -> Option<Head> {
+        if h.len() < CHUNK_HEADER_LEN || &h[..4] != CHUNK_MAGIC {
+            return None;
+        }
+        let word = |i: usize| u32::from_le_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]);
+        let len = word(4) as usize;
+        (len <= MAX_CHUNK_PAYLOAD).then_some(Head {
+            len,
+            crc: word(8),
+            kind: h[12],
+            count: word(16),
+        })
+    }
+
+    /// Events the header declares, as far as its payload could hold them (its count
+    /// field is outside the checksum).
+    fn events(&self) -> u64 {
+        let most = match self.kind {
+            META => 0,
+            // Compressed: bounded by the largest expansion a reader accepts.
+            EVENTS_ZSTD => MAX_CHUNK_PAYLOAD / 2,
+            // Every event takes at least two bytes.
+            _ => self.len / 2,
+        };
+        (self.count as u64).min(most as u64)
+    }
+}
+
+/// One intact chunk.
+struct Frame {
+    kind: u8,
+    at: At,
+    count: u32,
+    /// File offset of its header.
+    offset: u64,
+    /// Stored payload length.
+    len: usize,
+    /// Its place among the file's intact chunks (from 0, the metadata).
+    index: u64,
+}
+
 impl<'a> Frames<'a> {
     fn read(&mut self, at: u64, n: usize) -> Option<At> {
+        if at.checked_add(n as u64)? > self.len {
+            return None;
+        }
         match &self.src {
             Source::Mem(d) => {
                 let a = at as usize;
@@ -115,86 +170,195 @@ impl<'a> Frames<'a> {
         stored(&self.src, &self.buf, at)
     }
 
-    /// The next whole chunk that passes its checksum, as (kind byte, where its stored
-    /// payload is, event count); `None` at the end, at a torn tail or at corruption
-    /// (recorded in `stats`).
-    fn next_frame(&mut self, stats: &mut ReadStats) -> Option<(u8, At, u32)> {
-        let rest = self.len - self.pos;
-        if rest == 0 {
-            return None;
-        }
-        if rest < CHUNK_HEADER_LEN as u64 {
-            return self.stop(stats, false);
-        }
-        let Some(h) = self.read(self.pos, CHUNK_HEADER_LEN) else {
-            return self.stop(stats, false);
-        };
-        let h: [u8; CHUNK_HEADER_LEN] = self.bytes(&h).try_into().unwrap_or([0; CHUNK_HEADER_LEN]);
-        if &h[..4] != CHUNK_MAGIC {
-            return self.stop(stats, true);
-        }
-        let word = |i: usize| u32::from_le_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]);
-        let (len, crc, kind, count) = (word(4) as usize, word(8), h[12], word(16));
-        if len > MAX_CHUNK_PAYLOAD {
-            return self.stop(stats, true);
-        }
-        let whole = (CHUNK_HEADER_LEN + len) as u64;
-        if rest < whole {
-            return self.stop(stats, false);
-        }
-        let Some(at) = self.read(self.pos + CHUNK_HEADER_LEN as u64, len) else {
-            return self.stop(stats, false);
-        };
-        if crc32fast::hash(self.bytes(&at)) != crc {
-            // A bad checksum on the very last chunk is a torn write; elsewhere corruption.
-            return self.stop(stats, rest != whole);
-        }
-        self.pos += whole;
-        stats.chunks += 1;
-        Some((kind, at, count))
+    /// The chunk header at `pos`, if one could be there.
+    fn head(&mut self, pos: u64) -> Option<Head> {
+        let at = self.read(pos, CHUNK_HEADER_LEN)?;
+        Head::parse(self.bytes(&at))
     }
 
-    /// The next chunk of a kind this reader knows, compressed ones expanded.
-    fn next(&mut self, stats: &mut ReadStats) -> Option<(ChunkKind, &[u8], u32)> {
+    /// Up to `n` bytes at `pos`, copied.
+    fn peek(&mut self, pos: u64, n: usize) -> Vec<u8> {
+        let n = n.min(self.len.saturating_sub(pos) as usize);
+        match self.read(pos, n) {
+            Some(at) => self.bytes(&at).to_vec(),
+            None => Vec::new(),
+        }
+    }
+
+    /// The whole chunk at `pos`, if it is intact: a sane header and a payload that
+    /// matches its checksum.
+    fn intact(&mut self, pos: u64) -> Option<(Head, At)> {
+        let h = self.head(pos)?;
+        let at = self.read(pos + CHUNK_HEADER_LEN as u64, h.len)?;
+        (crc32fast::hash(self.bytes(&at)) == h.crc).then_some((h, at))
+    }
+
+    /// The next intact chunk of a kind this reader knows; `None` at the end. Damage
+    /// met on the way is stepped over and recorded in `stats`.
+    fn next_frame(&mut self, stats: &mut ReadStats) -> Option<Frame> {
         loop {
-            let (kind, at, count) = self.next_frame(stats)?;
-            match kind {
-                META => return Some((ChunkKind::Meta, self.bytes(&at), count)),
-                EVENTS => return Some((ChunkKind::Events, self.bytes(&at), count)),
-                EVENTS_ZSTD => {
-                    if self.expand(&at).is_none() {
-                        // It passed its checksum, so the writer made it so: count its
-                        // events as lost and go on with the next chunk.
-                        stats.bad_events += count as u64;
-                        continue;
-                    }
-                    return Some((ChunkKind::Events, &self.raw, count));
+            if self.pos >= self.len {
+                return None;
+            }
+            let offset = self.pos;
+            let Some((h, at)) = self.intact(offset) else {
+                self.skip_damage(stats);
+                continue;
+            };
+            let whole = (CHUNK_HEADER_LEN + h.len) as u64;
+            self.pos += whole;
+            if !matches!(h.kind, META | EVENTS | EVENTS_ZSTD) {
+                // A kind from a newer minor version is skipped; in a file whose version
+                // has no other kinds, the kind byte was changed: its events are lost.
+                if self.strict_kinds {
+                    record(
+                        stats,
+                        Loss {
+                            kind: LossKind::Undecodable,
+                            offset,
+                            bytes: whole,
+                            chunks: 1,
+                            events: h.events(),
+                            after_ns: None,
+                            before_ns: None,
+                            frame: self.good,
+                        },
+                    );
                 }
-                _ => continue, // a chunk kind from a newer minor version
+                continue;
+            }
+            let index = self.good;
+            self.good += 1;
+            stats.chunks += 1;
+            return Some(Frame {
+                kind: h.kind,
+                at,
+                count: h.count,
+                offset,
+                len: h.len,
+                index,
+            });
+        }
+    }
+
+    /// At `pos` is no intact chunk: goes on to the next one (or the end) and records
+    /// what lay between, as damage or, where the file ends inside a chunk, a torn tail.
+    fn skip_damage(&mut self, stats: &mut ReadStats) {
+        let start = self.pos;
+        // Chunk headers still readable in the stretch; the last place in it a chunk may
+        // start, and the headers counted before that place.
+        let (mut chunks, mut events) = (0u64, 0u64);
+        let (mut last, mut before_last) = (start, (0u64, 0u64));
+        let mut at = start;
+        let next = loop {
+            if let Some(h) = self.head(at) {
+                chunks += 1;
+                events += h.events();
+            }
+            match self.find_marker(at + 1) {
+                Some(m) if self.intact(m).is_some() => break Some(m),
+                Some(m) => {
+                    before_last = (chunks, events);
+                    last = m;
+                    at = m;
+                }
+                None => break None,
+            }
+        };
+        let end = next.unwrap_or(self.len);
+        // Reaching the end: a last chunk longer than what is left of the file is a write
+        // cut off (the file is whole up to it).
+        let torn = next.is_none() && self.torn_at(last);
+        let damaged_end = if torn { last } else { end };
+        if damaged_end > start {
+            let (c, e) = if torn { before_last } else { (chunks, events) };
+            stats.corrupt_at.get_or_insert(start);
+            record(
+                stats,
+                Loss {
+                    kind: LossKind::Damaged,
+                    offset: start,
+                    bytes: damaged_end - start,
+                    // Something stood between two intact chunks: at least one chunk.
+                    chunks: c.max(1),
+                    events: e,
+                    after_ns: None,
+                    before_ns: None,
+                    frame: self.good,
+                },
+            );
+        }
+        if torn {
+            stats.truncated_tail = true;
+            let h = self.head(last);
+            record(
+                stats,
+                Loss {
+                    kind: LossKind::TornTail,
+                    offset: last,
+                    bytes: self.len - last,
+                    chunks: h.is_some() as u64,
+                    events: h.map(|h| h.events()).unwrap_or(0),
+                    after_ns: None,
+                    before_ns: None,
+                    frame: self.good,
+                },
+            );
+        }
+        self.pos = end;
+    }
+
+    /// Whether a chunk write cut off by the end of the file starts at `pos`: the start
+    /// of a chunk header with too little file left for it, or a sane header whose
+    /// payload runs past the end.
+    fn torn_at(&mut self, pos: u64) -> bool {
+        let rest = self.len - pos;
+        let lead = self.peek(pos, 4);
+        if lead[..] != CHUNK_MAGIC[..lead.len()] {
+            return false;
+        }
+        if rest < CHUNK_HEADER_LEN as u64 {
+            return true;
+        }
+        self.head(pos)
+            .is_some_and(|h| (CHUNK_HEADER_LEN + h.len) as u64 > rest)
+    }
+
+    /// The offset of the next chunk marker at or after `from`.
+    fn find_marker(&mut self, from: u64) -> Option<u64> {
+        const BLOCK: usize = 1 << 16;
+        let find = |hay: &[u8]| hay.windows(4).position(|w| w == CHUNK_MAGIC);
+        match &self.src {
+            Source::Mem(d) => {
+                let from = usize::try_from(from).ok()?;
+                find(d.get(from..)?).map(|i| (from + i) as u64)
+            }
+            Source::File(f) => {
+                use std::os::unix::fs::FileExt;
+                let mut at = from;
+                while at + 4 <= self.len {
+                    let n = ((self.len - at) as usize).min(BLOCK);
+                    self.scan.resize(n, 0);
+                    f.read_exact_at(&mut self.scan, at).ok()?;
+                    if let Some(i) = find(&self.scan) {
+                        return Some(at + i as u64);
+                    }
+                    if at + n as u64 >= self.len {
+                        return None;
+                    }
+                    // Blocks overlap so a marker across their boundary is found.
+                    at += (n - 3) as u64;
+                }
+                None
             }
         }
     }
+}
 
-    /// Expands a compressed events chunk into `raw`.
-    fn expand(&mut self, at: &At) -> Option<()> {
-        // Borrowed field by field: `raw` and `unzip` change.
-        expand(
-            stored(&self.src, &self.buf, at),
-            &mut self.unzip,
-            &mut self.raw,
-        )
-    }
-
-    fn stop(&mut self, stats: &mut ReadStats, corrupt: bool) -> Option<(u8, At, u32)> {
-        if corrupt {
-            stats.corrupt_at = Some(self.pos);
-        } else {
-            stats.truncated_tail = true;
-        }
-        stats.bytes_lost = self.len - self.pos;
-        self.pos = self.len;
-        None
-    }
+/// Adds a loss to the stats.
+fn record(stats: &mut ReadStats, l: Loss) {
+    stats.bytes_lost += l.bytes;
+    stats.lost.push(l);
 }
 
 /// Expands the stored payload of a compressed events chunk into `raw`; `None` if it
@@ -216,6 +380,24 @@ fn expand(
     raw.reserve(z.raw_len);
     let n = u.decompress_to_buffer(z.frame, raw).ok()?;
     (n == z.raw_len).then_some(())
+}
+
+/// An events chunk's events, expanded if compressed; `None` if they would not expand,
+/// or are not exactly a sequence of whole events (a chunk whose kind byte was changed,
+/// or whose payload was changed along with its checksum): nothing of it is used then.
+fn payload<'p>(
+    kind: u8,
+    stored: &'p [u8],
+    unzip: &mut Option<zstd::bulk::Decompressor<'static>>,
+    raw: &'p mut Vec<u8>,
+) -> Option<&'p [u8]> {
+    let p = if kind == EVENTS_ZSTD {
+        expand(stored, unzip, raw)?;
+        &raw[..]
+    } else {
+        stored
+    };
+    crate::codec::walk_tags(p, |_| {}).then_some(p)
 }
 
 /// The bytes a chunk's payload occupies, in memory or in the file chunk buffer.
@@ -249,10 +431,16 @@ impl<'p> ZChunk<'p> {
     }
 
     fn add_census(&self, out: &mut Census) {
+        // A chunk that will not expand adds nothing (it is not read either).
+        if self.raw_len > MAX_CHUNK_PAYLOAD {
+            return;
+        }
+        // Every event takes at least two bytes: counts beyond that are not believed.
+        let mut room = self.raw_len as u64 / 2;
         for e in self.census.chunks_exact(5) {
-            let n = u32::from_le_bytes([e[1], e[2], e[3], e[4]]) as u64;
-            // Every event takes at least two bytes: a count beyond that is not believed.
-            out.0[e[0] as usize] += n.min(self.raw_len as u64 / 2);
+            let n = (u32::from_le_bytes([e[1], e[2], e[3], e[4]]) as u64).min(room);
+            room -= n;
+            out.0[e[0] as usize] += n;
         }
     }
 }
@@ -282,6 +470,13 @@ pub struct ChunkReader<'a> {
     pub stats: ReadStats,
     /// Kernel launch shapes defined by the chunks read so far.
     shapes: Shapes,
+    /// (chunk index, first interval start, latest event time) of every events chunk
+    /// decoded, in file order: places losses in time.
+    times: Vec<(u64, Option<u64>, u64)>,
+    /// The last collector state read, in file order.
+    last_state: Option<u8>,
+    /// Events chunks decoded (some of their events at least).
+    decoded: u64,
 }
 
 /// Parses the header and metadata of a trace held in memory.
@@ -295,9 +490,33 @@ pub fn open_file(path: &Path) -> Result<ChunkReader<'static>, ReadError> {
         path: path.to_path_buf(),
         source: e,
     };
+    let md = std::fs::metadata(path).map_err(io)?;
+    if md.is_dir() {
+        return Err(ReadError::IsDir(path.to_path_buf()));
+    }
+    if !md.is_file() {
+        return Err(ReadError::NotAFile(path.to_path_buf()));
+    }
     let f = std::fs::File::open(path).map_err(io)?;
     let len = f.metadata().map_err(io)?.len();
     ChunkReader::start(path, Source::File(f), len)
+}
+
+/// Newest major version a trace can plausibly have (versions go up one at a time; a
+/// version field whose high byte is set was changed).
+const PLAUSIBLE_MAJOR: u16 = 255;
+
+/// Whether a `libgputrace X.Y.Z` writer string names a version no newer than this
+/// reader (which therefore wrote a format this reader knows).
+fn written_by_us_or_older(writer: &str) -> bool {
+    let parse = |s: &str| -> Option<Vec<u64>> {
+        let v = s.split(['-', '+']).next()?;
+        v.split('.').map(|p| p.parse().ok()).collect()
+    };
+    let Some(theirs) = writer.strip_prefix("libgputrace ").and_then(parse) else {
+        return false;
+    };
+    parse(env!("CARGO_PKG_VERSION")).is_some_and(|ours| theirs <= ours)
 }
 
 impl<'a> ChunkReader<'a> {
@@ -308,54 +527,120 @@ impl<'a> ChunkReader<'a> {
             pos: 0,
             len,
             buf: Vec::new(),
+            scan: Vec::new(),
             raw: Vec::new(),
             unzip: None,
+            good: 0,
+            strict_kinds: true,
         };
-        let head = match frames.read(0, HEADER_LEN) {
-            Some(at) if len >= HEADER_LEN as u64 => frames.bytes(&at).to_vec(),
-            _ => return Err(ReadError::NotATrace(p())),
-        };
-        if &head[..8] != MAGIC {
-            return Err(ReadError::NotATrace(p()));
+        if len == 0 {
+            return Err(NotATrace::error(p(), true));
+        }
+        let head = frames.peek(0, HEADER_LEN);
+        if len < HEADER_LEN as u64 {
+            let n = head.len().min(MAGIC.len());
+            return Err(if head[..n] == MAGIC[..n] {
+                ReadError::CutShort { path: p(), len }
+            } else {
+                NotATrace::error(p(), false)
+            });
+        }
+        let magic_ok = &head[..8] == MAGIC;
+        let near = head[..8].iter().zip(MAGIC).filter(|(a, b)| a == b).count() >= 6;
+        let chunk_follows = frames.peek(HEADER_LEN as u64, 4) == CHUNK_MAGIC;
+        if !magic_ok && !near && !chunk_follows {
+            return Err(NotATrace::error(p(), false));
         }
         let major = u16::from_le_bytes([head[8], head[9]]);
         let minor = u16::from_le_bytes([head[10], head[11]]);
-        if major > VERSION_MAJOR {
-            return Err(ReadError::TooNew {
-                path: p(),
-                major,
-                minor,
-            });
-        }
         let hlen = u32::from_le_bytes([head[12], head[13], head[14], head[15]]) as u64;
-        if hlen < HEADER_LEN as u64 || hlen > len {
-            return Err(ReadError::NotATrace(p()));
+        let mut damage = Vec::new();
+        if !magic_ok {
+            damage.push("its magic bytes".to_string());
         }
-        frames.pos = hlen;
+        let known = (1..=VERSION_MAJOR).contains(&major);
+        if !known {
+            let newer = magic_ok
+                && major > VERSION_MAJOR
+                && major <= PLAUSIBLE_MAJOR
+                && (HEADER_LEN as u64..=4096).contains(&hlen)
+                && hlen <= len;
+            // A newer writer's file, unless its metadata shows this reader's writer (or
+            // an older one) made it: then the version field was changed.
+            let ours = newer && {
+                match frames.intact(HEADER_LEN as u64) {
+                    Some((h, at)) if h.kind == META => {
+                        serde_json::from_slice::<Meta>(frames.bytes(&at))
+                            .is_ok_and(|m| written_by_us_or_older(&m.writer))
+                    }
+                    _ => false,
+                }
+            };
+            if newer && !ours {
+                return Err(ReadError::TooNew {
+                    path: p(),
+                    major,
+                    minor,
+                });
+            }
+            damage.push(if ours {
+                format!("its version field reads {major}.{minor}, but its metadata was written by a gputrace no newer than this reader")
+            } else {
+                format!("its version field reads {major}.{minor}, a version no gputrace writes")
+            });
+        } else if hlen != HEADER_LEN as u64 {
+            damage.push(format!("its header length field reads {hlen}"));
+        }
+        // Every version this reader knows has the same header, so it is read as this
+        // version whatever the damaged fields said.
+        frames.pos = HEADER_LEN as u64;
+        frames.strict_kinds = !known || (major, minor) <= (VERSION_MAJOR, VERSION_MINOR);
         let mut r = ChunkReader {
             frames,
             path: p(),
             meta: Meta::default(),
             shapes: Shapes::default(),
             stats: ReadStats {
+                major,
                 minor,
+                header_damage: (!damage.is_empty()).then(|| damage.join(", ")),
                 ..Default::default()
             },
+            times: Vec::new(),
+            last_state: None,
+            decoded: 0,
         };
-        match r.next_chunk() {
-            Some((ChunkKind::Meta, payload, _)) => {
-                r.meta = serde_json::from_slice(payload).map_err(|e| ReadError::BadMeta {
-                    path: p(),
-                    why: e.to_string(),
-                })?;
+        match r.frames.next_frame(&mut r.stats) {
+            Some(f) if f.kind == META => {
+                match serde_json::from_slice(r.frames.bytes(&f.at)) {
+                    Ok(m) => r.meta = m,
+                    // It passed its checksum, so it was changed along with it.
+                    Err(_) => r.stats.meta_lost = true,
+                }
             }
-            Some(_) => {
-                return Err(ReadError::BadMeta {
-                    path: p(),
-                    why: "first chunk is not metadata".into(),
-                })
+            Some(f) => {
+                // The metadata chunk was lost: this is the first events chunk, read
+                // again with the others.
+                r.stats.meta_lost = true;
+                r.frames.pos = f.offset;
+                r.frames.good -= 1;
+                r.stats.chunks -= 1;
             }
-            None => return Err(ReadError::NoMeta(p())),
+            None => {
+                let s = &r.stats;
+                return Err(if !s.damaged() {
+                    ReadError::CutShort { path: p(), len }
+                } else {
+                    let mut why = format!(
+                        "none of its {} bytes after the header is an intact chunk",
+                        len - HEADER_LEN as u64
+                    );
+                    if let Some(h) = &s.header_damage {
+                        why = format!("its header is damaged ({h}) and {why}");
+                    }
+                    ReadError::Damaged { path: p(), why }
+                });
+            }
         }
         Ok(r)
     }
@@ -364,20 +649,14 @@ impl<'a> ChunkReader<'a> {
         &self.path
     }
 
-    /// The next whole, checksummed chunk (compressed chunks come expanded); `None` at
-    /// the end, at a torn tail, or at corruption (recorded in `stats`).
-    pub fn next_chunk(&mut self) -> Option<(ChunkKind, &[u8], u32)> {
-        self.frames.next(&mut self.stats)
-    }
-
     /// Counts the events of each tag in the chunks not yet read, checking checksums
     /// but expanding nothing; the reader stays where it was.
     pub fn census(&mut self) -> Census {
         let mut out = Census::default();
-        let (pos, stats) = (self.frames.pos, self.stats.clone());
-        while let Some((kind, at, _)) = self.frames.next_frame(&mut self.stats) {
-            let stored = self.frames.bytes(&at);
-            match kind {
+        let (pos, good, stats) = (self.frames.pos, self.frames.good, self.stats.clone());
+        while let Some(f) = self.frames.next_frame(&mut self.stats) {
+            let stored = self.frames.bytes(&f.at);
+            match f.kind {
                 EVENTS => crate::codec::count_tags(stored, &mut out),
                 EVENTS_ZSTD => {
                     if let Some(z) = ZChunk::parse(stored) {
@@ -388,6 +667,7 @@ impl<'a> ChunkReader<'a> {
             }
         }
         self.frames.pos = pos;
+        self.frames.good = good;
         self.stats = stats;
         out
     }
@@ -404,28 +684,107 @@ impl<'a> ChunkReader<'a> {
         mut f: impl FnMut(Event),
         mut done: impl FnMut(u64, u64),
     ) {
-        while let Some((kind, payload, _)) = self.frames.next(&mut self.stats) {
-            if kind != ChunkKind::Events {
+        while let Some(fr) = self.frames.next_frame(&mut self.stats) {
+            if fr.kind != EVENTS && fr.kind != EVENTS_ZSTD {
                 continue;
             }
-            let mut dec = Decoder::with_shapes(payload, std::mem::take(&mut self.shapes));
-            while let Some(r) = dec.next() {
-                match r {
-                    Ok(ev) => {
-                        self.stats.events += 1;
-                        f(ev)
-                    }
-                    Err(_) => {
-                        self.stats.bad_events += 1;
-                        break;
-                    }
+            let Frames {
+                src,
+                buf,
+                raw,
+                unzip,
+                ..
+            } = &mut self.frames;
+            let stored = stored(src, buf, &fr.at);
+            match payload(fr.kind, stored, unzip, raw) {
+                Some(p) => {
+                    let t = decode_events(p, ShapesIn::Resolve(&mut self.shapes), &mut f);
+                    self.tally(fr.index, fr.offset, t);
                 }
+                None => self.chunk_lost(&fr),
             }
-            self.stats.unknown_events += dec.skipped;
-            self.shapes = dec.into_shapes();
             done(self.frames.pos, self.frames.len);
         }
+        self.finish();
         done(self.frames.pos, self.frames.len);
+    }
+
+    /// Counts one decoded chunk.
+    fn tally(&mut self, index: u64, offset: u64, t: Tally) {
+        self.decoded += 1;
+        self.stats.events += t.events;
+        self.stats.unknown_events += t.skipped;
+        if t.bad > 0 {
+            self.stats.bad_events += t.bad;
+            record(
+                &mut self.stats,
+                Loss {
+                    kind: LossKind::Undecodable,
+                    offset,
+                    bytes: 0,
+                    chunks: 0,
+                    events: t.bad,
+                    after_ns: None,
+                    before_ns: None,
+                    frame: index,
+                },
+            );
+        }
+        if t.state.is_some() {
+            self.last_state = t.state;
+        }
+        if let Some(last) = t.last {
+            self.times.push((index, t.first, last));
+        }
+    }
+
+    /// Counts an events chunk that passed its checksum but could not be used at all.
+    fn chunk_lost(&mut self, f: &Frame) {
+        let h = Head {
+            len: f.len,
+            crc: 0,
+            kind: f.kind,
+            count: f.count,
+        };
+        self.stats.bad_events += h.events();
+        record(
+            &mut self.stats,
+            Loss {
+                kind: LossKind::Undecodable,
+                offset: f.offset,
+                bytes: (CHUNK_HEADER_LEN + f.len) as u64,
+                chunks: 1,
+                events: h.events(),
+                after_ns: None,
+                before_ns: None,
+                frame: f.index,
+            },
+        );
+    }
+
+    /// Once every chunk is read: places the losses in time and tells whether the trace
+    /// was finished.
+    fn finish(&mut self) {
+        let times = &self.times;
+        for l in &mut self.stats.lost {
+            let i = times.partition_point(|t| t.0 < l.frame);
+            l.after_ns = i.checked_sub(1).map(|i| times[i].2);
+            l.before_ns = times.get(i).map(|t| t.2);
+        }
+        let s = &mut self.stats;
+        s.first_ns = times.iter().filter_map(|t| t.1).min();
+        s.last_ns = times.iter().map(|t| t.2).max();
+        // Every collector ends its file with a Stopped state. Without one the trace was
+        // cut short, unless damage at its end may have taken the end record with it.
+        let last_decoded = times.last().map(|t| t.0);
+        let end_damaged = s
+            .lost
+            .iter()
+            .any(|l| l.kind != LossKind::TornTail && last_decoded.is_none_or(|d| l.frame >= d));
+        let stopped = self.last_state == Some(CollectorState::Stopped as u8);
+        s.no_end = !stopped
+            && (self.last_state.is_some() || self.decoded == 0)
+            && (s.truncated_tail || !end_damaged);
     }
 }
 
@@ -456,9 +815,8 @@ impl ChunkSink for Vec<Event> {
 /// and event count.
 struct Job<'a> {
     seq: u64,
-    kind: u8,
+    frame: Frame,
     stored: std::borrow::Cow<'a, [u8]>,
-    count: u32,
     /// The shapes known when it was handed out (see [`Decoder::deferred`]).
     known: Shapes,
 }
@@ -474,84 +832,97 @@ enum ShapesIn<'s> {
 /// A chunk as a worker decoded it, before the shapes of earlier chunks are applied.
 struct Done<'a, S> {
     job: Job<'a>,
-    /// `None`: a compressed chunk that passed its checksum but would not expand.
-    out: Option<Decoded<S>>,
+    /// `None`: a chunk that passed its checksum but could not be used.
+    out: Option<(S, Tally)>,
 }
 
-struct Decoded<S> {
-    sink: S,
-    ops: Vec<ShapeOp>,
+/// What decoding one chunk found besides its events.
+#[derive(Default)]
+struct Tally {
     events: u64,
-    bad: bool,
+    /// Events that failed to decode (skipped: each records its own length).
+    bad: u64,
     skipped: u64,
+    /// Shape operations of a deferred decode.
+    ops: Vec<ShapeOp>,
+    /// First start of a recorded interval, and latest event time.
+    first: Option<u64>,
+    last: Option<u64>,
+    /// The last collector state.
+    state: Option<u8>,
 }
 
-/// Expands (if compressed) and decodes one chunk on its own: shapes deferred, or, given
+/// Decodes one chunk's (well-framed) events into `add`: shapes deferred, or, given
 /// `shapes`, resolved as it goes (the sequential reading of a chunk).
-fn decode_chunk<S: ChunkSink>(
-    kind: u8,
-    stored: &[u8],
-    unzip: &mut Option<zstd::bulk::Decompressor<'static>>,
-    raw: &mut Vec<u8>,
-    shapes: ShapesIn,
-    mut sink: S,
-) -> Option<Decoded<S>> {
-    let payload = if kind == EVENTS_ZSTD {
-        expand(stored, unzip, raw)?;
-        &raw[..]
-    } else {
-        stored
-    };
+fn decode_events(payload: &[u8], shapes: ShapesIn, mut add: impl FnMut(Event)) -> Tally {
     let (mut dec, resolve) = match shapes {
-        ShapesIn::Resolve(s) => (Decoder::with_shapes(payload, s.clone()), Some(s)),
+        ShapesIn::Resolve(s) => (Decoder::with_shapes(payload, std::mem::take(s)), Some(s)),
         ShapesIn::Defer(known) => (Decoder::deferred(payload, known), None),
     };
-    let (mut events, mut bad) = (0, false);
+    let mut t = Tally::default();
     while let Some(r) = dec.next() {
         match r {
             Ok(ev) => {
-                events += 1;
-                sink.add(ev)
+                t.events += 1;
+                if let Some(ts) = ev.ts().filter(|ts| *ts != 0) {
+                    match &ev {
+                        Event::Clock { .. } => {}
+                        Event::State { state, .. } => {
+                            t.state = Some(*state);
+                            t.last = t.last.max(Some(ts));
+                        }
+                        Event::Kernel(_)
+                        | Event::Memcpy(_)
+                        | Event::Memset(_)
+                        | Event::Sync(_)
+                        | Event::Api(_)
+                        | Event::HostCopy(_)
+                        | Event::HostCall(_)
+                        | Event::Nccl(_) => {
+                            t.first = Some(t.first.map_or(ts, |f| f.min(ts)));
+                            t.last = t.last.max(Some(ts));
+                        }
+                        _ => t.last = t.last.max(Some(ts)),
+                    }
+                }
+                add(ev)
             }
-            Err(_) => {
-                bad = true;
-                break;
-            }
+            // The decoder has stepped over the event (every event records its length).
+            Err(_) => t.bad += 1,
         }
     }
-    let skipped = dec.skipped;
-    let ops = match resolve {
-        Some(s) => {
-            *s = dec.into_shapes();
-            Vec::new()
-        }
-        None => dec.into_shape_ops(),
-    };
-    Some(Decoded {
-        sink,
-        ops,
-        events,
-        bad,
-        skipped,
-    })
+    t.skipped = dec.skipped;
+    match resolve {
+        Some(s) => *s = dec.into_shapes(),
+        None => t.ops = dec.into_shape_ops(),
+    }
+    t
 }
 
 /// Applies a deferred chunk's shape operations in order. False, with the shapes as they
 /// were, if one fails or redefines a known shape (never done by our writer: the kernels
 /// a worker resolved against that shape may then be wrong, so the chunk is decoded again).
-fn apply_shape_ops<S: ChunkSink>(shapes: &mut Shapes, d: &mut Decoded<S>) -> bool {
+fn apply_shape_ops<S: ChunkSink>(shapes: &mut Shapes, sink: &mut S, ops: &[ShapeOp]) -> bool {
     let before = shapes.len();
-    let ok = d.ops.iter().all(|op| match op {
+    // Ids defined below `before` (in a gap left by a lost chunk), to undo on failure.
+    let mut filled = Vec::new();
+    let ok = ops.iter().all(|op| match op {
         ShapeOp::Define(id, k) => {
-            (*id as usize) >= shapes.len() && shapes.define(*id, k.clone()).is_ok()
+            if shapes.get(*id).is_some() {
+                return false;
+            }
+            if (*id as usize) < before {
+                filled.push(*id);
+            }
+            shapes.define(*id, k.clone()).is_ok()
         }
-        ShapeOp::Use { nth, id } => d
-            .sink
+        ShapeOp::Use { nth, id } => sink
             .kernel_mut(*nth)
             .is_some_and(|k| shapes.fill(*id, k).is_ok()),
     });
     if !ok {
         shapes.truncate(before);
+        filled.into_iter().for_each(|id| shapes.undefine(id));
     }
     ok
 }
@@ -573,41 +944,47 @@ impl<'a> ChunkReader<'a> {
         let mut next_seq = 0u64;
         let mut finished: std::collections::BTreeMap<u64, Done<'a, S>> = Default::default();
         // In order: apply shapes, count, merge. A chunk whose deferred shapes do not
-        // resolve (a corrupt file that still passed its checksums, or one that redefines
-        // a shape) is decoded again here, in sequence, which stops it where the
-        // sequential reader stops; so is every chunk after it, whose workers may have
-        // resolved shapes that no longer hold.
+        // resolve (a shape defined in a lost chunk, a corrupt file that still passed its
+        // checksums, or one that redefines a shape) is decoded again here, in sequence,
+        // which reads it as the sequential reader does; so is every chunk after it,
+        // whose workers may have resolved shapes that no longer hold.
         let mut in_order = false;
         let mut settle = |me: &mut Self, d: Done<'a, S>| {
             let Done { job, out } = d;
             let out = match out {
-                // It would not expand: counted as lost below, as in order.
+                // Unusable: counted as lost below, as in order.
                 None => None,
-                Some(mut o) => {
-                    if !in_order && apply_shape_ops(&mut me.shapes, &mut o) {
-                        Some(o)
+                Some((mut sink, t)) => {
+                    if !in_order && apply_shape_ops(&mut me.shapes, &mut sink, &t.ops) {
+                        Some((sink, t))
                     } else {
                         in_order = true;
                         let (mut unzip, mut raw) = (None, Vec::new());
-                        let shapes = ShapesIn::Resolve(&mut me.shapes);
-                        decode_chunk(job.kind, &job.stored, &mut unzip, &mut raw, shapes, new())
+                        payload(job.frame.kind, &job.stored, &mut unzip, &mut raw).map(|p| {
+                            let mut sink = new();
+                            let shapes = ShapesIn::Resolve(&mut me.shapes);
+                            let t = decode_events(p, shapes, |e| sink.add(e));
+                            (sink, t)
+                        })
                     }
                 }
             };
             match out {
-                Some(o) => {
-                    me.stats.events += o.events;
-                    me.stats.bad_events += o.bad as u64;
-                    me.stats.unknown_events += o.skipped;
-                    merge(o.sink);
+                Some((sink, t)) => {
+                    me.tally(job.frame.index, job.frame.offset, t);
+                    merge(sink);
                 }
-                None => me.stats.bad_events += job.count as u64,
+                None => me.chunk_lost(&job.frame),
             }
             done(me.frames.pos, me.frames.len);
         };
         let work = |mut job: Job<'a>, unzip: &mut Option<_>, raw: &mut Vec<u8>| {
             let known = ShapesIn::Defer(std::mem::take(&mut job.known));
-            let out = decode_chunk(job.kind, &job.stored, unzip, raw, known, new());
+            let out = payload(job.frame.kind, &job.stored, unzip, raw).map(|p| {
+                let mut sink = new();
+                let t = decode_events(p, known, |e| sink.add(e));
+                (sink, t)
+            });
             Done { job, out }
         };
         if workers == 1 {
@@ -632,7 +1009,7 @@ impl<'a> ChunkReader<'a> {
                                 Err(_) => break,
                             };
                             let Ok(job) = job else { break };
-                            let (seq, kind, count) = (job.seq, job.kind, job.count);
+                            let (seq, frame) = (job.seq, job.frame.meta_copy());
                             // A panic must not leave the reader waiting for this chunk:
                             // it is counted as lost instead.
                             let d = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -641,9 +1018,8 @@ impl<'a> ChunkReader<'a> {
                             .unwrap_or_else(|_| Done {
                                 job: Job {
                                     seq,
-                                    kind,
+                                    frame,
                                     stored: std::borrow::Cow::Borrowed(&[]),
-                                    count,
                                     known: Shapes::default(),
                                 },
                                 out: None,
@@ -687,27 +1063,41 @@ impl<'a> ChunkReader<'a> {
                 drop(job_tx);
             });
         }
+        self.finish();
         done(self.frames.pos, self.frames.len);
     }
 
     /// The next events chunk (checksummed, not expanded) as a job.
     fn next_job(&mut self, seq: u64) -> Option<Job<'a>> {
         loop {
-            let (kind, at, count) = self.frames.next_frame(&mut self.stats)?;
-            if kind != EVENTS && kind != EVENTS_ZSTD {
+            let frame = self.frames.next_frame(&mut self.stats)?;
+            if frame.kind != EVENTS && frame.kind != EVENTS_ZSTD {
                 continue;
             }
-            let stored = match (&self.frames.src, at) {
-                (Source::Mem(d), At::Mem(a, b)) => std::borrow::Cow::Borrowed(&d[a..b]),
+            let stored = match (&self.frames.src, &frame.at) {
+                (Source::Mem(d), At::Mem(a, b)) => std::borrow::Cow::Borrowed(&d[*a..*b]),
                 _ => std::borrow::Cow::Owned(std::mem::take(&mut self.frames.buf)),
             };
             return Some(Job {
                 seq,
-                kind,
+                frame,
                 stored,
-                count,
                 known: self.shapes.clone(),
             });
+        }
+    }
+}
+
+impl Frame {
+    /// The frame's facts without its payload's place (for a chunk whose worker failed).
+    fn meta_copy(&self) -> Frame {
+        Frame {
+            kind: self.kind,
+            at: At::Buf,
+            count: self.count,
+            offset: self.offset,
+            len: self.len,
+            index: self.index,
         }
     }
 }

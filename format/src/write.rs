@@ -28,7 +28,13 @@ impl<W: Write> ChunkWriter<W> {
         let mut w = ChunkWriter {
             out,
             frame: Vec::new(),
-            zip: zstd::bulk::Compressor::new(ZSTD_LEVEL).ok(),
+            zip: zstd::bulk::Compressor::new(ZSTD_LEVEL).ok().map(|mut z| {
+                // The frame carries a checksum of the events it expands to (4 bytes):
+                // a second check, behind the chunk's, that what a reader expands is
+                // what was written. Readers verify it where present.
+                let _ = z.set_parameter(zstd::zstd_safe::CParameter::ChecksumFlag(true));
+                z
+            }),
             stored: Vec::new(),
             bytes_written: crate::HEADER_LEN as u64,
         };

@@ -15,6 +15,9 @@
  *               after the child exited, 3 launches of _Z6parentv
  *   spin S      batches of 50 launches of _Z4spinv, 1 ms apart, for S seconds
  *               (S = 0: until killed); no other CUDA call
+ *   steady FILE launches of _Z6steadyv, 100 us apart, until killed; after every 10th
+ *               it appends "N MONO_NS" to FILE (launches so far, CLOCK_MONOTONIC), so
+ *               a test knows what was launched when (stdout stays free of times)
  *   profiler    plays torch.profiler taking CUPTI for a while: see run_profiler()
  *   profiler-early  the same session, started before the first CUDA call (the
  *               program loads libcupti itself first, as a framework linking it would);
@@ -300,6 +303,28 @@ static void run_spin(double secs) {
     printf("spin: done\n");
 }
 
+static void run_steady(const char *path) {
+    FILE *f = fopen(path, "a");
+    if (!f) {
+        fprintf(stderr, "app: cannot open %s\n", path);
+        exit(4);
+    }
+    const dim3 g = {2, 1, 1}, b = {64, 1, 1};
+    printf("steady: started\n");
+    fflush(stdout);
+    for (unsigned long n = 1;; n++) {
+        OK(launch("_Z6steadyv", g, b, 0, NULL));
+        if (n % 10 == 0) {
+            struct timespec t;
+            clock_gettime(CLOCK_MONOTONIC, &t);
+            fprintf(f, "%lu %llu\n", n,
+                    (unsigned long long)t.tv_sec * 1000000000ull + (unsigned long long)t.tv_nsec);
+            fflush(f);
+        }
+        usleep(100);
+    }
+}
+
 static void run_exec(const char *self) {
     const dim3 g = {4, 1, 1}, b = {128, 1, 1};
     for (int i = 0; i < 2; i++)
@@ -565,6 +590,8 @@ int main(int argc, char **argv) {
         run_fork_cuda();
     else if (strcmp(s, "spin") == 0)
         run_spin(argc > 2 ? atof(argv[2]) : 0);
+    else if (strcmp(s, "steady") == 0 && argc > 2)
+        run_steady(argv[2]);
     else if (strcmp(s, "profiler") == 0)
         run_profiler(0);
     else if (strcmp(s, "profiler-early") == 0)

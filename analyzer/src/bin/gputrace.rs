@@ -128,7 +128,7 @@ fn stdout() -> BufWriter<std::io::StdoutLock<'static>> {
 }
 
 /// Prints the report (or the summaries) of traces a command wrote.
-fn report_on(traces: &[PathBuf], json: bool, summary: bool) -> Result<(), Error> {
+fn report_on(traces: &[PathBuf], json: bool, summary: bool) -> Result<app::Outcome, Error> {
     if summary {
         app::summary(traces, format(json), &mut stdout(), &warn)
     } else {
@@ -162,12 +162,10 @@ fn run_cli(cli: Cli) -> Result<i32> {
             }))
         }
         Cmd::Summary { traces, json } => {
-            app::summary(&traces, format(json), &mut stdout(), &warn)?;
-            Ok(0)
+            Ok(app::summary(&traces, format(json), &mut stdout(), &warn)?.exit_code())
         }
         Cmd::Report { traces, json } => {
-            app::report(&traces, format(json), &options(), &mut stdout(), &warn)?;
-            Ok(0)
+            Ok(app::report(&traces, format(json), &options(), &mut stdout(), &warn)?.exit_code())
         }
         Cmd::Attach {
             pid,
@@ -191,10 +189,10 @@ fn run_cli(cli: Cli) -> Result<i32> {
                 ))
             })?;
             println!("trace: {}", w.trace.display());
-            if !no_report {
-                report_on(&[w.trace], json, false)?;
+            if no_report {
+                return Ok(0);
             }
-            Ok(0)
+            Ok(report_on(&[w.trace], json, false)?.exit_code())
         }
         Cmd::Doctor {
             json,
@@ -218,8 +216,8 @@ fn run_cli(cli: Cli) -> Result<i32> {
             }
         }
         Cmd::Dump { trace } => {
-            app::events(&trace, Format::Jsonl, &mut stdout(), &warn)?;
-            Ok(0)
+            let (outcome, _) = app::events(&trace, Format::Jsonl, &mut stdout(), &warn)?;
+            Ok(outcome.exit_code())
         }
     }
 }
@@ -242,8 +240,10 @@ fn print_error(e: &anyhow::Error) {
 
 /// Exit codes: 0 done (also when the reader of the output closed it early), 1 the
 /// command failed (a trace that cannot be read, a process that cannot be attached
-/// to, ...), 2 wrong usage; `run` exits with its command's code, or as a shell would
-/// when the command could not be started (125, 126, 127; see `gputrace_analyzer::run`).
+/// to, ...), 2 wrong usage, 3 (`report`, `summary`, `dump`, `attach`) done, but a trace
+/// was damaged and the output covers what could be read of it (a trace merely cut
+/// short gives 0); `run` exits with its command's code, or as a shell would when the
+/// command could not be started (125, 126, 127; see `gputrace_analyzer::run`).
 fn main() {
     let cli = Cli::parse();
     let code = match run_cli(cli) {

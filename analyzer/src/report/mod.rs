@@ -12,6 +12,7 @@ pub mod classify;
 pub mod comm;
 pub mod copies;
 pub mod ctx;
+pub mod damage;
 mod findings;
 pub mod idle;
 pub mod intervals;
@@ -23,6 +24,7 @@ mod text;
 pub mod timeline;
 
 pub use ctx::Ctx;
+pub use damage::TraceDamage;
 pub use findings::{About, FindingId, Layer, Stake, UnknownFindingId};
 pub use idle::Cause;
 pub use text::render_text;
@@ -311,6 +313,9 @@ pub struct ProcessReport {
     pub comm: CommReport,
     pub threads: Vec<ThreadReport>,
     pub notes: Vec<String>,
+    /// What the trace file lost (damage, or an end cut short); absent when whole.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub damage: Option<TraceDamage>,
 }
 
 #[derive(Serialize, Clone, Debug, PartialEq)]
@@ -459,6 +464,7 @@ pub fn analyze(traces: &[Trace]) -> Report {
     }
     findings::rank(&mut all);
     let (verdict, top) = findings::verdict(&processes, &all);
+    let verdict = damage::qualify(verdict, &processes);
     Report {
         schema_version: SCHEMA_VERSION,
         generator: format!("gputrace {}", env!("CARGO_PKG_VERSION")),
@@ -759,8 +765,9 @@ fn analyze_process(
     if kstats.no_device_info {
         notes.push("some kernels ran on devices without a device record: their grid fill (small_grid) is not computed".into());
     }
-    if let Some(w) = t.stats.warning() {
-        notes.push(w);
+    let damage = TraceDamage::of(t, ctx.t0);
+    if let Some(d) = &damage {
+        notes.push(d.summary.clone());
     }
     if st.source == steps::StepSource::None && !ctx.devices.is_empty() {
         notes.push("no repeating step found: the steady state is taken from the end of the first long idle stretch (or the first GPU work) to the last GPU work".into());
@@ -951,6 +958,7 @@ fn analyze_process(
             })
             .collect(),
         notes,
+        damage,
     };
     let rank_input = comm::RankInput {
         host: t.meta.host.clone(),

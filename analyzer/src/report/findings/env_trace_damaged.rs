@@ -14,6 +14,11 @@ pub(super) fn detect(cx: &FindingCx) -> Option<Finding> {
     );
     x.severity = Severity::Info;
     x.summary = format!("{w}; the report covers what was read.");
-    x.fix = "Let the traced process exit normally (or stop tracing) so the collector can flush its last chunk.".into();
+    x.fix = if cx.ctx.t.stats.damaged() {
+        "The file changed after it was written (a storage, transfer or copy error): read the original if there is one, or record again."
+    } else {
+        "Let the traced process exit normally (or stop tracing) so the collector can flush its last chunk."
+    }
+    .into();
     Some(x)
 }

@@ -40,7 +40,7 @@ pub(crate) fn rank(all: &mut [Finding]) {
 pub(crate) fn verdict(procs: &[ProcessReport], all: &[Finding]) -> (String, Option<FindingId>) {
     let with_gpu: Vec<&ProcessReport> = procs.iter().filter(|p| !p.devices.is_empty()).collect();
     if with_gpu.is_empty() {
-        return ("No GPU activity recorded".into(), None);
+        return (crate::report::damage::NO_GPU.into(), None);
     }
     let (idle, busy) = {
         let w: u64 = with_gpu.iter().map(|p| p.breakdown.wall_ns).sum();
@@ -109,10 +109,14 @@ fn scope(with_gpu: &[&ProcessReport]) -> String {
     )
 }
 
+/// A title in running text: its first letter lowered, unless it begins an acronym
+/// ("GPU idle ...").
 fn lower_first(s: &str) -> String {
     let mut c = s.chars();
     match c.next() {
-        Some(f) => f.to_lowercase().chain(c).collect(),
-        None => String::new(),
+        Some(f) if !c.clone().next().is_some_and(char::is_uppercase) => {
+            f.to_lowercase().chain(c).collect()
+        }
+        _ => s.to_string(),
     }
 }

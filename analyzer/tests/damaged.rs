@@ -1,0 +1,179 @@
+//! `gputrace` on damaged and cut-short traces: the verdict states the loss, never "No
+//! GPU activity recorded" when records were lost; a damaged trace exits 3 after its
+//! report, a trace cut short exits 0; a directory is called a directory.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn gputrace(args: &[&str]) -> (i32, String, String) {
+    let o = Command::new(env!("CARGO_BIN_EXE_gputrace"))
+        .args(args)
+        .env("RUST_BACKTRACE", "0")
+        .output()
+        .expect("run gputrace");
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+fn example(name: &str) -> Vec<u8> {
+    std::fs::read(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../examples")
+            .join(name),
+    )
+    .unwrap()
+}
+
+struct Dir(PathBuf);
+
+impl Dir {
+    fn new(tag: &str) -> Dir {
+        let d = std::env::temp_dir().join(format!("gputrace-damaged-{}-{tag}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        Dir(d)
+    }
+    fn file(&self, name: &str, data: &[u8]) -> String {
+        let p = self.0.join(name);
+        std::fs::write(&p, data).unwrap();
+        p.to_string_lossy().into_owned()
+    }
+}
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// (start, end) of every chunk after the file header.
+fn chunks(d: &[u8]) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    let mut at = gputrace_format::HEADER_LEN;
+    while at < d.len() {
+        let len = u32::from_le_bytes(d[at + 4..at + 8].try_into().unwrap()) as usize;
+        out.push((at, at + 20 + len));
+        at += 20 + len;
+    }
+    out
+}
+
+/// The fix text of the report's finding `id` ("" when absent).
+fn fix_of(report: &Value, id: &str) -> String {
+    report["findings"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|f| f["id"] == id)
+        .and_then(|f| f["fix"].as_str())
+        .unwrap_or("")
+        .to_string()
+}
+
+fn verdict(json: &str) -> String {
+    let v: Value = serde_json::from_str(json).unwrap();
+    v["verdict"].as_str().unwrap().to_string()
+}
+
+#[test]
+fn a_damaged_trace_says_so_in_its_verdict_and_exit_status() {
+    let dir = Dir::new("flip");
+    let mut d = example("healthy.gtrace");
+    let c = chunks(&d);
+    // The largest events chunk: its GPU records are lost.
+    let (s, e) = *c[1..].iter().max_by_key(|(s, e)| e - s).unwrap();
+    d[(s + e) / 2] ^= 0x55;
+    let p = dir.file("flip.gtrace", &d);
+    let (code, out, err) = gputrace(&["report", "--json", &p]);
+    assert_eq!(code, 3, "{err}");
+    let v = verdict(&out);
+    assert!(v.contains("trace damaged"), "{v}");
+    assert_ne!(v, "No GPU activity recorded");
+    assert!(
+        err.contains("trace damaged") && err.contains(&format!("at byte {s}")),
+        "{err}"
+    );
+    let j: Value = serde_json::from_str(&out).unwrap();
+    let dmg = &j["processes"][0]["damage"];
+    assert_eq!(dmg["damaged"], true);
+    assert_eq!(dmg["places"][0]["offset"], s as u64);
+    assert_eq!(dmg["places"][0]["kind"], "damaged");
+    // The finding's fix fits damage: the file changed after it was written.
+    assert!(
+        fix_of(&j, "env_trace_damaged").contains("changed after it was written"),
+        "{out}"
+    );
+    // Summary and dump report on it too, and exit the same way.
+    assert_eq!(gputrace(&["summary", &p]).0, 3);
+    assert_eq!(gputrace(&["dump", &p]).0, 3);
+}
+
+#[test]
+fn a_cut_trace_without_gpu_records_is_not_called_idle() {
+    let dir = Dir::new("cut");
+    let d = example("torch-mlp.gtrace");
+    let c = chunks(&d);
+    // Cut inside the second events chunk: what is left has host records only.
+    let cut = (c[2].0 + c[2].1) / 2;
+    let p = dir.file("cut.gtrace", &d[..cut]);
+    let (code, out, err) = gputrace(&["report", "--json", &p]);
+    assert_eq!(code, 0, "cut short is not damage: {err}");
+    let v = verdict(&out);
+    assert!(
+        v.starts_with("No GPU activity in what could be read: trace cut short after"),
+        "{v}"
+    );
+    assert!(
+        err.contains("cut short") && err.contains("truncated"),
+        "{err}"
+    );
+    // The finding's fix fits a cut: let the process exit so the last chunk is written.
+    let j: Value = serde_json::from_str(&out).unwrap();
+    assert!(
+        fix_of(&j, "env_trace_damaged").contains("flush its last chunk"),
+        "{out}"
+    );
+    // The whole trace has no damage line and no `damage` field.
+    let whole = dir.file("whole.gtrace", &d);
+    let (code, out, err) = gputrace(&["report", "--json", &whole]);
+    assert_eq!((code, err.as_str()), (0, ""));
+    assert!(!out.contains("\"damage\""));
+}
+
+#[test]
+fn a_directory_or_a_flipped_version_byte_gets_the_right_message() {
+    let dir = Dir::new("msgs");
+    let (code, _, err) = gputrace(&["report", dir.0.to_str().unwrap()]);
+    assert_ne!(code, 0);
+    assert!(err.contains("is a directory"), "{err}");
+    assert!(!err.contains("magic"), "{err}");
+    let mut d = example("healthy.gtrace");
+    d[8] ^= 0x5a;
+    let p = dir.file("ver.gtrace", &d);
+    let (code, out, err) = gputrace(&["report", &p]);
+    assert_eq!(code, 3, "{err}");
+    assert!(!err.contains("upgrade"), "{err}");
+    assert!(err.contains("header damaged"), "{err}");
+    assert!(out.contains("VERDICT: Healthy"), "{out}");
+}
+
+#[test]
+fn a_verdict_keeps_the_case_of_an_acronym() {
+    let paths: Vec<String> =
+        std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples"))
+            .unwrap()
+            .map(|e| e.unwrap().path().to_string_lossy().into_owned())
+            .filter(|p| p.ends_with(".gtrace"))
+            .collect();
+    let mut args = vec!["report", "--json"];
+    args.extend(paths.iter().map(|s| s.as_str()));
+    let (code, out, err) = gputrace(&args);
+    assert_eq!(code, 0, "{err}");
+    let v = verdict(&out);
+    // The top finding's title starts with an acronym: "GPU idle while ...".
+    assert!(v.contains(": GPU idle while"), "{v}");
+    assert!(!v.contains("gPU"), "{v}");
+}
