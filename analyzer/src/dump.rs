@@ -27,6 +27,20 @@
 //!   `result`.
 //! * `nvtx`: `kind` (push / pop / start / end / mark), `id` (range id for start / end,
 //!   nesting level for push / pop), `text`, `truncated`.
+//!
+//! Host samples (format 2.1, the library's sampler; counters are cumulative):
+//! * `thread_cpu`: a CUDA-issuing thread: `tid`, `cpu_ns` (on a CPU), `wait_ns`
+//!   (runnable, waiting for a CPU), `slices` (times switched in), `state` (R, S, D, ...).
+//! * `proc_sample`: a process of the traced process's tree or one of its threads:
+//!   `tid` (for threads) or `sample_pid`, `ppid`, `comm`, `role` (self / child /
+//!   thread), `state`, `threads`, `cpu_ns`, and for processes `rchar`, `read_bytes`,
+//!   `write_bytes` (absent when /proc/PID/io was not readable).
+//! * `machine_sample`: `busy_ns`, `idle_ns`, `iowait_ns`, `steal_ns` (all CPUs), and
+//!   where read `psi_cpu_some_us`, `psi_io_some_us`, `psi_io_full_us`,
+//!   `cgroup_usage_us`, `cgroup_throttled_us`.
+//! * `cpu_limits`: `online_cpus`, `affinity_cpus`, `quota_us` / `period_us` (0: no
+//!   quota), `cpus_available`, `memory_limit` (0: none), `thread_period_us`,
+//!   `tree_period_us`.
 
 use crate::trace::{demangle, Trace};
 use gputrace_format::{self as fmt, CopyKind, MemKind, SyncKind};
@@ -206,6 +220,7 @@ pub fn events(t: &Trace) -> Vec<Value> {
             fmt::DROP_CUPTI => "cupti",
             fmt::DROP_RING => "ring",
             fmt::DROP_BUFFER_POOL => "buffer_pool",
+            fmt::DROP_HOST_SAMPLES => "host_samples",
             _ => "unknown",
         };
         put(&mut m, &[("source", json!(src)), ("count", json!(count))]);
@@ -224,6 +239,7 @@ pub fn events(t: &Trace) -> Vec<Value> {
         out.push((*real, Value::Object(m)));
     }
     hook_events(t, &mut out);
+    host_sample_events(t, &mut out);
     let mut threads: Vec<_> = t.threads.iter().collect();
     threads.sort();
     for (tid, name) in threads {
@@ -417,6 +433,204 @@ fn hook_events(t: &Trace, out: &mut Vec<(u64, Value)>) {
             ],
         );
         out.push((n.ts, Value::Object(m)));
+    }
+}
+
+fn state_char(s: u8) -> Value {
+    if s == fmt::STATE_UNKNOWN {
+        Value::Null
+    } else {
+        json!((s as char).to_string())
+    }
+}
+
+/// Lines for the host sampler's events.
+fn host_sample_events(t: &Trace, out: &mut Vec<(u64, Value)>) {
+    let pid = t.meta.pid;
+    for x in &t.thread_cpu {
+        let mut m = base("thread_cpu", pid, x.ts, None);
+        put(
+            &mut m,
+            &[
+                ("tid", json!(x.tid)),
+                ("cpu_ns", json!(x.cpu_ns)),
+                ("wait_ns", json!(x.wait_ns)),
+                ("slices", json!(x.slices)),
+                ("state", state_char(x.state)),
+            ],
+        );
+        out.push((x.ts, Value::Object(m)));
+    }
+    for x in &t.proc_samples {
+        let mut m = base("proc_sample", pid, x.ts, None);
+        let thread = x.flags & fmt::PROC_FLAG_THREAD != 0;
+        let role = if thread {
+            "thread"
+        } else if x.flags & fmt::PROC_FLAG_SELF != 0 {
+            "self"
+        } else {
+            "child"
+        };
+        m.insert(
+            (if thread { "tid" } else { "sample_pid" }).into(),
+            json!(x.pid),
+        );
+        put(
+            &mut m,
+            &[
+                ("ppid", json!(x.ppid)),
+                ("comm", json!(t.str(x.comm))),
+                ("role", json!(role)),
+                ("state", state_char(x.state)),
+                ("threads", json!(x.threads)),
+                ("cpu_ns", json!(x.cpu_ns)),
+            ],
+        );
+        if !thread && x.flags & fmt::PROC_FLAG_NO_IO == 0 {
+            put(
+                &mut m,
+                &[
+                    ("rchar", json!(x.rchar)),
+                    ("read_bytes", json!(x.read_bytes)),
+                    ("write_bytes", json!(x.write_bytes)),
+                ],
+            );
+        }
+        out.push((x.ts, Value::Object(m)));
+    }
+    for x in &t.machine {
+        let mut m = base("machine_sample", pid, x.ts, None);
+        put(
+            &mut m,
+            &[
+                ("busy_ns", json!(x.busy_ns)),
+                ("idle_ns", json!(x.idle_ns)),
+                ("iowait_ns", json!(x.iowait_ns)),
+                ("steal_ns", json!(x.steal_ns)),
+            ],
+        );
+        if x.flags & fmt::MACHINE_FLAG_PSI != 0 {
+            put(
+                &mut m,
+                &[
+                    ("psi_cpu_some_us", json!(x.psi_cpu_some_us)),
+                    ("psi_io_some_us", json!(x.psi_io_some_us)),
+                    ("psi_io_full_us", json!(x.psi_io_full_us)),
+                ],
+            );
+        }
+        if x.flags & fmt::MACHINE_FLAG_CGROUP != 0 {
+            put(
+                &mut m,
+                &[
+                    ("cgroup_usage_us", json!(x.cgroup_usage_us)),
+                    ("cgroup_throttled_us", json!(x.cgroup_throttled_us)),
+                ],
+            );
+        }
+        out.push((x.ts, Value::Object(m)));
+    }
+    for x in &t.cpu_limits {
+        let mut m = base("cpu_limits", pid, x.ts, None);
+        put(
+            &mut m,
+            &[
+                ("online_cpus", json!(x.online_cpus)),
+                ("affinity_cpus", json!(x.affinity_cpus)),
+                ("quota_us", json!(x.quota_us)),
+                ("period_us", json!(x.period_us)),
+                ("cpus_available", json!(x.cpus_available())),
+                ("memory_limit", json!(x.memory_limit)),
+                ("thread_period_us", json!(x.thread_period_us)),
+                ("tree_period_us", json!(x.tree_period_us)),
+            ],
+        );
+        out.push((x.ts, Value::Object(m)));
+    }
+}
+
+#[cfg(test)]
+mod host_sample_tests {
+    use super::*;
+
+    #[test]
+    fn every_host_sample_gets_one_line() {
+        let t = Trace::from_events(
+            fmt::Meta {
+                pid: 10,
+                ..Default::default()
+            },
+            vec![
+                fmt::Event::Str {
+                    id: 1,
+                    text: "pt_data_worker".into(),
+                },
+                fmt::Event::CpuLimits(fmt::CpuLimits {
+                    ts: 1,
+                    online_cpus: 8,
+                    affinity_cpus: 4,
+                    thread_period_us: 3000,
+                    tree_period_us: 100_000,
+                    ..Default::default()
+                }),
+                fmt::Event::ThreadCpu(fmt::ThreadCpu {
+                    ts: 2,
+                    tid: 10,
+                    cpu_ns: 5,
+                    wait_ns: 6,
+                    slices: 7,
+                    state: b'R',
+                }),
+                fmt::Event::ProcSample(fmt::ProcSample {
+                    ts: 3,
+                    pid: 11,
+                    ppid: 10,
+                    comm: 1,
+                    state: b'D',
+                    threads: 1,
+                    cpu_ns: 9,
+                    read_bytes: 4096,
+                    ..Default::default()
+                }),
+                fmt::Event::ProcSample(fmt::ProcSample {
+                    ts: 3,
+                    pid: 12,
+                    ppid: 10,
+                    flags: fmt::PROC_FLAG_THREAD,
+                    ..Default::default()
+                }),
+                fmt::Event::MachineSample(fmt::MachineSample {
+                    ts: 4,
+                    busy_ns: 100,
+                    flags: fmt::MACHINE_FLAG_PSI,
+                    psi_io_some_us: 3,
+                    ..Default::default()
+                }),
+            ],
+        );
+        let v = events(&t);
+        let ty: Vec<_> = v.iter().map(|e| e["type"].as_str().unwrap()).collect();
+        assert_eq!(
+            ty,
+            [
+                "cpu_limits",
+                "thread_cpu",
+                "proc_sample",
+                "proc_sample",
+                "machine_sample"
+            ]
+        );
+        assert_eq!(v[0]["cpus_available"], 4.0);
+        assert_eq!(v[1]["state"], "R");
+        assert_eq!(v[2]["comm"], "pt_data_worker");
+        assert_eq!(v[2]["role"], "child");
+        assert_eq!(v[2]["sample_pid"], 11);
+        assert_eq!(v[2]["read_bytes"], 4096);
+        assert_eq!(v[3]["role"], "thread");
+        assert_eq!(v[3]["tid"], 12);
+        assert!(v[3].get("rchar").is_none());
+        assert_eq!(v[4]["psi_io_some_us"], 3);
+        assert!(v[4].get("cgroup_usage_us").is_none());
     }
 }
 

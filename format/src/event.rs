@@ -320,6 +320,8 @@ impl CollectorState {
 pub const DROP_CUPTI: u8 = 1;
 pub const DROP_RING: u8 = 2;
 pub const DROP_BUFFER_POOL: u8 = 3;
+/// Host samples the writer did not take in time (format 2.1).
+pub const DROP_HOST_SAMPLES: u8 = 4;
 
 // ---------------------------------------------------------------------------------
 // Host-side events from the symbol hooks (libgputrace's own exports of CUDA runtime,

@@ -8,12 +8,15 @@
 
 use crate::collector::{self, Collector};
 use crate::opts::{Mode, Opts};
-use crate::{clock, discover, guard, log, ring, state, writer};
+use crate::{clock, discover, guard, log, ring, sampler, state, writer};
 use gputrace_format::{CollectorState, Meta};
 use std::sync::OnceLock;
 use std::time::Duration;
 
 static OPTS: OnceLock<Opts> = OnceLock::new();
+/// Longest wait for the host sampler's last pass when a trace ends (one pass takes
+/// well under a millisecond; its sleep ends at the next thread period).
+const SAMPLER_WAIT: Duration = Duration::from_millis(200);
 /// The process whose trace is open (0 when none).
 static TRACED_PID: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
 
@@ -185,6 +188,8 @@ fn start_tracing(
     };
     writer::start(file, meta, c, o.flush_ms, o.compress)
         .map_err(|e| format!("cannot start the trace writer: {e}"))?;
+    // Host samples for as long as this trace is open (stopped before the writer finishes).
+    sampler::start(o.host);
     // The window opens when collection is switched on, before CUPTI starts recording.
     let opened = crate::clock::now_ns();
     state::set(state::TRACING);
@@ -292,6 +297,7 @@ pub fn run_window(
         collector::note_state(CollectorState::Stopped, "end of window");
         c.finalize();
     }
+    sampler::stop(SAMPLER_WAIT);
     let done = writer::finish(Duration::from_millis(opts().exit_wait_ms));
     state::set(state::DORMANT);
     if !done {
@@ -322,6 +328,7 @@ pub fn finish() {
         }
     }
     state::set(state::STOPPED);
+    sampler::stop(SAMPLER_WAIT);
     let wait = Duration::from_millis(opts().exit_wait_ms);
     if !writer::finish(wait) {
         log::warn(
@@ -336,6 +343,7 @@ extern "C" fn after_fork_child() {
     // the driver calls us again and it gets a trace of its own.
     clock::reset_tid_after_fork();
     ring::reset_after_fork();
+    sampler::forget_after_fork();
     collector::forget_after_fork();
     writer::forget_after_fork();
     let s = state::get();

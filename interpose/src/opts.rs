@@ -60,6 +60,10 @@ pub struct Opts {
     pub signal: Option<String>,
     pub start_after: Option<std::time::Duration>,
     pub duration: Option<std::time::Duration>,
+    /// The host sampler (`GPUTRACE_HOST`, default on; `GPUTRACE_HOST_THREAD_MS`, the
+    /// CUDA threads' period, default 3; `GPUTRACE_HOST_TREE_MS`, the process tree's and
+    /// the machine's, default 100).
+    pub host: crate::sampler::Settings,
     /// Print what the library does (`GPUTRACE_DEBUG`).
     pub debug: bool,
     /// The variables as read, for the trace's metadata.
@@ -91,6 +95,7 @@ impl Default for Opts {
             signal: None,
             start_after: None,
             duration: None,
+            host: crate::sampler::Settings::default(),
             debug: false,
             raw: Vec::new(),
             warnings: Vec::new(),
@@ -237,6 +242,22 @@ impl Opts {
                     Some(d) if !d.is_zero() => o.duration = Some(d),
                     _ => bad("a duration such as 10s"),
                 },
+                "GPUTRACE_HOST" => match parse_bool(&v) {
+                    Some(b) => o.host.on = b,
+                    None => bad("0 or 1"),
+                },
+                "GPUTRACE_HOST_THREAD_MS" => match v.trim().parse::<u64>() {
+                    Ok(n) if (1..=100).contains(&n) => {
+                        o.host.thread_period = std::time::Duration::from_millis(n)
+                    }
+                    _ => bad("milliseconds between 1 and 100"),
+                },
+                "GPUTRACE_HOST_TREE_MS" => match v.trim().parse::<u64>() {
+                    Ok(n) if (10..=10_000).contains(&n) => {
+                        o.host.tree_period = std::time::Duration::from_millis(n)
+                    }
+                    _ => bad("milliseconds between 10 and 10000"),
+                },
                 // Read by the `gputrace` binary, not by the library.
                 "GPUTRACE_LIB" => {}
                 _ => o.warnings.push(format!("unknown setting {k} ignored")),
@@ -293,6 +314,29 @@ mod tests {
         assert_eq!(d.flush_ms, 100);
         assert!(d.driver_api);
         assert!(d.warnings.is_empty(), "{:?}", d.warnings);
+    }
+
+    #[test]
+    fn host_sampler_settings() {
+        let d = o(&[]);
+        assert!(d.host.on);
+        assert_eq!(d.host.thread_period, std::time::Duration::from_millis(3));
+        assert_eq!(d.host.tree_period, std::time::Duration::from_millis(100));
+        let d = o(&[
+            ("GPUTRACE_HOST", "0"),
+            ("GPUTRACE_HOST_THREAD_MS", "5"),
+            ("GPUTRACE_HOST_TREE_MS", "50"),
+        ]);
+        assert!(!d.host.on);
+        assert_eq!(d.host.thread_period, std::time::Duration::from_millis(5));
+        assert_eq!(d.host.tree_period, std::time::Duration::from_millis(50));
+        assert!(d.warnings.is_empty(), "{:?}", d.warnings);
+        let d = o(&[
+            ("GPUTRACE_HOST_THREAD_MS", "0"),
+            ("GPUTRACE_HOST_TREE_MS", "5"),
+        ]);
+        assert_eq!(d.host, crate::sampler::Settings::default());
+        assert_eq!(d.warnings.len(), 2);
     }
 
     #[test]

@@ -6,6 +6,7 @@
 use crate::collector::{self, Collector};
 use crate::intern::Interner;
 use crate::ring::{self, HostRecord, REC_API};
+use crate::sampler::{self, Sample};
 use crate::{apis, guard, log, records, state};
 use gputrace_format::{self as fmt, ChunkWriter, CollectorState, Encoder, Event, Meta};
 use std::collections::HashMap;
@@ -175,6 +176,8 @@ struct Writer {
     /// CUPTI timestamp minus host REALTIME, when CUPTI uses another clock altogether
     /// (they differ by more than a second); 0 when both are CLOCK_REALTIME.
     gpu_offset: i64,
+    /// The host sampler's samples, swapped out of its queue (capacity kept).
+    samples: Vec<Sample>,
 }
 
 impl Writer {
@@ -191,6 +194,7 @@ impl Writer {
             flush_every: Duration::from_millis(flush_ms),
             last_write: Instant::now(),
             gpu_offset: 0,
+            samples: Vec::with_capacity(1024),
         }
     }
 
@@ -269,6 +273,10 @@ impl Writer {
                 fmt::DROP_BUFFER_POOL,
                 collector::POOL_EXHAUSTED.swap(0, Ordering::Relaxed),
             ),
+            (
+                fmt::DROP_HOST_SAMPLES,
+                sampler::DROPPED.swap(0, Ordering::Relaxed),
+            ),
         ] {
             if n > 0 {
                 self.evs.push(Event::Dropped {
@@ -278,6 +286,7 @@ impl Writer {
                 });
             }
         }
+        self.host_samples();
         let devices = std::mem::take(&mut *collector::lock(&DEVICES));
         for (mut d, name) in devices {
             d.name = self.names.intern(&name, &mut self.evs);
@@ -293,6 +302,24 @@ impl Writer {
             });
         }
         self.encode_pending();
+    }
+
+    /// The host sampler's readings, as events (process names interned).
+    fn host_samples(&mut self) {
+        sampler::drain(&mut self.samples);
+        for s in self.samples.drain(..) {
+            let e = match s {
+                Sample::Thread(x) => Event::ThreadCpu(x),
+                Sample::Proc(mut x, comm) => {
+                    let name = String::from_utf8_lossy(comm.as_bytes());
+                    x.comm = self.names.intern(&name, &mut self.evs);
+                    Event::ProcSample(x)
+                }
+                Sample::Machine(x) => Event::MachineSample(x),
+                Sample::Limits(x) => Event::CpuLimits(x),
+            };
+            self.evs.push(e);
+        }
     }
 
     fn encode_pending(&mut self) {

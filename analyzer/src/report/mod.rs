@@ -13,6 +13,7 @@ pub mod comm;
 pub mod copies;
 pub mod ctx;
 mod findings;
+pub mod host;
 pub mod idle;
 pub mod intervals;
 pub mod kernels;
