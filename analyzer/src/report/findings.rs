@@ -60,6 +60,7 @@ impl Ctx2<'_, '_, '_> {
             metrics: BTreeMap::new(),
             fix: String::new(),
             overlaps: Vec::new(),
+            subcause: None,
         }
     }
 
@@ -192,6 +193,22 @@ pub(crate) fn process(f: &Facts, r: &ProcessReport) -> Vec<Finding> {
             att.gaps[Cause::DataStarvation as usize] as f64,
         );
         x.fix = "Feed the GPU ahead of time: DataLoader(num_workers=N, pin_memory=True, persistent_workers=True, prefetch_factor=2 or more), with N up to the CPU cores you can give each GPU; move heavy per-sample transforms to the GPU or precompute them; keep host-side work (logging, metrics, checkpoint I/O) out of the step or make it asynchronous.".into();
+        if let Some(h) = &r.host_cpu {
+            super::hostfind::refine_data_starvation(&mut x, h, wall);
+        }
+        out.push(x);
+    }
+
+    // cpu_bound (host samples only)
+    let ns = att.get(Cause::CpuBound);
+    if let (Some(h), true) = (&r.host_cpu, pct(ns, wall) >= REPORT_PCT) {
+        let mut x = c.finding(
+            "cpu_bound",
+            "GPU idle while the feeding thread was computing on the CPU",
+            ns,
+            false,
+        );
+        super::hostfind::fill_cpu_bound(&mut x, h, f);
         out.push(x);
     }
 
@@ -838,6 +855,7 @@ pub(crate) fn straggler(c: &ClusterComm, procs: &[ProcessReport]) -> Option<Find
             "Find what makes {label} slow before each collective: its input pipeline (num_workers, storage), uneven batch or sequence sizes across ranks (DistributedSampler, length bucketing), extra host work only it does (logging, evaluation, checkpointing on rank 0), or a throttled or shared GPU; gradient accumulation with no_sync() makes ranks meet less often."
         ),
         overlaps: Vec::new(),
+        subcause: None,
     })
 }
 
@@ -905,6 +923,7 @@ fn is_idle_cause(id: &str) -> bool {
     matches!(
         id,
         "data_starvation"
+            | "cpu_bound"
             | "pageable_memcpy"
             | "sync_memcpy"
             | "implicit_sync"

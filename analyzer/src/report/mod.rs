@@ -14,6 +14,7 @@ pub mod copies;
 pub mod ctx;
 mod findings;
 pub mod host;
+pub mod hostfind;
 pub mod idle;
 pub mod intervals;
 pub mod kernels;
@@ -87,6 +88,10 @@ pub struct Finding {
     pub fix: String,
     /// Ids of findings whose time this one's overlaps (not to be added up).
     pub overlaps: Vec<String>,
+    /// What the measurements say caused it, for findings with measured sub-causes
+    /// (`data_starvation` and `cpu_bound` with host samples).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub subcause: Option<String>,
 }
 
 #[derive(Serialize, Clone, Debug, Default, PartialEq)]
@@ -311,6 +316,10 @@ pub struct ProcessReport {
     pub comm: CommReport,
     pub threads: Vec<ThreadReport>,
     pub notes: Vec<String>,
+    /// The host side (threads' CPU, process tree, machine), from the host samples;
+    /// absent when the trace has none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host_cpu: Option<hostfind::HostReport>,
 }
 
 #[derive(Serialize, Clone, Debug, PartialEq)]
@@ -747,6 +756,11 @@ fn analyze_process(
     if let Some(w) = t.stats.warning() {
         notes.push(w);
     }
+    let host_cpu = hostfind::report(&ctx, &att, st.steady);
+    // Said where it qualifies a finding: when data_starvation is reported.
+    if host_cpu.is_none() && pct(att.get(Cause::DataStarvation), wall) >= findings::REPORT_PCT {
+        notes.push(hostfind::NOT_MEASURED_NOTE.to_string());
+    }
     if st.source == steps::StepSource::None && !ctx.devices.is_empty() {
         notes.push("no repeating step found: the steady state is taken from the end of the first long idle stretch (or the first GPU work) to the last GPU work".into());
     }
@@ -936,6 +950,7 @@ fn analyze_process(
             })
             .collect(),
         notes,
+        host_cpu,
     };
     let rank_input = comm::RankInput {
         host: t.meta.host.clone(),

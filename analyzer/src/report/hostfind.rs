@@ -1,0 +1,500 @@
+//! What the host samples say about the steady state (the `host` section of a process's
+//! report), and the findings they shape: `cpu_bound` (the feeding thread was computing
+//! through GPU gaps) and `data_starvation`'s measured sub-cause (the thread was blocked:
+//! DataLoader workers saturated, the CPUs saturated, storage, or workers idle).
+
+use super::host::{self, HostCpu, HostSplit, Tree};
+use super::text::{bytes, dur, share};
+use super::{pct, Facts, Finding, Severity};
+use serde::Serialize;
+
+/// A worker that used at least this share of a CPU while the feeding thread was
+/// blocked is saturated.
+pub const BUSY_WORKER_PCT: f64 = 60.0;
+/// The job's CPUs are saturated from this share of the CPUs available to it (or of
+/// the machine's CPU time).
+pub const SATURATED_PCT: f64 = 85.0;
+/// Blocked time in `D` state (the feeding thread's, or the workers') from which the
+/// wait is storage.
+pub const IO_PCT: f64 = 25.0;
+
+/// One child process while the feeding thread was blocked.
+#[derive(Serialize, Clone, Debug, PartialEq)]
+pub struct WorkerReport {
+    pub pid: u32,
+    pub comm: String,
+    /// Share of one CPU it used, %.
+    pub cpu_pct: f64,
+    /// Share of its time in uninterruptible sleep (I/O), %.
+    pub d_state_pct: f64,
+    /// Bytes it read from storage (`read_bytes`) and through read calls (`rchar`).
+    pub read_bytes: u64,
+    pub rchar: u64,
+}
+
+/// The process tree and the machine during some GPU gaps.
+#[derive(Serialize, Clone, Debug, Default, PartialEq)]
+pub struct TreeReport {
+    /// Length of the gaps.
+    pub span_ns: u64,
+    /// Children that look like input workers (DataLoader workers by name, else every
+    /// child that used the CPU), busiest first (at most 16 listed).
+    pub workers: Vec<WorkerReport>,
+    pub worker_count: usize,
+    pub worker_cpu_pct_mean: f64,
+    /// Workers at or above [`BUSY_WORKER_PCT`].
+    pub workers_busy: usize,
+    /// CPUs the job (the traced process and its children) used, on average.
+    pub job_cpus: f64,
+    pub machine_busy_pct: Option<f64>,
+    pub machine_iowait_pct: Option<f64>,
+    /// PSI: share of the time some task waited for a CPU / for I/O.
+    pub psi_cpu_pct: Option<f64>,
+    pub psi_io_pct: Option<f64>,
+    /// Workers' time in `D` state, %.
+    pub worker_d_state_pct: f64,
+    /// Storage reads by the job per second of gap.
+    pub read_bytes_per_s: f64,
+}
+
+/// The host side of the steady state, from the host samples.
+#[derive(Serialize, Clone, Debug, Default, PartialEq)]
+pub struct HostReport {
+    pub thread_period_us: u32,
+    pub tree_period_us: u32,
+    pub threads_sampled: usize,
+    /// The thread that issued most launches.
+    pub feeding_thread: Option<u32>,
+    pub feeding_thread_name: String,
+    pub online_cpus: u32,
+    pub affinity_cpus: u32,
+    /// CPUs the job may use (affinity, capped by a cgroup quota).
+    pub cpus_available: Option<f64>,
+    pub memory_limit_bytes: u64,
+    /// GPU idle time with no CUDA call on any thread, and how the feeding thread spent it.
+    pub quiet_ns: u64,
+    pub measured_ns: u64,
+    pub on_cpu_ns: u64,
+    pub runq_ns: u64,
+    /// On a CPU in short stretches between launches (charged to launch_bound).
+    pub launch_overhead_ns: u64,
+    pub blocked_ns: u64,
+    pub io_blocked_ns: u64,
+    pub unmeasured_ns: u64,
+    /// While the feeding thread was blocked / computing.
+    pub while_blocked: TreeReport,
+    pub while_computing: TreeReport,
+    /// Children seen in the steady state (all, not only workers).
+    pub children: usize,
+    /// `data_starvation`'s measured sub-cause (see README): `workers_saturated`,
+    /// `cpu_saturated`, `io_wait`, `workers_idle`, `no_workers`; None without blocked time.
+    pub data_starvation_cause: Option<String>,
+    /// `cpu_bound`'s kind: `cpu_contention`, `main_process_work`, `framework_overhead`.
+    pub cpu_bound_cause: Option<String>,
+}
+
+fn tree_report(h: &HostCpu, t: &Tree) -> TreeReport {
+    let ws = host::workers(t);
+    let n = ws.len();
+    let mean = if n > 0 {
+        ws.iter().map(|w| w.cpu_pct()).sum::<f64>() / n as f64
+    } else {
+        0.0
+    };
+    let (d, cov): (u64, u64) = ws
+        .iter()
+        .fold((0, 0), |a, w| (a.0 + w.d_state_ns, a.1 + w.covered_ns));
+    let child_cpu: u64 = t.children.iter().map(|c| c.cpu_ns).sum();
+    let reads: u64 = t.children.iter().map(|c| c.read_bytes).sum();
+    let _ = h;
+    TreeReport {
+        span_ns: t.span_ns,
+        workers: ws
+            .iter()
+            .take(16)
+            .map(|w| WorkerReport {
+                pid: w.pid,
+                comm: w.comm.clone(),
+                cpu_pct: w.cpu_pct(),
+                d_state_pct: pct(w.d_state_ns, w.covered_ns),
+                read_bytes: w.read_bytes,
+                rchar: w.rchar,
+            })
+            .collect(),
+        worker_count: n,
+        worker_cpu_pct_mean: mean,
+        workers_busy: ws.iter().filter(|w| w.cpu_pct() >= BUSY_WORKER_PCT).count(),
+        job_cpus: if t.span_ns > 0 {
+            (child_cpu + t.main_cpu_ns) as f64 / t.span_ns as f64
+        } else {
+            0.0
+        },
+        machine_busy_pct: t.machine_busy_pct,
+        machine_iowait_pct: t.machine_iowait_pct,
+        psi_cpu_pct: t.psi_cpu_pct,
+        psi_io_pct: t.psi_io_pct,
+        worker_d_state_pct: pct(d, cov),
+        read_bytes_per_s: if t.span_ns > 0 {
+            reads as f64 * 1e9 / t.span_ns as f64
+        } else {
+            0.0
+        },
+    }
+}
+
+/// Is the job's CPU saturated during these gaps?
+fn saturated(t: &TreeReport, cpus: Option<f64>) -> bool {
+    let by_job = cpus.is_some_and(|m| m > 0.0 && t.job_cpus >= m * SATURATED_PCT / 100.0);
+    let by_machine = t.machine_busy_pct.is_some_and(|b| b >= 95.0);
+    by_job || by_machine
+}
+
+/// The `host` section of a process's report (None without host samples).
+pub(crate) fn report(
+    ctx: &super::Ctx,
+    att: &super::idle::Attribution,
+    steady: (u64, u64),
+) -> Option<HostReport> {
+    let h = ctx.host.as_ref()?;
+    let t = ctx.t;
+    let s: &HostSplit = &att.host;
+    let blocked = HostSplit::merged(&s.blocked_spans);
+    let computing = HostSplit::merged(&s.cpu_spans);
+    let tb = h.tree(t, &blocked);
+    let tc = h.tree(t, &computing);
+    let steady_tree = h.tree(t, &[steady]);
+    let cpus = h.cpus_available();
+    let l = h.limits.clone().unwrap_or_default();
+    let mut r = HostReport {
+        thread_period_us: l.thread_period_us,
+        tree_period_us: l.tree_period_us,
+        threads_sampled: h.threads_sampled(),
+        feeding_thread: h.feeder,
+        feeding_thread_name: h
+            .feeder
+            .map(|f| t.thread_name(f).to_string())
+            .unwrap_or_default(),
+        online_cpus: l.online_cpus,
+        affinity_cpus: l.affinity_cpus,
+        cpus_available: cpus,
+        memory_limit_bytes: l.memory_limit,
+        quiet_ns: s.measured_ns + s.unmeasured_ns,
+        measured_ns: s.measured_ns,
+        on_cpu_ns: s.on_cpu_ns,
+        runq_ns: s.runq_ns,
+        launch_overhead_ns: s.short_ns,
+        blocked_ns: s.blocked_ns,
+        io_blocked_ns: s.io_ns,
+        unmeasured_ns: s.unmeasured_ns,
+        while_blocked: tree_report(h, &tb),
+        while_computing: tree_report(h, &tc),
+        children: steady_tree.children.len(),
+        data_starvation_cause: None,
+        cpu_bound_cause: None,
+    };
+    r.data_starvation_cause = starvation_cause(&r).map(str::to_string);
+    r.cpu_bound_cause = cpu_cause(&r, s).map(str::to_string);
+    Some(r)
+}
+
+fn starvation_cause(r: &HostReport) -> Option<&'static str> {
+    if r.blocked_ns == 0 {
+        return None;
+    }
+    let w = &r.while_blocked;
+    let main_io = pct(r.io_blocked_ns, r.blocked_ns);
+    Some(
+        if main_io >= IO_PCT || (w.worker_count > 0 && w.worker_d_state_pct >= IO_PCT) {
+            "io_wait"
+        } else if w.worker_count == 0 {
+            "no_workers"
+        } else if w.worker_cpu_pct_mean >= BUSY_WORKER_PCT {
+            if saturated(w, r.cpus_available) {
+                "cpu_saturated"
+            } else {
+                "workers_saturated"
+            }
+        } else if saturated(w, r.cpus_available) {
+            "cpu_saturated"
+        } else {
+            "workers_idle"
+        },
+    )
+}
+
+fn cpu_cause(r: &HostReport, s: &HostSplit) -> Option<&'static str> {
+    let cpu = r.on_cpu_ns + r.runq_ns;
+    if cpu == 0 {
+        return None;
+    }
+    Some(if r.runq_ns * 10 >= cpu * 3 {
+        "cpu_contention"
+    } else if s.long_cpu_ns * 2 >= cpu {
+        "main_process_work"
+    } else {
+        "framework_overhead"
+    })
+}
+
+fn cpus_line(r: &HostReport) -> String {
+    let mut s = match r.cpus_available {
+        Some(c) if (c - c.round()).abs() < 0.01 => {
+            format!("{} CPUs available to the job", c.round())
+        }
+        Some(c) => format!("{c:.1} CPUs available to the job"),
+        None => "CPUs available unknown".to_string(),
+    };
+    if r.online_cpus > 0 {
+        s.push_str(&format!(
+            " ({} online, {} in its affinity mask{})",
+            r.online_cpus,
+            r.affinity_cpus,
+            match r.cpus_available {
+                Some(c) if c + 0.01 < r.affinity_cpus as f64 => ", capped by a cgroup CPU quota",
+                _ => "",
+            }
+        ));
+    }
+    s
+}
+
+fn workers_line(w: &TreeReport) -> Option<String> {
+    if w.worker_count == 0 {
+        return None;
+    }
+    let names: Vec<&str> = {
+        let mut v: Vec<&str> = w.workers.iter().map(|x| x.comm.as_str()).collect();
+        v.sort_unstable();
+        v.dedup();
+        v
+    };
+    let each: Vec<String> = w
+        .workers
+        .iter()
+        .take(8)
+        .map(|x| format!("{:.0}%", x.cpu_pct))
+        .collect();
+    Some(format!(
+        "{} worker process{} ({}) at {} of a CPU each (mean {:.0}%)",
+        w.worker_count,
+        if w.worker_count == 1 { "" } else { "es" },
+        names.join(", "),
+        each.join(", "),
+        w.worker_cpu_pct_mean
+    ))
+}
+
+fn machine_line(w: &TreeReport) -> Option<String> {
+    let mut parts = vec![format!("the job used {:.1} CPUs", w.job_cpus)];
+    if let Some(b) = w.machine_busy_pct {
+        parts.push(format!("the machine was {b:.0}% busy"));
+    }
+    if let Some(i) = w.machine_iowait_pct {
+        if i >= 0.5 {
+            parts.push(format!("{i:.1}% in I/O wait"));
+        }
+    }
+    if let Some(p) = w.psi_io_pct {
+        if p >= 1.0 {
+            parts.push(format!("PSI io some {p:.0}%"));
+        }
+    }
+    if let Some(p) = w.psi_cpu_pct {
+        if p >= 1.0 {
+            parts.push(format!("PSI cpu some {p:.0}%"));
+        }
+    }
+    Some(parts.join(", "))
+}
+
+/// Fills in `data_starvation` from the host samples: the blocked time's measured
+/// sub-cause, its numbers, and the fix that sub-cause calls for.
+pub(crate) fn refine_data_starvation(x: &mut Finding, r: &HostReport, wall: u64) {
+    let Some(cause) = r.data_starvation_cause.as_deref() else {
+        // Nothing measured as blocked: what is left is the unmeasured part.
+        x.evidence.push(format!(
+            "host samples did not cover these gaps ({} not measured)",
+            dur(r.unmeasured_ns)
+        ));
+        return;
+    };
+    let w = &r.while_blocked;
+    let who = match (r.feeding_thread, r.feeding_thread_name.as_str()) {
+        (Some(t), "") => format!("thread {t}"),
+        (Some(t), n) => format!("thread {t} ({n})"),
+        _ => "the feeding thread".to_string(),
+    };
+    x.title = "GPU idle while the feeding thread was blocked waiting for input".into();
+    x.summary = format!(
+        "For {} of the steady state the GPU sat idle while {who}, which issues the work, was off the CPU with no CUDA call: waiting for its next input.",
+        share(x.at_stake_ns, wall)
+    );
+    x.subcause = Some(cause.to_string());
+    x.evidence.insert(
+        0,
+        format!(
+            "{who} was blocked (not on a CPU) for {} of the idle time with no CUDA call{}; on a CPU {} (reported as cpu_bound / launch_bound){}",
+            dur(r.blocked_ns),
+            if r.io_blocked_ns > 0 {
+                format!(", {} of it in I/O wait (D state)", dur(r.io_blocked_ns))
+            } else {
+                String::new()
+            },
+            dur(r.on_cpu_ns + r.runq_ns + r.launch_overhead_ns),
+            if r.unmeasured_ns > 0 {
+                format!("; {} not covered by host samples", dur(r.unmeasured_ns))
+            } else {
+                String::new()
+            }
+        ),
+    );
+    let mut at = 1;
+    let mut add = |x: &mut Finding, s: String| {
+        x.evidence.insert(at, s);
+        at += 1;
+    };
+    if let Some(l) = workers_line(w) {
+        add(x, format!("while it was blocked: {l}"));
+    } else {
+        add(
+            x,
+            "no child processes were working while it was blocked: no DataLoader workers (num_workers=0?)".into(),
+        );
+    }
+    add(
+        x,
+        format!("{}; {}", cpus_line(r), machine_line(w).unwrap_or_default()),
+    );
+    if w.read_bytes_per_s >= 1.0 || w.worker_d_state_pct > 0.0 {
+        add(
+            x,
+            format!(
+                "storage reads by the job {}/s while blocked; workers in I/O wait {:.0}% of the time",
+                bytes(w.read_bytes_per_s as u64),
+                w.worker_d_state_pct
+            ),
+        );
+    }
+    let m = &mut x.metrics;
+    m.insert("blocked_ns".into(), r.blocked_ns as f64);
+    m.insert("io_blocked_ns".into(), r.io_blocked_ns as f64);
+    m.insert("unmeasured_ns".into(), r.unmeasured_ns as f64);
+    m.insert("workers".into(), w.worker_count as f64);
+    m.insert("worker_cpu_pct_mean".into(), w.worker_cpu_pct_mean);
+    m.insert("workers_busy".into(), w.workers_busy as f64);
+    m.insert("job_cpus".into(), w.job_cpus);
+    if let Some(c) = r.cpus_available {
+        m.insert("cpus_available".into(), c);
+    }
+    if let Some(b) = w.machine_busy_pct {
+        m.insert("machine_busy_pct".into(), b);
+    }
+    if let Some(i) = w.machine_iowait_pct {
+        m.insert("machine_iowait_pct".into(), i);
+    }
+    m.insert("worker_d_state_pct".into(), w.worker_d_state_pct);
+    let cores = r
+        .cpus_available
+        .map(|c| format!("{}", c.floor().max(1.0)))
+        .unwrap_or_else(|| "the CPU cores".into());
+    let n = w.worker_count;
+    x.fix = match cause {
+        "workers_saturated" => format!(
+            "The DataLoader workers are the bottleneck: each is busy ~{:.0}% of a CPU and together they cannot keep up. Raise DataLoader(num_workers=...) above {n} (up to about {cores} minus one for the main process), keep persistent_workers=True and prefetch_factor >= 2; or make each sample cheaper: move augmentation to the GPU (torchvision.transforms.v2 on CUDA tensors, DALI, kornia), decode once and cache, use smaller images or precomputed features.",
+            w.worker_cpu_pct_mean
+        ),
+        "cpu_saturated" => format!(
+            "The CPUs are saturated: the job used {:.1} of {cores} CPUs while the GPU waited, so more workers cannot help (num_workers is not the more the better). Use at most {cores} minus one workers (now {n}), give each worker one thread (torch.set_num_threads(1) in worker_init_fn, OMP_NUM_THREADS=1), cut per-sample CPU work (augmentation on the GPU, precomputed or cached inputs), or run with more CPU cores per GPU.",
+            w.job_cpus
+        ),
+        "io_wait" => "The input pipeline waits on storage: put the dataset on faster local storage (NVMe, a RAM disk) or cache it in memory, read fewer larger files (WebDataset/TFRecord shards, LMDB) instead of many small ones, and overlap more reads with DataLoader(num_workers=N, prefetch_factor=4, persistent_workers=True).".to_string(),
+        "workers_idle" => format!(
+            "The {n} workers were mostly idle while the GPU waited ({:.0}% of a CPU each): the wait is elsewhere. See what the main thread blocks on during a gap (py-spy dump --pid PID): a lock or queue, a time.sleep, host-side logging, metrics or checkpoint I/O, a large batch collated or pinned in the main process; use persistent_workers=True so workers are not restarted every epoch.",
+            w.worker_cpu_pct_mean
+        ),
+        _ => "The feeding thread waited with no input workers running: see what it blocks on during a gap (py-spy dump --pid PID): a time.sleep, a lock, network or file reads in the step. Load data in DataLoader workers (num_workers=N, pin_memory=True, persistent_workers=True) so loading overlaps the GPU, and keep logging, metrics and checkpoint I/O out of the step or asynchronous.".to_string(),
+    };
+}
+
+/// Fills in a `cpu_bound` finding (its time already set).
+pub(crate) fn fill_cpu_bound(x: &mut Finding, r: &HostReport, f: &Facts) {
+    let wall = f.wall;
+    let cpu = r.on_cpu_ns + r.runq_ns;
+    let who = match (r.feeding_thread, r.feeding_thread_name.as_str()) {
+        (Some(t), "") => format!("thread {t}"),
+        (Some(t), n) => format!("thread {t} ({n})"),
+        _ => "the feeding thread".to_string(),
+    };
+    let kind = r.cpu_bound_cause.as_deref().unwrap_or("framework_overhead");
+    x.subcause = Some(kind.to_string());
+    x.summary = format!(
+        "For {} of the steady state the GPU sat idle while {who} was busy on the CPU with no CUDA call: host-side computing between steps, not waiting for input.",
+        share(x.at_stake_ns, wall)
+    );
+    let gaps = f.att.gaps[super::Cause::CpuBound as usize];
+    x.evidence.push(format!(
+        "{who} was on a CPU {} and runnable but waiting for one {} in {} idle gaps{}",
+        dur(r.on_cpu_ns),
+        dur(r.runq_ns),
+        gaps,
+        if gaps > 0 {
+            format!(" (mean {} of CPU time per gap)", dur(cpu / gaps.max(1)))
+        } else {
+            String::new()
+        }
+    ));
+    if r.launch_overhead_ns > 0 {
+        x.evidence.push(format!(
+            "CPU time in quiet stretches under {} between launches ({}) is counted under launch_bound",
+            dur(host::CPU_LAUNCH_NS),
+            dur(r.launch_overhead_ns)
+        ));
+    }
+    let w = &r.while_computing;
+    if w.span_ns > 0 {
+        let mut l = format!(
+            "meanwhile: {}; {}",
+            cpus_line(r),
+            machine_line(w).unwrap_or_default()
+        );
+        if let Some(wl) = workers_line(w) {
+            l.push_str(&format!("; {wl}"));
+        }
+        x.evidence.push(l);
+    }
+    x.examples = f.att.examples[super::Cause::CpuBound as usize]
+        .iter()
+        .filter(|e| e.charged > 0)
+        .map(|e| super::Example {
+            at_ns: f.ctx.rel(e.start),
+            dur_ns: e.len,
+            what: format!(
+                "GPU idle {}, {} of it host CPU time",
+                dur(e.len),
+                dur(e.charged)
+            ),
+        })
+        .collect();
+    x.metrics.insert("on_cpu_ns".into(), r.on_cpu_ns as f64);
+    x.metrics.insert("runq_ns".into(), r.runq_ns as f64);
+    x.metrics.insert("gaps".into(), gaps as f64);
+    let cores = r
+        .cpus_available
+        .map(|c| format!("{}", c.floor().max(1.0)))
+        .unwrap_or_else(|| "the CPU cores".into());
+    x.fix = match kind {
+        "cpu_contention" => format!(
+            "The feeding thread was ready to run but had no CPU ({} of run-queue wait): the job's CPUs are oversubscribed. Use fewer DataLoader workers (at most {cores} minus one) and fewer intra-op threads (torch.set_num_threads, OMP_NUM_THREADS), or give the job more CPU cores per GPU.",
+            dur(r.runq_ns)
+        ),
+        "main_process_work" => "The main process computes for long stretches while the GPU waits: move data loading and augmentation into DataLoader workers (num_workers=N, pin_memory=True) or onto the GPU, precompute what does not change per step, and keep per-step host work (Python loops over samples, logging, metrics, checkpointing) out of the step or asynchronous.".into(),
+        _ => "Python and framework overhead between steps keeps the GPU waiting: capture the step with torch.compile(model, mode=\"reduce-overhead\") or CUDA graphs, give each step more work (a larger batch), and avoid per-step Python work on tensors (loops over elements, .tolist(), building many small tensors).".into(),
+    };
+    if x.severity > Severity::Info && wall == 0 {
+        x.severity = Severity::Info;
+    }
+}
+
+/// The note a process gets when its trace has no host samples and `data_starvation`
+/// is reported (the finding the samples would split).
+pub(crate) const NOT_MEASURED_NOTE: &str = "no host CPU samples in this trace: data_starvation counts idle time with no CUDA call whether the feeding thread was computing (cpu_bound) or blocked";
