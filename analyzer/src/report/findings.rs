@@ -266,6 +266,7 @@ pub(crate) fn process(f: &Facts, r: &ProcessReport) -> Vec<Finding> {
             syncs.iter().map(|s| s.2).sum::<u64>() as f64,
         );
         x.fix = "Stop reading GPU results every step: keep running losses/metrics as GPU tensors and call .item() (or .cpu(), print) every N steps; remove torch.cuda.synchronize() from the loop (time with torch.cuda.Event instead); avoid Python control flow that depends on GPU values; make host<->device copies non_blocking=True.".into();
+        super::syncfix::follow_the_call(&mut x, f);
         out.push(x);
     }
 

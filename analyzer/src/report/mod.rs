@@ -21,6 +21,7 @@ pub mod kernels;
 pub mod keymap;
 pub mod load;
 pub mod steps;
+pub mod syncfix;
 mod text;
 pub mod timeline;
 
