@@ -9,7 +9,7 @@ ROUNDS=${ROUNDS:-4}
 PY=${PY:-python3}; [ -x /opt/torch/.venv/bin/python3 ] && PY=/opt/torch/.venv/bin/python3
 LIB=$ROOT/target/release/libgputrace.so
 W=/tmp/diag; rm -rf "$W"; mkdir -p "$W"
-B="$ROOT/scripts/gpu/bench_workload.py"
+B="$ROOT/scripts/workloads/bench/bench_workload.py"
 export PYTHONUNBUFFERED=1
 # mode name | environment (run with env -i style additions)
 modes=(
@@ -55,7 +55,7 @@ PYEOF
 # The suite workloads the last validation got wrong for reasons now fixed.
 G=$ROOT/target/release/gputrace
 for n in small_grid nccl_single_rank; do
-  timeout 120 "$G" run -o "$W/suite/$n" -- "$PY" "$ROOT/scripts/workloads/$n.py" >"$W/$n.out" 2>&1
+  timeout 120 "$G" run -o "$W/suite/$n" -- "$PY" "$ROOT/scripts/workloads/pathology/$n.py" >"$W/$n.out" 2>&1
   "$G" report --json "$W/suite/$n"/*.gtrace >"$OUT/$n.json" 2>>"$W/err.log"
   "$G" report "$W/suite/$n"/*.gtrace >"$OUT/$n.txt" 2>>"$W/err.log"
   head -3 "$OUT/$n.txt"

@@ -11,7 +11,7 @@
 # iteration medians inside a process, then the median over rounds, with min and max.
 # Raw per-process results go to $OUT/raw/; rounds from several calls (the device's
 # 10-minute limit) are merged by
-#   scripts/gpu/overhead_summary.py bench/overhead.json RAWDIR1 RAWDIR2 ...
+#   scripts/overhead_summary.py bench/overhead.json RAWDIR1 RAWDIR2 ...
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 OUT=${OUT:-$ROOT/bench-out}; mkdir -p "$OUT"
@@ -19,7 +19,7 @@ ROUNDS=${ROUNDS:-10}
 PY=${PY:-python3}; [ -x /opt/torch/.venv/bin/python3 ] && PY=/opt/torch/.venv/bin/python3
 LIB=$ROOT/target/release/libgputrace.so
 W=/tmp/bench; rm -rf "$W"; mkdir -p "$W"
-B="$ROOT/scripts/gpu/bench_workload.py --only ${ONLY:-launch,mlp,resnet50} --launch-reps ${LAUNCH_REPS:-10}"
+B="$ROOT/scripts/workloads/bench/bench_workload.py --only ${ONLY:-launch,mlp,resnet50} --launch-reps ${LAUNCH_REPS:-10}"
 export PYTHONUNBUFFERED=1
 CPUS=${CPUS:-2-9}
 P="taskset -c $CPUS"
@@ -45,5 +45,5 @@ GPU_EVENTS=$("$ROOT/target/release/gputrace" dump "$TF" 2>>"$W/err.log" | grep -
 PROF_EVENTS=$(head -1 "$W/torch_profiler.jsonl" | "$PY" -c 'import json,sys; print(json.loads(sys.stdin.read()).get("profiler_gpu_events", 0))' 2>/dev/null || echo 0)
 mkdir -p "$OUT/raw"; cp "$W"/*.jsonl "$OUT/raw/" 2>/dev/null
 echo "{\"gputrace_bytes\": $(stat -c %s "$TF"), \"gputrace_gpu_events\": $GPU_EVENTS, \"torch_profiler_json_bytes\": $(stat -c %s "$W/prof_1.json" 2>/dev/null || echo null), \"torch_profiler_gpu_events\": ${PROF_EVENTS:-0}}" >"$OUT/raw/trace_size.json"
-"$PY" "$ROOT/scripts/gpu/overhead_summary.py" "$OUT/overhead.json" "$OUT/raw"
+"$PY" "$ROOT/scripts/overhead_summary.py" "$OUT/overhead.json" "$OUT/raw"
 cp "$W/err.log" "$OUT/bench-err.log" 2>/dev/null

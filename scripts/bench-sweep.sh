@@ -15,7 +15,7 @@ CPUS=${CPUS:-2-9}
 PY=${PY:-python3}; [ -x /opt/torch/.venv/bin/python3 ] && PY=/opt/torch/.venv/bin/python3
 LIB=$ROOT/target/release/libgputrace.so
 W=/tmp/sweep; rm -rf "$W"; mkdir -p "$W"
-B="$ROOT/scripts/gpu/bench_workload.py"
+B="$ROOT/scripts/workloads/bench/bench_workload.py"
 export PYTHONUNBUFFERED=1
 cat /sys/devices/system/clocksource/clocksource0/current_clocksource >"$OUT/clocksource.txt" 2>&1
 FLOOR="GPUTRACE_ACTIVITY=kernel GPUTRACE_API=0 GPUTRACE_HOOKS=0"

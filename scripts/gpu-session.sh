@@ -20,11 +20,11 @@ if [ "${VALIDATE:-1}" = 1 ]; then
   grep -A30 "^check" "$OUT/validate/log.txt" 2>/dev/null | tail -28 >"$OUT/validate-table.txt"
   echo "validation took ${SECONDS}s"
 fi
-# WINDOW_AB: the workloads of the in-process A/B (scripts/gpu/window_ab.py), or 0.
+# WINDOW_AB: the workloads of the in-process A/B (scripts/workloads/bench/window_ab.py), or 0.
 WA=${WINDOW_AB:-launch}; [ "$WA" = 1 ] && WA=launch; [ "$WA" = 0 ] && WA=""
 for wl in ${WA//,/ }; do
   GPUTRACE_MODE=dormant GPUTRACE_DIR=/tmp/window_ab/$wl LD_PRELOAD="$ROOT/target/release/libgputrace.so" \
-    PYTHONUNBUFFERED=1 taskset -c "$CPUS" "$PY" "$ROOT/scripts/gpu/window_ab.py" --workload "$wl" \
+    PYTHONUNBUFFERED=1 taskset -c "$CPUS" "$PY" "$ROOT/scripts/workloads/bench/window_ab.py" --workload "$wl" \
     --windows "${WINDOWS:-8}" ${WINDOW_ARGS:-} >"$OUT/window_ab_$wl.json" 2>"$OUT/window_ab_$wl.err"
   echo "window A/B $wl done at ${SECONDS}s: $(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print("median ratio %.3f (fastest blocks %.3f) over %d windows, %d done" % (d["median_ratio"], d["median_ratio_min"], len(d["pairs"]), d["windows_done"]))' "$OUT/window_ab_$wl.json" 2>&1)"
 done

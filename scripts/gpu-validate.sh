@@ -16,7 +16,7 @@ W=/tmp/gv; rm -rf "$W"; mkdir -p "$W"
 PY=${PY:-$(command -v python3)}
 [ -x /opt/torch/.venv/bin/python3 ] && PY=/opt/torch/.venv/bin/python3
 G="$ROOT/target/release/gputrace"
-S="$ROOT/scripts/gpu"
+S="$ROOT/scripts/workloads/validate"
 LOG="$OUT/log.txt"; : > "$LOG"
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 say() { echo "== $*" | tee -a "$LOG"; }
@@ -57,16 +57,16 @@ say "pageable and pinned copies"
 for d in nccl copies; do for t in "$W/$d"/*.gtrace; do [ -f "$t" ] && "$G" dump "$t" >"$W/$d.dump.jsonl" 2>>"$LOG"; done; done
 
 # (g) the pathology suite: each workload must get its finding, the healthy one none.
-if [ -d "$ROOT/scripts/workloads" ] && [ "$QUICK" != 1 ]; then
+if [ -d "$ROOT/scripts/workloads/pathology" ] && [ "$QUICK" != 1 ]; then
   say "pathology suite"
   mkdir -p "$W/suite"
-  for wl in "$ROOT"/scripts/workloads/*.py; do
+  for wl in "$ROOT"/scripts/workloads/pathology/*.py; do
     n=$(basename "$wl" .py); [ "$n" = check ] && continue
     timeout 120 "$G" run -o "$W/suite/$n" -- "$PY" "$wl" >"$W/suite/$n.out" 2>&1
     t=$(ls "$W/suite/$n"/*.gtrace 2>/dev/null | sort | tail -1)
     [ -n "$t" ] && "$G" report --json "$W/suite/$n"/*.gtrace >"$W/suite/$n.json" 2>>"$LOG" && "$G" report "$W/suite/$n"/*.gtrace >"$W/suite/$n.txt" 2>>"$LOG"
   done
-  "$PY" "$ROOT/scripts/workloads/check.py" "$W/suite" --out "$W/suite/summary.json" 2>&1 | tee -a "$LOG" >"$W/suite/check.txt"
+  "$PY" "$ROOT/scripts/workloads/pathology/check.py" "$W/suite" --out "$W/suite/summary.json" 2>&1 | tee -a "$LOG" >"$W/suite/check.txt"
 fi
 
 # (h) production mode: a ~40 s job started dormant, a 5 s window in the middle.

@@ -3,7 +3,7 @@
 mod common;
 
 use common::*;
-use gputrace_analyzer::report::{analyze, Finding, Report, Severity};
+use gputrace_analyzer::report::{analyze, Finding, FindingId, Report, Severity};
 use gputrace_analyzer::Trace;
 use gputrace_format::{self as fmt, Event};
 
@@ -11,11 +11,11 @@ fn report(t: Trace) -> Report {
     analyze(&[t])
 }
 
-fn find<'r>(r: &'r Report, id: &str) -> Option<&'r Finding> {
+fn find(r: &Report, id: FindingId) -> Option<&Finding> {
     r.findings.iter().find(|f| f.id == id)
 }
 
-fn get<'r>(r: &'r Report, id: &str) -> &'r Finding {
+fn get(r: &Report, id: FindingId) -> &Finding {
     find(r, id).unwrap_or_else(|| {
         panic!(
             "no {id} finding; have {:?}\n{}",
@@ -71,8 +71,8 @@ fn healthy_gets_no_warning() {
 #[test]
 fn data_starvation_is_measured() {
     let r = report(data_starved(20).build());
-    let f = get(&r, "data_starvation");
-    assert_eq!(r.findings[0].id, "data_starvation");
+    let f = get(&r, FindingId::DataStarvation);
+    assert_eq!(r.findings[0].id, FindingId::DataStarvation);
     assert_eq!(f.severity, Severity::Critical);
     assert!(!f.estimated);
     // 19 steady steps, 6022 us each with no host call.
@@ -105,11 +105,11 @@ fn data_starvation_is_measured() {
 #[test]
 fn item_every_step_is_implicit_sync() {
     let r = report(item_every_step(20).build());
-    let f = get(&r, "implicit_sync");
-    assert_eq!(r.findings[0].id, "implicit_sync");
+    let f = get(&r, FindingId::ImplicitSync);
+    assert_eq!(r.findings[0].id, FindingId::ImplicitSync);
     assert_eq!(f.severity, Severity::Warn);
     assert_near("implicit_sync", f.at_stake_ns, 19 * 214 * US, 1.0);
-    assert!(find(&r, "data_starvation").is_none());
+    assert!(find(&r, FindingId::DataStarvation).is_none());
     assert!(
         f.evidence
             .iter()
@@ -127,8 +127,8 @@ fn item_every_step_is_implicit_sync() {
 #[test]
 fn pinned_copy_without_non_blocking_is_sync_memcpy() {
     let r = report(pinned_blocking(20).build());
-    let f = get(&r, "sync_memcpy");
-    assert_eq!(r.findings[0].id, "sync_memcpy");
+    let f = get(&r, FindingId::SyncMemcpy);
+    assert_eq!(r.findings[0].id, FindingId::SyncMemcpy);
     assert!(f.severity >= Severity::Warn);
     assert_near("sync_memcpy", f.at_stake_ns, 19 * 114 * US, 1.0);
     assert!(
@@ -138,15 +138,15 @@ fn pinned_copy_without_non_blocking_is_sync_memcpy() {
         "{:?}",
         f.evidence
     );
-    assert!(find(&r, "implicit_sync").is_none_or(|g| g.severity == Severity::Info));
+    assert!(find(&r, FindingId::ImplicitSync).is_none_or(|g| g.severity == Severity::Info));
     assert!(f.fix.contains("non_blocking=True"));
 }
 
 #[test]
 fn pageable_copies_with_estimated_bandwidth() {
     let r = report(pageable(20, false).build());
-    let f = get(&r, "pageable_memcpy");
-    assert_eq!(r.findings[0].id, "pageable_memcpy");
+    let f = get(&r, FindingId::PageableMemcpy);
+    assert_eq!(r.findings[0].id, FindingId::PageableMemcpy);
     assert_eq!(f.severity, Severity::Critical);
     assert!(
         f.estimated,
@@ -171,7 +171,7 @@ fn pageable_copies_with_estimated_bandwidth() {
 #[test]
 fn pageable_reference_measured_from_pinned_copies() {
     let r = report(pageable(20, true).build());
-    let f = get(&r, "pageable_memcpy");
+    let f = get(&r, FindingId::PageableMemcpy);
     let want = (64u64 << 20) as f64 / 1.28e6;
     assert!(
         (f.metrics["reference_gbps"] - want).abs() < 0.01,
@@ -187,8 +187,8 @@ fn pageable_reference_measured_from_pinned_copies() {
 #[test]
 fn tiny_kernels_launched_one_by_one_are_launch_bound() {
     let r = report(launch_bound(20).build());
-    let f = get(&r, "launch_bound");
-    assert_eq!(r.findings[0].id, "launch_bound");
+    let f = get(&r, FindingId::LaunchBound);
+    assert_eq!(r.findings[0].id, FindingId::LaunchBound);
     assert_eq!(f.severity, Severity::Critical);
     assert_near(
         "launch_bound pct",
@@ -205,13 +205,13 @@ fn tiny_kernels_launched_one_by_one_are_launch_bound() {
         2.0,
     );
     assert!(p.launches.empty_queue_pct > 99.0);
-    assert!(find(&r, "data_starvation").is_none());
+    assert!(find(&r, FindingId::DataStarvation).is_none());
 }
 
 #[test]
 fn graph_of_tiny_kernels_is_fragmentation_not_launch_bound() {
     let r = report(graphs(40).build());
-    let f = get(&r, "kernel_fragmentation");
+    let f = get(&r, FindingId::KernelFragmentation);
     assert_eq!(f.severity, Severity::Critical);
     assert_near(
         "fragmentation pct",
@@ -219,7 +219,7 @@ fn graph_of_tiny_kernels_is_fragmentation_not_launch_bound() {
         4000,
         1.0,
     );
-    assert!(find(&r, "launch_bound").is_none_or(|g| g.severity == Severity::Info));
+    assert!(find(&r, FindingId::LaunchBound).is_none_or(|g| g.severity == Severity::Info));
     let p = &r.processes[0];
     assert!(p.kernels.under_10us_count_pct > 99.0);
     assert!(
@@ -232,7 +232,7 @@ fn graph_of_tiny_kernels_is_fragmentation_not_launch_bound() {
 #[test]
 fn few_block_kernels_are_small_grid_and_memory_headroom() {
     let r = report(small_grid(20, GIB).build());
-    let f = get(&r, "small_grid");
+    let f = get(&r, FindingId::SmallGrid);
     assert_eq!(f.severity, Severity::Critical);
     assert!(f.estimated);
     // 4 blocks of 128 threads: 16 resident per SM, 132 SMs.
@@ -258,27 +258,30 @@ fn few_block_kernels_are_small_grid_and_memory_headroom() {
         "{:?}",
         f.evidence
     );
-    let m = get(&r, "memory_headroom");
+    let m = get(&r, FindingId::MemoryHeadroom);
     assert_eq!(m.severity, Severity::Warn);
-    assert!(m.overlaps.contains(&"small_grid".to_string()));
+    assert!(m.overlaps.contains(&FindingId::SmallGrid));
     // Ranked right after the finding it overlaps.
-    let pos = |id: &str| r.findings.iter().position(|f| f.id == id).unwrap();
-    assert_eq!(pos("memory_headroom"), pos("small_grid") + 1);
+    let pos = |id: FindingId| r.findings.iter().position(|f| f.id == id).unwrap();
+    assert_eq!(
+        pos(FindingId::MemoryHeadroom),
+        pos(FindingId::SmallGrid) + 1
+    );
     assert!(m.fix.contains("batch size"));
 }
 
 #[test]
 fn full_memory_has_no_headroom_finding() {
     let r = report(small_grid(20, 130 * GIB).build());
-    assert!(find(&r, "small_grid").is_some());
-    assert!(find(&r, "memory_headroom").is_none());
+    assert!(find(&r, FindingId::SmallGrid).is_some());
+    assert!(find(&r, FindingId::MemoryHeadroom).is_none());
 }
 
 #[test]
 fn exposed_allreduce_is_comm_exposed() {
     let r = report(comm_exposed(20).build());
-    let f = get(&r, "comm_exposed");
-    assert_eq!(r.findings[0].id, "comm_exposed");
+    let f = get(&r, FindingId::CommExposed);
+    assert_eq!(r.findings[0].id, FindingId::CommExposed);
     assert_eq!(f.severity, Severity::Critical);
     assert_near("exposed", f.at_stake_ns, 19 * 1500 * US, 0.5);
     let p = &r.processes[0];
@@ -302,7 +305,7 @@ fn late_rank_is_comm_straggler() {
         .clock_offset_ns;
     assert!((off1 + 7_000_000).abs() < 1_000, "{off1}");
     assert!(c.residual_ns < 1_000);
-    let f = get(&r, "comm_straggler");
+    let f = get(&r, FindingId::CommStraggler);
     assert_eq!(f.rank, "rank 2");
     assert_eq!(r.processes[f.process.unwrap()].rank, Some(2));
     assert_eq!(c.straggler_last_pct, 100.0);
@@ -310,7 +313,7 @@ fn late_rank_is_comm_straggler() {
     assert_near("others wait", f.at_stake_ns, 19 * 2 * MS, 0.1);
     assert_eq!(
         r.findings[0].id,
-        "comm_straggler",
+        FindingId::CommStraggler,
         "{:?}",
         r.findings
             .iter()
@@ -322,7 +325,7 @@ fn late_rank_is_comm_straggler() {
     let ce: Vec<&Finding> = r
         .findings
         .iter()
-        .filter(|f| f.id == "comm_exposed" && f.rank != "rank 2")
+        .filter(|f| f.id == FindingId::CommExposed && f.rank != "rank 2")
         .collect();
     assert_eq!(ce.len(), 2);
     for x in ce {
@@ -367,7 +370,7 @@ fn blind_window_is_not_observed() {
         reason: 0,
     });
     let r = report(b.build());
-    let f = get(&r, "env_blind_window");
+    let f = get(&r, FindingId::EnvBlindWindow);
     assert_eq!(f.severity, Severity::Info);
     assert_near("blind", f.at_stake_ns, 3 * step, 0.5);
     assert!(f.examples[0].what.contains("torch.profiler"));
@@ -385,7 +388,7 @@ fn dropped_records_are_reported() {
         count: 2,
     });
     let r = report(b.build());
-    let f = get(&r, "env_dropped_records");
+    let f = get(&r, FindingId::EnvDroppedRecords);
     assert_eq!(f.severity, Severity::Info);
     assert!(f.summary.contains("2 records"));
     assert!(warn_ids(&r).is_empty());
@@ -397,7 +400,10 @@ fn dropped_records_are_reported() {
         count: 100,
     });
     let r = report(b.build());
-    assert_eq!(get(&r, "env_dropped_records").severity, Severity::Warn);
+    assert_eq!(
+        get(&r, FindingId::EnvDroppedRecords).severity,
+        Severity::Warn
+    );
 }
 
 #[test]
@@ -409,7 +415,7 @@ fn without_host_api_the_gpu_only_heuristic_is_labelled() {
     assert_eq!(p.attribution, "gpu_only_heuristic");
     assert_eq!(p.breakdown.method, "gpu_only_heuristic");
     assert!(p.notes.iter().any(|n| n.contains("GPU-only heuristics")));
-    let f = get(&r, "data_starvation");
+    let f = get(&r, FindingId::DataStarvation);
     assert!(f.estimated);
     assert!(f.evidence.iter().any(|e| e.contains("GPU-only heuristic")));
     assert_near(
@@ -418,7 +424,7 @@ fn without_host_api_the_gpu_only_heuristic_is_labelled() {
         19 * 6032 * US,
         0.5,
     );
-    assert!(find(&r, "env_no_host_api").is_some());
+    assert!(find(&r, FindingId::EnvNoHostApi).is_some());
 }
 
 #[test]
@@ -509,8 +515,8 @@ fn symbol_hook_calls_stand_in_for_missing_api_events() {
     let p = &r.processes[0];
     assert_eq!(p.attribution, "host_hooks");
     assert!(p.notes.iter().any(|n| n.contains("symbol hooks")));
-    let f = get(&r, "implicit_sync");
-    assert_eq!(r.findings[0].id, "implicit_sync");
+    let f = get(&r, FindingId::ImplicitSync);
+    assert_eq!(r.findings[0].id, FindingId::ImplicitSync);
     // Without correlation ids the 1 us gaps between queued kernels, during which the host
     // sat in the sync, are charged to the sync too: 214 + 4 us per step.
     assert_near(
@@ -532,7 +538,7 @@ fn nccl_calls_match_collectives_and_name_ranks() {
         assert_eq!(p.rank, Some(i as u32));
         assert_eq!(p.rank_source, "nccl");
     }
-    let f = get(&r, "comm_straggler");
+    let f = get(&r, FindingId::CommStraggler);
     assert_eq!(f.rank, "rank 2");
     assert_near("others wait", f.at_stake_ns, 19 * 2 * MS, 0.1);
 }
@@ -590,7 +596,7 @@ fn graph_kernels_of_one_launch_are_queued_even_without_host_events() {
     }
     let r = report(b.build());
     assert_eq!(r.processes[0].attribution, "gpu_only_heuristic");
-    let f = get(&r, "kernel_fragmentation");
+    let f = get(&r, FindingId::KernelFragmentation);
     // 99 of every 100 gaps are inside one graph run.
     assert_near(
         "fragmentation pct",
@@ -598,5 +604,5 @@ fn graph_kernels_of_one_launch_are_queued_even_without_host_events() {
         3960,
         1.0,
     );
-    assert!(find(&r, "launch_bound").is_none_or(|g| g.severity == Severity::Info));
+    assert!(find(&r, FindingId::LaunchBound).is_none_or(|g| g.severity == Severity::Info));
 }

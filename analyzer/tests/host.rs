@@ -13,7 +13,7 @@ const TREE_PERIOD: u64 = 50 * MS;
 const STEPS: usize = 100;
 
 fn find<'r>(r: &'r Report, id: &str) -> Option<&'r Finding> {
-    r.findings.iter().find(|f| f.id == id)
+    r.findings.iter().find(|f| f.id.as_str() == id)
 }
 
 fn get<'r>(r: &'r Report, id: &str) -> &'r Finding {
@@ -154,7 +154,7 @@ fn main_process_computing_is_cpu_bound_not_data_starvation() {
     assert_eq!(f.severity, Severity::Critical);
     assert_eq!(f.subcause.as_deref(), Some("main_process_work"));
     assert!(find(&r, "data_starvation").is_none());
-    assert_eq!(r.findings[0].id, "cpu_bound");
+    assert_eq!(r.findings[0].id.as_str(), "cpu_bound");
     // The same idle time as data_starvation had without samples: 6022 us a step.
     let steady = r.processes[0].steps.count as u64;
     let want = steady * 6022 * US;
@@ -392,4 +392,82 @@ fn gaps_the_samples_do_not_cover_stay_data_starvation() {
     assert!(h.unmeasured_ns > 0);
     assert_eq!(ds, h.unmeasured_ns + h.blocked_ns);
     assert!(cpu.abs_diff(ds) * 5 <= cpu + ds, "cpu {cpu} vs ds {ds}");
+}
+
+#[test]
+fn random_host_samples_never_panic() {
+    let mut x: u64 = 0x2545_F491_4F6C_DD1D;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    for round in 0..60 {
+        let mut b = data_starved(20);
+        let base = T0 + 2 * S;
+        let pick = |v: u64, r: u64| match r % 6 {
+            0 => u64::MAX,
+            1 => 0,
+            2 => v,
+            _ => v % (10 * S),
+        };
+        for _ in 0..(next() % 300) {
+            let ts = match next() % 4 {
+                0 => next(),
+                _ => base + next() % (300 * MS),
+            };
+            let e = match next() % 4 {
+                0 => Event::ThreadCpu(fmt::ThreadCpu {
+                    ts,
+                    tid: [TID, 1000, 7][(next() % 3) as usize],
+                    cpu_ns: pick(next(), next()),
+                    wait_ns: pick(next(), next()),
+                    slices: next(),
+                    state: (next() % 128) as u8,
+                }),
+                1 => Event::ProcSample(fmt::ProcSample {
+                    ts,
+                    pid: (next() % 5) as u32,
+                    ppid: 1000,
+                    comm: (next() % 20) as u32,
+                    flags: (next() % 8) as u8,
+                    state: b"RSDZ"[(next() % 4) as usize],
+                    threads: next() as u32,
+                    cpu_ns: pick(next(), next()),
+                    rchar: pick(next(), next()),
+                    read_bytes: pick(next(), next()),
+                    write_bytes: next(),
+                }),
+                2 => Event::MachineSample(fmt::MachineSample {
+                    ts,
+                    busy_ns: pick(next(), next()),
+                    idle_ns: pick(next(), next()),
+                    iowait_ns: pick(next(), next()),
+                    steal_ns: pick(next(), next()),
+                    flags: (next() % 4) as u8,
+                    psi_cpu_some_us: pick(next(), next()),
+                    psi_io_some_us: pick(next(), next()),
+                    psi_io_full_us: next(),
+                    cgroup_usage_us: next(),
+                    cgroup_throttled_us: next(),
+                }),
+                _ => Event::CpuLimits(fmt::CpuLimits {
+                    ts,
+                    online_cpus: next() as u32,
+                    affinity_cpus: (next() % 3) as u32,
+                    quota_us: pick(next(), next()),
+                    period_us: pick(next(), next()),
+                    memory_limit: next(),
+                    thread_period_us: next() as u32,
+                    tree_period_us: next() as u32,
+                }),
+            };
+            b.ev.push(e);
+        }
+        let r = analyze(&[b.build()]);
+        let _ = gputrace_analyzer::render_text(&r);
+        let _ = serde_json::to_string(&r).unwrap();
+        assert!(!r.processes.is_empty(), "round {round}");
+    }
 }

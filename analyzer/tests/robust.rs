@@ -3,7 +3,7 @@
 mod common;
 
 use common::*;
-use gputrace_analyzer::report::{analyze, render_text};
+use gputrace_analyzer::report::{analyze, render_text, FindingId};
 use gputrace_analyzer::Trace;
 use gputrace_format::{self as fmt, Event, Meta};
 
@@ -65,7 +65,7 @@ fn kernels_ending_before_they_start() {
         "{:?}",
         p.notes
     );
-    assert!(r.findings.iter().any(|f| f.id == "env_bad_records"));
+    assert!(r.findings.iter().any(|f| f.id == FindingId::EnvBadRecords));
 }
 
 #[test]
@@ -88,7 +88,7 @@ fn missing_device_records() {
     let p = &r.processes[0];
     assert!(p.sm_fill_pct.is_none());
     assert!(p.notes.iter().any(|n| n.contains("device record")));
-    assert!(!r.findings.iter().any(|f| f.id == "small_grid"));
+    assert!(!r.findings.iter().any(|f| f.id == FindingId::SmallGrid));
 }
 
 #[test]

@@ -9,7 +9,7 @@ use gputrace_analyzer::report::{analyze, Finding, Report};
 fn get<'r>(r: &'r Report, id: &str) -> &'r Finding {
     r.findings
         .iter()
-        .find(|f| f.id == id)
+        .find(|f| f.id.as_str() == id)
         .unwrap_or_else(|| panic!("no {id} finding\n{}", gputrace_analyzer::render_text(r)))
 }
 

@@ -89,7 +89,8 @@ pub struct Split {
 
 impl Split {
     pub fn off_cpu(&self) -> u64 {
-        self.covered.saturating_sub(self.on_cpu + self.runq)
+        self.covered
+            .saturating_sub(self.on_cpu.saturating_add(self.runq))
     }
 }
 
@@ -284,11 +285,13 @@ impl HostCpu {
             let dw = (b.wait - a.wait).min(dt - dc);
             let on = mul_div(dc, ov, dt);
             let rq = mul_div(dw, ov, dt);
-            out.covered += ov;
-            out.on_cpu += on;
-            out.runq += rq;
+            out.covered = out.covered.saturating_add(ov);
+            out.on_cpu = out.on_cpu.saturating_add(on);
+            out.runq = out.runq.saturating_add(rq);
             if b.state == b'D' {
-                out.io += ov.saturating_sub(on + rq);
+                out.io = out
+                    .io
+                    .saturating_add(ov.saturating_sub(on.saturating_add(rq)));
             }
         }
         out
@@ -297,7 +300,9 @@ impl HostCpu {
     /// What the process tree and the machine did during `spans` (time-sorted,
     /// non-overlapping).
     pub fn tree(&self, t: &Trace, spans: &[(u64, u64)]) -> Tree {
-        let total: u64 = spans.iter().map(|s| s.1.saturating_sub(s.0)).sum();
+        let total: u64 = spans
+            .iter()
+            .fold(0u64, |a, s| a.saturating_add(s.1.saturating_sub(s.0)));
         let mut out = Tree {
             span_ns: total,
             ..Default::default()
@@ -350,11 +355,11 @@ impl HostCpu {
                 busy += db * f;
                 iow += dio * f;
                 all += (db + di + dio + ds) * f;
-                covered += ov;
+                covered = covered.saturating_add(ov);
                 if a.psi && b.psi {
                     psi_cpu += b.psi_cpu.saturating_sub(a.psi_cpu) as f64 * 1e3 * f;
                     psi_io += b.psi_io.saturating_sub(a.psi_io) as f64 * 1e3 * f;
-                    psi_cov += ov;
+                    psi_cov = psi_cov.saturating_add(ov);
                 }
             }
         }
@@ -413,16 +418,22 @@ fn usage(pts: &[PPt], spans: &[(u64, u64)]) -> Usage {
             if ov == 0 {
                 continue;
             }
-            u.covered += ov;
-            u.cpu += mul_div(b.cpu - a.cpu, ov, dt);
+            u.covered = u.covered.saturating_add(ov);
+            u.cpu = u.cpu.saturating_add(mul_div(b.cpu - a.cpu, ov, dt));
             if b.state == b'D' || a.state == b'D' {
                 // Half the interval for a state seen at one end, all of it at both.
                 let w = (a.state == b'D') as u64 + (b.state == b'D') as u64;
-                u.d += ov * w / 2;
+                u.d = u.d.saturating_add(ov / 2 * w);
             }
             if a.io && b.io {
-                u.read_bytes += mul_div(b.read_bytes.saturating_sub(a.read_bytes), ov, dt);
-                u.rchar += mul_div(b.rchar.saturating_sub(a.rchar), ov, dt);
+                u.read_bytes = u.read_bytes.saturating_add(mul_div(
+                    b.read_bytes.saturating_sub(a.read_bytes),
+                    ov,
+                    dt,
+                ));
+                u.rchar = u
+                    .rchar
+                    .saturating_add(mul_div(b.rchar.saturating_sub(a.rchar), ov, dt));
             }
         }
     }
@@ -476,7 +487,7 @@ pub fn workers(tree: &Tree) -> Vec<&ChildUse> {
     }
     tree.children
         .iter()
-        .filter(|c| c.cpu_pct() >= 2.0 || c.d_state_ns * 10 >= c.covered_ns)
+        .filter(|c| c.cpu_pct() >= 2.0 || c.d_state_ns.saturating_mul(10) >= c.covered_ns)
         .collect()
 }
 
@@ -508,15 +519,15 @@ pub struct HostSplit {
 
 impl HostSplit {
     pub fn merge(&mut self, o: &HostSplit) {
-        self.measured_ns += o.measured_ns;
-        self.unmeasured_ns += o.unmeasured_ns;
-        self.on_cpu_ns += o.on_cpu_ns;
-        self.runq_ns += o.runq_ns;
-        self.short_ns += o.short_ns;
-        self.blocked_ns += o.blocked_ns;
-        self.io_ns += o.io_ns;
-        self.long_cpu_ns += o.long_cpu_ns;
-        self.cpu_gaps += o.cpu_gaps;
+        self.measured_ns = self.measured_ns.saturating_add(o.measured_ns);
+        self.unmeasured_ns = self.unmeasured_ns.saturating_add(o.unmeasured_ns);
+        self.on_cpu_ns = self.on_cpu_ns.saturating_add(o.on_cpu_ns);
+        self.runq_ns = self.runq_ns.saturating_add(o.runq_ns);
+        self.short_ns = self.short_ns.saturating_add(o.short_ns);
+        self.blocked_ns = self.blocked_ns.saturating_add(o.blocked_ns);
+        self.io_ns = self.io_ns.saturating_add(o.io_ns);
+        self.long_cpu_ns = self.long_cpu_ns.saturating_add(o.long_cpu_ns);
+        self.cpu_gaps = self.cpu_gaps.saturating_add(o.cpu_gaps);
         self.blocked_spans.extend_from_slice(&o.blocked_spans);
         self.cpu_spans.extend_from_slice(&o.cpu_spans);
     }
@@ -555,21 +566,21 @@ pub fn split_quiet(
         None => Split::default(),
     };
     let covered = sp.covered.min(len);
-    let cpu = (sp.on_cpu + sp.runq).min(covered);
+    let cpu = sp.on_cpu.saturating_add(sp.runq).min(covered);
     let blocked = covered - cpu;
-    acc.measured_ns += covered;
-    acc.unmeasured_ns += len - covered;
+    acc.measured_ns = acc.measured_ns.saturating_add(covered);
+    acc.unmeasured_ns = acc.unmeasured_ns.saturating_add(len - covered);
     let mut p = s;
     if cpu > 0 {
         if quiet_ns <= CPU_LAUNCH_NS {
-            acc.short_ns += cpu;
+            acc.short_ns = acc.short_ns.saturating_add(cpu);
             out.push((p, p + cpu, Cause::LaunchBound));
         } else {
             let runq = sp.runq.min(cpu);
-            acc.on_cpu_ns += cpu - runq;
-            acc.runq_ns += runq;
+            acc.on_cpu_ns = acc.on_cpu_ns.saturating_add(cpu - runq);
+            acc.runq_ns = acc.runq_ns.saturating_add(runq);
             if len >= 5_000_000 {
-                acc.long_cpu_ns += cpu;
+                acc.long_cpu_ns = acc.long_cpu_ns.saturating_add(cpu);
             }
             out.push((p, p + cpu, Cause::CpuBound));
         }
@@ -578,10 +589,10 @@ pub fn split_quiet(
     if e > p {
         out.push((p, e, Cause::DataStarvation));
     }
-    acc.blocked_ns += blocked;
-    acc.io_ns += sp.io.min(blocked);
+    acc.blocked_ns = acc.blocked_ns.saturating_add(blocked);
+    acc.io_ns = acc.io_ns.saturating_add(sp.io.min(blocked));
     if covered > 0 {
-        if blocked * 2 >= covered {
+        if blocked >= covered - blocked {
             acc.blocked_spans.push((s, e));
         } else if quiet_ns > CPU_LAUNCH_NS {
             acc.cpu_spans.push((s, e));

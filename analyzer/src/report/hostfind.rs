@@ -1,11 +1,12 @@
-//! What the host samples say about the steady state (the `host` section of a process's
-//! report), and the findings they shape: `cpu_bound` (the feeding thread was computing
-//! through GPU gaps) and `data_starvation`'s measured sub-cause (the thread was blocked:
-//! DataLoader workers saturated, the CPUs saturated, storage, or workers idle).
+//! What the host samples say about the steady state: the `host_cpu` section of a process's
+//! report, with the measured kinds of the findings they shape: `cpu_bound` (the feeding
+//! thread was computing through GPU gaps: `cpu_contention`, `main_process_work`,
+//! `framework_overhead`) and `data_starvation`'s sub-cause (the thread was blocked:
+//! `workers_saturated`, `cpu_saturated`, `io_wait`, `workers_idle`, `no_workers`). The
+//! findings' words are in `findings/cpu_bound.rs` and `findings/data_starvation.rs`.
 
 use super::host::{self, HostCpu, HostSplit, Tree};
-use super::text::{bytes, dur, share};
-use super::{pct, Facts, Finding, Severity};
+use super::pct;
 use serde::Serialize;
 
 /// A worker that used at least this share of a CPU while the feeding thread was
@@ -101,11 +102,14 @@ fn tree_report(h: &HostCpu, t: &Tree) -> TreeReport {
     } else {
         0.0
     };
-    let (d, cov): (u64, u64) = ws
-        .iter()
-        .fold((0, 0), |a, w| (a.0 + w.d_state_ns, a.1 + w.covered_ns));
-    let child_cpu: u64 = t.children.iter().map(|c| c.cpu_ns).sum();
-    let reads: u64 = t.children.iter().map(|c| c.read_bytes).sum();
+    let (d, cov): (u64, u64) = ws.iter().fold((0u64, 0u64), |a, w| {
+        (
+            a.0.saturating_add(w.d_state_ns),
+            a.1.saturating_add(w.covered_ns),
+        )
+    });
+    let child_cpu: f64 = t.children.iter().map(|c| c.cpu_ns as f64).sum();
+    let reads: f64 = t.children.iter().map(|c| c.read_bytes as f64).sum();
     let _ = h;
     TreeReport {
         span_ns: t.span_ns,
@@ -125,7 +129,7 @@ fn tree_report(h: &HostCpu, t: &Tree) -> TreeReport {
         worker_cpu_pct_mean: mean,
         workers_busy: ws.iter().filter(|w| w.cpu_pct() >= BUSY_WORKER_PCT).count(),
         job_cpus: if t.span_ns > 0 {
-            (child_cpu + t.main_cpu_ns) as f64 / t.span_ns as f64
+            (child_cpu + t.main_cpu_ns as f64) / t.span_ns as f64
         } else {
             0.0
         },
@@ -135,7 +139,7 @@ fn tree_report(h: &HostCpu, t: &Tree) -> TreeReport {
         psi_io_pct: t.psi_io_pct,
         worker_d_state_pct: pct(d, cov),
         read_bytes_per_s: if t.span_ns > 0 {
-            reads as f64 * 1e9 / t.span_ns as f64
+            reads * 1e9 / t.span_ns as f64
         } else {
             0.0
         },
@@ -178,7 +182,7 @@ pub(crate) fn report(
         affinity_cpus: l.affinity_cpus,
         cpus_available: cpus,
         memory_limit_bytes: l.memory_limit,
-        quiet_ns: s.measured_ns + s.unmeasured_ns,
+        quiet_ns: s.measured_ns.saturating_add(s.unmeasured_ns),
         measured_ns: s.measured_ns,
         on_cpu_ns: s.on_cpu_ns,
         runq_ns: s.runq_ns,
@@ -223,20 +227,20 @@ fn starvation_cause(r: &HostReport) -> Option<&'static str> {
 }
 
 fn cpu_cause(r: &HostReport, s: &HostSplit) -> Option<&'static str> {
-    let cpu = r.on_cpu_ns + r.runq_ns;
+    let cpu = r.on_cpu_ns.saturating_add(r.runq_ns);
     if cpu == 0 {
         return None;
     }
-    Some(if r.runq_ns * 10 >= cpu * 3 {
+    Some(if r.runq_ns as f64 >= cpu as f64 * 0.3 {
         "cpu_contention"
-    } else if s.long_cpu_ns * 2 >= cpu {
+    } else if s.long_cpu_ns as f64 >= cpu as f64 * 0.5 {
         "main_process_work"
     } else {
         "framework_overhead"
     })
 }
 
-fn cpus_line(r: &HostReport) -> String {
+pub(crate) fn cpus_line(r: &HostReport) -> String {
     let mut s = match r.cpus_available {
         Some(c) if (c - c.round()).abs() < 0.01 => {
             format!("{} CPUs available to the job", c.round())
@@ -258,7 +262,7 @@ fn cpus_line(r: &HostReport) -> String {
     s
 }
 
-fn workers_line(w: &TreeReport) -> Option<String> {
+pub(crate) fn workers_line(w: &TreeReport) -> Option<String> {
     if w.worker_count == 0 {
         return None;
     }
@@ -284,7 +288,7 @@ fn workers_line(w: &TreeReport) -> Option<String> {
     ))
 }
 
-fn machine_line(w: &TreeReport) -> Option<String> {
+pub(crate) fn machine_line(w: &TreeReport) -> Option<String> {
     let mut parts = vec![format!("the job used {:.1} CPUs", w.job_cpus)];
     if let Some(b) = w.machine_busy_pct {
         parts.push(format!("the machine was {b:.0}% busy"));
@@ -307,192 +311,21 @@ fn machine_line(w: &TreeReport) -> Option<String> {
     Some(parts.join(", "))
 }
 
-/// Fills in `data_starvation` from the host samples: the blocked time's measured
-/// sub-cause, its numbers, and the fix that sub-cause calls for.
-pub(crate) fn refine_data_starvation(x: &mut Finding, r: &HostReport, wall: u64) {
-    let Some(cause) = r.data_starvation_cause.as_deref() else {
-        // Nothing measured as blocked: what is left is the unmeasured part.
-        x.evidence.push(format!(
-            "host samples did not cover these gaps ({} not measured)",
-            dur(r.unmeasured_ns)
-        ));
-        return;
-    };
-    let w = &r.while_blocked;
-    let who = match (r.feeding_thread, r.feeding_thread_name.as_str()) {
+/// "thread 4242 (python)": the feeding thread as evidence names it.
+pub(crate) fn who(r: &HostReport) -> String {
+    match (r.feeding_thread, r.feeding_thread_name.as_str()) {
         (Some(t), "") => format!("thread {t}"),
         (Some(t), n) => format!("thread {t} ({n})"),
         _ => "the feeding thread".to_string(),
-    };
-    x.title = "GPU idle while the feeding thread was blocked waiting for input".into();
-    x.summary = format!(
-        "For {} of the steady state the GPU sat idle while {who}, which issues the work, was off the CPU with no CUDA call: waiting for its next input.",
-        share(x.at_stake_ns, wall)
-    );
-    x.subcause = Some(cause.to_string());
-    x.evidence.insert(
-        0,
-        format!(
-            "{who} was blocked (not on a CPU) for {} of the idle time with no CUDA call{}; on a CPU {} (reported as cpu_bound / launch_bound){}",
-            dur(r.blocked_ns),
-            if r.io_blocked_ns > 0 {
-                format!(", {} of it in I/O wait (D state)", dur(r.io_blocked_ns))
-            } else {
-                String::new()
-            },
-            dur(r.on_cpu_ns + r.runq_ns + r.launch_overhead_ns),
-            if r.unmeasured_ns > 0 {
-                format!("; {} not covered by host samples", dur(r.unmeasured_ns))
-            } else {
-                String::new()
-            }
-        ),
-    );
-    let mut at = 1;
-    let mut add = |x: &mut Finding, s: String| {
-        x.evidence.insert(at, s);
-        at += 1;
-    };
-    if let Some(l) = workers_line(w) {
-        add(x, format!("while it was blocked: {l}"));
-    } else {
-        add(
-            x,
-            "no child processes were working while it was blocked: no DataLoader workers (num_workers=0?)".into(),
-        );
     }
-    add(
-        x,
-        format!("{}; {}", cpus_line(r), machine_line(w).unwrap_or_default()),
-    );
-    if w.read_bytes_per_s >= 1.0 || w.worker_d_state_pct > 0.0 {
-        add(
-            x,
-            format!(
-                "storage reads by the job {}/s while blocked; workers in I/O wait {:.0}% of the time",
-                bytes(w.read_bytes_per_s as u64),
-                w.worker_d_state_pct
-            ),
-        );
-    }
-    let m = &mut x.metrics;
-    m.insert("blocked_ns".into(), r.blocked_ns as f64);
-    m.insert("io_blocked_ns".into(), r.io_blocked_ns as f64);
-    m.insert("unmeasured_ns".into(), r.unmeasured_ns as f64);
-    m.insert("workers".into(), w.worker_count as f64);
-    m.insert("worker_cpu_pct_mean".into(), w.worker_cpu_pct_mean);
-    m.insert("workers_busy".into(), w.workers_busy as f64);
-    m.insert("job_cpus".into(), w.job_cpus);
-    if let Some(c) = r.cpus_available {
-        m.insert("cpus_available".into(), c);
-    }
-    if let Some(b) = w.machine_busy_pct {
-        m.insert("machine_busy_pct".into(), b);
-    }
-    if let Some(i) = w.machine_iowait_pct {
-        m.insert("machine_iowait_pct".into(), i);
-    }
-    m.insert("worker_d_state_pct".into(), w.worker_d_state_pct);
-    let cores = r
-        .cpus_available
-        .map(|c| format!("{}", c.floor().max(1.0)))
-        .unwrap_or_else(|| "the CPU cores".into());
-    let n = w.worker_count;
-    x.fix = match cause {
-        "workers_saturated" => format!(
-            "The DataLoader workers are the bottleneck: each is busy ~{:.0}% of a CPU and together they cannot keep up. Raise DataLoader(num_workers=...) above {n} (up to about {cores} minus one for the main process), keep persistent_workers=True and prefetch_factor >= 2; or make each sample cheaper: move augmentation to the GPU (torchvision.transforms.v2 on CUDA tensors, DALI, kornia), decode once and cache, use smaller images or precomputed features.",
-            w.worker_cpu_pct_mean
-        ),
-        "cpu_saturated" => format!(
-            "The CPUs are saturated: the job used {:.1} of {cores} CPUs while the GPU waited, so more workers cannot help (num_workers is not the more the better). Use at most {cores} minus one workers (now {n}), give each worker one thread (torch.set_num_threads(1) in worker_init_fn, OMP_NUM_THREADS=1), cut per-sample CPU work (augmentation on the GPU, precomputed or cached inputs), or run with more CPU cores per GPU.",
-            w.job_cpus
-        ),
-        "io_wait" => "The input pipeline waits on storage: put the dataset on faster local storage (NVMe, a RAM disk) or cache it in memory, read fewer larger files (WebDataset/TFRecord shards, LMDB) instead of many small ones, and overlap more reads with DataLoader(num_workers=N, prefetch_factor=4, persistent_workers=True).".to_string(),
-        "workers_idle" => format!(
-            "The {n} workers were mostly idle while the GPU waited ({:.0}% of a CPU each): the wait is elsewhere. See what the main thread blocks on during a gap (py-spy dump --pid PID): a lock or queue, a time.sleep, host-side logging, metrics or checkpoint I/O, a large batch collated or pinned in the main process; use persistent_workers=True so workers are not restarted every epoch.",
-            w.worker_cpu_pct_mean
-        ),
-        _ => "The feeding thread waited with no input workers running: see what it blocks on during a gap (py-spy dump --pid PID): a time.sleep, a lock, network or file reads in the step. Load data in DataLoader workers (num_workers=N, pin_memory=True, persistent_workers=True) so loading overlaps the GPU, and keep logging, metrics and checkpoint I/O out of the step or asynchronous.".to_string(),
-    };
 }
 
-/// Fills in a `cpu_bound` finding (its time already set).
-pub(crate) fn fill_cpu_bound(x: &mut Finding, r: &HostReport, f: &Facts) {
-    let wall = f.wall;
-    let cpu = r.on_cpu_ns + r.runq_ns;
-    let who = match (r.feeding_thread, r.feeding_thread_name.as_str()) {
-        (Some(t), "") => format!("thread {t}"),
-        (Some(t), n) => format!("thread {t} ({n})"),
-        _ => "the feeding thread".to_string(),
-    };
-    let kind = r.cpu_bound_cause.as_deref().unwrap_or("framework_overhead");
-    x.subcause = Some(kind.to_string());
-    x.summary = format!(
-        "For {} of the steady state the GPU sat idle while {who} was busy on the CPU with no CUDA call: host-side computing between steps, not waiting for input.",
-        share(x.at_stake_ns, wall)
-    );
-    let gaps = f.att.gaps[super::Cause::CpuBound as usize];
-    x.evidence.push(format!(
-        "{who} was on a CPU {} and runnable but waiting for one {} in {} idle gaps{}",
-        dur(r.on_cpu_ns),
-        dur(r.runq_ns),
-        gaps,
-        if gaps > 0 {
-            format!(" (mean {} of CPU time per gap)", dur(cpu / gaps.max(1)))
-        } else {
-            String::new()
-        }
-    ));
-    if r.launch_overhead_ns > 0 {
-        x.evidence.push(format!(
-            "CPU time in quiet stretches under {} between launches ({}) is counted under launch_bound",
-            dur(host::CPU_LAUNCH_NS),
-            dur(r.launch_overhead_ns)
-        ));
-    }
-    let w = &r.while_computing;
-    if w.span_ns > 0 {
-        let mut l = format!(
-            "meanwhile: {}; {}",
-            cpus_line(r),
-            machine_line(w).unwrap_or_default()
-        );
-        if let Some(wl) = workers_line(w) {
-            l.push_str(&format!("; {wl}"));
-        }
-        x.evidence.push(l);
-    }
-    x.examples = f.att.examples[super::Cause::CpuBound as usize]
-        .iter()
-        .filter(|e| e.charged > 0)
-        .map(|e| super::Example {
-            at_ns: f.ctx.rel(e.start),
-            dur_ns: e.len,
-            what: format!(
-                "GPU idle {}, {} of it host CPU time",
-                dur(e.len),
-                dur(e.charged)
-            ),
-        })
-        .collect();
-    x.metrics.insert("on_cpu_ns".into(), r.on_cpu_ns as f64);
-    x.metrics.insert("runq_ns".into(), r.runq_ns as f64);
-    x.metrics.insert("gaps".into(), gaps as f64);
-    let cores = r
-        .cpus_available
+/// The CPUs the job may use, rounded down to whole cores for advice ("3", or "the CPU
+/// cores" when unknown).
+pub(crate) fn cores_word(r: &HostReport) -> String {
+    r.cpus_available
         .map(|c| format!("{}", c.floor().max(1.0)))
-        .unwrap_or_else(|| "the CPU cores".into());
-    x.fix = match kind {
-        "cpu_contention" => format!(
-            "The feeding thread was ready to run but had no CPU ({} of run-queue wait): the job's CPUs are oversubscribed. Use fewer DataLoader workers (at most {cores} minus one) and fewer intra-op threads (torch.set_num_threads, OMP_NUM_THREADS), or give the job more CPU cores per GPU.",
-            dur(r.runq_ns)
-        ),
-        "main_process_work" => "The main process computes for long stretches while the GPU waits: move data loading and augmentation into DataLoader workers (num_workers=N, pin_memory=True) or onto the GPU, precompute what does not change per step, and keep per-step host work (Python loops over samples, logging, metrics, checkpointing) out of the step or asynchronous.".into(),
-        _ => "Python and framework overhead between steps keeps the GPU waiting: capture the step with torch.compile(model, mode=\"reduce-overhead\") or CUDA graphs, give each step more work (a larger batch), and avoid per-step Python work on tensors (loops over elements, .tolist(), building many small tensors).".into(),
-    };
-    if x.severity > Severity::Info && wall == 0 {
-        x.severity = Severity::Info;
-    }
+        .unwrap_or_else(|| "the CPU cores".into())
 }
 
 /// The note a process gets when its trace has no host samples and `data_starvation`

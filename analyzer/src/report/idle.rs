@@ -70,26 +70,19 @@ impl Cause {
         Cause::NotObserved,
         Cause::CpuBound,
     ];
+    /// The cause's name in the breakdown: its finding's id, or an unattributed cause's name.
     pub fn id(self) -> &'static str {
         match self {
-            Cause::DataStarvation => "data_starvation",
-            Cause::PageableMemcpy => "pageable_memcpy",
-            Cause::SyncMemcpy => "sync_memcpy",
-            Cause::ImplicitSync => "implicit_sync",
-            Cause::LaunchBound => "launch_bound",
-            Cause::KernelFragmentation => "kernel_fragmentation",
             Cause::QueuedWait => "queued_work_waiting",
             Cause::OtherCall => "other_cuda_call",
             Cause::NotObserved => "not_observed",
-            Cause::CpuBound => "cpu_bound",
+            // The others are named by their finding (`FindingId::about` says which).
+            c => c.finding().map_or("", |f| f.as_str()),
         }
     }
     /// Causes that name a finding; the others are reported as unattributed.
     pub fn attributed(self) -> bool {
-        !matches!(
-            self,
-            Cause::QueuedWait | Cause::OtherCall | Cause::NotObserved
-        )
+        self.finding().is_some()
     }
     fn from_host(c: HostClass) -> Cause {
         match c {

@@ -26,6 +26,7 @@ mod text;
 pub mod timeline;
 
 pub use ctx::Ctx;
+pub use findings::{About, FindingId, Layer, Stake, UnknownFindingId};
 pub use idle::Cause;
 pub use text::render_text;
 
@@ -68,7 +69,7 @@ pub struct Example {
 #[derive(Serialize, Clone, Debug, PartialEq)]
 pub struct Finding {
     /// Stable id from the findings vocabulary.
-    pub id: String,
+    pub id: FindingId,
     pub severity: Severity,
     /// Index into `processes`; None for findings about the whole job.
     pub process: Option<usize>,
@@ -88,9 +89,9 @@ pub struct Finding {
     pub metrics: BTreeMap<String, f64>,
     pub fix: String,
     /// Ids of findings whose time this one's overlaps (not to be added up).
-    pub overlaps: Vec<String>,
+    pub overlaps: Vec<FindingId>,
     /// What the measurements say caused it, for findings with measured sub-causes
-    /// (`data_starvation` and `cpu_bound` with host samples).
+    /// (`data_starvation`, `cpu_bound`, `implicit_sync`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub subcause: Option<String>,
 }
@@ -354,7 +355,7 @@ pub struct Report {
     /// One line: the state of the steady state and its biggest cause.
     pub verdict: String,
     /// Id of the finding the verdict names, if any.
-    pub top_finding: Option<String>,
+    pub top_finding: Option<FindingId>,
     pub processes: Vec<ProcessReport>,
     pub cluster: Option<ClusterReport>,
     /// All findings, ranked by GPU time at stake.
@@ -444,10 +445,11 @@ pub fn analyze(traces: &[Trace]) -> Report {
     let mut cluster = None;
     if multi {
         if let Some(c) = comm::cluster(&inputs) {
-            if let Some(f) = findings::straggler(&c, &processes) {
-                all.push(f);
-            }
-            findings::annotate_comm(&c, &processes, &mut all);
+            let job = findings::JobCx {
+                procs: &processes,
+                comm: &c,
+            };
+            findings::job(&job, &mut all);
             cluster = Some(ClusterReport {
                 ranks: c
                     .ranks
@@ -483,21 +485,6 @@ pub fn analyze(traces: &[Trace]) -> Report {
         cluster,
         findings: all,
     }
-}
-
-/// Everything measured about one process, for the findings.
-pub(crate) struct Facts<'c, 'a> {
-    pub ctx: &'c Ctx<'a>,
-    pub index: usize,
-    pub label: String,
-    pub steps: steps::Steps,
-    pub att: idle::Attribution,
-    pub wall: u64,
-    pub kstats: kernels::KernelStats,
-    pub launches: timeline::LaunchStats,
-    pub copies: copies::CopyStats,
-    pub memory: Vec<kernels::MemoryUse>,
-    pub comm: comm::CommStats,
 }
 
 fn breakdown(att: &idle::Attribution, wall: u64) -> Breakdown {
@@ -959,7 +946,7 @@ fn analyze_process(
         colls: comm::collectives(&ctx),
         steady: st.steady,
     };
-    let facts = Facts {
+    let cx = findings::FindingCx {
         ctx: &ctx,
         index,
         label,
@@ -971,7 +958,8 @@ fn analyze_process(
         copies: cstats,
         memory,
         comm: cm,
+        report: &report,
     };
-    let f = findings::process(&facts, &report);
+    let f = findings::process(&cx);
     (report, f, rank_input)
 }

@@ -1,5 +1,6 @@
-//! Which call synchronised: `implicit_sync`'s fix follows the kind of call that kept
-//! the host waiting for the GPU in the steady state (by the host time blocked in it).
+//! Which call synchronised: the synchronising calls of a window by kind (the caching
+//! allocator's frees, device-to-host reads, device / stream / event synchronize), with
+//! the host time blocked in each. `implicit_sync`'s fix follows the largest.
 
 use super::classify::ApiKind;
 use super::ctx::{Ctx, HostClass};
@@ -43,17 +44,6 @@ impl SyncCause {
             SyncCause::Other => "other",
         }
     }
-
-    /// What the user changes, in their terms.
-    pub fn fix(self) -> &'static str {
-        match self {
-            SyncCause::Allocator => "The synchronising calls are cudaFree (and cudaMalloc): PyTorch's caching allocator is handing device memory back and taking it again inside the loop, and every cudaFree waits for the GPU to drain. Remove torch.cuda.empty_cache() from the step (call it, if at all, between phases); keep tensor shapes stable so cached blocks are reused (pad or bucket variable lengths, preallocate buffers); set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to fight fragmentation instead of emptying the cache.",
-            SyncCause::D2hRead | SyncCause::Other => "Stop reading GPU results every step: keep running losses/metrics as GPU tensors and call .item() (or .cpu(), print) every N steps; remove torch.cuda.synchronize() from the loop (time with torch.cuda.Event instead); avoid Python control flow that depends on GPU values; make host<->device copies non_blocking=True.",
-            SyncCause::DeviceSync => "The loop calls cudaDeviceSynchronize (torch.cuda.synchronize()): take it out of the step; time with torch.cuda.Event(enable_timing=True) and read the times every N steps; synchronize only where the host must read a result, and only every N steps.",
-            SyncCause::StreamSync => "The loop waits for whole streams (cudaStreamSynchronize: stream.synchronize(), or a library waiting for its stream): order GPU work with events instead (stream.wait_event / wait_stream), which does not block the host, and synchronize only where the host must read a result, every N steps.",
-            SyncCause::EventSync => "The loop waits on CUDA events (cudaEventSynchronize: event.synchronize(), or elapsed_time() right after recording): read event timings every N steps, poll with event.query(), or order GPU work with stream.wait_event() so the host never blocks.",
-        }
-    }
 }
 
 /// Synchronising calls in a window: (cause, calls, host ns blocked), largest first.
@@ -63,7 +53,7 @@ pub fn sync_calls(ctx: &Ctx, w: (u64, u64)) -> Vec<(SyncCause, u64, u64)> {
     let mut add = |c: SyncCause, ns: u64| {
         let i = SyncCause::ALL.iter().position(|x| *x == c).unwrap_or(5);
         acc[i].0 += 1;
-        acc[i].1 += ns;
+        acc[i].1 = acc[i].1.saturating_add(ns);
     };
     if ctx.has_api() {
         // The previous call on each thread (a sync right after a DtoH copy reads it back).
@@ -154,30 +144,4 @@ pub fn alloc_calls(ctx: &Ctx, w: (u64, u64)) -> u64 {
         .zip(&ctx.api_kind)
         .filter(|(a, k)| **k == ApiKind::Alloc && a.start >= w.0 && a.start < w.1)
         .count() as u64
-}
-
-/// Picks `implicit_sync`'s fix by the call that synchronised most, and says which.
-pub(crate) fn follow_the_call(x: &mut super::Finding, f: &super::Facts) {
-    let by = sync_calls(f.ctx, f.steps.steady);
-    let Some(&(cause, n, ns)) = by.first() else {
-        return;
-    };
-    let total: u64 = by.iter().map(|b| b.2).sum();
-    let allocs = alloc_calls(f.ctx, f.steps.steady);
-    x.subcause = Some(cause.id().to_string());
-    x.evidence.push(format!(
-        "the fix follows the call that synchronised most: {} ({} calls, {:.0}% of the {} the host was blocked in synchronising calls){}",
-        cause.id(),
-        n,
-        super::pct(ns, total),
-        super::text::dur(total),
-        if cause == SyncCause::Allocator && allocs > 0 {
-            format!("; {allocs} cudaMalloc-like calls beside them")
-        } else {
-            String::new()
-        }
-    ));
-    x.metrics
-        .insert(format!("sync_{}_calls", cause.id()), n as f64);
-    x.fix = cause.fix().to_string();
 }

@@ -1,6 +1,6 @@
 //! The report as text: the verdict first, then the findings, then the time breakdown.
 
-use super::{pct, Breakdown, Finding, ProcessReport, Report, Severity};
+use super::{pct, Breakdown, Finding, FindingId, Layer, ProcessReport, Report, Severity};
 use std::fmt::Write;
 
 /// A duration with a unit that suits it.
@@ -284,7 +284,7 @@ fn finding(
     i: usize,
     f: &Finding,
     multi: bool,
-    fix_shown: &mut Vec<(String, usize)>,
+    fix_shown: &mut Vec<(FindingId, usize)>,
 ) {
     let who = if multi {
         format!("  [{}]", f.rank)
@@ -292,7 +292,7 @@ fn finding(
         String::new()
     };
     let est = if f.estimated { ", estimated" } else { "" };
-    let stake = if f.at_stake_ns == 0 && f.id.starts_with("env_") {
+    let stake = if f.at_stake_ns == 0 && f.id.layer() == Layer::Environment {
         String::new()
     } else {
         format!(
@@ -330,7 +330,7 @@ fn finding(
     if let Some((_, n)) = fix_shown.iter().find(|(id, _)| *id == f.id) {
         let _ = writeln!(o, "    fix: as for #{n}");
     } else if !f.fix.is_empty() {
-        fix_shown.push((f.id.clone(), i + 1));
+        fix_shown.push((f.id, i + 1));
         let mut s = String::new();
         wrap(&mut s, "", &f.fix, 90);
         for (j, l) in s.lines().enumerate() {

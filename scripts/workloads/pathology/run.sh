@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs every workload under gputrace and checks the reports against expect.json.
-#   scripts/workloads/run.sh [OUT_DIR]        (GPUTRACE=path/to/gputrace, PY=python3)
+#   scripts/workloads/pathology/run.sh [OUT_DIR]        (GPUTRACE=path/to/gputrace, PY=python3)
 set -u
 here="$(cd "$(dirname "$0")" && pwd)"
 out="${1:-gputrace-workloads}"

@@ -1,0 +1,154 @@
+//! What the detectors read. A new kind of per-trace data for findings (host CPU samples, GPU
+//! counter samples, NVML samples, ...) becomes one more field of [`FindingCx`], filled in
+//! where `report::analyze_process` builds it; data about the whole job goes in [`JobCx`].
+
+use super::common::{self, dur};
+use crate::report::classify::{self, ApiKind};
+use crate::report::comm::{ClusterComm, CommStats};
+use crate::report::copies::CopyStats;
+use crate::report::idle::{Attribution, Cause, Method};
+use crate::report::kernels::{KernelStats, MemoryUse};
+use crate::report::steps::Steps;
+use crate::report::timeline::LaunchStats;
+use crate::report::{Ctx, Example, Finding, FindingId, ProcessReport};
+
+/// Everything measured about one process, for its detectors.
+pub(crate) struct FindingCx<'c, 'a> {
+    /// The trace and what was derived from it once (devices, blind windows, strings).
+    pub ctx: &'c Ctx<'a>,
+    /// Index into the report's processes.
+    pub index: usize,
+    /// The process's label (`pid 123`, `rank 2`).
+    pub label: String,
+    pub steps: Steps,
+    /// The steady state's idle time, by cause.
+    pub att: Attribution,
+    /// Steady-state wall time x devices with work: what time at stake is a share of.
+    pub wall: u64,
+    pub kstats: KernelStats,
+    pub launches: LaunchStats,
+    pub copies: CopyStats,
+    pub memory: Vec<MemoryUse>,
+    pub comm: CommStats,
+    /// The process's section of the report, filled in: the numbers it shows.
+    pub report: &'c ProcessReport,
+}
+
+/// Everything known about a job of several ranks, for the job-wide detectors.
+pub(crate) struct JobCx<'a> {
+    /// Every process's section of the report, indexed as findings' `process`.
+    pub procs: &'a [ProcessReport],
+    /// Clock alignment, collective matching and arrival skew across the ranks.
+    pub comm: &'a ClusterComm,
+}
+
+impl FindingCx<'_, '_> {
+    /// Whether the process ran GPU work in a steady state (else only coverage findings).
+    pub fn has_steady_gpu(&self) -> bool {
+        self.wall > 0 && !self.ctx.devices.is_empty()
+    }
+
+    /// A finding about this process with `ns` of its steady state at stake.
+    pub fn finding(&self, id: FindingId, title: &str, ns: u64, estimated: bool) -> Finding {
+        let mut f = common::finding(id, title, ns, self.wall);
+        f.process = Some(self.index);
+        f.rank = self.label.clone();
+        f.estimated = estimated;
+        f
+    }
+
+    /// Whether the share of the steady state is large enough to report.
+    pub fn reportable(&self, ns: u64) -> bool {
+        crate::report::pct(ns, self.wall) >= common::REPORT_PCT
+    }
+
+    /// Nanoseconds after the start of the trace.
+    pub fn rel(&self, ts: u64) -> u64 {
+        self.ctx.rel(ts)
+    }
+
+    /// An interned string of the trace (a kernel's name) as evidence shows it.
+    pub fn kernel_name(&self, name: u32) -> String {
+        common::kernel_name(self.ctx.t.str(name))
+    }
+
+    /// Idle time charged to `c` in the steady state.
+    pub fn idle(&self, c: Cause) -> u64 {
+        self.att.get(c)
+    }
+
+    /// Idle intervals charged mostly to `c`.
+    pub fn gaps(&self, c: Cause) -> u64 {
+        self.att.gaps[c as usize]
+    }
+
+    /// The largest idle intervals charged to `c`, as examples.
+    pub fn idle_examples(&self, c: Cause) -> Vec<Example> {
+        self.att.examples[c as usize]
+            .iter()
+            .filter(|e| e.charged > 0)
+            .map(|e| Example {
+                at_ns: self.rel(e.start),
+                dur_ns: e.len,
+                what: if e.charged >= e.len {
+                    format!("GPU idle {}", dur(e.len))
+                } else {
+                    format!(
+                        "GPU idle {}, {} of it charged here",
+                        dur(e.len),
+                        dur(e.charged)
+                    )
+                },
+            })
+            .collect()
+    }
+
+    pub fn gpu_only(&self) -> bool {
+        self.att.method == Method::GpuOnly
+    }
+
+    /// Says how the host side was seen when it was not seen through CUPTI callbacks; a
+    /// GPU-only heuristic makes the finding an estimate.
+    pub fn heuristic_note(&self, f: &mut Finding) {
+        if self.att.method == Method::HostHooks {
+            f.evidence.push(
+                "host activity from the symbol hooks (no CUPTI API callbacks): calls are not linked to GPU work".into(),
+            );
+        }
+        if self.gpu_only() {
+            f.estimated = true;
+            f.evidence.push(
+                "GPU-only heuristic: this trace has no host API events, so what the host was doing is inferred from GPU gaps".into(),
+            );
+        }
+    }
+
+    /// "N steps, median step T", when steps were found.
+    pub fn step_line(&self) -> Option<String> {
+        let s = &self.steps;
+        if s.count() == 0 {
+            return None;
+        }
+        let mut d: Vec<u64> = s.bounds.windows(2).map(|w| w[1] - w[0]).collect();
+        d.sort_unstable();
+        Some(format!(
+            "{} steps, median step {}",
+            s.count(),
+            dur(d[d.len() / 2])
+        ))
+    }
+
+    /// Calls of some kinds in the steady state, by total time: (name, count, total ns,
+    /// longest (start, dur)).
+    pub fn calls_of(&self, want: &[ApiKind]) -> Vec<(String, u64, u64, (u64, u64))> {
+        let mut v: Vec<_> = self
+            .launches
+            .calls
+            .iter()
+            .filter(|(n, _)| want.contains(&classify::kind_from_name(n)))
+            .map(|(n, c)| (n.clone(), c.0, c.1, c.2))
+            .collect();
+        v.sort_by(|a, b| b.2.cmp(&a.2).then(a.0.cmp(&b.0)));
+        v
+    }
+}

@@ -1,0 +1,100 @@
+//! From measurements to findings: each with its stable id, severity, the GPU time at stake
+//! in the steady state, the evidence, and the fix in the user's terms.
+//!
+//! - `id.rs`: the [`FindingId`] vocabulary and, in [`FindingId::about`], what is declared
+//!   about each id (layer, kind of time at stake, overlaps).
+//! - `cx.rs`: [`FindingCx`], what a detector reads about one process; [`JobCx`], about a job.
+//! - `common.rs`: the severity rule, the finding skeleton, evidence formatting.
+//! - one file per finding, named after its id, with its detector.
+//! - `rank.rs`: the order of the findings and the verdict.
+//!
+//! To add a finding: a variant (and its name) in the `ids!` list of `id.rs`, a file here with
+//! its `detect`, and its `mod` line below; the compiler then asks for its line in
+//! [`FindingId::about`] and in [`detector`]. New input data is a field of [`FindingCx`].
+
+mod common;
+mod cx;
+mod id;
+mod rank;
+
+mod comm_exposed;
+mod comm_straggler;
+mod cpu_bound;
+mod data_starvation;
+mod env_bad_records;
+mod env_blind_window;
+mod env_dropped_records;
+mod env_no_host_api;
+mod env_trace_damaged;
+mod implicit_sync;
+mod kernel_fragmentation;
+mod launch_bound;
+mod memory_headroom;
+mod pageable_memcpy;
+mod small_grid;
+mod sync_memcpy;
+
+pub(crate) use common::REPORT_PCT;
+pub(crate) use cx::{FindingCx, JobCx};
+pub use id::{About, FindingId, Layer, Stake, UnknownFindingId};
+pub(crate) use rank::{rank, verdict};
+
+use super::Finding;
+
+/// A detector, by when it runs. Each returns its finding when the trace shows it.
+#[derive(Clone, Copy)]
+enum Detector {
+    /// Once per process that ran GPU work in a steady state.
+    Steady(fn(&FindingCx) -> Option<Finding>),
+    /// Once per process, whatever it recorded: what the trace says about its own coverage.
+    Always(fn(&FindingCx) -> Option<Finding>),
+    /// Once per job of several ranks, after every process's findings: adds its finding to
+    /// them and may take over time they counted.
+    Job(fn(&JobCx, &mut Vec<Finding>)),
+}
+
+/// The detector of each id: the one list of them.
+fn detector(id: FindingId) -> Detector {
+    use Detector::{Always, Job, Steady};
+    use FindingId::*;
+    match id {
+        DataStarvation => Steady(data_starvation::detect),
+        CpuBound => Steady(cpu_bound::detect),
+        PageableMemcpy => Steady(pageable_memcpy::detect),
+        SyncMemcpy => Steady(sync_memcpy::detect),
+        ImplicitSync => Steady(implicit_sync::detect),
+        LaunchBound => Steady(launch_bound::detect),
+        KernelFragmentation => Steady(kernel_fragmentation::detect),
+        SmallGrid => Steady(small_grid::detect),
+        MemoryHeadroom => Steady(memory_headroom::detect),
+        CommExposed => Steady(comm_exposed::detect),
+        CommStraggler => Job(comm_straggler::detect),
+        EnvBlindWindow => Always(env_blind_window::detect),
+        EnvDroppedRecords => Always(env_dropped_records::detect),
+        EnvNoHostApi => Always(env_no_host_api::detect),
+        EnvTraceDamaged => Always(env_trace_damaged::detect),
+        EnvBadRecords => Always(env_bad_records::detect),
+    }
+}
+
+/// Findings about one process, in the order of [`FindingId::ALL`] (the rank orders them).
+pub(crate) fn process(cx: &FindingCx) -> Vec<Finding> {
+    let steady = cx.has_steady_gpu();
+    FindingId::ALL
+        .iter()
+        .filter_map(|&id| match detector(id) {
+            Detector::Steady(d) if steady => d(cx),
+            Detector::Always(d) => d(cx),
+            Detector::Steady(_) | Detector::Job(_) => None,
+        })
+        .collect()
+}
+
+/// Findings about a job of several ranks, added to (and adjusting) the processes' findings.
+pub(crate) fn job(cx: &JobCx, all: &mut Vec<Finding>) {
+    for &id in FindingId::ALL {
+        if let Detector::Job(d) = detector(id) {
+            d(cx, all);
+        }
+    }
+}
