@@ -14,6 +14,7 @@
 //! once per test binary.
 
 pub mod hooks;
+pub mod host;
 
 use gputrace_format::{self as fmt, CollectorState, Event, TraceData};
 use std::collections::{HashMap, HashSet};

@@ -36,6 +36,45 @@ struct Pt {
     cpu: u64,
     wait: u64,
     state: u8,
+    /// Run-queue wait placed in the interval that ends at this sample (see [`place_runq`]).
+    rq: u64,
+}
+
+/// Places each thread's run-queue wait in time. The kernel adds a wait to the counter
+/// only when the thread gets a CPU back, so a sample can show more waiting than its
+/// interval had off-CPU time, the rest having happened in the intervals before. Each
+/// interval's wait is given to its own off-CPU time first, then to the off-CPU time of
+/// the intervals before it (at most 64 back, not across a break in the samples).
+fn place_runq(pts: &mut [Pt], max_gap: u64) {
+    let n = pts.len();
+    let valid = |a: &Pt, b: &Pt| {
+        let dt = b.ts.saturating_sub(a.ts);
+        dt > 0 && dt <= max_gap && b.cpu >= a.cpu && b.wait >= a.wait
+    };
+    let mut room: Vec<u64> = vec![0; n];
+    for j in 1..n {
+        if valid(&pts[j - 1], &pts[j]) {
+            let dt = pts[j].ts - pts[j - 1].ts;
+            room[j] = dt - (pts[j].cpu - pts[j - 1].cpu).min(dt);
+        }
+    }
+    for j in 1..n {
+        if !valid(&pts[j - 1], &pts[j]) {
+            continue;
+        }
+        let mut w = pts[j].wait - pts[j - 1].wait;
+        let mut k = j;
+        while w > 0 && k >= 1 && j - k < 64 {
+            if k < j && !valid(&pts[k - 1], &pts[k]) {
+                break;
+            }
+            let take = w.min(room[k]);
+            room[k] -= take;
+            pts[k].rq = pts[k].rq.saturating_add(take);
+            w -= take;
+            k -= 1;
+        }
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -140,6 +179,7 @@ impl HostCpu {
                     cpu: x.cpu_ns,
                     wait: x.wait_ns,
                     state: x.state,
+                    rq: 0,
                 });
             }
         }
@@ -227,6 +267,10 @@ impl HostCpu {
             .map(|x| x.0)
             .or_else(|| threads.iter().find(|s| s.tid == t.meta.pid).map(|s| s.tid))
             .or_else(|| threads.first().map(|s| s.tid));
+        let max_gap = MAX_SAMPLE_GAP_NS.max(period.saturating_mul(20));
+        for th in &mut threads {
+            place_runq(&mut th.pts, max_gap);
+        }
         Some(HostCpu {
             threads,
             feeder,
@@ -236,7 +280,7 @@ impl HostCpu {
             me,
             machine,
             limits,
-            max_gap: MAX_SAMPLE_GAP_NS.max(period * 20),
+            max_gap,
         })
     }
 
@@ -282,7 +326,7 @@ impl HostCpu {
             let ov = oe - o;
             // Rates, capped at one CPU (a thread runs on one at a time).
             let dc = (b.cpu - a.cpu).min(dt);
-            let dw = (b.wait - a.wait).min(dt - dc);
+            let dw = b.rq.min(dt - dc);
             let on = mul_div(dc, ov, dt);
             let rq = mul_div(dw, ov, dt);
             out.covered = out.covered.saturating_add(ov);
@@ -322,6 +366,7 @@ impl HostCpu {
                 covered_ns: u.covered,
                 cpu_ns: u.cpu,
                 d_state_ns: u.d,
+                r_state_ns: u.r,
                 read_bytes: u.read_bytes,
                 rchar: u.rchar,
             });
@@ -395,6 +440,7 @@ struct Usage {
     covered: u64,
     cpu: u64,
     d: u64,
+    r: u64,
     read_bytes: u64,
     rchar: u64,
 }
@@ -420,11 +466,11 @@ fn usage(pts: &[PPt], spans: &[(u64, u64)]) -> Usage {
             }
             u.covered = u.covered.saturating_add(ov);
             u.cpu = u.cpu.saturating_add(mul_div(b.cpu - a.cpu, ov, dt));
-            if b.state == b'D' || a.state == b'D' {
-                // Half the interval for a state seen at one end, all of it at both.
-                let w = (a.state == b'D') as u64 + (b.state == b'D') as u64;
-                u.d = u.d.saturating_add(ov / 2 * w);
-            }
+            // A state letter seen at one end of the interval counts for half of it.
+            let w = (a.state == b'D') as u64 + (b.state == b'D') as u64;
+            u.d = u.d.saturating_add(ov / 2 * w);
+            let w = (a.state == b'R') as u64 + (b.state == b'R') as u64;
+            u.r = u.r.saturating_add(ov / 2 * w);
             if a.io && b.io {
                 u.read_bytes = u.read_bytes.saturating_add(mul_div(
                     b.read_bytes.saturating_sub(a.read_bytes),
@@ -450,6 +496,8 @@ pub struct ChildUse {
     pub covered_ns: u64,
     pub cpu_ns: u64,
     pub d_state_ns: u64,
+    /// Time in `R` state (running, or runnable and waiting for a CPU).
+    pub r_state_ns: u64,
     pub read_bytes: u64,
     pub rchar: u64,
 }
@@ -474,8 +522,8 @@ pub struct Tree {
     pub psi_io_pct: Option<f64>,
 }
 
-/// Children that look like input workers: DataLoader workers by name when there are
-/// any, else every child that used at least 2% of a CPU while alive in the spans.
+/// Children that stand for input workers: DataLoader workers by name when there are
+/// any (PyTorch names them `pt_data_worker`), else every child alive in the spans.
 pub fn workers(tree: &Tree) -> Vec<&ChildUse> {
     let named: Vec<&ChildUse> = tree
         .children
@@ -485,10 +533,7 @@ pub fn workers(tree: &Tree) -> Vec<&ChildUse> {
     if !named.is_empty() {
         return named;
     }
-    tree.children
-        .iter()
-        .filter(|c| c.cpu_pct() >= 2.0 || c.d_state_ns.saturating_mul(10) >= c.covered_ns)
-        .collect()
+    tree.children.iter().collect()
 }
 
 // ---------------------------------------------------------------------------------
@@ -647,6 +692,23 @@ mod tests {
         // Outside the samples: nothing measured.
         assert_eq!(h.split(7, 40 * MS, 50 * MS).covered, 0);
         assert_eq!(h.split(8, 0, 10 * MS), Split::default());
+    }
+
+    #[test]
+    fn run_queue_wait_reported_late_is_placed_where_it_happened() {
+        // 0-10 ms waiting for a CPU (the counter does not move), 10-12 ms running (the
+        // 10 ms of waiting appear now), 12-20 ms asleep.
+        let t = thread_trace(&[
+            (0, 0, 0, 0),
+            (10 * MS, 0, 0, b'R'),
+            (12 * MS, 2 * MS, 10 * MS, 0),
+            (20 * MS, 2 * MS, 10 * MS, b'S'),
+        ]);
+        let h = HostCpu::new(&t).unwrap();
+        let sp = h.split(7, 0, 10 * MS);
+        assert_eq!((sp.on_cpu, sp.runq), (0, 10 * MS));
+        let sp = h.split(7, 10 * MS, 20 * MS);
+        assert_eq!((sp.on_cpu, sp.runq), (2 * MS, 0));
     }
 
     #[test]

@@ -52,8 +52,10 @@ pub struct TreeReport {
     /// PSI: share of the time some task waited for a CPU / for I/O.
     pub psi_cpu_pct: Option<f64>,
     pub psi_io_pct: Option<f64>,
-    /// Workers' time in `D` state, %.
+    /// Workers' time in `D` state (I/O), and in `R` state (running or waiting for a
+    /// CPU), %.
     pub worker_d_state_pct: f64,
+    pub worker_r_state_pct: f64,
     /// Storage reads by the job per second of gap.
     pub read_bytes_per_s: f64,
 }
@@ -102,6 +104,7 @@ fn tree_report(h: &HostCpu, t: &Tree) -> TreeReport {
     } else {
         0.0
     };
+    let r_state: u64 = ws.iter().fold(0u64, |a, w| a.saturating_add(w.r_state_ns));
     let (d, cov): (u64, u64) = ws.iter().fold((0u64, 0u64), |a, w| {
         (
             a.0.saturating_add(w.d_state_ns),
@@ -138,6 +141,7 @@ fn tree_report(h: &HostCpu, t: &Tree) -> TreeReport {
         psi_cpu_pct: t.psi_cpu_pct,
         psi_io_pct: t.psi_io_pct,
         worker_d_state_pct: pct(d, cov),
+        worker_r_state_pct: pct(r_state, cov),
         read_bytes_per_s: if t.span_ns > 0 {
             reads * 1e9 / t.span_ns as f64
         } else {
@@ -218,7 +222,8 @@ fn starvation_cause(r: &HostReport) -> Option<&'static str> {
             } else {
                 "workers_saturated"
             }
-        } else if saturated(w, r.cpus_available) {
+        } else if w.worker_r_state_pct >= 50.0 {
+            // Runnable most of the time yet getting little CPU: no core free for them.
             "cpu_saturated"
         } else {
             "workers_idle"
