@@ -40,6 +40,32 @@ struct Pt {
     rq: u64,
 }
 
+/// The sampler reads a thread's state letter only every few samples while it is off the
+/// CPU: a letter stands for the following samples of the same off-CPU stretch (up to
+/// [`STATE_CARRY`] of them), until the thread runs most of an interval again.
+fn carry_states(pts: &mut [Pt]) {
+    let mut last: Option<(u8, usize)> = None;
+    for j in 1..pts.len() {
+        let dt = pts[j].ts.saturating_sub(pts[j - 1].ts);
+        let dc = pts[j].cpu.saturating_sub(pts[j - 1].cpu);
+        if dc.saturating_mul(2) >= dt {
+            last = None;
+            continue;
+        }
+        if pts[j].state != fmt::STATE_UNKNOWN {
+            last = Some((pts[j].state, j));
+        } else if let Some((st, at)) = last {
+            if j - at <= STATE_CARRY {
+                pts[j].state = st;
+            }
+        }
+    }
+}
+
+/// Samples a state letter stands for after it was read (the sampler reads one every 4
+/// thread periods).
+const STATE_CARRY: usize = 4;
+
 /// Places each thread's run-queue wait in time. The kernel adds a wait to the counter
 /// only when the thread gets a CPU back, so a sample can show more waiting than its
 /// interval had off-CPU time, the rest having happened in the intervals before. Each
@@ -270,6 +296,7 @@ impl HostCpu {
         let max_gap = MAX_SAMPLE_GAP_NS.max(period.saturating_mul(20));
         for th in &mut threads {
             place_runq(&mut th.pts, max_gap);
+            carry_states(&mut th.pts);
         }
         Some(HostCpu {
             threads,
@@ -709,6 +736,22 @@ mod tests {
         assert_eq!((sp.on_cpu, sp.runq), (0, 10 * MS));
         let sp = h.split(7, 10 * MS, 20 * MS);
         assert_eq!((sp.on_cpu, sp.runq), (2 * MS, 0));
+    }
+
+    #[test]
+    fn a_state_letter_carries_over_the_samples_that_did_not_read_one() {
+        let t = thread_trace(&[
+            (0, 0, 0, 0),
+            (3 * MS, 0, 0, b'D'),
+            (6 * MS, 0, 0, 0),
+            (9 * MS, 0, 0, 0),
+            // Ran: the letter no longer holds.
+            (12 * MS, 3 * MS, 0, 0),
+            (15 * MS, 3 * MS, 0, 0),
+        ]);
+        let h = HostCpu::new(&t).unwrap();
+        assert_eq!(h.split(7, 0, 9 * MS).io, 9 * MS);
+        assert_eq!(h.split(7, 12 * MS, 15 * MS).io, 0);
     }
 
     #[test]
