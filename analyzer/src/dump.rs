@@ -41,6 +41,18 @@
 //! * `cpu_limits`: `online_cpus`, `affinity_cpus`, `quota_us` / `period_us` (0: no
 //!   quota), `cpus_available`, `memory_limit` (0: none), `thread_period_us`,
 //!   `tree_period_us`.
+//!
+//! Environment events (fields NVML did not give are left out):
+//! * `fact`: `key`, `value`, and `device` (NVML index) for facts about one GPU.
+//! * `gpu_sample`: `device`, `sm_clock_mhz`, `sm_clock_max_mhz`, `mem_clock_mhz`,
+//!   `mem_clock_max_mhz`, `clock_reasons` (names) and `clock_reasons_mask`, `power_mw`,
+//!   `power_limit_mw`, `temperature_c`, `gpu_util_pct`, `mem_util_pct`, `mem_used`,
+//!   `mem_total`, `pcie_gen`, `pcie_gen_max`, `pcie_width`, `pcie_width_max`,
+//!   `pcie_tx_kbs`, `pcie_rx_kbs`.
+//! * `gpu_process`: `device`, `pid` (other processes' too), `name`, `used_memory`,
+//!   `sm_pct`, `mem_pct` (its share since the last sample), `listed`, `self`.
+//! * `gpu_event`: `device`, `kind` (xid / ecc_corrected / ecc_uncorrected), `xid` or
+//!   `count`.
 
 use crate::trace::{demangle, Trace};
 use gputrace_format::{self as fmt, CopyKind, MemKind, SyncKind};
@@ -240,6 +252,7 @@ pub fn events(t: &Trace) -> Vec<Value> {
     }
     hook_events(t, &mut out);
     host_sample_events(t, &mut out);
+    env_events(t, &mut out);
     let mut threads: Vec<_> = t.threads.iter().collect();
     threads.sort();
     for (tid, name) in threads {
@@ -265,6 +278,104 @@ pub fn write(t: &Trace, w: &mut impl Write) -> io::Result<()> {
 
 fn hex(v: u64) -> Value {
     json!(format!("{v:#018x}"))
+}
+
+/// Lines for the environment events.
+fn env_events(t: &Trace, out: &mut Vec<(u64, Value)>) {
+    let pid = t.meta.pid;
+    let opt = |m: &mut Map<String, Value>, k: &str, v: u32| {
+        if v != fmt::ENV_NA {
+            m.insert(k.into(), json!(v));
+        }
+    };
+    let opt64 = |m: &mut Map<String, Value>, k: &str, v: u64| {
+        if v != fmt::ENV_NA64 {
+            m.insert(k.into(), json!(v));
+        }
+    };
+    for f in &t.facts {
+        let mut m = base("fact", pid, f.ts, None);
+        if f.device != fmt::FACT_HOST {
+            m.insert("device".into(), json!(f.device));
+        }
+        put(
+            &mut m,
+            &[
+                ("key", json!(t.str(f.key))),
+                ("value", json!(t.str(f.value))),
+            ],
+        );
+        out.push((f.ts, Value::Object(m)));
+    }
+    for g in &t.gpu_samples {
+        let mut m = base("gpu_sample", pid, g.ts, None);
+        m.insert("device".into(), json!(g.device));
+        opt(&mut m, "sm_clock_mhz", g.sm_clock_mhz);
+        opt(&mut m, "sm_clock_max_mhz", g.sm_clock_max_mhz);
+        opt(&mut m, "mem_clock_mhz", g.mem_clock_mhz);
+        opt(&mut m, "mem_clock_max_mhz", g.mem_clock_max_mhz);
+        if g.clock_reasons != fmt::ENV_NA64 {
+            m.insert(
+                "clock_reasons".into(),
+                json!(fmt::clock_reason_names(g.clock_reasons)),
+            );
+            m.insert("clock_reasons_mask".into(), json!(g.clock_reasons));
+        }
+        opt(&mut m, "power_mw", g.power_mw);
+        opt(&mut m, "power_limit_mw", g.power_limit_mw);
+        opt(&mut m, "temperature_c", g.temperature_c);
+        opt(&mut m, "gpu_util_pct", g.gpu_util_pct);
+        opt(&mut m, "mem_util_pct", g.mem_util_pct);
+        opt64(&mut m, "mem_used", g.mem_used);
+        opt64(&mut m, "mem_total", g.mem_total);
+        opt(&mut m, "pcie_gen", g.pcie_gen);
+        opt(&mut m, "pcie_gen_max", g.pcie_gen_max);
+        opt(&mut m, "pcie_width", g.pcie_width);
+        opt(&mut m, "pcie_width_max", g.pcie_width_max);
+        opt(&mut m, "pcie_tx_kbs", g.pcie_tx_kbs);
+        opt(&mut m, "pcie_rx_kbs", g.pcie_rx_kbs);
+        out.push((g.ts, Value::Object(m)));
+    }
+    for p in &t.gpu_processes {
+        let mut m = base("gpu_process", pid, p.ts, None);
+        put(
+            &mut m,
+            &[
+                ("device", json!(p.device)),
+                // The process on the GPU, which need not be the traced one.
+                ("pid", json!(p.pid)),
+                ("name", json!(t.str(p.name))),
+            ],
+        );
+        opt64(&mut m, "used_memory", p.used_memory);
+        opt(&mut m, "sm_pct", p.sm_pct);
+        opt(&mut m, "mem_pct", p.mem_pct);
+        put(
+            &mut m,
+            &[
+                ("listed", json!(p.flags & fmt::GPU_PROC_LISTED != 0)),
+                ("self", json!(p.flags & fmt::GPU_PROC_SELF != 0)),
+            ],
+        );
+        out.push((p.ts, Value::Object(m)));
+    }
+    for e in &t.gpu_events {
+        let mut m = base("gpu_event", pid, e.ts, None);
+        put(
+            &mut m,
+            &[
+                ("device", json!(e.device)),
+                ("kind", json!(fmt::gpu_event_name(e.kind))),
+            ],
+        );
+        let k = if e.kind == fmt::GPU_EVENT_XID {
+            "xid"
+        } else {
+            "count"
+        };
+        m.insert(k.into(), json!(e.data));
+        out.push((e.ts, Value::Object(m)));
+    }
 }
 
 /// Lines for the symbol hooks' events.
@@ -631,6 +742,67 @@ mod host_sample_tests {
         assert!(v[3].get("rchar").is_none());
         assert_eq!(v[4]["psi_io_some_us"], 3);
         assert!(v[4].get("cgroup_usage_us").is_none());
+    }
+}
+
+#[cfg(test)]
+mod env_tests {
+    use super::*;
+
+    #[test]
+    fn every_env_event_gets_one_line_without_unavailable_fields() {
+        let t = Trace::from_events(
+            fmt::Meta::default(),
+            vec![
+                fmt::Event::Str {
+                    id: 1,
+                    text: "driver_version".into(),
+                },
+                fmt::Event::Str {
+                    id: 2,
+                    text: "580.159.04".into(),
+                },
+                fmt::Event::Fact(fmt::Fact {
+                    ts: 5,
+                    device: fmt::FACT_HOST,
+                    key: 1,
+                    value: 2,
+                }),
+                fmt::Event::GpuSample(fmt::GpuSample {
+                    ts: 10,
+                    device: 0,
+                    sm_clock_mhz: 1200,
+                    clock_reasons: fmt::CLOCK_REASON_SW_POWER_CAP,
+                    ..Default::default()
+                }),
+                fmt::Event::GpuProcess(fmt::GpuProcess {
+                    ts: 10,
+                    device: 0,
+                    pid: 77,
+                    sm_pct: 40,
+                    flags: fmt::GPU_PROC_LISTED,
+                    ..Default::default()
+                }),
+                fmt::Event::GpuEvent(fmt::GpuEvent {
+                    ts: 11,
+                    device: 0,
+                    kind: fmt::GPU_EVENT_XID,
+                    data: 79,
+                }),
+            ],
+        );
+        let lines = events(&t);
+        assert_eq!(lines.len(), 4);
+        assert_eq!(lines[0]["type"], "fact");
+        assert_eq!(lines[0]["value"], "580.159.04");
+        assert!(lines[0].get("device").is_none());
+        assert_eq!(lines[1]["type"], "gpu_sample");
+        assert_eq!(lines[1]["sm_clock_mhz"], 1200);
+        assert_eq!(lines[1]["clock_reasons"], json!(["sw_power_cap"]));
+        assert!(lines[1].get("power_mw").is_none());
+        assert_eq!(lines[2]["pid"], 77);
+        assert_eq!(lines[2]["self"], false);
+        assert_eq!(lines[3]["xid"], 79);
     }
 }
 

@@ -3,7 +3,9 @@
 //! parses arguments and prints.
 
 pub mod attach;
+pub mod doctor;
 pub mod dump;
+pub mod env;
 pub mod par;
 pub mod report;
 pub mod run;

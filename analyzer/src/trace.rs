@@ -55,6 +55,12 @@ pub struct Trace {
     pub proc_samples: Vec<fmt::ProcSample>,
     pub machine: Vec<fmt::MachineSample>,
     pub cpu_limits: Vec<fmt::CpuLimits>,
+    /// The environment (see `crate::env`): facts read once, NVML samples of each GPU
+    /// and of the processes on it, driver-reported errors.
+    pub facts: Vec<fmt::Fact>,
+    pub gpu_samples: Vec<fmt::GpuSample>,
+    pub gpu_processes: Vec<fmt::GpuProcess>,
+    pub gpu_events: Vec<fmt::GpuEvent>,
 }
 
 /// One NVTX range: a push/pop pair (same thread) or a start/end pair (same id).
@@ -236,6 +242,10 @@ impl Trace {
             Event::ProcSample(x) => self.proc_samples.push(x),
             Event::MachineSample(x) => self.machine.push(x),
             Event::CpuLimits(x) => self.cpu_limits.push(x),
+            Event::Fact(f) => self.facts.push(f),
+            Event::GpuSample(g) => self.gpu_samples.push(g),
+            Event::GpuProcess(p) => self.gpu_processes.push(p),
+            Event::GpuEvent(e) => self.gpu_events.push(e),
         }
     }
 
@@ -273,6 +283,10 @@ impl Trace {
             proc_samples,
             machine,
             cpu_limits,
+            facts,
+            gpu_samples,
+            gpu_processes,
+            gpu_events,
         } = &mut p.tables;
         self.kernels.append(kernels);
         self.memcpys.append(memcpys);
@@ -290,6 +304,10 @@ impl Trace {
         self.proc_samples.append(proc_samples);
         self.machine.append(machine);
         self.cpu_limits.append(cpu_limits);
+        self.facts.append(facts);
+        self.gpu_samples.append(gpu_samples);
+        self.gpu_processes.append(gpu_processes);
+        self.gpu_events.append(gpu_events);
         for e in p.rest.drain(..) {
             self.add(e);
         }
@@ -317,6 +335,10 @@ impl Trace {
         self.nccl_comms.sort_by_key(|k| (k.start, k.end));
         // Stable: events of one thread with one timestamp keep their recorded order.
         self.nvtx.sort_by_key(|k| k.ts);
+        self.facts.sort_by_key(|f| f.ts);
+        self.gpu_samples.sort_by_key(|g| (g.ts, g.device));
+        self.gpu_processes.sort_by_key(|p| (p.ts, p.device, p.pid));
+        self.gpu_events.sort_by_key(|e| (e.ts, e.device));
         self.nvtx_ranges = self.pair_nvtx();
         self.thread_cpu.sort_by_key(|x| (x.ts, x.tid));
         self.proc_samples.sort_by_key(|x| (x.ts, x.pid, x.flags));

@@ -52,7 +52,12 @@ fn main() {
         }));
     }
     let mut kids: Vec<_> = (0..4)
-        .map(|_| Command::new("sleep").arg("60").spawn().expect("spawn sleep"))
+        .map(|_| {
+            Command::new("sleep")
+                .arg("60")
+                .spawn()
+                .expect("spawn sleep")
+        })
         .collect();
     std::thread::sleep(std::time::Duration::from_millis(50));
     let mut s = Sampler::new(Settings::default());

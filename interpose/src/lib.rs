@@ -10,6 +10,7 @@ pub mod clock;
 pub mod collector;
 pub mod control;
 pub mod discover;
+pub mod envsession;
 pub mod guard;
 pub mod hooks;
 pub mod intern;

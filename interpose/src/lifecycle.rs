@@ -190,6 +190,7 @@ fn start_tracing(
         .map_err(|e| format!("cannot start the trace writer: {e}"))?;
     // Host samples for as long as this trace is open (stopped before the writer finishes).
     sampler::start(o.host);
+    crate::envsession::start(o);
     // The window opens when collection is switched on, before CUPTI starts recording.
     let opened = crate::clock::now_ns();
     state::set(state::TRACING);
@@ -298,6 +299,7 @@ pub fn run_window(
         c.finalize();
     }
     sampler::stop(SAMPLER_WAIT);
+    crate::envsession::stop(env_wait());
     let done = writer::finish(Duration::from_millis(opts().exit_wait_ms));
     state::set(state::DORMANT);
     if !done {
@@ -329,12 +331,18 @@ pub fn finish() {
     }
     state::set(state::STOPPED);
     sampler::stop(SAMPLER_WAIT);
+    crate::envsession::stop(env_wait());
     let wait = Duration::from_millis(opts().exit_wait_ms);
     if !writer::finish(wait) {
         log::warn(
             "the trace writer did not finish in time at exit; the trace may miss its last events",
         );
     }
+}
+
+/// How long closing a trace waits for the environment sampler's last sample.
+fn env_wait() -> Duration {
+    Duration::from_millis(opts().exit_wait_ms.min(1000))
 }
 
 extern "C" fn after_fork_child() {
@@ -346,6 +354,7 @@ extern "C" fn after_fork_child() {
     sampler::forget_after_fork();
     collector::forget_after_fork();
     writer::forget_after_fork();
+    crate::envsession::forget_after_fork();
     let s = state::get();
     if s != state::DISABLED {
         state::set(state::IDLE);

@@ -13,6 +13,19 @@ pub enum Mode {
     Off,
 }
 
+/// Which NVML the environment sampler loads.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NvmlLib {
+    /// The driver's `libnvidia-ml.so.1`, through the loader's search path.
+    Default,
+    Path(PathBuf),
+    /// None: the trace gets the host facts only.
+    Off,
+}
+
+/// Default NVML sampling period.
+pub const NVML_MS_DEFAULT: u64 = 100;
+
 #[derive(Clone, Debug)]
 pub struct Opts {
     pub mode: Mode,
@@ -66,6 +79,12 @@ pub struct Opts {
     pub host: crate::sampler::Settings,
     /// Print what the library does (`GPUTRACE_DEBUG`).
     pub debug: bool,
+    /// The NVML library for the environment sampler (`GPUTRACE_NVML`: a path or a
+    /// soname, default `libnvidia-ml.so.1`; `0`/`off`: no NVML at all).
+    pub nvml: NvmlLib,
+    /// NVML sampling period in a trace window (`GPUTRACE_NVML_MS`, default 100; 0: the
+    /// facts only, no sampling).
+    pub nvml_ms: u64,
     /// The variables as read, for the trace's metadata.
     pub raw: Vec<(String, String)>,
     /// Warnings about bad values, printed once.
@@ -97,6 +116,8 @@ impl Default for Opts {
             duration: None,
             host: crate::sampler::Settings::default(),
             debug: false,
+            nvml: NvmlLib::Default,
+            nvml_ms: NVML_MS_DEFAULT,
             raw: Vec::new(),
             warnings: Vec::new(),
         }
@@ -258,6 +279,15 @@ impl Opts {
                     }
                     _ => bad("milliseconds between 10 and 10000"),
                 },
+                "GPUTRACE_NVML" => match v.trim() {
+                    "" => o.nvml = NvmlLib::Default,
+                    t if parse_bool(t) == Some(false) => o.nvml = NvmlLib::Off,
+                    t => o.nvml = NvmlLib::Path(PathBuf::from(t)),
+                },
+                "GPUTRACE_NVML_MS" => match v.trim().parse::<u64>() {
+                    Ok(n) if n == 0 || (10..=60_000).contains(&n) => o.nvml_ms = n,
+                    _ => bad("0 (off) or milliseconds between 10 and 60000"),
+                },
                 // Read by the `gputrace` binary, not by the library.
                 "GPUTRACE_LIB" => {}
                 _ => o.warnings.push(format!("unknown setting {k} ignored")),
@@ -360,6 +390,25 @@ mod tests {
         assert!(d.runtime_api && !d.api_activity);
         assert_eq!(d.device_buffer_mb, None);
         assert_eq!(d.warnings.len(), 2);
+    }
+
+    #[test]
+    fn nvml_settings() {
+        let d = o(&[]);
+        assert_eq!((d.nvml.clone(), d.nvml_ms), (NvmlLib::Default, 100));
+        let d = o(&[
+            ("GPUTRACE_NVML", "/opt/libnvidia-ml.so.1"),
+            ("GPUTRACE_NVML_MS", "0"),
+        ]);
+        assert_eq!(
+            d.nvml,
+            NvmlLib::Path(PathBuf::from("/opt/libnvidia-ml.so.1"))
+        );
+        assert_eq!(d.nvml_ms, 0);
+        let d = o(&[("GPUTRACE_NVML", "off"), ("GPUTRACE_NVML_MS", "5")]);
+        assert_eq!(d.nvml, NvmlLib::Off);
+        assert_eq!(d.nvml_ms, 100);
+        assert_eq!(d.warnings.len(), 1, "{:?}", d.warnings);
     }
 
     #[test]

@@ -292,6 +292,8 @@ impl Writer {
             d.name = self.names.intern(&name, &mut self.evs);
             self.evs.push(Event::Device(d));
         }
+        let names = &mut self.names;
+        crate::envsession::drain(&mut |t, out| names.intern(t, out), &mut self.evs);
         let pending = std::mem::take(&mut *collector::lock(&PENDING));
         for (ts, s, reason) in pending {
             let reason = self.names.intern(&reason, &mut self.evs);

@@ -186,7 +186,7 @@ fn is_stale(lib: &Path) -> bool {
         return true;
     };
     let root = workspace_root();
-    ["interpose", "format", "cupti-sys"].iter().any(|c| {
+    ["interpose", "format", "cupti-sys", "env"].iter().any(|c| {
         let crate_dir = root.join(c);
         let src = newest_mtime(&crate_dir.join("src"));
         let manifest = crate_dir
@@ -831,6 +831,8 @@ fn name_refs(e: &Event) -> Vec<u32> {
         Event::Device(d) => vec![d.name],
         Event::State { reason, .. } => vec![*reason],
         Event::Thread { name, .. } => vec![*name],
+        Event::Fact(f) => vec![f.key, f.value],
+        Event::GpuProcess(p) => vec![p.name],
         _ => vec![],
     }
 }
@@ -844,4 +846,46 @@ pub fn have_program(program: &str) -> bool {
         .status()
         .map(|s| s.success())
         .unwrap_or(false)
+}
+
+// ---------------------------------------------------------------------------------
+// The fake NVML
+
+/// The fake `libnvidia-ml.so.1` (tests/fakes/fake_nvml.c), compiled once per process
+/// and cached by a hash of its source. Its scenario is `FAKE_NVML_SCENARIO`.
+pub fn fake_nvml() -> &'static Path {
+    static LIB: OnceLock<PathBuf> = OnceLock::new();
+    LIB.get_or_init(|| {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        CFLAGS.hash(&mut h);
+        cc().hash(&mut h);
+        std::fs::read(fakes_src().join("fake_nvml.c"))
+            .expect("read fake_nvml.c")
+            .hash(&mut h);
+        let root = profile_dir().join("gputrace-fakes");
+        let dir = root.join(format!("nvml-{:016x}", h.finish()));
+        let lib = dir.join("libnvidia-ml.so.1");
+        if lib.is_file() {
+            return lib;
+        }
+        std::fs::create_dir_all(&root).expect("create the fakes directory");
+        let tmp = root.join(format!(".build-nvml-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&tmp);
+        std::fs::create_dir_all(&tmp).expect("create a build directory");
+        let flags: Vec<String> = [
+            "-fPIC",
+            "-shared",
+            "-fvisibility=hidden",
+            "-Wl,-soname,libnvidia-ml.so.1",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        compile(&tmp.join("libnvidia-ml.so.1"), "fake_nvml.c", &flags);
+        if std::fs::rename(&tmp, &dir).is_err() {
+            let _ = std::fs::remove_dir_all(&tmp);
+        }
+        assert!(lib.is_file(), "fake NVML missing after the build");
+        lib
+    })
 }

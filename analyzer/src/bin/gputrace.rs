@@ -53,6 +53,19 @@ enum Cmd {
     },
     /// Every event of a trace as one JSON object per line.
     Dump { trace: PathBuf },
+    /// Check the environment with no job running: GPUs, driver and CUDA runtimes,
+    /// clocks and throttle reasons, power, PCIe and GPU-to-GPU links, processes on the
+    /// GPUs, CPUs and memory. Each line OK / WARN (with the fix) / INFO.
+    Doctor {
+        #[arg(long)]
+        json: bool,
+        /// The NVML library to load (default: GPUTRACE_NVML, else libnvidia-ml.so.1).
+        #[arg(long)]
+        nvml: Option<PathBuf>,
+        /// A Python site-packages folder to search for CUDA runtimes (repeatable).
+        #[arg(long = "site-packages")]
+        site_packages: Vec<PathBuf>,
+    },
     /// Trace a window of a running process started dormant (GPUTRACE_MODE=dormant or
     /// `gputrace run --dormant`), then print where the trace is and its report.
     Attach {
@@ -231,31 +244,18 @@ fn main() -> Result<()> {
             dormant,
             cmd,
         } => {
-            let lib = run::find_library(
-                std::env::var_os("GPUTRACE_LIB").map(PathBuf::from),
-                std::env::current_exe().ok(),
-            )?;
             let env: Vec<(String, String)> = if dormant {
                 vec![("GPUTRACE_MODE".into(), "dormant".into())]
             } else {
                 Vec::new()
             };
-            let o = run::run(&lib, &out, &cmd, &env)?;
-            if o.traces.is_empty() {
-                eprintln!(
-                    "gputrace: the command wrote no trace (it did not use CUDA, or tracing was off)"
-                );
-            } else {
-                let printed = if summary {
-                    print_summaries(&o.traces, json)
+            std::process::exit(run::run_and_report(&out, &cmd, &env, |traces| {
+                if summary {
+                    print_summaries(traces, json)
                 } else {
-                    print_report(&o.traces, json)
-                };
-                if let Err(e) = printed {
-                    eprintln!("gputrace: {e:#}");
+                    print_report(traces, json)
                 }
-            }
-            std::process::exit(o.code);
+            }));
         }
         Cmd::Summary { traces, json } => print_summaries(&traces, json),
         Cmd::Report { traces, json } => print_report(&traces, json),
@@ -292,6 +292,22 @@ fn main() -> Result<()> {
                 return Ok(());
             }
             print_report(&[w.trace], json)
+        }
+        Cmd::Doctor {
+            json,
+            nvml,
+            site_packages,
+        } => {
+            let d = gputrace_analyzer::doctor::run(&gputrace_analyzer::doctor::Options {
+                nvml,
+                site_packages,
+            });
+            if json {
+                println!("{}", serde_json::to_string_pretty(&d)?);
+            } else {
+                print!("{}", gputrace_analyzer::doctor::render_text(&d));
+            }
+            Ok(())
         }
         Cmd::Dump { trace } => {
             let t = load(&trace)?;

@@ -62,6 +62,8 @@ for name, want in expect.items():
                         ",".join(sorted(got_sub)) or "none", "|".join(sorted(allowed)))
                 else:
                     why += " (%s)" % ",".join(sorted(got_sub & allowed))
+            if ok and want.get("top") and rep.get("top_finding") != target:
+                ok, why = False, "present but not the top finding"
         bad = [i for i in want.get("not", []) if sev.get(i, -1) >= 1]
         if bad:
             ok, why = False, why + "; must not warn: " + ",".join(bad)
