@@ -62,9 +62,9 @@ fn carry_states(pts: &mut [Pt]) {
     }
 }
 
-/// Samples a state letter stands for after it was read (the sampler reads one every 4
-/// thread periods).
-const STATE_CARRY: usize = 4;
+/// Samples a state letter stands for after it was read (the sampler reads one at most
+/// every 8 thread periods).
+const STATE_CARRY: usize = 8;
 
 /// Places each thread's run-queue wait in time. The kernel adds a wait to the counter
 /// only when the thread gets a CPU back, so a sample can show more waiting than its
