@@ -205,8 +205,11 @@ pub(crate) fn report(
     Some(r)
 }
 
+/// A kind is named only for time that is at least this share of the quiet idle time.
+const KIND_MIN_PCT: f64 = 1.0;
+
 fn starvation_cause(r: &HostReport) -> Option<&'static str> {
-    if r.blocked_ns == 0 {
+    if r.blocked_ns == 0 || pct(r.blocked_ns, r.quiet_ns) < KIND_MIN_PCT {
         return None;
     }
     let w = &r.while_blocked;
@@ -233,7 +236,7 @@ fn starvation_cause(r: &HostReport) -> Option<&'static str> {
 
 fn cpu_cause(r: &HostReport, s: &HostSplit) -> Option<&'static str> {
     let cpu = r.on_cpu_ns.saturating_add(r.runq_ns);
-    if cpu == 0 {
+    if cpu == 0 || pct(cpu, r.quiet_ns) < KIND_MIN_PCT {
         return None;
     }
     Some(if r.runq_ns as f64 >= cpu as f64 * 0.3 {
