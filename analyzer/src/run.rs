@@ -28,6 +28,7 @@
 //! gputrace too), gputrace ends by SIGINT itself after its report, as a shell does, so a
 //! calling script stops as it would for the bare command (its `$?` is 130 either way).
 
+use gputrace_format::protocol::{self, settings};
 use std::collections::HashSet;
 use std::ffi::OsString;
 use std::io::{Read, Write};
@@ -36,7 +37,7 @@ use std::process::Command;
 
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
-    #[error("cannot find libgputrace.so (looked in: {0}); set GPUTRACE_LIB to its path")]
+    #[error("cannot find libgputrace.so (looked in: {0}); set {lib} to its path", lib = settings::LIB)]
     NoLibrary(String),
     /// The library that would be preloaded is missing or cannot be loaded; no other one is
     /// tried in its place.
@@ -86,7 +87,7 @@ pub fn find_library(explicit: Option<PathBuf>, exe: Option<PathBuf>) -> Result<P
         return match loadable(&p) {
             Ok(()) => Ok(std::fs::canonicalize(&p).unwrap_or(p)),
             Err(why) => Err(RunError::BadLibrary {
-                what: format!("GPUTRACE_LIB={}", p.display()),
+                what: format!("{}={}", settings::LIB, p.display()),
                 why,
             }),
         };
@@ -103,7 +104,7 @@ pub fn find_library(explicit: Option<PathBuf>, exe: Option<PathBuf>) -> Result<P
                     Ok(()) => Ok(c),
                     Err(why) => Err(RunError::BadLibrary {
                         what: c.display().to_string(),
-                        why: format!("{why} (set GPUTRACE_LIB to a good libgputrace.so)"),
+                        why: format!("{why} (set {} to a good libgputrace.so)", settings::LIB),
                     }),
                 };
             }
@@ -187,7 +188,7 @@ fn traces_in(dir: &Path) -> HashSet<PathBuf> {
         .map(|rd| {
             rd.filter_map(|e| e.ok())
                 .map(|e| e.path())
-                .filter(|p| p.extension().is_some_and(|x| x == "gtrace"))
+                .filter(|p| protocol::is_trace_file(p))
                 .collect()
         })
         .unwrap_or_default()
@@ -293,9 +294,9 @@ fn run_in(
     let mut c = Command::new(program);
     c.args(args)
         .env("LD_PRELOAD", preload)
-        .env("GPUTRACE_DIR", dir)
-        .env("CUDA_INJECTION64_PATH", lib)
-        .env("NVTX_INJECTION64_PATH", lib);
+        .env(settings::DIR, dir)
+        .env(protocol::CUDA_INJECTION_VAR, lib)
+        .env(protocol::NVTX_INJECTION_VAR, lib);
     for (k, v) in extra_env {
         c.env(k, v);
     }
@@ -340,7 +341,7 @@ pub fn run_and_report(
         let _ = writeln!(std::io::stderr().lock(), "gputrace: {m}");
     };
     // An empty GPUTRACE_LIB counts as unset, as an empty LD_PRELOAD does.
-    let explicit = std::env::var_os("GPUTRACE_LIB").filter(|v| !v.is_empty());
+    let explicit = std::env::var_os(settings::LIB).filter(|v| !v.is_empty());
     let outcome = find_library(explicit.map(PathBuf::from), std::env::current_exe().ok())
         .and_then(|lib| run(&lib, out, cmd, extra_env));
     let o = match outcome {

@@ -24,6 +24,7 @@
 
 mod codec;
 mod event;
+pub mod protocol;
 mod read;
 mod write;
 

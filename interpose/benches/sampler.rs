@@ -8,8 +8,9 @@
 //!
 //! Run: `cargo bench -p gputrace-interpose --bench sampler`.
 
-use gputrace::ring::{self, HostRecord};
-use gputrace::sampler::{Sampler, Settings};
+use gputrace::base::opts::HostSettings;
+use gputrace::rings::{self, HostRecord};
+use gputrace::session::host::sampler::Sampler;
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -39,9 +40,9 @@ fn main() {
     for i in 0..2 {
         let stop = stop.clone();
         hs.push(std::thread::spawn(move || {
-            ring::push(&HostRecord {
-                kind: ring::REC_API,
-                tid: gputrace::clock::tid(),
+            rings::push(&HostRecord {
+                kind: rings::REC_API,
+                tid: gputrace::base::clock::tid(),
                 t0: i,
                 ..Default::default()
             });
@@ -72,7 +73,7 @@ fn main() {
         })
         .collect();
     std::thread::sleep(std::time::Duration::from_millis(50));
-    let mut s = Sampler::new(Settings::default());
+    let mut s = Sampler::new(HostSettings::default());
     s.limits();
     s.thread_pass();
     s.tree_pass();

@@ -3,6 +3,7 @@
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
 use gputrace_analyzer::{dump, report, run, summary, Trace};
+use gputrace_format::protocol::{self, settings};
 use std::ffi::OsString;
 use std::io::Write;
 use std::path::PathBuf;
@@ -19,7 +20,7 @@ enum Cmd {
     /// Run a command with tracing, then report on the traces it wrote.
     Run {
         /// Directory for the trace files.
-        #[arg(short = 'o', long = "out", default_value = "gputrace-traces")]
+        #[arg(short = 'o', long = "out", default_value = protocol::DEFAULT_TRACE_DIR)]
         out: PathBuf,
         /// Print JSON instead of text.
         #[arg(long)]
@@ -72,7 +73,7 @@ enum Cmd {
         pid: u32,
         /// How long to trace: 10s, 500ms, 2m (default 10s; with --steps, the longest
         /// the window may last, default 10m).
-        #[arg(long, value_parser = parse_duration)]
+        #[arg(long, value_parser = protocol::parse_duration)]
         duration: Option<std::time::Duration>,
         /// Trace N training steps: the window closes when N NVTX ranges named like a
         /// step ("step" in their text) have begun in it and the next one begins.
@@ -92,27 +93,6 @@ enum Cmd {
         #[arg(long)]
         no_report: bool,
     },
-}
-
-fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
-    let t = s.trim();
-    let (num, mult) = if let Some(n) = t.strip_suffix("ms") {
-        (n, 1e-3)
-    } else if let Some(n) = t.strip_suffix('s') {
-        (n, 1.0)
-    } else if let Some(n) = t.strip_suffix('m') {
-        (n, 60.0)
-    } else {
-        (t, 1.0)
-    };
-    match num.trim().parse::<f64>() {
-        Ok(v) if v > 0.0 && v * mult <= 86_400.0 => {
-            Ok(std::time::Duration::from_secs_f64(v * mult))
-        }
-        _ => Err(format!(
-            "{s:?} is not a duration such as 10s, 500ms or 2m (at most a day)"
-        )),
-    }
 }
 
 fn load(p: &std::path::Path) -> Result<Trace> {
@@ -245,7 +225,7 @@ fn main() -> Result<()> {
             cmd,
         } => {
             let env: Vec<(String, String)> = if dormant {
-                vec![("GPUTRACE_MODE".into(), "dormant".into())]
+                vec![(settings::MODE.into(), "dormant".into())]
             } else {
                 Vec::new()
             };
