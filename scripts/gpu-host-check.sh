@@ -4,6 +4,8 @@
 #
 #   scripts/gpu-host-check.sh                 # results under $OUT (default ./gpu-out)
 #   SUITE=all END_S=540 scripts/gpu-host-check.sh   # the whole pathology suite too
+# Build first on the CPU machine (cargo build --release -p gputrace-analyzer -p
+# gputrace-interpose) and carry target/release/gputrace and target/release/libgputrace.so.
 #
 # 1. The pathology workloads that exercise the host samples (SUITE=host, the default:
 #    main-process preprocessing, DataLoader workers saturated, too many workers, an
@@ -42,7 +44,8 @@ fi
 for n in $SET; do
   echo "== $n at ${SECONDS}s" >&2
   rm -rf "$W/suite/traces-$n"
-  ( cd "$W" && IO_DIR="$W" timeout 90 "$G" run --summary -o "$W/suite/traces-$n" -- \
+  # The I/O-bound loader writes its shards on the repository's disk (not a tmpfs /tmp).
+  ( cd "$W" && IO_DIR="$ROOT/target" timeout 90 "$G" run --summary -o "$W/suite/traces-$n" -- \
       "$PY" "$ROOT/scripts/workloads/pathology/$n.py" ) >"$W/suite/$n.log" 2>&1
   traces=("$W/suite/traces-$n"/*.gtrace)
   "$G" report --json "${traces[@]}" >"$W/suite/$n.json" 2>>"$W/suite/$n.log"
