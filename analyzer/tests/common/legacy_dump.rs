@@ -1,63 +1,21 @@
-//! `gputrace dump`: one JSON object per event per line.
-//!
-//! Common fields: `type`, `ts_ns`, `dur_ns`, `pid`, `tid`, `device`, `stream`, `corr`
-//! (each present when the event has it), then the type's own fields. String ids are
-//! resolved to their text.
-//!
-//! Events of the symbol hooks (host side, from libgputrace's own exports):
-//! * `host_copy`: `api` (cudaMemcpy, cudaMemcpyAsync, ...), `kind` (HtoD, DtoH, ...),
-//!   `bytes`, `host_memory` (pinned / pageable / device / unknown) and
-//!   `host_memory_source` (`registry`: the pinned-memory registry), `async`,
-//!   `cupti_api` (true: CUPTI recorded the same call as an `api` event; this line only
-//!   adds the classification), `dst`, `src`, `dst_device` / `src_device` (peer copies),
-//!   `result`.
-//! * `host_call`: a sync, memset or launch recorded while CUPTI's callbacks were not
-//!   recording: `name`, `class` (sync / memset / launch), `result`, and by class:
-//!   `event`, `flags` (syncs); `bytes`, `ptr`, `value` (memsets); `function`,
-//!   `grid_blocks`, `block_threads` (launches; `function` is the graph exec for
-//!   cudaGraphLaunch).
-//! * `host_alloc`: pinned host memory: `op` (cudaHostAlloc, cudaMallocHost,
-//!   cudaHostRegister, cudaFreeHost, cudaHostUnregister), `ptr`, `bytes`, `flags`,
-//!   `result`.
-//! * `nccl`: `op` (ncclAllReduce, ...), `count`, `bytes` (count x datatype size),
-//!   `datatype`, `redop`, `root` or `peer`, `comm_id` (hex, the same on every rank),
-//!   `rank`, `nranks`, `seq` (the call's number on its communicator), `result`.
-//! * `nccl_comm`: `op` (ncclCommInitRank, ncclCommSplit, ncclCommDestroy, ...),
-//!   `comm` (handle), `comm_id`, `parent_id` (splits, hex), `rank`, `nranks`, `color`,
-//!   `result`.
-//! * `nvtx`: `kind` (push / pop / start / end / mark), `id` (range id for start / end,
-//!   nesting level for push / pop), `text`, `truncated`.
-//!
-//! Host samples (format 2.1, the library's sampler; counters are cumulative):
-//! * `thread_cpu`: a CUDA-issuing thread: `tid`, `cpu_ns` (on a CPU), `wait_ns`
-//!   (runnable, waiting for a CPU), `slices` (times switched in), `state` (R, S, D, ...).
-//! * `proc_sample`: a process of the traced process's tree or one of its threads:
-//!   `tid` (for threads) or `sample_pid`, `ppid`, `comm`, `role` (self / child /
-//!   thread), `state`, `threads`, `cpu_ns`, and for processes `rchar`, `read_bytes`,
-//!   `write_bytes` (absent when /proc/PID/io was not readable).
-//! * `machine_sample`: `busy_ns`, `idle_ns`, `iowait_ns`, `steal_ns` (all CPUs), and
-//!   where read `psi_cpu_some_us`, `psi_io_some_us`, `psi_io_full_us`,
-//!   `cgroup_usage_us`, `cgroup_throttled_us`.
-//! * `cpu_limits`: `online_cpus`, `affinity_cpus`, `quota_us` / `period_us` (0: no
-//!   quota), `cpus_available`, `memory_limit` (0: none), `thread_period_us`,
-//!   `tree_period_us`.
-//!
-//! Environment events (fields NVML did not give are left out):
-//! * `fact`: `key`, `value`, and `device` (NVML index) for facts about one GPU.
-//! * `gpu_sample`: `device`, `sm_clock_mhz`, `sm_clock_max_mhz`, `mem_clock_mhz`,
-//!   `mem_clock_max_mhz`, `clock_reasons` (names) and `clock_reasons_mask`, `power_mw`,
-//!   `power_limit_mw`, `temperature_c`, `gpu_util_pct`, `mem_util_pct`, `mem_used`,
-//!   `mem_total`, `pcie_gen`, `pcie_gen_max`, `pcie_width`, `pcie_width_max`,
-//!   `pcie_tx_kbs`, `pcie_rx_kbs`.
-//! * `gpu_process`: `device`, `pid` (other processes' too), `name`, `used_memory`,
-//!   `sm_pct`, `mem_pct` (its share since the last sample), `listed`, `self`.
-//! * `gpu_event`: `device`, `kind` (xid / ecc_corrected / ecc_uncorrected), `xid` or
-//!   `count`.
+//! The previous `gputrace dump`: every event built as a JSON value, all sorted at once.
+//! Kept as the definition of the output the streamed dump must reproduce byte for byte.
+#![allow(dead_code)]
 
-use crate::trace::{demangle, Trace};
+use gputrace_analyzer::trace::demangle;
+use gputrace_analyzer::Trace;
 use gputrace_format::{self as fmt, CopyKind, MemKind, SyncKind};
 use serde_json::{json, Map, Value};
-use std::io::{self, Write};
+
+/// The dump as the previous implementation wrote it.
+pub fn legacy_dump(t: &Trace) -> Vec<u8> {
+    let mut out = Vec::new();
+    for v in legacy_events(t) {
+        serde_json::to_writer(&mut out, &v).unwrap();
+        out.push(b'\n');
+    }
+    out
+}
 
 fn base(ty: &str, pid: u32, ts: u64, dur: Option<u64>) -> Map<String, Value> {
     let mut m = Map::new();
@@ -78,7 +36,7 @@ fn put(m: &mut Map<String, Value>, pairs: &[(&str, Value)]) {
 
 /// Every event of the trace as JSON values, in time order within each kind's table,
 /// merged by timestamp.
-pub fn events(t: &Trace) -> Vec<Value> {
+pub fn legacy_events(t: &Trace) -> Vec<Value> {
     let pid = t.meta.pid;
     let mut out: Vec<(u64, Value)> = Vec::new();
     for d in &t.devices {
@@ -134,7 +92,10 @@ pub fn events(t: &Trace) -> Vec<Value> {
                 ("kind", json!(CopyKind::from_u8(c.copy_kind).name())),
                 ("src_kind", json!(MemKind::from_u8(c.src_kind).name())),
                 ("dst_kind", json!(MemKind::from_u8(c.dst_kind).name())),
-                ("host_memory", json!(crate::summary::copy_class(c))),
+                (
+                    "host_memory",
+                    json!(gputrace_analyzer::summary::copy_class(c)),
+                ),
                 ("async", json!(c.flags & fmt::MEMCPY_FLAG_ASYNC != 0)),
             ],
         );
@@ -232,7 +193,6 @@ pub fn events(t: &Trace) -> Vec<Value> {
             fmt::DROP_CUPTI => "cupti",
             fmt::DROP_RING => "ring",
             fmt::DROP_BUFFER_POOL => "buffer_pool",
-            fmt::DROP_HOST_SAMPLES => "host_samples",
             _ => "unknown",
         };
         put(&mut m, &[("source", json!(src)), ("count", json!(count))]);
@@ -251,8 +211,8 @@ pub fn events(t: &Trace) -> Vec<Value> {
         out.push((*real, Value::Object(m)));
     }
     hook_events(t, &mut out);
-    host_sample_events(t, &mut out);
     env_events(t, &mut out);
+    host_sample_events(t, &mut out);
     let mut threads: Vec<_> = t.threads.iter().collect();
     threads.sort();
     for (tid, name) in threads {
@@ -265,15 +225,6 @@ pub fn events(t: &Trace) -> Vec<Value> {
     }
     out.sort_by_key(|(ts, _)| *ts);
     out.into_iter().map(|(_, v)| v).collect()
-}
-
-/// Writes the dump, one line per event.
-pub fn write(t: &Trace, w: &mut impl Write) -> io::Result<()> {
-    for v in events(t) {
-        serde_json::to_writer(&mut *w, &v)?;
-        w.write_all(b"\n")?;
-    }
-    Ok(())
 }
 
 fn hex(v: u64) -> Value {
@@ -399,7 +350,7 @@ fn hook_events(t: &Trace, out: &mut Vec<(u64, Value)>) {
                 ("host_memory", json!(MemKind::from_u8(c.host_kind).name())),
                 (
                     "host_memory_source",
-                    json!(crate::summary::class_source_name(c.source)),
+                    json!(gputrace_analyzer::summary::class_source_name(c.source)),
                 ),
                 ("async", json!(c.flags & fmt::HOSTCOPY_FLAG_ASYNC != 0)),
                 (
@@ -657,237 +608,5 @@ fn host_sample_events(t: &Trace, out: &mut Vec<(u64, Value)>) {
             ],
         );
         out.push((x.ts, Value::Object(m)));
-    }
-}
-
-#[cfg(test)]
-mod host_sample_tests {
-    use super::*;
-
-    #[test]
-    fn every_host_sample_gets_one_line() {
-        let t = Trace::from_events(
-            fmt::Meta {
-                pid: 10,
-                ..Default::default()
-            },
-            vec![
-                fmt::Event::Str {
-                    id: 1,
-                    text: "pt_data_worker".into(),
-                },
-                fmt::Event::CpuLimits(fmt::CpuLimits {
-                    ts: 1,
-                    online_cpus: 8,
-                    affinity_cpus: 4,
-                    thread_period_us: 3000,
-                    tree_period_us: 100_000,
-                    ..Default::default()
-                }),
-                fmt::Event::ThreadCpu(fmt::ThreadCpu {
-                    ts: 2,
-                    tid: 10,
-                    cpu_ns: 5,
-                    wait_ns: 6,
-                    slices: 7,
-                    state: b'R',
-                }),
-                fmt::Event::ProcSample(fmt::ProcSample {
-                    ts: 3,
-                    pid: 11,
-                    ppid: 10,
-                    comm: 1,
-                    state: b'D',
-                    threads: 1,
-                    cpu_ns: 9,
-                    read_bytes: 4096,
-                    ..Default::default()
-                }),
-                fmt::Event::ProcSample(fmt::ProcSample {
-                    ts: 3,
-                    pid: 12,
-                    ppid: 10,
-                    flags: fmt::PROC_FLAG_THREAD,
-                    ..Default::default()
-                }),
-                fmt::Event::MachineSample(fmt::MachineSample {
-                    ts: 4,
-                    busy_ns: 100,
-                    flags: fmt::MACHINE_FLAG_PSI,
-                    psi_io_some_us: 3,
-                    ..Default::default()
-                }),
-            ],
-        );
-        let v = events(&t);
-        let ty: Vec<_> = v.iter().map(|e| e["type"].as_str().unwrap()).collect();
-        assert_eq!(
-            ty,
-            [
-                "cpu_limits",
-                "thread_cpu",
-                "proc_sample",
-                "proc_sample",
-                "machine_sample"
-            ]
-        );
-        assert_eq!(v[0]["cpus_available"], 4.0);
-        assert_eq!(v[1]["state"], "R");
-        assert_eq!(v[2]["comm"], "pt_data_worker");
-        assert_eq!(v[2]["role"], "child");
-        assert_eq!(v[2]["sample_pid"], 11);
-        assert_eq!(v[2]["read_bytes"], 4096);
-        assert_eq!(v[3]["role"], "thread");
-        assert_eq!(v[3]["tid"], 12);
-        assert!(v[3].get("rchar").is_none());
-        assert_eq!(v[4]["psi_io_some_us"], 3);
-        assert!(v[4].get("cgroup_usage_us").is_none());
-    }
-}
-
-#[cfg(test)]
-mod env_tests {
-    use super::*;
-
-    #[test]
-    fn every_env_event_gets_one_line_without_unavailable_fields() {
-        let t = Trace::from_events(
-            fmt::Meta::default(),
-            vec![
-                fmt::Event::Str {
-                    id: 1,
-                    text: "driver_version".into(),
-                },
-                fmt::Event::Str {
-                    id: 2,
-                    text: "580.159.04".into(),
-                },
-                fmt::Event::Fact(fmt::Fact {
-                    ts: 5,
-                    device: fmt::FACT_HOST,
-                    key: 1,
-                    value: 2,
-                }),
-                fmt::Event::GpuSample(fmt::GpuSample {
-                    ts: 10,
-                    device: 0,
-                    sm_clock_mhz: 1200,
-                    clock_reasons: fmt::CLOCK_REASON_SW_POWER_CAP,
-                    ..Default::default()
-                }),
-                fmt::Event::GpuProcess(fmt::GpuProcess {
-                    ts: 10,
-                    device: 0,
-                    pid: 77,
-                    sm_pct: 40,
-                    flags: fmt::GPU_PROC_LISTED,
-                    ..Default::default()
-                }),
-                fmt::Event::GpuEvent(fmt::GpuEvent {
-                    ts: 11,
-                    device: 0,
-                    kind: fmt::GPU_EVENT_XID,
-                    data: 79,
-                }),
-            ],
-        );
-        let lines = events(&t);
-        assert_eq!(lines.len(), 4);
-        assert_eq!(lines[0]["type"], "fact");
-        assert_eq!(lines[0]["value"], "580.159.04");
-        assert!(lines[0].get("device").is_none());
-        assert_eq!(lines[1]["type"], "gpu_sample");
-        assert_eq!(lines[1]["sm_clock_mhz"], 1200);
-        assert_eq!(lines[1]["clock_reasons"], json!(["sw_power_cap"]));
-        assert!(lines[1].get("power_mw").is_none());
-        assert_eq!(lines[2]["pid"], 77);
-        assert_eq!(lines[2]["self"], false);
-        assert_eq!(lines[3]["xid"], 79);
-    }
-}
-
-#[cfg(test)]
-mod hook_tests {
-    use super::*;
-
-    #[test]
-    fn every_hook_event_gets_one_line() {
-        let t = Trace::from_events(
-            fmt::Meta::default(),
-            vec![
-                fmt::Event::Str {
-                    id: 1,
-                    text: "step".into(),
-                },
-                fmt::Event::HostCopy(fmt::HostCopy {
-                    start: 1,
-                    end: 2,
-                    api: fmt::HOSTCOPY_MEMCPY_ASYNC,
-                    copy_kind: CopyKind::HtoD as u8,
-                    host_kind: MemKind::Pinned as u8,
-                    source: fmt::CLASS_SOURCE_REGISTRY,
-                    dst_device: u32::MAX,
-                    src_device: u32::MAX,
-                    ..Default::default()
-                }),
-                fmt::Event::HostCall(fmt::HostCall {
-                    start: 3,
-                    end: 4,
-                    call: fmt::HOSTCALL_LAUNCH_KERNEL_STUB,
-                    arg1: 132,
-                    ..Default::default()
-                }),
-                fmt::Event::HostAlloc(fmt::HostAlloc {
-                    start: 5,
-                    end: 6,
-                    op: fmt::HOSTALLOC_HOST_ALLOC,
-                    bytes: 4096,
-                    ..Default::default()
-                }),
-                fmt::Event::Nccl(fmt::Nccl {
-                    start: 7,
-                    end: 8,
-                    op: fmt::NCCL_SEND,
-                    datatype: 7,
-                    peer_or_root: 3,
-                    comm_id: 0xabc,
-                    ..Default::default()
-                }),
-                fmt::Event::NcclComm(fmt::NcclComm {
-                    start: 9,
-                    end: 10,
-                    op: fmt::NCCL_COMM_INIT_RANK,
-                    ..Default::default()
-                }),
-                fmt::Event::Nvtx(fmt::Nvtx {
-                    ts: 11,
-                    kind: fmt::NVTX_PUSH,
-                    text: 1,
-                    ..Default::default()
-                }),
-            ],
-        );
-        let v = events(&t);
-        let ty: Vec<_> = v.iter().map(|e| e["type"].as_str().unwrap()).collect();
-        assert_eq!(
-            ty,
-            [
-                "host_copy",
-                "host_call",
-                "host_alloc",
-                "nccl",
-                "nccl_comm",
-                "nvtx"
-            ]
-        );
-        assert_eq!(v[0]["host_memory"], "pinned");
-        assert_eq!(v[0]["host_memory_source"], "registry");
-        assert_eq!(v[0]["api"], "cudaMemcpyAsync");
-        assert_eq!(v[1]["class"], "launch");
-        assert_eq!(v[1]["grid_blocks"], 132);
-        assert_eq!(v[3]["peer"], 3);
-        assert_eq!(v[3]["datatype"], "float32");
-        assert_eq!(v[3]["comm_id"], "0x0000000000000abc");
-        assert_eq!(v[5]["text"], "step");
     }
 }
