@@ -75,6 +75,54 @@ pub struct Summary {
     /// NVTX ranges (push/pop and start/end pairs) and marks.
     pub nvtx_ranges: u64,
     pub nvtx_marks: u64,
+    /// The host sampler's records (format 2.1); absent when the trace has none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host_samples: Option<HostSampleStats>,
+}
+
+/// What the host sampler recorded.
+#[derive(Debug, Serialize, Default, Clone, PartialEq)]
+pub struct HostSampleStats {
+    /// CUDA-issuing (and main) threads sampled, and their samples.
+    pub threads: usize,
+    pub thread_samples: u64,
+    /// Child processes seen, and process / thread samples in all.
+    pub children: usize,
+    pub proc_samples: u64,
+    pub machine_samples: u64,
+    /// Sampling periods, us.
+    pub thread_period_us: u32,
+    pub tree_period_us: u32,
+    /// CPUs the job could use.
+    pub cpus_available: Option<f64>,
+}
+
+fn host_sample_stats(t: &Trace) -> Option<HostSampleStats> {
+    if !t.has_host_samples() {
+        return None;
+    }
+    let mut tids: Vec<u32> = t.thread_cpu.iter().map(|x| x.tid).collect();
+    tids.sort_unstable();
+    tids.dedup();
+    let mut kids: Vec<u32> = t
+        .proc_samples
+        .iter()
+        .filter(|p| p.flags & (fmt::PROC_FLAG_THREAD | fmt::PROC_FLAG_SELF) == 0)
+        .map(|p| p.pid)
+        .collect();
+    kids.sort_unstable();
+    kids.dedup();
+    let l = t.cpu_limits.first();
+    Some(HostSampleStats {
+        threads: tids.len(),
+        thread_samples: t.thread_cpu.len() as u64,
+        children: kids.len(),
+        proc_samples: t.proc_samples.len() as u64,
+        machine_samples: t.machine.len() as u64,
+        thread_period_us: l.map_or(0, |l| l.thread_period_us),
+        tree_period_us: l.map_or(0, |l| l.tree_period_us),
+        cpus_available: l.map(|l| l.cpus_available()),
+    })
 }
 
 /// Copy calls of one host memory class, as the symbol hooks classified them.
@@ -280,6 +328,7 @@ pub fn summarize(t: &Trace) -> Summary {
         nccl_communicators,
         nvtx_ranges: t.nvtx_ranges.len() as u64,
         nvtx_marks: t.nvtx_marks().count() as u64,
+        host_samples: host_sample_stats(t),
     }
 }
 
@@ -449,6 +498,24 @@ fn render_hooks(s: &Summary, o: &mut String) {
     if s.nvtx_ranges > 0 || s.nvtx_marks > 0 {
         let _ = writeln!(o, "NVTX: {} ranges, {} marks", s.nvtx_ranges, s.nvtx_marks);
     }
+    if let Some(h) = &s.host_samples {
+        let _ = writeln!(
+            o,
+            "host samples: {} thread{} every {} ms ({} samples), {} child process{} and this process's threads every {} ms ({} samples), {} machine samples{}",
+            h.threads,
+            if h.threads == 1 { "" } else { "s" },
+            h.thread_period_us as f64 / 1000.0,
+            h.thread_samples,
+            h.children,
+            if h.children == 1 { "" } else { "es" },
+            h.tree_period_us as f64 / 1000.0,
+            h.proc_samples,
+            h.machine_samples,
+            h.cpus_available
+                .map(|c| format!("; {c:.1} CPUs available to the job"))
+                .unwrap_or_default()
+        );
+    }
 }
 
 fn truncate(s: &str, n: usize) -> String {
@@ -551,5 +618,57 @@ mod hook_tests {
         assert!(text.contains("classified by: registry"), "{text}");
         assert!(text.contains("ncclAllReduce"), "{text}");
         assert!(text.contains("NVTX: 1 ranges, 1 marks"), "{text}");
+    }
+}
+
+#[cfg(test)]
+mod host_sample_tests {
+    use super::*;
+
+    #[test]
+    fn host_samples_are_summarised_only_when_present() {
+        let ev = vec![
+            fmt::Event::CpuLimits(fmt::CpuLimits {
+                ts: 1,
+                online_cpus: 8,
+                affinity_cpus: 4,
+                thread_period_us: 3000,
+                tree_period_us: 100_000,
+                ..Default::default()
+            }),
+            fmt::Event::ThreadCpu(fmt::ThreadCpu {
+                ts: 2,
+                tid: 10,
+                ..Default::default()
+            }),
+            fmt::Event::ThreadCpu(fmt::ThreadCpu {
+                ts: 5,
+                tid: 10,
+                ..Default::default()
+            }),
+            fmt::Event::ProcSample(fmt::ProcSample {
+                ts: 3,
+                pid: 11,
+                ppid: 10,
+                ..Default::default()
+            }),
+            fmt::Event::ProcSample(fmt::ProcSample {
+                ts: 3,
+                pid: 10,
+                flags: fmt::PROC_FLAG_SELF,
+                ..Default::default()
+            }),
+        ];
+        let t = Trace::from_events(fmt::Meta::default(), ev);
+        let s = summarize(&t);
+        let h = s.host_samples.as_ref().unwrap();
+        assert_eq!((h.threads, h.thread_samples, h.children), (1, 2, 1));
+        assert_eq!(h.cpus_available, Some(4.0));
+        assert!(render(&s).contains("host samples: 1 thread every 3 ms"));
+        let plain = summarize(&Trace::from_events(fmt::Meta::default(), vec![]));
+        assert!(plain.host_samples.is_none());
+        assert!(!serde_json::to_string(&plain)
+            .unwrap()
+            .contains("host_samples"));
     }
 }

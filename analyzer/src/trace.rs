@@ -48,6 +48,13 @@ pub struct Trace {
     /// NVTX calls as recorded, and the ranges they make.
     pub nvtx: Vec<fmt::Nvtx>,
     pub nvtx_ranges: Vec<NvtxRange>,
+    /// Host samples (format 2.1), time-sorted: CUDA-issuing threads' CPU counters,
+    /// the process tree and the traced process's threads, the machine, and the CPU
+    /// limits (one per trace window).
+    pub thread_cpu: Vec<fmt::ThreadCpu>,
+    pub proc_samples: Vec<fmt::ProcSample>,
+    pub machine: Vec<fmt::MachineSample>,
+    pub cpu_limits: Vec<fmt::CpuLimits>,
     /// The environment (see `crate::env`): facts read once, NVML samples of each GPU
     /// and of the processes on it, driver-reported errors.
     pub facts: Vec<fmt::Fact>,
@@ -167,6 +174,8 @@ impl Trace {
         self.nccl.reserve_exact(c.of(&[TAG_NCCL]));
         self.nccl_comms.reserve_exact(c.of(&[TAG_NCCL_COMM]));
         self.nvtx.reserve_exact(c.of(&[TAG_NVTX]));
+        self.thread_cpu.reserve_exact(c.of(&[TAG_THREAD_CPU]));
+        self.proc_samples.reserve_exact(c.of(&[TAG_PROC_SAMPLE]));
         let spans = [
             page_span(&self.kernels),
             page_span(&self.apis),
@@ -229,6 +238,10 @@ impl Trace {
             Event::Nccl(n) => self.nccl.push(n),
             Event::NcclComm(n) => self.nccl_comms.push(n),
             Event::Nvtx(n) => self.nvtx.push(n),
+            Event::ThreadCpu(x) => self.thread_cpu.push(x),
+            Event::ProcSample(x) => self.proc_samples.push(x),
+            Event::MachineSample(x) => self.machine.push(x),
+            Event::CpuLimits(x) => self.cpu_limits.push(x),
             Event::Fact(f) => self.facts.push(f),
             Event::GpuSample(g) => self.gpu_samples.push(g),
             Event::GpuProcess(p) => self.gpu_processes.push(p),
@@ -266,6 +279,10 @@ impl Trace {
             nccl_comms,
             nvtx,
             nvtx_ranges: _,
+            thread_cpu,
+            proc_samples,
+            machine,
+            cpu_limits,
             facts,
             gpu_samples,
             gpu_processes,
@@ -283,6 +300,10 @@ impl Trace {
         self.nccl.append(nccl);
         self.nccl_comms.append(nccl_comms);
         self.nvtx.append(nvtx);
+        self.thread_cpu.append(thread_cpu);
+        self.proc_samples.append(proc_samples);
+        self.machine.append(machine);
+        self.cpu_limits.append(cpu_limits);
         self.facts.append(facts);
         self.gpu_samples.append(gpu_samples);
         self.gpu_processes.append(gpu_processes);
@@ -319,6 +340,10 @@ impl Trace {
         self.gpu_processes.sort_by_key(|p| (p.ts, p.device, p.pid));
         self.gpu_events.sort_by_key(|e| (e.ts, e.device));
         self.nvtx_ranges = self.pair_nvtx();
+        self.thread_cpu.sort_by_key(|x| (x.ts, x.tid));
+        self.proc_samples.sort_by_key(|x| (x.ts, x.pid, x.flags));
+        self.machine.sort_by_key(|x| x.ts);
+        self.cpu_limits.sort_by_key(|x| x.ts);
         self.apply_window();
         // The tables grew by doubling while reading: give the slack back (up to half of
         // each table) so a large trace is held at its real size.
@@ -432,6 +457,11 @@ impl Trace {
         }
         out.sort_by_key(|r| (r.start, r.tid, r.level, r.id));
         out
+    }
+
+    /// True when the trace holds host samples (a 2.1 writer with its sampler on).
+    pub fn has_host_samples(&self) -> bool {
+        !self.thread_cpu.is_empty()
     }
 
     /// NVTX marks (instants), time-sorted.

@@ -74,7 +74,7 @@ fn random_events(seed: u64, n: usize, window: bool) -> (Meta, Vec<Event>) {
         } else {
             (ts, end)
         };
-        let e = match r.below(26) {
+        let e = match r.below(30) {
             0 => Event::Str {
                 id: r.below(12) as u32,
                 text: format!("_Z6kernel{}Pfi \"quoted\" \\ {}", r.below(5), i),
@@ -253,11 +253,56 @@ fn random_events(seed: u64, n: usize, window: bool) -> (Meta, Vec<Event>) {
                 flags: r.below(8) as u8,
                 ..Default::default()
             }),
-            _ => Event::GpuEvent(fmt::GpuEvent {
+            25 => Event::GpuEvent(fmt::GpuEvent {
                 ts,
                 device: r.below(2) as u32,
                 kind: 1 + r.below(3) as u8,
                 data: r.below(100),
+            }),
+            // Host samples: several at one timestamp (a tree pass stamps them alike).
+            26 => Event::ThreadCpu(fmt::ThreadCpu {
+                ts,
+                tid: r.below(3) as u32 + 4242,
+                cpu_ns: r.below(1 << 40),
+                wait_ns: r.below(1 << 30),
+                slices: r.below(1000),
+                state: [0, b'R', b'S', b'D'][r.below(4) as usize],
+            }),
+            27 => Event::ProcSample(fmt::ProcSample {
+                ts: T0 + r.below(20) * 100_000,
+                pid: r.below(4) as u32 + 5000,
+                ppid: 4242,
+                comm: r.below(12) as u32,
+                flags: r.below(8) as u8,
+                state: [0, b'R', b'S', b'D'][r.below(4) as usize],
+                threads: r.below(8) as u32,
+                cpu_ns: r.below(1 << 40),
+                rchar: r.below(1 << 40),
+                read_bytes: r.below(1 << 30),
+                write_bytes: r.below(1 << 20),
+            }),
+            28 => Event::MachineSample(fmt::MachineSample {
+                ts,
+                busy_ns: r.below(1 << 50),
+                idle_ns: r.below(1 << 50),
+                iowait_ns: r.below(1 << 40),
+                steal_ns: r.below(1 << 30),
+                flags: r.below(4) as u8,
+                psi_cpu_some_us: r.below(1 << 40),
+                psi_io_some_us: r.below(1 << 40),
+                psi_io_full_us: r.below(1 << 40),
+                cgroup_usage_us: r.below(1 << 40),
+                cgroup_throttled_us: r.below(1 << 30),
+            }),
+            _ => Event::CpuLimits(fmt::CpuLimits {
+                ts,
+                online_cpus: 16,
+                affinity_cpus: r.below(17) as u32,
+                quota_us: r.below(2) * 200_000,
+                period_us: 100_000,
+                memory_limit: r.below(2) << 34,
+                thread_period_us: 3000,
+                tree_period_us: 100_000,
             }),
         };
         ev.push(e);
@@ -389,6 +434,10 @@ fn a_file_in_time_order_goes_through_in_one_pass_holding_little() {
         Event::GpuSample(g) => g.ts,
         Event::GpuProcess(p) => p.ts,
         Event::GpuEvent(e) => e.ts,
+        Event::ThreadCpu(x) => x.ts,
+        Event::ProcSample(x) => x.ts,
+        Event::MachineSample(x) => x.ts,
+        Event::CpuLimits(x) => x.ts,
         _ => 0,
     };
     ev.sort_by_key(ts);
@@ -577,4 +626,94 @@ fn every_env_event_gets_one_line_without_unavailable_fields() {
     assert_eq!(lines[2]["pid"], 77);
     assert_eq!(lines[2]["self"], false);
     assert_eq!(lines[3]["xid"], 79);
+}
+
+/// Each host sample gets its line; the streamed dump and the previous one agree, also on
+/// the order of the process samples of one tree pass (one timestamp).
+#[test]
+fn every_host_sample_gets_one_line() {
+    let meta = fmt::Meta {
+        pid: 10,
+        ..Default::default()
+    };
+    let events = vec![
+        fmt::Event::Str {
+            id: 1,
+            text: "pt_data_worker".into(),
+        },
+        fmt::Event::CpuLimits(fmt::CpuLimits {
+            ts: 1,
+            online_cpus: 8,
+            affinity_cpus: 4,
+            thread_period_us: 3000,
+            tree_period_us: 100_000,
+            ..Default::default()
+        }),
+        fmt::Event::ThreadCpu(fmt::ThreadCpu {
+            ts: 2,
+            tid: 10,
+            cpu_ns: 5,
+            wait_ns: 6,
+            slices: 7,
+            state: b'R',
+        }),
+        fmt::Event::ProcSample(fmt::ProcSample {
+            ts: 3,
+            pid: 12,
+            ppid: 10,
+            flags: fmt::PROC_FLAG_THREAD | fmt::PROC_FLAG_NO_IO,
+            ..Default::default()
+        }),
+        fmt::Event::ProcSample(fmt::ProcSample {
+            ts: 3,
+            pid: 11,
+            ppid: 10,
+            comm: 1,
+            state: b'D',
+            threads: 1,
+            cpu_ns: 9,
+            read_bytes: 4096,
+            ..Default::default()
+        }),
+        fmt::Event::MachineSample(fmt::MachineSample {
+            ts: 4,
+            busy_ns: 100,
+            flags: fmt::MACHINE_FLAG_PSI,
+            psi_io_some_us: 3,
+            ..Default::default()
+        }),
+    ];
+    let bytes = encode(&meta, &events, 1, false);
+    let path = Path::new("host.gtrace");
+    let (out, _) = streamed(path, &bytes, DEFAULT_MAX_PENDING);
+    assert_eq!(out, legacy(path, &bytes));
+    let v: Vec<Value> = out
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(|l| serde_json::from_slice(l).unwrap())
+        .collect();
+    let ty: Vec<_> = v.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(
+        ty,
+        [
+            "cpu_limits",
+            "thread_cpu",
+            "proc_sample",
+            "proc_sample",
+            "machine_sample"
+        ]
+    );
+    assert_eq!(v[0]["cpus_available"], 4.0);
+    assert_eq!(v[1]["state"], "R");
+    // Same timestamp: by pid, as the analysis sorts them.
+    assert_eq!(v[2]["sample_pid"], 11);
+    assert_eq!(v[2]["comm"], "pt_data_worker");
+    assert_eq!(v[2]["role"], "child");
+    assert_eq!(v[2]["read_bytes"], 4096);
+    assert_eq!(v[3]["role"], "thread");
+    assert_eq!(v[3]["tid"], 12);
+    assert!(v[3].get("rchar").is_none());
+    assert!(v[3]["state"].is_null());
+    assert_eq!(v[4]["psi_io_some_us"], 3);
+    assert!(v[4].get("cgroup_usage_us").is_none());
 }

@@ -330,6 +330,53 @@ impl Encoder {
                 self.v(n.text as u64);
                 TAG_NVTX
             }
+            Event::ThreadCpu(x) => {
+                self.ts(x.ts);
+                self.v(x.tid as u64);
+                self.v(x.cpu_ns);
+                self.v(x.wait_ns);
+                self.v(x.slices);
+                self.body.push(x.state);
+                TAG_THREAD_CPU
+            }
+            Event::ProcSample(x) => {
+                self.ts(x.ts);
+                self.v(x.pid as u64);
+                self.v(x.ppid as u64);
+                self.v(x.comm as u64);
+                self.body.extend_from_slice(&[x.flags, x.state]);
+                self.v(x.threads as u64);
+                self.v(x.cpu_ns);
+                self.v(x.rchar);
+                self.v(x.read_bytes);
+                self.v(x.write_bytes);
+                TAG_PROC_SAMPLE
+            }
+            Event::MachineSample(x) => {
+                self.ts(x.ts);
+                self.v(x.busy_ns);
+                self.v(x.idle_ns);
+                self.v(x.iowait_ns);
+                self.v(x.steal_ns);
+                self.body.push(x.flags);
+                self.v(x.psi_cpu_some_us);
+                self.v(x.psi_io_some_us);
+                self.v(x.psi_io_full_us);
+                self.v(x.cgroup_usage_us);
+                self.v(x.cgroup_throttled_us);
+                TAG_MACHINE_SAMPLE
+            }
+            Event::CpuLimits(x) => {
+                self.ts(x.ts);
+                self.v(x.online_cpus as u64);
+                self.v(x.affinity_cpus as u64);
+                self.v(x.quota_us);
+                self.v(x.period_us);
+                self.v(x.memory_limit);
+                self.v(x.thread_period_us as u64);
+                self.v(x.tree_period_us as u64);
+                TAG_CPU_LIMITS
+            }
             Event::Fact(f) => {
                 self.ts(f.ts);
                 self.na(f.device as u64, ENV_NA as u64);
@@ -1027,6 +1074,52 @@ impl<'a> Decoder<'a> {
                 id: b.v()?,
                 text: b.v32()?,
             }),
+            // Host samples: fields a later minor version appends to these bodies are
+            // ignored here (every body carries its own length).
+            TAG_THREAD_CPU => Event::ThreadCpu(ThreadCpu {
+                ts: self.ts(b)?,
+                tid: b.v32()?,
+                cpu_ns: b.v()?,
+                wait_ns: b.v()?,
+                slices: b.v()?,
+                state: b.u8()?,
+            }),
+            TAG_PROC_SAMPLE => Event::ProcSample(ProcSample {
+                ts: self.ts(b)?,
+                pid: b.v32()?,
+                ppid: b.v32()?,
+                comm: b.v32()?,
+                flags: b.u8()?,
+                state: b.u8()?,
+                threads: b.v32()?,
+                cpu_ns: b.v()?,
+                rchar: b.v()?,
+                read_bytes: b.v()?,
+                write_bytes: b.v()?,
+            }),
+            TAG_MACHINE_SAMPLE => Event::MachineSample(MachineSample {
+                ts: self.ts(b)?,
+                busy_ns: b.v()?,
+                idle_ns: b.v()?,
+                iowait_ns: b.v()?,
+                steal_ns: b.v()?,
+                flags: b.u8()?,
+                psi_cpu_some_us: b.v()?,
+                psi_io_some_us: b.v()?,
+                psi_io_full_us: b.v()?,
+                cgroup_usage_us: b.v()?,
+                cgroup_throttled_us: b.v()?,
+            }),
+            TAG_CPU_LIMITS => Event::CpuLimits(CpuLimits {
+                ts: self.ts(b)?,
+                online_cpus: b.v32()?,
+                affinity_cpus: b.v32()?,
+                quota_us: b.v()?,
+                period_us: b.v()?,
+                memory_limit: b.v()?,
+                thread_period_us: b.v32()?,
+                tree_period_us: b.v32()?,
+            }),
             TAG_FACT => Event::Fact(Fact {
                 ts: self.ts(b)?,
                 device: b.na32()?,
@@ -1461,6 +1554,10 @@ mod tests {
             TAG_NVTX,
             TAG_KERNEL_SHAPE,
             TAG_KERNEL_COMPACT,
+            TAG_THREAD_CPU,
+            TAG_PROC_SAMPLE,
+            TAG_MACHINE_SAMPLE,
+            TAG_CPU_LIMITS,
             TAG_FACT,
             TAG_GPU_SAMPLE,
             TAG_GPU_PROCESS,
@@ -1470,6 +1567,159 @@ mod tests {
         tags.sort_unstable();
         tags.dedup();
         assert_eq!(tags.len(), n);
+    }
+
+    /// One of each host-sample event, with values at the edges of their ranges.
+    pub(crate) fn host_sample_events() -> Vec<Event> {
+        vec![
+            Event::CpuLimits(CpuLimits {
+                ts: 1_700_000_000_000_000_000,
+                online_cpus: 192,
+                affinity_cpus: 16,
+                quota_us: 800_000,
+                period_us: 100_000,
+                memory_limit: 64 << 30,
+                thread_period_us: 3_000,
+                tree_period_us: 100_000,
+            }),
+            Event::ThreadCpu(ThreadCpu {
+                ts: 1_700_000_000_003_000_000,
+                tid: 4242,
+                cpu_ns: 123_456_789_012,
+                wait_ns: 9_876_543,
+                slices: 77_000,
+                state: b'R',
+            }),
+            Event::ThreadCpu(ThreadCpu {
+                ts: 1_700_000_000_002_999_000,
+                tid: u32::MAX,
+                cpu_ns: u64::MAX,
+                wait_ns: 0,
+                slices: 0,
+                state: STATE_UNKNOWN,
+            }),
+            Event::ProcSample(ProcSample {
+                ts: 1_700_000_000_100_000_000,
+                pid: 5000,
+                ppid: 4242,
+                comm: 1,
+                flags: PROC_FLAG_NO_IO,
+                state: b'D',
+                threads: 3,
+                cpu_ns: 2_500_000_000,
+                rchar: u64::MAX,
+                read_bytes: 1 << 40,
+                write_bytes: 7,
+            }),
+            Event::ProcSample(ProcSample {
+                ts: 1_700_000_000_100_000_000,
+                pid: 4243,
+                ppid: 4242,
+                comm: 0,
+                flags: PROC_FLAG_THREAD,
+                state: b'S',
+                threads: 1,
+                cpu_ns: 10,
+                ..Default::default()
+            }),
+            Event::MachineSample(MachineSample {
+                ts: 1_700_000_000_100_000_100,
+                busy_ns: 10_000_000_000_000,
+                idle_ns: 90_000_000_000_000,
+                iowait_ns: 1,
+                steal_ns: 0,
+                flags: MACHINE_FLAG_PSI | MACHINE_FLAG_CGROUP,
+                psi_cpu_some_us: 5,
+                psi_io_some_us: 6,
+                psi_io_full_us: 7,
+                cgroup_usage_us: u64::MAX,
+                cgroup_throttled_us: 8,
+            }),
+        ]
+    }
+
+    #[test]
+    fn round_trip_host_samples() {
+        let mut evs = sample_events();
+        evs.extend(host_sample_events());
+        let mut enc = Encoder::new();
+        for e in &evs {
+            enc.push(e);
+        }
+        let (buf, _) = enc.take();
+        let mut dec = Decoder::new(&buf);
+        let out: Vec<_> = std::iter::from_fn(|| dec.next())
+            .map(|e| e.unwrap())
+            .collect();
+        assert_eq!(out, evs);
+        assert_eq!(dec.skipped, 0);
+    }
+
+    #[test]
+    fn host_samples_keep_their_encoding_and_accept_appended_fields() {
+        let mut enc = Encoder::new();
+        enc.push(&Event::ThreadCpu(ThreadCpu {
+            ts: 5,
+            tid: 2,
+            cpu_ns: 300,
+            wait_ns: 4,
+            slices: 1,
+            state: b'R',
+        }));
+        let (buf, _) = enc.take();
+        // 300 = 0xAC 0x02 as a varint.
+        assert_eq!(buf, vec![TAG_THREAD_CPU, 7, 10, 2, 0xAC, 0x02, 4, 1, b'R']);
+        // A newer writer appends a field: this reader reads what it knows.
+        let newer = vec![TAG_THREAD_CPU, 8, 10, 2, 0xAC, 0x02, 4, 1, b'R', 99];
+        let mut dec = Decoder::new(&newer);
+        let got = dec.next().unwrap().unwrap();
+        assert_eq!(
+            got,
+            Event::ThreadCpu(ThreadCpu {
+                ts: 5,
+                tid: 2,
+                cpu_ns: 300,
+                wait_ns: 4,
+                slices: 1,
+                state: b'R',
+            })
+        );
+        assert!(dec.next().is_none());
+    }
+
+    #[test]
+    fn truncated_host_samples_are_errors_not_panics() {
+        let mut enc = Encoder::new();
+        for e in host_sample_events() {
+            enc.push(&e);
+        }
+        let (buf, _) = enc.take();
+        for cut in 0..buf.len() {
+            let mut dec = Decoder::new(&buf[..cut]);
+            while let Some(r) = dec.next() {
+                if r.is_err() {
+                    break;
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn cpus_available_takes_the_smaller_of_affinity_and_quota() {
+        let l = CpuLimits {
+            online_cpus: 64,
+            affinity_cpus: 16,
+            quota_us: 250_000,
+            period_us: 100_000,
+            ..Default::default()
+        };
+        assert_eq!(l.cpus_available(), 2.5);
+        let l = CpuLimits {
+            online_cpus: 64,
+            affinity_cpus: 0,
+            ..Default::default()
+        };
+        assert_eq!(l.cpus_available(), 64.0);
     }
 
     #[test]

@@ -320,6 +320,8 @@ impl CollectorState {
 pub const DROP_CUPTI: u8 = 1;
 pub const DROP_RING: u8 = 2;
 pub const DROP_BUFFER_POOL: u8 = 3;
+/// Host samples the writer did not take in time (format 2.1).
+pub const DROP_HOST_SAMPLES: u8 = 4;
 
 // ---------------------------------------------------------------------------------
 // Host-side events from the symbol hooks (libgputrace's own exports of CUDA runtime,
@@ -676,6 +678,126 @@ pub struct Nvtx {
 }
 
 // ---------------------------------------------------------------------------------
+// Host samples: what the CPU side of the job was doing, read from /proc by the
+// library's sampler while a trace window is open (never in dormant mode).
+
+/// [`ThreadCpu::state`] when the state was not read.
+pub const STATE_UNKNOWN: u8 = 0;
+
+/// One thread's scheduler counters (`/proc/self/task/TID/schedstat`, and the state
+/// letter of its `stat`), sampled every few ms for the threads that issue CUDA work
+/// and the main thread. Counters are cumulative since the thread started: the
+/// difference between two samples of a thread is what it did in between.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ThreadCpu {
+    pub ts: u64,
+    pub tid: u32,
+    /// Time on a CPU, ns (schedstat field 1).
+    pub cpu_ns: u64,
+    /// Time runnable but waiting for a CPU (run queue), ns (schedstat field 2).
+    pub wait_ns: u64,
+    /// Times the thread was switched onto a CPU (schedstat field 3): voluntary and
+    /// involuntary context switches together.
+    pub slices: u64,
+    /// Scheduler state letter (`R`, `S`, `D`, ...) as a byte; [`STATE_UNKNOWN`] if not read.
+    pub state: u8,
+}
+
+/// [`ProcSample::flags`]: the sample is a thread of the traced process (`pid` is its
+/// tid, `ppid` the traced process); CPU time from its schedstat, no I/O counters.
+pub const PROC_FLAG_THREAD: u8 = 1;
+/// [`ProcSample::flags`]: the traced process itself.
+pub const PROC_FLAG_SELF: u8 = 2;
+/// [`ProcSample::flags`]: `/proc/PID/io` could not be read (the I/O fields are 0).
+pub const PROC_FLAG_NO_IO: u8 = 4;
+
+/// One process of the traced process's tree (itself, its children such as DataLoader
+/// workers, and theirs) or one of its own threads, sampled every 50-100 ms from
+/// `/proc/PID/stat` and `/proc/PID/io`. Counters are cumulative.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ProcSample {
+    pub ts: u64,
+    pub pid: u32,
+    pub ppid: u32,
+    /// Interned `comm` (the kernel's 15-byte name).
+    pub comm: u32,
+    /// `PROC_FLAG_*`.
+    pub flags: u8,
+    /// Scheduler state letter as a byte ([`STATE_UNKNOWN`] if not read).
+    pub state: u8,
+    /// Threads in the process (1 for a thread sample).
+    pub threads: u32,
+    /// User + system CPU time, ns (whole process: all its threads; from clock ticks, so
+    /// to 10 ms at USER_HZ 100).
+    pub cpu_ns: u64,
+    /// Bytes passed to read()-like calls (`rchar`: files, pipes, sockets, page cache).
+    pub rchar: u64,
+    /// Bytes fetched from storage (`read_bytes`) and sent to it (`write_bytes`).
+    pub read_bytes: u64,
+    pub write_bytes: u64,
+}
+
+/// [`MachineSample::flags`]: the PSI fields were read (`/proc/pressure/*`).
+pub const MACHINE_FLAG_PSI: u8 = 1;
+/// [`MachineSample::flags`]: the cgroup fields were read (`cpu.stat` of cgroup v2).
+pub const MACHINE_FLAG_CGROUP: u8 = 2;
+
+/// The machine's CPU and I/O-wait counters, sampled with the process tree. All
+/// cumulative: `/proc/stat`'s aggregate line in ns summed over the CPUs, PSI stall
+/// totals in us, the job's cgroup CPU usage and throttled time in us.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MachineSample {
+    pub ts: u64,
+    /// user + nice + system + irq + softirq.
+    pub busy_ns: u64,
+    pub idle_ns: u64,
+    pub iowait_ns: u64,
+    pub steal_ns: u64,
+    /// `MACHINE_FLAG_*`.
+    pub flags: u8,
+    /// `some` totals of /proc/pressure/cpu and /proc/pressure/io, `full` of io.
+    pub psi_cpu_some_us: u64,
+    pub psi_io_some_us: u64,
+    pub psi_io_full_us: u64,
+    /// cgroup v2 `cpu.stat`: `usage_usec` and `throttled_usec`.
+    pub cgroup_usage_us: u64,
+    pub cgroup_throttled_us: u64,
+}
+
+/// The CPU resources the job may use, written once per trace when sampling starts.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CpuLimits {
+    pub ts: u64,
+    /// CPUs online on the machine.
+    pub online_cpus: u32,
+    /// CPUs in the traced process's affinity mask.
+    pub affinity_cpus: u32,
+    /// cgroup CPU quota per period (`cpu.max`, or v1 `cfs_quota_us`), us; 0 = no quota.
+    pub quota_us: u64,
+    pub period_us: u64,
+    /// cgroup memory limit, bytes; 0 = none found.
+    pub memory_limit: u64,
+    /// The sampler's periods, us: CUDA threads, and process tree / machine.
+    pub thread_period_us: u32,
+    pub tree_period_us: u32,
+}
+
+impl CpuLimits {
+    /// CPUs the job can use at once: the affinity mask, capped by the cgroup quota
+    /// (rounded up), as a fraction where the quota is one.
+    pub fn cpus_available(&self) -> f64 {
+        let mut n = if self.affinity_cpus > 0 {
+            self.affinity_cpus
+        } else {
+            self.online_cpus
+        } as f64;
+        if self.quota_us > 0 && self.period_us > 0 {
+            n = n.min(self.quota_us as f64 / self.period_us as f64);
+        }
+        n
+    }
+}
+
 // The environment: facts read once per trace, and NVML samples taken while a trace
 // window is open (tags 25-28). Numbers NVML could not give are [`ENV_NA`] (or
 // [`ENV_NA64`]); the codec stores every such field as value + 1, so "not available"
@@ -921,6 +1043,14 @@ pub enum Event {
     NcclComm(NcclComm),
     /// An NVTX push, pop, range start or end, or mark.
     Nvtx(Nvtx),
+    /// A CUDA-issuing thread's CPU counters (host sampler).
+    ThreadCpu(ThreadCpu),
+    /// A process of the traced process's tree, or one of its threads (host sampler).
+    ProcSample(ProcSample),
+    /// The machine's CPU and I/O-wait counters (host sampler).
+    MachineSample(MachineSample),
+    /// The CPUs and memory the job may use (host sampler, once).
+    CpuLimits(CpuLimits),
     /// A fact about the environment (versions, modes, limits), once per trace.
     Fact(Fact),
     /// An NVML sample of one GPU.
@@ -955,7 +1085,11 @@ pub const TAG_NVTX: u8 = 18;
 pub const TAG_KERNEL_SHAPE: u8 = 19;
 /// A kernel record that refers to a [`TAG_KERNEL_SHAPE`] (what writers emit).
 pub const TAG_KERNEL_COMPACT: u8 = 20;
-// 21-24: host sampler events.
+/// Host samples (format 2.1).
+pub const TAG_THREAD_CPU: u8 = 21;
+pub const TAG_PROC_SAMPLE: u8 = 22;
+pub const TAG_MACHINE_SAMPLE: u8 = 23;
+pub const TAG_CPU_LIMITS: u8 = 24;
 pub const TAG_FACT: u8 = 25;
 pub const TAG_GPU_SAMPLE: u8 = 26;
 pub const TAG_GPU_PROCESS: u8 = 27;
@@ -981,6 +1115,10 @@ impl Event {
             Event::Nccl(n) => Some(n.start),
             Event::NcclComm(n) => Some(n.start),
             Event::Nvtx(n) => Some(n.ts),
+            Event::ThreadCpu(x) => Some(x.ts),
+            Event::ProcSample(x) => Some(x.ts),
+            Event::MachineSample(x) => Some(x.ts),
+            Event::CpuLimits(x) => Some(x.ts),
             Event::Fact(f) => Some(f.ts),
             Event::GpuSample(g) => Some(g.ts),
             Event::GpuProcess(p) => Some(p.ts),

@@ -33,6 +33,9 @@ pub mod settings {
     pub const DEBUG: &str = "GPUTRACE_DEBUG";
     pub const NVML: &str = "GPUTRACE_NVML";
     pub const NVML_MS: &str = "GPUTRACE_NVML_MS";
+    pub const HOST: &str = "GPUTRACE_HOST";
+    pub const HOST_THREAD_MS: &str = "GPUTRACE_HOST_THREAD_MS";
+    pub const HOST_TREE_MS: &str = "GPUTRACE_HOST_TREE_MS";
     pub const RANK: &str = "GPUTRACE_RANK";
     pub const PER_THREAD_BUFFERS: &str = "GPUTRACE_PER_THREAD_BUFFERS";
     pub const DEVICE_BUFFER_MB: &str = "GPUTRACE_DEVICE_BUFFER_MB";
@@ -120,6 +123,9 @@ pub const SETTINGS: &[Setting] = &[
     s(n::DEBUG, "0", "print what the library does", Library),
     s(n::NVML, "libnvidia-ml.so.1", "the NVML the environment sampler loads (a path or soname); 0/off: none", Library),
     s(n::NVML_MS, "100", "NVML sampling period in a trace window, ms (10-60000; 0: facts only)", Library),
+    s(n::HOST, "1", "the host sampler: the CUDA threads' CPU time, the process tree, the machine's CPU (0: off)", Library),
+    s(n::HOST_THREAD_MS, "3", "host sampler period for the threads that issue CUDA work, ms (1-100)", Library),
+    s(n::HOST_TREE_MS, "100", "host sampler period for the process tree and the machine, ms (10-10000)", Library),
     s(n::RANK, "off", "this process's rank in its job (a whole number); before RANK, SLURM_PROCID, ...", Library),
     x(n::PER_THREAD_BUFFERS, "0", "CUPTI per-thread activity buffers"),
     x(n::DEVICE_BUFFER_MB, "off", "CUPTI's device buffer size, MiB (1-4096)"),

@@ -15,6 +15,7 @@
 //! `$GPUTRACE_BIN` or the target directory's, found and built the same way.
 
 pub mod hooks;
+pub mod host;
 
 use gputrace_format::protocol::{self, settings};
 use gputrace_format::{self as fmt, CollectorState, Event, TraceData};

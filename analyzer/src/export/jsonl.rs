@@ -39,6 +39,21 @@
 //!   `sm_pct`, `mem_pct` (its share since the last sample), `listed`, `self`.
 //! * `gpu_event`: `device`, `kind` (xid / ecc_corrected / ecc_uncorrected), `xid` or
 //!   `count`.
+//!
+//! Host samples (format 2.1, the library's sampler; counters are cumulative):
+//! * `thread_cpu`: a CUDA-issuing thread: `tid`, `cpu_ns` (on a CPU), `wait_ns`
+//!   (runnable, waiting for a CPU), `slices` (times switched in), `state` (R, S, D, ...;
+//!   null when not read).
+//! * `proc_sample`: a process of the traced process's tree or one of its threads:
+//!   `tid` (for threads) or `sample_pid`, `ppid`, `comm`, `role` (self / child /
+//!   thread), `state`, `threads`, `cpu_ns`, and for processes `rchar`, `read_bytes`,
+//!   `write_bytes` (absent when /proc/PID/io was not readable).
+//! * `machine_sample`: `busy_ns`, `idle_ns`, `iowait_ns`, `steal_ns` (all CPUs), and
+//!   where read `psi_cpu_some_us`, `psi_io_some_us`, `psi_io_full_us`,
+//!   `cgroup_usage_us`, `cgroup_throttled_us`.
+//! * `cpu_limits`: `online_cpus`, `affinity_cpus`, `quota_us` / `period_us` (0: no
+//!   quota), `cpus_available`, `memory_limit` (0: none), `thread_period_us`,
+//!   `tree_period_us`.
 
 use super::{EventExporter, TraceContext, TraceEvent};
 use crate::trace::demangle;
@@ -96,6 +111,15 @@ impl Line {
     fn env64(&mut self, key: &'static str, v: u64) {
         if v != fmt::ENV_NA64 {
             self.put(key, &v);
+        }
+    }
+
+    /// A scheduler state letter, null when it was not read.
+    fn state(&mut self, key: &'static str, s: u8) {
+        if s == fmt::STATE_UNKNOWN {
+            self.put(key, &());
+        } else {
+            self.put(key, &(s as char).to_string());
         }
     }
 
@@ -424,6 +448,64 @@ impl EventExporter for Jsonl {
                     "count"
                 };
                 m.put(k, &e.data);
+            }
+            TraceEvent::ThreadCpu(x) => {
+                m.start("thread_cpu", pid, x.ts, None);
+                m.put("tid", &x.tid);
+                m.put("cpu_ns", &x.cpu_ns);
+                m.put("wait_ns", &x.wait_ns);
+                m.put("slices", &x.slices);
+                m.state("state", x.state);
+            }
+            TraceEvent::ProcSample(x) => {
+                m.start("proc_sample", pid, x.ts, None);
+                let thread = x.flags & fmt::PROC_FLAG_THREAD != 0;
+                let role = if thread {
+                    "thread"
+                } else if x.flags & fmt::PROC_FLAG_SELF != 0 {
+                    "self"
+                } else {
+                    "child"
+                };
+                m.put(if thread { "tid" } else { "sample_pid" }, &x.pid);
+                m.put("ppid", &x.ppid);
+                m.put("comm", cx.str(x.comm));
+                m.put("role", role);
+                m.state("state", x.state);
+                m.put("threads", &x.threads);
+                m.put("cpu_ns", &x.cpu_ns);
+                if !thread && x.flags & fmt::PROC_FLAG_NO_IO == 0 {
+                    m.put("rchar", &x.rchar);
+                    m.put("read_bytes", &x.read_bytes);
+                    m.put("write_bytes", &x.write_bytes);
+                }
+            }
+            TraceEvent::MachineSample(x) => {
+                m.start("machine_sample", pid, x.ts, None);
+                m.put("busy_ns", &x.busy_ns);
+                m.put("idle_ns", &x.idle_ns);
+                m.put("iowait_ns", &x.iowait_ns);
+                m.put("steal_ns", &x.steal_ns);
+                if x.flags & fmt::MACHINE_FLAG_PSI != 0 {
+                    m.put("psi_cpu_some_us", &x.psi_cpu_some_us);
+                    m.put("psi_io_some_us", &x.psi_io_some_us);
+                    m.put("psi_io_full_us", &x.psi_io_full_us);
+                }
+                if x.flags & fmt::MACHINE_FLAG_CGROUP != 0 {
+                    m.put("cgroup_usage_us", &x.cgroup_usage_us);
+                    m.put("cgroup_throttled_us", &x.cgroup_throttled_us);
+                }
+            }
+            TraceEvent::CpuLimits(x) => {
+                m.start("cpu_limits", pid, x.ts, None);
+                m.put("online_cpus", &x.online_cpus);
+                m.put("affinity_cpus", &x.affinity_cpus);
+                m.put("quota_us", &x.quota_us);
+                m.put("period_us", &x.period_us);
+                m.put("cpus_available", &x.cpus_available());
+                m.put("memory_limit", &x.memory_limit);
+                m.put("thread_period_us", &x.thread_period_us);
+                m.put("tree_period_us", &x.tree_period_us);
             }
             TraceEvent::Thread { tid, name } => {
                 m.start("thread", pid, 0, None);

@@ -190,6 +190,11 @@ pub enum TraceEvent<'a> {
     GpuSample(&'a fmt::GpuSample),
     GpuProcess(&'a fmt::GpuProcess),
     GpuEvent(&'a fmt::GpuEvent),
+    /// Host samples (the library's sampler).
+    ThreadCpu(&'a fmt::ThreadCpu),
+    ProcSample(&'a fmt::ProcSample),
+    MachineSample(&'a fmt::MachineSample),
+    CpuLimits(&'a fmt::CpuLimits),
     /// A thread's name (the last one recorded for it).
     Thread {
         tid: u32,
@@ -221,6 +226,10 @@ impl TraceEvent<'_> {
             TraceEvent::GpuSample(g) => g.ts,
             TraceEvent::GpuProcess(p) => p.ts,
             TraceEvent::GpuEvent(e) => e.ts,
+            TraceEvent::ThreadCpu(x) => x.ts,
+            TraceEvent::ProcSample(x) => x.ts,
+            TraceEvent::MachineSample(x) => x.ts,
+            TraceEvent::CpuLimits(x) => x.ts,
         }
     }
 }

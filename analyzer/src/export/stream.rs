@@ -410,6 +410,10 @@ enum Kind {
     GpuSample,
     GpuProcess,
     GpuEvent,
+    ThreadCpu,
+    ProcSample,
+    MachineSample,
+    CpuLimits,
     Thread,
 }
 
@@ -444,6 +448,11 @@ enum Rec {
     GpuSample(Box<fmt::GpuSample>),
     GpuProcess(fmt::GpuProcess),
     GpuEvent(fmt::GpuEvent),
+    ThreadCpu(fmt::ThreadCpu),
+    ProcSample(fmt::ProcSample),
+    /// Boxed, as GPU samples (one every 100 ms).
+    MachineSample(Box<fmt::MachineSample>),
+    CpuLimits(Box<fmt::CpuLimits>),
 }
 
 fn pair(hi: u32, lo: u32) -> u64 {
@@ -469,6 +478,10 @@ impl Rec {
             Event::GpuSample(g) => Rec::GpuSample(Box::new(g)),
             Event::GpuProcess(p) => Rec::GpuProcess(p),
             Event::GpuEvent(e) => Rec::GpuEvent(e),
+            Event::ThreadCpu(x) => Rec::ThreadCpu(x),
+            Event::ProcSample(x) => Rec::ProcSample(x),
+            Event::MachineSample(x) => Rec::MachineSample(Box::new(x)),
+            Event::CpuLimits(x) => Rec::CpuLimits(Box::new(x)),
             Event::Str { .. }
             | Event::Clock { .. }
             | Event::Device(_)
@@ -507,6 +520,10 @@ impl Rec {
             Rec::GpuSample(g) => g.ts,
             Rec::GpuProcess(p) => p.ts,
             Rec::GpuEvent(e) => e.ts,
+            Rec::ThreadCpu(x) => x.ts,
+            Rec::ProcSample(x) => x.ts,
+            Rec::MachineSample(x) => x.ts,
+            Rec::CpuLimits(x) => x.ts,
         }
     }
 
@@ -547,6 +564,10 @@ impl Rec {
             Rec::GpuSample(g) => (Kind::GpuSample, [g.ts, g.device as u64, 0, 0]),
             Rec::GpuProcess(p) => (Kind::GpuProcess, [p.ts, p.device as u64, p.pid as u64, 0]),
             Rec::GpuEvent(e) => (Kind::GpuEvent, [e.ts, e.device as u64, 0, 0]),
+            Rec::ThreadCpu(x) => (Kind::ThreadCpu, [x.ts, x.tid as u64, 0, 0]),
+            Rec::ProcSample(x) => (Kind::ProcSample, [x.ts, x.pid as u64, x.flags as u64, 0]),
+            Rec::MachineSample(x) => (Kind::MachineSample, [x.ts, 0, 0, 0]),
+            Rec::CpuLimits(x) => (Kind::CpuLimits, [x.ts, 0, 0, 0]),
         }
     }
 
@@ -570,6 +591,10 @@ impl Rec {
             Rec::GpuSample(g) => f(&TraceEvent::GpuSample(g)),
             Rec::GpuProcess(p) => f(&TraceEvent::GpuProcess(p)),
             Rec::GpuEvent(e) => f(&TraceEvent::GpuEvent(e)),
+            Rec::ThreadCpu(x) => f(&TraceEvent::ThreadCpu(x)),
+            Rec::ProcSample(x) => f(&TraceEvent::ProcSample(x)),
+            Rec::MachineSample(x) => f(&TraceEvent::MachineSample(x)),
+            Rec::CpuLimits(x) => f(&TraceEvent::CpuLimits(x)),
         }
     }
 }

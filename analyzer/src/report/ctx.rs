@@ -226,6 +226,8 @@ pub struct Ctx<'a> {
     /// Records with impossible times (end before start, far outside the trace).
     pub bad_records: u64,
     pub blind: Vec<(u64, u64, String)>,
+    /// Host samples, indexed (None when the trace has none).
+    pub host: Option<super::host::HostCpu>,
 }
 
 impl<'a> Ctx<'a> {
@@ -261,6 +263,7 @@ impl<'a> Ctx<'a> {
             blocking_copies: Vec::new(),
             bad_records: 0,
             blind: Vec::new(),
+            host: super::host::HostCpu::new(t),
         };
         let api_corrs = c.scan();
         c.blind = c.blind_windows();

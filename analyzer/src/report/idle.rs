@@ -50,9 +50,12 @@ pub enum Cause {
     OtherCall = 7,
     /// Unattributed: the collector was blind.
     NotObserved = 8,
+    /// The feeding thread was on a CPU (or waiting for one) through a quiet stretch:
+    /// host-side computing, measured by the host samples (host.rs).
+    CpuBound = 9,
 }
 
-pub const NCAUSE: usize = 9;
+pub const NCAUSE: usize = 10;
 
 impl Cause {
     pub const ALL: [Cause; NCAUSE] = [
@@ -65,6 +68,7 @@ impl Cause {
         Cause::QueuedWait,
         Cause::OtherCall,
         Cause::NotObserved,
+        Cause::CpuBound,
     ];
     /// The cause's name in the breakdown: its finding's id, or an unattributed cause's name.
     pub fn id(self) -> &'static str {
@@ -141,6 +145,8 @@ pub struct Attribution {
     /// The largest charges to each cause.
     pub examples: [[Example; 3]; NCAUSE],
     pub method: Method,
+    /// How the feeding thread spent the quiet stretches (with host samples only).
+    pub host: super::host::HostSplit,
 }
 
 impl Attribution {
@@ -153,6 +159,7 @@ impl Attribution {
             gaps: [0; NCAUSE],
             examples: [[Example::default(); 3]; NCAUSE],
             method,
+            host: Default::default(),
         }
     }
     pub fn wall_ns(&self) -> u64 {
@@ -178,6 +185,7 @@ impl Attribution {
                 offer(&mut self.examples[i], ex);
             }
         }
+        self.host.merge(&o.host);
     }
 }
 
@@ -535,6 +543,7 @@ pub fn attribute_windows(
         pieces: Vec::new(),
         method,
         prev_corr: None,
+        host_acc: Default::default(),
     };
     let mut prev = w0;
     // The union of all work, and of kernels alone, merged here from one walk.
@@ -674,6 +683,8 @@ struct State<'c, 'a, 'b> {
     method: Method,
     /// Correlation id of the work that ended last before the current gap.
     prev_corr: Option<u32>,
+    /// The host samples' split of the current gap's quiet stretches.
+    host_acc: super::host::HostSplit,
 }
 
 impl State<'_, '_, '_> {
@@ -809,7 +820,22 @@ impl State<'_, '_, '_> {
                     None if len <= FRAG_GAP_NS => Cause::LaunchBound,
                     None => Cause::DataStarvation,
                 };
-                self.pieces.push((p, e, cause));
+                match (&self.ctx.host, cause) {
+                    // With host samples, what the feeding thread did decides.
+                    (Some(h), Cause::DataStarvation) => {
+                        let tid = next.and_then(|w| self.ctx.api_for(w.corr)).map(|a| a.tid);
+                        super::host::split_quiet(
+                            h,
+                            tid,
+                            p,
+                            e,
+                            seg.e.saturating_sub(seg.s),
+                            &mut self.pieces,
+                            &mut self.host_acc,
+                        );
+                    }
+                    _ => self.pieces.push((p, e, cause)),
+                }
                 p = e;
             }
             if cut < b {
@@ -838,6 +864,10 @@ impl State<'_, '_, '_> {
         }
         self.pieces = pieces;
         let home = &mut outs[wa];
+        if self.ctx.host.is_some() {
+            home.host.merge(&self.host_acc);
+            self.host_acc = Default::default();
+        }
         let mut dominant = 0;
         for (i, &v) in local.iter().enumerate() {
             if v > local[dominant] {

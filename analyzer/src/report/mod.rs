@@ -14,12 +14,15 @@ pub mod copies;
 pub mod ctx;
 pub mod damage;
 mod findings;
+pub mod host;
+pub mod hostfind;
 pub mod idle;
 pub mod intervals;
 pub mod kernels;
 pub mod keymap;
 pub mod load;
 pub mod steps;
+pub mod syncfix;
 mod text;
 pub mod timeline;
 
@@ -89,6 +92,10 @@ pub struct Finding {
     pub fix: String,
     /// Ids of findings whose time this one's overlaps (not to be added up).
     pub overlaps: Vec<FindingId>,
+    /// What the measurements say caused it, for findings with measured sub-causes
+    /// (`data_starvation`, `cpu_bound`, `implicit_sync`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub subcause: Option<String>,
 }
 
 #[derive(Serialize, Clone, Debug, Default, PartialEq)]
@@ -316,6 +323,10 @@ pub struct ProcessReport {
     /// What the trace file lost (damage, or an end cut short); absent when whole.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub damage: Option<TraceDamage>,
+    /// The host side (threads' CPU, process tree, machine), from the host samples;
+    /// absent when the trace has none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host_cpu: Option<hostfind::HostReport>,
 }
 
 #[derive(Serialize, Clone, Debug, PartialEq)]
@@ -769,6 +780,11 @@ fn analyze_process(
     if let Some(d) = &damage {
         notes.push(d.summary.clone());
     }
+    let host_cpu = hostfind::report(&ctx, &att, st.steady);
+    // Said where it qualifies a finding: when data_starvation is reported.
+    if host_cpu.is_none() && pct(att.get(Cause::DataStarvation), wall) >= findings::REPORT_PCT {
+        notes.push(hostfind::NOT_MEASURED_NOTE.to_string());
+    }
     if st.source == steps::StepSource::None && !ctx.devices.is_empty() {
         notes.push("no repeating step found: the steady state is taken from the end of the first long idle stretch (or the first GPU work) to the last GPU work".into());
     }
@@ -959,6 +975,7 @@ fn analyze_process(
             .collect(),
         notes,
         damage,
+        host_cpu,
     };
     let rank_input = comm::RankInput {
         host: t.meta.host.clone(),

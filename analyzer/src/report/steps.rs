@@ -319,21 +319,42 @@ pub fn detect(ctx: &Ctx) -> Steps {
     none(from.clamp(t0, t1), to)
 }
 
-/// Slow leading steps are warm-up (lazy init, autotuning, compilation): a first step
-/// more than three times the median moves to start-up.
-fn drop_warmup(mut bounds: Vec<u64>) -> (Vec<u64>, usize) {
-    let mut durs: Vec<u64> = bounds.windows(2).map(|w| w[1] - w[0]).collect();
-    durs.sort_unstable();
-    let median = durs[durs.len() / 2];
-    let mut warm = 0;
-    while bounds.len() - 1 > MIN_STEPS
-        && warm < (durs.len() / 2).max(1)
-        && bounds[1] - bounds[0] > median.saturating_mul(3)
-    {
-        bounds.remove(0);
-        warm += 1;
+/// The repeating loop among the steps found: steps more than three times the median
+/// are irregular (warm-up, a pause on the host, evaluation, checkpointing); the steady
+/// state runs from the first to the last run of regular steps that is at least a fifth
+/// as long as the longest run (and [`MIN_STEPS`] long). Steps before it are start-up
+/// (returned as the warm-up count), steps after it the tail. An irregular step between
+/// two long runs stays in (a periodic pause is part of the loop).
+fn drop_warmup(bounds: Vec<u64>) -> (Vec<u64>, usize) {
+    let durs: Vec<u64> = bounds.windows(2).map(|w| w[1] - w[0]).collect();
+    let mut sorted = durs.clone();
+    sorted.sort_unstable();
+    let median = sorted[sorted.len() / 2];
+    let slow = |d: u64| d > median.saturating_mul(3);
+    // Runs of regular steps: (first step, steps).
+    let mut runs: Vec<(usize, usize)> = Vec::new();
+    let mut i = 0;
+    while i < durs.len() {
+        if slow(durs[i]) {
+            i += 1;
+            continue;
+        }
+        let s = i;
+        while i < durs.len() && !slow(durs[i]) {
+            i += 1;
+        }
+        runs.push((s, i - s));
     }
-    (bounds, warm)
+    let longest = runs.iter().map(|r| r.1).max().unwrap_or(0);
+    let big = (longest / 5).max(MIN_STEPS);
+    let first = runs.iter().find(|r| r.1 >= big);
+    let last = runs.iter().rev().find(|r| r.1 >= big);
+    match (first, last) {
+        (Some(&(from, _)), Some(&(s, n))) if s + n - from >= MIN_STEPS => {
+            (bounds[from..=s + n].to_vec(), from)
+        }
+        _ => (bounds, 0),
+    }
 }
 
 /// Steps from NVTX ranges whose text says step, iteration or batch: the most frequent

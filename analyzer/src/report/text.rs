@@ -218,9 +218,65 @@ fn process_header(o: &mut String, p: &ProcessReport, multi: bool) {
             .map(pct_str)
             .unwrap_or_else(|| "? (no device record)".into())
     );
+    if let Some(h) = &p.host_cpu {
+        host_lines(o, h);
+    }
     for n in &p.notes {
         wrap(o, "   note: ", n, 100);
     }
+}
+
+/// The host samples' picture of the steady state.
+fn host_lines(o: &mut String, h: &super::hostfind::HostReport) {
+    let who = match (h.feeding_thread, h.feeding_thread_name.as_str()) {
+        (Some(t), "") => format!("thread {t}"),
+        (Some(t), n) => format!("thread {t} ({n})"),
+        _ => "feeding thread unknown".into(),
+    };
+    let mut line = format!(
+        "{who}, in {} of GPU idle with no CUDA call: on a CPU {}, waiting for a CPU {}, between launches {}, blocked {}",
+        dur(h.quiet_ns),
+        dur(h.on_cpu_ns),
+        dur(h.runq_ns),
+        dur(h.launch_overhead_ns),
+        dur(h.blocked_ns)
+    );
+    if h.io_blocked_ns > 0 {
+        line.push_str(&format!(" (I/O {})", dur(h.io_blocked_ns)));
+    }
+    if h.unmeasured_ns > 0 {
+        line.push_str(&format!(", not sampled {}", dur(h.unmeasured_ns)));
+    }
+    wrap(o, "   host       ", &line, 100);
+    let cpus = match h.cpus_available {
+        Some(c) => format!("{c:.1} CPUs available"),
+        None => "CPUs available unknown".into(),
+    };
+    let w = &h.while_blocked;
+    let mut l2 = format!(
+        "{cpus}; {} child process{}",
+        h.children,
+        if h.children == 1 { "" } else { "es" }
+    );
+    if w.span_ns > 0 {
+        l2.push_str(&format!(
+            "; while blocked: {} workers at {:.0}% of a CPU on average, job {:.1} CPUs",
+            w.worker_count, w.worker_cpu_pct_mean, w.job_cpus
+        ));
+        if let Some(b) = w.machine_busy_pct {
+            l2.push_str(&format!(", machine {b:.0}% busy"));
+        }
+        if let Some(i) = w.machine_iowait_pct {
+            l2.push_str(&format!(", iowait {i:.1}%"));
+        }
+    }
+    if let Some(c) = &h.data_starvation_cause {
+        l2.push_str(&format!(" -> data_starvation: {c}"));
+    }
+    if let Some(c) = &h.cpu_bound_cause {
+        l2.push_str(&format!("; cpu_bound: {c}"));
+    }
+    wrap(o, "              ", &l2, 100);
 }
 
 fn finding(

@@ -212,6 +212,7 @@ pub fn legacy_events(t: &Trace) -> Vec<Value> {
     }
     hook_events(t, &mut out);
     env_events(t, &mut out);
+    host_sample_events(t, &mut out);
     let mut threads: Vec<_> = t.threads.iter().collect();
     threads.sort();
     for (tid, name) in threads {
@@ -494,5 +495,118 @@ fn hook_events(t: &Trace, out: &mut Vec<(u64, Value)>) {
             ],
         );
         out.push((n.ts, Value::Object(m)));
+    }
+}
+
+fn state_char(s: u8) -> Value {
+    if s == fmt::STATE_UNKNOWN {
+        Value::Null
+    } else {
+        json!((s as char).to_string())
+    }
+}
+
+/// Lines for the host sampler's events.
+fn host_sample_events(t: &Trace, out: &mut Vec<(u64, Value)>) {
+    let pid = t.meta.pid;
+    for x in &t.thread_cpu {
+        let mut m = base("thread_cpu", pid, x.ts, None);
+        put(
+            &mut m,
+            &[
+                ("tid", json!(x.tid)),
+                ("cpu_ns", json!(x.cpu_ns)),
+                ("wait_ns", json!(x.wait_ns)),
+                ("slices", json!(x.slices)),
+                ("state", state_char(x.state)),
+            ],
+        );
+        out.push((x.ts, Value::Object(m)));
+    }
+    for x in &t.proc_samples {
+        let mut m = base("proc_sample", pid, x.ts, None);
+        let thread = x.flags & fmt::PROC_FLAG_THREAD != 0;
+        let role = if thread {
+            "thread"
+        } else if x.flags & fmt::PROC_FLAG_SELF != 0 {
+            "self"
+        } else {
+            "child"
+        };
+        m.insert(
+            (if thread { "tid" } else { "sample_pid" }).into(),
+            json!(x.pid),
+        );
+        put(
+            &mut m,
+            &[
+                ("ppid", json!(x.ppid)),
+                ("comm", json!(t.str(x.comm))),
+                ("role", json!(role)),
+                ("state", state_char(x.state)),
+                ("threads", json!(x.threads)),
+                ("cpu_ns", json!(x.cpu_ns)),
+            ],
+        );
+        if !thread && x.flags & fmt::PROC_FLAG_NO_IO == 0 {
+            put(
+                &mut m,
+                &[
+                    ("rchar", json!(x.rchar)),
+                    ("read_bytes", json!(x.read_bytes)),
+                    ("write_bytes", json!(x.write_bytes)),
+                ],
+            );
+        }
+        out.push((x.ts, Value::Object(m)));
+    }
+    for x in &t.machine {
+        let mut m = base("machine_sample", pid, x.ts, None);
+        put(
+            &mut m,
+            &[
+                ("busy_ns", json!(x.busy_ns)),
+                ("idle_ns", json!(x.idle_ns)),
+                ("iowait_ns", json!(x.iowait_ns)),
+                ("steal_ns", json!(x.steal_ns)),
+            ],
+        );
+        if x.flags & fmt::MACHINE_FLAG_PSI != 0 {
+            put(
+                &mut m,
+                &[
+                    ("psi_cpu_some_us", json!(x.psi_cpu_some_us)),
+                    ("psi_io_some_us", json!(x.psi_io_some_us)),
+                    ("psi_io_full_us", json!(x.psi_io_full_us)),
+                ],
+            );
+        }
+        if x.flags & fmt::MACHINE_FLAG_CGROUP != 0 {
+            put(
+                &mut m,
+                &[
+                    ("cgroup_usage_us", json!(x.cgroup_usage_us)),
+                    ("cgroup_throttled_us", json!(x.cgroup_throttled_us)),
+                ],
+            );
+        }
+        out.push((x.ts, Value::Object(m)));
+    }
+    for x in &t.cpu_limits {
+        let mut m = base("cpu_limits", pid, x.ts, None);
+        put(
+            &mut m,
+            &[
+                ("online_cpus", json!(x.online_cpus)),
+                ("affinity_cpus", json!(x.affinity_cpus)),
+                ("quota_us", json!(x.quota_us)),
+                ("period_us", json!(x.period_us)),
+                ("cpus_available", json!(x.cpus_available())),
+                ("memory_limit", json!(x.memory_limit)),
+                ("thread_period_us", json!(x.thread_period_us)),
+                ("tree_period_us", json!(x.tree_period_us)),
+            ],
+        );
+        out.push((x.ts, Value::Object(m)));
     }
 }

@@ -16,6 +16,27 @@ pub enum Mode {
     Off,
 }
 
+/// The host sampler's settings (`GPUTRACE_HOST`, `GPUTRACE_HOST_THREAD_MS`,
+/// `GPUTRACE_HOST_TREE_MS`): on or off, and its two periods.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HostSettings {
+    pub on: bool,
+    /// The CUDA-issuing threads' period.
+    pub thread_period: std::time::Duration,
+    /// The process tree's and the machine's period.
+    pub tree_period: std::time::Duration,
+}
+
+impl Default for HostSettings {
+    fn default() -> HostSettings {
+        HostSettings {
+            on: true,
+            thread_period: std::time::Duration::from_millis(3),
+            tree_period: std::time::Duration::from_millis(100),
+        }
+    }
+}
+
 /// Which NVML the environment sampler loads.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum NvmlLib {
@@ -76,6 +97,10 @@ pub struct Opts {
     pub signal: Option<String>,
     pub start_after: Option<std::time::Duration>,
     pub duration: Option<std::time::Duration>,
+    /// The host sampler (`GPUTRACE_HOST`, default on; `GPUTRACE_HOST_THREAD_MS`, the
+    /// CUDA threads' period, default 3; `GPUTRACE_HOST_TREE_MS`, the process tree's and
+    /// the machine's, default 100).
+    pub host: HostSettings,
     /// Print what the library does (`GPUTRACE_DEBUG`).
     pub debug: bool,
     /// The NVML library for the environment sampler (`GPUTRACE_NVML`: a path or a
@@ -118,6 +143,7 @@ impl Default for Opts {
             signal: None,
             start_after: None,
             duration: None,
+            host: HostSettings::default(),
             debug: false,
             nvml: NvmlLib::Default,
             nvml_ms: NVML_MS_DEFAULT,
@@ -272,6 +298,22 @@ impl Opts {
                     Ok(d) => o.duration = Some(d),
                     Err(_) => bad("a duration such as 10s, from 1ms to 24h"),
                 },
+                set::HOST => match parse_bool(&v) {
+                    Some(b) => o.host.on = b,
+                    None => bad("0 or 1"),
+                },
+                set::HOST_THREAD_MS => match v.trim().parse::<u64>() {
+                    Ok(n) if (1..=100).contains(&n) => {
+                        o.host.thread_period = std::time::Duration::from_millis(n)
+                    }
+                    _ => bad("milliseconds between 1 and 100"),
+                },
+                set::HOST_TREE_MS => match v.trim().parse::<u64>() {
+                    Ok(n) if (10..=10_000).contains(&n) => {
+                        o.host.tree_period = std::time::Duration::from_millis(n)
+                    }
+                    _ => bad("milliseconds between 10 and 10000"),
+                },
                 set::NVML => match v.trim() {
                     "" => o.nvml = NvmlLib::Default,
                     t if parse_bool(t) == Some(false) => o.nvml = NvmlLib::Off,
@@ -351,6 +393,29 @@ mod tests {
         assert_eq!(d.flush_ms, 100);
         assert!(d.driver_api);
         assert!(d.warnings.is_empty(), "{:?}", d.warnings);
+    }
+
+    #[test]
+    fn host_sampler_settings() {
+        let d = o(&[]);
+        assert!(d.host.on);
+        assert_eq!(d.host.thread_period, std::time::Duration::from_millis(3));
+        assert_eq!(d.host.tree_period, std::time::Duration::from_millis(100));
+        let d = o(&[
+            ("GPUTRACE_HOST", "0"),
+            ("GPUTRACE_HOST_THREAD_MS", "5"),
+            ("GPUTRACE_HOST_TREE_MS", "50"),
+        ]);
+        assert!(!d.host.on);
+        assert_eq!(d.host.thread_period, std::time::Duration::from_millis(5));
+        assert_eq!(d.host.tree_period, std::time::Duration::from_millis(50));
+        assert!(d.warnings.is_empty(), "{:?}", d.warnings);
+        let d = o(&[
+            ("GPUTRACE_HOST_THREAD_MS", "0"),
+            ("GPUTRACE_HOST_TREE_MS", "5"),
+        ]);
+        assert_eq!(d.host, HostSettings::default());
+        assert_eq!(d.warnings.len(), 2);
     }
 
     #[test]
@@ -443,7 +508,11 @@ mod tests {
                 set::START_AFTER | set::DURATION => "10s",
                 set::BUFFER_KB => "1024",
                 set::DEVICE_BUFFER_MB | set::BUFFER_POOL_MB | set::RANK => "64",
-                set::FLUSH_MS | set::CUPTI_FLUSH_MS | set::EXIT_WAIT_MS | set::NVML_MS => "100",
+                set::FLUSH_MS
+                | set::CUPTI_FLUSH_MS
+                | set::EXIT_WAIT_MS
+                | set::NVML_MS
+                | set::HOST_TREE_MS => "100",
                 _ => "1",
             };
             let d = o(&[(s.name, value)]);

@@ -243,6 +243,20 @@ pub fn reset_after_fork() {
     let _ = MINE.try_with(|m| m.set(ptr::null()));
 }
 
+/// Appends the thread id of every ring a live thread owns: the threads that record
+/// (CUDA calls, hooks), for the host sampler.
+pub fn owner_tids(out: &mut Vec<u32>) {
+    let mut p = RINGS.load(Ordering::Acquire);
+    while !p.is_null() {
+        // SAFETY: list nodes live for the life of the process.
+        let r = unsafe { &*p };
+        if r.owner.load(Ordering::Acquire) == OWNED {
+            out.push(r.tid.load(Ordering::Relaxed) as u32);
+        }
+        p = r.next.load(Ordering::Acquire);
+    }
+}
+
 /// Number of rings on the list (for tests and debug output).
 pub fn ring_count() -> usize {
     let mut n = 0;

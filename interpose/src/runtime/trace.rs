@@ -6,7 +6,7 @@ use crate::base::{clock, discover, log, state};
 use crate::rings::source::RingSource;
 use crate::session::cupti::source::CuptiSource;
 use crate::session::cupti::{self, buffers, foreign, Collector};
-use crate::session::env;
+use crate::session::{env, host};
 use crate::writer::{self, Source};
 use gputrace_format::protocol::TraceFileName;
 use gputrace_format::{CollectorState, Meta};
@@ -134,8 +134,10 @@ pub fn start_tracing(started_by: &str, dir: Option<&Path>) -> Result<PathBuf, Tr
     }
     sources.push(Box::new(RingSource::new()));
     sources.push(Box::new(env::EnvSource));
+    sources.push(Box::new(host::HostSource::new()));
     writer::start(file, meta, sources, o.flush_ms, o.compress).map_err(TraceError::Writer)?;
     env::start(o);
+    host::start(o.host);
     // The window opens when collection is switched on, before CUPTI starts recording.
     let opened = clock::now_ns();
     state::set(state::TRACING);
@@ -200,8 +202,11 @@ pub fn finish() {
     }
 }
 
-/// Ends the environment session, waiting at most a second (or GPUTRACE_EXIT_WAIT_MS if
-/// shorter) for its last sample, so the writer's last pass has it.
+/// Ends the sampling sessions (host, environment), waiting at most a second (or
+/// GPUTRACE_EXIT_WAIT_MS if shorter) for each one's last sample, so the writer's last
+/// pass has it.
 pub(super) fn stop_env() {
-    env::stop(Duration::from_millis(opts().exit_wait_ms.min(1000)));
+    let wait = Duration::from_millis(opts().exit_wait_ms.min(1000));
+    host::stop(wait);
+    env::stop(wait);
 }

@@ -2,7 +2,9 @@
 //! (or a trace window) is open, started and stopped by the runtime.
 //!
 //! [`cupti`]: GPU activity and the host side of CUDA API calls; [`env`]: the
-//! environment (versions, limits, NVML samples of clocks, power, PCIe, other processes).
+//! environment (versions, limits, NVML samples of clocks, power, PCIe, other processes);
+//! [`host`]: the host side from /proc (the CUDA threads' CPU time, the process tree,
+//! the machine's CPU).
 //! A new session (NVML counters, host /proc samples, Python stacks) goes next to it as
 //! `session/<name>/`, and needs:
 //! * a way to start and stop, called from `runtime::start_tracing` and
@@ -17,3 +19,4 @@
 
 pub mod cupti;
 pub mod env;
+pub mod host;

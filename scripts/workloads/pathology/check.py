@@ -1,6 +1,6 @@
 """Checks `gputrace report --json` outputs against expect.json.
 
-  python3 check.py RESULTS_DIR [--expect expect.json] [--out summary.json]
+  python3 check.py RESULTS_DIR [--expect expect.json] [--out summary.json] [--only a,b]
 
 RESULTS_DIR holds one report per workload, named after it: data_starvation.json (or
 data_starvation.py.json). Prints a pass/fail table, writes a summary JSON, exits 1 on any
@@ -14,8 +14,12 @@ p = argparse.ArgumentParser()
 p.add_argument("results")
 p.add_argument("--expect", default=os.path.join(here, "expect.json"))
 p.add_argument("--out", default=None)
+p.add_argument("--only", default=None, help="comma-separated workloads to check (default: all)")
 a = p.parse_args()
 expect = json.load(open(a.expect))["workloads"]
+if a.only:
+    keep = {n if n.endswith(".py") else n + ".py" for n in a.only.split(",") if n}
+    expect = {k: v for k, v in expect.items() if k in keep}
 
 
 def load(name):
@@ -35,9 +39,11 @@ for name, want in expect.items():
     if rep is None:
         ok, got, why = False, "-", "no report"
     else:
-        sev = {}
+        sev, sub = {}, {}
         for f in rep.get("findings", []):
             sev[f["id"]] = max(sev.get(f["id"], -1), RANK.get(f["severity"], 0))
+            if f.get("subcause"):
+                sub.setdefault(f["id"], set()).add(f["subcause"])
         warned = sorted(i for i, s in sev.items() if s >= 1)
         got = rep.get("top_finding") or "none"
         if target == "healthy":
@@ -47,11 +53,29 @@ for name, want in expect.items():
             need = RANK[want.get("min_severity", "warn")]
             ok = sev.get(target, -1) >= need
             why = "found" if ok else ("only info" if target in sev else "missing")
+            want_sub = want.get("subcause")
+            if ok and want_sub:
+                allowed = set([want_sub] if isinstance(want_sub, str) else want_sub)
+                got_sub = sub.get(target, set())
+                if not got_sub & allowed:
+                    ok, why = False, "subcause %s, not %s" % (
+                        ",".join(sorted(got_sub)) or "none", "|".join(sorted(allowed)))
+                else:
+                    why += " (%s)" % ",".join(sorted(got_sub & allowed))
             if ok and want.get("top") and rep.get("top_finding") != target:
                 ok, why = False, "present but not the top finding"
-            bad = [i for i in want.get("not", []) if sev.get(i, -1) >= 1]
-            if bad:
-                ok, why = False, why + "; must not warn: " + ",".join(bad)
+        bad = [i for i in want.get("not", []) if sev.get(i, -1) >= 1]
+        if bad:
+            ok, why = False, why + "; must not warn: " + ",".join(bad)
+        steady = want.get("steady")
+        if steady and rep.get("processes"):
+            p0 = max(rep["processes"], key=lambda p: p["steady"]["wall_ns"])
+            start_s = p0["steady"]["start_ns"] / 1e9
+            spread = p0["steps"]["spread_pct"]
+            if start_s < steady.get("min_start_s", 0):
+                ok, why = False, why + "; steady state starts at %.2f s" % start_s
+            if spread > steady.get("max_spread_pct", 1e18):
+                ok, why = False, why + "; step spread %.0f%%" % spread
         if warned:
             got += " [" + ",".join(warned) + "]"
     rows.append((name, target, got, "PASS" if ok else "FAIL", why))

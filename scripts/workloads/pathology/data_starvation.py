@@ -1,4 +1,6 @@
-"""data_starvation: DataLoader with num_workers=0 and heavy CPU transforms; the GPU waits."""
+"""data_starvation (the suite's first workload, kept by name): DataLoader with num_workers=0 and heavy CPU
+transforms in the main process; the GPU waits while the main thread computes. With host samples
+this is cpu_bound (main_process_work), not data_starvation: nothing was blocked waiting for input."""
 import json, time
 import numpy as np
 import torch

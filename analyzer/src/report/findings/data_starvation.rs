@@ -1,7 +1,10 @@
-//! `data_starvation`: GPU idle while no host thread was in a CUDA call.
+//! `data_starvation`: GPU idle while no host thread was in a CUDA call. With host samples,
+//! only the time the feeding thread was blocked (off the CPU), with the sub-cause the
+//! samples measured and the fix it calls for (the thread's CPU time is `cpu_bound`).
 
-use super::common::{dur, push_examples_line, share};
+use super::common::{bytes, dur, push_examples_line, share};
 use super::{FindingCx, FindingId};
+use crate::report::hostfind::{self, HostReport};
 use crate::report::idle::Cause;
 use crate::report::Finding;
 
@@ -36,5 +39,117 @@ pub(super) fn detect(cx: &FindingCx) -> Option<Finding> {
     cx.heuristic_note(&mut x);
     x.metrics.insert("gaps".into(), gaps as f64);
     x.fix = "Feed the GPU ahead of time: DataLoader(num_workers=N, pin_memory=True, persistent_workers=True, prefetch_factor=2 or more), with N up to the CPU cores you can give each GPU; move heavy per-sample transforms to the GPU or precompute them; keep host-side work (logging, metrics, checkpoint I/O) out of the step or make it asynchronous.".into();
+    if let Some(h) = &cx.report.host_cpu {
+        with_host_samples(&mut x, h, cx.wall);
+    }
     Some(x)
+}
+
+/// Fills in `data_starvation` from the host samples: the blocked time's measured
+/// sub-cause, its numbers, and the fix that sub-cause calls for.
+fn with_host_samples(x: &mut Finding, r: &HostReport, wall: u64) {
+    let Some(cause) = r.data_starvation_cause.as_deref() else {
+        // Nothing measured as blocked: what is left is the unmeasured part.
+        x.evidence.push(format!(
+            "host samples did not cover these gaps ({} not measured)",
+            dur(r.unmeasured_ns)
+        ));
+        return;
+    };
+    let w = &r.while_blocked;
+    let who = hostfind::who(r);
+    x.title = "GPU idle while the feeding thread was blocked waiting for input".into();
+    x.summary = format!(
+        "For {} of the steady state the GPU sat idle while {who}, which issues the work, was off the CPU with no CUDA call: waiting for its next input.",
+        share(x.at_stake_ns, wall)
+    );
+    x.subcause = Some(cause.to_string());
+    x.evidence.insert(
+        0,
+        format!(
+            "{who} was blocked (not on a CPU) for {} of the idle time with no CUDA call{}; on a CPU {} (reported as cpu_bound / launch_bound){}",
+            dur(r.blocked_ns),
+            if r.io_blocked_ns > 0 {
+                format!(", {} of it in I/O wait (D state)", dur(r.io_blocked_ns))
+            } else {
+                String::new()
+            },
+            dur(r
+                .on_cpu_ns
+                .saturating_add(r.runq_ns)
+                .saturating_add(r.launch_overhead_ns)),
+            if r.unmeasured_ns > 0 {
+                format!("; {} not covered by host samples", dur(r.unmeasured_ns))
+            } else {
+                String::new()
+            }
+        ),
+    );
+    let mut at = 1;
+    let mut add = |x: &mut Finding, s: String| {
+        x.evidence.insert(at, s);
+        at += 1;
+    };
+    if let Some(l) = hostfind::workers_line(w) {
+        add(x, format!("while it was blocked: {l}"));
+    } else {
+        add(
+            x,
+            "no child processes were working while it was blocked: no DataLoader workers (num_workers=0?)".into(),
+        );
+    }
+    add(
+        x,
+        format!(
+            "{}; {}",
+            hostfind::cpus_line(r),
+            hostfind::machine_line(w).unwrap_or_default()
+        ),
+    );
+    if w.read_bytes_per_s >= 1.0 || w.worker_d_state_pct > 0.0 {
+        add(
+            x,
+            format!(
+                "storage reads by the job {}/s while blocked; workers in I/O wait {:.0}% of the time",
+                bytes(w.read_bytes_per_s as u64),
+                w.worker_d_state_pct
+            ),
+        );
+    }
+    let m = &mut x.metrics;
+    m.insert("blocked_ns".into(), r.blocked_ns as f64);
+    m.insert("io_blocked_ns".into(), r.io_blocked_ns as f64);
+    m.insert("unmeasured_ns".into(), r.unmeasured_ns as f64);
+    m.insert("workers".into(), w.worker_count as f64);
+    m.insert("worker_cpu_pct_mean".into(), w.worker_cpu_pct_mean);
+    m.insert("workers_busy".into(), w.workers_busy as f64);
+    m.insert("job_cpus".into(), w.job_cpus);
+    if let Some(c) = r.cpus_available {
+        m.insert("cpus_available".into(), c);
+    }
+    if let Some(b) = w.machine_busy_pct {
+        m.insert("machine_busy_pct".into(), b);
+    }
+    if let Some(i) = w.machine_iowait_pct {
+        m.insert("machine_iowait_pct".into(), i);
+    }
+    m.insert("worker_d_state_pct".into(), w.worker_d_state_pct);
+    let cores = hostfind::cores_word(r);
+    let n = w.worker_count;
+    x.fix = match cause {
+        "workers_saturated" => format!(
+            "The DataLoader workers are the bottleneck: each is busy ~{:.0}% of a CPU and together they cannot keep up. Raise DataLoader(num_workers=...) above {n} (up to about {cores} minus one for the main process), keep persistent_workers=True and prefetch_factor >= 2; or make each sample cheaper: move augmentation to the GPU (torchvision.transforms.v2 on CUDA tensors, DALI, kornia), decode once and cache, use smaller images or precomputed features.",
+            w.worker_cpu_pct_mean
+        ),
+        "cpu_saturated" => format!(
+            "The CPUs are saturated: the job used {:.1} of {cores} CPUs while the GPU waited, so more workers cannot help (num_workers is not the more the better). Use at most {cores} minus one workers (now {n}), give each worker one thread (torch.set_num_threads(1) in worker_init_fn, OMP_NUM_THREADS=1), cut per-sample CPU work (augmentation on the GPU, precomputed or cached inputs), or run with more CPU cores per GPU.",
+            w.job_cpus
+        ),
+        "io_wait" => "The input pipeline waits on storage: put the dataset on faster local storage (NVMe, a RAM disk) or cache it in memory, read fewer larger files (WebDataset/TFRecord shards, LMDB) instead of many small ones, and overlap more reads with DataLoader(num_workers=N, prefetch_factor=4, persistent_workers=True).".to_string(),
+        "workers_idle" => format!(
+            "The {n} workers were mostly idle while the GPU waited ({:.0}% of a CPU each): the wait is elsewhere. See what the main thread blocks on during a gap (py-spy dump --pid PID): a lock or queue, a time.sleep, host-side logging, metrics or checkpoint I/O, a large batch collated or pinned in the main process; use persistent_workers=True so workers are not restarted every epoch.",
+            w.worker_cpu_pct_mean
+        ),
+        _ => "The feeding thread waited with no input workers running: see what it blocks on during a gap (py-spy dump --pid PID): a time.sleep, a lock, network or file reads in the step. Load data in DataLoader workers (num_workers=N, pin_memory=True, persistent_workers=True) so loading overlaps the GPU, and keep logging, metrics and checkpoint I/O out of the step or asynchronous.".to_string(),
+    };
 }

@@ -5,6 +5,7 @@ use super::common::{bytes, dur, push_examples_line, share};
 use super::{FindingCx, FindingId};
 use crate::report::classify::ApiKind;
 use crate::report::idle::Cause;
+use crate::report::syncfix::{self, SyncCause};
 use crate::report::Finding;
 
 pub(super) fn detect(cx: &FindingCx) -> Option<Finding> {
@@ -58,5 +59,44 @@ pub(super) fn detect(cx: &FindingCx) -> Option<Finding> {
     x.metrics.insert("sync_calls".into(), calls as f64);
     x.metrics.insert("sync_blocked_ns".into(), blocked as f64);
     x.fix = "Stop reading GPU results every step: keep running losses/metrics as GPU tensors and call .item() (or .cpu(), print) every N steps; remove torch.cuda.synchronize() from the loop (time with torch.cuda.Event instead); avoid Python control flow that depends on GPU values; make host<->device copies non_blocking=True.".into();
+    follow_the_call(&mut x, cx);
     Some(x)
+}
+
+/// Picks the fix by the call that synchronised most (host time blocked in it), and says
+/// which.
+fn follow_the_call(x: &mut Finding, cx: &FindingCx) {
+    let by = syncfix::sync_calls(cx.ctx, cx.steps.steady);
+    let Some(&(cause, n, ns)) = by.first() else {
+        return;
+    };
+    let total: u64 = by.iter().fold(0u64, |a, b| a.saturating_add(b.2));
+    let allocs = syncfix::alloc_calls(cx.ctx, cx.steps.steady);
+    x.subcause = Some(cause.id().to_string());
+    x.evidence.push(format!(
+        "the fix follows the call that synchronised most: {} ({} calls, {:.0}% of the {} the host was blocked in synchronising calls){}",
+        cause.id(),
+        n,
+        crate::report::pct(ns, total),
+        dur(total),
+        if cause == SyncCause::Allocator && allocs > 0 {
+            format!("; {allocs} cudaMalloc-like calls beside them")
+        } else {
+            String::new()
+        }
+    ));
+    x.metrics
+        .insert(format!("sync_{}_calls", cause.id()), n as f64);
+    x.fix = fix_for(cause).to_string();
+}
+
+/// What the user changes for each kind of synchronising call, in their terms.
+fn fix_for(c: SyncCause) -> &'static str {
+    match c {
+        SyncCause::Allocator => "The synchronising calls are cudaFree (and cudaMalloc): PyTorch's caching allocator is handing device memory back and taking it again inside the loop, and every cudaFree waits for the GPU to drain. Remove torch.cuda.empty_cache() from the step (call it, if at all, between phases); keep tensor shapes stable so cached blocks are reused (pad or bucket variable lengths, preallocate buffers); set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to fight fragmentation instead of emptying the cache.",
+        SyncCause::D2hRead | SyncCause::Other => "Stop reading GPU results every step: keep running losses/metrics as GPU tensors and call .item() (or .cpu(), print) every N steps; remove torch.cuda.synchronize() from the loop (time with torch.cuda.Event instead); avoid Python control flow that depends on GPU values; make host<->device copies non_blocking=True.",
+        SyncCause::DeviceSync => "The loop calls cudaDeviceSynchronize (torch.cuda.synchronize()): take it out of the step; time with torch.cuda.Event(enable_timing=True) and read the times every N steps; synchronize only where the host must read a result, and only every N steps.",
+        SyncCause::StreamSync => "The loop waits for whole streams (cudaStreamSynchronize: stream.synchronize(), or a library waiting for its stream): order GPU work with events instead (stream.wait_event / wait_stream), which does not block the host, and synchronize only where the host must read a result, every N steps.",
+        SyncCause::EventSync => "The loop waits on CUDA events (cudaEventSynchronize: event.synchronize(), or elapsed_time() right after recording): read event timings every N steps, poll with event.query(), or order GPU work with stream.wait_event() so the host never blocks.",
+    }
 }

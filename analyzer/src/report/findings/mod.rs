@@ -19,6 +19,7 @@ mod rank;
 
 mod comm_exposed;
 mod comm_straggler;
+mod cpu_bound;
 mod data_starvation;
 mod env_bad_records;
 mod env_blind_window;
@@ -40,6 +41,7 @@ mod pageable_memcpy;
 mod small_grid;
 mod sync_memcpy;
 
+pub(crate) use common::REPORT_PCT;
 pub(crate) use cx::{FindingCx, JobCx};
 pub use id::{About, FindingId, Layer, Stake, UnknownFindingId};
 pub(crate) use rank::{rank, verdict};
@@ -64,6 +66,7 @@ fn detector(id: FindingId) -> Detector {
     use FindingId::*;
     match id {
         DataStarvation => Steady(data_starvation::detect),
+        CpuBound => Steady(cpu_bound::detect),
         PageableMemcpy => Steady(pageable_memcpy::detect),
         SyncMemcpy => Steady(sync_memcpy::detect),
         ImplicitSync => Steady(implicit_sync::detect),
