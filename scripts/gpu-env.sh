@@ -20,6 +20,7 @@ ROUNDS=${ROUNDS:-6}
 AB_SECONDS=${AB_SECONDS:-4}
 CPUS=${CPUS:-2-9}
 
+if [ "${AB_ONLY:-0}" != 1 ]; then
 # 1. The checklist, with no job running.
 "$GT" doctor >"$OUT/doctor.txt" 2>&1
 "$GT" doctor --json >"$OUT/doctor.json" 2>>"$OUT/doctor.txt"
@@ -35,6 +36,7 @@ traces=("$S/traces"/*.gtrace)
 "$GT" dump "${traces[0]}" 2>>"$S/log" | grep -E '"type":"(fact|gpu_sample|gpu_process|gpu_event)"' >"$S/dump-env.jsonl"
 echo "shared_gpu done at ${SECONDS}s: top finding $("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1])).get("top_finding"))' "$S/report.json" 2>&1)"
 
+fi
 # 3. Sampler on against off, interleaved.
 : >"$OUT/env_ab.jsonl"
 for r in $(seq 1 "$ROUNDS"); do

@@ -32,11 +32,11 @@ CPUS=${CPUS:-2-9}
 W=/tmp/host-check; rm -rf "$W"; mkdir -p "$W/suite" "$W/ab"
 export PYTHONUNBUFFERED=1
 HOST_SET="data_starvation launch_bound workers_saturated too_many_workers io_bound_loader empty_cache_loop pause_before_loop batch1_training generation_loop"
-if [ "${SUITE:-host}" = all ]; then
-  SET=$(cd "$ROOT/scripts/workloads/pathology" && ls *.py | grep -v '^check.py$' | sed 's/\.py$//' | tr '\n' ' ')
-else
-  SET=$HOST_SET
-fi
+case "${SUITE:-host}" in
+  all) SET=$(cd "$ROOT/scripts/workloads/pathology" && ls *.py | grep -v '^check.py$' | sed 's/\.py$//' | tr '\n' ' ') ;;
+  host) SET=$HOST_SET ;;
+  *) SET=${SUITE//,/ } ;;  # a comma-separated list of workloads
+esac
 {
   echo "host: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)"
   echo "gputrace: $("$G" --version 2>&1)"

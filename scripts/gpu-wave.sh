@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# The GPU checks of the host, environment, damage and packaging work, in two device calls
+# that build nothing: target/release/{gputrace,libgputrace.so} are built on the CPU machine
+# and carried, the wheel in .whl-gputrace/ (scripts/wheel.sh build).
+#
+#   PART=a scripts/gpu-wave.sh   # ~9 min: the whole pathology suite under `gputrace run`
+#                                #  (host sub-causes, shared GPU, the old findings) checked
+#                                #  against expect.json; gputrace doctor; a job killed with
+#                                #  SIGKILL (kernels run vs recorded); the wheel installed
+#                                #  and used; traces for examples/
+#   PART=b scripts/gpu-wave.sh   # ~9 min: quick validation of this build (kernel count
+#                                #  against torch.profiler, NCCL, copies, a production
+#                                #  window); the samplers' cost, interleaved A/B: host
+#                                #  sampler on/off (launch loop, MLP step), NVML sampler
+#                                #  on/off (MLP step)
+# Everything bulky goes into $OUT/wave-<part>.tgz (the device returns at most 8 files);
+# $OUT/wave-<part>.txt is the short table, printed last.
+set -u
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+OUT=${OUT:-$ROOT/gpu-out}; mkdir -p "$OUT"
+PART=${PART:-a}
+PY=${PY:-python3}; [ -x /opt/torch/.venv/bin/python3 ] && PY=/opt/torch/.venv/bin/python3
+G=$ROOT/target/release/gputrace
+LIB=$ROOT/target/release/libgputrace.so
+W=/tmp/wave-$PART; rm -rf "$W"; mkdir -p "$W"
+T=$OUT/wave-$PART.txt
+{ echo "wave $PART on $(hostname), $(date -u +%FT%TZ)"; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; "$G" --version; } >"$T" 2>&1
+
+if [ "$PART" = a ]; then
+  # 1. The pathology suite, every workload (the host script's suite part, no A/B).
+  SUITE=all AB_ROUNDS_MAX=0 END_S=400 OUT="$W/suite" "$ROOT/scripts/gpu-host-check.sh" >"$W/suite.log" 2>&1
+  { echo; echo "== pathology suite"; sed -n '/== pathology/,/== sampler on vs off/p' "$W/suite/host-check.txt"; } >>"$T"
+  cp "$W/suite/summary.json" "$OUT/suite-summary.json" 2>/dev/null
+  echo "suite done at ${SECONDS}s"
+
+  # 2. The environment checklist with no job running.
+  "$G" doctor >"$W/doctor.txt" 2>&1; "$G" doctor --json >"$W/doctor.json" 2>>"$W/doctor.txt"
+  { echo; echo "== gputrace doctor"; cat "$W/doctor.txt"; } >>"$T"
+
+  # 3. SIGKILL mid-run: kernels that ran (the job's own count, synchronised every 500)
+  #    against kernels in the cut-short trace. Three kills at different times.
+  for k in 4 6 8; do
+    d=$W/kill-$k; mkdir -p "$d"
+    GPUTRACE_DIR=$d/traces LD_PRELOAD=$LIB "$PY" "$ROOT/scripts/workloads/validate/kill_job.py" "$d/count" >"$d/log" 2>&1 &
+    pid=$!
+    sleep "$k"; kill -KILL "$pid"; wait "$pid" 2>/dev/null
+    killed_ns=$(date +%s%N)
+    tr=$(ls "$d"/traces/*.gtrace | head -1)
+    "$G" summary --json "$tr" >"$d/summary.json" 2>"$d/summary.err"
+    "$G" report "$tr" >"$d/report.txt" 2>&1
+    "$PY" - "$d" "$k" "$killed_ns" <<'EOF' >>"$W/kill.txt"
+import json, sys
+d, k, killed = sys.argv[1], sys.argv[2], int(sys.argv[3])
+n, at = open(d + "/count").read().split()[:2]
+s = json.load(open(d + "/summary.json"))
+s = s[0] if isinstance(s, list) else s
+def find(o, key):
+    if isinstance(o, dict):
+        for kk, v in o.items():
+            if kk == key:
+                return v
+            r = find(v, key)
+            if r is not None:
+                return r
+    if isinstance(o, list):
+        for v in o:
+            r = find(v, key)
+            if r is not None:
+                return r
+kern = find(s, "kernels")
+kern = kern if isinstance(kern, int) else (kern.get("count") if isinstance(kern, dict) else kern)
+err = open(d + "/summary.err").read().strip().replace("\n", " | ")
+print(f"kill after {k} s: {n} add_ kernels ran by the last count ({(killed - int(at)) / 1e6:.0f} ms before the kill); "
+      f"trace holds {kern} kernels (1 of them the zeros fill); reader: {err[:300]}")
+EOF
+  done
+  { echo; echo "== SIGKILL mid-run"; cat "$W/kill.txt"; } >>"$T"
+  echo "kill done at ${SECONDS}s"
+
+  # 4. The wheel, installed with pip --no-index and used on a PyTorch job.
+  OUT="$W/wheel" "$ROOT/scripts/wheel-gpu-check.sh" "$ROOT/.whl-gputrace" >"$W/wheel.log" 2>&1
+  echo "wheel check rc=$?" >>"$W/wheel.log"
+  { echo; echo "== wheel"; tail -15 "$W/wheel.log"; } >>"$T"
+
+  # 5. Before/after pair for `gputrace diff` (diffed on the CPU machine): pageable copies,
+  #    then the fix (pinned batch, non_blocking copy).
+  for n in pathology/pageable_memcpy fixed/pageable_memcpy_fixed; do
+    b=$(basename "$n")
+    ( cd "$W" && timeout 90 "$G" run -o "$W/diff/$b" -- "$PY" "$ROOT/scripts/workloads/$n.py" ) >"$W/diff-$b.log" 2>&1
+  done
+  mkdir -p "$W/examples"; cp "$W"/suite/examples/*.gtrace "$W/examples/" 2>/dev/null
+  for n in shared_gpu empty_cache_loop batch1_training implicit_sync; do
+    f=$(ls /tmp/host-check/suite/traces-$n/*.gtrace 2>/dev/null | head -1)
+    [ -n "$f" ] && cp "$f" "$W/examples/$n.gtrace"
+  done
+  tar czf "$OUT/wave-a.tgz" -C "$W" suite.log suite doctor.txt doctor.json kill.txt $(cd "$W" && ls -d kill-* wheel wheel.log diff diff-*.log examples 2>/dev/null)
+fi
+
+if [ "$PART" = b ]; then
+  QUICK=1 OUT="$W/validate" "$ROOT/scripts/gpu-validate.sh" >"$W/validate.txt" 2>&1
+  { echo; echo "== quick validation"; grep -A30 "^check" "$W/validate/log.txt" 2>/dev/null | tail -28; } >>"$T"
+  echo "validation done at ${SECONDS}s"
+  # NVML sampler on/off (the environment script's A/B part only: doctor and the shared
+  # workload ran in part a).
+  AB_ONLY=1 ROUNDS=${ENV_ROUNDS:-6} AB_SECONDS=4 OUT="$W/env" "$ROOT/scripts/gpu-env.sh" >"$W/env.log" 2>&1
+  { echo; echo "== NVML sampler on/off"; tail -3 "$W/env.log"; } >>"$T"
+  cp "$W/env/summary.json" "$OUT/env-summary.json" 2>/dev/null
+  echo "env A/B done at ${SECONDS}s"
+  # Host sampler on/off with the rest of the call (the suite part: the launch loop only).
+  SUITE=launch_bound AB_ROUNDS_MAX=40 END_S=$(( 560 - SECONDS )) OUT="$W/host" "$ROOT/scripts/gpu-host-check.sh" >"$W/host.log" 2>&1
+  { echo; echo "== host sampler on/off"; sed -n '/== sampler on vs off/,$p' "$W/host/host-check.txt"; } >>"$T"
+  cp "$W/host/host_ab.json" "$OUT/host-ab.json" 2>/dev/null
+  tar czf "$OUT/wave-b.tgz" -C "$W" validate.txt validate env env.log host host.log 2>/dev/null
+fi
+echo "finished at ${SECONDS}s" >>"$T"
+cat "$T"
