@@ -314,47 +314,32 @@ impl Trace {
     /// before it is clipped to its start (and counted), never silently mis-timed; work
     /// CUPTI handed over without timestamps is dropped (and counted).
     fn apply_window(&mut self) {
-        let is_window = matches!(self.meta.started_by.as_str(), "attach")
-            || self.meta.started_by.starts_with("signal")
-            || self.meta.started_by.starts_with("timer");
-        let incomplete = |s: u64, e: u64| s == 0 || e == 0;
         let before = self.kernels.len() + self.memcpys.len() + self.memsets.len();
-        self.kernels.retain(|k| !incomplete(k.start, k.end));
-        self.memcpys.retain(|k| !incomplete(k.start, k.end));
-        self.memsets.retain(|k| !incomplete(k.start, k.end));
+        self.kernels.retain(|k| !untimed(k.start, k.end));
+        self.memcpys.retain(|k| !untimed(k.start, k.end));
+        self.memsets.retain(|k| !untimed(k.start, k.end));
         self.incomplete =
             (before - self.kernels.len() - self.memcpys.len() - self.memsets.len()) as u64;
-        if !is_window {
-            return;
-        }
-        let tracing = fmt::CollectorState::Tracing as u8;
-        let stopped = fmt::CollectorState::Stopped as u8;
-        let Some(lo) = self.states.iter().find(|s| s.1 == tracing).map(|s| s.0) else {
+        self.window = window_of(&self.meta, &self.states);
+        let Some((lo, _)) = self.window else {
             return;
         };
-        let hi = self
-            .states
-            .iter()
-            .rev()
-            .find(|s| s.1 == stopped && s.0 >= lo)
-            .map(|s| s.0)
-            .unwrap_or(u64::MAX);
-        self.window = Some((lo, hi));
         let mut clipped = 0;
-        let mut clip = |start: &mut u64, end: &mut u64| {
-            if *start < lo && *end >= lo {
-                *start = lo;
+        let mut clip = |start: &mut u64, end: u64| {
+            let s = clip_start(*start, end, lo);
+            if s != *start {
+                *start = s;
                 clipped += 1;
             }
         };
         for k in &mut self.kernels {
-            clip(&mut k.start, &mut k.end);
+            clip(&mut k.start, k.end);
         }
         for m in &mut self.memcpys {
-            clip(&mut m.start, &mut m.end);
+            clip(&mut m.start, m.end);
         }
         for m in &mut self.memsets {
-            clip(&mut m.start, &mut m.end);
+            clip(&mut m.start, m.end);
         }
         self.clipped = clipped;
     }
@@ -534,6 +519,44 @@ impl Trace {
             out.push((s, end.max(s), self.str(r).to_string()));
         }
         out
+    }
+}
+
+/// A GPU record CUPTI handed over without timestamps (still running when collection
+/// stopped): left out of the tables.
+pub(crate) fn untimed(start: u64, end: u64) -> bool {
+    start == 0 || end == 0
+}
+
+/// The bounds of a window trace (`gputrace attach`, a signal, a timer): from its first
+/// Tracing state to its last Stopped one (`u64::MAX` while still open). `states` are
+/// time-sorted. `None` for a trace of the whole run.
+pub(crate) fn window_of(meta: &Meta, states: &[(u64, u8, u32)]) -> Option<(u64, u64)> {
+    let is_window = matches!(meta.started_by.as_str(), "attach")
+        || meta.started_by.starts_with("signal")
+        || meta.started_by.starts_with("timer");
+    if !is_window {
+        return None;
+    }
+    let tracing = fmt::CollectorState::Tracing as u8;
+    let stopped = fmt::CollectorState::Stopped as u8;
+    let lo = states.iter().find(|s| s.1 == tracing).map(|s| s.0)?;
+    let hi = states
+        .iter()
+        .rev()
+        .find(|s| s.1 == stopped && s.0 >= lo)
+        .map(|s| s.0)
+        .unwrap_or(u64::MAX);
+    Some((lo, hi))
+}
+
+/// The start of GPU work in a window opened at `lo`: work running when it opened starts
+/// at `lo`.
+pub(crate) fn clip_start(start: u64, end: u64, lo: u64) -> u64 {
+    if start < lo && end >= lo {
+        lo
+    } else {
+        start
     }
 }
 

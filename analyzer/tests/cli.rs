@@ -216,3 +216,140 @@ fn report_on_the_recorded_examples() {
     // The loop synchronises twice per step: that is what it waits for.
     assert_eq!(v["top_finding"], "implicit_sync");
 }
+
+/// `gputrace` with extra environment variables, as (exit code, stdout, stderr).
+fn gputrace_env(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
+    let o = Command::new(env!("CARGO_BIN_EXE_gputrace"))
+        .args(args)
+        .envs(env.iter().copied())
+        .output()
+        .expect("run gputrace");
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn dump_into_a_pipe_closed_early_ends_quietly() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    let dir = tmpdir("pipe");
+    let p = write(&dir, "big.gtrace", &data_starved(600));
+    let p = p.to_str().unwrap();
+    // Far more than a pipe holds, so the dump is still writing when the pipe closes.
+    let (code, all, err) = gputrace(&["dump", p]);
+    assert_eq!(code, 0, "{err}");
+    assert!(all.len() > 512 << 10, "{}", all.len());
+    let mut child = Command::new(env!("CARGO_BIN_EXE_gputrace"))
+        .args(["dump", p])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    out.read_line(&mut first).unwrap();
+    assert!(first.starts_with("{\""), "{first}");
+    // What `| head -1` does: read a line, close the pipe.
+    drop(out);
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(0));
+    assert_eq!(String::from_utf8_lossy(&o.stderr), "");
+    std::fs::remove_dir_all(dir).ok();
+}
+
+#[test]
+fn user_errors_are_short_and_never_show_a_backtrace() {
+    let dir = tmpdir("errors");
+    let junk = dir.join("junk.gtrace");
+    std::fs::write(&junk, b"not a trace at all").unwrap();
+    let (d, j) = (dir.to_str().unwrap(), junk.to_str().unwrap());
+    let missing = "/nonexistent/none.gtrace";
+    let cases: [(&[&str], &str, &str); 6] = [
+        (&["report", missing], missing, "no such file"),
+        (&["dump", missing], missing, "no such file"),
+        (&["summary", missing], missing, "no such file"),
+        (&["report", d], d, "it is a directory"),
+        (&["dump", d], d, "it is a directory"),
+        (&["summary", j], j, "not a gputrace trace"),
+    ];
+    for (args, path, why) in cases {
+        let (code, out, err) = gputrace_env(
+            args,
+            &[("RUST_BACKTRACE", "full"), ("RUST_LIB_BACKTRACE", "1")],
+        );
+        assert_eq!(code, 1, "{args:?}: {err}");
+        assert_eq!(out, "", "{args:?}");
+        let lines: Vec<&str> = err.lines().collect();
+        assert!((1..=2).contains(&lines.len()), "{args:?}: {err}");
+        assert!(lines.iter().all(|l| l.starts_with("gputrace: ")), "{err}");
+        assert!(lines[0].contains("cannot read trace"), "{err}");
+        assert!(lines[0].contains(why), "{args:?}: {err}");
+        // The file is named once, on the first line.
+        assert_eq!(lines[0].matches(path).count(), 1, "{err}");
+        assert!(!err.to_lowercase().contains("backtrace"), "{err}");
+        assert!(!err.contains("Caused by"), "{err}");
+    }
+    // A wrong argument is a usage error.
+    let (code, _, _) = gputrace(&["report"]);
+    assert_eq!(code, 2);
+    std::fs::remove_dir_all(dir).ok();
+}
+
+#[test]
+fn a_trace_given_twice_counts_once() {
+    let dir = tmpdir("twice");
+    let p = write(&dir, "one.gtrace", &data_starved(20));
+    let a = p.to_str().unwrap();
+    let other = dir.join(".").join("..").join(dir.file_name().unwrap()).join("one.gtrace");
+    let b = other.to_str().unwrap();
+    let (code, out, err) = gputrace(&["report", a, a, b]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("gputrace report: 1 trace\n"), "{out}");
+    assert!(err.contains("given twice: read once"), "{err}");
+    assert!(err.contains("is the same file as"), "{err}");
+    // A copy under another name is the same process's trace.
+    let copy = dir.join("copy.gtrace");
+    let mut b2 = data_starved(20);
+    b2.meta.start_real_ns = 1_796_225_776_000_000_000;
+    let orig = write(&dir, "orig.gtrace", &b2);
+    std::fs::copy(&orig, &copy).unwrap();
+    let (code, out, err) = gputrace(&["report", orig.to_str().unwrap(), copy.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("gputrace report: 1 trace\n"), "{out}");
+    assert!(err.contains("is a copy of"), "{err}");
+    std::fs::remove_dir_all(dir).ok();
+}
+
+#[test]
+fn unrelated_traces_are_said_to_be_unrelated() {
+    let dir = tmpdir("unrelated");
+    let a = data_starved(20);
+    let mut b = data_starved(20);
+    b.meta.host = "other-node".into();
+    b.meta.pid = 77;
+    let pa = write(&dir, "a.gtrace", &a);
+    let pb = write(&dir, "b.gtrace", &b);
+    let (pa, pb) = (pa.to_str().unwrap(), pb.to_str().unwrap());
+    let (code, out, err) = gputrace(&["report", pa, pb]);
+    assert_eq!(code, 0, "{err}");
+    let third = out.lines().nth(2).unwrap();
+    assert!(
+        third.starts_with("NOTE: these 2 traces do not look like the ranks of one job"),
+        "{out}"
+    );
+    assert!(!out.contains("== ranks:"), "{out}");
+    let (code, out, err) = gputrace(&["report", "--json", pa, pb]);
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["trace_set"]["one_job"], false);
+    assert_eq!(v["trace_set"]["reasons"][0]["id"], "hosts_without_ranks");
+    assert!(v["cluster"].is_null());
+    // One trace: no such field.
+    let (_, out, _) = gputrace(&["report", "--json", pa]);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert!(v.get("trace_set").is_none());
+    std::fs::remove_dir_all(dir).ok();
+}

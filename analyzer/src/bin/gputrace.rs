@@ -1,10 +1,12 @@
 //! The `gputrace` command line.
 
-use anyhow::{bail, Context, Result};
+use anyhow::Result;
 use clap::{Parser, Subcommand};
-use gputrace_analyzer::{dump, report, run, summary, Trace};
+use gputrace_analyzer::export::Format;
+use gputrace_analyzer::load::LoadOptions;
+use gputrace_analyzer::{app, attach, run, Error};
 use std::ffi::OsString;
-use std::io::Write;
+use std::io::BufWriter;
 use std::path::PathBuf;
 
 #[derive(Parser, Debug)]
@@ -102,127 +104,45 @@ fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
     }
 }
 
-fn load(p: &std::path::Path) -> Result<Trace> {
-    let t = Trace::load(p).with_context(|| format!("cannot read trace {}", p.display()))?;
-    if let Some(w) = t.stats.warning() {
-        eprintln!("gputrace: {}: {w}", p.display());
-    }
-    Ok(t)
+/// Where the library's warnings go.
+fn warn(msg: &str) {
+    eprintln!("gputrace: {msg}");
 }
 
-fn print_summaries(paths: &[PathBuf], json: bool) -> Result<()> {
-    let mut out = std::io::stdout().lock();
-    let mut all = Vec::new();
-    for p in paths {
-        let s = summary::summarize(&load(p)?);
-        if json {
-            all.push(s);
-        } else {
-            writeln!(out, "{}", summary::render(&s))?;
-        }
+fn options() -> app::Options {
+    app::Options {
+        load: LoadOptions {
+            progress: true,
+            ..Default::default()
+        },
+        exiting: true,
     }
+}
+
+fn format(json: bool) -> Format {
     if json {
-        serde_json::to_writer_pretty(&mut out, &all)?;
-        writeln!(out)?;
-    }
-    Ok(())
-}
-
-/// Loads traces with a progress bar on stderr that appears only if reading takes more
-/// than a second.
-fn load_all(paths: &[PathBuf]) -> Result<Vec<Trace>> {
-    use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-    use std::sync::atomic::{AtomicBool, Ordering};
-    use std::sync::Arc;
-    let total: u64 = paths
-        .iter()
-        .map(|p| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0))
-        .sum();
-    let pb = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::hidden());
-    pb.set_style(
-        ProgressStyle::with_template("{msg} [{bar:30}] {bytes}/{total_bytes} ({eta})")
-            .unwrap_or_else(|_| ProgressStyle::default_bar())
-            .progress_chars("=> "),
-    );
-    let done = Arc::new(AtomicBool::new(false));
-    let watcher = {
-        let pb = pb.clone();
-        let done = done.clone();
-        std::thread::spawn(move || {
-            let t0 = std::time::Instant::now();
-            while !done.load(Ordering::Relaxed) {
-                if t0.elapsed() >= std::time::Duration::from_secs(1) {
-                    pb.set_draw_target(ProgressDrawTarget::stderr());
-                    pb.enable_steady_tick(std::time::Duration::from_millis(200));
-                    return;
-                }
-                std::thread::sleep(std::time::Duration::from_millis(50));
-            }
-        })
-    };
-    // Files are read in parallel (the ranks of a job), the cores shared among them.
-    pb.set_message(match paths {
-        [one] => format!("reading {}", one.display()),
-        _ => format!("reading {} traces", paths.len()),
-    });
-    let read = std::sync::atomic::AtomicU64::new(0);
-    let per_file = gputrace_analyzer::trace::decode_workers(paths.len());
-    let loaded = gputrace_analyzer::par::map(paths, gputrace_analyzer::par::workers(), |_, p| {
-        let mut mine = 0u64;
-        let r = Trace::load_with(p, per_file, |d, _| {
-            let now = read.fetch_add(d.saturating_sub(mine), Ordering::Relaxed);
-            pb.set_position(now + d.saturating_sub(mine));
-            mine = mine.max(d);
-        });
-        if let Ok(t) = &r {
-            if let Some(w) = t.stats.warning() {
-                pb.suspend(|| eprintln!("gputrace: {}: {w}", p.display()));
-            }
-        }
-        r
-    });
-    let mut traces = Vec::with_capacity(paths.len());
-    let mut result = Ok(());
-    for (p, r) in paths.iter().zip(loaded) {
-        match r {
-            Ok(t) => traces.push(t),
-            Err(e) => {
-                result = Err(
-                    anyhow::Error::new(e).context(format!("cannot read trace {}", p.display()))
-                );
-                break;
-            }
-        }
-    }
-    done.store(true, Ordering::Relaxed);
-    let _ = watcher.join();
-    pb.finish_and_clear();
-    result.map(|_| traces)
-}
-
-fn print_report(paths: &[PathBuf], json: bool) -> Result<()> {
-    let traces = load_all(paths)?;
-    let r = report::analyze(&traces);
-    let mut out = std::io::stdout().lock();
-    let res = if json {
-        serde_json::to_writer_pretty(&mut out, &r)
-            .map_err(std::io::Error::from)
-            .and_then(|_| writeln!(out))
+        Format::Json
     } else {
-        out.write_all(report::render_text(&r).as_bytes())
-    };
-    // The process ends here: unmapping hundreds of MB of tables first would only delay
-    // the exit (tens of ms on a 10 M-event trace).
-    std::mem::forget(traces);
-    match res {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-        Err(e) => bail!(e),
+        Format::Text
     }
 }
 
-fn main() -> Result<()> {
-    let cli = Cli::parse();
+/// Standard output, buffered: the library writes through this.
+fn stdout() -> BufWriter<std::io::StdoutLock<'static>> {
+    BufWriter::with_capacity(1 << 16, std::io::stdout().lock())
+}
+
+/// Prints the report (or the summaries) of traces a command wrote.
+fn report_on(traces: &[PathBuf], json: bool, summary: bool) -> Result<(), Error> {
+    if summary {
+        app::summary(traces, format(json), &mut stdout(), &warn)
+    } else {
+        app::report(traces, format(json), &options(), &mut stdout(), &warn)
+    }
+}
+
+/// Runs the command; its exit code.
+fn run_cli(cli: Cli) -> Result<i32> {
     match cli.cmd {
         Cmd::Run {
             out,
@@ -242,23 +162,21 @@ fn main() -> Result<()> {
             };
             let o = run::run(&lib, &out, &cmd, &env)?;
             if o.traces.is_empty() {
-                eprintln!(
-                    "gputrace: the command wrote no trace (it did not use CUDA, or tracing was off)"
-                );
-            } else {
-                let printed = if summary {
-                    print_summaries(&o.traces, json)
-                } else {
-                    print_report(&o.traces, json)
-                };
-                if let Err(e) = printed {
-                    eprintln!("gputrace: {e:#}");
-                }
+                warn("the command wrote no trace (it did not use CUDA, or tracing was off)");
+            } else if let Err(e) = report_on(&o.traces, json, summary) {
+                // The command's exit code stands; the report's failure is only said.
+                print_error(&e.into());
             }
-            std::process::exit(o.code);
+            Ok(o.code)
         }
-        Cmd::Summary { traces, json } => print_summaries(&traces, json),
-        Cmd::Report { traces, json } => print_report(&traces, json),
+        Cmd::Summary { traces, json } => {
+            app::summary(&traces, format(json), &mut stdout(), &warn)?;
+            Ok(0)
+        }
+        Cmd::Report { traces, json } => {
+            app::report(&traces, format(json), &options(), &mut stdout(), &warn)?;
+            Ok(0)
+        }
         Cmd::Attach {
             pid,
             duration,
@@ -273,36 +191,55 @@ fn main() -> Result<()> {
             } else {
                 10
             }));
-            let w = gputrace_analyzer::attach::attach(
-                pid,
-                duration,
-                steps,
-                at_ms,
-                out.as_deref(),
-                |p| {
-                    eprintln!(
-                        "gputrace: tracing pid {pid} for {:.1} s into {}",
-                        duration.as_secs_f64(),
-                        p.display()
-                    )
-                },
-            )?;
+            let w = attach::attach(pid, duration, steps, at_ms, out.as_deref(), |p| {
+                warn(&format!(
+                    "tracing pid {pid} for {:.1} s into {}",
+                    duration.as_secs_f64(),
+                    p.display()
+                ))
+            })?;
             println!("trace: {}", w.trace.display());
-            if no_report {
-                return Ok(());
+            if !no_report {
+                report_on(&[w.trace], json, false)?;
             }
-            print_report(&[w.trace], json)
+            Ok(0)
         }
         Cmd::Dump { trace } => {
-            let t = load(&trace)?;
-            let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-            match dump::write(&t, &mut out).and_then(|_| out.flush()) {
-                Ok(()) => Ok(()),
-                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-                Err(e) => bail!(e),
-            }
+            app::events(&trace, Format::Jsonl, &mut stdout(), &warn)?;
+            Ok(0)
         }
     }
+}
+
+/// An error as one line (each cause said once), and a hint line where the library has
+/// one. Never a backtrace: these are the user's errors, not ours.
+fn print_error(e: &anyhow::Error) {
+    let mut msg = e.to_string();
+    for cause in e.chain().skip(1) {
+        let c = cause.to_string();
+        if !msg.contains(&c) {
+            msg = format!("{msg}: {c}");
+        }
+    }
+    eprintln!("gputrace: {msg}");
+    if let Some(h) = e.downcast_ref::<Error>().and_then(Error::hint) {
+        eprintln!("gputrace: {h}");
+    }
+}
+
+/// Exit codes: 0 done (also when the reader of the output closed it early), 1 the
+/// command failed (a trace that cannot be read, a process that cannot be attached
+/// to, ...), 2 wrong usage; `run` exits with its command's code.
+fn main() {
+    let cli = Cli::parse();
+    let code = match run_cli(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            print_error(&e);
+            1
+        }
+    };
+    std::process::exit(code);
 }
 
 #[cfg(test)]

@@ -345,6 +345,10 @@ pub struct Report {
     pub verdict: String,
     /// Id of the finding the verdict names, if any.
     pub top_finding: Option<FindingId>,
+    /// Present only when several traces were given that do not look like the ranks of
+    /// one job: why not (they are then reported side by side, without `cluster`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trace_set: Option<crate::job::TraceSetCheck>,
     pub processes: Vec<ProcessReport>,
     pub cluster: Option<ClusterReport>,
     /// All findings, ranked by GPU time at stake.
@@ -405,7 +409,8 @@ fn rank_of(t: &Trace) -> (Option<u32>, String) {
     (None, "none".into())
 }
 
-/// Analyses one trace per process. Several traces are treated as the ranks of one job.
+/// Analyses one trace per process. Several traces are treated as the ranks of one job,
+/// unless they do not look like one ([`crate::job`]).
 pub fn analyze(traces: &[Trace]) -> Report {
     // Stable order: by rank when known, else by host and pid, else input order.
     let mut order: Vec<usize> = (0..traces.len()).collect();
@@ -431,8 +436,9 @@ pub fn analyze(traces: &[Trace]) -> Report {
         all.extend(f);
         inputs.push(r);
     }
+    let trace_set = job_check(traces, &order, &processes);
     let mut cluster = None;
-    if multi {
+    if multi && trace_set.is_none() {
         if let Some(c) = comm::cluster(&inputs) {
             let job = findings::JobCx {
                 procs: &processes,
@@ -470,10 +476,45 @@ pub fn analyze(traces: &[Trace]) -> Report {
         generator: format!("gputrace {}", env!("CARGO_PKG_VERSION")),
         verdict,
         top_finding: top,
+        trace_set,
         processes,
         cluster,
         findings: all,
     }
+}
+
+/// Whether the traces look like the ranks of one job (`order[i]`: the trace of
+/// `processes[i]`).
+fn job_check(
+    traces: &[Trace],
+    order: &[usize],
+    processes: &[ProcessReport],
+) -> Option<crate::job::TraceSetCheck> {
+    let members: Vec<crate::job::Member> = order
+        .iter()
+        .zip(processes)
+        .map(|(&i, p)| {
+            let t = &traces[i];
+            let span = if p.trace_start_ns > 0 {
+                Some((p.trace_start_ns, p.trace_start_ns + p.span_ns))
+            } else {
+                (t.meta.start_real_ns > 0).then_some((t.meta.start_real_ns, t.meta.start_real_ns))
+            };
+            crate::job::Member {
+                name: t
+                    .path
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_else(|| p.label.clone()),
+                host: &t.meta.host,
+                rank: p.rank,
+                rank_source: &p.rank_source,
+                span,
+                options: &t.meta.options,
+            }
+        })
+        .collect();
+    crate::job::check(&members)
 }
 
 fn breakdown(att: &idle::Attribution, wall: u64) -> Breakdown {

@@ -329,6 +329,9 @@ pub fn render_text(r: &Report) -> String {
         if multi { "s" } else { "" }
     );
     let _ = writeln!(o, "VERDICT: {}", r.verdict);
+    if let Some(ts) = &r.trace_set {
+        wrap(&mut o, "NOTE: ", &ts.note(r.processes.len()), 100);
+    }
     for p in &r.processes {
         process_header(&mut o, p, multi);
     }

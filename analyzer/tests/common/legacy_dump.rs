@@ -1,37 +1,21 @@
-//! `gputrace dump`: one JSON object per event per line.
-//!
-//! Common fields: `type`, `ts_ns`, `dur_ns`, `pid`, `tid`, `device`, `stream`, `corr`
-//! (each present when the event has it), then the type's own fields. String ids are
-//! resolved to their text.
-//!
-//! Events of the symbol hooks (host side, from libgputrace's own exports):
-//! * `host_copy`: `api` (cudaMemcpy, cudaMemcpyAsync, ...), `kind` (HtoD, DtoH, ...),
-//!   `bytes`, `host_memory` (pinned / pageable / device / unknown) and
-//!   `host_memory_source` (`registry`: the pinned-memory registry), `async`,
-//!   `cupti_api` (true: CUPTI recorded the same call as an `api` event; this line only
-//!   adds the classification), `dst`, `src`, `dst_device` / `src_device` (peer copies),
-//!   `result`.
-//! * `host_call`: a sync, memset or launch recorded while CUPTI's callbacks were not
-//!   recording: `name`, `class` (sync / memset / launch), `result`, and by class:
-//!   `event`, `flags` (syncs); `bytes`, `ptr`, `value` (memsets); `function`,
-//!   `grid_blocks`, `block_threads` (launches; `function` is the graph exec for
-//!   cudaGraphLaunch).
-//! * `host_alloc`: pinned host memory: `op` (cudaHostAlloc, cudaMallocHost,
-//!   cudaHostRegister, cudaFreeHost, cudaHostUnregister), `ptr`, `bytes`, `flags`,
-//!   `result`.
-//! * `nccl`: `op` (ncclAllReduce, ...), `count`, `bytes` (count x datatype size),
-//!   `datatype`, `redop`, `root` or `peer`, `comm_id` (hex, the same on every rank),
-//!   `rank`, `nranks`, `seq` (the call's number on its communicator), `result`.
-//! * `nccl_comm`: `op` (ncclCommInitRank, ncclCommSplit, ncclCommDestroy, ...),
-//!   `comm` (handle), `comm_id`, `parent_id` (splits, hex), `rank`, `nranks`, `color`,
-//!   `result`.
-//! * `nvtx`: `kind` (push / pop / start / end / mark), `id` (range id for start / end,
-//!   nesting level for push / pop), `text`, `truncated`.
+//! The previous `gputrace dump`: every event built as a JSON value, all sorted at once.
+//! Kept as the definition of the output the streamed dump must reproduce byte for byte.
+#![allow(dead_code)]
 
-use crate::trace::{demangle, Trace};
+use gputrace_analyzer::trace::demangle;
+use gputrace_analyzer::Trace;
 use gputrace_format::{self as fmt, CopyKind, MemKind, SyncKind};
 use serde_json::{json, Map, Value};
-use std::io::{self, Write};
+
+/// The dump as the previous implementation wrote it.
+pub fn legacy_dump(t: &Trace) -> Vec<u8> {
+    let mut out = Vec::new();
+    for v in legacy_events(t) {
+        serde_json::to_writer(&mut out, &v).unwrap();
+        out.push(b'\n');
+    }
+    out
+}
 
 fn base(ty: &str, pid: u32, ts: u64, dur: Option<u64>) -> Map<String, Value> {
     let mut m = Map::new();
@@ -52,7 +36,7 @@ fn put(m: &mut Map<String, Value>, pairs: &[(&str, Value)]) {
 
 /// Every event of the trace as JSON values, in time order within each kind's table,
 /// merged by timestamp.
-pub fn events(t: &Trace) -> Vec<Value> {
+pub fn legacy_events(t: &Trace) -> Vec<Value> {
     let pid = t.meta.pid;
     let mut out: Vec<(u64, Value)> = Vec::new();
     for d in &t.devices {
@@ -108,7 +92,7 @@ pub fn events(t: &Trace) -> Vec<Value> {
                 ("kind", json!(CopyKind::from_u8(c.copy_kind).name())),
                 ("src_kind", json!(MemKind::from_u8(c.src_kind).name())),
                 ("dst_kind", json!(MemKind::from_u8(c.dst_kind).name())),
-                ("host_memory", json!(crate::summary::copy_class(c))),
+                ("host_memory", json!(gputrace_analyzer::summary::copy_class(c))),
                 ("async", json!(c.flags & fmt::MEMCPY_FLAG_ASYNC != 0)),
             ],
         );
@@ -238,15 +222,6 @@ pub fn events(t: &Trace) -> Vec<Value> {
     out.into_iter().map(|(_, v)| v).collect()
 }
 
-/// Writes the dump, one line per event.
-pub fn write(t: &Trace, w: &mut impl Write) -> io::Result<()> {
-    for v in events(t) {
-        serde_json::to_writer(&mut *w, &v)?;
-        w.write_all(b"\n")?;
-    }
-    Ok(())
-}
-
 fn hex(v: u64) -> Value {
     json!(format!("{v:#018x}"))
 }
@@ -272,7 +247,7 @@ fn hook_events(t: &Trace, out: &mut Vec<(u64, Value)>) {
                 ("host_memory", json!(MemKind::from_u8(c.host_kind).name())),
                 (
                     "host_memory_source",
-                    json!(crate::summary::class_source_name(c.source)),
+                    json!(gputrace_analyzer::summary::class_source_name(c.source)),
                 ),
                 ("async", json!(c.flags & fmt::HOSTCOPY_FLAG_ASYNC != 0)),
                 (
@@ -420,88 +395,3 @@ fn hook_events(t: &Trace, out: &mut Vec<(u64, Value)>) {
     }
 }
 
-#[cfg(test)]
-mod hook_tests {
-    use super::*;
-
-    #[test]
-    fn every_hook_event_gets_one_line() {
-        let t = Trace::from_events(
-            fmt::Meta::default(),
-            vec![
-                fmt::Event::Str {
-                    id: 1,
-                    text: "step".into(),
-                },
-                fmt::Event::HostCopy(fmt::HostCopy {
-                    start: 1,
-                    end: 2,
-                    api: fmt::HOSTCOPY_MEMCPY_ASYNC,
-                    copy_kind: CopyKind::HtoD as u8,
-                    host_kind: MemKind::Pinned as u8,
-                    source: fmt::CLASS_SOURCE_REGISTRY,
-                    dst_device: u32::MAX,
-                    src_device: u32::MAX,
-                    ..Default::default()
-                }),
-                fmt::Event::HostCall(fmt::HostCall {
-                    start: 3,
-                    end: 4,
-                    call: fmt::HOSTCALL_LAUNCH_KERNEL_STUB,
-                    arg1: 132,
-                    ..Default::default()
-                }),
-                fmt::Event::HostAlloc(fmt::HostAlloc {
-                    start: 5,
-                    end: 6,
-                    op: fmt::HOSTALLOC_HOST_ALLOC,
-                    bytes: 4096,
-                    ..Default::default()
-                }),
-                fmt::Event::Nccl(fmt::Nccl {
-                    start: 7,
-                    end: 8,
-                    op: fmt::NCCL_SEND,
-                    datatype: 7,
-                    peer_or_root: 3,
-                    comm_id: 0xabc,
-                    ..Default::default()
-                }),
-                fmt::Event::NcclComm(fmt::NcclComm {
-                    start: 9,
-                    end: 10,
-                    op: fmt::NCCL_COMM_INIT_RANK,
-                    ..Default::default()
-                }),
-                fmt::Event::Nvtx(fmt::Nvtx {
-                    ts: 11,
-                    kind: fmt::NVTX_PUSH,
-                    text: 1,
-                    ..Default::default()
-                }),
-            ],
-        );
-        let v = events(&t);
-        let ty: Vec<_> = v.iter().map(|e| e["type"].as_str().unwrap()).collect();
-        assert_eq!(
-            ty,
-            [
-                "host_copy",
-                "host_call",
-                "host_alloc",
-                "nccl",
-                "nccl_comm",
-                "nvtx"
-            ]
-        );
-        assert_eq!(v[0]["host_memory"], "pinned");
-        assert_eq!(v[0]["host_memory_source"], "registry");
-        assert_eq!(v[0]["api"], "cudaMemcpyAsync");
-        assert_eq!(v[1]["class"], "launch");
-        assert_eq!(v[1]["grid_blocks"], 132);
-        assert_eq!(v[3]["peer"], 3);
-        assert_eq!(v[3]["datatype"], "float32");
-        assert_eq!(v[3]["comm_id"], "0x0000000000000abc");
-        assert_eq!(v[5]["text"], "step");
-    }
-}

@@ -1,0 +1,104 @@
+//! What each `gputrace` command that reads traces does, for the binary: read, analyse,
+//! write through an exporter. The binary parses arguments, calls one of these with
+//! stdout, and turns an [`Error`] into a message and an exit code.
+
+use crate::error::Error;
+use crate::export::stream::{EventStream, StreamError, StreamStats, DEFAULT_MAX_PENDING};
+use crate::export::{self, Document, Format};
+use crate::load::{self, LoadOptions, Warn};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+/// How the commands behave around their output.
+#[derive(Clone, Debug, Default)]
+pub struct Options {
+    pub load: LoadOptions,
+    /// The process ends right after the command: the traces' tables are not freed
+    /// (unmapping hundreds of MB only delays the exit, tens of ms on a 10 M-event
+    /// trace).
+    pub exiting: bool,
+}
+
+/// A closed pipe (`gputrace report x | head`) is how a reader says it has seen
+/// enough: not an error.
+fn written(r: io::Result<()>) -> Result<(), Error> {
+    match r {
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),
+        Err(e) => Err(Error::Output(e)),
+        Ok(()) => Ok(()),
+    }
+}
+
+/// `gputrace report`: what the GPU was waiting for, over the traces of one job.
+pub fn report(
+    paths: &[PathBuf],
+    format: Format,
+    opts: &Options,
+    out: &mut dyn Write,
+    warn: Warn<'_>,
+) -> Result<(), Error> {
+    let traces = load::load_set(paths, &opts.load, warn)?;
+    let r = crate::report::analyze(&traces);
+    let res = export::write_document(format, Document::Report(&r), out).and_then(|_| out.flush());
+    if opts.exiting {
+        std::mem::forget(traces);
+    }
+    written(res)
+}
+
+/// `gputrace summary`: per-device summary of each trace. The traces are read one at a
+/// time (only one is held), each file once.
+pub fn summary(
+    paths: &[PathBuf],
+    format: Format,
+    out: &mut dyn Write,
+    warn: Warn<'_>,
+) -> Result<(), Error> {
+    let mut all = Vec::new();
+    for p in load::distinct_paths(paths, warn) {
+        all.push(crate::summary::summarize(&load::load(&p, warn)?));
+    }
+    written(
+        export::write_document(format, Document::Summaries(&all), out).and_then(|_| out.flush()),
+    )
+}
+
+/// `gputrace dump` (and any export of events): the trace's events in time order,
+/// written as they are read, in bounded memory (see [`crate::export::stream`]).
+pub fn events(
+    path: &Path,
+    format: Format,
+    out: &mut dyn Write,
+    warn: Warn<'_>,
+) -> Result<StreamStats, Error> {
+    events_with(path, format, DEFAULT_MAX_PENDING, out, warn)
+}
+
+/// [`events`] with the reorder buffer's size (records).
+pub fn events_with(
+    path: &Path,
+    format: Format,
+    max_pending: usize,
+    out: &mut dyn Write,
+    warn: Warn<'_>,
+) -> Result<StreamStats, Error> {
+    let Some(mut exporter) = export::event_exporter(format) else {
+        return Err(Error::Output(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{} is not a format of events", format.name()),
+        )));
+    };
+    load::check_path(path)?;
+    let s = EventStream::open(path).map_err(|e| Error::read(path, e))?;
+    if let Some(w) = s.read_stats().warning() {
+        warn(&format!("{}: {w}", path.display()));
+    }
+    let r = s
+        .write(max_pending, exporter.as_mut(), out)
+        .and_then(|st| out.flush().map(|_| st).map_err(StreamError::Write));
+    match r {
+        Ok(st) => Ok(st),
+        Err(StreamError::Read(e)) => Err(Error::read(path, e)),
+        Err(StreamError::Write(e)) => written(Err(e)).map(|_| StreamStats::default()),
+    }
+}

@@ -1,0 +1,342 @@
+//! `gputrace dump`: one JSON object per event per line, keys in alphabetical order.
+//!
+//! Common fields: `type`, `ts_ns`, `dur_ns`, `pid`, `tid`, `device`, `stream`, `corr`
+//! (each present when the event has it), then the type's own fields. String ids are
+//! resolved to their text.
+//!
+//! Events of the symbol hooks (host side, from libgputrace's own exports):
+//! * `host_copy`: `api` (cudaMemcpy, cudaMemcpyAsync, ...), `kind` (HtoD, DtoH, ...),
+//!   `bytes`, `host_memory` (pinned / pageable / device / unknown) and
+//!   `host_memory_source` (`registry`: the pinned-memory registry), `async`,
+//!   `cupti_api` (true: CUPTI recorded the same call as an `api` event; this line only
+//!   adds the classification), `dst`, `src`, `dst_device` / `src_device` (peer copies),
+//!   `result`.
+//! * `host_call`: a sync, memset or launch recorded while CUPTI's callbacks were not
+//!   recording: `name`, `class` (sync / memset / launch), `result`, and by class:
+//!   `event`, `flags` (syncs); `bytes`, `ptr`, `value` (memsets); `function`,
+//!   `grid_blocks`, `block_threads` (launches; `function` is the graph exec for
+//!   cudaGraphLaunch).
+//! * `host_alloc`: pinned host memory: `op` (cudaHostAlloc, cudaMallocHost,
+//!   cudaHostRegister, cudaFreeHost, cudaHostUnregister), `ptr`, `bytes`, `flags`,
+//!   `result`.
+//! * `nccl`: `op` (ncclAllReduce, ...), `count`, `bytes` (count x datatype size),
+//!   `datatype`, `redop`, `root` or `peer`, `comm_id` (hex, the same on every rank),
+//!   `rank`, `nranks`, `seq` (the call's number on its communicator), `result`.
+//! * `nccl_comm`: `op` (ncclCommInitRank, ncclCommSplit, ncclCommDestroy, ...),
+//!   `comm` (handle), `comm_id`, `parent_id` (splits, hex), `rank`, `nranks`, `color`,
+//!   `result`.
+//! * `nvtx`: `kind` (push / pop / start / end / mark), `id` (range id for start / end,
+//!   nesting level for push / pop), `text`, `truncated`.
+
+use super::{EventExporter, TraceContext, TraceEvent};
+use crate::trace::demangle;
+use gputrace_format::{self as fmt, CopyKind, MemKind, SyncKind};
+use serde::Serialize;
+use std::io::{self, Write};
+use std::ops::Range;
+
+/// The JSON-lines exporter. Each line is put together in reused buffers and written
+/// with one call.
+#[derive(Default)]
+pub struct Jsonl {
+    line: Line,
+}
+
+/// One object being written: its fields' keys and rendered values, sorted when done.
+#[derive(Default)]
+struct Line {
+    fields: Vec<(&'static str, Range<usize>)>,
+    values: Vec<u8>,
+    out: Vec<u8>,
+}
+
+impl Line {
+    fn start(&mut self, ty: &str, pid: u32, ts: u64, dur: Option<u64>) {
+        self.fields.clear();
+        self.values.clear();
+        self.put("type", ty);
+        self.put("ts_ns", &ts);
+        if let Some(d) = dur {
+            self.put("dur_ns", &d);
+        }
+        self.put("pid", &pid);
+    }
+
+    fn put<T: Serialize + ?Sized>(&mut self, key: &'static str, v: &T) {
+        let from = self.values.len();
+        // Numbers, strings, booleans and arrays of numbers: writing them into a Vec
+        // cannot fail.
+        let _ = serde_json::to_writer(&mut self.values, v);
+        self.fields.push((key, from..self.values.len()));
+    }
+
+    fn hex(&mut self, key: &'static str, v: u64) {
+        self.put(key, &format!("{v:#018x}"));
+    }
+
+    /// The object as one line, keys sorted as a JSON map sorts them.
+    fn finish(&mut self, out: &mut dyn Write) -> io::Result<()> {
+        self.fields.sort_unstable_by_key(|f| f.0);
+        debug_assert!(
+            self.fields.windows(2).all(|w| w[0].0 != w[1].0),
+            "a key twice: {:?}",
+            self.fields
+        );
+        self.out.clear();
+        self.out.push(b'{');
+        for (i, (k, r)) in self.fields.iter().enumerate() {
+            if i > 0 {
+                self.out.push(b',');
+            }
+            self.out.push(b'"');
+            self.out.extend_from_slice(k.as_bytes());
+            self.out.extend_from_slice(b"\":");
+            self.out.extend_from_slice(&self.values[r.clone()]);
+        }
+        self.out.extend_from_slice(b"}\n");
+        out.write_all(&self.out)
+    }
+}
+
+fn dur(start: u64, end: u64) -> Option<u64> {
+    Some(end.saturating_sub(start))
+}
+
+impl EventExporter for Jsonl {
+    fn event(
+        &mut self,
+        cx: &TraceContext<'_>,
+        ev: &TraceEvent<'_>,
+        out: &mut dyn Write,
+    ) -> io::Result<()> {
+        let m = &mut self.line;
+        let pid = cx.meta.pid;
+        match *ev {
+            TraceEvent::Device(d) => {
+                m.start("device", pid, 0, None);
+                m.put("device", &d.id);
+                m.put("name", cx.str(d.name));
+                m.put("sm_count", &d.sm_count);
+                m.put("max_blocks_per_sm", &d.max_blocks_per_sm);
+                m.put("max_threads_per_sm", &d.max_threads_per_sm);
+                m.put("max_warps_per_sm", &d.max_warps_per_sm);
+                m.put("global_memory", &d.global_memory);
+                m.put(
+                    "compute_capability",
+                    &format!("{}.{}", d.cc_major, d.cc_minor),
+                );
+            }
+            TraceEvent::Kernel(k) => {
+                m.start("kernel", pid, k.start, dur(k.start, k.end));
+                let name = cx.str(k.name);
+                m.put("device", &k.device);
+                m.put("stream", &k.stream);
+                m.put("corr", &k.corr);
+                m.put("name", &demangle(name));
+                m.put("mangled", name);
+                m.put("grid", &k.grid);
+                m.put("block", &k.block);
+                m.put("static_smem", &k.static_smem);
+                m.put("dynamic_smem", &k.dynamic_smem);
+                m.put("registers", &k.registers);
+                m.put("graph_id", &k.graph_id);
+            }
+            TraceEvent::Memcpy(c) => {
+                m.start("memcpy", pid, c.start, dur(c.start, c.end));
+                m.put("device", &c.device);
+                m.put("stream", &c.stream);
+                m.put("corr", &c.corr);
+                m.put("bytes", &c.bytes);
+                m.put("kind", CopyKind::from_u8(c.copy_kind).name());
+                m.put("src_kind", MemKind::from_u8(c.src_kind).name());
+                m.put("dst_kind", MemKind::from_u8(c.dst_kind).name());
+                m.put("host_memory", crate::summary::copy_class(c));
+                m.put("async", &(c.flags & fmt::MEMCPY_FLAG_ASYNC != 0));
+            }
+            TraceEvent::Memset(s) => {
+                m.start("memset", pid, s.start, dur(s.start, s.end));
+                m.put("device", &s.device);
+                m.put("stream", &s.stream);
+                m.put("corr", &s.corr);
+                m.put("bytes", &s.bytes);
+                m.put("value", &s.value);
+                m.put("memory_kind", MemKind::from_u8(s.mem_kind).name());
+            }
+            TraceEvent::Sync(s) => {
+                m.start("sync", pid, s.start, dur(s.start, s.end));
+                if s.stream != u32::MAX {
+                    m.put("stream", &s.stream);
+                }
+                m.put("corr", &s.corr);
+                m.put("kind", SyncKind::from_u8(s.kind).name());
+            }
+            TraceEvent::Memory(a) => {
+                m.start("memory", pid, a.ts, None);
+                m.put("device", &a.device);
+                m.put("corr", &a.corr);
+                let op = if a.op == fmt::MEMORY_OP_FREE {
+                    "free"
+                } else {
+                    "alloc"
+                };
+                m.put("op", op);
+                m.put("address", &a.address);
+                m.put("bytes", &a.bytes);
+                m.put("memory_kind", MemKind::from_u8(a.mem_kind).name());
+            }
+            TraceEvent::Api(a) => {
+                m.start("api", pid, a.start, dur(a.start, a.end));
+                m.put("tid", &a.tid);
+                m.put("corr", &a.corr);
+                m.put("name", cx.str(a.name));
+                let domain = if a.domain == fmt::DOMAIN_DRIVER {
+                    "driver"
+                } else {
+                    "runtime"
+                };
+                m.put("domain", domain);
+                m.put("cbid", &a.cbid);
+                m.put("bytes", &a.bytes);
+                m.put("arg", &a.arg);
+                m.put("result", &a.result);
+            }
+            TraceEvent::State { ts, state, reason } => {
+                m.start("state", pid, ts, None);
+                let name = fmt::CollectorState::from_u8(state)
+                    .map(|s| s.name())
+                    .unwrap_or("unknown");
+                m.put("state", name);
+                m.put("reason", cx.str(reason));
+            }
+            TraceEvent::Dropped { ts, source, count } => {
+                m.start("dropped", pid, ts, None);
+                let src = match source {
+                    fmt::DROP_CUPTI => "cupti",
+                    fmt::DROP_RING => "ring",
+                    fmt::DROP_BUFFER_POOL => "buffer_pool",
+                    _ => "unknown",
+                };
+                m.put("source", src);
+                m.put("count", &count);
+            }
+            TraceEvent::Clock {
+                cupti_ns,
+                mono_ns,
+                real_ns,
+            } => {
+                m.start("clock", pid, real_ns, None);
+                m.put("cupti_ns", &cupti_ns);
+                m.put("mono_ns", &mono_ns);
+                m.put("real_ns", &real_ns);
+            }
+            TraceEvent::HostCopy(c) => {
+                m.start("host_copy", pid, c.start, dur(c.start, c.end));
+                m.put("tid", &c.tid);
+                m.put("stream", &c.stream);
+                m.put("api", fmt::hostcopy_api_name(c.api));
+                m.put("kind", CopyKind::from_u8(c.copy_kind).name());
+                m.put("bytes", &c.bytes);
+                m.put("host_memory", MemKind::from_u8(c.host_kind).name());
+                m.put(
+                    "host_memory_source",
+                    crate::summary::class_source_name(c.source),
+                );
+                m.put("async", &(c.flags & fmt::HOSTCOPY_FLAG_ASYNC != 0));
+                m.put("cupti_api", &(c.flags & fmt::HOSTCOPY_FLAG_CUPTI_API != 0));
+                m.put("dst", &c.dst);
+                m.put("src", &c.src);
+                m.put("result", &c.result);
+                if c.dst_device != u32::MAX || c.src_device != u32::MAX {
+                    m.put("dst_device", &c.dst_device);
+                    m.put("src_device", &c.src_device);
+                }
+            }
+            TraceEvent::HostCall(c) => {
+                m.start("host_call", pid, c.start, dur(c.start, c.end));
+                let (name, class) = fmt::hostcall_info(c.call);
+                m.put("tid", &c.tid);
+                m.put("stream", &c.stream);
+                m.put("name", name);
+                m.put("result", &c.result);
+                match class {
+                    fmt::HostCallClass::Sync => {
+                        m.put("event", &c.arg0);
+                        m.put("flags", &c.arg1);
+                    }
+                    fmt::HostCallClass::Memset => {
+                        m.put("value", &c.arg2);
+                        m.put("bytes", &c.arg0);
+                        m.put("ptr", &c.arg1);
+                    }
+                    _ => {
+                        m.put("block_threads", &c.arg2);
+                        m.put("function", &c.arg0);
+                        m.put("grid_blocks", &c.arg1);
+                    }
+                }
+                let class = match class {
+                    fmt::HostCallClass::Sync => "sync",
+                    fmt::HostCallClass::Memset => "memset",
+                    fmt::HostCallClass::Launch => "launch",
+                    fmt::HostCallClass::Unknown => "unknown",
+                };
+                m.put("class", class);
+            }
+            TraceEvent::HostAlloc(a) => {
+                m.start("host_alloc", pid, a.start, dur(a.start, a.end));
+                m.put("tid", &a.tid);
+                m.put("op", fmt::hostalloc_op_name(a.op));
+                m.put("ptr", &a.ptr);
+                m.put("bytes", &a.bytes);
+                m.put("flags", &a.flags);
+                m.put("result", &a.result);
+            }
+            TraceEvent::Nccl(n) => {
+                m.start("nccl", pid, n.start, dur(n.start, n.end));
+                m.put("tid", &n.tid);
+                m.put("stream", &n.stream);
+                m.put("op", fmt::nccl_op_name(n.op));
+                m.put("count", &n.count);
+                m.put("bytes", &n.bytes);
+                m.put("datatype", fmt::nccl_datatype(n.datatype).1);
+                m.put("redop", fmt::nccl_redop_name(n.redop));
+                m.hex("comm_id", n.comm_id);
+                m.put("rank", &n.rank);
+                m.put("nranks", &n.nranks);
+                m.put("seq", &n.seq);
+                m.put("result", &n.result);
+                match n.op {
+                    fmt::NCCL_REDUCE | fmt::NCCL_BROADCAST => m.put("root", &n.peer_or_root),
+                    fmt::NCCL_SEND | fmt::NCCL_RECV => m.put("peer", &n.peer_or_root),
+                    _ => {}
+                }
+            }
+            TraceEvent::NcclComm(n) => {
+                m.start("nccl_comm", pid, n.start, dur(n.start, n.end));
+                m.put("tid", &n.tid);
+                m.put("op", fmt::nccl_comm_op_name(n.op));
+                m.hex("comm", n.comm);
+                m.hex("comm_id", n.comm_id);
+                m.hex("parent_id", n.parent_id);
+                m.put("rank", &n.rank);
+                m.put("nranks", &n.nranks);
+                m.put("color", &n.color);
+                m.put("result", &n.result);
+            }
+            TraceEvent::Nvtx(n) => {
+                m.start("nvtx", pid, n.ts, None);
+                m.put("tid", &n.tid);
+                m.put("kind", fmt::nvtx_kind_name(n.kind));
+                m.put("id", &n.id);
+                m.put("text", cx.str(n.text));
+                m.put("truncated", &(n.flags & fmt::NVTX_FLAG_TRUNCATED != 0));
+            }
+            TraceEvent::Thread { tid, name } => {
+                m.start("thread", pid, 0, None);
+                m.put("tid", &tid);
+                m.put("name", cx.str(name));
+            }
+        }
+        m.finish(out)
+    }
+}

@@ -1,0 +1,222 @@
+//! Every way gputrace writes out what it read or found, behind two seams.
+//!
+//! * [`DocumentExporter`]: a finished analysis (a [`Document`]: the report, the
+//!   per-device summaries) written whole. One file per format: [`text`], [`json`].
+//! * [`EventExporter`]: a trace's events, handed over one at a time in time order by
+//!   [`stream::EventStream`], which reads the file in bounded memory however large it
+//!   is. One file per format: [`jsonl`] (`gputrace dump`).
+//!
+//! A new output is one new file: a format of whole documents implements
+//! [`DocumentExporter`], a format of events (a timeline for Perfetto or Chrome, a
+//! columnar file) implements [`EventExporter`]; either gets a [`Format`] variant, and
+//! the compiler points at the two factory functions below. A new kind of document (a
+//! diff of two reports) is a [`Document`] variant, and the compiler points at every
+//! format that must say how to write it.
+
+pub mod json;
+pub mod jsonl;
+pub mod stream;
+pub mod text;
+
+use crate::report::Report;
+use crate::summary::Summary;
+use gputrace_format::{self as fmt, Meta};
+use std::collections::HashMap;
+use std::io::{self, Write};
+use std::path::Path;
+
+/// An output format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Format {
+    /// Text for people (report, summary).
+    Text,
+    /// One pretty-printed JSON document (report, summary; schema in the docs).
+    Json,
+    /// One JSON object per event per line (dump).
+    Jsonl,
+}
+
+impl Format {
+    /// Every format, for listings and argument parsing.
+    pub const ALL: [Format; 3] = [Format::Text, Format::Json, Format::Jsonl];
+
+    /// The name users type (`--format NAME`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Text => "text",
+            Format::Json => "json",
+            Format::Jsonl => "jsonl",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Format> {
+        Format::ALL.into_iter().find(|f| f.name() == name)
+    }
+}
+
+/// A finished analysis, ready to be written.
+#[derive(Clone, Copy, Debug)]
+pub enum Document<'a> {
+    Report(&'a Report),
+    /// One summary per trace, in the order given.
+    Summaries(&'a [Summary]),
+}
+
+/// Writes whole documents in one format.
+pub trait DocumentExporter {
+    fn write(&mut self, doc: Document<'_>, out: &mut dyn Write) -> io::Result<()>;
+}
+
+/// Receives a trace's events in time order (see [`stream`] for the exact order) and
+/// writes them as it gets them (py-spy's `Recorder`, Kineto's `ActivityLogger`).
+pub trait EventExporter {
+    /// Before the first event.
+    fn begin(&mut self, _cx: &TraceContext<'_>, _out: &mut dyn Write) -> io::Result<()> {
+        Ok(())
+    }
+    fn event(
+        &mut self,
+        cx: &TraceContext<'_>,
+        ev: &TraceEvent<'_>,
+        out: &mut dyn Write,
+    ) -> io::Result<()>;
+    /// After the last event (a format with a footer or an index writes it here).
+    fn finish(&mut self, _cx: &TraceContext<'_>, _out: &mut dyn Write) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The exporter of whole documents in `format`; `None` for a format of events.
+pub fn document_exporter(format: Format) -> Option<Box<dyn DocumentExporter>> {
+    match format {
+        Format::Text => Some(Box::new(text::Text)),
+        Format::Json => Some(Box::new(json::Json)),
+        Format::Jsonl => None,
+    }
+}
+
+/// The exporter of events in `format`; `None` for a format of whole documents.
+pub fn event_exporter(format: Format) -> Option<Box<dyn EventExporter>> {
+    match format {
+        Format::Jsonl => Some(Box::new(jsonl::Jsonl::default())),
+        Format::Text | Format::Json => None,
+    }
+}
+
+/// What every event of one trace shares: the file, its metadata, its strings.
+pub struct TraceContext<'a> {
+    pub path: &'a Path,
+    pub meta: &'a Meta,
+    strings: &'a HashMap<u32, String>,
+}
+
+impl<'a> TraceContext<'a> {
+    pub fn new(path: &'a Path, meta: &'a Meta, strings: &'a HashMap<u32, String>) -> Self {
+        TraceContext {
+            path,
+            meta,
+            strings,
+        }
+    }
+
+    /// An interned string by id ("" for an id never defined).
+    pub fn str(&self, id: u32) -> &'a str {
+        self.strings.get(&id).map(|s| s.as_str()).unwrap_or("")
+    }
+}
+
+/// One event of a trace as exporters receive it. GPU records (kernels, copies,
+/// memsets) without timestamps are left out, and in a window trace those that began
+/// before the window have their start clipped to it, as in the analysis.
+///
+/// Events come ordered by [`TraceEvent::ts`]; equal timestamps in the order of these
+/// variants.
+#[derive(Clone, Copy, Debug)]
+pub enum TraceEvent<'a> {
+    Device(&'a fmt::Device),
+    Kernel(&'a fmt::Kernel),
+    Memcpy(&'a fmt::Memcpy),
+    Memset(&'a fmt::Memset),
+    Sync(&'a fmt::Sync),
+    Memory(&'a fmt::Memory),
+    Api(&'a fmt::Api),
+    State {
+        ts: u64,
+        state: u8,
+        reason: u32,
+    },
+    Dropped {
+        ts: u64,
+        source: u8,
+        count: u64,
+    },
+    Clock {
+        cupti_ns: u64,
+        mono_ns: u64,
+        real_ns: u64,
+    },
+    HostCopy(&'a fmt::HostCopy),
+    HostCall(&'a fmt::HostCall),
+    HostAlloc(&'a fmt::HostAlloc),
+    Nccl(&'a fmt::Nccl),
+    NcclComm(&'a fmt::NcclComm),
+    Nvtx(&'a fmt::Nvtx),
+    /// A thread's name (the last one recorded for it).
+    Thread {
+        tid: u32,
+        name: u32,
+    },
+}
+
+impl TraceEvent<'_> {
+    /// Where the event sorts in time: its start (a clock pair: its realtime reading;
+    /// devices and thread names: 0, before everything).
+    pub fn ts(&self) -> u64 {
+        match *self {
+            TraceEvent::Device(_) | TraceEvent::Thread { .. } => 0,
+            TraceEvent::Kernel(k) => k.start,
+            TraceEvent::Memcpy(c) => c.start,
+            TraceEvent::Memset(s) => s.start,
+            TraceEvent::Sync(s) => s.start,
+            TraceEvent::Memory(m) => m.ts,
+            TraceEvent::Api(a) => a.start,
+            TraceEvent::State { ts, .. } | TraceEvent::Dropped { ts, .. } => ts,
+            TraceEvent::Clock { real_ns, .. } => real_ns,
+            TraceEvent::HostCopy(c) => c.start,
+            TraceEvent::HostCall(c) => c.start,
+            TraceEvent::HostAlloc(a) => a.start,
+            TraceEvent::Nccl(n) => n.start,
+            TraceEvent::NcclComm(n) => n.start,
+            TraceEvent::Nvtx(n) => n.ts,
+        }
+    }
+}
+
+/// Writes a whole document in `format` (text or JSON).
+pub fn write_document(format: Format, doc: Document<'_>, out: &mut dyn Write) -> io::Result<()> {
+    match document_exporter(format) {
+        Some(mut e) => e.write(doc, out),
+        None => Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{} is a format of events, not of documents", format.name()),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_format_has_exactly_one_kind_of_exporter() {
+        for f in Format::ALL {
+            assert_eq!(Format::from_name(f.name()), Some(f));
+            assert!(
+                document_exporter(f).is_some() != event_exporter(f).is_some(),
+                "{}",
+                f.name()
+            );
+        }
+        assert_eq!(Format::from_name("yaml"), None);
+    }
+}

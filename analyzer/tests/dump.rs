@@ -1,0 +1,456 @@
+//! `gputrace dump` streamed from the file: the same bytes as the previous dump (which
+//! built every event as a JSON value and sorted them all), whatever the order of the
+//! file's chunks and however small the reorder buffer.
+
+#[path = "common/legacy_dump.rs"]
+mod legacy_dump;
+
+use gputrace_analyzer::export::jsonl::Jsonl;
+use gputrace_analyzer::export::stream::{EventStream, StreamStats, DEFAULT_MAX_PENDING};
+use gputrace_analyzer::Trace;
+use gputrace_format::{self as fmt, CopyKind, Event, MemKind, Meta};
+use legacy_dump::legacy_dump;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+/// xorshift64: a fixed sequence per seed.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+    fn chance(&mut self, pct: u64) -> bool {
+        self.below(100) < pct
+    }
+}
+
+/// A trace with every kind of event: timestamps from a narrow range (so many tie),
+/// untimed GPU records, strings and devices defined twice, a window when `window`.
+fn random_events(seed: u64, n: usize, window: bool) -> (Meta, Vec<Event>) {
+    let mut r = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
+    const T0: u64 = 1_796_225_776_000_000_000;
+    let meta = Meta {
+        pid: 4242,
+        host: "node0".into(),
+        started_by: if window { "attach" } else { "injection" }.into(),
+        ..Default::default()
+    };
+    let mut ev = Vec::new();
+    let mut corr = 0u32;
+    for i in 0..n {
+        let ts = T0 + r.below(2_000) * 1_000;
+        let end = ts + r.below(4) * 1_000;
+        corr += 1;
+        let (start, end) = if r.chance(3) {
+            // Still running when collection stopped: no timestamps.
+            if r.chance(50) {
+                (0, end)
+            } else {
+                (ts, 0)
+            }
+        } else {
+            (ts, end)
+        };
+        let e = match r.below(22) {
+            0 => Event::Str {
+                id: r.below(12) as u32,
+                text: format!("_Z6kernel{}Pfi \"quoted\" \\ {}", r.below(5), i),
+            },
+            1 => Event::Device(fmt::Device {
+                id: r.below(3) as u32,
+                name: r.below(12) as u32,
+                sm_count: 132,
+                cc_major: 9,
+                global_memory: i as u64,
+                ..Default::default()
+            }),
+            2 => Event::Thread {
+                tid: r.below(4) as u32,
+                name: r.below(12) as u32,
+            },
+            3 => Event::State {
+                ts,
+                state: r.below(5) as u8,
+                reason: r.below(12) as u32,
+            },
+            4 => Event::Dropped {
+                ts,
+                source: r.below(5) as u8,
+                count: r.below(100),
+            },
+            5 => Event::Clock {
+                cupti_ns: ts,
+                mono_ns: r.below(1_000_000),
+                real_ns: ts + r.below(3),
+            },
+            6..=8 => Event::Kernel(fmt::Kernel {
+                start,
+                end,
+                device: r.below(2) as u32,
+                stream: r.below(3) as u32,
+                corr,
+                name: r.below(12) as u32,
+                grid: [1 + r.below(100) as u32, 1, 1],
+                block: [128, 1, 1],
+                registers: 32,
+                ..Default::default()
+            }),
+            9 => Event::Memcpy(fmt::Memcpy {
+                start,
+                end,
+                stream: r.below(3) as u32,
+                corr,
+                bytes: r.below(1 << 20),
+                copy_kind: r.below(5) as u8,
+                src_kind: r.below(4) as u8,
+                dst_kind: r.below(4) as u8,
+                flags: r.below(2) as u8,
+                ..Default::default()
+            }),
+            10 => Event::Memset(fmt::Memset {
+                start,
+                end,
+                corr,
+                bytes: r.below(4096),
+                value: r.below(3) as u32,
+                ..Default::default()
+            }),
+            11 => Event::Sync(fmt::Sync {
+                start: ts,
+                end,
+                stream: if r.chance(50) { u32::MAX } else { 7 },
+                corr,
+                kind: r.below(5) as u8,
+                ..Default::default()
+            }),
+            12 => Event::Memory(fmt::Memory {
+                ts,
+                corr,
+                address: r.next(),
+                bytes: r.below(1 << 30),
+                op: 1 + r.below(2) as u8,
+                ..Default::default()
+            }),
+            13..=14 => Event::Api(fmt::Api {
+                start: ts,
+                end,
+                tid: r.below(4) as u32,
+                corr,
+                domain: 1 + r.below(2) as u8,
+                cbid: r.below(300) as u32,
+                name: r.below(12) as u32,
+                ..Default::default()
+            }),
+            15 => Event::HostCopy(fmt::HostCopy {
+                start: ts,
+                end,
+                api: 1 + r.below(6) as u8,
+                copy_kind: CopyKind::HtoD as u8,
+                host_kind: MemKind::Pinned as u8,
+                flags: r.below(4) as u8,
+                dst_device: if r.chance(50) { u32::MAX } else { 1 },
+                src_device: u32::MAX,
+                ..Default::default()
+            }),
+            16 => Event::HostCall(fmt::HostCall {
+                start: ts,
+                end,
+                call: r.below(14) as u16,
+                arg0: r.below(10),
+                arg1: r.below(10),
+                arg2: r.below(10),
+                ..Default::default()
+            }),
+            17 => Event::HostAlloc(fmt::HostAlloc {
+                start: ts,
+                end,
+                op: 1 + r.below(5) as u8,
+                bytes: 4096,
+                ..Default::default()
+            }),
+            18 => Event::Nccl(fmt::Nccl {
+                start: ts,
+                end,
+                op: 1 + r.below(9) as u8,
+                datatype: r.below(10) as u8,
+                peer_or_root: r.below(4) as i32 - 1,
+                comm_id: r.next(),
+                rank: r.below(4) as i32,
+                nranks: 4,
+                ..Default::default()
+            }),
+            19 => Event::NcclComm(fmt::NcclComm {
+                start: ts,
+                end,
+                op: 1 + r.below(7) as u8,
+                comm: r.next(),
+                rank: -1,
+                ..Default::default()
+            }),
+            _ => Event::Nvtx(fmt::Nvtx {
+                ts,
+                tid: r.below(3) as u32,
+                kind: 1 + r.below(5) as u8,
+                flags: r.below(2) as u8,
+                id: r.below(4),
+                text: r.below(12) as u32,
+            }),
+        };
+        ev.push(e);
+    }
+    if window {
+        // The window opens in the middle of the range: some work began before it.
+        ev.push(Event::State {
+            ts: T0 + 900_000,
+            state: fmt::CollectorState::Tracing as u8,
+            reason: 1,
+        });
+        ev.push(Event::State {
+            ts: T0 + 1_800_000,
+            state: fmt::CollectorState::Stopped as u8,
+            reason: 1,
+        });
+    }
+    (meta, ev)
+}
+
+/// Encodes events into chunks of random sizes, compressed or not.
+fn encode(meta: &Meta, events: &[Event], seed: u64, compress: bool) -> Vec<u8> {
+    let mut r = Rng(seed | 1);
+    let w = fmt::ChunkWriter::new(Vec::new(), meta).unwrap();
+    let mut w = if compress {
+        w
+    } else {
+        w.without_compression()
+    };
+    let mut enc = fmt::Encoder::new();
+    let mut left = 1 + r.below(300);
+    for e in events {
+        enc.push(e);
+        left -= 1;
+        if left == 0 {
+            w.write_events(&mut enc).unwrap();
+            left = 1 + r.below(300);
+        }
+    }
+    w.write_events(&mut enc).unwrap();
+    w.into_inner()
+}
+
+/// Blocks of the event list moved around: the file far from time order.
+fn shuffle_blocks(events: Vec<Event>, seed: u64) -> Vec<Event> {
+    let mut r = Rng(seed | 1);
+    let mut blocks: Vec<Vec<Event>> = Vec::new();
+    let mut it = events.into_iter().peekable();
+    while it.peek().is_some() {
+        let n = 1 + r.below(200) as usize;
+        blocks.push(it.by_ref().take(n).collect());
+    }
+    for i in (1..blocks.len()).rev() {
+        blocks.swap(i, r.below(i as u64 + 1) as usize);
+    }
+    blocks.into_iter().flatten().collect()
+}
+
+fn streamed(path: &Path, bytes: &[u8], max_pending: usize) -> (Vec<u8>, StreamStats) {
+    let s = EventStream::from_bytes(path, bytes).unwrap();
+    let mut out = Vec::new();
+    let st = s
+        .write(max_pending, &mut Jsonl::default(), &mut out)
+        .unwrap();
+    (out, st)
+}
+
+fn legacy(path: &Path, bytes: &[u8]) -> Vec<u8> {
+    legacy_dump(&Trace::from_bytes(path, bytes).unwrap())
+}
+
+#[test]
+fn streamed_dump_is_the_previous_dump_byte_for_byte() {
+    let path = PathBuf::from("random.gtrace");
+    for seed in 1..=8u64 {
+        let window = seed % 3 == 0;
+        let (meta, ev) = random_events(seed, if seed == 1 { 400 } else { 2_000 }, window);
+        let ev = if seed % 2 == 0 {
+            shuffle_blocks(ev, seed)
+        } else {
+            ev
+        };
+        let bytes = encode(&meta, &ev, seed, seed % 4 < 2);
+        let want = legacy(&path, &bytes);
+        assert!(want.len() > 30_000, "{}", want.len());
+        // A small trace also with buffers of one and two records (a pass per record).
+        let sizes: &[usize] = if seed == 1 {
+            &[DEFAULT_MAX_PENDING, 37, 2, 1]
+        } else {
+            &[DEFAULT_MAX_PENDING, 211]
+        };
+        for &max_pending in sizes {
+            let (got, st) = streamed(&path, &bytes, max_pending);
+            if got != want {
+                let line = got
+                    .split(|b| *b == b'\n')
+                    .zip(want.split(|b| *b == b'\n'))
+                    .position(|(a, b)| a != b);
+                panic!(
+                    "seed {seed} max_pending {max_pending}: first differing line {line:?}\n{:?}",
+                    st
+                );
+            }
+            assert!(
+                st.peak_pending <= 2 * max_pending,
+                "seed {seed}: {st:?} over {max_pending}"
+            );
+            if max_pending < 1_000 {
+                assert!(st.passes > 1, "seed {seed}: {st:?}");
+            }
+        }
+    }
+}
+
+#[test]
+fn a_file_in_time_order_goes_through_in_one_pass_holding_little() {
+    // Events in time order, chunks of 100: the buffer holds about a chunk.
+    let (meta, mut ev) = random_events(99, 10_000, false);
+    let ts = |e: &Event| match e {
+        Event::Kernel(k) => k.start,
+        Event::Api(a) => a.start,
+        Event::Memcpy(c) => c.start,
+        Event::Memset(s) => s.start,
+        Event::Sync(s) => s.start,
+        Event::Memory(m) => m.ts,
+        Event::HostCopy(c) => c.start,
+        Event::HostCall(c) => c.start,
+        Event::HostAlloc(a) => a.start,
+        Event::Nccl(n) => n.start,
+        Event::NcclComm(n) => n.start,
+        Event::Nvtx(n) => n.ts,
+        _ => 0,
+    };
+    ev.sort_by_key(ts);
+    let mut w = fmt::ChunkWriter::new(Vec::new(), &meta).unwrap();
+    let mut enc = fmt::Encoder::new();
+    for c in ev.chunks(100) {
+        for e in c {
+            enc.push(e);
+        }
+        w.write_events(&mut enc).unwrap();
+    }
+    let bytes = w.into_inner();
+    let path = PathBuf::from("ordered.gtrace");
+    let (got, st) = streamed(&path, &bytes, DEFAULT_MAX_PENDING);
+    assert_eq!(got, legacy(&path, &bytes));
+    assert_eq!(st.passes, 1);
+    // Records equal in time to the next chunk's first one wait for it: about two
+    // chunks at most, never the whole trace.
+    assert!(st.peak_pending <= 300, "{st:?}");
+    assert!(st.events > 7_000, "{st:?}");
+}
+
+#[test]
+fn streamed_dump_of_the_recorded_examples() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples");
+    for name in ["nccl_single_rank.gtrace"] {
+        let p = dir.join(name);
+        let Ok(bytes) = std::fs::read(&p) else {
+            continue;
+        };
+        let want = legacy(&p, &bytes);
+        for max_pending in [DEFAULT_MAX_PENDING, 1000] {
+            assert!(streamed(&p, &bytes, max_pending).0 == want, "{name}");
+        }
+    }
+}
+
+/// Moved from the previous dump module: each hook event gets its line, with its fields.
+#[test]
+fn every_hook_event_gets_one_line() {
+    let meta = fmt::Meta::default();
+    let events = vec![
+        fmt::Event::Str {
+            id: 1,
+            text: "step".into(),
+        },
+        fmt::Event::HostCopy(fmt::HostCopy {
+            start: 1,
+            end: 2,
+            api: fmt::HOSTCOPY_MEMCPY_ASYNC,
+            copy_kind: CopyKind::HtoD as u8,
+            host_kind: MemKind::Pinned as u8,
+            source: fmt::CLASS_SOURCE_REGISTRY,
+            dst_device: u32::MAX,
+            src_device: u32::MAX,
+            ..Default::default()
+        }),
+        fmt::Event::HostCall(fmt::HostCall {
+            start: 3,
+            end: 4,
+            call: fmt::HOSTCALL_LAUNCH_KERNEL_STUB,
+            arg1: 132,
+            ..Default::default()
+        }),
+        fmt::Event::HostAlloc(fmt::HostAlloc {
+            start: 5,
+            end: 6,
+            op: fmt::HOSTALLOC_HOST_ALLOC,
+            bytes: 4096,
+            ..Default::default()
+        }),
+        fmt::Event::Nccl(fmt::Nccl {
+            start: 7,
+            end: 8,
+            op: fmt::NCCL_SEND,
+            datatype: 7,
+            peer_or_root: 3,
+            comm_id: 0xabc,
+            ..Default::default()
+        }),
+        fmt::Event::NcclComm(fmt::NcclComm {
+            start: 9,
+            end: 10,
+            op: fmt::NCCL_COMM_INIT_RANK,
+            ..Default::default()
+        }),
+        fmt::Event::Nvtx(fmt::Nvtx {
+            ts: 11,
+            kind: fmt::NVTX_PUSH,
+            text: 1,
+            ..Default::default()
+        }),
+    ];
+    let bytes = encode(&meta, &events, 1, false);
+    let (out, _) = streamed(Path::new("hooks.gtrace"), &bytes, DEFAULT_MAX_PENDING);
+    let v: Vec<Value> = out
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(|l| serde_json::from_slice(l).unwrap())
+        .collect();
+    let ty: Vec<_> = v.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(
+        ty,
+        [
+            "host_copy",
+            "host_call",
+            "host_alloc",
+            "nccl",
+            "nccl_comm",
+            "nvtx"
+        ]
+    );
+    assert_eq!(v[0]["host_memory"], "pinned");
+    assert_eq!(v[0]["host_memory_source"], "registry");
+    assert_eq!(v[0]["api"], "cudaMemcpyAsync");
+    assert_eq!(v[1]["class"], "launch");
+    assert_eq!(v[1]["grid_blocks"], 132);
+    assert_eq!(v[3]["peer"], 3);
+    assert_eq!(v[3]["datatype"], "float32");
+    assert_eq!(v[3]["comm_id"], "0x0000000000000abc");
+    assert_eq!(v[5]["text"], "step");
+}
