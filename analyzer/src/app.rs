@@ -102,3 +102,82 @@ pub fn events_with(
         Err(StreamError::Write(e)) => written(Err(e)).map(|_| StreamStats::default()),
     }
 }
+
+/// What `gputrace export` wrote.
+#[derive(Clone, Debug, Default)]
+pub struct Exported {
+    /// The files (or, for Parquet, the directory) written.
+    pub paths: Vec<PathBuf>,
+    pub processes: usize,
+    /// Events streamed, over every trace.
+    pub events: u64,
+}
+
+/// `gputrace export --format perfetto|chrome|parquet`: the job's traces analysed
+/// together (as `report` does), what the analysis placed on each process's timeline
+/// handed to the exporter, the traces dropped, then each trace's events streamed from
+/// its file (see [`crate::export::timeline`]). `out`: where to write (default beside the
+/// first trace, [`export::timeline_output`]).
+pub fn export(
+    paths: &[PathBuf],
+    format: Format,
+    out: Option<&Path>,
+    opts: &Options,
+    warn: Warn<'_>,
+) -> Result<Exported, Error> {
+    let traces = load::load_set(paths, &opts.load, warn)?;
+    let n = traces.len();
+    let target = match out {
+        Some(p) => p.to_path_buf(),
+        None => export::timeline_output(
+            format,
+            traces
+                .first()
+                .map(|t| t.path.as_path())
+                .unwrap_or(Path::new("trace")),
+            n,
+        ),
+    };
+    let mut exporter = match export::timeline_exporter(format, &target, n) {
+        Some(Ok(e)) => e,
+        Some(Err(e)) => return Err(Error::Output(e)),
+        None => {
+            return Err(Error::Output(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{} is not a timeline format", format.name()),
+            )))
+        }
+    };
+    let (report, timelines) = crate::report::analyze_timelines(&traces);
+    let views = crate::export::timeline::views(&traces, &report, &timelines);
+    for v in &views {
+        exporter.process(v).map_err(Error::Output)?;
+    }
+    let order: Vec<(usize, PathBuf)> = views
+        .iter()
+        .map(|v| (v.index, v.trace.path.clone()))
+        .collect();
+    drop(views);
+    drop(timelines);
+    if opts.exiting {
+        std::mem::forget(traces);
+    } else {
+        drop(traces);
+    }
+    let mut events = 0;
+    for (index, path) in order {
+        exporter.select(index).map_err(Error::Output)?;
+        let s = EventStream::open(&path).map_err(|e| Error::read(&path, e))?;
+        match s.write(DEFAULT_MAX_PENDING, exporter.as_events(), &mut io::sink()) {
+            Ok(st) => events += st.events,
+            Err(StreamError::Read(e)) => return Err(Error::read(&path, e)),
+            Err(StreamError::Write(e)) => return Err(Error::Output(e)),
+        }
+    }
+    let paths = exporter.close().map_err(Error::Output)?;
+    Ok(Exported {
+        paths,
+        processes: n,
+        events,
+    })
+}

@@ -303,7 +303,11 @@ fn a_trace_given_twice_counts_once() {
     let dir = tmpdir("twice");
     let p = write(&dir, "one.gtrace", &data_starved(20));
     let a = p.to_str().unwrap();
-    let other = dir.join(".").join("..").join(dir.file_name().unwrap()).join("one.gtrace");
+    let other = dir
+        .join(".")
+        .join("..")
+        .join(dir.file_name().unwrap())
+        .join("one.gtrace");
     let b = other.to_str().unwrap();
     let (code, out, err) = gputrace(&["report", a, a, b]);
     assert_eq!(code, 0, "{err}");

@@ -225,11 +225,7 @@ fn random_events(seed: u64, n: usize, window: bool) -> (Meta, Vec<Event>) {
 fn encode(meta: &Meta, events: &[Event], seed: u64, compress: bool) -> Vec<u8> {
     let mut r = Rng(seed | 1);
     let w = fmt::ChunkWriter::new(Vec::new(), meta).unwrap();
-    let mut w = if compress {
-        w
-    } else {
-        w.without_compression()
-    };
+    let mut w = if compress { w } else { w.without_compression() };
     let mut enc = fmt::Encoder::new();
     let mut left = 1 + r.below(300);
     for e in events {

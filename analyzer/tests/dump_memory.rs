@@ -129,7 +129,8 @@ fn dump_memory_stays_bounded_whatever_the_trace_size() {
         peak_of(|| {
             let s = EventStream::from_bytes(path, bytes).unwrap();
             let mut sink = std::io::sink();
-            s.write(max_pending, &mut Jsonl::default(), &mut sink).unwrap()
+            s.write(max_pending, &mut Jsonl::default(), &mut sink)
+                .unwrap()
         })
     };
     // In time order: about two chunks buffered.
@@ -149,5 +150,8 @@ fn dump_memory_stays_bounded_whatever_the_trace_size() {
     assert!(st.passes > 1, "{st:?}");
     assert!(st.peak_pending <= 6_000, "{st:?}");
     // The buffer (6000 records of at most 96 bytes) and the reader's chunk buffers.
-    assert!(peak < 6_000 * 96 + (512 << 10), "dump peaked at {peak} bytes");
+    assert!(
+        peak < 6_000 * 96 + (512 << 10),
+        "dump peaked at {peak} bytes"
+    );
 }

@@ -55,6 +55,21 @@ enum Cmd {
     },
     /// Every event of a trace as one JSON object per line.
     Dump { trace: PathBuf },
+    /// Write the traces of a job as a timeline (Perfetto, Chrome/Kineto JSON) or as
+    /// Parquet tables, with what the analysis found placed on it: every idle gap named
+    /// by its cause, the steps, the findings.
+    Export {
+        #[arg(required = true)]
+        traces: Vec<PathBuf>,
+        /// perfetto (ui.perfetto.dev), chrome (chrome://tracing, Holistic Trace
+        /// Analysis; one file per process) or parquet (a directory of tables).
+        #[arg(long, value_parser = parse_timeline_format)]
+        format: Format,
+        /// Where to write: a file (perfetto; chrome with one trace) or a directory
+        /// (parquet; chrome with several traces). Default: beside the first trace.
+        #[arg(short = 'o', long = "out")]
+        out: Option<PathBuf>,
+    },
     /// Trace a window of a running process started dormant (GPUTRACE_MODE=dormant or
     /// `gputrace run --dormant`), then print where the trace is and its report.
     Attach {
@@ -81,6 +96,13 @@ enum Cmd {
         #[arg(long)]
         no_report: bool,
     },
+}
+
+fn parse_timeline_format(s: &str) -> Result<Format, String> {
+    match Format::from_name(s) {
+        Some(f @ (Format::Perfetto | Format::Chrome | Format::Parquet)) => Ok(f),
+        _ => Err(format!("{s:?} is not one of perfetto, chrome, parquet")),
+    }
 }
 
 fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
@@ -204,10 +226,43 @@ fn run_cli(cli: Cli) -> Result<i32> {
             }
             Ok(0)
         }
+        Cmd::Export {
+            traces,
+            format,
+            out,
+        } => {
+            let t = std::time::Instant::now();
+            let e = app::export(&traces, format, out.as_deref(), &options(), &warn)?;
+            for p in &e.paths {
+                let size = dir_size(p);
+                warn(&format!(
+                    "wrote {} ({:.1} MB, {} events of {} process{}, {:.1} s)",
+                    p.display(),
+                    size as f64 / 1e6,
+                    e.events,
+                    e.processes,
+                    if e.processes == 1 { "" } else { "es" },
+                    t.elapsed().as_secs_f64()
+                ));
+            }
+            Ok(0)
+        }
         Cmd::Dump { trace } => {
             app::events(&trace, Format::Jsonl, &mut stdout(), &warn)?;
             Ok(0)
         }
+    }
+}
+
+/// Bytes in a file, or in the files of a directory.
+fn dir_size(p: &std::path::Path) -> u64 {
+    match std::fs::read_dir(p) {
+        Ok(rd) => rd
+            .flatten()
+            .filter_map(|e| e.metadata().ok())
+            .map(|m| m.len())
+            .sum(),
+        Err(_) => std::fs::metadata(p).map(|m| m.len()).unwrap_or(0),
     }
 }
 

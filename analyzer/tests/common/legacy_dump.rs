@@ -92,7 +92,10 @@ pub fn legacy_events(t: &Trace) -> Vec<Value> {
                 ("kind", json!(CopyKind::from_u8(c.copy_kind).name())),
                 ("src_kind", json!(MemKind::from_u8(c.src_kind).name())),
                 ("dst_kind", json!(MemKind::from_u8(c.dst_kind).name())),
-                ("host_memory", json!(gputrace_analyzer::summary::copy_class(c))),
+                (
+                    "host_memory",
+                    json!(gputrace_analyzer::summary::copy_class(c)),
+                ),
                 ("async", json!(c.flags & fmt::MEMCPY_FLAG_ASYNC != 0)),
             ],
         );
@@ -394,4 +397,3 @@ fn hook_events(t: &Trace, out: &mut Vec<(u64, Value)>) {
         out.push((n.ts, Value::Object(m)));
     }
 }
-

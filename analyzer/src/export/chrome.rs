@@ -1,0 +1,490 @@
+//! Chrome trace-event JSON in Kineto's dialect (what torch.profiler writes), so that
+//! chrome://tracing, Perfetto and Holistic Trace Analysis read it. One file per process:
+//! HTA takes a directory with one file per rank, its rank in `distributedInfo`.
+//!
+//! Kineto's conventions kept: GPU work on pid = device, tid = stream, categories
+//! `kernel`, `gpu_memcpy`, `gpu_memset`, `cuda_runtime`, `cuda_driver`,
+//! `user_annotation`; `correlation` (and `device`, `stream`) arguments on GPU work and on
+//! the calls that launched it, plus `ac2g` flow arrows. Host threads on pid = the
+//! process. gputrace's own tracks get tids of their own, named by metadata events: "why
+//! idle" (per device; category `gpu_idle`, each idle piece named by its cause), steps,
+//! phases, findings, CUDA synchronisation records, the collector. Counters (queue depth,
+//! device memory) are `C` events.
+//!
+//! Times are microseconds after the job's start, with nanoseconds as decimals
+//! (`baseTimeNanoseconds` holds the start on the job's time base): absolute
+//! nanoseconds do not fit a JSON number's precision.
+
+use super::slices::{self, Arg, Cat, Flow, Name, Nvtx, Shown, Slice, Track};
+use super::timeline::{self, ProcessView, TimelineExporter};
+use super::{EventExporter, TraceContext, TraceEvent};
+use crate::trace::demangle;
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+/// Tids of gputrace's own tracks (no real thread has them: above 2^22).
+const TID_IDLE: u64 = 0xFFFF_FF00;
+const TID_SYNC: u64 = 0xFFFF_FF01;
+const TID_COLLECTOR: u64 = 0xFFFF_FF02;
+const TID_STEPS: u64 = 0xFFFF_FF03;
+const TID_PHASES: u64 = 0xFFFF_FF04;
+const TID_FINDINGS: u64 = 0xFFFF_FF05;
+
+struct File1 {
+    out: BufWriter<File>,
+    path: PathBuf,
+    pid: u32,
+    offset: i64,
+    base: u64,
+    kernel_names: HashMap<u32, String>,
+    line: Vec<u8>,
+    named: std::collections::HashSet<(u64, u64)>,
+    nvtx_open: HashMap<u64, (u32, u64)>,
+    flows: slices::Flows,
+}
+
+/// The Chrome JSON exporter.
+pub struct Chrome {
+    dir: Option<PathBuf>,
+    single: PathBuf,
+    files: HashMap<usize, File1>,
+    cur: usize,
+    written: Vec<PathBuf>,
+}
+
+impl Chrome {
+    /// One process: `out` is the file. Several: `out` is a directory (made), one file
+    /// per process in it.
+    pub fn create(out: &Path, processes: usize) -> io::Result<Chrome> {
+        let dir = if processes > 1 {
+            std::fs::create_dir_all(out)?;
+            Some(out.to_path_buf())
+        } else {
+            None
+        };
+        Ok(Chrome {
+            dir,
+            single: out.to_path_buf(),
+            files: HashMap::new(),
+            cur: 0,
+            written: Vec::new(),
+        })
+    }
+
+    fn file(&mut self) -> io::Result<&mut File1> {
+        self.files
+            .get_mut(&self.cur)
+            .ok_or_else(|| io::Error::other("no process selected"))
+    }
+}
+
+/// Microseconds after `base`, with three decimals.
+fn us(ts: u64, base: u64) -> String {
+    let d = ts.saturating_sub(base);
+    format!("{}.{:03}", d / 1000, d % 1000)
+}
+
+fn json_str(s: &str) -> String {
+    serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into())
+}
+
+impl File1 {
+    fn pid_tid(&self, t: Track) -> (u64, u64) {
+        let pid = self.pid as u64;
+        match t {
+            Track::Stream { device, stream } => (device as u64, stream as u64),
+            Track::Idle(device) => (device as u64, TID_IDLE),
+            Track::Thread(tid) | Track::Nvtx(tid) | Track::Nccl(tid) => (pid, tid as u64),
+            Track::Sync => (pid, TID_SYNC),
+            Track::Collector => (pid, TID_COLLECTOR),
+            Track::Steps => (pid, TID_STEPS),
+            Track::Phases => (pid, TID_PHASES),
+            Track::Findings => (pid, TID_FINDINGS),
+        }
+    }
+
+    fn emit(&mut self) -> io::Result<()> {
+        self.line.extend_from_slice(b",\n");
+        self.out.write_all(&self.line)?;
+        self.line.clear();
+        Ok(())
+    }
+
+    /// Names a (pid, tid) the first time it is used.
+    fn name_track(&mut self, t: Track, device_name: Option<&str>) -> io::Result<()> {
+        let (pid, tid) = self.pid_tid(t);
+        if !self.named.insert((pid, tid)) {
+            return Ok(());
+        }
+        let name = match t {
+            Track::Thread(_) | Track::Nvtx(_) | Track::Nccl(_) => return Ok(()),
+            t => slices::track_name(t),
+        };
+        if pid != self.pid as u64 && self.named.insert((pid, u64::MAX)) {
+            let pname = match device_name {
+                Some(n) if !n.is_empty() => format!("GPU {pid}: {n}"),
+                _ => format!("GPU {pid}"),
+            };
+            let _ = write!(
+                self.line,
+                r#"{{"ph":"M","name":"process_name","pid":{pid},"tid":0,"args":{{"name":{}}}}}"#,
+                json_str(&pname)
+            );
+            self.emit()?;
+        }
+        let _ = write!(
+            self.line,
+            r#"{{"ph":"M","name":"thread_name","pid":{pid},"tid":{tid},"args":{{"name":{}}}}}"#,
+            json_str(&name)
+        );
+        self.emit()
+    }
+
+    fn name_text(&mut self, cx: Option<&TraceContext<'_>>, n: Name<'_>) -> String {
+        match n {
+            Name::Kernel(id) => self
+                .kernel_names
+                .entry(id)
+                .or_insert_with(|| demangle(cx.map_or("", |c| c.str(id))))
+                .clone(),
+            Name::Str(id) => cx.map_or("", |c| c.str(id)).to_string(),
+            Name::Static(s) => s.to_string(),
+            Name::Text(t) => t.to_string(),
+        }
+    }
+
+    fn args(&mut self, args: &[Arg<'_>]) {
+        self.line.extend_from_slice(br#","args":{"#);
+        for (i, a) in args.iter().enumerate() {
+            if i > 0 {
+                self.line.push(b',');
+            }
+            let _ = write!(self.line, "{}:", json_str(a.key()));
+            let _ = match *a {
+                Arg::U(_, v) => write!(self.line, "{v}"),
+                Arg::I(_, v) => write!(self.line, "{v}"),
+                Arg::S(_, s) => write!(self.line, "{}", json_str(s)),
+                Arg::Hex(_, v) => write!(self.line, "\"{v:#x}\""),
+                Arg::Dim3(_, d) => write!(self.line, "[{},{},{}]", d[0], d[1], d[2]),
+            };
+        }
+        self.line.push(b'}');
+    }
+
+    fn slice(&mut self, cx: Option<&TraceContext<'_>>, s: &Slice<'_>) -> io::Result<()> {
+        self.name_track(s.track, None)?;
+        let (pid, tid) = self.pid_tid(s.track);
+        let start = timeline::shift(s.start, self.offset);
+        let end = timeline::shift(s.end, self.offset).max(start);
+        let name = self.name_text(cx, s.name);
+        let instant = start == end && matches!(s.track, Track::Collector | Track::Findings);
+        if instant {
+            let _ = write!(
+                self.line,
+                r#"{{"ph":"i","s":"t","cat":"{}","name":{},"pid":{pid},"tid":{tid},"ts":{}"#,
+                s.cat.name(),
+                json_str(&name),
+                us(start, self.base)
+            );
+        } else {
+            let _ = write!(
+                self.line,
+                r#"{{"ph":"X","cat":"{}","name":{},"pid":{pid},"tid":{tid},"ts":{},"dur":{}"#,
+                s.cat.name(),
+                json_str(&name),
+                us(start, self.base),
+                us(end - start, 0)
+            );
+        }
+        self.args(s.args.as_slice());
+        self.line.push(b'}');
+        self.emit()?;
+        let flow = match s.flow {
+            Flow::Launch(c) => Some(("s", c, "")),
+            Flow::Work(c) => Some(("f", c, r#","bp":"e""#)),
+            Flow::None => None,
+        };
+        if let Some((ph, c, bp)) = flow {
+            let _ = write!(
+                self.line,
+                r#"{{"ph":"{ph}","id":{c},"pid":{pid},"tid":{tid},"ts":{},"cat":"ac2g","name":"ac2g"{bp}}}"#,
+                us(start, self.base)
+            );
+            self.emit()?;
+        }
+        Ok(())
+    }
+
+    fn nvtx_edge(
+        &mut self,
+        cx: &TraceContext<'_>,
+        ph: char,
+        tid: u64,
+        ts: u64,
+        name: Option<Name<'_>>,
+    ) -> io::Result<()> {
+        let ts = timeline::shift(ts, self.offset);
+        let pid = self.pid;
+        let _ = write!(
+            self.line,
+            r#"{{"ph":"{ph}","cat":"{}","pid":{pid},"tid":{tid},"ts":{}"#,
+            Cat::Nvtx.name(),
+            us(ts, self.base)
+        );
+        if let Some(n) = name {
+            let text = self.name_text(Some(cx), n);
+            let _ = write!(self.line, r#","name":{}"#, json_str(&text));
+        }
+        self.line.push(b'}');
+        self.emit()
+    }
+}
+
+impl TimelineExporter for Chrome {
+    fn process(&mut self, v: &ProcessView<'_>) -> io::Result<()> {
+        let path = match &self.dir {
+            Some(d) => d.join(format!(
+                "{}.json",
+                v.process
+                    .label
+                    .chars()
+                    .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+                    .collect::<String>()
+            )),
+            None => self.single.clone(),
+        };
+        let mut out = BufWriter::with_capacity(1 << 20, File::create(&path)?);
+        let rank = v.process.rank.unwrap_or(v.index as u32);
+        // HTA finds the rank with a pattern that wants a space after the colon.
+        writeln!(out, "{{\"schemaVersion\": 1,")?;
+        writeln!(
+            out,
+            "\"distributedInfo\": {{\"rank\": {rank}, \"world_size\": {}}},",
+            v.world
+        )?;
+        writeln!(out, "\"baseTimeNanoseconds\": {},", v.job_start_ns)?;
+        writeln!(out, "\"displayTimeUnit\": \"ns\",")?;
+        let props: Vec<serde_json::Value> = v
+            .trace
+            .devices
+            .iter()
+            .map(|d| {
+                serde_json::json!({
+                    "id": d.id,
+                    "name": v.trace.str(d.name),
+                    "totalGlobalMem": d.global_memory,
+                    "computeMajor": d.cc_major,
+                    "computeMinor": d.cc_minor,
+                    "numSms": d.sm_count,
+                    "maxThreadsPerMultiprocessor": d.max_threads_per_sm,
+                    "regsPerMultiprocessor": d.max_regs_per_sm,
+                    "sharedMemPerMultiprocessor": d.max_smem_per_sm,
+                })
+            })
+            .collect();
+        writeln!(
+            out,
+            "\"deviceProperties\": {},",
+            serde_json::to_string(&props).unwrap_or_else(|_| "[]".into())
+        )?;
+        writeln!(out, "\"traceEvents\": [")?;
+        let mut f = File1 {
+            out,
+            path: path.clone(),
+            pid: v.pid,
+            offset: v.offset_ns,
+            base: v.job_start_ns,
+            kernel_names: HashMap::new(),
+            line: Vec::with_capacity(512),
+            named: Default::default(),
+            nvtx_open: HashMap::new(),
+            flows: slices::Flows::default(),
+        };
+        let pname = format!(
+            "{} ({}, pid {})",
+            v.process.label, v.process.host, v.trace.meta.pid
+        );
+        let _ = write!(
+            f.line,
+            r#"{{"ph":"M","name":"process_name","pid":{},"tid":0,"args":{{"name":{}}}}}"#,
+            v.pid,
+            json_str(&pname)
+        );
+        f.emit()?;
+        for d in &v.trace.devices {
+            // Name the device's pid with its model.
+            f.name_track(Track::Idle(d.id), Some(v.trace.str(d.name)))?;
+        }
+        let tl = v.timeline;
+        for (name, (s, e)) in [
+            ("start-up", tl.startup),
+            ("steady state", tl.steady),
+            ("tail", tl.tail),
+        ] {
+            if e > s {
+                f.slice(
+                    None,
+                    &overlay(Track::Phases, s, e, Name::Static(name), Cat::Step),
+                )?;
+            }
+        }
+        for (i, w) in tl.steps.windows(2).enumerate() {
+            let name = format!("step {i}");
+            f.slice(
+                None,
+                &overlay(Track::Steps, w[0], w[1], Name::Text(&name), Cat::Step),
+            )?;
+        }
+        for p in &tl.idle {
+            f.slice(
+                None,
+                &overlay(
+                    Track::Idle(p.device),
+                    p.start,
+                    p.end,
+                    Name::Static(p.cause.id()),
+                    Cat::Idle,
+                ),
+            )?;
+        }
+        let t0 = v.process.trace_start_ns;
+        for fnd in &v.findings {
+            for ex in &fnd.examples {
+                let mut s = overlay(
+                    Track::Findings,
+                    t0 + ex.at_ns,
+                    t0 + ex.at_ns + ex.dur_ns,
+                    Name::Static(fnd.id.as_str()),
+                    Cat::Finding,
+                );
+                s.args.push(Arg::S("severity", fnd.severity.name()));
+                s.args.push(Arg::S("what", &ex.what));
+                f.slice(None, &s)?;
+            }
+        }
+        let mut res = Ok(());
+        timeline::counters(v.trace, |s, ts, val| {
+            if res.is_err() {
+                return;
+            }
+            let ts = timeline::shift(ts, f.offset);
+            let _ = write!(
+                f.line,
+                r#"{{"ph":"C","name":{},"pid":{},"ts":{},"args":{{"value":{val}}}}}"#,
+                json_str(&s.name()),
+                s.device(),
+                us(ts, f.base)
+            );
+            res = f.emit();
+        });
+        res?;
+        self.files.insert(v.index, f);
+        self.cur = v.index;
+        Ok(())
+    }
+
+    fn as_events(&mut self) -> &mut dyn EventExporter {
+        self
+    }
+
+    fn select(&mut self, index: usize) -> io::Result<()> {
+        self.cur = index;
+        self.file().map(|_| ())
+    }
+
+    fn close(&mut self) -> io::Result<Vec<PathBuf>> {
+        let mut keys: Vec<usize> = self.files.keys().copied().collect();
+        keys.sort_unstable();
+        for k in keys {
+            if let Some(mut f) = self.files.remove(&k) {
+                // The last line: an event with nothing in it keeps the commas simple.
+                writeln!(
+                    f.out,
+                    "{{\"ph\":\"M\",\"name\":\"gputrace\",\"pid\":{},\"args\":{{}}}}",
+                    f.pid
+                )?;
+                writeln!(f.out, "]}}")?;
+                f.out.flush()?;
+                self.written.push(f.path);
+            }
+        }
+        Ok(std::mem::take(&mut self.written))
+    }
+}
+
+/// A slice of the analysis's overlay.
+fn overlay(track: Track, start: u64, end: u64, name: Name<'_>, cat: Cat) -> Slice<'_> {
+    Slice {
+        track,
+        start,
+        end: end.max(start),
+        name,
+        cat,
+        args: Default::default(),
+        flow: Flow::None,
+    }
+}
+
+impl EventExporter for Chrome {
+    fn event(
+        &mut self,
+        cx: &TraceContext<'_>,
+        ev: &TraceEvent<'_>,
+        _out: &mut dyn Write,
+    ) -> io::Result<()> {
+        let f = self.file()?;
+        match slices::describe(cx, ev) {
+            Shown::Slice(mut s) => {
+                s.flow = f.flows.filter(s.flow);
+                f.slice(Some(cx), &s)
+            }
+            Shown::Nvtx(n) => match n {
+                Nvtx::Push { tid, ts, name, .. } => {
+                    f.nvtx_edge(cx, 'B', tid as u64, ts, Some(name))
+                }
+                Nvtx::Pop { tid, ts, .. } => f.nvtx_edge(cx, 'E', tid as u64, ts, None),
+                Nvtx::Start { ts, id, name } => {
+                    f.nvtx_open.insert(id, (0, ts));
+                    let text = f.name_text(Some(cx), name);
+                    let ts = timeline::shift(ts, f.offset);
+                    let _ = write!(
+                        f.line,
+                        r#"{{"ph":"b","cat":"{}","id":{id},"name":{},"pid":{},"tid":0,"ts":{}}}"#,
+                        Cat::Nvtx.name(),
+                        json_str(&text),
+                        f.pid,
+                        us(ts, f.base)
+                    );
+                    f.emit()
+                }
+                Nvtx::End { ts, id } => {
+                    if f.nvtx_open.remove(&id).is_none() {
+                        return Ok(());
+                    }
+                    let ts = timeline::shift(ts, f.offset);
+                    let _ = write!(
+                        f.line,
+                        r#"{{"ph":"e","cat":"{}","id":{id},"pid":{},"tid":0,"ts":{}}}"#,
+                        Cat::Nvtx.name(),
+                        f.pid,
+                        us(ts, f.base)
+                    );
+                    f.emit()
+                }
+                Nvtx::Mark { tid, ts, name } => f.nvtx_edge(cx, 'i', tid as u64, ts, Some(name)),
+            },
+            Shown::Thread { tid, name } => {
+                let pid = f.pid;
+                let _ = write!(
+                    f.line,
+                    r#"{{"ph":"M","name":"thread_name","pid":{pid},"tid":{tid},"args":{{"name":{}}}}}"#,
+                    json_str(cx.str(name))
+                );
+                f.emit()
+            }
+            Shown::Device(_) | Shown::Nothing => Ok(()),
+        }
+    }
+}

@@ -1,0 +1,287 @@
+//! What the timeline and table formats (Perfetto, Chrome JSON, Parquet) are given about
+//! each process of a job besides its events: who it is, where its clock sits among the
+//! others, and what the analysis placed on its timeline (steps, phases, every idle
+//! piece with its cause, findings), plus the series computed from its loaded trace
+//! (queue depth per stream, device memory in use).
+//!
+//! The order of an export ([`crate::app::export`]): the traces are loaded and analysed
+//! together, as `gputrace report` does; each process is handed to the exporter with
+//! [`TimelineExporter::process`] while its trace is loaded; the traces are dropped; then
+//! each trace's events are streamed from its file ([`super::stream`]) after
+//! [`TimelineExporter::select`] names the process they belong to. Memory: the analysis's
+//! (as `report`), then the stream's bound.
+//!
+//! Sampler series (host CPU state, NVML clocks and memory, from the `host` and `env`
+//! recorders) are counters like [`ProcessView::memory_series`]: each becomes a
+//! [`Series`] here and a counter track / table in each format.
+
+use super::EventExporter;
+use crate::report::classify::{self, ApiKind};
+use crate::report::{Finding, ProcessReport, Report, Timeline};
+use crate::trace::Trace;
+use gputrace_format::{self as fmt, MemKind};
+use std::collections::HashMap;
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// A format of whole jobs: their processes' timelines, then their events. It writes its
+/// own files under the output path it was made with (so the `out` its
+/// [`EventExporter`] methods get is not used).
+pub trait TimelineExporter: EventExporter {
+    /// A process of the job, before any events; its trace is loaded.
+    fn process(&mut self, p: &ProcessView<'_>) -> io::Result<()>;
+    /// The events that follow belong to process `index` (its [`ProcessView::index`]).
+    fn select(&mut self, index: usize) -> io::Result<()>;
+    /// After the last event: the files written.
+    fn close(&mut self) -> io::Result<Vec<PathBuf>>;
+    /// The exporter as the event stream takes it.
+    fn as_events(&mut self) -> &mut dyn EventExporter;
+}
+
+/// One process of an export.
+pub struct ProcessView<'a> {
+    /// Index in the report's `processes` (the order of ranks).
+    pub index: usize,
+    pub process: &'a ProcessReport,
+    pub trace: &'a Trace,
+    pub timeline: &'a Timeline,
+    /// This process's findings.
+    pub findings: Vec<&'a Finding>,
+    /// Added to the trace's timestamps to put every process on one time base: 0 for a
+    /// single trace; with several, CLOCK_REALTIME, corrected by the collectives' ends
+    /// across hosts where the report aligned them.
+    pub offset_ns: i64,
+    /// The pid the timeline shows (the process's own, unless another process of the job
+    /// has it: then one made unique).
+    pub pid: u32,
+    /// Processes in the job.
+    pub world: usize,
+    /// The earliest trace start of the job, on its time base.
+    pub job_start_ns: u64,
+}
+
+impl ProcessView<'_> {
+    /// A trace timestamp on the job's time base.
+    pub fn at(&self, ts: u64) -> u64 {
+        shift(ts, self.offset_ns)
+    }
+}
+
+/// `ts + offset`, kept in range.
+pub fn shift(ts: u64, offset: i64) -> u64 {
+    (ts as i128 + offset as i128).clamp(0, u64::MAX as i128) as u64
+}
+
+/// Each process's view of a job, in the report's order.
+pub fn views<'a>(
+    traces: &'a [Trace],
+    report: &'a Report,
+    timelines: &'a [Timeline],
+) -> Vec<ProcessView<'a>> {
+    let multi = traces.len() > 1;
+    let offsets: Vec<i64> = timelines
+        .iter()
+        .enumerate()
+        .map(|(i, tl)| {
+            if !multi {
+                return 0;
+            }
+            report
+                .cluster
+                .as_ref()
+                .and_then(|c| c.ranks.iter().find(|r| r.process == i))
+                .map(|r| r.clock_offset_ns)
+                .unwrap_or_else(|| realtime_offset(&traces[tl.trace].clocks))
+        })
+        .collect();
+    let job_start_ns = report
+        .processes
+        .iter()
+        .zip(&offsets)
+        .filter(|(p, _)| p.trace_start_ns > 0)
+        .map(|(p, &o)| shift(p.trace_start_ns, o))
+        .min()
+        .unwrap_or(0);
+    let world = report.processes.len();
+    let mut pids: HashMap<u32, usize> = HashMap::new();
+    report
+        .processes
+        .iter()
+        .zip(timelines)
+        .enumerate()
+        .map(|(i, (p, tl))| {
+            let t = &traces[tl.trace];
+            let offset_ns = offsets[i];
+            let seen = pids.entry(t.meta.pid).or_insert(0);
+            *seen += 1;
+            // A pid another process of the job already has: one no real process has
+            // (above the kernel's pid_max of 2^22).
+            let pid = if *seen == 1 {
+                t.meta.pid
+            } else {
+                (1 << 22) + i as u32
+            };
+            ProcessView {
+                index: i,
+                process: p,
+                trace: t,
+                timeline: tl,
+                findings: report
+                    .findings
+                    .iter()
+                    .filter(|f| f.process == Some(i))
+                    .collect(),
+                offset_ns,
+                pid,
+                world,
+                job_start_ns,
+            }
+        })
+        .collect()
+}
+
+/// CUPTI time onto CLOCK_REALTIME through the trace's clock pairs (their median).
+pub fn realtime_offset(clocks: &[(u64, u64, u64)]) -> i64 {
+    let mut d: Vec<i64> = clocks
+        .iter()
+        .filter(|c| c.0 > 0 && c.2 > 0)
+        .map(|c| (c.2 as i128 - c.0 as i128).clamp(i64::MIN as i128, i64::MAX as i128) as i64)
+        .collect();
+    if d.is_empty() {
+        return 0;
+    }
+    d.sort_unstable();
+    d[d.len() / 2]
+}
+
+/// Where a counter's values come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Series {
+    /// GPU work submitted (its launch call returned) and not finished, on one stream.
+    QueueDepth { device: u32, stream: u32 },
+    /// Device memory allocated and not freed (bytes), from the memory records.
+    DeviceMemory { device: u32 },
+}
+
+impl Series {
+    /// The counter's name on a timeline.
+    pub fn name(&self) -> String {
+        match self {
+            Series::QueueDepth { stream, .. } => format!("queue depth, stream {stream}"),
+            Series::DeviceMemory { .. } => "device memory".into(),
+        }
+    }
+    pub fn device(&self) -> u32 {
+        match *self {
+            Series::QueueDepth { device, .. } | Series::DeviceMemory { device } => device,
+        }
+    }
+    /// The unit a viewer should show.
+    pub fn is_bytes(&self) -> bool {
+        matches!(self, Series::DeviceMemory { .. })
+    }
+}
+
+/// Calls `f(series, ts, value)` for every change of every counter of the trace, in time
+/// order per series (trace timestamps). Queue depth: +1 when the call that submitted a
+/// piece of work returned (work linked to its call by correlation id), -1 when the work
+/// ended; device memory: the level of allocations minus frees of device memory (a free
+/// of memory allocated before the trace floors it at 0, as the report does).
+pub fn counters(t: &Trace, mut f: impl FnMut(Series, u64, i64)) {
+    // Launch, copy and memset calls by correlation id: the submissions.
+    let mut submitted: HashMap<u32, u64> = HashMap::new();
+    for a in &t.apis {
+        let kind = classify::api_kind(a, t.str(a.name));
+        if matches!(
+            kind,
+            ApiKind::Launch | ApiKind::CopyAsync | ApiKind::CopySync | ApiKind::Memset
+        ) && a.corr != 0
+        {
+            submitted.insert(a.corr, a.end);
+        }
+    }
+    // (device, stream) -> changes, packed as ts * 2 + (1 for +1, 0 for -1): at one
+    // time, work ending comes before work submitted.
+    let mut changes: HashMap<(u32, u32), Vec<u64>> = HashMap::new();
+    let mut see = |dev: u32, stream: u32, corr: u32, end: u64| {
+        let Some(&sub) = submitted.get(&corr) else {
+            return;
+        };
+        if sub >= end || end > u64::MAX / 2 {
+            return;
+        }
+        let v = changes.entry((dev, stream)).or_default();
+        v.push(sub * 2 + 1);
+        v.push(end * 2);
+    };
+    for k in &t.kernels {
+        see(k.device, k.stream, k.corr, k.end);
+    }
+    for c in &t.memcpys {
+        see(c.device, c.stream, c.corr, c.end);
+    }
+    for s in &t.memsets {
+        see(s.device, s.stream, s.corr, s.end);
+    }
+    drop(submitted);
+    let mut keys: Vec<(u32, u32)> = changes.keys().copied().collect();
+    keys.sort_unstable();
+    for key in keys {
+        let mut v = changes.remove(&key).unwrap_or_default();
+        v.sort_unstable();
+        let series = Series::QueueDepth {
+            device: key.0,
+            stream: key.1,
+        };
+        let mut depth = 0i64;
+        let mut i = 0;
+        while i < v.len() {
+            let ts = v[i] / 2;
+            while i < v.len() && v[i] / 2 == ts {
+                depth = (depth + if v[i] & 1 == 1 { 1 } else { -1 }).max(0);
+                i += 1;
+            }
+            f(series, ts, depth);
+        }
+    }
+    let mut devices: Vec<u32> = t.memory.iter().map(|m| m.device).collect();
+    devices.sort_unstable();
+    devices.dedup();
+    for dev in devices {
+        let series = Series::DeviceMemory { device: dev };
+        let mut level: i128 = 0;
+        let mut last: Option<(u64, i128)> = None;
+        for m in t.memory.iter().filter(|m| m.device == dev) {
+            if !matches!(
+                MemKind::from_u8(m.mem_kind),
+                MemKind::Device | MemKind::Unknown | MemKind::Managed
+            ) {
+                continue;
+            }
+            match m.op {
+                fmt::MEMORY_OP_ALLOC => level += m.bytes as i128,
+                fmt::MEMORY_OP_FREE => level = (level - m.bytes as i128).max(0),
+                _ => continue,
+            }
+            if let Some((ts, v)) = last {
+                if ts != m.ts {
+                    f(series, ts, v.min(i64::MAX as i128) as i64);
+                }
+            }
+            last = Some((m.ts, level));
+        }
+        if let Some((ts, v)) = last {
+            f(series, ts, v.min(i64::MAX as i128) as i64);
+        }
+    }
+}
+
+/// The file a format writes for one input when the user named none: beside the first
+/// trace, its name with `suffix` for its extension.
+pub fn default_output(first: &Path, suffix: &str) -> PathBuf {
+    let stem = first
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "trace".into());
+    first.with_file_name(format!("{stem}{suffix}"))
+}
