@@ -181,3 +181,55 @@ pub fn export(
         events,
     })
 }
+
+/// One side of `gputrace diff`: a report saved as JSON (`gputrace report --json`), or
+/// a trace analysed now.
+pub fn diff_side(path: &Path, opts: &Options, warn: Warn<'_>) -> Result<crate::diff::Side, Error> {
+    load::check_path(path)?;
+    let mut head = [0u8; 64];
+    let n = std::fs::File::open(path)
+        .and_then(|mut f| io::Read::read(&mut f, &mut head))
+        .map_err(|e| {
+            Error::read(
+                path,
+                gputrace_format::ReadError::Io {
+                    path: path.to_path_buf(),
+                    source: e,
+                },
+            )
+        })?;
+    let name = path.display().to_string();
+    if head[..n].iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{') {
+        let text = std::fs::read_to_string(path).map_err(Error::Output)?;
+        let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
+            Error::Output(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("{name}: {e}"),
+            ))
+        })?;
+        return crate::diff::Side::from_json(&name, v).map_err(|e| {
+            Error::Output(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("{name}: {e}"),
+            ))
+        });
+    }
+    let traces = load::load_set(&[path.to_path_buf()], &opts.load, warn)?;
+    let r = crate::report::analyze(&traces);
+    Ok(crate::diff::Side::from_report(&name, &r))
+}
+
+/// `gputrace diff BEFORE AFTER`: two runs compared (text or JSON).
+pub fn diff(
+    before: &Path,
+    after: &Path,
+    format: Format,
+    opts: &Options,
+    out: &mut dyn Write,
+    warn: Warn<'_>,
+) -> Result<(), Error> {
+    let b = diff_side(before, opts, warn)?;
+    let a = diff_side(after, opts, warn)?;
+    let d = crate::diff::diff(b, a);
+    written(export::write_document(format, Document::Diff(&d), out).and_then(|_| out.flush()))
+}

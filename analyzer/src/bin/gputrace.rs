@@ -55,6 +55,16 @@ enum Cmd {
     },
     /// Every event of a trace as one JSON object per line.
     Dump { trace: PathBuf },
+    /// What changed between two runs: step time, busy share, each idle cause's time, the
+    /// top kernels and copies, findings gained and lost. Each run is a trace or a saved
+    /// `gputrace report --json`.
+    Diff {
+        before: PathBuf,
+        after: PathBuf,
+        /// Print the comparison as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Write the traces of a job as a timeline (Perfetto, Chrome/Kineto JSON) or as
     /// Parquet tables, with what the analysis found placed on it: every idle gap named
     /// by its cause, the steps, the findings.
@@ -224,6 +234,21 @@ fn run_cli(cli: Cli) -> Result<i32> {
             if !no_report {
                 report_on(&[w.trace], json, false)?;
             }
+            Ok(0)
+        }
+        Cmd::Diff {
+            before,
+            after,
+            json,
+        } => {
+            app::diff(
+                &before,
+                &after,
+                format(json),
+                &options(),
+                &mut stdout(),
+                &warn,
+            )?;
             Ok(0)
         }
         Cmd::Export {

@@ -84,6 +84,8 @@ pub enum Document<'a> {
     Report(&'a Report),
     /// One summary per trace, in the order given.
     Summaries(&'a [Summary]),
+    /// Two runs compared (`gputrace diff`).
+    Diff(&'a crate::diff::Diff),
 }
 
 /// Writes whole documents in one format.
