@@ -23,6 +23,7 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 
 /// Tids of gputrace's own tracks (no real thread has them: above 2^22).
 const TID_IDLE: u64 = 0xFFFF_FF00;
@@ -38,7 +39,9 @@ struct File1 {
     pid: u32,
     offset: i64,
     base: u64,
-    kernel_names: HashMap<u32, String>,
+    /// Names as JSON strings, by (kind, id): kernels (demangled), interned strings,
+    /// static names (by address).
+    names: crate::report::keymap::FxMap<(u8, usize), Rc<str>>,
     line: Vec<u8>,
     named: std::collections::HashSet<(u64, u64)>,
     nvtx_open: HashMap<u64, (u32, u64)>,
@@ -80,10 +83,17 @@ impl Chrome {
     }
 }
 
-/// Microseconds after `base`, with three decimals.
-fn us(ts: u64, base: u64) -> String {
-    let d = ts.saturating_sub(base);
-    format!("{}.{:03}", d / 1000, d % 1000)
+/// Microseconds after `base`, with three decimals (written without allocating).
+fn us(ts: u64, base: u64) -> Us {
+    Us(ts.saturating_sub(base))
+}
+
+struct Us(u64);
+
+impl std::fmt::Display for Us {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}.{:03}", self.0 / 1000, self.0 % 1000)
+    }
 }
 
 fn json_str(s: &str) -> String {
@@ -142,17 +152,26 @@ impl File1 {
         self.emit()
     }
 
-    fn name_text(&mut self, cx: Option<&TraceContext<'_>>, n: Name<'_>) -> String {
-        match n {
-            Name::Kernel(id) => self
-                .kernel_names
-                .entry(id)
-                .or_insert_with(|| demangle(cx.map_or("", |c| c.str(id))))
-                .clone(),
-            Name::Str(id) => cx.map_or("", |c| c.str(id)).to_string(),
-            Name::Static(s) => s.to_string(),
-            Name::Text(t) => t.to_string(),
-        }
+    /// A name as a JSON string (quoted and escaped), made once.
+    fn name_json(&mut self, cx: Option<&TraceContext<'_>>, n: Name<'_>) -> Rc<str> {
+        let key = match n {
+            Name::Kernel(id) => (0, id as usize),
+            Name::Str(id) => (1, id as usize),
+            Name::Static(s) => (2, s.as_ptr() as usize),
+            Name::Text(t) => return json_str(t).into(),
+        };
+        self.names
+            .entry(key)
+            .or_insert_with(|| {
+                let text = match n {
+                    Name::Kernel(id) => demangle(cx.map_or("", |c| c.str(id))),
+                    Name::Str(id) => cx.map_or("", |c| c.str(id)).to_string(),
+                    Name::Static(s) => s.to_string(),
+                    Name::Text(t) => t.to_string(),
+                };
+                json_str(&text).into()
+            })
+            .clone()
     }
 
     fn args(&mut self, args: &[Arg<'_>]) {
@@ -161,11 +180,12 @@ impl File1 {
             if i > 0 {
                 self.line.push(b',');
             }
-            let _ = write!(self.line, "{}:", json_str(a.key()));
+            // Keys are plain words of ours: nothing to escape.
+            let _ = write!(self.line, "\"{}\":", a.key());
             let _ = match *a {
                 Arg::U(_, v) => write!(self.line, "{v}"),
                 Arg::I(_, v) => write!(self.line, "{v}"),
-                Arg::S(_, s) => write!(self.line, "{}", json_str(s)),
+                Arg::S(_, s) => serde_json::to_writer(&mut self.line, s).map_err(io::Error::other),
                 Arg::Hex(_, v) => write!(self.line, "\"{v:#x}\""),
                 Arg::Dim3(_, d) => write!(self.line, "[{},{},{}]", d[0], d[1], d[2]),
             };
@@ -178,14 +198,14 @@ impl File1 {
         let (pid, tid) = self.pid_tid(s.track);
         let start = timeline::shift(s.start, self.offset);
         let end = timeline::shift(s.end, self.offset).max(start);
-        let name = self.name_text(cx, s.name);
+        let name = self.name_json(cx, s.name);
         let instant = start == end && matches!(s.track, Track::Collector | Track::Findings);
         if instant {
             let _ = write!(
                 self.line,
                 r#"{{"ph":"i","s":"t","cat":"{}","name":{},"pid":{pid},"tid":{tid},"ts":{}"#,
                 s.cat.name(),
-                json_str(&name),
+                name,
                 us(start, self.base)
             );
         } else {
@@ -193,7 +213,7 @@ impl File1 {
                 self.line,
                 r#"{{"ph":"X","cat":"{}","name":{},"pid":{pid},"tid":{tid},"ts":{},"dur":{}"#,
                 s.cat.name(),
-                json_str(&name),
+                name,
                 us(start, self.base),
                 us(end - start, 0)
             );
@@ -234,8 +254,8 @@ impl File1 {
             us(ts, self.base)
         );
         if let Some(n) = name {
-            let text = self.name_text(Some(cx), n);
-            let _ = write!(self.line, r#","name":{}"#, json_str(&text));
+            let text = self.name_json(Some(cx), n);
+            let _ = write!(self.line, r#","name":{text}"#);
         }
         self.line.push(b'}');
         self.emit()
@@ -296,16 +316,13 @@ impl TimelineExporter for Chrome {
             pid: v.pid,
             offset: v.offset_ns,
             base: v.job_start_ns,
-            kernel_names: HashMap::new(),
+            names: Default::default(),
             line: Vec::with_capacity(512),
             named: Default::default(),
             nvtx_open: HashMap::new(),
             flows: slices::Flows::default(),
         };
-        let pname = format!(
-            "{} ({}, pid {})",
-            v.process.label, v.process.host, v.trace.meta.pid
-        );
+        let pname = v.display_name();
         let _ = write!(
             f.line,
             r#"{{"ph":"M","name":"process_name","pid":{},"tid":0,"args":{{"name":{}}}}}"#,
@@ -447,13 +464,13 @@ impl EventExporter for Chrome {
                 Nvtx::Pop { tid, ts, .. } => f.nvtx_edge(cx, 'E', tid as u64, ts, None),
                 Nvtx::Start { ts, id, name } => {
                     f.nvtx_open.insert(id, (0, ts));
-                    let text = f.name_text(Some(cx), name);
+                    let text = f.name_json(Some(cx), name);
                     let ts = timeline::shift(ts, f.offset);
                     let _ = write!(
                         f.line,
                         r#"{{"ph":"b","cat":"{}","id":{id},"name":{},"pid":{},"tid":0,"ts":{}}}"#,
                         Cat::Nvtx.name(),
-                        json_str(&text),
+                        text,
                         f.pid,
                         us(ts, f.base)
                     );

@@ -22,9 +22,9 @@ use super::proto::{fixed64, int, message, string, uint, varint};
 use super::slices::{self, Arg, Args, Cat, Flow, Name, Nvtx, Shown, Slice, Track};
 use super::timeline::{self, ProcessView, Series, TimelineExporter};
 use super::{EventExporter, TraceContext, TraceEvent};
+use crate::report::keymap::FxMap;
 use crate::report::Cause;
 use crate::trace::demangle;
-use std::collections::HashMap;
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -110,10 +110,11 @@ struct Lanes {
 /// Interned names of one sequence.
 #[derive(Default)]
 struct Names {
-    kernels: HashMap<u32, u64>,
-    strs: HashMap<u32, u64>,
-    statics: HashMap<&'static str, u64>,
-    args: HashMap<&'static str, u64>,
+    kernels: FxMap<u32, u64>,
+    strs: FxMap<u32, u64>,
+    /// Static names and argument names by address (each literal has one).
+    statics: FxMap<usize, u64>,
+    args: FxMap<usize, u64>,
     next: u64,
     next_arg: u64,
     /// Defined by the packet being written.
@@ -128,13 +129,13 @@ struct Proc {
     offset: i64,
     uuid: u64,
     flow_base: u64,
-    tracks: HashMap<Key, Lanes>,
+    tracks: FxMap<Key, Lanes>,
     names: Names,
-    devices: HashMap<u32, String>,
+    devices: FxMap<u32, String>,
     /// Per thread: the NVTX levels open.
-    nvtx: HashMap<u32, Vec<u32>>,
+    nvtx: FxMap<u32, Vec<u32>>,
     /// NVTX start/end ranges open, by id.
-    ranges: HashMap<u64, u64>,
+    ranges: FxMap<u64, u64>,
     last_ts: u64,
     order: i64,
     flows: slices::Flows,
@@ -155,7 +156,8 @@ pub struct Perfetto {
     out: Box<dyn Write>,
     path: PathBuf,
     next_uuid: u64,
-    procs: HashMap<usize, Proc>,
+    /// By process index.
+    procs: Vec<Option<Proc>>,
     cur: usize,
     pkt: Vec<u8>,
     ev: Vec<u8>,
@@ -178,7 +180,7 @@ impl Perfetto {
             out,
             path: path.to_path_buf(),
             next_uuid: 1,
-            procs: HashMap::new(),
+            procs: Vec::new(),
             cur: 0,
             pkt: Vec::with_capacity(1 << 10),
             ev: Vec::with_capacity(1 << 10),
@@ -244,8 +246,8 @@ impl Perfetto {
     }
 
     fn proc(&mut self) -> &mut Proc {
-        self.procs
-            .get_mut(&self.cur)
+        self.procs[self.cur]
+            .as_mut()
             .expect("a process is selected")
     }
 
@@ -358,17 +360,18 @@ impl Perfetto {
         Ok(uuid)
     }
 
-    /// Writes a track event packet: `ts`, the event made by `f` into `self.ev`, and the
-    /// names it interned.
-    fn event_packet(&mut self, ts: u64) -> io::Result<()> {
-        let p = self
-            .procs
-            .get_mut(&self.cur)
+    /// Writes a track event packet: `ts`, the event in `self.ev`, and the names it
+    /// interned. `interned`: the event uses interned names (an end does not).
+    fn event_packet(&mut self, ts: u64, interned: bool) -> io::Result<()> {
+        let p = self.procs[self.cur]
+            .as_mut()
             .expect("a process is selected");
         let pkt = &mut self.pkt;
         uint(pkt, f::TIMESTAMP, ts);
         uint(pkt, f::SEQUENCE_ID, p.seq);
-        uint(pkt, f::SEQUENCE_FLAGS, f::SEQ_NEEDS_INCREMENTAL_STATE);
+        if interned {
+            uint(pkt, f::SEQUENCE_FLAGS, f::SEQ_NEEDS_INCREMENTAL_STATE);
+        }
         let names = &mut p.names;
         if !names.new_names.is_empty() || !names.new_args.is_empty() {
             message(pkt, f::INTERNED_DATA, |m| {
@@ -397,7 +400,7 @@ impl Perfetto {
 
     /// The interned id of a name, defined in the packet being written if new.
     fn name_iid(&mut self, cx: Option<&TraceContext<'_>>, name: Name<'_>) -> Option<u64> {
-        let names = &mut self.procs.get_mut(&self.cur)?.names;
+        let names = &mut self.procs.get_mut(self.cur)?.as_mut()?.names;
         let (map_hit, text): (Option<u64>, Option<String>) = match name {
             Name::Kernel(id) => match names.kernels.get(&id) {
                 Some(&i) => (Some(i), None),
@@ -407,7 +410,7 @@ impl Perfetto {
                 Some(&i) => (Some(i), None),
                 None => (None, Some(cx.map_or("", |c| c.str(id)).to_string())),
             },
-            Name::Static(s) => match names.statics.get(s) {
+            Name::Static(s) => match names.statics.get(&(s.as_ptr() as usize)) {
                 Some(&i) => (Some(i), None),
                 None => (None, Some(s.to_string())),
             },
@@ -426,7 +429,7 @@ impl Perfetto {
                 names.strs.insert(id, iid);
             }
             Name::Static(s) => {
-                names.statics.insert(s, iid);
+                names.statics.insert(s.as_ptr() as usize, iid);
             }
             Name::Text(_) => {}
         }
@@ -436,12 +439,12 @@ impl Perfetto {
 
     fn arg_iid(&mut self, key: &'static str) -> u64 {
         let names = &mut self.proc().names;
-        if let Some(&i) = names.args.get(key) {
+        if let Some(&i) = names.args.get(&(key.as_ptr() as usize)) {
             return i;
         }
         names.next_arg += 1;
         let iid = names.next_arg;
-        names.args.insert(key, iid);
+        names.args.insert(key.as_ptr() as usize, iid);
         names.new_args.push((iid, key));
         iid
     }
@@ -462,8 +465,12 @@ impl Perfetto {
                 }
             }
         }
-        let _ = cat;
+        // The device and stream of GPU work are its track's.
+        let gpu = matches!(cat, Cat::Kernel | Cat::Memcpy | Cat::Memset);
         for a in args {
+            if gpu && matches!(a.key(), "device" | "stream") {
+                continue;
+            }
             let iid = self.arg_iid(a.key());
             message(&mut self.ev, f::TE_DEBUG_ANNOTATIONS, |m| {
                 uint(m, f::DA_NAME_IID, iid);
@@ -472,6 +479,8 @@ impl Perfetto {
                     Arg::I(_, v) => int(m, f::DA_INT, v),
                     Arg::S(_, s) => string(m, f::DA_STRING, s),
                     Arg::Hex(_, v) => string(m, f::DA_STRING, &format!("{v:#x}")),
+                    // A one-dimensional grid or block as one number.
+                    Arg::Dim3(_, [x, 1, 1]) => uint(m, f::DA_UINT, x as u64),
                     Arg::Dim3(_, d) => {
                         for x in d {
                             message(m, f::DA_ARRAY, |e| uint(e, f::DA_UINT, x as u64));
@@ -517,12 +526,12 @@ impl Perfetto {
             ),
             Flow::None => {}
         }
-        self.event_packet(start)?;
+        self.event_packet(start, true)?;
         self.stats.slices += 1;
         if !instant {
             uint(&mut self.ev, f::TE_TYPE, f::TYPE_SLICE_END);
             uint(&mut self.ev, f::TE_TRACK_UUID, uuid);
-            self.event_packet(end)?;
+            self.event_packet(end, false)?;
         }
         self.proc().last_ts = self.proc().last_ts.max(end);
         Ok(())
@@ -536,7 +545,7 @@ impl Perfetto {
         uint(&mut self.ev, f::TE_TRACK_UUID, uuid);
         int(&mut self.ev, f::TE_COUNTER_VALUE, v);
         self.stats.counters += 1;
-        self.event_packet(ts)
+        self.event_packet(ts, false)
     }
 
     /// An NVTX begin or end on `uuid` at trace time `ts`.
@@ -559,7 +568,7 @@ impl Perfetto {
             self.stats.slices += 1;
         }
         self.proc().last_ts = self.proc().last_ts.max(ts);
-        self.event_packet(ts)
+        self.event_packet(ts, name.is_some())
     }
 
     fn nvtx(&mut self, cx: &TraceContext<'_>, n: Nvtx<'_>) -> io::Result<()> {
@@ -595,7 +604,7 @@ impl Perfetto {
                 uint(&mut self.ev, f::TE_TRACK_UUID, uuid);
                 self.name_and_args(Some(cx), name, Cat::Nvtx, &[]);
                 self.stats.slices += 1;
-                self.event_packet(ts)
+                self.event_packet(ts, true)
             }
         }
     }
@@ -629,7 +638,7 @@ impl TimelineExporter for Perfetto {
             offset: v.offset_ns,
             uuid,
             flow_base: (v.index as u64 + 1) << 32,
-            tracks: HashMap::new(),
+            tracks: FxMap::default(),
             names: Names::default(),
             devices: v
                 .trace
@@ -637,19 +646,19 @@ impl TimelineExporter for Perfetto {
                 .iter()
                 .map(|d| (d.id, v.trace.str(d.name).to_string()))
                 .collect(),
-            nvtx: HashMap::new(),
-            ranges: HashMap::new(),
+            nvtx: FxMap::default(),
+            ranges: FxMap::default(),
             last_ts: 0,
             order: 0,
             flows: slices::Flows::default(),
         };
-        self.procs.insert(v.index, p);
+        if self.procs.len() <= v.index {
+            self.procs.resize_with(v.index + 1, || None);
+        }
+        self.procs[v.index] = Some(p);
         self.cur = v.index;
         // The first packet of the sequence: it clears the interning state.
-        let name = format!(
-            "{} ({}, pid {})",
-            v.process.label, v.process.host, v.trace.meta.pid
-        );
+        let name = v.display_name();
         uint(&mut self.pkt, f::SEQUENCE_ID, v.index as u64 + 1);
         uint(
             &mut self.pkt,
@@ -756,7 +765,7 @@ impl TimelineExporter for Perfetto {
     }
 
     fn select(&mut self, index: usize) -> io::Result<()> {
-        if !self.procs.contains_key(&index) {
+        if self.procs.get(index).is_none_or(|p| p.is_none()) {
             return Err(io::Error::other(format!(
                 "no process {index} was described"
             )));

@@ -532,7 +532,8 @@ pub fn track_name(t: Track) -> String {
 /// launched by calls that were not recorded (driver-API launches, graphs) gets none.
 #[derive(Default)]
 pub struct Flows {
-    launched: std::collections::HashSet<u32>,
+    launched:
+        std::collections::HashSet<u32, std::hash::BuildHasherDefault<crate::report::keymap::Fx>>,
 }
 
 impl Flows {

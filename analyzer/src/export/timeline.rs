@@ -17,6 +17,7 @@
 
 use super::EventExporter;
 use crate::report::classify::{self, ApiKind};
+use crate::report::keymap::FxMap;
 use crate::report::{Finding, ProcessReport, Report, Timeline};
 use crate::trace::Trace;
 use gputrace_format::{self as fmt, MemKind};
@@ -61,6 +62,15 @@ pub struct ProcessView<'a> {
 }
 
 impl ProcessView<'_> {
+    /// The process's name on a timeline: `rank 3 (host, pid 123)` or `pid 123 (host)`.
+    pub fn display_name(&self) -> String {
+        let (host, pid) = (&self.process.host, self.trace.meta.pid);
+        match self.process.rank {
+            Some(r) => format!("rank {r} ({host}, pid {pid})"),
+            None => format!("pid {pid} ({host})"),
+        }
+    }
+
     /// A trace timestamp on the job's time base.
     pub fn at(&self, ts: u64) -> u64 {
         shift(ts, self.offset_ns)
@@ -189,7 +199,8 @@ impl Series {
 /// of memory allocated before the trace floors it at 0, as the report does).
 pub fn counters(t: &Trace, mut f: impl FnMut(Series, u64, i64)) {
     // Launch, copy and memset calls by correlation id: the submissions.
-    let mut submitted: HashMap<u32, u64> = HashMap::new();
+    let mut submitted: FxMap<u32, u64> = FxMap::default();
+    submitted.reserve(t.apis.len());
     for a in &t.apis {
         let kind = classify::api_kind(a, t.str(a.name));
         if matches!(
@@ -200,19 +211,31 @@ pub fn counters(t: &Trace, mut f: impl FnMut(Series, u64, i64)) {
             submitted.insert(a.corr, a.end);
         }
     }
-    // (device, stream) -> changes, packed as ts * 2 + (1 for +1, 0 for -1): at one
-    // time, work ending comes before work submitted.
-    let mut changes: HashMap<(u32, u32), Vec<u64>> = HashMap::new();
+    // Per (device, stream): submission times and end times, each nearly in order
+    // already (work of a stream runs in order), so sorting them is cheap; then merged.
+    type Times = (Vec<u64>, Vec<u64>);
+    let mut changes: Vec<((u32, u32), Times)> = Vec::new();
+    let mut last = usize::MAX;
     let mut see = |dev: u32, stream: u32, corr: u32, end: u64| {
         let Some(&sub) = submitted.get(&corr) else {
             return;
         };
-        if sub >= end || end > u64::MAX / 2 {
+        if sub >= end {
             return;
         }
-        let v = changes.entry((dev, stream)).or_default();
-        v.push(sub * 2 + 1);
-        v.push(end * 2);
+        // Few streams: the last one used, else a scan.
+        if changes.get(last).is_none_or(|c| c.0 != (dev, stream)) {
+            last = match changes.iter().position(|c| c.0 == (dev, stream)) {
+                Some(i) => i,
+                None => {
+                    changes.push(((dev, stream), Default::default()));
+                    changes.len() - 1
+                }
+            };
+        }
+        let (subs, ends) = &mut changes[last].1;
+        subs.push(sub);
+        ends.push(end);
     };
     for k in &t.kernels {
         see(k.device, k.stream, k.corr, k.end);
@@ -224,21 +247,29 @@ pub fn counters(t: &Trace, mut f: impl FnMut(Series, u64, i64)) {
         see(s.device, s.stream, s.corr, s.end);
     }
     drop(submitted);
-    let mut keys: Vec<(u32, u32)> = changes.keys().copied().collect();
-    keys.sort_unstable();
-    for key in keys {
-        let mut v = changes.remove(&key).unwrap_or_default();
-        v.sort_unstable();
+    changes.sort_unstable_by_key(|c| c.0);
+    for (key, (mut subs, mut ends)) in changes {
+        subs.sort_unstable();
+        ends.sort_unstable();
         let series = Series::QueueDepth {
             device: key.0,
             stream: key.1,
         };
-        let mut depth = 0i64;
-        let mut i = 0;
-        while i < v.len() {
-            let ts = v[i] / 2;
-            while i < v.len() && v[i] / 2 == ts {
-                depth = (depth + if v[i] & 1 == 1 { 1 } else { -1 }).max(0);
+        let (mut i, mut j, mut depth) = (0, 0, 0i64);
+        while i < subs.len() || j < ends.len() {
+            // At one time, work ending comes before work submitted.
+            let ts = match (subs.get(i), ends.get(j)) {
+                (Some(&s), Some(&e)) => s.min(e),
+                (Some(&s), None) => s,
+                (None, Some(&e)) => e,
+                (None, None) => break,
+            };
+            while ends.get(j) == Some(&ts) {
+                depth = (depth - 1).max(0);
+                j += 1;
+            }
+            while subs.get(i) == Some(&ts) {
+                depth += 1;
                 i += 1;
             }
             f(series, ts, depth);
