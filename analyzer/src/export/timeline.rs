@@ -198,26 +198,49 @@ impl Series {
 /// ended; device memory: the level of allocations minus frees of device memory (a free
 /// of memory allocated before the trace floors it at 0, as the report does).
 pub fn counters(t: &Trace, mut f: impl FnMut(Series, u64, i64)) {
-    // Launch, copy and memset calls by correlation id: the submissions.
-    let mut submitted: FxMap<u32, u64> = FxMap::default();
-    submitted.reserve(t.apis.len());
-    for a in &t.apis {
-        let kind = classify::api_kind(a, t.str(a.name));
-        if matches!(
-            kind,
-            ApiKind::Launch | ApiKind::CopyAsync | ApiKind::CopySync | ApiKind::Memset
-        ) && a.corr != 0
-        {
-            submitted.insert(a.corr, a.end);
+    // Launch, copy and memset calls by correlation id: the submissions. CUPTI numbers
+    // calls one after another, so a table indexed by id is small; a map when not.
+    let subs: Vec<(u32, u64)> = t
+        .apis
+        .iter()
+        .filter(|a| {
+            a.corr != 0
+                && matches!(
+                    classify::api_kind(a, t.str(a.name)),
+                    ApiKind::Launch | ApiKind::CopyAsync | ApiKind::CopySync | ApiKind::Memset
+                )
+        })
+        .map(|a| (a.corr, a.end))
+        .collect();
+    let lo = subs.iter().map(|s| s.0).min().unwrap_or(0);
+    let hi = subs.iter().map(|s| s.0).max().unwrap_or(0);
+    let dense = (hi - lo) as usize <= 4 * subs.len() + 1024;
+    let mut table: Vec<u64> = Vec::new();
+    let mut map: FxMap<u32, u64> = FxMap::default();
+    if dense {
+        table = vec![u64::MAX; (hi - lo) as usize + 1];
+        for &(c, e) in &subs {
+            table[(c - lo) as usize] = e;
         }
+    } else {
+        map.extend(subs.iter().copied());
     }
+    drop(subs);
+    let submitted = |corr: u32| -> Option<u64> {
+        if dense {
+            let i = corr.checked_sub(lo)? as usize;
+            table.get(i).copied().filter(|&e| e != u64::MAX)
+        } else {
+            map.get(&corr).copied()
+        }
+    };
     // Per (device, stream): submission times and end times, each nearly in order
     // already (work of a stream runs in order), so sorting them is cheap; then merged.
     type Times = (Vec<u64>, Vec<u64>);
     let mut changes: Vec<((u32, u32), Times)> = Vec::new();
     let mut last = usize::MAX;
     let mut see = |dev: u32, stream: u32, corr: u32, end: u64| {
-        let Some(&sub) = submitted.get(&corr) else {
+        let Some(sub) = submitted(corr) else {
             return;
         };
         if sub >= end {
@@ -246,7 +269,7 @@ pub fn counters(t: &Trace, mut f: impl FnMut(Series, u64, i64)) {
     for s in &t.memsets {
         see(s.device, s.stream, s.corr, s.end);
     }
-    drop(submitted);
+    drop((table, map));
     changes.sort_unstable_by_key(|c| c.0);
     for (key, (mut subs, mut ends)) in changes {
         subs.sort_unstable();
