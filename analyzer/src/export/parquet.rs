@@ -331,6 +331,9 @@ struct Who {
     offset: i64,
 }
 
+/// An NVTX range still open: (level or thread, start, text).
+type Open = (u32, u64, ByteArray);
+
 /// The Parquet exporter.
 pub struct Parquet {
     dir: PathBuf,
@@ -340,8 +343,8 @@ pub struct Parquet {
     /// Interned strings of the trace being streamed (kernel names demangled).
     names: HashMap<(bool, u32), ByteArray>,
     /// Open NVTX ranges: per thread (level, start, text); by id (tid, start, text).
-    pushed: HashMap<u32, Vec<(u32, u64, ByteArray)>>,
-    started: HashMap<u64, (u32, u64, ByteArray)>,
+    pushed: HashMap<u32, Vec<Open>>,
+    started: HashMap<u64, Open>,
     last_ts: u64,
 }
 
@@ -671,13 +674,13 @@ impl EventExporter for Parquet {
         // Ranges still open end with the trace.
         let w = self.who();
         let end = self.last_ts;
-        let pushed: Vec<(u32, Vec<(u32, u64, ByteArray)>)> = self.pushed.drain().collect();
+        let pushed: Vec<(u32, Vec<Open>)> = self.pushed.drain().collect();
         for (tid, st) in pushed {
             for (l, s, t) in st {
                 self.nvtx_row(&w, tid, (s, end.max(s)), t, "push_pop", l as i64)?;
             }
         }
-        let started: Vec<(u64, (u32, u64, ByteArray))> = self.started.drain().collect();
+        let started: Vec<(u64, Open)> = self.started.drain().collect();
         for (_, (tid, s, t)) in started {
             self.nvtx_row(&w, tid, (s, end.max(s)), t, "start_end", -1)?;
         }

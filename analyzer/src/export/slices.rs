@@ -189,6 +189,9 @@ pub enum Nvtx<'a> {
 }
 
 /// What an event shows on a timeline.
+// Made and taken apart once per event on the stack: boxing the slice would allocate
+// per event.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Copy, Debug)]
 pub enum Shown<'a> {
     Slice(Slice<'a>),
