@@ -93,9 +93,17 @@ pub fn events_with(
     if let Some(w) = s.read_stats().warning() {
         warn(&format!("{}: {w}", path.display()));
     }
-    let r = s
-        .write(max_pending, exporter.as_mut(), out)
-        .and_then(|st| out.flush().map(|_| st).map_err(StreamError::Write));
+    let r = exporter
+        .begin(out)
+        .map_err(StreamError::Write)
+        .and_then(|_| s.write(max_pending, exporter.as_mut(), out))
+        .and_then(|st| {
+            exporter
+                .finish(out)
+                .and_then(|_| out.flush())
+                .map(|_| st)
+                .map_err(StreamError::Write)
+        });
     match r {
         Ok(st) => Ok(st),
         Err(StreamError::Read(e)) => Err(Error::read(path, e)),

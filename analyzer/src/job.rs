@@ -9,7 +9,9 @@
 //! * `different_job_ids`: a scheduler's job id (`SLURM_JOB_ID`, `TORCHELASTIC_RUN_ID`,
 //!   ...) recorded with different values.
 //! * `hosts_without_ranks`: the traces come from several hosts and none records its
-//!   rank, so nothing ties them into one job.
+//!   rank, so nothing ties them into one job. Inconclusive on its own (a multi-node job
+//!   whose ranks were not recorded looks the same): it stands only if the cross-rank
+//!   analysis then matches no collective across the traces.
 //! * `not_concurrent`: the traces' activity does not overlap in time (more than
 //!   [`MAX_GAP_NS`] apart): ranks of a job run together, collectives wait for each
 //!   other.
@@ -69,7 +71,23 @@ pub struct TraceSetCheck {
     pub reasons: Vec<Reason>,
 }
 
+/// The one reason that does not rule one job out by itself.
+const INCONCLUSIVE: &str = "hosts_without_ranks";
+
 impl TraceSetCheck {
+    /// Whether the traces cannot be one job's ranks (else the cross-rank analysis is
+    /// worth trying: if it matches collectives, they are).
+    pub fn rules_out_one_job(&self) -> bool {
+        self.reasons.iter().any(|r| r.id != INCONCLUSIVE)
+    }
+
+    /// What is left once collectives matched across the traces: the reasons that
+    /// still stand (`None`: none).
+    pub fn linked_by_collectives(mut self) -> Option<TraceSetCheck> {
+        self.reasons.retain(|r| r.id != INCONCLUSIVE);
+        (!self.reasons.is_empty()).then_some(self)
+    }
+
     /// The note under the verdict.
     pub fn note(&self, traces: usize) -> String {
         let why: Vec<&str> = self.reasons.iter().map(|r| r.detail.as_str()).collect();
@@ -280,7 +298,17 @@ mod tests {
             m("p", "a", None, (100 * S, 200 * S)),
             m("q", "b", None, (100 * S, 200 * S)),
         ];
-        assert_eq!(ids(&check(&hosts)), ["hosts_without_ranks"]);
+        let c = check(&hosts);
+        assert_eq!(ids(&c), ["hosts_without_ranks"]);
+        let c = c.unwrap();
+        assert!(!c.rules_out_one_job());
+        assert_eq!(c.linked_by_collectives(), None);
+        let mut both = twice.clone();
+        both[1].rank = None;
+        both[1].span = Some((5000 * S, 5001 * S));
+        let c = check(&both).unwrap();
+        assert!(c.rules_out_one_job());
+        assert_eq!(ids(&c.clone().linked_by_collectives()), ["not_concurrent"]);
 
         let opts_a = [("SLURM_JOB_ID".to_string(), "11".to_string())];
         let opts_b = [("slurm_job_id".to_string(), "12".to_string())];

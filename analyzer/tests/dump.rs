@@ -43,11 +43,10 @@ fn random_events(seed: u64, n: usize, window: bool) -> (Meta, Vec<Event>) {
         ..Default::default()
     };
     let mut ev = Vec::new();
-    let mut corr = 0u32;
     for i in 0..n {
+        let corr = i as u32 + 1;
         let ts = T0 + r.below(2_000) * 1_000;
         let end = ts + r.below(4) * 1_000;
-        corr += 1;
         let (start, end) = if r.chance(3) {
             // Still running when collection stopped: no timestamps.
             if r.chance(50) {

@@ -45,7 +45,8 @@ enum Cmd {
         json: bool,
     },
     /// What the GPU was waiting for: findings, ranked, with the time breakdown.
-    /// Several traces are analysed together as the ranks of one job.
+    /// Several traces are analysed together as the ranks of one job (traces that cannot
+    /// be one job's ranks are reported side by side, with a note saying why).
     Report {
         #[arg(required = true)]
         traces: Vec<PathBuf>,
@@ -53,7 +54,8 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
-    /// Every event of a trace as one JSON object per line.
+    /// Every event of a trace as one JSON object per line, in time order, written as
+    /// the trace is read (memory stays bounded whatever its size).
     Dump { trace: PathBuf },
     /// What changed between two runs: step time, busy share, each idle cause's time, the
     /// top kernels and copies, findings gained and lost. Each run is a trace or a saved
@@ -345,6 +347,14 @@ mod tests {
         assert!(Cli::try_parse_from(["gputrace", "run"]).is_err());
         assert!(Cli::try_parse_from(["gputrace", "summary"]).is_err());
         assert!(Cli::try_parse_from(["gputrace", "report"]).is_err());
+        assert!(Cli::try_parse_from(["gputrace", "dump"]).is_err());
+        assert!(Cli::try_parse_from(["gputrace", "dump", "a.gtrace", "b.gtrace"]).is_err());
+        assert!(matches!(
+            Cli::try_parse_from(["gputrace", "dump", "a.gtrace"])
+                .unwrap()
+                .cmd,
+            Cmd::Dump { .. }
+        ));
         match Cli::try_parse_from(["gputrace", "report", "a.gtrace", "b.gtrace", "--json"])
             .unwrap()
             .cmd

@@ -32,6 +32,7 @@ use super::{EventExporter, TraceContext, TraceEvent};
 use crate::trace::demangle;
 use gputrace_format::{self as fmt, CopyKind, MemKind, SyncKind};
 use serde::Serialize;
+use std::collections::HashMap;
 use std::io::{self, Write};
 use std::ops::Range;
 
@@ -40,6 +41,9 @@ use std::ops::Range;
 #[derive(Default)]
 pub struct Jsonl {
     line: Line,
+    /// Kernel names demangled, by string id (a trace has few names, millions of
+    /// kernels).
+    demangled: HashMap<u32, String>,
 }
 
 /// One object being written: its fields' keys and rendered values, sorted when done.
@@ -103,6 +107,12 @@ fn dur(start: u64, end: u64) -> Option<u64> {
 }
 
 impl EventExporter for Jsonl {
+    fn begin_trace(&mut self, _cx: &TraceContext<'_>, _out: &mut dyn Write) -> io::Result<()> {
+        // Ids are the trace's own.
+        self.demangled.clear();
+        Ok(())
+    }
+
     fn event(
         &mut self,
         cx: &TraceContext<'_>,
@@ -132,7 +142,11 @@ impl EventExporter for Jsonl {
                 m.put("device", &k.device);
                 m.put("stream", &k.stream);
                 m.put("corr", &k.corr);
-                m.put("name", &demangle(name));
+                let pretty = self
+                    .demangled
+                    .entry(k.name)
+                    .or_insert_with(|| demangle(name));
+                m.put("name", pretty.as_str());
                 m.put("mangled", name);
                 m.put("grid", &k.grid);
                 m.put("block", &k.block);

@@ -93,11 +93,19 @@ pub trait DocumentExporter {
     fn write(&mut self, doc: Document<'_>, out: &mut dyn Write) -> io::Result<()>;
 }
 
-/// Receives a trace's events in time order (see [`stream`] for the exact order) and
+/// Receives traces' events in time order (see [`stream`] for the exact order) and
 /// writes them as it gets them (py-spy's `Recorder`, Kineto's `ActivityLogger`).
+///
+/// Calls: `begin`, then for each trace (several for the ranks of a job, one after the
+/// other) `begin_trace`, its events, `end_trace`; then `finish`. A format with a
+/// header, a footer or an index writes it in `begin` / `finish`.
 pub trait EventExporter {
-    /// Before the first event.
-    fn begin(&mut self, _cx: &TraceContext<'_>, _out: &mut dyn Write) -> io::Result<()> {
+    /// Before the first trace.
+    fn begin(&mut self, _out: &mut dyn Write) -> io::Result<()> {
+        Ok(())
+    }
+    /// Before a trace's first event.
+    fn begin_trace(&mut self, _cx: &TraceContext<'_>, _out: &mut dyn Write) -> io::Result<()> {
         Ok(())
     }
     fn event(
@@ -106,8 +114,12 @@ pub trait EventExporter {
         ev: &TraceEvent<'_>,
         out: &mut dyn Write,
     ) -> io::Result<()>;
-    /// After the last event (a format with a footer or an index writes it here).
-    fn finish(&mut self, _cx: &TraceContext<'_>, _out: &mut dyn Write) -> io::Result<()> {
+    /// After a trace's last event.
+    fn end_trace(&mut self, _cx: &TraceContext<'_>, _out: &mut dyn Write) -> io::Result<()> {
+        Ok(())
+    }
+    /// After the last trace.
+    fn finish(&mut self, _out: &mut dyn Write) -> io::Result<()> {
         Ok(())
     }
 }

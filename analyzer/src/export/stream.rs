@@ -221,8 +221,8 @@ impl<'a> EventStream<'a> {
         &self.stats
     }
 
-    /// Hands every event to `exporter`, in time order, holding at most
-    /// `2 x max_pending` records (at least 1) at a time.
+    /// Hands every event to `exporter` (between its `begin_trace` and `end_trace`), in
+    /// time order, holding at most `2 x max_pending` records (at least 1) at a time.
     pub fn write(
         &self,
         max_pending: usize,
@@ -240,7 +240,9 @@ impl<'a> EventStream<'a> {
             stats: StreamStats::default(),
             failed: None,
         };
-        w.exporter.begin(&cx, w.out).map_err(StreamError::Write)?;
+        w.exporter
+            .begin_trace(&cx, w.out)
+            .map_err(StreamError::Write)?;
         let lo = self.window.map(|w| w.0);
         // Records below `from` were written by an earlier pass.
         let mut from: Option<Key> = None;
@@ -287,7 +289,9 @@ impl<'a> EventStream<'a> {
             }
         }
         w.small_until(None).map_err(StreamError::Write)?;
-        w.exporter.finish(&cx, w.out).map_err(StreamError::Write)?;
+        w.exporter
+            .end_trace(&cx, w.out)
+            .map_err(StreamError::Write)?;
         Ok(w.stats)
     }
 

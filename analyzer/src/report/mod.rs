@@ -468,9 +468,9 @@ fn analyze_with(traces: &[Trace], timelines: bool) -> (Report, Vec<Option<Timeli
         inputs.push(r);
         lines.push(tl);
     }
-    let trace_set = job_check(traces, &order, &processes);
+    let mut trace_set = job_check(traces, &order, &processes);
     let mut cluster = None;
-    if multi && trace_set.is_none() {
+    if multi && !trace_set.as_ref().is_some_and(|s| s.rules_out_one_job()) {
         if let Some(c) = comm::cluster(&inputs) {
             let job = findings::JobCx {
                 procs: &processes,
@@ -499,6 +499,7 @@ fn analyze_with(traces: &[Trace], timelines: bool) -> (Report, Vec<Option<Timeli
                 straggler_last_pct: c.straggler_last_pct,
                 others_wait_ns: c.others_wait_ns,
             });
+            trace_set = trace_set.and_then(|s| s.linked_by_collectives());
         }
     }
     findings::rank(&mut all);
