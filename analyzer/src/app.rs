@@ -173,6 +173,10 @@ pub fn export(
         drop(traces);
     }
     let mut events = 0;
+    exporter
+        .as_events()
+        .begin(&mut io::sink())
+        .map_err(Error::Output)?;
     for (index, path) in order {
         exporter.select(index).map_err(Error::Output)?;
         let s = EventStream::open(&path).map_err(|e| Error::read(&path, e))?;
@@ -182,6 +186,10 @@ pub fn export(
             Err(StreamError::Write(e)) => return Err(Error::Output(e)),
         }
     }
+    exporter
+        .as_events()
+        .finish(&mut io::sink())
+        .map_err(Error::Output)?;
     let paths = exporter.close().map_err(Error::Output)?;
     Ok(Exported {
         paths,

@@ -28,7 +28,7 @@ fn the_same_rank_twice_is_not_one_job() {
     assert_eq!(set.reasons[0].id, "duplicate_rank");
     // No cross-rank analysis: no clock alignment, no straggler.
     assert!(r.cluster.is_none());
-    assert!(r.findings.iter().all(|f| f.id != "comm_straggler"));
+    assert!(r.findings.iter().all(|f| f.id.as_str() != "comm_straggler"));
     let text = gputrace_analyzer::render_text(&r);
     assert!(
         text.lines()

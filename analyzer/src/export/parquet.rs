@@ -670,7 +670,7 @@ impl EventExporter for Parquet {
         }
     }
 
-    fn finish(&mut self, _cx: &TraceContext<'_>, _out: &mut dyn Write) -> io::Result<()> {
+    fn end_trace(&mut self, _cx: &TraceContext<'_>, _out: &mut dyn Write) -> io::Result<()> {
         // Ranges still open end with the trace.
         let w = self.who();
         let end = self.last_ts;

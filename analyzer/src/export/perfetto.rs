@@ -834,7 +834,7 @@ impl EventExporter for Perfetto {
         }
     }
 
-    fn finish(&mut self, cx: &TraceContext<'_>, _out: &mut dyn Write) -> io::Result<()> {
+    fn end_trace(&mut self, cx: &TraceContext<'_>, _out: &mut dyn Write) -> io::Result<()> {
         // Ranges still open end with the last event.
         let last = self.proc().last_ts;
         let raw_last = timeline::shift(last, -self.proc().offset);
