@@ -14,6 +14,7 @@
 
 use gputrace_analyzer::report;
 use gputrace_analyzer::Trace;
+use gputrace_format::protocol::settings;
 use gputrace_format::{self as fmt, Event, Meta};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -24,6 +25,8 @@ struct Counting;
 static CUR: AtomicUsize = AtomicUsize::new(0);
 static PEAK: AtomicUsize = AtomicUsize::new(0);
 
+// SAFETY: every call is forwarded to the system allocator unchanged; the counters only
+// observe sizes.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, l: Layout) -> *mut u8 {
         // SAFETY: forwarded to the system allocator with the caller's layout.
@@ -274,7 +277,7 @@ fn table_bytes(t: &Trace) -> usize {
 }
 
 fn main() {
-    let target: u64 = std::env::var("GPUTRACE_BENCH_EVENTS")
+    let target: u64 = std::env::var(settings::BENCH_EVENTS)
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(10_000_000);
@@ -288,7 +291,7 @@ fn main() {
     );
 
     // Decoded the way `gputrace report` does: from the file, one chunk at a time.
-    let file = std::env::var_os("GPUTRACE_BENCH_WRITE")
+    let file = std::env::var_os(settings::BENCH_WRITE)
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|| {
             std::env::temp_dir().join(format!("gtbench-{}.gtrace", std::process::id()))
@@ -298,7 +301,7 @@ fn main() {
     drop(bytes);
     // Repeated (GPUTRACE_BENCH_REPS, default 5) on a noisy machine: the times below
     // are medians, memory is from the first repetition.
-    let reps: usize = std::env::var("GPUTRACE_BENCH_REPS")
+    let reps: usize = std::env::var(settings::BENCH_REPS)
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(5)
@@ -336,7 +339,7 @@ fn main() {
     let load_peak = PEAK.load(Ordering::Relaxed) - base;
     let held = CUR.load(Ordering::Relaxed) - base;
     let tables = table_bytes(&trace);
-    if std::env::var_os("GPUTRACE_BENCH_WRITE").is_none() {
+    if std::env::var_os(settings::BENCH_WRITE).is_none() {
         let _ = std::fs::remove_file(&file);
     } else {
         eprintln!("wrote {}", file.display());

@@ -1,6 +1,7 @@
 //! `gputrace attach PID`: asks a dormant process for a trace window over its control
-//! socket (see the library's `control` module for the protocol).
+//! socket (where it is and what is said over it: `gputrace_format::protocol`).
 
+use gputrace_format::protocol::{self, Reply, Request, WindowReq};
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
@@ -8,7 +9,7 @@ use std::time::Duration;
 
 #[derive(Debug, thiserror::Error)]
 pub enum AttachError {
-    #[error("no gputrace control socket for pid {pid} (looked at: {looked}); was it started with GPUTRACE_MODE=dormant (or `gputrace run --dormant`) and has it initialised CUDA?")]
+    #[error("no gputrace control socket for pid {pid} (looked at: {looked}); was it started with {mode}=dormant (or `gputrace run --dormant`) and has it initialised CUDA?", mode = protocol::settings::MODE)]
     NoSocket { pid: u32, looked: String },
     #[error("cannot talk to pid {0}: {1}")]
     Io(u32, std::io::Error),
@@ -28,23 +29,29 @@ fn xdg_of(pid: u32) -> Option<PathBuf> {
     let env = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
     env.split(|b| *b == 0).find_map(|kv| {
         let s = std::str::from_utf8(kv).ok()?;
-        s.strip_prefix("XDG_RUNTIME_DIR=").map(PathBuf::from)
+        let (k, v) = s.split_once('=')?;
+        (k == protocol::RUNTIME_DIR_VAR).then(|| PathBuf::from(v))
     })
 }
 
 /// Where the process's control socket may be, most likely first.
 pub fn candidate_sockets(pid: u32) -> Vec<PathBuf> {
-    let mut v = Vec::new();
-    if let Some(x) = xdg_of(pid) {
-        v.push(x.join("gputrace").join(format!("{pid}.sock")));
-    }
-    if let Some(x) = std::env::var_os("XDG_RUNTIME_DIR") {
-        v.push(Path::new(&x).join("gputrace").join(format!("{pid}.sock")));
-    }
     // SAFETY: getuid has no preconditions.
     let me = unsafe { libc::getuid() };
+    let uid = uid_of(pid).unwrap_or(me);
+    let mut v = Vec::new();
+    if let Some(x) = xdg_of(pid) {
+        v.push(protocol::socket_path(
+            &protocol::socket_dir(Some(&x), uid),
+            pid,
+        ));
+    }
+    if let Some(x) = std::env::var_os(protocol::RUNTIME_DIR_VAR) {
+        let dir = protocol::socket_dir(Some(Path::new(&x)), me);
+        v.push(protocol::socket_path(&dir, pid));
+    }
     for uid in [uid_of(pid), Some(me)].into_iter().flatten() {
-        v.push(PathBuf::from(format!("/tmp/gputrace-{uid}/{pid}.sock")));
+        v.push(protocol::socket_path(&protocol::socket_dir(None, uid), pid));
     }
     v.dedup();
     v
@@ -85,19 +92,14 @@ pub fn attach(
     started: impl FnOnce(&Path),
 ) -> Result<Window, AttachError> {
     let mut s = connect(pid)?;
-    let mut cmd = format!("window ms={}", duration.as_millis().max(1));
-    if let Some(n) = steps {
-        cmd.push_str(&format!(" steps={n}"));
-    }
-    if let Some(at) = at_ms {
-        cmd.push_str(&format!(" at={at}"));
-    }
-    if let Some(d) = dir {
-        let d = std::fs::canonicalize(d).unwrap_or(d.to_path_buf());
-        cmd.push_str(&format!(" dir={}", d.display()));
-    }
-    cmd.push('\n');
-    s.write_all(cmd.as_bytes())
+    let dir = dir.map(|d| std::fs::canonicalize(d).unwrap_or(d.to_path_buf()));
+    let req = Request::Window(WindowReq {
+        duration,
+        steps,
+        at_ms,
+        dir,
+    });
+    s.write_all(req.line().as_bytes())
         .map_err(|e| AttachError::Io(pid, e))?;
     let mut r = BufReader::new(s);
     let mut started = Some(started);
@@ -109,22 +111,20 @@ pub fn attach(
         if n == 0 {
             return Err(AttachError::Closed(pid));
         }
-        let line = line.trim_end();
-        if let Some(p) = line.strip_prefix("started ") {
-            if let Some(f) = started.take() {
-                f(Path::new(p));
+        match Reply::parse(&line) {
+            Some(Reply::Started(p)) => {
+                if let Some(f) = started.take() {
+                    f(&p);
+                }
             }
-        } else if let Some(p) = line.strip_prefix("done ") {
-            return Ok(Window {
-                trace: PathBuf::from(p),
-            });
-        } else if let Some(e) = line.strip_prefix("error ") {
-            return Err(AttachError::Refused(pid, e.to_string()));
-        } else {
-            return Err(AttachError::Refused(
-                pid,
-                format!("unexpected reply {line:?}"),
-            ));
+            Some(Reply::Done(trace)) => return Ok(Window { trace }),
+            Some(Reply::Error(e)) => return Err(AttachError::Refused(pid, e)),
+            _ => {
+                return Err(AttachError::Refused(
+                    pid,
+                    format!("unexpected reply {:?}", line.trim_end()),
+                ))
+            }
         }
     }
 }
@@ -132,11 +132,14 @@ pub fn attach(
 /// Asks the process for its collector state.
 pub fn status(pid: u32) -> Result<String, AttachError> {
     let mut s = connect(pid)?;
-    s.write_all(b"status\n")
+    s.write_all(Request::Status.line().as_bytes())
         .map_err(|e| AttachError::Io(pid, e))?;
     let mut line = String::new();
     BufReader::new(s)
         .read_line(&mut line)
         .map_err(|e| AttachError::Io(pid, e))?;
-    Ok(line.trim_end().to_string())
+    match Reply::parse(&line) {
+        Some(Reply::Error(e)) => Err(AttachError::Refused(pid, e)),
+        _ => Ok(line.trim_end().to_string()),
+    }
 }

@@ -9,6 +9,8 @@
 pub mod app;
 pub mod attach;
 pub mod diff;
+pub mod doctor;
+pub mod env;
 pub mod error;
 pub mod export;
 pub mod job;

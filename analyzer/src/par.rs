@@ -7,7 +7,7 @@ use std::sync::Mutex;
 /// How many workers to use: `GPUTRACE_THREADS` if set (1 = everything on the calling
 /// thread), else the cores this process may run on.
 pub fn workers() -> usize {
-    std::env::var("GPUTRACE_THREADS")
+    std::env::var(gputrace_format::protocol::settings::THREADS)
         .ok()
         .and_then(|v| v.trim().parse::<usize>().ok())
         .filter(|&n| n > 0)

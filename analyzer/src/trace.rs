@@ -48,6 +48,12 @@ pub struct Trace {
     /// NVTX calls as recorded, and the ranges they make.
     pub nvtx: Vec<fmt::Nvtx>,
     pub nvtx_ranges: Vec<NvtxRange>,
+    /// The environment (see `crate::env`): facts read once, NVML samples of each GPU
+    /// and of the processes on it, driver-reported errors.
+    pub facts: Vec<fmt::Fact>,
+    pub gpu_samples: Vec<fmt::GpuSample>,
+    pub gpu_processes: Vec<fmt::GpuProcess>,
+    pub gpu_events: Vec<fmt::GpuEvent>,
 }
 
 /// One NVTX range: a push/pop pair (same thread) or a start/end pair (same id).
@@ -223,6 +229,10 @@ impl Trace {
             Event::Nccl(n) => self.nccl.push(n),
             Event::NcclComm(n) => self.nccl_comms.push(n),
             Event::Nvtx(n) => self.nvtx.push(n),
+            Event::Fact(f) => self.facts.push(f),
+            Event::GpuSample(g) => self.gpu_samples.push(g),
+            Event::GpuProcess(p) => self.gpu_processes.push(p),
+            Event::GpuEvent(e) => self.gpu_events.push(e),
         }
     }
 
@@ -256,6 +266,10 @@ impl Trace {
             nccl_comms,
             nvtx,
             nvtx_ranges: _,
+            facts,
+            gpu_samples,
+            gpu_processes,
+            gpu_events,
         } = &mut p.tables;
         self.kernels.append(kernels);
         self.memcpys.append(memcpys);
@@ -269,6 +283,10 @@ impl Trace {
         self.nccl.append(nccl);
         self.nccl_comms.append(nccl_comms);
         self.nvtx.append(nvtx);
+        self.facts.append(facts);
+        self.gpu_samples.append(gpu_samples);
+        self.gpu_processes.append(gpu_processes);
+        self.gpu_events.append(gpu_events);
         for e in p.rest.drain(..) {
             self.add(e);
         }
@@ -296,6 +314,10 @@ impl Trace {
         self.nccl_comms.sort_by_key(|k| (k.start, k.end));
         // Stable: events of one thread with one timestamp keep their recorded order.
         self.nvtx.sort_by_key(|k| k.ts);
+        self.facts.sort_by_key(|f| f.ts);
+        self.gpu_samples.sort_by_key(|g| (g.ts, g.device));
+        self.gpu_processes.sort_by_key(|p| (p.ts, p.device, p.pid));
+        self.gpu_events.sort_by_key(|e| (e.ts, e.device));
         self.nvtx_ranges = self.pair_nvtx();
         self.apply_window();
         // The tables grew by doubling while reading: give the slack back (up to half of

@@ -31,6 +31,23 @@ impl Rng {
     }
 }
 
+/// An environment value: one NVML did not give (`ENV_NA`) now and then, else up to `max`.
+fn na(r: &mut Rng, max: u32) -> u32 {
+    if r.chance(20) {
+        fmt::ENV_NA
+    } else {
+        r.below(max as u64 + 1) as u32
+    }
+}
+
+fn na64(r: &mut Rng, max: u64) -> u64 {
+    if r.chance(20) {
+        fmt::ENV_NA64
+    } else {
+        r.below(max + 1)
+    }
+}
+
 /// A trace with every kind of event: timestamps from a narrow range (so many tie),
 /// untimed GPU records, strings and devices defined twice, a window when `window`.
 fn random_events(seed: u64, n: usize, window: bool) -> (Meta, Vec<Event>) {
@@ -57,7 +74,7 @@ fn random_events(seed: u64, n: usize, window: bool) -> (Meta, Vec<Event>) {
         } else {
             (ts, end)
         };
-        let e = match r.below(22) {
+        let e = match r.below(26) {
             0 => Event::Str {
                 id: r.below(12) as u32,
                 text: format!("_Z6kernel{}Pfi \"quoted\" \\ {}", r.below(5), i),
@@ -193,13 +210,54 @@ fn random_events(seed: u64, n: usize, window: bool) -> (Meta, Vec<Event>) {
                 rank: -1,
                 ..Default::default()
             }),
-            _ => Event::Nvtx(fmt::Nvtx {
+            20..=21 => Event::Nvtx(fmt::Nvtx {
                 ts,
                 tid: r.below(3) as u32,
                 kind: 1 + r.below(5) as u8,
                 flags: r.below(2) as u8,
                 id: r.below(4),
                 text: r.below(12) as u32,
+            }),
+            // The environment: values NVML did not give (`ENV_NA`) now and then.
+            22 => Event::Fact(fmt::Fact {
+                ts,
+                device: if r.chance(50) {
+                    fmt::FACT_HOST
+                } else {
+                    r.below(2) as u32
+                },
+                key: r.below(12) as u32,
+                value: r.below(12) as u32,
+            }),
+            23 => Event::GpuSample(fmt::GpuSample {
+                ts,
+                device: r.below(2) as u32,
+                sm_clock_mhz: na(&mut r, 1_980),
+                mem_clock_mhz: na(&mut r, 2_619),
+                power_mw: na(&mut r, 300_000),
+                temperature_c: na(&mut r, 60),
+                gpu_util_pct: na(&mut r, 97),
+                pcie_gen: na(&mut r, 5),
+                pcie_rx_kbs: na(&mut r, 1_000),
+                clock_reasons: na64(&mut r, 1 << 9),
+                mem_used: na64(&mut r, 1 << 40),
+                ..Default::default()
+            }),
+            24 => Event::GpuProcess(fmt::GpuProcess {
+                ts,
+                device: r.below(2) as u32,
+                pid: r.below(3) as u32 + 4241,
+                name: r.below(12) as u32,
+                used_memory: na64(&mut r, 1 << 34),
+                sm_pct: na(&mut r, 100),
+                flags: r.below(8) as u8,
+                ..Default::default()
+            }),
+            _ => Event::GpuEvent(fmt::GpuEvent {
+                ts,
+                device: r.below(2) as u32,
+                kind: 1 + r.below(3) as u8,
+                data: r.below(100),
             }),
         };
         ev.push(e);
@@ -327,6 +385,10 @@ fn a_file_in_time_order_goes_through_in_one_pass_holding_little() {
         Event::Nccl(n) => n.start,
         Event::NcclComm(n) => n.start,
         Event::Nvtx(n) => n.ts,
+        Event::Fact(f) => f.ts,
+        Event::GpuSample(g) => g.ts,
+        Event::GpuProcess(p) => p.ts,
+        Event::GpuEvent(e) => e.ts,
         _ => 0,
     };
     ev.sort_by_key(ts);
@@ -448,4 +510,71 @@ fn every_hook_event_gets_one_line() {
     assert_eq!(v[3]["datatype"], "float32");
     assert_eq!(v[3]["comm_id"], "0x0000000000000abc");
     assert_eq!(v[5]["text"], "step");
+}
+
+/// Moved from the previous dump module: each environment event gets its line, without
+/// the values NVML did not give.
+#[test]
+fn every_env_event_gets_one_line_without_unavailable_fields() {
+    let meta = fmt::Meta::default();
+    let events = vec![
+        fmt::Event::Str {
+            id: 1,
+            text: "driver_version".into(),
+        },
+        fmt::Event::Str {
+            id: 2,
+            text: "580.159.04".into(),
+        },
+        fmt::Event::Fact(fmt::Fact {
+            ts: 5,
+            device: fmt::FACT_HOST,
+            key: 1,
+            value: 2,
+        }),
+        fmt::Event::GpuSample(fmt::GpuSample {
+            ts: 10,
+            device: 0,
+            sm_clock_mhz: 1200,
+            clock_reasons: fmt::CLOCK_REASON_SW_POWER_CAP,
+            ..Default::default()
+        }),
+        fmt::Event::GpuProcess(fmt::GpuProcess {
+            ts: 10,
+            device: 0,
+            pid: 77,
+            sm_pct: 40,
+            flags: fmt::GPU_PROC_LISTED,
+            ..Default::default()
+        }),
+        fmt::Event::GpuEvent(fmt::GpuEvent {
+            ts: 11,
+            device: 0,
+            kind: fmt::GPU_EVENT_XID,
+            data: 79,
+        }),
+    ];
+    let bytes = encode(&meta, &events, 1, false);
+    let path = Path::new("env.gtrace");
+    let (out, _) = streamed(path, &bytes, DEFAULT_MAX_PENDING);
+    assert_eq!(out, legacy(path, &bytes));
+    let lines: Vec<Value> = out
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(|l| serde_json::from_slice(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 4);
+    assert_eq!(lines[0]["type"], "fact");
+    assert_eq!(lines[0]["value"], "580.159.04");
+    assert!(lines[0].get("device").is_none());
+    assert_eq!(lines[1]["type"], "gpu_sample");
+    assert_eq!(lines[1]["sm_clock_mhz"], 1200);
+    assert_eq!(
+        lines[1]["clock_reasons"],
+        serde_json::json!(["sw_power_cap"])
+    );
+    assert!(lines[1].get("power_mw").is_none());
+    assert_eq!(lines[2]["pid"], 77);
+    assert_eq!(lines[2]["self"], false);
+    assert_eq!(lines[3]["xid"], 79);
 }

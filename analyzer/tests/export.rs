@@ -275,3 +275,78 @@ fn export_refuses_what_it_cannot_write() {
     assert!(d.join("h.pftrace").exists());
     let _ = std::fs::remove_dir_all(&d);
 }
+
+#[test]
+fn nvml_samples_become_counters_and_a_table() {
+    let d = tmpdir("nvml");
+    let mut b = healthy(10);
+    let t0 =
+        b.ev.iter()
+            .find_map(|e| match e {
+                Event::Kernel(k) => Some(k.start),
+                _ => None,
+            })
+            .unwrap();
+    for i in 0..5u64 {
+        b.ev.push(Event::GpuSample(fmt::GpuSample {
+            ts: t0 + i * 10 * MS,
+            device: 0,
+            sm_clock_mhz: 1980 - i as u32 * 100,
+            gpu_util_pct: 90,
+            ..Default::default()
+        }));
+    }
+    b.ev.push(Event::GpuEvent(fmt::GpuEvent {
+        ts: t0 + 5 * MS,
+        device: 0,
+        kind: fmt::GPU_EVENT_XID,
+        data: 79,
+    }));
+    let t = write(&d, "nvml.gtrace", &b);
+    let chrome = d.join("nvml.json");
+    let (code, _, err) = gputrace(&[
+        "export",
+        "--format",
+        "chrome",
+        "-o",
+        chrome.to_str().unwrap(),
+        t.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&chrome).unwrap()).unwrap();
+    let ev = v["traceEvents"].as_array().unwrap();
+    let clocks: Vec<i64> = ev
+        .iter()
+        .filter(|e| e["ph"] == "C" && e["name"] == "GPU 0 SM clock (MHz)")
+        .map(|e| e["args"]["value"].as_i64().unwrap())
+        .collect();
+    assert_eq!(clocks, vec![1980, 1880, 1780, 1680, 1580]);
+    // Readings NVML did not give are left out.
+    assert!(!ev.iter().any(|e| e["name"] == "GPU 0 power (mW)"));
+    assert_eq!(ev.iter().filter(|e| e["name"] == "xid").count(), 1);
+    let pf = d.join("nvml.pftrace");
+    let (code, _, err) = gputrace(&[
+        "export",
+        "--format",
+        "perfetto",
+        "-o",
+        pf.to_str().unwrap(),
+        t.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let bytes = std::fs::read(&pf).unwrap();
+    let text = String::from_utf8_lossy(&bytes);
+    assert!(text.contains("GPU 0 (NVML)") && text.contains("SM clock (MHz)"));
+    let pq = d.join("pq");
+    let (code, _, err) = gputrace(&[
+        "export",
+        "--format",
+        "parquet",
+        "-o",
+        pq.to_str().unwrap(),
+        t.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(pq.join("gpu_samples.parquet").exists());
+    let _ = std::fs::remove_dir_all(&d);
+}

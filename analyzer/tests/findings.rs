@@ -606,3 +606,134 @@ fn graph_kernels_of_one_launch_are_queued_even_without_host_events() {
     );
     assert!(find(&r, FindingId::LaunchBound).is_none_or(|g| g.severity == Severity::Info));
 }
+
+/// NVML samples every 100 ms over the whole trace, with this process (pid 1000) on the
+/// GPU and, if `other_sm` is set, pid 4242 (`python3`) holding that share of it.
+fn with_nvml(mut b: common::B, other_sm: Option<u32>, reasons: u64, sm_clock: u32) -> Trace {
+    let other = b.s("python3");
+    let end = b
+        .events()
+        .iter()
+        .filter_map(|e| match e {
+            Event::Kernel(k) => Some(k.end),
+            _ => None,
+        })
+        .max()
+        .unwrap_or(T0);
+    let mut ts = T0;
+    while ts <= end + 100 * MS {
+        b.ev.push(Event::GpuSample(fmt::GpuSample {
+            ts,
+            device: 0,
+            sm_clock_mhz: sm_clock,
+            sm_clock_max_mhz: 1980,
+            clock_reasons: reasons,
+            pcie_gen: 5,
+            pcie_gen_max: 5,
+            pcie_width: 16,
+            pcie_width_max: 16,
+            ..Default::default()
+        }));
+        let share = other_sm.unwrap_or(0);
+        b.ev.push(Event::GpuProcess(fmt::GpuProcess {
+            ts,
+            device: 0,
+            pid: 1000,
+            name: 0,
+            used_memory: 2 * GIB,
+            sm_pct: 100 - share,
+            mem_pct: 10,
+            flags: fmt::GPU_PROC_LISTED | fmt::GPU_PROC_UTIL | fmt::GPU_PROC_SELF,
+        }));
+        if let Some(sm) = other_sm {
+            b.ev.push(Event::GpuProcess(fmt::GpuProcess {
+                ts,
+                device: 0,
+                pid: 4242,
+                name: other,
+                used_memory: 30 * GIB,
+                sm_pct: sm,
+                mem_pct: 40,
+                flags: fmt::GPU_PROC_LISTED | fmt::GPU_PROC_UTIL,
+            }));
+        }
+        ts += 100 * MS;
+    }
+    b.build()
+}
+
+#[test]
+fn a_shared_gpu_outranks_the_starvation_it_looks_like() {
+    let r = report(with_nvml(data_starved(20), Some(40), 0, 1980));
+    let f = get(&r, FindingId::EnvSharedGpu);
+    assert_eq!(
+        r.findings[0].id,
+        FindingId::EnvSharedGpu,
+        "{}",
+        gputrace_analyzer::render_text(&r)
+    );
+    assert!(f.severity >= Severity::Warn);
+    assert!(f.summary.contains("pid 4242 (python3)"), "{}", f.summary);
+    assert!(f.estimated, "active throughout: the busy part is estimated");
+    // The idle time while it ran is all the starvation's time, and more.
+    let ds = get(&r, FindingId::DataStarvation);
+    assert!(f.at_stake_ns > ds.at_stake_ns);
+    assert!(r.verdict.contains("env_shared_gpu"), "{}", r.verdict);
+    assert_eq!(f.metrics["sm_share_pct"], 40.0);
+}
+
+#[test]
+fn a_gpu_of_its_own_has_no_environment_finding() {
+    let r = report(with_nvml(healthy(30), None, 0, 1980));
+    let env: Vec<_> = r
+        .findings
+        .iter()
+        .filter(|f| f.id.as_str().starts_with("env_"))
+        .map(|f| f.id)
+        .collect();
+    assert!(env.is_empty(), "{env:?}");
+    assert!(r.verdict.starts_with("Healthy"), "{}", r.verdict);
+}
+
+#[test]
+fn throttled_clocks_are_env_throttled() {
+    let r = report(with_nvml(
+        healthy(30),
+        None,
+        fmt::CLOCK_REASON_HW_SLOWDOWN,
+        1200,
+    ));
+    let f = get(&r, FindingId::EnvThrottled);
+    assert!(f.severity >= Severity::Warn);
+    assert!(f.estimated);
+    assert!(
+        f.summary.contains("1200 MHz instead of 1980 MHz"),
+        "{}",
+        f.summary
+    );
+    assert!(f.summary.contains("hw_slowdown"), "{}", f.summary);
+    assert!(f.at_stake_ns > 0);
+}
+
+#[test]
+fn a_blocked_nvml_is_one_info_line() {
+    let mut b = healthy(30);
+    let k = b.s("nvml");
+    let v = b.s("no_permission: NVML refused access (nvmlInit_v2: NVML_ERROR_NO_PERMISSION)");
+    b.ev.push(Event::Fact(fmt::Fact {
+        ts: T0,
+        device: fmt::FACT_HOST,
+        key: k,
+        value: v,
+    }));
+    let r = report(b.build());
+    let env: Vec<_> = r
+        .findings
+        .iter()
+        .filter(|f| f.id.as_str().starts_with("env_"))
+        .collect();
+    assert_eq!(env.len(), 1, "{env:?}");
+    assert_eq!(env[0].id, FindingId::EnvNvmlUnavailable);
+    assert_eq!(env[0].severity, Severity::Info);
+    assert!(r.verdict.starts_with("Healthy"), "{}", r.verdict);
+}

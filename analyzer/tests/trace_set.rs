@@ -4,7 +4,7 @@
 mod common;
 
 use common::*;
-use gputrace_analyzer::report::analyze;
+use gputrace_analyzer::report::{analyze, FindingId};
 
 #[test]
 fn ranks_without_a_recorded_rank_are_tied_by_their_collectives() {
@@ -28,7 +28,7 @@ fn the_same_rank_twice_is_not_one_job() {
     assert_eq!(set.reasons[0].id, "duplicate_rank");
     // No cross-rank analysis: no clock alignment, no straggler.
     assert!(r.cluster.is_none());
-    assert!(r.findings.iter().all(|f| f.id.as_str() != "comm_straggler"));
+    assert!(r.findings.iter().all(|f| f.id != FindingId::CommStraggler));
     let text = gputrace_analyzer::render_text(&r);
     assert!(
         text.lines()

@@ -80,7 +80,8 @@ use std::path::{Path, PathBuf};
     clippy::too_many_arguments,
     clippy::useless_transmute,
     clippy::ptr_offset_with_cast,
-    clippy::unnecessary_cast
+    clippy::unnecessary_cast,
+    clippy::undocumented_unsafe_blocks
 )]
 pub mod bindings {
     include!("bindings.rs");

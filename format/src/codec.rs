@@ -116,6 +116,11 @@ impl Encoder {
         put_var(&mut self.body, zigzag(v as i64));
     }
 
+    /// A value that may be "not available" (`na`): stored as value + 1, `na` as 0.
+    fn na(&mut self, v: u64, na: u64) {
+        self.v(if v == na { 0 } else { v.wrapping_add(1) });
+    }
+
     fn bytes(&mut self, s: &[u8]) {
         self.v(s.len() as u64);
         self.body.extend_from_slice(s);
@@ -325,6 +330,66 @@ impl Encoder {
                 self.v(n.text as u64);
                 TAG_NVTX
             }
+            Event::Fact(f) => {
+                self.ts(f.ts);
+                self.na(f.device as u64, ENV_NA as u64);
+                self.v(f.key as u64);
+                self.v(f.value as u64);
+                TAG_FACT
+            }
+            Event::GpuSample(g) => {
+                self.ts(g.ts);
+                self.v(g.device as u64);
+                for x in [
+                    g.sm_clock_mhz,
+                    g.sm_clock_max_mhz,
+                    g.mem_clock_mhz,
+                    g.mem_clock_max_mhz,
+                ] {
+                    self.na(x as u64, ENV_NA as u64);
+                }
+                self.na(g.clock_reasons, ENV_NA64);
+                for x in [
+                    g.power_mw,
+                    g.power_limit_mw,
+                    g.temperature_c,
+                    g.gpu_util_pct,
+                    g.mem_util_pct,
+                ] {
+                    self.na(x as u64, ENV_NA as u64);
+                }
+                self.na(g.mem_used, ENV_NA64);
+                self.na(g.mem_total, ENV_NA64);
+                for x in [
+                    g.pcie_gen,
+                    g.pcie_gen_max,
+                    g.pcie_width,
+                    g.pcie_width_max,
+                    g.pcie_tx_kbs,
+                    g.pcie_rx_kbs,
+                ] {
+                    self.na(x as u64, ENV_NA as u64);
+                }
+                TAG_GPU_SAMPLE
+            }
+            Event::GpuProcess(p) => {
+                self.ts(p.ts);
+                self.v(p.device as u64);
+                self.v(p.pid as u64);
+                self.v(p.name as u64);
+                self.na(p.used_memory, ENV_NA64);
+                self.na(p.sm_pct as u64, ENV_NA as u64);
+                self.na(p.mem_pct as u64, ENV_NA as u64);
+                self.body.push(p.flags);
+                TAG_GPU_PROCESS
+            }
+            Event::GpuEvent(e) => {
+                self.ts(e.ts);
+                self.v(e.device as u64);
+                self.body.push(e.kind);
+                self.v(e.data);
+                TAG_GPU_EVENT
+            }
         };
         self.emit(tag);
         self.count += 1;
@@ -500,6 +565,16 @@ impl<'a> Body<'a> {
     #[inline(always)]
     fn v32(&mut self) -> Result<u32, DecodeError> {
         Ok(self.v()? as u32)
+    }
+    /// A value stored by `Encoder::na`: 0 reads as `na`.
+    fn na(&mut self, na: u64) -> Result<u64, DecodeError> {
+        Ok(match self.v()? {
+            0 => na,
+            x => x - 1,
+        })
+    }
+    fn na32(&mut self) -> Result<u32, DecodeError> {
+        Ok(self.na(ENV_NA as u64)? as u32)
     }
     #[inline(always)]
     fn i32(&mut self) -> Result<i32, DecodeError> {
@@ -932,6 +1007,50 @@ impl<'a> Decoder<'a> {
                 id: b.v()?,
                 text: b.v32()?,
             }),
+            TAG_FACT => Event::Fact(Fact {
+                ts: self.ts(b)?,
+                device: b.na32()?,
+                key: b.v32()?,
+                value: b.v32()?,
+            }),
+            TAG_GPU_SAMPLE => Event::GpuSample(GpuSample {
+                ts: self.ts(b)?,
+                device: b.v32()?,
+                sm_clock_mhz: b.na32()?,
+                sm_clock_max_mhz: b.na32()?,
+                mem_clock_mhz: b.na32()?,
+                mem_clock_max_mhz: b.na32()?,
+                clock_reasons: b.na(ENV_NA64)?,
+                power_mw: b.na32()?,
+                power_limit_mw: b.na32()?,
+                temperature_c: b.na32()?,
+                gpu_util_pct: b.na32()?,
+                mem_util_pct: b.na32()?,
+                mem_used: b.na(ENV_NA64)?,
+                mem_total: b.na(ENV_NA64)?,
+                pcie_gen: b.na32()?,
+                pcie_gen_max: b.na32()?,
+                pcie_width: b.na32()?,
+                pcie_width_max: b.na32()?,
+                pcie_tx_kbs: b.na32()?,
+                pcie_rx_kbs: b.na32()?,
+            }),
+            TAG_GPU_PROCESS => Event::GpuProcess(GpuProcess {
+                ts: self.ts(b)?,
+                device: b.v32()?,
+                pid: b.v32()?,
+                name: b.v32()?,
+                used_memory: b.na(ENV_NA64)?,
+                sm_pct: b.na32()?,
+                mem_pct: b.na32()?,
+                flags: b.u8()?,
+            }),
+            TAG_GPU_EVENT => Event::GpuEvent(GpuEvent {
+                ts: self.ts(b)?,
+                device: b.v32()?,
+                kind: b.u8()?,
+                data: b.v()?,
+            }),
             _ => return Ok(None),
         }))
     }
@@ -1170,6 +1289,135 @@ mod tests {
         assert_eq!(dec.skipped, 0);
     }
 
+    /// One of each environment event, with "not available" and edge values.
+    fn env_events() -> Vec<Event> {
+        vec![
+            Event::Fact(Fact {
+                ts: 1_700_000_000_000_000_000,
+                device: FACT_HOST,
+                key: 1,
+                value: 2,
+            }),
+            Event::Fact(Fact {
+                ts: 1_700_000_000_000_000_001,
+                device: 0,
+                key: 3,
+                value: 0,
+            }),
+            Event::GpuSample(GpuSample {
+                ts: 1_700_000_000_100_000_000,
+                device: 1,
+                sm_clock_mhz: 1980,
+                sm_clock_max_mhz: 1980,
+                mem_clock_mhz: 2619,
+                mem_clock_max_mhz: 2619,
+                clock_reasons: CLOCK_REASON_HW_SLOWDOWN | CLOCK_REASON_SW_POWER_CAP,
+                power_mw: 118_000,
+                power_limit_mw: 700_000,
+                temperature_c: 0,
+                gpu_util_pct: 100,
+                mem_util_pct: 37,
+                mem_used: 150_000_000_000,
+                mem_total: ENV_NA64 - 1,
+                pcie_gen: 5,
+                pcie_gen_max: 5,
+                pcie_width: 16,
+                pcie_width_max: 16,
+                pcie_tx_kbs: ENV_NA - 1,
+                pcie_rx_kbs: 0,
+            }),
+            Event::GpuSample(GpuSample {
+                ts: 1_700_000_000_200_000_000,
+                device: 0,
+                ..Default::default()
+            }),
+            Event::GpuProcess(GpuProcess {
+                ts: 1_700_000_000_200_000_000,
+                device: 0,
+                pid: 4242,
+                name: 2,
+                used_memory: 1 << 30,
+                sm_pct: 27,
+                mem_pct: 0,
+                flags: GPU_PROC_LISTED | GPU_PROC_UTIL,
+            }),
+            Event::GpuProcess(GpuProcess {
+                ts: 1_700_000_000_200_000_000,
+                device: 0,
+                pid: u32::MAX,
+                ..Default::default()
+            }),
+            Event::GpuEvent(GpuEvent {
+                ts: 1_700_000_000_300_000_000,
+                device: 0,
+                kind: GPU_EVENT_XID,
+                data: 79,
+            }),
+        ]
+    }
+
+    #[test]
+    fn round_trip_env_events() {
+        let mut evs = sample_events();
+        evs.extend(env_events());
+        let mut enc = Encoder::new();
+        for e in &evs {
+            enc.push(e);
+        }
+        let (buf, n) = enc.take();
+        assert_eq!(n as usize, evs.len());
+        let mut dec = Decoder::new(&buf);
+        let out: Vec<_> = std::iter::from_fn(|| dec.next())
+            .map(|e| e.unwrap())
+            .collect();
+        assert_eq!(out, evs);
+        assert_eq!(dec.skipped, 0);
+    }
+
+    #[test]
+    fn unavailable_values_cost_one_byte() {
+        let mut enc = Encoder::new();
+        enc.push(&Event::GpuSample(GpuSample {
+            ts: 0,
+            device: 0,
+            ..Default::default()
+        }));
+        let (buf, _) = enc.take();
+        // tag, length, ts, device, then 18 fields of one zero byte each.
+        assert_eq!(buf.len(), 4 + 18, "{buf:?}");
+        assert!(buf[4..].iter().all(|b| *b == 0));
+    }
+
+    #[test]
+    fn a_reader_without_the_env_tags_skips_them() {
+        // What a 2.0 reader does with 2.1 events: the tags are unknown to it, and every
+        // event carries its length, so it steps over them and reads on.
+        let mut enc = Encoder::new();
+        enc.push(&Event::Thread { tid: 1, name: 2 });
+        for e in env_events() {
+            enc.push(&e);
+        }
+        enc.push(&Event::Thread { tid: 3, name: 4 });
+        let (buf, _) = enc.take();
+        let mut pos = 0;
+        let mut kept = Vec::new();
+        while pos < buf.len() {
+            let tag = buf[pos];
+            let mut b = Body {
+                b: &buf,
+                pos: pos + 1,
+                base: 0,
+            };
+            let len = b.v().unwrap() as usize;
+            if tag < TAG_FACT {
+                kept.push(tag);
+            }
+            pos = b.pos + len;
+        }
+        assert_eq!(pos, buf.len());
+        assert_eq!(kept, vec![TAG_THREAD, TAG_THREAD]);
+    }
+
     #[test]
     fn tags_are_distinct() {
         let mut tags = vec![
@@ -1191,6 +1439,12 @@ mod tests {
             TAG_NCCL,
             TAG_NCCL_COMM,
             TAG_NVTX,
+            TAG_KERNEL_SHAPE,
+            TAG_KERNEL_COMPACT,
+            TAG_FACT,
+            TAG_GPU_SAMPLE,
+            TAG_GPU_PROCESS,
+            TAG_GPU_EVENT,
         ];
         let n = tags.len();
         tags.sort_unstable();

@@ -675,6 +675,202 @@ pub struct Nvtx {
     pub text: u32,
 }
 
+// ---------------------------------------------------------------------------------
+// The environment: facts read once per trace, and NVML samples taken while a trace
+// window is open (tags 25-28). Numbers NVML could not give are [`ENV_NA`] (or
+// [`ENV_NA64`]); the codec stores every such field as value + 1, so "not available"
+// costs one byte.
+
+/// A 32-bit environment value NVML did not give (unsupported, not permitted).
+pub const ENV_NA: u32 = u32::MAX;
+/// A 64-bit environment value NVML did not give.
+pub const ENV_NA64: u64 = u64::MAX;
+/// [`Fact::device`] of a fact about the process or the host rather than one GPU.
+pub const FACT_HOST: u32 = u32::MAX;
+
+/// One fact about the environment, written once per trace: a key and a value, both
+/// interned (`driver_version` = `580.159.04`, `cuda_runtime_version` = `13.0.96`,
+/// `persistence_mode` = `on` for GPU 0, ...). The keys are listed in the
+/// `gputrace-env` crate (`facts.rs`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Fact {
+    pub ts: u64,
+    /// The GPU (NVML index) the fact is about, or [`FACT_HOST`].
+    pub device: u32,
+    pub key: u32,
+    pub value: u32,
+}
+
+/// `nvmlClocksEventReasons` bits (the "throttle reasons" of older NVML versions).
+pub const CLOCK_REASON_GPU_IDLE: u64 = 0x1;
+pub const CLOCK_REASON_APP_SETTING: u64 = 0x2;
+pub const CLOCK_REASON_SW_POWER_CAP: u64 = 0x4;
+pub const CLOCK_REASON_HW_SLOWDOWN: u64 = 0x8;
+pub const CLOCK_REASON_SYNC_BOOST: u64 = 0x10;
+pub const CLOCK_REASON_SW_THERMAL: u64 = 0x20;
+pub const CLOCK_REASON_HW_THERMAL: u64 = 0x40;
+pub const CLOCK_REASON_HW_POWER_BRAKE: u64 = 0x80;
+pub const CLOCK_REASON_DISPLAY_CLOCKS: u64 = 0x100;
+
+/// Reasons that mean the clocks were held down against the work's will (power,
+/// heat, hardware slowdown): idle, application settings and display clocks are not.
+pub const CLOCK_REASONS_THROTTLE: u64 = CLOCK_REASON_SW_POWER_CAP
+    | CLOCK_REASON_HW_SLOWDOWN
+    | CLOCK_REASON_SW_THERMAL
+    | CLOCK_REASON_HW_THERMAL
+    | CLOCK_REASON_HW_POWER_BRAKE;
+
+/// Names of the bits set in a clock event reasons mask, lowest bit first.
+pub fn clock_reason_names(mask: u64) -> Vec<&'static str> {
+    const NAMES: [(u64, &str); 9] = [
+        (CLOCK_REASON_GPU_IDLE, "gpu_idle"),
+        (CLOCK_REASON_APP_SETTING, "applications_clocks_setting"),
+        (CLOCK_REASON_SW_POWER_CAP, "sw_power_cap"),
+        (CLOCK_REASON_HW_SLOWDOWN, "hw_slowdown"),
+        (CLOCK_REASON_SYNC_BOOST, "sync_boost"),
+        (CLOCK_REASON_SW_THERMAL, "sw_thermal_slowdown"),
+        (CLOCK_REASON_HW_THERMAL, "hw_thermal_slowdown"),
+        (CLOCK_REASON_HW_POWER_BRAKE, "hw_power_brake_slowdown"),
+        (CLOCK_REASON_DISPLAY_CLOCKS, "display_clock_setting"),
+    ];
+    if mask == ENV_NA64 {
+        return Vec::new();
+    }
+    NAMES
+        .iter()
+        .filter(|(bit, _)| mask & bit != 0)
+        .map(|(_, n)| *n)
+        .collect()
+}
+
+/// One NVML sample of one GPU. Fields NVML did not give are [`ENV_NA`] / [`ENV_NA64`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GpuSample {
+    pub ts: u64,
+    /// NVML device index.
+    pub device: u32,
+    pub sm_clock_mhz: u32,
+    pub sm_clock_max_mhz: u32,
+    pub mem_clock_mhz: u32,
+    pub mem_clock_max_mhz: u32,
+    /// `CLOCK_REASON_*` bits in force when sampled.
+    pub clock_reasons: u64,
+    pub power_mw: u32,
+    /// The enforced power limit.
+    pub power_limit_mw: u32,
+    pub temperature_c: u32,
+    /// nvidia-smi's GPU-Util and memory-util: share of the last sample period in which
+    /// a kernel ran / device memory was read or written, in percent.
+    pub gpu_util_pct: u32,
+    pub mem_util_pct: u32,
+    pub mem_used: u64,
+    pub mem_total: u64,
+    pub pcie_gen: u32,
+    pub pcie_gen_max: u32,
+    pub pcie_width: u32,
+    pub pcie_width_max: u32,
+    /// PCIe throughput in KB/s (NVML samples it over 20 ms; not every sample has it).
+    pub pcie_tx_kbs: u32,
+    pub pcie_rx_kbs: u32,
+}
+
+impl Default for GpuSample {
+    fn default() -> GpuSample {
+        GpuSample {
+            ts: 0,
+            device: 0,
+            sm_clock_mhz: ENV_NA,
+            sm_clock_max_mhz: ENV_NA,
+            mem_clock_mhz: ENV_NA,
+            mem_clock_max_mhz: ENV_NA,
+            clock_reasons: ENV_NA64,
+            power_mw: ENV_NA,
+            power_limit_mw: ENV_NA,
+            temperature_c: ENV_NA,
+            gpu_util_pct: ENV_NA,
+            mem_util_pct: ENV_NA,
+            mem_used: ENV_NA64,
+            mem_total: ENV_NA64,
+            pcie_gen: ENV_NA,
+            pcie_gen_max: ENV_NA,
+            pcie_width: ENV_NA,
+            pcie_width_max: ENV_NA,
+            pcie_tx_kbs: ENV_NA,
+            pcie_rx_kbs: ENV_NA,
+        }
+    }
+}
+
+/// [`GpuProcess::flags`]: NVML listed the process as a compute process on the GPU.
+pub const GPU_PROC_LISTED: u8 = 1;
+/// [`GpuProcess::flags`]: NVML had utilisation samples of the process since the last
+/// sample (`sm_pct`, `mem_pct` are their mean).
+pub const GPU_PROC_UTIL: u8 = 2;
+/// [`GpuProcess::flags`]: the process is the traced process itself.
+pub const GPU_PROC_SELF: u8 = 4;
+
+/// One process using a GPU, as NVML saw it at one sample.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GpuProcess {
+    pub ts: u64,
+    pub device: u32,
+    /// As NVML reports it (the host's pid namespace).
+    pub pid: u32,
+    /// Interned command name (`/proc/PID/comm`; 0 when not readable from here).
+    pub name: u32,
+    /// Device memory the process holds ([`ENV_NA64`] when not known).
+    pub used_memory: u64,
+    /// Its share of the time SMs were busy / memory was accessed since the last
+    /// sample, in percent ([`ENV_NA`] without `GPU_PROC_UTIL`).
+    pub sm_pct: u32,
+    pub mem_pct: u32,
+    /// `GPU_PROC_*`.
+    pub flags: u8,
+}
+
+impl Default for GpuProcess {
+    fn default() -> GpuProcess {
+        GpuProcess {
+            ts: 0,
+            device: 0,
+            pid: 0,
+            name: 0,
+            used_memory: ENV_NA64,
+            sm_pct: ENV_NA,
+            mem_pct: ENV_NA,
+            flags: 0,
+        }
+    }
+}
+
+/// [`GpuEvent::kind`] values.
+pub const GPU_EVENT_XID: u8 = 1;
+/// Corrected (single-bit) ECC errors: `data` is how many more since the last sample.
+pub const GPU_EVENT_ECC_CORRECTED: u8 = 2;
+/// Uncorrected (double-bit) ECC errors: `data` is how many more since the last sample.
+pub const GPU_EVENT_ECC_UNCORRECTED: u8 = 3;
+
+/// Name of a [`GpuEvent::kind`] value.
+pub fn gpu_event_name(kind: u8) -> &'static str {
+    match kind {
+        GPU_EVENT_XID => "xid",
+        GPU_EVENT_ECC_CORRECTED => "ecc_corrected",
+        GPU_EVENT_ECC_UNCORRECTED => "ecc_uncorrected",
+        _ => "unknown",
+    }
+}
+
+/// An error the driver reported on a GPU: an Xid (`data` = the Xid number) or new
+/// ECC errors (`data` = how many).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct GpuEvent {
+    pub ts: u64,
+    pub device: u32,
+    /// `GPU_EVENT_*`.
+    pub kind: u8,
+    pub data: u64,
+}
+
 /// One trace event. Tags (the `TAG_*` constants) are append-only.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Event {
@@ -725,6 +921,14 @@ pub enum Event {
     NcclComm(NcclComm),
     /// An NVTX push, pop, range start or end, or mark.
     Nvtx(Nvtx),
+    /// A fact about the environment (versions, modes, limits), once per trace.
+    Fact(Fact),
+    /// An NVML sample of one GPU.
+    GpuSample(GpuSample),
+    /// A process on a GPU, at one NVML sample.
+    GpuProcess(GpuProcess),
+    /// An Xid or ECC error reported by the driver.
+    GpuEvent(GpuEvent),
 }
 
 pub const TAG_STR: u8 = 1;
@@ -751,6 +955,11 @@ pub const TAG_NVTX: u8 = 18;
 pub const TAG_KERNEL_SHAPE: u8 = 19;
 /// A kernel record that refers to a [`TAG_KERNEL_SHAPE`] (what writers emit).
 pub const TAG_KERNEL_COMPACT: u8 = 20;
+// 21-24: host sampler events.
+pub const TAG_FACT: u8 = 25;
+pub const TAG_GPU_SAMPLE: u8 = 26;
+pub const TAG_GPU_PROCESS: u8 = 27;
+pub const TAG_GPU_EVENT: u8 = 28;
 
 impl Event {
     /// The event's primary timestamp, if it has one.
@@ -772,6 +981,10 @@ impl Event {
             Event::Nccl(n) => Some(n.start),
             Event::NcclComm(n) => Some(n.start),
             Event::Nvtx(n) => Some(n.ts),
+            Event::Fact(f) => Some(f.ts),
+            Event::GpuSample(g) => Some(g.ts),
+            Event::GpuProcess(p) => Some(p.ts),
+            Event::GpuEvent(e) => Some(e.ts),
         }
     }
 

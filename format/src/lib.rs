@@ -24,6 +24,7 @@
 
 mod codec;
 mod event;
+pub mod protocol;
 mod read;
 mod write;
 
@@ -44,7 +45,8 @@ pub const CHUNK_MAGIC: &[u8; 4] = b"GTCK";
 pub const VERSION_MAJOR: u16 = 2;
 /// Minor version: additions that old readers can skip (new event tags).
 /// 1.1: symbol-hook events (HostCopy, HostCall, HostAlloc, Nccl, NcclComm, Nvtx).
-pub const VERSION_MINOR: u16 = 0;
+/// 2.1: environment events (Fact, GpuSample, GpuProcess, GpuEvent: tags 25-28).
+pub const VERSION_MINOR: u16 = 1;
 /// Size of the fixed file header.
 pub const HEADER_LEN: usize = 16;
 /// Size of a chunk header.

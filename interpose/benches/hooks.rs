@@ -16,8 +16,9 @@
 //!
 //! Run: `cargo bench -p gputrace-interpose --bench hooks` (results: bench/cpu-hooks.md).
 
-use gputrace::sym::{comms, cudart, nccl};
-use gputrace::{clock, ring, state};
+use gputrace::base::{clock, state};
+use gputrace::exports::hooks::{comms, cudart, nccl};
+use gputrace::rings as ring;
 use std::ffi::c_void;
 use std::hint::black_box;
 use std::process::Command;
@@ -135,10 +136,8 @@ fn child(mode: &str, lib: &str, fake_dir: &str) {
     let init: InitRank = unsafe { std::mem::transmute(sym(h, c"ncclCommInitRank")) };
     let mut comm: *mut c_void = std::ptr::null_mut();
     // SAFETY: a valid out-pointer.
-    assert_eq!(
-        unsafe { init(&mut comm, 8, nccl::UniqueId { internal: [7; 128] }, 0) },
-        0
-    );
+    let r = unsafe { init(&mut comm, 8, nccl::UniqueId { internal: [7; 128] }, 0) };
+    assert_eq!(r, 0);
     let batch = 8192u64;
     let batches = 64;
     // ns per call over `batches` batches, pausing 6 ms after each (the writer drains).
@@ -154,17 +153,20 @@ fn child(mode: &str, lib: &str, fake_dir: &str) {
         }
         total as f64 / (batch * batches) as f64
     };
-    // SAFETY (all four): the fake ignores its arguments; the hooks forward to it.
     let dm = paced(&|| {
+        // SAFETY: the fake ignores its arguments.
         black_box(unsafe { direct_memcpy(black_box(dst), src, 64, 1, s) });
     });
     let hm = paced(&|| {
+        // SAFETY: as above; the hook forwards to the fake.
         black_box(unsafe { hook_memcpy(black_box(dst), src, 64, 1, s) });
     });
     let dn = paced(&|| {
+        // SAFETY: the fake ignores its arguments.
         black_box(unsafe { direct_allreduce(src, dst, 64, 7, 0, black_box(comm), s) });
     });
     let hn = paced(&|| {
+        // SAFETY: as above; the hook forwards to the fake.
         black_box(unsafe { hook_allreduce(src, dst, 64, 7, 0, black_box(comm), s) });
     });
     println!("{mode} {dm} {hm} {dn} {hn}");
@@ -235,6 +237,32 @@ fn main() {
         // SAFETY: as above.
         black_box(unsafe { nccl::ncclAllReduce(src, dst, 64, 7, 0, black_box(comm), s) });
     };
+    // The CUPTI API callback, the hottest path: ENTER and EXIT of one runtime call,
+    // called the way CUPTI calls it (the record goes to this thread's ring).
+    let cbid = gputrace::base::apis::RUNTIME[0].cbid;
+    let mut slot: u64 = 0;
+    let mut ret: i32 = 0;
+    // SAFETY: CUpti_CallbackData is plain C data; all zeroes is a valid value.
+    let mut data: cupti_sys::CUpti_CallbackData = unsafe { std::mem::zeroed() };
+    data.correlationData = &mut slot;
+    data.functionReturnValue = &mut ret as *mut i32 as *mut c_void;
+    let mut api_pair = |_| {
+        for site in [
+            cupti_sys::CUpti_ApiCallbackSite_CUPTI_API_ENTER,
+            cupti_sys::CUpti_ApiCallbackSite_CUPTI_API_EXIT,
+        ] {
+            data.callbackSite = site;
+            // SAFETY: a CUpti_CallbackData for a runtime API call, as CUPTI passes it.
+            unsafe {
+                gputrace::session::cupti::callback::api_callback(
+                    std::ptr::null_mut(),
+                    cupti_sys::CUpti_CallbackDomain_CUPTI_CB_DOMAIN_RUNTIME_API,
+                    cbid,
+                    black_box(&data as *const cupti_sys::CUpti_CallbackData as *const c_void),
+                )
+            };
+        }
+    };
     // Warm up (resolves the real functions).
     state::set(state::DORMANT);
     time(1000, memcpy_hook);
@@ -248,6 +276,7 @@ fn main() {
         "ncclAllReduce direct",
         "ncclAllReduce hook, not tracing",
         "ncclAllReduce hook, tracing",
+        "CUPTI API callback ENTER+EXIT, tracing",
     ]
     .into_iter()
     .map(|s| (s, Vec::new()))
@@ -266,6 +295,7 @@ fn main() {
         res[5].1.push(time(n, nccl_hook));
         state::set(state::TRACING);
         res[6].1.push(time(n, nccl_hook));
+        res[7].1.push(time(n, &mut api_pair));
         state::set(state::DORMANT);
     }
     stop.store(true, Ordering::Relaxed);

@@ -7,7 +7,7 @@
 //! Run: `cargo bench -p gputrace-interpose --bench pipeline` (prints one JSON line;
 //! results recorded in bench/cpu.json).
 
-use gputrace::ring::{self, HostRecord, REC_API};
+use gputrace::rings::{self as ring, HostRecord, REC_API};
 use gputrace_format::{ChunkWriter, Encoder, Event, Kernel, Meta};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;

@@ -1,42 +1,32 @@
 //! libgputrace.so: preloaded into a CUDA process, it records what the GPU did (CUPTI
 //! activity records) and the host side of the calls that fed it (CUPTI callbacks on a
-//! few API ids, through lock-free per-thread rings), into one trace file per process.
+//! few API ids, symbol hooks on the CUDA runtime, NCCL and NVTX, through lock-free
+//! per-thread rings), into one trace file per process.
 //!
 //! It never blocks the program, never changes a return value or errno, and never takes
 //! the process down: every failure turns tracing off with one `gputrace:` line.
+//!
+//! Layers, top to bottom; a module imports only from its own layer and those below
+//! (interpose/tests/layers.rs checks it, and that no modules import each other in a
+//! loop):
+//!
+//! ```text
+//! exports   every symbol we export; the one constructor, the one fork handler
+//!    |
+//! runtime   the tracing life: start-up, cuInit, windows, stepping aside, exec, exit
+//!    |
+//! session   what records: CUPTI today (NVML, /proc and Python-stack samplers next)
+//!    |
+//! rings     per-thread rings of host records, and how they decode
+//!    |
+//! writer    the writer thread: drains its sources, writes chunks
+//!    |
+//! base      settings, state, clocks, the FFI guard, logging, discovery
+//! ```
 
-pub mod apis;
-pub mod clock;
-pub mod collector;
-pub mod control;
-pub mod discover;
-pub mod guard;
-pub mod hooks;
-pub mod intern;
-pub mod lifecycle;
-pub mod log;
-pub mod opts;
-pub mod records;
-mod records12;
-pub mod ring;
-pub mod state;
-pub mod sym;
+pub mod base;
+pub mod exports;
+pub mod rings;
+pub mod runtime;
+pub mod session;
 pub mod writer;
-
-pub use hooks::*;
-
-/// The library constructor: reads settings and arranges to be called at cuInit.
-#[cfg_attr(test, allow(dead_code))]
-extern "C" fn gputrace_init() {
-    // errno is the program's: keep it as we found it.
-    // SAFETY: __errno_location always returns the calling thread's errno slot.
-    let saved = unsafe { *libc::__errno_location() };
-    let _ = std::panic::catch_unwind(lifecycle::on_load);
-    // SAFETY: as above.
-    unsafe { *libc::__errno_location() = saved };
-}
-
-#[cfg(not(test))]
-#[used]
-#[link_section = ".init_array"]
-static INIT: extern "C" fn() = gputrace_init;

@@ -217,6 +217,11 @@ pub fn run_scenario(scenario: &str, args: &[&str], env: &[(&str, &str)]) -> Hook
         .env("GPUTRACE_CUPTI", "/nonexistent")
         // A slow debug build must still finish writing at exit.
         .env("GPUTRACE_EXIT_WAIT_MS", "60000")
+        // Control sockets (dormant runs) stay in the test's directory.
+        .env(
+            gputrace_format::protocol::RUNTIME_DIR_VAR,
+            dir.path().join("run"),
+        )
         .env_remove("CUDA_INJECTION64_PATH")
         .env_remove("NVTX_INJECTION64_PATH")
         .env_remove("GPUTRACE_MODE")

@@ -11,10 +11,12 @@
 //! `libgputrace.so` is `$GPUTRACE_LIB` when set, else the one `cargo build -p
 //! gputrace-interpose` left in this test binary's target directory; when that is
 //! missing or older than the library's sources, the harness runs that build itself,
-//! once per test binary.
+//! once per test binary. The `gputrace` command, for the tests that run it, is
+//! `$GPUTRACE_BIN` or the target directory's, found and built the same way.
 
 pub mod hooks;
 
+use gputrace_format::protocol::{self, settings};
 use gputrace_format::{self as fmt, CollectorState, Event, TraceData};
 use std::collections::{HashMap, HashSet};
 use std::hash::{Hash, Hasher};
@@ -101,13 +103,14 @@ impl TempDir {
 
 impl Drop for TempDir {
     fn drop(&mut self) {
-        if std::env::var_os("GPUTRACE_TESTS_KEEP").is_some() {
+        if std::env::var_os(settings::TESTS_KEEP).is_some() {
             eprintln!("(kept {})", self.path.display());
             return;
         }
         if std::thread::panicking() {
             eprintln!(
-                "(set GPUTRACE_TESTS_KEEP=1 to keep {})",
+                "(set {}=1 to keep {})",
+                settings::TESTS_KEEP,
                 self.path.display()
             );
         }
@@ -144,15 +147,20 @@ pub fn fakes_src() -> PathBuf {
 pub fn libgputrace() -> &'static Path {
     static LIB: OnceLock<PathBuf> = OnceLock::new();
     LIB.get_or_init(|| {
-        if let Some(p) = std::env::var_os("GPUTRACE_LIB") {
+        if let Some(p) = std::env::var_os(settings::LIB) {
             let p = PathBuf::from(p);
-            assert!(p.is_file(), "GPUTRACE_LIB={} is not a file", p.display());
+            assert!(
+                p.is_file(),
+                "{}={} is not a file",
+                settings::LIB,
+                p.display()
+            );
             return std::fs::canonicalize(&p).unwrap_or(p);
         }
         let dir = profile_dir();
         let lib = dir.join("libgputrace.so");
-        if is_stale(&lib) {
-            build_libgputrace(&dir);
+        if is_stale(&lib, &["interpose", "format", "cupti-sys", "env"]) {
+            cargo_build(&dir, &["-p", "gputrace-interpose"]);
         }
         assert!(
             lib.is_file(),
@@ -160,6 +168,30 @@ pub fn libgputrace() -> &'static Path {
             lib.display()
         );
         lib
+    })
+}
+
+/// The `gputrace` command under test: `$GPUTRACE_BIN` when set (an installed copy),
+/// else the one in this test binary's target directory, beside its libgputrace.so.
+pub fn gputrace_bin() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        if let Some(p) = std::env::var_os("GPUTRACE_BIN") {
+            let p = PathBuf::from(p);
+            assert!(p.is_file(), "GPUTRACE_BIN={} is not a file", p.display());
+            return p;
+        }
+        let dir = profile_dir();
+        let bin = dir.join("gputrace");
+        if is_stale(&bin, &["analyzer", "format", "env"]) {
+            cargo_build(&dir, &["-p", "gputrace-analyzer", "--bin", "gputrace"]);
+        }
+        assert!(
+            bin.is_file(),
+            "{} is missing; run `cargo build -p gputrace-analyzer`",
+            bin.display()
+        );
+        bin
     })
 }
 
@@ -178,14 +210,14 @@ fn newest_mtime(dir: &Path) -> Option<std::time::SystemTime> {
     newest
 }
 
-/// Missing, or older than the sources it is built from (so a test never runs an old
-/// build of the library without saying so).
-fn is_stale(lib: &Path) -> bool {
-    let Ok(built) = lib.metadata().and_then(|m| m.modified()) else {
+/// Missing, or older than the sources of `crates` it is built from (so a test never
+/// runs an old build without saying so).
+fn is_stale(built: &Path, crates: &[&str]) -> bool {
+    let Ok(built) = built.metadata().and_then(|m| m.modified()) else {
         return true;
     };
     let root = workspace_root();
-    ["interpose", "format", "cupti-sys"].iter().any(|c| {
+    crates.iter().any(|c| {
         let crate_dir = root.join(c);
         let src = newest_mtime(&crate_dir.join("src"));
         let manifest = crate_dir
@@ -197,22 +229,21 @@ fn is_stale(lib: &Path) -> bool {
     })
 }
 
-fn build_libgputrace(profile: &Path) {
+/// `cargo build ARGS` into the target directory of `profile`.
+fn cargo_build(profile: &Path, args: &[&str]) {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut cmd = Command::new(cargo);
-    cmd.current_dir(workspace_root())
-        .args(["build", "-p", "gputrace-interpose"]);
+    cmd.current_dir(workspace_root()).arg("build").args(args);
     if profile.file_name().is_some_and(|n| n == "release") {
         cmd.arg("--release");
     }
     if let Some(target) = profile.parent() {
         cmd.env("CARGO_TARGET_DIR", target);
     }
-    let st = cmd.status().expect("run cargo build -p gputrace-interpose");
-    assert!(
-        st.success(),
-        "cargo build -p gputrace-interpose failed: {st}"
-    );
+    let st = cmd
+        .status()
+        .unwrap_or_else(|e| panic!("cannot run cargo build {}: {e}", args.join(" ")));
+    assert!(st.success(), "cargo build {} failed: {st}", args.join(" "));
 }
 
 // ---------------------------------------------------------------------------------
@@ -352,6 +383,22 @@ pub struct Wheel {
 }
 
 impl Wheel {
+    /// `XDG_RUNTIME_DIR` for the runs: their control sockets stay in the test's
+    /// directory, and go with it.
+    pub fn runtime_dir(&self) -> PathBuf {
+        self.dir.path().join("run")
+    }
+
+    /// The control sockets the runs left (none when every process removed its own).
+    pub fn sockets(&self) -> Vec<PathBuf> {
+        let dir = protocol::socket_dir(Some(&self.runtime_dir()), 0);
+        let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+            .map(|rd| rd.flatten().map(|e| e.path()).collect())
+            .unwrap_or_default();
+        v.sort();
+        v
+    }
+
     pub fn new(cuda: Cuda, layout: Layout) -> Wheel {
         let f = fakes(cuda);
         let dir = TempDir::new(&format!("cuda{}", cuda.major()));
@@ -468,12 +515,16 @@ impl<'a> Run<'a> {
         // Nothing from the environment of `cargo test` may leak into the run.
         for (k, _) in std::env::vars_os() {
             let k = k.to_string_lossy();
-            if k.starts_with("GPUTRACE_") || k == "LD_PRELOAD" || k == "CUDA_INJECTION64_PATH" {
+            if k.starts_with(protocol::SETTING_PREFIX)
+                || k == "LD_PRELOAD"
+                || k == protocol::CUDA_INJECTION_VAR
+            {
                 c.env_remove(&*k);
             }
         }
         c.env("FAKE_CUDART", &self.wheel.cudart)
-            .env("GPUTRACE_DIR", &self.wheel.traces);
+            .env("GPUTRACE_DIR", &self.wheel.traces)
+            .env(protocol::RUNTIME_DIR_VAR, self.wheel.runtime_dir());
         if self.preload {
             c.env("LD_PRELOAD", libgputrace());
         }
@@ -830,6 +881,8 @@ fn name_refs(e: &Event) -> Vec<u32> {
         Event::Device(d) => vec![d.name],
         Event::State { reason, .. } => vec![*reason],
         Event::Thread { name, .. } => vec![*name],
+        Event::Fact(f) => vec![f.key, f.value],
+        Event::GpuProcess(p) => vec![p.name],
         _ => vec![],
     }
 }
@@ -843,4 +896,46 @@ pub fn have_program(program: &str) -> bool {
         .status()
         .map(|s| s.success())
         .unwrap_or(false)
+}
+
+// ---------------------------------------------------------------------------------
+// The fake NVML
+
+/// The fake `libnvidia-ml.so.1` (tests/fakes/fake_nvml.c), compiled once per process
+/// and cached by a hash of its source. Its scenario is `FAKE_NVML_SCENARIO`.
+pub fn fake_nvml() -> &'static Path {
+    static LIB: OnceLock<PathBuf> = OnceLock::new();
+    LIB.get_or_init(|| {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        CFLAGS.hash(&mut h);
+        cc().hash(&mut h);
+        std::fs::read(fakes_src().join("fake_nvml.c"))
+            .expect("read fake_nvml.c")
+            .hash(&mut h);
+        let root = profile_dir().join("gputrace-fakes");
+        let dir = root.join(format!("nvml-{:016x}", h.finish()));
+        let lib = dir.join("libnvidia-ml.so.1");
+        if lib.is_file() {
+            return lib;
+        }
+        std::fs::create_dir_all(&root).expect("create the fakes directory");
+        let tmp = root.join(format!(".build-nvml-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&tmp);
+        std::fs::create_dir_all(&tmp).expect("create a build directory");
+        let flags: Vec<String> = [
+            "-fPIC",
+            "-shared",
+            "-fvisibility=hidden",
+            "-Wl,-soname,libnvidia-ml.so.1",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        compile(&tmp.join("libnvidia-ml.so.1"), "fake_nvml.c", &flags);
+        if std::fs::rename(&tmp, &dir).is_err() {
+            let _ = std::fs::remove_dir_all(&tmp);
+        }
+        assert!(lib.is_file(), "fake NVML missing after the build");
+        lib
+    })
 }

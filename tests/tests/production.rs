@@ -191,6 +191,29 @@ fn exiting_during_a_window_leaves_a_readable_trace() {
 }
 
 #[test]
+fn a_dormant_process_removes_its_socket_at_exit() {
+    let w = Wheel::new(Cuda::V13, Layout::Flat);
+    let (run, pid, sock) = start_dormant(&w, "0.5");
+    assert_eq!(w.sockets(), vec![sock], "pid {pid}");
+    let mut child = run.into_inner();
+    assert!(child.wait().unwrap().success());
+    assert_eq!(w.sockets(), Vec::<PathBuf>::new());
+}
+
+#[test]
+fn a_killed_process_socket_is_removed_by_the_next_dormant_process() {
+    let w = Wheel::new(Cuda::V13, Layout::Flat);
+    let (run, _pid, stale) = start_dormant(&w, "30");
+    let _ = run.kill();
+    // SIGKILL runs no exit handler: the file stays behind, with nobody listening.
+    assert_eq!(w.sockets(), vec![stale.clone()]);
+    // The next process clears it before it makes its own.
+    let (run, _pid, sock) = start_dormant(&w, "30");
+    assert_eq!(w.sockets(), vec![sock], "{} still there", stale.display());
+    drop(run);
+}
+
+#[test]
 fn timer_opens_one_window() {
     let w = Wheel::new(Cuda::V13, Layout::Flat);
     let out = w

@@ -1,5 +1,6 @@
 //! Bad GPUTRACE_* settings: one warning each, the program unchanged, still traced.
 
+use gputrace_analyzer::{report, Trace as Loaded};
 use gputrace_tests::{trace_files_in, Cuda, Layout, Trace, Wheel};
 
 const BAD: &[(&str, &str)] = &[
@@ -52,6 +53,85 @@ fn each_bad_setting_gives_one_warning_and_changes_nothing_else() {
             t.data.meta.options
         );
     }
+}
+
+#[test]
+fn all_bad_settings_together_give_one_line() {
+    let w = Wheel::new(Cuda::V13, Layout::Flat);
+    let mut run = w.app(&["basic"]);
+    let mut seen = Vec::new();
+    for (k, v) in BAD {
+        if !seen.contains(k) {
+            seen.push(*k);
+            run = run.env(k, v);
+        }
+    }
+    let out = run.run();
+    assert_eq!(out.status.code(), Some(0), "{}", out.stderr);
+    let lines = out.gputrace_lines();
+    assert_eq!(lines.len(), 1, "want one line, got:\n{}", out.stderr);
+    for k in seen {
+        assert!(lines[0].contains(k), "{k} not named in: {}", lines[0]);
+    }
+    let t = out.only_trace();
+    t.assert_complete();
+    assert_eq!(t.kernels().len(), 8);
+}
+
+#[test]
+fn documented_settings_of_the_command_and_rank_are_quiet() {
+    let w = Wheel::new(Cuda::V13, Layout::Flat);
+    let out = w
+        .app(&["basic"])
+        .env("GPUTRACE_RANK", "3")
+        .env("GPUTRACE_THREADS", "2")
+        .env("GPUTRACE_LIB", "/x/libgputrace.so")
+        .run();
+    out.assert_ok();
+    assert_eq!(out.stderr, "");
+    let r = report::analyze(&[Loaded::load(&out.traces[0]).unwrap()]);
+    assert_eq!(r.processes[0].rank, Some(3));
+    assert_eq!(r.processes[0].rank_source, "option GPUTRACE_RANK");
+}
+
+#[test]
+fn the_launchers_rank_is_recorded() {
+    let w = Wheel::new(Cuda::V13, Layout::Flat);
+    let rank_of = |env: &[(&str, &str)]| {
+        let _ = std::fs::remove_dir_all(&w.traces);
+        let mut run = w.app(&["basic"]);
+        for (k, v) in env {
+            run = run.env(k, v);
+        }
+        let out = run.run();
+        out.assert_ok();
+        assert_eq!(out.stderr, "", "{env:?}");
+        let t = out.only_trace();
+        for (k, v) in env {
+            assert!(
+                t.data.meta.options.iter().any(|(a, b)| a == k && b == v),
+                "{k}={v} not in the trace's options: {:?}",
+                t.data.meta.options
+            );
+        }
+        let r = report::analyze(&[Loaded::load(&out.traces[0]).unwrap()]);
+        (r.processes[0].rank, r.processes[0].rank_source.clone())
+    };
+    assert_eq!(rank_of(&[("RANK", "5")]), (Some(5), "option RANK".into()));
+    assert_eq!(
+        rank_of(&[("SLURM_PROCID", "6"), ("SLURM_LOCALID", "2")]),
+        (Some(6), "option SLURM_PROCID".into())
+    );
+    assert_eq!(
+        rank_of(&[("OMPI_COMM_WORLD_RANK", "7"), ("RANK", "1")]),
+        (Some(1), "option RANK".into())
+    );
+    assert_eq!(
+        rank_of(&[("PMI_RANK", "4"), ("GPUTRACE_RANK", "0")]),
+        (Some(0), "option GPUTRACE_RANK".into())
+    );
+    // A node-local rank alone is no job rank.
+    assert_eq!(rank_of(&[("LOCAL_RANK", "1")]), (None, "none".into()));
 }
 
 #[test]

@@ -4,9 +4,10 @@ use anyhow::Result;
 use clap::{Parser, Subcommand};
 use gputrace_analyzer::export::Format;
 use gputrace_analyzer::load::LoadOptions;
-use gputrace_analyzer::{app, attach, run, Error};
+use gputrace_analyzer::{app, attach, doctor, run, Error};
+use gputrace_format::protocol::{self, settings};
 use std::ffi::OsString;
-use std::io::BufWriter;
+use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 
 #[derive(Parser, Debug)]
@@ -21,7 +22,7 @@ enum Cmd {
     /// Run a command with tracing, then report on the traces it wrote.
     Run {
         /// Directory for the trace files.
-        #[arg(short = 'o', long = "out", default_value = "gputrace-traces")]
+        #[arg(short = 'o', long = "out", default_value = protocol::DEFAULT_TRACE_DIR)]
         out: PathBuf,
         /// Print JSON instead of text.
         #[arg(long)]
@@ -82,13 +83,26 @@ enum Cmd {
         #[arg(short = 'o', long = "out")]
         out: Option<PathBuf>,
     },
+    /// Check the environment with no job running: GPUs, driver and CUDA runtimes,
+    /// clocks and throttle reasons, power, PCIe and GPU-to-GPU links, processes on the
+    /// GPUs, CPUs and memory. Each line OK / WARN (with the fix) / INFO.
+    Doctor {
+        #[arg(long)]
+        json: bool,
+        /// The NVML library to load (default: GPUTRACE_NVML, else libnvidia-ml.so.1).
+        #[arg(long)]
+        nvml: Option<PathBuf>,
+        /// A Python site-packages folder to search for CUDA runtimes (repeatable).
+        #[arg(long = "site-packages")]
+        site_packages: Vec<PathBuf>,
+    },
     /// Trace a window of a running process started dormant (GPUTRACE_MODE=dormant or
     /// `gputrace run --dormant`), then print where the trace is and its report.
     Attach {
         pid: u32,
         /// How long to trace: 10s, 500ms, 2m (default 10s; with --steps, the longest
         /// the window may last, default 10m).
-        #[arg(long, value_parser = parse_duration)]
+        #[arg(long, value_parser = protocol::parse_duration)]
         duration: Option<std::time::Duration>,
         /// Trace N training steps: the window closes when N NVTX ranges named like a
         /// step ("step" in their text) have begun in it and the next one begins.
@@ -114,27 +128,6 @@ fn parse_timeline_format(s: &str) -> Result<Format, String> {
     match Format::from_name(s) {
         Some(f @ (Format::Perfetto | Format::Chrome | Format::Parquet)) => Ok(f),
         _ => Err(format!("{s:?} is not one of perfetto, chrome, parquet")),
-    }
-}
-
-fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
-    let t = s.trim();
-    let (num, mult) = if let Some(n) = t.strip_suffix("ms") {
-        (n, 1e-3)
-    } else if let Some(n) = t.strip_suffix('s') {
-        (n, 1.0)
-    } else if let Some(n) = t.strip_suffix('m') {
-        (n, 60.0)
-    } else {
-        (t, 1.0)
-    };
-    match num.trim().parse::<f64>() {
-        Ok(v) if v > 0.0 && v * mult <= 86_400.0 => {
-            Ok(std::time::Duration::from_secs_f64(v * mult))
-        }
-        _ => Err(format!(
-            "{s:?} is not a duration such as 10s, 500ms or 2m (at most a day)"
-        )),
     }
 }
 
@@ -185,23 +178,20 @@ fn run_cli(cli: Cli) -> Result<i32> {
             dormant,
             cmd,
         } => {
-            let lib = run::find_library(
-                std::env::var_os("GPUTRACE_LIB").map(PathBuf::from),
-                std::env::current_exe().ok(),
-            )?;
             let env: Vec<(String, String)> = if dormant {
-                vec![("GPUTRACE_MODE".into(), "dormant".into())]
+                vec![(settings::MODE.into(), "dormant".into())]
             } else {
                 Vec::new()
             };
-            let o = run::run(&lib, &out, &cmd, &env)?;
-            if o.traces.is_empty() {
-                warn("the command wrote no trace (it did not use CUDA, or tracing was off)");
-            } else if let Err(e) = report_on(&o.traces, json, summary) {
-                // The command's exit code stands; the report's failure is only said.
-                print_error(&e.into());
-            }
-            Ok(o.code)
+            // The command's exit code (or its end by SIGINT, see `run::finish`).
+            Ok(run::run_and_report(&out, &cmd, &env, |traces| {
+                // A report that fails is said here, with its hint line where there is
+                // one; the command's exit code stands either way.
+                if let Err(e) = report_on(traces, json, summary) {
+                    print_error(&e.into());
+                }
+                Ok(())
+            }))
         }
         Cmd::Summary { traces, json } => {
             app::summary(&traces, format(json), &mut stdout(), &warn)?;
@@ -274,6 +264,27 @@ fn run_cli(cli: Cli) -> Result<i32> {
             }
             Ok(0)
         }
+        Cmd::Doctor {
+            json,
+            nvml,
+            site_packages,
+        } => {
+            let d = doctor::run(&doctor::Options {
+                nvml,
+                site_packages,
+            });
+            let text = if json {
+                serde_json::to_string_pretty(&d)? + "\n"
+            } else {
+                doctor::render_text(&d)
+            };
+            let mut out = stdout();
+            match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
+                // A reader that closed the pipe early has seen enough, as for the others.
+                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(0),
+                r => r.map(|_| 0).map_err(|e| Error::Output(e).into()),
+            }
+        }
         Cmd::Dump { trace } => {
             app::events(&trace, Format::Jsonl, &mut stdout(), &warn)?;
             Ok(0)
@@ -311,7 +322,8 @@ fn print_error(e: &anyhow::Error) {
 
 /// Exit codes: 0 done (also when the reader of the output closed it early), 1 the
 /// command failed (a trace that cannot be read, a process that cannot be attached
-/// to, ...), 2 wrong usage; `run` exits with its command's code.
+/// to, ...), 2 wrong usage; `run` exits with its command's code, or as a shell would
+/// when the command could not be started (125, 126, 127; see `gputrace_analyzer::run`).
 fn main() {
     let cli = Cli::parse();
     let code = match run_cli(cli) {

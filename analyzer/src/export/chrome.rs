@@ -32,6 +32,8 @@ const TID_COLLECTOR: u64 = 0xFFFF_FF02;
 const TID_STEPS: u64 = 0xFFFF_FF03;
 const TID_PHASES: u64 = 0xFFFF_FF04;
 const TID_FINDINGS: u64 = 0xFFFF_FF05;
+/// NVML's GPU n: `TID_NVML + n`.
+const TID_NVML: u64 = 0xFFFF_FF10;
 
 struct File1 {
     out: BufWriter<File>,
@@ -112,6 +114,7 @@ impl File1 {
             Track::Steps => (pid, TID_STEPS),
             Track::Phases => (pid, TID_PHASES),
             Track::Findings => (pid, TID_FINDINGS),
+            Track::Nvml(d) => (pid, TID_NVML + d as u64),
         }
     }
 
@@ -199,7 +202,8 @@ impl File1 {
         let start = timeline::shift(s.start, self.offset);
         let end = timeline::shift(s.end, self.offset).max(start);
         let name = self.name_json(cx, s.name);
-        let instant = start == end && matches!(s.track, Track::Collector | Track::Findings);
+        let instant =
+            start == end && matches!(s.track, Track::Collector | Track::Findings | Track::Nvml(_));
         if instant {
             let _ = write!(
                 self.line,
@@ -500,6 +504,23 @@ impl EventExporter for Chrome {
                     json_str(cx.str(name))
                 );
                 f.emit()
+            }
+            Shown::Sample(g) => {
+                let ts = timeline::shift(g.ts, f.offset);
+                for what in timeline::Nvml::ALL {
+                    if let Some(v) = what.of(g) {
+                        let _ = write!(
+                            f.line,
+                            r#"{{"ph":"C","name":"GPU {} {}","pid":{},"ts":{},"args":{{"value":{v}}}}}"#,
+                            g.device,
+                            what.name(),
+                            f.pid,
+                            us(ts, f.base)
+                        );
+                        f.emit()?;
+                    }
+                }
+                Ok(())
             }
             Shown::Device(_) | Shown::Nothing => Ok(()),
         }

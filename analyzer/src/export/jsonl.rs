@@ -27,6 +27,18 @@
 //!   `result`.
 //! * `nvtx`: `kind` (push / pop / start / end / mark), `id` (range id for start / end,
 //!   nesting level for push / pop), `text`, `truncated`.
+//!
+//! Environment events (fields NVML did not give are left out):
+//! * `fact`: `key`, `value`, and `device` (NVML index) for facts about one GPU.
+//! * `gpu_sample`: `device`, `sm_clock_mhz`, `sm_clock_max_mhz`, `mem_clock_mhz`,
+//!   `mem_clock_max_mhz`, `clock_reasons` (names) and `clock_reasons_mask`, `power_mw`,
+//!   `power_limit_mw`, `temperature_c`, `gpu_util_pct`, `mem_util_pct`, `mem_used`,
+//!   `mem_total`, `pcie_gen`, `pcie_gen_max`, `pcie_width`, `pcie_width_max`,
+//!   `pcie_tx_kbs`, `pcie_rx_kbs`.
+//! * `gpu_process`: `device`, `pid` (other processes' too), `name`, `used_memory`,
+//!   `sm_pct`, `mem_pct` (its share since the last sample), `listed`, `self`.
+//! * `gpu_event`: `device`, `kind` (xid / ecc_corrected / ecc_uncorrected), `xid` or
+//!   `count`.
 
 use super::{EventExporter, TraceContext, TraceEvent};
 use crate::trace::demangle;
@@ -68,10 +80,23 @@ impl Line {
 
     fn put<T: Serialize + ?Sized>(&mut self, key: &'static str, v: &T) {
         let from = self.values.len();
-        // Numbers, strings, booleans and arrays of numbers: writing them into a Vec
-        // cannot fail.
+        // Numbers, strings, booleans and arrays of them: writing them into a Vec cannot
+        // fail.
         let _ = serde_json::to_writer(&mut self.values, v);
         self.fields.push((key, from..self.values.len()));
+    }
+
+    /// An environment value, left out when NVML did not give it.
+    fn env(&mut self, key: &'static str, v: u32) {
+        if v != fmt::ENV_NA {
+            self.put(key, &v);
+        }
+    }
+
+    fn env64(&mut self, key: &'static str, v: u64) {
+        if v != fmt::ENV_NA64 {
+            self.put(key, &v);
+        }
     }
 
     fn hex(&mut self, key: &'static str, v: u64) {
@@ -344,6 +369,61 @@ impl EventExporter for Jsonl {
                 m.put("id", &n.id);
                 m.put("text", cx.str(n.text));
                 m.put("truncated", &(n.flags & fmt::NVTX_FLAG_TRUNCATED != 0));
+            }
+            TraceEvent::Fact(f) => {
+                m.start("fact", pid, f.ts, None);
+                if f.device != fmt::FACT_HOST {
+                    m.put("device", &f.device);
+                }
+                m.put("key", cx.str(f.key));
+                m.put("value", cx.str(f.value));
+            }
+            TraceEvent::GpuSample(g) => {
+                m.start("gpu_sample", pid, g.ts, None);
+                m.put("device", &g.device);
+                m.env("sm_clock_mhz", g.sm_clock_mhz);
+                m.env("sm_clock_max_mhz", g.sm_clock_max_mhz);
+                m.env("mem_clock_mhz", g.mem_clock_mhz);
+                m.env("mem_clock_max_mhz", g.mem_clock_max_mhz);
+                if g.clock_reasons != fmt::ENV_NA64 {
+                    m.put("clock_reasons", &fmt::clock_reason_names(g.clock_reasons));
+                    m.put("clock_reasons_mask", &g.clock_reasons);
+                }
+                m.env("power_mw", g.power_mw);
+                m.env("power_limit_mw", g.power_limit_mw);
+                m.env("temperature_c", g.temperature_c);
+                m.env("gpu_util_pct", g.gpu_util_pct);
+                m.env("mem_util_pct", g.mem_util_pct);
+                m.env64("mem_used", g.mem_used);
+                m.env64("mem_total", g.mem_total);
+                m.env("pcie_gen", g.pcie_gen);
+                m.env("pcie_gen_max", g.pcie_gen_max);
+                m.env("pcie_width", g.pcie_width);
+                m.env("pcie_width_max", g.pcie_width_max);
+                m.env("pcie_tx_kbs", g.pcie_tx_kbs);
+                m.env("pcie_rx_kbs", g.pcie_rx_kbs);
+            }
+            TraceEvent::GpuProcess(p) => {
+                // `pid` is the process on the GPU, which need not be the traced one.
+                m.start("gpu_process", p.pid, p.ts, None);
+                m.put("device", &p.device);
+                m.put("name", cx.str(p.name));
+                m.env64("used_memory", p.used_memory);
+                m.env("sm_pct", p.sm_pct);
+                m.env("mem_pct", p.mem_pct);
+                m.put("listed", &(p.flags & fmt::GPU_PROC_LISTED != 0));
+                m.put("self", &(p.flags & fmt::GPU_PROC_SELF != 0));
+            }
+            TraceEvent::GpuEvent(e) => {
+                m.start("gpu_event", pid, e.ts, None);
+                m.put("device", &e.device);
+                m.put("kind", fmt::gpu_event_name(e.kind));
+                let k = if e.kind == fmt::GPU_EVENT_XID {
+                    "xid"
+                } else {
+                    "count"
+                };
+                m.put(k, &e.data);
             }
             TraceEvent::Thread { tid, name } => {
                 m.start("thread", pid, 0, None);

@@ -12,6 +12,19 @@
 //! the compiler points at the two factory functions below. A new kind of document (a
 //! diff of two reports) is a [`Document`] variant, and the compiler points at every
 //! format that must say how to write it.
+//!
+//! A new kind of event in the trace format (an `Event` variant with its own tag) reaches
+//! the event exporters in these places, in the same order everywhere (the order equal
+//! timestamps are written in):
+//! 1. [`TraceEvent`]: a variant, and its timestamp in [`TraceEvent::ts`].
+//! 2. [`stream`]: a `Kind`, a `Rec` variant (boxed if larger than the others: the
+//!    reorder buffer's entry size is tested), and `Rec::of`, `raw_ts`, `kind_tie` (the
+//!    key [`crate::trace::Trace`] sorts that table by) and `with_event`.
+//! 3. Every event exporter's `event` ([`jsonl`]: the line and its fields in the module
+//!    documentation).
+//! 4. The test oracle `analyzer/tests/common/legacy_dump.rs` (the same line from the
+//!    trace's table) and the random traces of `analyzer/tests/dump.rs`, which compare
+//!    the two byte for byte.
 
 pub mod chrome;
 pub mod json;
@@ -232,6 +245,10 @@ pub enum TraceEvent<'a> {
     Nccl(&'a fmt::Nccl),
     NcclComm(&'a fmt::NcclComm),
     Nvtx(&'a fmt::Nvtx),
+    Fact(&'a fmt::Fact),
+    GpuSample(&'a fmt::GpuSample),
+    GpuProcess(&'a fmt::GpuProcess),
+    GpuEvent(&'a fmt::GpuEvent),
     /// A thread's name (the last one recorded for it).
     Thread {
         tid: u32,
@@ -259,6 +276,10 @@ impl TraceEvent<'_> {
             TraceEvent::Nccl(n) => n.start,
             TraceEvent::NcclComm(n) => n.start,
             TraceEvent::Nvtx(n) => n.ts,
+            TraceEvent::Fact(f) => f.ts,
+            TraceEvent::GpuSample(g) => g.ts,
+            TraceEvent::GpuProcess(p) => p.ts,
+            TraceEvent::GpuEvent(e) => e.ts,
         }
     }
 }

@@ -11,6 +11,7 @@
 //! | `nvtx` | NVTX range (push/pop or start/end) or mark |
 //! | `idle_gaps` | idle piece of a device, with its `cause` and `phase` (start-up, steady, tail) |
 //! | `steps` | training step |
+//! | `gpu_samples` | NVML sample of a GPU (NVML's index; -1 where NVML gave no reading) |
 //! | `findings` | finding of the report |
 //!
 //! Written with the `parquet` crate's column writers (no Arrow), Snappy-compressed,
@@ -151,6 +152,23 @@ const TABLES: &[(&str, &[(&str, Kind)])] = &[
         ],
     ),
     (
+        "gpu_samples",
+        &[
+            ("device", Kind::I),
+            ("ts_ns", Kind::I),
+            ("sm_clock_mhz", Kind::I),
+            ("mem_clock_mhz", Kind::I),
+            ("power_mw", Kind::I),
+            ("temperature_c", Kind::I),
+            ("gpu_util_pct", Kind::I),
+            ("mem_util_pct", Kind::I),
+            ("mem_used", Kind::I),
+            ("pcie_tx_kbs", Kind::I),
+            ("pcie_rx_kbs", Kind::I),
+            ("clock_reasons", Kind::I),
+        ],
+    ),
+    (
         "findings",
         &[
             ("id", Kind::S),
@@ -171,7 +189,8 @@ const NCCL: usize = 3;
 const NVTX: usize = 4;
 const IDLE: usize = 5;
 const STEPS: usize = 6;
-const FINDINGS: usize = 7;
+const SAMPLES: usize = 7;
+const FINDINGS: usize = 8;
 
 /// A column's values waiting for the next row group.
 enum Col {
@@ -623,6 +642,20 @@ impl EventExporter for Parquet {
                 .i(0)
                 .u(n.result as u64)
                 .end_row(),
+            TraceEvent::GpuSample(g) => {
+                let t = &mut self.tables[SAMPLES];
+                t.who(&w).u(g.device as u64).u(at(g.ts));
+                // NVML's readings; -1 where it gave none.
+                for what in timeline::Nvml::ALL {
+                    t.i(what.of(g).unwrap_or(-1));
+                }
+                let reasons = if g.clock_reasons == fmt::ENV_NA64 {
+                    -1
+                } else {
+                    g.clock_reasons as i64
+                };
+                t.i(reasons).end_row()
+            }
             TraceEvent::Nvtx(_) => match super::slices::describe(cx, ev) {
                 Shown::Nvtx(Nvtx::Push { tid, ts, level, .. }) => {
                     let text = self.name(cx, nvtx_text(ev), false);

@@ -95,6 +95,8 @@ mod f {
 enum Key {
     Slices(Track),
     Device(u32),
+    /// A GPU as the NVML sampler names it (its index need not be CUDA's).
+    NvmlGpu(u32),
     Counter(Series),
 }
 
@@ -272,6 +274,11 @@ impl Perfetto {
                 })?;
                 (puuid, name)
             }
+            Key::NvmlGpu(d) => {
+                let name = format!("GPU {d} (NVML)");
+                self.descriptor(uuid, Some(puuid), &name, Some(order), |_| {})?;
+                (puuid, name)
+            }
             Key::Slices(Track::Thread(tid)) => {
                 // A thread without a recorded name (those with one were described when
                 // their name came).
@@ -297,6 +304,7 @@ impl Perfetto {
                     Track::Nvtx(tid) | Track::Nccl(tid) => {
                         self.track(Key::Slices(Track::Thread(tid)))?
                     }
+                    Track::Nvml(d) => self.track(Key::NvmlGpu(d))?,
                     _ => puuid,
                 };
                 let name = slices::track_name(t);
@@ -311,7 +319,11 @@ impl Perfetto {
                 (parent, name)
             }
             Key::Counter(s) => {
-                let parent = self.track(Key::Device(s.device()))?;
+                let parent = if s.is_sampled() {
+                    self.track(Key::NvmlGpu(s.device()))?
+                } else {
+                    self.track(Key::Device(s.device()))?
+                };
                 let name = s.name();
                 let unit = if s.is_bytes() {
                     f::UNIT_SIZE_BYTES
@@ -503,7 +515,8 @@ impl Perfetto {
             Track::Nvtx(tid) => Key::Slices(Track::Nvtx(tid)),
             t => Key::Slices(t),
         };
-        let instant = start == end && matches!(s.track, Track::Collector | Track::Findings);
+        let instant =
+            start == end && matches!(s.track, Track::Collector | Track::Findings | Track::Nvml(_));
         let uuid = if instant {
             self.track(key)?
         } else {
@@ -828,6 +841,18 @@ impl EventExporter for Perfetto {
                         parent: puuid,
                     },
                 );
+                Ok(())
+            }
+            Shown::Sample(g) => {
+                for what in timeline::Nvml::ALL {
+                    if let Some(v) = what.of(g) {
+                        let series = Series::Nvml {
+                            device: g.device,
+                            what,
+                        };
+                        self.counter(series, g.ts, v)?;
+                    }
+                }
                 Ok(())
             }
             Shown::Nothing => Ok(()),

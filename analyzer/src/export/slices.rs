@@ -25,6 +25,8 @@ pub enum Track {
     Sync,
     /// The collector's state changes and drops.
     Collector,
+    /// A GPU as the NVML sampler saw it (NVML's index): its events (Xid, ECC).
+    Nvml(u32),
     /// A device's idle gaps, named by cause.
     Idle(u32),
     Steps,
@@ -203,6 +205,8 @@ pub enum Shown<'a> {
         tid: u32,
         name: u32,
     },
+    /// A sampler's readings at one time (NVML's; the host CPU sampler's come here too).
+    Sample(&'a fmt::GpuSample),
     Nothing,
 }
 
@@ -333,6 +337,20 @@ pub fn describe<'a>(cx: &TraceContext<'a>, ev: &TraceEvent<'a>) -> Shown<'a> {
             Shown::Slice(s)
         }
         TraceEvent::Memory(_) | TraceEvent::Clock { .. } => Shown::Nothing,
+        TraceEvent::GpuSample(g) => Shown::Sample(g),
+        TraceEvent::GpuEvent(e) => {
+            let mut s = slice(
+                Track::Nvml(e.device),
+                e.ts,
+                e.ts,
+                Name::Static(fmt::gpu_event_name(e.kind)),
+                Cat::Collector,
+            );
+            s.args.push(U("data", e.data));
+            Shown::Slice(s)
+        }
+        // Facts are in the report; other processes on the GPU too (env_shared_gpu).
+        TraceEvent::Fact(_) | TraceEvent::GpuProcess(_) => Shown::Nothing,
         TraceEvent::Api(a) => {
             let cat = if a.domain == fmt::DOMAIN_DRIVER {
                 Cat::Driver
@@ -523,6 +541,7 @@ pub fn track_name(t: Track) -> String {
         Track::Nccl(_) => "NCCL".into(),
         Track::Sync => "CUDA synchronisation".into(),
         Track::Collector => "gputrace collector".into(),
+        Track::Nvml(_) => "NVML events".into(),
         Track::Idle(_) => "why idle".into(),
         Track::Steps => "steps".into(),
         Track::Phases => "phases".into(),

@@ -22,8 +22,8 @@
 //! A file far out of order would fill the buffer: at `2 x max_pending` records it
 //! keeps the `max_pending` earliest and drops the rest, and another pass over the file
 //! picks up from the earliest record dropped. Memory stays within `2 x max_pending`
-//! records (about 96 bytes each) besides the index, whatever the file; only the
-//! number of passes grows.
+//! records (about 96 bytes each; an NVML GPU sample, rare, another 96 on the heap)
+//! besides the index, whatever the file; only the number of passes grows.
 
 use super::{EventExporter, TraceContext, TraceEvent};
 use crate::trace::{clip_start, untimed, window_of};
@@ -406,6 +406,10 @@ enum Kind {
     Nccl,
     NcclComm,
     Nvtx,
+    Fact,
+    GpuSample,
+    GpuProcess,
+    GpuEvent,
     Thread,
 }
 
@@ -434,6 +438,12 @@ enum Rec {
     Nccl(fmt::Nccl),
     NcclComm(fmt::NcclComm),
     Nvtx(fmt::Nvtx),
+    Fact(fmt::Fact),
+    /// Boxed: as large as two other records (NVML samples are few: one per GPU per
+    /// sampling period).
+    GpuSample(Box<fmt::GpuSample>),
+    GpuProcess(fmt::GpuProcess),
+    GpuEvent(fmt::GpuEvent),
 }
 
 fn pair(hi: u32, lo: u32) -> u64 {
@@ -455,6 +465,10 @@ impl Rec {
             Event::Nccl(n) => Rec::Nccl(n),
             Event::NcclComm(n) => Rec::NcclComm(n),
             Event::Nvtx(n) => Rec::Nvtx(n),
+            Event::Fact(f) => Rec::Fact(f),
+            Event::GpuSample(g) => Rec::GpuSample(Box::new(g)),
+            Event::GpuProcess(p) => Rec::GpuProcess(p),
+            Event::GpuEvent(e) => Rec::GpuEvent(e),
             Event::Str { .. }
             | Event::Clock { .. }
             | Event::Device(_)
@@ -489,6 +503,10 @@ impl Rec {
             Rec::Nccl(n) => n.start,
             Rec::NcclComm(n) => n.start,
             Rec::Nvtx(n) => n.ts,
+            Rec::Fact(f) => f.ts,
+            Rec::GpuSample(g) => g.ts,
+            Rec::GpuProcess(p) => p.ts,
+            Rec::GpuEvent(e) => e.ts,
         }
     }
 
@@ -525,6 +543,10 @@ impl Rec {
             Rec::Nccl(n) => (Kind::Nccl, [n.start, n.end, 0, 0]),
             Rec::NcclComm(n) => (Kind::NcclComm, [n.start, n.end, 0, 0]),
             Rec::Nvtx(n) => (Kind::Nvtx, [n.ts, 0, 0, 0]),
+            Rec::Fact(f) => (Kind::Fact, [f.ts, 0, 0, 0]),
+            Rec::GpuSample(g) => (Kind::GpuSample, [g.ts, g.device as u64, 0, 0]),
+            Rec::GpuProcess(p) => (Kind::GpuProcess, [p.ts, p.device as u64, p.pid as u64, 0]),
+            Rec::GpuEvent(e) => (Kind::GpuEvent, [e.ts, e.device as u64, 0, 0]),
         }
     }
 
@@ -544,6 +566,10 @@ impl Rec {
             Rec::Nccl(n) => f(&TraceEvent::Nccl(n)),
             Rec::NcclComm(n) => f(&TraceEvent::NcclComm(n)),
             Rec::Nvtx(n) => f(&TraceEvent::Nvtx(n)),
+            Rec::Fact(x) => f(&TraceEvent::Fact(x)),
+            Rec::GpuSample(g) => f(&TraceEvent::GpuSample(g)),
+            Rec::GpuProcess(p) => f(&TraceEvent::GpuProcess(p)),
+            Rec::GpuEvent(e) => f(&TraceEvent::GpuEvent(e)),
         }
     }
 }

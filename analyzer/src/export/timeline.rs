@@ -171,6 +171,68 @@ pub enum Series {
     QueueDepth { device: u32, stream: u32 },
     /// Device memory allocated and not freed (bytes), from the memory records.
     DeviceMemory { device: u32 },
+    /// One reading of the NVML sampler, per GPU (NVML's index).
+    Nvml { device: u32, what: Nvml },
+}
+
+/// What the NVML sampler reads (`GpuSample`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Nvml {
+    SmClock,
+    MemClock,
+    Power,
+    Temperature,
+    GpuUtil,
+    MemUtil,
+    MemUsed,
+    PcieTx,
+    PcieRx,
+}
+
+impl Nvml {
+    pub const ALL: [Nvml; 9] = [
+        Nvml::SmClock,
+        Nvml::MemClock,
+        Nvml::Power,
+        Nvml::Temperature,
+        Nvml::GpuUtil,
+        Nvml::MemUtil,
+        Nvml::MemUsed,
+        Nvml::PcieTx,
+        Nvml::PcieRx,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Nvml::SmClock => "SM clock (MHz)",
+            Nvml::MemClock => "memory clock (MHz)",
+            Nvml::Power => "power (mW)",
+            Nvml::Temperature => "temperature (C)",
+            Nvml::GpuUtil => "GPU-Util (%)",
+            Nvml::MemUtil => "memory util (%)",
+            Nvml::MemUsed => "memory used (NVML)",
+            Nvml::PcieTx => "PCIe TX (KB/s)",
+            Nvml::PcieRx => "PCIe RX (KB/s)",
+        }
+    }
+
+    /// The sample's reading, when NVML gave one.
+    pub fn of(self, g: &fmt::GpuSample) -> Option<i64> {
+        let v32 = |v: u32| (v != fmt::ENV_NA).then_some(v as i64);
+        match self {
+            Nvml::SmClock => v32(g.sm_clock_mhz),
+            Nvml::MemClock => v32(g.mem_clock_mhz),
+            Nvml::Power => v32(g.power_mw),
+            Nvml::Temperature => v32(g.temperature_c),
+            Nvml::GpuUtil => v32(g.gpu_util_pct),
+            Nvml::MemUtil => v32(g.mem_util_pct),
+            Nvml::MemUsed => {
+                (g.mem_used != fmt::ENV_NA64).then_some(g.mem_used.min(i64::MAX as u64) as i64)
+            }
+            Nvml::PcieTx => v32(g.pcie_tx_kbs),
+            Nvml::PcieRx => v32(g.pcie_rx_kbs),
+        }
+    }
 }
 
 impl Series {
@@ -179,16 +241,30 @@ impl Series {
         match self {
             Series::QueueDepth { stream, .. } => format!("queue depth, stream {stream}"),
             Series::DeviceMemory { .. } => "device memory".into(),
+            Series::Nvml { what, .. } => what.name().into(),
         }
     }
     pub fn device(&self) -> u32 {
         match *self {
-            Series::QueueDepth { device, .. } | Series::DeviceMemory { device } => device,
+            Series::QueueDepth { device, .. }
+            | Series::DeviceMemory { device }
+            | Series::Nvml { device, .. } => device,
         }
     }
     /// The unit a viewer should show.
     pub fn is_bytes(&self) -> bool {
-        matches!(self, Series::DeviceMemory { .. })
+        matches!(
+            self,
+            Series::DeviceMemory { .. }
+                | Series::Nvml {
+                    what: Nvml::MemUsed,
+                    ..
+                }
+        )
+    }
+    /// A sampler's reading (its GPU is NVML's index, which need not be CUDA's).
+    pub fn is_sampled(&self) -> bool {
+        matches!(self, Series::Nvml { .. })
     }
 }
 

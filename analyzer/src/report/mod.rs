@@ -372,22 +372,9 @@ pub(crate) fn pct(part: u64, whole: u64) -> f64 {
 
 /// Rank from the process's recorded settings, if it has one.
 fn rank_of(t: &Trace) -> (Option<u32>, String) {
-    const KEYS: [&str; 6] = [
-        "GPUTRACE_RANK",
-        "RANK",
-        "OMPI_COMM_WORLD_RANK",
-        "PMI_RANK",
-        "SLURM_PROCID",
-        "LOCAL_RANK",
-    ];
-    for key in KEYS {
-        for (k, v) in &t.meta.options {
-            if k.eq_ignore_ascii_case(key) {
-                if let Ok(r) = v.trim().parse::<u32>() {
-                    return (Some(r), format!("option {k}"));
-                }
-            }
-        }
+    let ranks = gputrace_format::protocol::RANK_VARS;
+    if let Some((r, k)) = gputrace_format::protocol::rank_from(&t.meta.options, ranks) {
+        return (Some(r), format!("option {k}"));
     }
     // The rank in the largest communicator the process's NCCL calls used.
     if let Some(n) = t

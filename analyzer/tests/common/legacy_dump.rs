@@ -211,6 +211,7 @@ pub fn legacy_events(t: &Trace) -> Vec<Value> {
         out.push((*real, Value::Object(m)));
     }
     hook_events(t, &mut out);
+    env_events(t, &mut out);
     let mut threads: Vec<_> = t.threads.iter().collect();
     threads.sort();
     for (tid, name) in threads {
@@ -227,6 +228,104 @@ pub fn legacy_events(t: &Trace) -> Vec<Value> {
 
 fn hex(v: u64) -> Value {
     json!(format!("{v:#018x}"))
+}
+
+/// Lines for the environment events.
+fn env_events(t: &Trace, out: &mut Vec<(u64, Value)>) {
+    let pid = t.meta.pid;
+    let opt = |m: &mut Map<String, Value>, k: &str, v: u32| {
+        if v != fmt::ENV_NA {
+            m.insert(k.into(), json!(v));
+        }
+    };
+    let opt64 = |m: &mut Map<String, Value>, k: &str, v: u64| {
+        if v != fmt::ENV_NA64 {
+            m.insert(k.into(), json!(v));
+        }
+    };
+    for f in &t.facts {
+        let mut m = base("fact", pid, f.ts, None);
+        if f.device != fmt::FACT_HOST {
+            m.insert("device".into(), json!(f.device));
+        }
+        put(
+            &mut m,
+            &[
+                ("key", json!(t.str(f.key))),
+                ("value", json!(t.str(f.value))),
+            ],
+        );
+        out.push((f.ts, Value::Object(m)));
+    }
+    for g in &t.gpu_samples {
+        let mut m = base("gpu_sample", pid, g.ts, None);
+        m.insert("device".into(), json!(g.device));
+        opt(&mut m, "sm_clock_mhz", g.sm_clock_mhz);
+        opt(&mut m, "sm_clock_max_mhz", g.sm_clock_max_mhz);
+        opt(&mut m, "mem_clock_mhz", g.mem_clock_mhz);
+        opt(&mut m, "mem_clock_max_mhz", g.mem_clock_max_mhz);
+        if g.clock_reasons != fmt::ENV_NA64 {
+            m.insert(
+                "clock_reasons".into(),
+                json!(fmt::clock_reason_names(g.clock_reasons)),
+            );
+            m.insert("clock_reasons_mask".into(), json!(g.clock_reasons));
+        }
+        opt(&mut m, "power_mw", g.power_mw);
+        opt(&mut m, "power_limit_mw", g.power_limit_mw);
+        opt(&mut m, "temperature_c", g.temperature_c);
+        opt(&mut m, "gpu_util_pct", g.gpu_util_pct);
+        opt(&mut m, "mem_util_pct", g.mem_util_pct);
+        opt64(&mut m, "mem_used", g.mem_used);
+        opt64(&mut m, "mem_total", g.mem_total);
+        opt(&mut m, "pcie_gen", g.pcie_gen);
+        opt(&mut m, "pcie_gen_max", g.pcie_gen_max);
+        opt(&mut m, "pcie_width", g.pcie_width);
+        opt(&mut m, "pcie_width_max", g.pcie_width_max);
+        opt(&mut m, "pcie_tx_kbs", g.pcie_tx_kbs);
+        opt(&mut m, "pcie_rx_kbs", g.pcie_rx_kbs);
+        out.push((g.ts, Value::Object(m)));
+    }
+    for p in &t.gpu_processes {
+        let mut m = base("gpu_process", pid, p.ts, None);
+        put(
+            &mut m,
+            &[
+                ("device", json!(p.device)),
+                // The process on the GPU, which need not be the traced one.
+                ("pid", json!(p.pid)),
+                ("name", json!(t.str(p.name))),
+            ],
+        );
+        opt64(&mut m, "used_memory", p.used_memory);
+        opt(&mut m, "sm_pct", p.sm_pct);
+        opt(&mut m, "mem_pct", p.mem_pct);
+        put(
+            &mut m,
+            &[
+                ("listed", json!(p.flags & fmt::GPU_PROC_LISTED != 0)),
+                ("self", json!(p.flags & fmt::GPU_PROC_SELF != 0)),
+            ],
+        );
+        out.push((p.ts, Value::Object(m)));
+    }
+    for e in &t.gpu_events {
+        let mut m = base("gpu_event", pid, e.ts, None);
+        put(
+            &mut m,
+            &[
+                ("device", json!(e.device)),
+                ("kind", json!(fmt::gpu_event_name(e.kind))),
+            ],
+        );
+        let k = if e.kind == fmt::GPU_EVENT_XID {
+            "xid"
+        } else {
+            "count"
+        };
+        m.insert(k.into(), json!(e.data));
+        out.push((e.ts, Value::Object(m)));
+    }
 }
 
 /// Lines for the symbol hooks' events.

@@ -47,6 +47,8 @@ for name, want in expect.items():
             need = RANK[want.get("min_severity", "warn")]
             ok = sev.get(target, -1) >= need
             why = "found" if ok else ("only info" if target in sev else "missing")
+            if ok and want.get("top") and rep.get("top_finding") != target:
+                ok, why = False, "present but not the top finding"
             bad = [i for i in want.get("not", []) if sev.get(i, -1) >= 1]
             if bad:
                 ok, why = False, why + "; must not warn: " + ",".join(bad)

@@ -63,6 +63,20 @@ ids! {
     EnvTraceDamaged = "env_trace_damaged",
     /// Records with impossible timestamps.
     EnvBadRecords = "env_bad_records",
+    /// Another process used the job's GPU.
+    EnvSharedGpu = "env_shared_gpu",
+    /// Clocks held down by power, heat or a hardware slowdown.
+    EnvThrottled = "env_throttled",
+    /// The PCIe link ran below its maximum while copies mattered.
+    EnvPcieDegraded = "env_pcie_degraded",
+    /// CUDA runtime, driver and framework versions that do not fit.
+    EnvCudaCompat = "env_cuda_compat",
+    /// The process runs on CPUs far from its GPU.
+    EnvCpuAffinity = "env_cpu_affinity",
+    /// The driver reported Xid or uncorrected ECC errors.
+    EnvXid = "env_xid",
+    /// NVML could not be used: the environment checks were skipped.
+    EnvNvmlUnavailable = "env_nvml_unavailable",
 }
 
 /// The layers a slow job is checked in, from the outside in (the design brief's seed layers).
@@ -123,6 +137,12 @@ impl FindingId {
             CommExposed => (CommunicationAndSync, Collective, &[]),
             CommStraggler => (CommunicationAndSync, Collective, &[]),
             EnvBlindWindow | EnvDroppedRecords | EnvNoHostApi | EnvTraceDamaged | EnvBadRecords => {
+                (Environment, Coverage, &[])
+            }
+            // GPU time another process, the clocks or the link took from the job (its
+            // idle and busy time while that happened).
+            EnvSharedGpu | EnvThrottled | EnvPcieDegraded => (Environment, Busy, &[]),
+            EnvCudaCompat | EnvCpuAffinity | EnvXid | EnvNvmlUnavailable => {
                 (Environment, Coverage, &[])
             }
         };

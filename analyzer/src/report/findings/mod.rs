@@ -22,9 +22,16 @@ mod comm_straggler;
 mod data_starvation;
 mod env_bad_records;
 mod env_blind_window;
+mod env_cpu_affinity;
+mod env_cuda_compat;
 mod env_dropped_records;
 mod env_no_host_api;
+mod env_nvml_unavailable;
+mod env_pcie_degraded;
+mod env_shared_gpu;
+mod env_throttled;
 mod env_trace_damaged;
+mod env_xid;
 mod implicit_sync;
 mod kernel_fragmentation;
 mod launch_bound;
@@ -71,6 +78,13 @@ fn detector(id: FindingId) -> Detector {
         EnvNoHostApi => Always(env_no_host_api::detect),
         EnvTraceDamaged => Always(env_trace_damaged::detect),
         EnvBadRecords => Always(env_bad_records::detect),
+        EnvSharedGpu => Steady(env_shared_gpu::detect),
+        EnvThrottled => Steady(env_throttled::detect),
+        EnvPcieDegraded => Steady(env_pcie_degraded::detect),
+        EnvCudaCompat => Always(env_cuda_compat::detect),
+        EnvCpuAffinity => Always(env_cpu_affinity::detect),
+        EnvXid => Always(env_xid::detect),
+        EnvNvmlUnavailable => Always(env_nvml_unavailable::detect),
     }
 }
 

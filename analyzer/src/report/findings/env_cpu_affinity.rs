@@ -1,0 +1,23 @@
+//! `env_cpu_affinity`: the process may run only (or mostly) on CPUs far from its GPU
+//! (another NUMA node than the GPU's local CPUs).
+
+use super::{FindingCx, FindingId};
+use crate::env;
+use crate::report::{Finding, Severity};
+
+pub(super) fn detect(cx: &FindingCx) -> Option<Finding> {
+    let all = env::cpu_affinity(cx.ctx.t);
+    let a = all.first()?;
+    let mut x = cx.finding(FindingId::EnvCpuAffinity, "CPUs far from the GPU", 0, false);
+    x.severity = if a.local_pct == 0.0 {
+        Severity::Warn
+    } else {
+        Severity::Info
+    };
+    x.summary = format!(
+        "The process may run on CPUs {}, of which {:.0}% are close to GPU {} (its local CPUs are {}): host-side work and copies cross the socket interconnect.",
+        a.process_cpus, a.local_pct, a.device, a.local_cpus
+    );
+    x.fix = "Bind the job to the GPU's NUMA node: numactl --cpunodebind=N --membind=N, or the launcher's CPU binding (torchrun/srun --cpu-bind); gputrace doctor shows each GPU's local CPUs.".into();
+    Some(x)
+}

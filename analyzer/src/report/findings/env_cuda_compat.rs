@@ -1,0 +1,33 @@
+//! `env_cuda_compat`: the CUDA runtime the process loaded, the driver and the framework's
+//! build do not fit (from the trace's facts).
+
+use super::{FindingCx, FindingId};
+use crate::env;
+use crate::report::{Finding, Severity};
+
+pub(super) fn detect(cx: &FindingCx) -> Option<Finding> {
+    let issues = env::cuda_compat(cx.ctx.t);
+    let first = issues.first()?;
+    let mut x = cx.finding(
+        FindingId::EnvCudaCompat,
+        "CUDA versions do not fit",
+        0,
+        false,
+    );
+    let serious = issues.iter().any(|c| {
+        c.kind == "torch_runtime_mismatch"
+            || (c.kind == "runtime_newer_than_driver"
+                && c.detail.contains("forward-compatibility package"))
+    });
+    x.severity = if serious {
+        Severity::Warn
+    } else {
+        Severity::Info
+    };
+    x.summary = format!("{}.", first.detail);
+    for c in &issues[1..] {
+        x.evidence.push(c.detail.clone());
+    }
+    x.fix = "Match them: upgrade the driver to one that supports the runtime's CUDA, or install the framework build for the driver's CUDA (for torch, the wheel index of that cuXYZ).".into();
+    Some(x)
+}

@@ -1,0 +1,760 @@
+//! What the preload library and the `gputrace` command must agree on, spelled once:
+//! * [`settings`]: the `GPUTRACE_*` variables (name, meaning, default, who reads them);
+//! * [`RANK_VARS`] / [`LOCAL_RANK_VARS`]: where a process's rank comes from;
+//! * [`parse_duration`]: the one duration syntax (settings, the control line, the CLI);
+//! * the control socket: where it lives ([`socket_dir`], [`socket_path`]) and the line
+//!   protocol spoken over it ([`Request`], [`Reply`]);
+//! * trace file names ([`TraceFileName`]).
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+// ---------------------------------------------------------------------------------
+// Settings.
+
+/// The `GPUTRACE_*` variables, one constant each; [`SETTINGS`] says what they mean.
+pub mod settings {
+    pub const MODE: &str = "GPUTRACE_MODE";
+    pub const DIR: &str = "GPUTRACE_DIR";
+    pub const CUPTI: &str = "GPUTRACE_CUPTI";
+    pub const API: &str = "GPUTRACE_API";
+    pub const DRIVER_API: &str = "GPUTRACE_DRIVER_API";
+    pub const BUFFER_KB: &str = "GPUTRACE_BUFFER_KB";
+    pub const BUFFER_POOL_MB: &str = "GPUTRACE_BUFFER_POOL_MB";
+    pub const FLUSH_MS: &str = "GPUTRACE_FLUSH_MS";
+    pub const EXIT_WAIT_MS: &str = "GPUTRACE_EXIT_WAIT_MS";
+    pub const ACTIVITY: &str = "GPUTRACE_ACTIVITY";
+    pub const HOOKS: &str = "GPUTRACE_HOOKS";
+    pub const SIGNAL: &str = "GPUTRACE_SIGNAL";
+    pub const START_AFTER: &str = "GPUTRACE_START_AFTER";
+    pub const DURATION: &str = "GPUTRACE_DURATION";
+    pub const COMPRESS: &str = "GPUTRACE_COMPRESS";
+    pub const DEBUG: &str = "GPUTRACE_DEBUG";
+    pub const NVML: &str = "GPUTRACE_NVML";
+    pub const NVML_MS: &str = "GPUTRACE_NVML_MS";
+    pub const RANK: &str = "GPUTRACE_RANK";
+    pub const PER_THREAD_BUFFERS: &str = "GPUTRACE_PER_THREAD_BUFFERS";
+    pub const DEVICE_BUFFER_MB: &str = "GPUTRACE_DEVICE_BUFFER_MB";
+    pub const CUPTI_FLUSH_MS: &str = "GPUTRACE_CUPTI_FLUSH_MS";
+    pub const ZEROED_BUFFERS: &str = "GPUTRACE_ZEROED_BUFFERS";
+    pub const LIB: &str = "GPUTRACE_LIB";
+    pub const THREADS: &str = "GPUTRACE_THREADS";
+    pub const TESTS_KEEP: &str = "GPUTRACE_TESTS_KEEP";
+    pub const BENCH_EVENTS: &str = "GPUTRACE_BENCH_EVENTS";
+    pub const BENCH_REPS: &str = "GPUTRACE_BENCH_REPS";
+    pub const BENCH_WRITE: &str = "GPUTRACE_BENCH_WRITE";
+}
+
+/// Every setting's name starts with this.
+pub const SETTING_PREFIX: &str = "GPUTRACE_";
+
+/// Who reads a setting.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReadBy {
+    /// The preload library, in every traced process.
+    Library,
+    /// The `gputrace` command.
+    Command,
+    /// The project's own tests and benchmarks.
+    Developer,
+}
+
+/// One `GPUTRACE_*` variable.
+#[derive(Clone, Copy, Debug)]
+pub struct Setting {
+    pub name: &'static str,
+    /// The default, as a user would write it (`off`: unset means not used).
+    pub default: &'static str,
+    pub meaning: &'static str,
+    pub read_by: ReadBy,
+    /// For cost experiments only (not part of the user-facing list).
+    pub experimental: bool,
+}
+
+const fn s(
+    name: &'static str,
+    default: &'static str,
+    meaning: &'static str,
+    read_by: ReadBy,
+) -> Setting {
+    Setting {
+        name,
+        default,
+        meaning,
+        read_by,
+        experimental: false,
+    }
+}
+
+const fn x(name: &'static str, default: &'static str, meaning: &'static str) -> Setting {
+    Setting {
+        name,
+        default,
+        meaning,
+        read_by: ReadBy::Library,
+        experimental: true,
+    }
+}
+
+use settings as n;
+use ReadBy::{Command, Developer, Library};
+
+/// Every `GPUTRACE_*` variable. The library warns about any other `GPUTRACE_*` name.
+pub const SETTINGS: &[Setting] = &[
+    s(n::DIR, DEFAULT_TRACE_DIR, "where trace files go (directory mode 0700, files 0600)", Library),
+    s(n::MODE, "trace", "`trace`, `dormant` (loaded, recording nothing until a window opens) or `off`", Library),
+    s(n::CUPTI, "search", "the libcupti to use", Library),
+    s(n::API, "1", "record the host side of runtime API calls (CUPTI callbacks)", Library),
+    s(n::DRIVER_API, "0", "also record driver-API launches (`cuLaunchKernel*`, e.g. cuBLAS)", Library),
+    s(n::BUFFER_KB, "8192", "size of one CUPTI activity buffer (64-262144)", Library),
+    s(n::BUFFER_POOL_MB, "256", "most CUPTI buffer memory held at once; beyond it records are dropped and counted", Library),
+    s(n::FLUSH_MS, "500", "longest time between two writes of the trace file (10-1000)", Library),
+    s(n::EXIT_WAIT_MS, "3000", "longest wait at exit for the trace to be written (up to 60000)", Library),
+    s(n::ACTIVITY, "kernel,memcpy,memset,device,memory", "CUPTI kinds, comma-separated, from kernel,memcpy,memset,sync,device,memory (must include kernel)", Library),
+    s(n::HOOKS, "1", "record the symbol hooks' calls (NCCL, copies, NVTX, ...)", Library),
+    s(n::SIGNAL, "off", "`SIGUSR1` or `SIGUSR2`: opens a window in a dormant process", Library),
+    s(n::START_AFTER, "off", "opens a timed window this long after CUDA starts (a duration, see parse_duration)", Library),
+    s(n::DURATION, "10s", "length of a window opened by the timer or the signal (a duration)", Library),
+    s(n::COMPRESS, "1", "zstd-compress the trace's event chunks", Library),
+    s(n::DEBUG, "0", "print what the library does", Library),
+    s(n::NVML, "libnvidia-ml.so.1", "the NVML the environment sampler loads (a path or soname); 0/off: none", Library),
+    s(n::NVML_MS, "100", "NVML sampling period in a trace window, ms (10-60000; 0: facts only)", Library),
+    s(n::RANK, "off", "this process's rank in its job (a whole number); before RANK, SLURM_PROCID, ...", Library),
+    x(n::PER_THREAD_BUFFERS, "0", "CUPTI per-thread activity buffers"),
+    x(n::DEVICE_BUFFER_MB, "off", "CUPTI's device buffer size, MiB (1-4096)"),
+    x(n::CUPTI_FLUSH_MS, "GPUTRACE_FLUSH_MS", "CUPTI's flush period, ms (0: CUPTI's own policy)"),
+    x(n::ZEROED_BUFFERS, "1", "promise CUPTI buffers that are already zero"),
+    s(n::LIB, "next to `gputrace`", "the library `gputrace run` preloads", Command),
+    s(n::THREADS, "the cores available", "workers reading and analysing traces", Command),
+    s(n::TESTS_KEEP, "off", "keep the end-to-end tests' temporary directories", Developer),
+    s(n::BENCH_EVENTS, "10000000", "events in the analyzer benchmark's synthetic trace", Developer),
+    s(n::BENCH_REPS, "5", "repetitions of the analyzer benchmark", Developer),
+    s(n::BENCH_WRITE, "off", "also write the analyzer benchmark's synthetic trace to this file", Developer),
+];
+
+/// The table entry for `name`, if it is one of ours.
+pub fn setting(name: &str) -> Option<&'static Setting> {
+    SETTINGS.iter().find(|s| s.name == name)
+}
+
+/// Where trace files go by default (relative to the working directory).
+pub const DEFAULT_TRACE_DIR: &str = "gputrace-traces";
+
+/// The CUDA driver loads the library named here inside `cuInit`.
+pub const CUDA_INJECTION_VAR: &str = "CUDA_INJECTION64_PATH";
+/// NVTX loads the library named here at a program's first NVTX call.
+pub const NVTX_INJECTION_VAR: &str = "NVTX_INJECTION64_PATH";
+
+// ---------------------------------------------------------------------------------
+// Ranks.
+
+/// Variables that give a process's rank in its job, most specific first: ours, then
+/// those of torchrun, Slurm, Open MPI and MPICH/PMI. The library records the ones set
+/// (with [`LOCAL_RANK_VARS`]) in the trace's options; [`rank_from`] reads them back.
+pub const RANK_VARS: &[&str] = &[
+    settings::RANK,
+    "RANK",
+    "SLURM_PROCID",
+    "OMPI_COMM_WORLD_RANK",
+    "PMI_RANK",
+];
+
+/// Variables that give a process's rank on its node, most specific first.
+pub const LOCAL_RANK_VARS: &[&str] = &["LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK"];
+
+/// The first of `names` (in their order) set to a whole number among `vars`, with the
+/// name it came from. Names compare without regard to case.
+pub fn rank_from<'a, K, V>(vars: &'a [(K, V)], names: &[&'static str]) -> Option<(u32, &'a str)>
+where
+    K: AsRef<str>,
+    V: AsRef<str>,
+{
+    names.iter().find_map(|want| {
+        vars.iter().find_map(|(k, v)| {
+            (k.as_ref().eq_ignore_ascii_case(want))
+                .then(|| v.as_ref().trim().parse::<u32>().ok())
+                .flatten()
+                .map(|r| (r, k.as_ref()))
+        })
+    })
+}
+
+// ---------------------------------------------------------------------------------
+// Durations.
+
+/// The longest duration accepted anywhere (a window, a timer): one day.
+pub const MAX_DURATION: Duration = Duration::from_secs(24 * 3600);
+/// The shortest: one millisecond (the control line counts in ms).
+pub const MIN_DURATION: Duration = Duration::from_millis(1);
+
+/// A duration that [`parse_duration`] refused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DurationError(pub String);
+
+impl fmt::Display for DurationError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{:?} is not a duration such as 10s, 500ms, 2m or 1h (from 1ms to 24h)",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for DurationError {}
+
+/// Parses `500ms`, `10s`, `1.5s`, `2m`, `1h`; a bare number is seconds. The one rule:
+/// from 1 ms ([`MIN_DURATION`], so never zero) to one day ([`MAX_DURATION`]), both
+/// included; anything else (negative, zero, too short, too long, not a number) is an
+/// error.
+pub fn parse_duration(s: &str) -> Result<Duration, DurationError> {
+    let err = || DurationError(s.to_string());
+    let t = s.trim();
+    let (num, unit_ms) = if let Some(n) = t.strip_suffix("ms") {
+        (n, 1.0)
+    } else if let Some(n) = t.strip_suffix('s') {
+        (n, 1e3)
+    } else if let Some(n) = t.strip_suffix('m') {
+        (n, 60e3)
+    } else if let Some(n) = t.strip_suffix('h') {
+        (n, 3600e3)
+    } else {
+        (t, 1e3)
+    };
+    let v: f64 = num.trim().parse().map_err(|_| err())?;
+    let ms = v * unit_ms;
+    // NaN fails both comparisons.
+    if !(ms >= MIN_DURATION.as_millis() as f64 && ms <= MAX_DURATION.as_millis() as f64) {
+        return Err(err());
+    }
+    Ok(Duration::from_micros((ms * 1e3).round() as u64))
+}
+
+// ---------------------------------------------------------------------------------
+// The control socket.
+
+/// Where the control sockets of one user's processes live:
+/// `$XDG_RUNTIME_DIR/gputrace`, else `/tmp/gputrace-<uid>`. The library creates it mode
+/// 0700 and refuses it unless it is the user's own and private.
+pub fn socket_dir(xdg_runtime_dir: Option<&Path>, uid: u32) -> PathBuf {
+    match xdg_runtime_dir {
+        Some(d) if !d.as_os_str().is_empty() => d.join("gputrace"),
+        _ => PathBuf::from(format!("/tmp/gputrace-{uid}")),
+    }
+}
+
+/// The variable that names a user's runtime directory (the preferred socket place).
+pub const RUNTIME_DIR_VAR: &str = "XDG_RUNTIME_DIR";
+
+const SOCKET_SUFFIX: &str = ".sock";
+const SOCKET_TMP_SUFFIX: &str = ".sock.new";
+
+/// The control socket of process `pid`: `<dir>/<pid>.sock`.
+pub fn socket_path(dir: &Path, pid: u32) -> PathBuf {
+    dir.join(format!("{pid}{SOCKET_SUFFIX}"))
+}
+
+/// Where `pid` binds its socket before renaming it to [`socket_path`] (so a client never
+/// finds a socket that does not accept yet).
+pub fn socket_tmp_path(dir: &Path, pid: u32) -> PathBuf {
+    dir.join(format!("{pid}{SOCKET_TMP_SUFFIX}"))
+}
+
+/// The pid a file name in [`socket_dir`] belongs to (`123.sock` or `123.sock.new`).
+pub fn socket_owner(file_name: &str) -> Option<u32> {
+    let pid = file_name
+        .strip_suffix(SOCKET_TMP_SUFFIX)
+        .or_else(|| file_name.strip_suffix(SOCKET_SUFFIX))?;
+    if pid.is_empty() || !pid.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    pid.parse().ok()
+}
+
+/// A trace window asked of a dormant process.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WindowReq {
+    /// Longest the window lasts (with `steps`, a cap).
+    pub duration: Duration,
+    /// End the window when this many NVTX step ranges have begun in it and the next begins.
+    pub steps: Option<u64>,
+    /// Wall-clock start (CLOCK_REALTIME ms since the epoch), so all ranks trace the same window.
+    pub at_ms: Option<u64>,
+    /// Where the process writes the window's trace (default: its GPUTRACE_DIR).
+    pub dir: Option<PathBuf>,
+}
+
+/// A window's length when the request names none.
+pub const DEFAULT_WINDOW: Duration = Duration::from_secs(10);
+
+/// What a client asks, one line:
+/// ```text
+/// window ms=<duration> [steps=<n>] [at=<epoch ms>] [dir=<path to end of line>]
+/// status
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub enum Request {
+    Window(WindowReq),
+    Status,
+}
+
+/// Longest request line a server reads.
+pub const MAX_REQUEST_LINE: u64 = 4096;
+
+impl Request {
+    /// The request as one line, `\n` included. The duration is sent in whole ms, at
+    /// least 1.
+    pub fn line(&self) -> String {
+        match self {
+            Request::Status => "status\n".into(),
+            Request::Window(w) => {
+                let ms = w.duration.as_millis().max(1);
+                let mut s = format!("window ms={ms}");
+                if let Some(n) = w.steps {
+                    s.push_str(&format!(" steps={n}"));
+                }
+                if let Some(at) = w.at_ms {
+                    s.push_str(&format!(" at={at}"));
+                }
+                if let Some(d) = &w.dir {
+                    s.push_str(&format!(" dir={}", d.display()));
+                }
+                s.push('\n');
+                s
+            }
+        }
+    }
+
+    /// Parses a request line (its `\n` or `\r\n` optional).
+    pub fn parse(line: &str) -> Result<Request, String> {
+        let line = line.trim_end_matches(['\r', '\n']);
+        let (verb, rest) = line.split_once(' ').unwrap_or((line, ""));
+        match verb {
+            "status" => Ok(Request::Status),
+            "window" => {
+                let mut req = WindowReq {
+                    duration: DEFAULT_WINDOW,
+                    steps: None,
+                    at_ms: None,
+                    dir: None,
+                };
+                let mut rest = rest.trim_start();
+                while !rest.is_empty() {
+                    if let Some(d) = rest.strip_prefix("dir=") {
+                        if d.is_empty() {
+                            return Err("empty dir".into());
+                        }
+                        req.dir = Some(PathBuf::from(d));
+                        break;
+                    }
+                    let (tok, more) = rest.split_once(' ').unwrap_or((rest, ""));
+                    rest = more.trim_start();
+                    if let Some(v) = tok.strip_prefix("ms=") {
+                        let ms: u64 = v.parse().map_err(|_| format!("bad duration {v:?}"))?;
+                        let d = Duration::from_millis(ms);
+                        if !(MIN_DURATION..=MAX_DURATION).contains(&d) {
+                            return Err("duration must be between 1 ms and 24 h".into());
+                        }
+                        req.duration = d;
+                    } else if let Some(v) = tok.strip_prefix("steps=") {
+                        let n: u64 = v.parse().map_err(|_| format!("bad step count {v:?}"))?;
+                        if n == 0 {
+                            return Err("steps must be at least 1".into());
+                        }
+                        req.steps = Some(n);
+                    } else if let Some(v) = tok.strip_prefix("at=") {
+                        req.at_ms = Some(v.parse().map_err(|_| format!("bad start time {v:?}"))?);
+                    } else {
+                        return Err(format!("unknown argument {tok:?}"));
+                    }
+                }
+                Ok(Request::Window(req))
+            }
+            "" => Err("empty command".into()),
+            other => Err(format!("unknown command {other:?}")),
+        }
+    }
+}
+
+/// What the server answers, one line each. To `window`: `started <trace path>` once
+/// recording begins, then `done <trace path>` when the trace is complete, or `error
+/// <text>` at any point. To `status`: the process's state name ([`STATES`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reply {
+    Started(PathBuf),
+    Done(PathBuf),
+    Error(String),
+    State(String),
+}
+
+/// State names a `status` reply may carry.
+pub const STATES: &[&str] = &["dormant", "tracing", "blind", "other"];
+
+impl Reply {
+    /// The reply as one line, `\n` included.
+    pub fn line(&self) -> String {
+        match self {
+            Reply::Started(p) => format!("started {}\n", p.display()),
+            Reply::Done(p) => format!("done {}\n", p.display()),
+            Reply::Error(e) => format!("error {e}\n"),
+            Reply::State(s) => format!("{s}\n"),
+        }
+    }
+
+    /// Parses a reply line (its line end optional); `None` for anything else.
+    pub fn parse(line: &str) -> Option<Reply> {
+        let line = line.trim_end_matches(['\r', '\n']);
+        if let Some(p) = line.strip_prefix("started ") {
+            Some(Reply::Started(PathBuf::from(p)))
+        } else if let Some(p) = line.strip_prefix("done ") {
+            Some(Reply::Done(PathBuf::from(p)))
+        } else if let Some(e) = line.strip_prefix("error ") {
+            Some(Reply::Error(e.to_string()))
+        } else if STATES.contains(&line) {
+            Some(Reply::State(line.to_string()))
+        } else {
+            None
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// Trace file names.
+
+/// The name of a trace file: `gputrace-<host>-<pid>.gtrace`, or
+/// `gputrace-<host>-<pid>-<n>.gtrace` for the n-th (n >= 1) more file of the same
+/// process in the same directory (windows of a dormant process, an exec'd image). The
+/// host is [`TraceFileName::host_part`] of the hostname: letters, digits, `-`, `.`, `_`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TraceFileName {
+    pub host: String,
+    pub pid: u32,
+    pub seq: u32,
+}
+
+/// A trace file's extension.
+pub const TRACE_EXTENSION: &str = "gtrace";
+
+impl TraceFileName {
+    /// A hostname as it may appear in a file name (anything but letters, digits, `-`
+    /// and `.` becomes `_`).
+    pub fn host_part(host: &str) -> String {
+        host.chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect()
+    }
+
+    /// The file name.
+    pub fn name(&self) -> String {
+        if self.seq == 0 {
+            format!("gputrace-{}-{}.{TRACE_EXTENSION}", self.host, self.pid)
+        } else {
+            format!(
+                "gputrace-{}-{}-{}.{TRACE_EXTENSION}",
+                self.host, self.pid, self.seq
+            )
+        }
+    }
+
+    /// Reads a name back: every (host, pid, seq) whose [`name`](Self::name) it is, the
+    /// plainest first; empty for names this pattern does not make. A name that ends in
+    /// two numbers has two readings, since hosts may end in `-<digits>` too:
+    /// `gputrace-node-12-345.gtrace` is pid 345 on host `node-12`, or the 345th more
+    /// file of pid 12 on host `node`. The trace's own metadata (host, pid) tells them
+    /// apart; [`TraceFileName::is_of`] asks the question the other way round.
+    pub fn parse(name: &str) -> Vec<TraceFileName> {
+        let Some(stem) = name
+            .strip_prefix("gputrace-")
+            .and_then(|s| s.strip_suffix(TRACE_EXTENSION))
+            .and_then(|s| s.strip_suffix('.'))
+        else {
+            return Vec::new();
+        };
+        let number = |s: &str| -> Option<u32> {
+            if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+                return None;
+            }
+            s.parse().ok()
+        };
+        let mut out = Vec::new();
+        let Some((rest, last)) = stem.rsplit_once('-') else {
+            return out;
+        };
+        let Some(last) = number(last) else {
+            return out;
+        };
+        if !rest.is_empty() {
+            out.push(TraceFileName {
+                host: rest.to_string(),
+                pid: last,
+                seq: 0,
+            });
+        }
+        if let Some((host, pid)) = rest.rsplit_once('-') {
+            if let (Some(pid), false, true) = (number(pid), host.is_empty(), last > 0) {
+                out.push(TraceFileName {
+                    host: host.to_string(),
+                    pid,
+                    seq: last,
+                });
+            }
+        }
+        out
+    }
+
+    /// If `name` is a trace file of process `pid` on `host` (as [`host_part`](Self::host_part)
+    /// gives it), which one (its `seq`).
+    pub fn is_of(name: &str, host: &str, pid: u32) -> Option<u32> {
+        TraceFileName::parse(name)
+            .into_iter()
+            .find(|t| t.host == host && t.pid == pid)
+            .map(|t| t.seq)
+    }
+}
+
+/// Is `path` a trace file by its name (its extension)?
+pub fn is_trace_file(path: &Path) -> bool {
+    path.extension().is_some_and(|x| x == TRACE_EXTENSION)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_have_one_rule() {
+        let ok = |s: &str| parse_duration(s).unwrap();
+        assert_eq!(ok("10s"), Duration::from_secs(10));
+        assert_eq!(ok("250ms"), Duration::from_millis(250));
+        assert_eq!(ok("2m"), Duration::from_secs(120));
+        assert_eq!(ok("1h"), Duration::from_secs(3600));
+        assert_eq!(ok("3"), Duration::from_secs(3));
+        assert_eq!(ok(" 1.5s "), Duration::from_millis(1500));
+        assert_eq!(ok("0.25"), Duration::from_millis(250));
+        // The edges: 1 ms and 24 h are in, zero and anything past a day are out.
+        assert_eq!(ok("1ms"), MIN_DURATION);
+        assert_eq!(ok("0.001s"), MIN_DURATION);
+        assert_eq!(ok("24h"), MAX_DURATION);
+        assert_eq!(ok("86400"), MAX_DURATION);
+        assert_eq!(ok("1440m"), MAX_DURATION);
+        for bad in [
+            "0",
+            "0s",
+            "0ms",
+            "0.5ms",
+            "0.0009s",
+            "-1s",
+            "-0",
+            "86400.001s",
+            "1441m",
+            "25h",
+            "1e9",
+            "inf",
+            "NaN",
+            "",
+            "s",
+            "ms",
+            "soon",
+            "10 seconds",
+            "1d",
+        ] {
+            let e = parse_duration(bad).unwrap_err();
+            assert!(e.to_string().contains("24h"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn requests_round_trip() {
+        let reqs = [
+            Request::Status,
+            Request::Window(WindowReq {
+                duration: Duration::from_millis(5000),
+                steps: None,
+                at_ms: Some(1_700_000_000_000),
+                dir: Some(PathBuf::from("/tmp/my traces")),
+            }),
+            Request::Window(WindowReq {
+                duration: Duration::from_secs(60),
+                steps: Some(20),
+                at_ms: None,
+                dir: None,
+            }),
+        ];
+        for r in reqs {
+            let line = r.line();
+            assert!(line.ends_with('\n') && line.matches('\n').count() == 1);
+            assert_eq!(Request::parse(&line), Ok(r));
+        }
+        assert_eq!(
+            Request::parse("window ms=5000 at=1700000000000 dir=/tmp/my traces\r\n"),
+            Ok(Request::Window(WindowReq {
+                duration: Duration::from_millis(5000),
+                steps: None,
+                at_ms: Some(1_700_000_000_000),
+                dir: Some(PathBuf::from("/tmp/my traces")),
+            }))
+        );
+        match Request::parse("window") {
+            Ok(Request::Window(w)) => assert_eq!(w.duration, DEFAULT_WINDOW),
+            other => panic!("{other:?}"),
+        }
+        // Sub-millisecond durations go out as 1 ms, never as the refused 0.
+        let tiny = Request::Window(WindowReq {
+            duration: Duration::from_micros(10),
+            steps: None,
+            at_ms: None,
+            dir: None,
+        });
+        assert_eq!(tiny.line(), "window ms=1\n");
+    }
+
+    #[test]
+    fn bad_requests_are_refused() {
+        for bad in [
+            "window steps=0",
+            "window ms=abc",
+            "window ms=0",
+            "window ms=86400001",
+            "window ms=-5",
+            "window at=soon",
+            "window dir=",
+            "window frob=1",
+            "rm -rf /",
+            "",
+        ] {
+            assert!(Request::parse(bad).is_err(), "{bad:?}");
+        }
+        assert!(Request::parse("window ms=86400000").is_ok());
+    }
+
+    #[test]
+    fn replies_round_trip() {
+        for r in [
+            Reply::Started(PathBuf::from("/t/gputrace-h-1.gtrace")),
+            Reply::Done(PathBuf::from("/t/a b.gtrace")),
+            Reply::Error("a window is already running".into()),
+            Reply::State("dormant".into()),
+        ] {
+            assert_eq!(Reply::parse(&r.line()), Some(r));
+        }
+        assert_eq!(Reply::parse("what\n"), None);
+        assert_eq!(Reply::parse(""), None);
+    }
+
+    #[test]
+    fn socket_locations() {
+        assert_eq!(
+            socket_dir(Some(Path::new("/run/user/1000")), 1000),
+            PathBuf::from("/run/user/1000/gputrace")
+        );
+        assert_eq!(
+            socket_dir(Some(Path::new("")), 7),
+            PathBuf::from("/tmp/gputrace-7")
+        );
+        assert_eq!(socket_dir(None, 7), PathBuf::from("/tmp/gputrace-7"));
+        let dir = Path::new("/tmp/gputrace-7");
+        assert_eq!(
+            socket_path(dir, 42),
+            PathBuf::from("/tmp/gputrace-7/42.sock")
+        );
+        assert_eq!(
+            socket_tmp_path(dir, 42),
+            PathBuf::from("/tmp/gputrace-7/42.sock.new")
+        );
+        assert_eq!(socket_owner("42.sock"), Some(42));
+        assert_eq!(socket_owner("42.sock.new"), Some(42));
+        for other in [
+            "sock",
+            ".sock",
+            "x42.sock",
+            "42.socket",
+            "42",
+            "-1.sock",
+            "4 2.sock",
+        ] {
+            assert_eq!(socket_owner(other), None, "{other}");
+        }
+    }
+
+    #[test]
+    fn trace_names_round_trip() {
+        for (host, pid, seq, name) in [
+            ("node", 345, 0, "gputrace-node-345.gtrace"),
+            ("node-12", 345, 0, "gputrace-node-12-345.gtrace"),
+            ("node", 345, 2, "gputrace-node-345-2.gtrace"),
+            ("a.b-c", 1, 17, "gputrace-a.b-c-1-17.gtrace"),
+        ] {
+            let t = TraceFileName {
+                host: host.into(),
+                pid,
+                seq,
+            };
+            assert_eq!(t.name(), name);
+            assert!(TraceFileName::parse(name).contains(&t), "{name}");
+            assert_eq!(TraceFileName::is_of(name, host, pid), Some(seq));
+            assert!(is_trace_file(Path::new(name)));
+        }
+        // Two numbers at the end: both readings, the plain one first.
+        let both = TraceFileName::parse("gputrace-node-12-345.gtrace");
+        assert_eq!(both.len(), 2);
+        assert_eq!(
+            (both[0].host.as_str(), both[0].pid, both[0].seq),
+            ("node-12", 345, 0)
+        );
+        assert_eq!(
+            (both[1].host.as_str(), both[1].pid, both[1].seq),
+            ("node", 12, 345)
+        );
+        assert_eq!(TraceFileName::parse("gputrace-h-7.gtrace").len(), 1);
+        assert_eq!(TraceFileName::is_of("gputrace-h-7.gtrace", "h", 8), None);
+        for bad in [
+            "gputrace-345.gtrace",
+            "gputrace--345.gtrace",
+            "gputrace-h-x.gtrace",
+            "gputrace-h-1.gtrace.tmp",
+            "trace-h-1.gtrace",
+            "gputrace-h-.gtrace",
+        ] {
+            assert_eq!(TraceFileName::parse(bad), Vec::new(), "{bad}");
+        }
+        // A zero at the end is a pid, never the 0th more file.
+        assert_eq!(TraceFileName::parse("gputrace-h-5-0.gtrace").len(), 1);
+        assert_eq!(TraceFileName::host_part("my host/é"), "my_host__");
+    }
+
+    #[test]
+    fn ranks_in_order_of_precedence() {
+        let vars = [
+            ("LOCAL_RANK", "1"),
+            ("PMI_RANK", "7"),
+            ("RANK", "garbage"),
+            ("SLURM_PROCID", "5"),
+        ];
+        assert_eq!(rank_from(&vars, RANK_VARS), Some((5, "SLURM_PROCID")));
+        assert_eq!(rank_from(&vars, LOCAL_RANK_VARS), Some((1, "LOCAL_RANK")));
+        let ours = [("RANK", "3"), ("gputrace_rank", " 9 ")];
+        assert_eq!(rank_from(&ours, RANK_VARS), Some((9, "gputrace_rank")));
+        let none: [(&str, &str); 1] = [("WORLD_SIZE", "8")];
+        assert_eq!(rank_from(&none, RANK_VARS), None);
+    }
+
+    #[test]
+    fn the_settings_table_is_well_formed() {
+        let mut names: Vec<&str> = SETTINGS.iter().map(|s| s.name).collect();
+        assert!(names.iter().all(|n| n.starts_with(SETTING_PREFIX)));
+        names.sort();
+        let before = names.len();
+        names.dedup();
+        assert_eq!(names.len(), before, "a setting is listed twice");
+        assert!(setting(settings::RANK).is_some());
+        assert!(setting(settings::THREADS).is_some());
+        assert!(setting("GPUTRACE_FROB").is_none());
+    }
+}

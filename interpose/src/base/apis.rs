@@ -1,0 +1,218 @@
+//! The CUDA API calls whose host side we record through CUPTI callbacks, and how to
+//! read their arguments. Only these ids are enabled: enabling every runtime and driver
+//! callback costs up to 2x on a launch-bound loop.
+//!
+//! Ids are CUPTI's `CUPTI_RUNTIME_TRACE_CBID_*` / `CUPTI_DRIVER_TRACE_CBID_*` values,
+//! stable across CUPTI versions (new ids are only appended).
+
+/// What a call does, for the analyzer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Class {
+    Launch,
+    Memcpy,
+    Memset,
+    Sync,
+    Alloc,
+}
+
+/// Where the byte count and copy kind sit in the call's parameter struct.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Args {
+    None,
+    /// (dst, src, count, kind[, stream]): count at 16, kind at 24.
+    Copy,
+    /// (dst, dpitch, src, spitch, width, height, kind[, stream]).
+    Copy2D,
+    /// (dst, dstDevice, src, srcDevice, count[, stream]): count at 32.
+    Peer,
+    /// (devPtr, value, count[, stream]): count at 16.
+    Set,
+    /// (ptr*, size[, flags]): size at 8.
+    Size,
+}
+
+pub struct ApiInfo {
+    pub cbid: u32,
+    pub name: &'static str,
+    pub class: Class,
+    pub args: Args,
+}
+
+const fn api(cbid: u32, name: &'static str, class: Class, args: Args) -> ApiInfo {
+    ApiInfo {
+        cbid,
+        name,
+        class,
+        args,
+    }
+}
+
+use Args as A;
+use Class as C;
+
+/// Runtime API ids recorded by default.
+pub static RUNTIME: &[ApiInfo] = &[
+    api(20, "cudaMalloc", C::Alloc, A::Size),
+    api(22, "cudaFree", C::Alloc, A::None),
+    api(25, "cudaMallocHost", C::Alloc, A::Size),
+    api(26, "cudaFreeHost", C::Alloc, A::None),
+    api(27, "cudaHostAlloc", C::Alloc, A::Size),
+    api(31, "cudaMemcpy", C::Memcpy, A::Copy),
+    api(32, "cudaMemcpy2D", C::Memcpy, A::Copy2D),
+    api(41, "cudaMemcpyAsync", C::Memcpy, A::Copy),
+    api(44, "cudaMemcpy2DAsync", C::Memcpy, A::Copy2D),
+    api(49, "cudaMemset", C::Memset, A::Set),
+    api(51, "cudaMemsetAsync", C::Memset, A::Set),
+    api(131, "cudaStreamSynchronize", C::Sync, A::None),
+    api(137, "cudaEventSynchronize", C::Sync, A::None),
+    api(147, "cudaStreamWaitEvent", C::Sync, A::None),
+    api(160, "cudaMemcpyPeer", C::Memcpy, A::Peer),
+    api(161, "cudaMemcpyPeerAsync", C::Memcpy, A::Peer),
+    api(165, "cudaDeviceSynchronize", C::Sync, A::None),
+    api(211, "cudaLaunchKernel", C::Launch, A::None),
+    api(214, "cudaLaunchKernel_ptsz", C::Launch, A::None),
+    api(216, "cudaMemcpy2D_ptds", C::Memcpy, A::Copy2D),
+    api(225, "cudaMemcpyAsync_ptsz", C::Memcpy, A::Copy),
+    api(228, "cudaMemcpy2DAsync_ptsz", C::Memcpy, A::Copy2D),
+    api(235, "cudaMemsetAsync_ptsz", C::Memset, A::Set),
+    api(239, "cudaStreamSynchronize_ptsz", C::Sync, A::None),
+    api(247, "cudaStreamWaitEvent_ptsz", C::Sync, A::None),
+    api(269, "cudaLaunchCooperativeKernel", C::Launch, A::None),
+    api(270, "cudaLaunchCooperativeKernel_ptsz", C::Launch, A::None),
+    api(311, "cudaGraphLaunch", C::Launch, A::None),
+    api(312, "cudaGraphLaunch_ptsz", C::Launch, A::None),
+    api(430, "cudaLaunchKernelExC", C::Launch, A::None),
+    api(431, "cudaLaunchKernelExC_ptsz", C::Launch, A::None),
+    api(505, "__cudaLaunchKernel", C::Launch, A::None),
+    api(506, "__cudaLaunchKernel_ptsz", C::Launch, A::None),
+];
+
+/// Driver API ids recorded with `GPUTRACE_DRIVER_API=1` (launches that bypass the
+/// runtime, such as cuBLAS's).
+pub static DRIVER: &[ApiInfo] = &[
+    api(307, "cuLaunchKernel", C::Launch, A::None),
+    api(442, "cuLaunchKernel_ptsz", C::Launch, A::None),
+    api(477, "cuLaunchCooperativeKernel", C::Launch, A::None),
+    api(478, "cuLaunchCooperativeKernel_ptsz", C::Launch, A::None),
+    api(514, "cuGraphLaunch", C::Launch, A::None),
+    api(515, "cuGraphLaunch_ptsz", C::Launch, A::None),
+    api(652, "cuLaunchKernelEx", C::Launch, A::None),
+    api(653, "cuLaunchKernelEx_ptsz", C::Launch, A::None),
+];
+
+/// Index into [`RUNTIME`] / [`DRIVER`] by callback id (255 = not ours), built at compile
+/// time so the callback's lookup is one load instead of a scan.
+const MAX_CBID: usize = 1024;
+
+const fn index(table: &[ApiInfo]) -> [u8; MAX_CBID] {
+    let mut out = [255u8; MAX_CBID];
+    let mut i = 0;
+    while i < table.len() {
+        out[table[i].cbid as usize] = i as u8;
+        i += 1;
+    }
+    out
+}
+
+static RUNTIME_INDEX: [u8; MAX_CBID] = index(RUNTIME);
+static DRIVER_INDEX: [u8; MAX_CBID] = index(DRIVER);
+
+#[inline]
+pub fn find(domain: u8, cbid: u32) -> Option<&'static ApiInfo> {
+    let (table, idx) = if domain == gputrace_format::DOMAIN_DRIVER {
+        (DRIVER, &DRIVER_INDEX)
+    } else {
+        (RUNTIME, &RUNTIME_INDEX)
+    };
+    let i = *idx.get(cbid as usize)?;
+    table.get(i as usize)
+}
+
+/// The linear lookup the index replaces, for the test that checks them against each other.
+#[cfg(test)]
+fn find_slow(domain: u8, cbid: u32) -> Option<&'static ApiInfo> {
+    let table = if domain == gputrace_format::DOMAIN_DRIVER {
+        DRIVER
+    } else {
+        RUNTIME
+    };
+    table.iter().find(|a| a.cbid == cbid)
+}
+
+/// Reads (bytes, copy kind) from a parameter struct.
+///
+/// # Safety
+/// `params` must be NULL or point to the CUPTI parameter struct of the call `info` names.
+pub unsafe fn extract(info: &ApiInfo, params: *const u8) -> (u64, u64) {
+    if params.is_null() {
+        return (0, 0);
+    }
+    // SAFETY: the caller guarantees the struct layout; each read is of a field it has.
+    let rd = |off: usize| unsafe { (params.add(off) as *const u64).read_unaligned() };
+    // SAFETY: as above.
+    let rd32 = |off: usize| unsafe { (params.add(off) as *const u32).read_unaligned() } as u64;
+    match info.args {
+        Args::None => (0, 0),
+        Args::Copy => (rd(16), rd32(24)),
+        Args::Copy2D => (rd(32).saturating_mul(rd(40)), rd32(48)),
+        Args::Peer => (rd(32), 0),
+        Args::Set => (rd(16), 0),
+        Args::Size => (rd(8), 0),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn indexed_lookup_matches_the_tables() {
+        for dom in [
+            gputrace_format::DOMAIN_RUNTIME,
+            gputrace_format::DOMAIN_DRIVER,
+        ] {
+            for cbid in 0..1100 {
+                assert_eq!(
+                    find(dom, cbid).map(|a| a.name),
+                    find_slow(dom, cbid).map(|a| a.name)
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn ids_are_unique() {
+        for t in [RUNTIME, DRIVER] {
+            let mut ids: Vec<_> = t.iter().map(|a| a.cbid).collect();
+            ids.sort();
+            ids.dedup();
+            assert_eq!(ids.len(), t.len());
+        }
+    }
+
+    #[test]
+    fn copy_args_are_read_from_their_offsets() {
+        #[repr(C)]
+        struct P {
+            dst: u64,
+            src: u64,
+            count: u64,
+            kind: u32,
+            _pad: u32,
+            stream: u64,
+        }
+        let p = P {
+            dst: 1,
+            src: 2,
+            count: 4096,
+            kind: 1,
+            _pad: 0,
+            stream: 9,
+        };
+        let info = find(gputrace_format::DOMAIN_RUNTIME, 41).unwrap();
+        assert_eq!(info.name, "cudaMemcpyAsync");
+        // SAFETY: P has the layout of cudaMemcpyAsync's parameter struct.
+        let got = unsafe { extract(info, &p as *const P as *const u8) };
+        assert_eq!(got, (4096, 1));
+    }
+}

@@ -1,0 +1,13 @@
+//! The bottom layer: what every other layer uses and which uses none of them. Settings,
+//! the lifecycle state, clocks, the FFI guard, logging, the tracer's own-thread marker,
+//! library discovery and the table of CUDA API callback ids.
+
+pub mod apis;
+pub mod clock;
+pub mod discover;
+pub mod ffi;
+pub mod internal;
+pub mod log;
+pub mod opts;
+pub mod state;
+pub mod tsc;

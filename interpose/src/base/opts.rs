@@ -1,0 +1,481 @@
+//! Settings, read once from `GPUTRACE_*` variables (their names and meanings:
+//! `gputrace_format::protocol::SETTINGS`). Bad values and unknown names are ignored,
+//! the defaults kept, and said in one warning line per process; they never stop the
+//! host process.
+
+use gputrace_format::protocol::{self, settings as set};
+use std::path::PathBuf;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// Trace from CUDA initialisation to exit (the default).
+    Trace,
+    /// Loaded, recording nothing, until asked.
+    Dormant,
+    /// Do nothing at all.
+    Off,
+}
+
+/// Which NVML the environment sampler loads.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NvmlLib {
+    /// The driver's `libnvidia-ml.so.1`, through the loader's search path.
+    Default,
+    Path(PathBuf),
+    /// None: the trace gets the host facts only.
+    Off,
+}
+
+/// Default NVML sampling period.
+pub const NVML_MS_DEFAULT: u64 = 100;
+
+#[derive(Clone, Debug)]
+pub struct Opts {
+    pub mode: Mode,
+    /// Where trace files go (`GPUTRACE_DIR`, default `./gputrace-traces`).
+    pub dir: PathBuf,
+    /// Explicit CUPTI library (`GPUTRACE_CUPTI`).
+    pub cupti: Option<PathBuf>,
+    /// Size of one CUPTI activity buffer (`GPUTRACE_BUFFER_KB`).
+    pub buffer_bytes: usize,
+    /// Most CUPTI buffer memory to hold at once (`GPUTRACE_BUFFER_POOL_MB`).
+    pub pool_bytes: usize,
+    /// Longest time between two writes to the trace file (`GPUTRACE_FLUSH_MS`).
+    pub flush_ms: u64,
+    /// Also record driver-API launches (cuLaunchKernel*), e.g. from cuBLAS (`GPUTRACE_DRIVER_API`).
+    pub driver_api: bool,
+    /// CUPTI activity kinds to enable (`GPUTRACE_ACTIVITY`, comma-separated names of
+    /// kernel, memcpy, memset, sync, device, memory; default all). `kernel` alone with
+    /// `GPUTRACE_API=0` and `GPUTRACE_HOOKS=0` is the CUPTI floor benchmark mode.
+    pub activity: Vec<String>,
+    /// Symbol hooks (copies, NCCL, NVTX) record while tracing (`GPUTRACE_HOOKS`).
+    pub hooks: bool,
+    /// Record the host side of runtime API calls through CUPTI callbacks (`GPUTRACE_API`,
+    /// default on).
+    pub runtime_api: bool,
+    /// Record them as CUPTI RUNTIME activity, filtered to our callback ids, instead
+    /// (`GPUTRACE_API=activity`): no callback into us on the program's thread, but no
+    /// call parameters either.
+    pub api_activity: bool,
+    /// CUPTI tuning, for the cost experiments of bench/RESULTS.md:
+    /// `GPUTRACE_PER_THREAD_BUFFERS` (CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER),
+    /// `GPUTRACE_DEVICE_BUFFER_MB` (CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE),
+    /// `GPUTRACE_ZEROED_BUFFERS` (our pre-zeroed buffers promised to CUPTI, default on),
+    /// `GPUTRACE_CUPTI_FLUSH_MS` (CUPTI's flush period; 0: CUPTI's own policy; default
+    /// GPUTRACE_FLUSH_MS).
+    pub per_thread_buffers: bool,
+    pub device_buffer_mb: Option<usize>,
+    pub zeroed_buffers: bool,
+    pub cupti_flush_ms: Option<u64>,
+    /// zstd-compress the trace's events chunks (`GPUTRACE_COMPRESS`, default on).
+    pub compress: bool,
+    /// Longest wait at exit for the trace to be written (`GPUTRACE_EXIT_WAIT_MS`).
+    pub exit_wait_ms: u64,
+    /// Production mode triggers: `GPUTRACE_SIGNAL` (SIGUSR1/SIGUSR2), and a timed window
+    /// `GPUTRACE_START_AFTER` + `GPUTRACE_DURATION`.
+    pub signal: Option<String>,
+    pub start_after: Option<std::time::Duration>,
+    pub duration: Option<std::time::Duration>,
+    /// Print what the library does (`GPUTRACE_DEBUG`).
+    pub debug: bool,
+    /// The NVML library for the environment sampler (`GPUTRACE_NVML`: a path or a
+    /// soname, default `libnvidia-ml.so.1`; `0`/`off`: no NVML at all).
+    pub nvml: NvmlLib,
+    /// NVML sampling period in a trace window (`GPUTRACE_NVML_MS`, default 100; 0: the
+    /// facts only, no sampling).
+    pub nvml_ms: u64,
+    /// This process's rank in its job and on its node, and the variable each came from
+    /// (`protocol::RANK_VARS`, `protocol::LOCAL_RANK_VARS`).
+    pub rank: Option<(u32, String)>,
+    pub local_rank: Option<(u32, String)>,
+    /// The variables as read, for the trace's metadata: every `GPUTRACE_*` one, and the
+    /// launchers' rank variables that are set.
+    pub raw: Vec<(String, String)>,
+    /// What was wrong with the settings, one clause each ([`Opts::warning`] joins them).
+    pub warnings: Vec<String>,
+}
+
+impl Default for Opts {
+    fn default() -> Opts {
+        Opts {
+            mode: Mode::Trace,
+            dir: PathBuf::from(protocol::DEFAULT_TRACE_DIR),
+            cupti: None,
+            buffer_bytes: 8 << 20,
+            pool_bytes: 256 << 20,
+            flush_ms: 500,
+            driver_api: false,
+            activity: DEFAULT_ACTIVITY.iter().map(|s| s.to_string()).collect(),
+            hooks: true,
+            runtime_api: true,
+            api_activity: false,
+            per_thread_buffers: false,
+            device_buffer_mb: None,
+            zeroed_buffers: true,
+            cupti_flush_ms: None,
+            compress: true,
+            exit_wait_ms: 3000,
+            signal: None,
+            start_after: None,
+            duration: None,
+            debug: false,
+            nvml: NvmlLib::Default,
+            nvml_ms: NVML_MS_DEFAULT,
+            rank: None,
+            local_rank: None,
+            raw: Vec::new(),
+            warnings: Vec::new(),
+        }
+    }
+}
+
+/// Names accepted by `GPUTRACE_ACTIVITY`.
+pub const ACTIVITY_NAMES: &[&str] = &["kernel", "memcpy", "memset", "sync", "device", "memory"];
+/// Kinds on by default: all but SYNCHRONIZATION, which cost more on a launch-bound loop
+/// than any other kind (1.40x against 1.21x for kernel records alone, H200 sweep in
+/// bench/RESULTS.md) and adds nothing the runtime callbacks on the sync calls do not
+/// record; `GPUTRACE_ACTIVITY=...,sync` brings it back.
+pub const DEFAULT_ACTIVITY: &[&str] = &["kernel", "memcpy", "memset", "device", "memory"];
+
+fn parse_bool(v: &str) -> Option<bool> {
+    match v.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "yes" | "on" => Some(true),
+        "0" | "false" | "no" | "off" | "" => Some(false),
+        _ => None,
+    }
+}
+
+impl Opts {
+    /// Reads the settings from a list of (name, value) pairs (the environment).
+    pub fn from_vars<I: IntoIterator<Item = (String, String)>>(vars: I) -> Opts {
+        let mut o = Opts::default();
+        for (k, v) in vars {
+            if !k.starts_with(protocol::SETTING_PREFIX) {
+                let launcher = protocol::RANK_VARS.contains(&k.as_str())
+                    || protocol::LOCAL_RANK_VARS.contains(&k.as_str());
+                if launcher {
+                    o.raw.push((k, v));
+                }
+                continue;
+            }
+            o.raw.push((k.clone(), v.clone()));
+            let mut bad = |what: &str| {
+                o.warnings
+                    .push(format!("{k}={v:?} ignored (expected {what})"))
+            };
+            match k.as_str() {
+                set::MODE => match v.trim().to_ascii_lowercase().as_str() {
+                    "trace" | "" => o.mode = Mode::Trace,
+                    "dormant" => o.mode = Mode::Dormant,
+                    "off" | "0" => o.mode = Mode::Off,
+                    _ => bad("trace, dormant or off"),
+                },
+                set::DIR => {
+                    if v.is_empty() {
+                        bad("a directory")
+                    } else {
+                        o.dir = PathBuf::from(v)
+                    }
+                }
+                set::CUPTI => {
+                    if !v.is_empty() {
+                        o.cupti = Some(PathBuf::from(v))
+                    }
+                }
+                set::BUFFER_KB => match v.trim().parse::<usize>() {
+                    Ok(n) if (64..=262_144).contains(&n) => o.buffer_bytes = n << 10,
+                    _ => bad("a size in KiB between 64 and 262144"),
+                },
+                set::BUFFER_POOL_MB => match v.trim().parse::<usize>() {
+                    Ok(n) if (1..=65_536).contains(&n) => o.pool_bytes = n << 20,
+                    _ => bad("a size in MiB between 1 and 65536"),
+                },
+                set::FLUSH_MS => match v.trim().parse::<u64>() {
+                    Ok(n) if (10..=1000).contains(&n) => o.flush_ms = n,
+                    _ => bad("milliseconds between 10 and 1000"),
+                },
+                set::EXIT_WAIT_MS => match v.trim().parse::<u64>() {
+                    Ok(n) if n <= 60_000 => o.exit_wait_ms = n,
+                    _ => bad("milliseconds up to 60000"),
+                },
+                set::DRIVER_API => match parse_bool(&v) {
+                    Some(b) => o.driver_api = b,
+                    None => bad("0 or 1"),
+                },
+                set::ACTIVITY => {
+                    let names: Vec<String> = v
+                        .split(',')
+                        .map(|s| s.trim().to_ascii_lowercase())
+                        .filter(|s| !s.is_empty())
+                        .collect();
+                    if names.iter().all(|n| ACTIVITY_NAMES.contains(&n.as_str()))
+                        && names.iter().any(|n| n == "kernel")
+                    {
+                        o.activity = names;
+                    } else {
+                        bad("a comma-separated list of kernel, memcpy, memset, sync, device, memory that includes kernel")
+                    }
+                }
+                set::HOOKS => match parse_bool(&v) {
+                    Some(b) => o.hooks = b,
+                    None => bad("0 or 1"),
+                },
+                set::API => match (parse_bool(&v), v.trim()) {
+                    (Some(b), _) => {
+                        o.runtime_api = b;
+                        o.api_activity = false;
+                    }
+                    (None, "callback" | "callbacks") => {
+                        o.runtime_api = true;
+                        o.api_activity = false;
+                    }
+                    (None, "activity") => {
+                        o.runtime_api = false;
+                        o.api_activity = true;
+                    }
+                    _ => bad("0, 1, callbacks or activity"),
+                },
+                set::PER_THREAD_BUFFERS => match parse_bool(&v) {
+                    Some(b) => o.per_thread_buffers = b,
+                    None => bad("0 or 1"),
+                },
+                set::COMPRESS => match parse_bool(&v) {
+                    Some(b) => o.compress = b,
+                    None => bad("0 or 1"),
+                },
+                set::ZEROED_BUFFERS => match parse_bool(&v) {
+                    Some(b) => o.zeroed_buffers = b,
+                    None => bad("0 or 1"),
+                },
+                set::DEVICE_BUFFER_MB => match v.trim().parse::<usize>() {
+                    Ok(n) if (1..=4096).contains(&n) => o.device_buffer_mb = Some(n),
+                    _ => bad("a size in MiB between 1 and 4096"),
+                },
+                set::CUPTI_FLUSH_MS => match v.trim().parse::<u64>() {
+                    Ok(n) if n <= 10_000 => o.cupti_flush_ms = Some(n),
+                    _ => bad("milliseconds up to 10000 (0: CUPTI's own policy)"),
+                },
+                set::DEBUG => match parse_bool(&v) {
+                    Some(b) => o.debug = b,
+                    None => bad("0 or 1"),
+                },
+                set::SIGNAL => match v.trim().trim_start_matches("SIG") {
+                    "" => {}
+                    "USR1" | "USR2" => o.signal = Some(v.trim().to_string()),
+                    _ => bad("SIGUSR1 or SIGUSR2"),
+                },
+                set::START_AFTER => match protocol::parse_duration(&v) {
+                    Ok(d) => o.start_after = Some(d),
+                    Err(_) => bad("a duration such as 30s, from 1ms to 24h"),
+                },
+                set::DURATION => match protocol::parse_duration(&v) {
+                    Ok(d) => o.duration = Some(d),
+                    Err(_) => bad("a duration such as 10s, from 1ms to 24h"),
+                },
+                set::NVML => match v.trim() {
+                    "" => o.nvml = NvmlLib::Default,
+                    t if parse_bool(t) == Some(false) => o.nvml = NvmlLib::Off,
+                    t => o.nvml = NvmlLib::Path(PathBuf::from(t)),
+                },
+                set::NVML_MS => match v.trim().parse::<u64>() {
+                    Ok(n) if n == 0 || (10..=60_000).contains(&n) => o.nvml_ms = n,
+                    _ => bad("0 (off) or milliseconds between 10 and 60000"),
+                },
+                set::RANK => {
+                    if v.trim().parse::<u32>().is_err() {
+                        bad("a whole number")
+                    }
+                }
+                // Read by the `gputrace` command or the project's tests, not here.
+                name if protocol::setting(name).is_some() => {}
+                _ => o.warnings.push(format!("{k} unknown, ignored")),
+            }
+        }
+        o.rank = protocol::rank_from(&o.raw, protocol::RANK_VARS).map(|(r, k)| (r, k.into()));
+        o.local_rank =
+            protocol::rank_from(&o.raw, protocol::LOCAL_RANK_VARS).map(|(r, k)| (r, k.into()));
+        if o.pool_bytes < o.buffer_bytes {
+            o.warnings.push(format!(
+                "{} below one buffer, using {} MiB",
+                set::BUFFER_POOL_MB,
+                o.buffer_bytes >> 20
+            ));
+            o.pool_bytes = o.buffer_bytes;
+        }
+        o
+    }
+
+    /// Everything wrong with the settings, as one line (`None` when all is well).
+    pub fn warning(&self) -> Option<String> {
+        (!self.warnings.is_empty()).then(|| format!("settings: {}", self.warnings.join("; ")))
+    }
+
+    pub fn from_env() -> Opts {
+        Opts::from_vars(
+            std::env::vars_os()
+                .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?))),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn o(pairs: &[(&str, &str)]) -> Opts {
+        Opts::from_vars(pairs.iter().map(|(a, b)| (a.to_string(), b.to_string())))
+    }
+
+    #[test]
+    fn defaults() {
+        let d = o(&[]);
+        assert_eq!(d.mode, Mode::Trace);
+        assert_eq!(d.dir, PathBuf::from("gputrace-traces"));
+        assert!(d.warnings.is_empty());
+    }
+
+    #[test]
+    fn good_values() {
+        let d = o(&[
+            ("GPUTRACE_MODE", "dormant"),
+            ("GPUTRACE_DIR", "/tmp/x"),
+            ("GPUTRACE_BUFFER_KB", "1024"),
+            ("GPUTRACE_FLUSH_MS", "100"),
+            ("GPUTRACE_DRIVER_API", "1"),
+            ("GPUTRACE_ACTIVITY", "kernel, memcpy"),
+        ]);
+        assert_eq!(d.activity, vec!["kernel", "memcpy"]);
+        assert_eq!(d.mode, Mode::Dormant);
+        assert_eq!(d.dir, PathBuf::from("/tmp/x"));
+        assert_eq!(d.buffer_bytes, 1 << 20);
+        assert_eq!(d.flush_ms, 100);
+        assert!(d.driver_api);
+        assert!(d.warnings.is_empty(), "{:?}", d.warnings);
+    }
+
+    #[test]
+    fn cupti_tuning_values() {
+        let d = o(&[
+            ("GPUTRACE_API", "activity"),
+            ("GPUTRACE_PER_THREAD_BUFFERS", "1"),
+            ("GPUTRACE_DEVICE_BUFFER_MB", "64"),
+            ("GPUTRACE_ZEROED_BUFFERS", "0"),
+            ("GPUTRACE_CUPTI_FLUSH_MS", "0"),
+        ]);
+        assert!(d.api_activity && !d.runtime_api);
+        assert!(d.per_thread_buffers && !d.zeroed_buffers);
+        assert_eq!(d.device_buffer_mb, Some(64));
+        assert_eq!(d.cupti_flush_ms, Some(0));
+        assert!(d.warnings.is_empty(), "{:?}", d.warnings);
+        let d = o(&[
+            ("GPUTRACE_API", "sometimes"),
+            ("GPUTRACE_DEVICE_BUFFER_MB", "0"),
+        ]);
+        assert!(d.runtime_api && !d.api_activity);
+        assert_eq!(d.device_buffer_mb, None);
+        assert_eq!(d.warnings.len(), 2);
+    }
+
+    #[test]
+    fn nvml_settings() {
+        let d = o(&[]);
+        assert_eq!((d.nvml.clone(), d.nvml_ms), (NvmlLib::Default, 100));
+        let d = o(&[
+            ("GPUTRACE_NVML", "/opt/libnvidia-ml.so.1"),
+            ("GPUTRACE_NVML_MS", "0"),
+        ]);
+        assert_eq!(
+            d.nvml,
+            NvmlLib::Path(PathBuf::from("/opt/libnvidia-ml.so.1"))
+        );
+        assert_eq!(d.nvml_ms, 0);
+        let d = o(&[("GPUTRACE_NVML", "off"), ("GPUTRACE_NVML_MS", "5")]);
+        assert_eq!(d.nvml, NvmlLib::Off);
+        assert_eq!(d.nvml_ms, 100);
+        assert_eq!(d.warnings.len(), 1, "{:?}", d.warnings);
+    }
+
+    #[test]
+    fn bad_values_warn_and_keep_defaults() {
+        let d = o(&[
+            ("GPUTRACE_MODE", "sometimes"),
+            ("GPUTRACE_BUFFER_KB", "-5"),
+            ("GPUTRACE_FLUSH_MS", "100000"),
+            ("GPUTRACE_DEBUG", "maybe"),
+            ("GPUTRACE_FROB", "1"),
+            ("GPUTRACE_ACTIVITY", "memcpy"),
+        ]);
+        assert_eq!(d.activity.len(), DEFAULT_ACTIVITY.len());
+        assert_eq!(d.mode, Mode::Trace);
+        assert_eq!(d.buffer_bytes, Opts::default().buffer_bytes);
+        assert_eq!(d.flush_ms, Opts::default().flush_ms);
+        assert!(!d.debug);
+        assert_eq!(d.warnings.len(), 6, "{:?}", d.warnings);
+    }
+
+    #[test]
+    fn many_bad_settings_make_one_line() {
+        let d = o(&[
+            ("GPUTRACE_MODE", "sometimes"),
+            ("GPUTRACE_BUFFER_KB", "4096"),
+            ("GPUTRACE_BUFFER_POOL_MB", "1"),
+            ("GPUTRACE_FROB", "1"),
+        ]);
+        let line = d.warning().unwrap();
+        assert!(!line.contains('\n'));
+        for k in ["GPUTRACE_MODE", "GPUTRACE_BUFFER_POOL_MB", "GPUTRACE_FROB"] {
+            assert!(line.contains(k), "{k} not in {line}");
+        }
+        assert!(!line.contains("GPUTRACE_BUFFER_KB"), "{line}");
+        assert_eq!(o(&[]).warning(), None);
+    }
+
+    #[test]
+    fn every_setting_of_the_table_is_known_here() {
+        // The library reads its own settings and stays quiet about the others' (the
+        // command's, the tests'); a name outside the table is the only unknown one.
+        for s in protocol::SETTINGS {
+            let value = match s.name {
+                set::MODE => "trace",
+                set::DIR | set::CUPTI | set::LIB => "/x",
+                set::ACTIVITY => "kernel",
+                set::SIGNAL => "SIGUSR1",
+                set::START_AFTER | set::DURATION => "10s",
+                set::BUFFER_KB => "1024",
+                set::DEVICE_BUFFER_MB | set::BUFFER_POOL_MB | set::RANK => "64",
+                set::FLUSH_MS | set::CUPTI_FLUSH_MS | set::EXIT_WAIT_MS | set::NVML_MS => "100",
+                _ => "1",
+            };
+            let d = o(&[(s.name, value)]);
+            assert!(
+                d.warnings.is_empty(),
+                "{}={value}: {:?}",
+                s.name,
+                d.warnings
+            );
+            assert_eq!(d.raw, vec![(s.name.to_string(), value.to_string())]);
+        }
+    }
+
+    #[test]
+    fn ranks_come_from_the_launchers_variables() {
+        let d = o(&[
+            ("PATH", "/bin"),
+            ("RANK", "5"),
+            ("LOCAL_RANK", "1"),
+            ("SLURM_PROCID", "9"),
+        ]);
+        assert_eq!(d.rank, Some((5, "RANK".into())));
+        assert_eq!(d.local_rank, Some((1, "LOCAL_RANK".into())));
+        assert!(d.warnings.is_empty());
+        // Recorded for the trace, the unrelated PATH not.
+        assert_eq!(d.raw.len(), 3, "{:?}", d.raw);
+        assert!(!d.raw.iter().any(|(k, _)| k == "PATH"));
+        let d = o(&[("RANK", "5"), ("GPUTRACE_RANK", "2")]);
+        assert_eq!(d.rank, Some((2, "GPUTRACE_RANK".into())));
+        let d = o(&[("GPUTRACE_RANK", "first"), ("OMPI_COMM_WORLD_RANK", "3")]);
+        assert_eq!(d.rank, Some((3, "OMPI_COMM_WORLD_RANK".into())));
+        assert_eq!(d.warnings.len(), 1, "{:?}", d.warnings);
+        assert_eq!(o(&[("PMI_RANK", "x")]).rank, None);
+    }
+}

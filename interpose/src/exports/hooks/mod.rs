@@ -1,0 +1,266 @@
+//! Symbol hooks: libgputrace.so exports CUDA runtime, NCCL and NVTX entry points of its
+//! own. Preloaded, it comes first in the global symbol scope, so a program's (or a
+//! Python extension's) calls land here; each hook notes the call in the thread's ring
+//! and forwards to the real function, returning its result and errno untouched.
+//!
+//! What is hooked, and why:
+//! * NCCL (`nccl.rs`): CUPTI never sees NCCL's API. Every collective and point-to-point
+//!   call is recorded with its op, count, bytes, datatype, reduction, root or peer,
+//!   stream, and its communicator's cross-rank id, rank, size and sequence number
+//!   (`comms.rs`); communicator creation and destruction are recorded too.
+//! * Copies (`cudart.rs`): cudaMemcpy, cudaMemcpyAsync, 2D and peer variants. Each gets
+//!   its host memory classified pinned / pageable by the pinned-memory registry
+//!   (`pinned.rs`), kept from cudaHostAlloc / cudaMallocHost / cudaHostRegister and
+//!   their frees, which works whether or not CUPTI is on.
+//! * Syncs, memsets and launches (`cudart.rs`): cudaStream/Device/EventSynchronize,
+//!   cudaStreamWaitEvent, cudaMemset(Async), `__cudaLaunchKernel`,
+//!   cudaLaunchKernelExC, cudaLaunchKernel, cudaGraphLaunch: a cheap host-side signal.
+//! * NVTX (`nvtx.rs`): libgputrace is the NVTX injection library (the constructor sets
+//!   `NVTX_INJECTION64_PATH` to it unless a tool already did; `gputrace run` sets it
+//!   too); ranges and marks are recorded with (up to 40 bytes of) their text.
+//!
+//! # Double recording
+//! CUPTI's runtime API callbacks (session/cupti) already record an `Api` event for the
+//! copies, syncs, memsets and launches above while they are on. The policy:
+//! * While CUPTI's runtime callbacks are on (state TRACING and the collector subscribed,
+//!   see `state::note_cupti_callbacks`), sync / memset / launch hooks record nothing: they
+//!   pass straight through. Copy hooks record a `HostCopy` flagged
+//!   `HOSTCOPY_FLAG_CUPTI_API`: it adds only the host memory classification, and the
+//!   analyzer attaches it to the `Api` event of the same thread whose interval lies
+//!   inside it, never counting the call twice.
+//! * Otherwise (no CUPTI, CUPTI failed, the program's own profiler made us step aside:
+//!   state BLIND, or `GPUTRACE_API=0`) the hooks record the whole call: `HostCopy`
+//!   without the flag, `HostCall` for the rest.
+//!
+//! The decision is taken at the call's entry, so a call that straddles a change records
+//! at worst a duplicate, never a hole.
+//!
+//! # Driver entry points
+//! `cuGetProcAddress` / `cudaGetDriverEntryPoint(ByVersion)` are not hooked. cuBLAS,
+//! cuDNN, the CUDA runtime itself and PyTorch's own driver calls reach the driver through
+//! them, so hooking them would mean handing out wrapped function pointers for hundreds
+//! of driver functions. The GPU side of that work is already complete in CUPTI's
+//! CONCURRENT_KERNEL / MEMCPY / MEMSET activity (it sees every kernel, cuBLAS's
+//! included) and `GPUTRACE_DRIVER_API=1` adds the driver launch calls' host side through
+//! CUPTI callbacks. A pinned allocation made through the driver (cuMemHostAlloc, e.g.
+//! by XLA) is invisible to the registry; CUPTI's memcpy records still classify those
+//! copies correctly, and the analyzer prefers CUPTI's classification where it has one.
+//!
+//! # Finding the real function
+//! See `resolve.rs`: RTLD_NEXT, then the loaded library by soname (RTLD_NOLOAD: how
+//! Python extensions' RTLD_LOCAL libraries are reached), then any loaded object of that
+//! family; never our own definition; retried while missing whenever the set of loaded
+//! objects changed; missing, the hook returns the API's "cannot initialise" error
+//! (cudaErrorInitializationError, ncclSystemError) and says so once.
+//!
+//! # Cost
+//! Not tracing: one relaxed load of the state (plus the cached real-function pointer):
+//! about 1 ns over the call. Tracing: two time stamps (`rdtsc` where the kernel trusts
+//! the TSC, see `base/tsc.rs`), three thread-local lookups, errno saved and restored, one
+//! 64-byte ring record: 36-40 ns over the call on the 2-core CPU box, 57-73 ns on the
+//! GPU host's slower CPU (bench/cpu-hooks.md).
+
+pub mod comms;
+pub mod cudart;
+pub mod nccl;
+pub mod nvtx;
+pub mod pinned;
+pub mod resolve;
+
+use crate::base::ffi::{errno, guarded, set_errno};
+use crate::base::state::cupti_sees_runtime_calls;
+use crate::base::{internal, state, tsc};
+use std::cell::Cell;
+
+/// Is a record pushed now kept? (TRACING, or BLIND: CUPTI blind, hooks still on.)
+#[inline]
+pub(crate) fn recording() -> bool {
+    let s = state::get();
+    s == state::TRACING || s == state::BLIND
+}
+
+/// Should a hook time the call it is about to make? IDLE counts: the call may be the
+/// one that initialises CUDA (and starts tracing), and it is recorded if so.
+#[inline(always)]
+pub(crate) fn may_record(s: u8) -> bool {
+    // IDLE = 0, TRACING = 1, BLIND = 2: one compare when not tracing.
+    s <= state::BLIND && state::hooks_enabled()
+}
+
+/// Should hooks keep the registries (pinned memory, communicators) up to date? Yes in
+/// every state but DISABLED, so a window opened later classifies correctly.
+#[inline]
+pub(crate) fn keep_registries() -> bool {
+    state::get() != state::DISABLED && state::hooks_enabled()
+}
+
+/// The hooks' per-thread state, in one thread-local block (a TLS lookup in a shared
+/// object is a call; a traced hook makes this one and the ring's).
+struct HookTls {
+    /// Inside one of our hooks.
+    in_hook: Cell<bool>,
+    /// The kernel thread id, cached (0 = not yet read).
+    tid: Cell<u32>,
+}
+
+thread_local! {
+    static HOOK_TLS: HookTls = const {
+        HookTls {
+            in_hook: Cell::new(false),
+            tid: Cell::new(0),
+        }
+    };
+}
+
+/// The calling thread is inside one of our hooks: hooked calls the real function makes
+/// in turn (NCCL's own ncclGroupStart, say) pass straight through.
+pub(crate) struct Scope {
+    tls: *const HookTls,
+}
+
+impl Scope {
+    /// None on the tracer's own threads, inside another hook, or during TLS teardown.
+    #[inline]
+    pub(crate) fn enter() -> Option<Scope> {
+        if internal::is_internal() {
+            return None;
+        }
+        HOOK_TLS
+            .try_with(|t| {
+                // Lazily: a Scope made and dropped here would clear the outer hook's flag.
+                (!t.in_hook.replace(true)).then(|| Scope {
+                    tls: t as *const HookTls,
+                })
+            })
+            .ok()
+            .flatten()
+    }
+
+    /// The calling thread's kernel id.
+    #[inline]
+    pub(crate) fn tid(&self) -> u32 {
+        // SAFETY: `tls` is this thread's HookTls (a Scope never leaves its thread: the
+        // raw pointer makes it !Send), which lives as long as the thread.
+        let t = unsafe { &*self.tls };
+        let v = t.tid.get();
+        if v != 0 {
+            return v;
+        }
+        // SAFETY: gettid has no preconditions.
+        let v = unsafe { libc::syscall(libc::SYS_gettid) } as u32;
+        t.tid.set(v);
+        v
+    }
+}
+
+impl Drop for Scope {
+    #[inline]
+    fn drop(&mut self) {
+        // SAFETY: as in `tid`.
+        unsafe { (*self.tls).in_hook.set(false) };
+    }
+}
+
+/// What a hook knew when the call began.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Entry {
+    /// CUPTI's callbacks record this call too.
+    pub cupti: bool,
+    /// Entry stamp (see base/tsc.rs: TSC or CLOCK_REALTIME; the writer converts).
+    pub t0: u64,
+    pub tid: u32,
+}
+
+/// Runs a hook: times `call` (the real function, with the caller's arguments) when
+/// tracing, then hands (entry, end time, result) to `record`. `quiet_under_cupti`: the
+/// call is one CUPTI's callbacks record in full, so nothing is done while they are on.
+/// The result and errno the caller sees are the real function's.
+#[inline(always)]
+pub(crate) fn run<R: Copy>(
+    quiet_under_cupti: bool,
+    call: impl FnOnce() -> R,
+    record: impl FnOnce(&Entry, u64, R),
+) -> R {
+    let s = state::get();
+    if !may_record(s) {
+        return call();
+    }
+    let cupti = cupti_sees_runtime_calls(s);
+    if quiet_under_cupti && cupti {
+        return call();
+    }
+    let Some(scope) = Scope::enter() else {
+        return call();
+    };
+    let t0 = tsc::stamp();
+    let r = call();
+    let t1 = tsc::stamp();
+    let saved = errno();
+    if recording() {
+        let tid = scope.tid();
+        guarded(|| record(&Entry { cupti, t0, tid }, t1, r));
+    }
+    drop(scope);
+    set_errno(saved);
+    r
+}
+
+/// In a forked child: the hooks' per-thread state of the forking thread, and the
+/// registries another parent thread may have been changing, start clean.
+pub fn after_fork() {
+    let _ = HOOK_TLS.try_with(|t| {
+        t.in_hook.set(false);
+        // The forking thread is a new thread in the child.
+        t.tid.set(0);
+    });
+    pinned::after_fork();
+    comms::after_fork();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gate_is_one_compare_over_the_states() {
+        assert!(may_record(state::IDLE));
+        assert!(may_record(state::TRACING));
+        assert!(may_record(state::BLIND));
+        for s in [state::DORMANT, state::STOPPED, state::DISABLED] {
+            assert!(!may_record(s), "state {s}");
+        }
+    }
+
+    #[test]
+    fn cupti_policy_follows_state_and_subscription() {
+        use crate::base::state::note_cupti_callbacks;
+        note_cupti_callbacks(true);
+        assert!(cupti_sees_runtime_calls(state::TRACING));
+        // Stepped aside for the program's profiler: our callbacks are gone.
+        assert!(!cupti_sees_runtime_calls(state::BLIND));
+        assert!(!cupti_sees_runtime_calls(state::IDLE));
+        note_cupti_callbacks(false);
+        assert!(!cupti_sees_runtime_calls(state::TRACING));
+    }
+
+    #[test]
+    fn scopes_do_not_nest() {
+        let a = Scope::enter();
+        assert!(a.is_some());
+        assert!(
+            Scope::enter().is_none(),
+            "a hook inside a hook passes through"
+        );
+        assert!(
+            Scope::enter().is_none(),
+            "and the outer hook's scope is intact"
+        );
+        drop(a);
+        assert!(Scope::enter().is_some());
+        let _g = internal::Internal::enter();
+        assert!(
+            Scope::enter().is_none(),
+            "the tracer's own calls pass through"
+        );
+    }
+}

@@ -1,0 +1,189 @@
+//! The runtime layer: the process's tracing life. Start-up, CUDA initialisation, trace
+//! windows, stepping aside for the program's own CUPTI use, fork, exec and exit. It is
+//! called by the entry points (`exports`) and drives the sessions and the writer.
+//!
+//! The constructor reads the settings and makes sure the CUDA driver will call us back
+//! when the process initialises CUDA (`CUDA_INJECTION64_PATH` names this library; the
+//! driver loads it and calls `InitializeInjection` inside `cuInit`, before any context
+//! exists). Nothing else happens until then, so a process that never uses CUDA (a
+//! shell, nvidia-smi, a DataLoader worker) writes no trace at all.
+//!
+//! * `settings.rs`: the settings, read once;
+//! * `trace.rs`: opening a trace (file, writer, sessions) and finishing it;
+//! * `window.rs`: a trace window of a dormant process, and NVTX step counting;
+//! * `control.rs`: what opens windows (the control socket, a signal, a timer);
+//! * `blind.rs`: stepping aside while the program uses CUPTI itself.
+
+pub mod blind;
+pub mod control;
+pub mod settings;
+pub mod trace;
+pub mod window;
+
+use crate::base::opts::Mode;
+use crate::base::{clock, discover, ffi::entry, internal, log, state, tsc};
+use crate::session::cupti;
+use crate::{rings, writer};
+use gputrace_format::protocol;
+use settings::opts;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Runs from the library constructor. Returns whether the library is on at all (the
+/// fork handler is wanted).
+pub fn on_load() -> bool {
+    let o = opts();
+    log::set_debug(o.debug);
+    // One line, however many settings are wrong: it is printed by every process.
+    if let Some(w) = o.warning() {
+        log::warn(&w);
+    }
+    if o.mode == Mode::Off {
+        state::set(state::DISABLED);
+        return false;
+    }
+    log::debug(&format!("loaded into pid {}: {:?}", std::process::id(), o));
+    if !o.hooks {
+        state::disable_hooks();
+    }
+    ensure_injection_path();
+    if o.hooks {
+        // The hooks' clock is chosen now, while the process has one thread.
+        tsc::init();
+        ensure_nvtx_injection_path();
+    }
+    true
+}
+
+/// This library's own file.
+fn own_path() -> Option<std::path::PathBuf> {
+    discover::object_path_of(on_load as *const libc::c_void)
+}
+
+/// Points CUDA_INJECTION64_PATH at this library unless something else already owns it.
+fn ensure_injection_path() {
+    let me = own_path();
+    match std::env::var_os(protocol::CUDA_INJECTION_VAR) {
+        Some(v) => {
+            let same = me
+                .as_ref()
+                .map(|m| std::fs::canonicalize(&v).ok().as_ref() == Some(m))
+                .unwrap_or(false);
+            if !same {
+                log::warn(&format!(
+                    "{} is already set to {v:?} (another tool?): not tracing this process",
+                    protocol::CUDA_INJECTION_VAR
+                ));
+                state::set(state::DISABLED);
+            }
+        }
+        None => match me {
+            // The constructor runs before the program's main, while the process has one
+            // thread, so changing the environment here races with nobody.
+            Some(p) => std::env::set_var(protocol::CUDA_INJECTION_VAR, p),
+            None => {
+                log::warn("cannot find this library's own path: not tracing");
+                state::set(state::DISABLED);
+            }
+        },
+    }
+}
+
+/// Points NVTX_INJECTION64_PATH at this library (the NVTX hooks, exports/hooks/nvtx.rs)
+/// unless a tool (Nsight Systems, say) already owns it.
+fn ensure_nvtx_injection_path() {
+    if std::env::var_os(protocol::NVTX_INJECTION_VAR).is_some() {
+        log::debug(&format!(
+            "{} is set already: NVTX ranges go to that tool",
+            protocol::NVTX_INJECTION_VAR
+        ));
+        return;
+    }
+    if let Some(p) = own_path() {
+        // The constructor runs while the process has one thread: nobody reads the
+        // environment concurrently.
+        std::env::set_var(protocol::NVTX_INJECTION_VAR, p);
+    }
+}
+
+/// Called by the CUDA driver inside cuInit (through CUDA_INJECTION64_PATH).
+pub fn on_cuda_init() -> bool {
+    let o = opts();
+    if o.mode == Mode::Dormant || o.start_after.is_some() || o.duration.is_some() {
+        if state::advance(state::IDLE, state::DORMANT) {
+            register_exit_handler();
+            control::start_dormant(o);
+            log::debug("dormant: waiting for `gputrace attach`, a signal or a timer");
+        }
+        return true;
+    }
+    if !state::advance(state::IDLE, state::STOPPED) {
+        // Already started (a second cuInit) or disabled: nothing to do.
+        return true;
+    }
+    let _g = internal::Internal::enter();
+    match trace::start_tracing("injection", None) {
+        Ok(_) => {
+            register_exit_handler();
+            true
+        }
+        Err(e) => {
+            state::set(state::DISABLED);
+            log::warn(&format!("{e}; this process runs on untraced"));
+            false
+        }
+    }
+}
+
+/// Registered at CUDA initialisation, after the CUDA runtime registered its own
+/// teardown, so ours runs first at exit, while CUDA is still up.
+fn register_exit_handler() {
+    static DONE: AtomicBool = AtomicBool::new(false);
+    if !DONE.swap(true, Ordering::AcqRel) {
+        // SAFETY: a plain function pointer.
+        unsafe { libc::atexit(at_exit) };
+    }
+}
+
+extern "C" fn at_exit() {
+    entry!({
+        trace::finish();
+        control::remove_socket();
+    })
+}
+
+/// Before the process replaces its image (the exec hooks): the new image runs no exit
+/// handler of ours, so the trace is finished now, and the control socket's file goes.
+pub fn before_exec() {
+    // The socket's file goes with the image (a vfork child, another pid, leaves its
+    // parent's alone).
+    control::before_exec();
+    // A vfork child (Python's subprocess uses vfork) shares our memory and has run no
+    // fork handler: finishing "its" trace would switch the parent's tracing off. Only
+    // the traced process itself finishes its trace.
+    // SAFETY: getpid has no preconditions (glibc does not cache it).
+    if unsafe { libc::getpid() } as u32 == trace::traced_pid() {
+        trace::finish();
+    }
+}
+
+/// The exec returned: it failed, and this image runs on.
+pub fn after_failed_exec() {
+    control::after_failed_exec();
+}
+
+/// In a forked child: it has one thread and none of the parent's: no writer, no rings
+/// worth draining, no usable CUPTI session, no control socket. It starts clean; if it
+/// initialises CUDA itself, the driver calls us again and it gets a trace of its own.
+pub fn after_fork() {
+    clock::reset_tid_after_fork();
+    state::note_cupti_callbacks(false);
+    rings::reset_after_fork();
+    cupti::forget_after_fork();
+    writer::forget_after_fork();
+    crate::session::env::forget_after_fork();
+    control::forget_after_fork();
+    let s = state::get();
+    if s != state::DISABLED {
+        state::set(state::IDLE);
+    }
+}

@@ -1,0 +1,71 @@
+//! The CUPTI callback for the API calls we enabled (`base::apis`): the entry stamp on
+//! ENTER, one ring record on EXIT. It runs on the program's thread inside every such
+//! call, so it does as little as it can: no allocation, no lock.
+
+use crate::base::ffi::entry;
+use crate::base::{apis, clock, internal, state, tsc};
+use crate::rings::{self, HostRecord, REC_API};
+use cupti_sys as sys;
+use gputrace_format::{DOMAIN_DRIVER, DOMAIN_RUNTIME};
+use std::ffi::c_void;
+
+/// Subscribed with `cuptiSubscribe`; CUPTI calls it at ENTER and EXIT of each enabled
+/// API call.
+///
+/// # Safety
+/// Called by CUPTI with a `CUpti_CallbackData` for the runtime and driver domains.
+pub unsafe extern "C" fn api_callback(
+    _userdata: *mut c_void,
+    domain: sys::CUpti_CallbackDomain,
+    cbid: sys::CUpti_CallbackId,
+    data: *const c_void,
+) {
+    entry!({
+        if !state::is_tracing() || data.is_null() || internal::is_internal() {
+            return;
+        }
+        // SAFETY: for the runtime and driver domains CUPTI passes a CUpti_CallbackData,
+        // valid for the duration of the callback.
+        let d = unsafe { &*(data as *const sys::CUpti_CallbackData) };
+        if d.correlationData.is_null() {
+            return;
+        }
+        // Hook stamps (TSC where the kernel trusts it, else CLOCK_REALTIME; the writer
+        // converts them), the cheaper clock on the program's launch path.
+        if d.callbackSite == sys::CUpti_ApiCallbackSite_CUPTI_API_ENTER {
+            // SAFETY: correlationData is a per-call u64 slot CUPTI keeps from ENTER to EXIT.
+            unsafe { *d.correlationData = tsc::stamp() };
+            return;
+        }
+        let end = tsc::stamp();
+        // SAFETY: as above; written by our ENTER callback of the same call.
+        let start = unsafe { *d.correlationData };
+        let dom = if domain == sys::CUpti_CallbackDomain_CUPTI_CB_DOMAIN_DRIVER_API {
+            DOMAIN_DRIVER
+        } else {
+            DOMAIN_RUNTIME
+        };
+        let (bytes, arg) = match apis::find(dom, cbid) {
+            // SAFETY: functionParams is the parameter struct of exactly this call.
+            Some(info) => unsafe { apis::extract(info, d.functionParams as *const u8) },
+            None => (0, 0),
+        };
+        let result = if d.functionReturnValue.is_null() {
+            0
+        } else {
+            // SAFETY: at EXIT, functionReturnValue points to the call's return code.
+            unsafe { *(d.functionReturnValue as *const i32) as u32 as u64 }
+        };
+        // Laid out as rings::record says for API records.
+        rings::push(&HostRecord {
+            kind: REC_API,
+            a: dom as u16,
+            b: cbid,
+            tid: clock::tid(),
+            corr: d.correlationId,
+            t0: start,
+            t1: end,
+            x: [bytes, arg, result, 0],
+        });
+    })
+}

@@ -1,0 +1,172 @@
+//! The environment session: while a trace is open, a thread of its own writes the
+//! facts once (versions, limits, modes: `gputrace_env::facts`) and samples NVML every
+//! `GPUTRACE_NVML_MS` (clocks, throttle reasons, power, PCIe, the processes on the
+//! GPU: `gputrace_env::sampler`), first when the trace opens and last when it closes.
+//! Nothing runs while dormant. NVML is initialised when the session starts and shut
+//! down when it ends; a missing or refusing NVML gives one `nvml` fact saying why, and
+//! the trace goes on without samples.
+//!
+//! The session hands its items to the writer through one queue, drained on the writer
+//! thread by [`EnvSource`], which interns their strings.
+
+use crate::base::internal::mark_thread_internal;
+use crate::base::log;
+use crate::base::opts::{NvmlLib, Opts};
+use crate::writer::{Sink, Source};
+use gputrace_env::sampler::{self, Item, Sampler};
+use gputrace_env::{Nvml, NvmlError};
+use gputrace_format::Event;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+static QUEUE: Mutex<Vec<Item>> = Mutex::new(Vec::new());
+/// Set to ask the thread to take its last sample and end.
+static STOP: Mutex<bool> = Mutex::new(false);
+static STOP_CV: Condvar = Condvar::new();
+static RUNNING: AtomicBool = AtomicBool::new(false);
+static DONE: Mutex<bool> = Mutex::new(true);
+static DONE_CV: Condvar = Condvar::new();
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Starts the session for a trace that just opened (after the writer started).
+pub fn start(o: &Opts) {
+    if RUNNING.swap(true, Ordering::AcqRel) {
+        // The previous window's thread is still in an NVML call: this window goes
+        // without environment data rather than with two samplers.
+        log::debug("environment sampler still busy from the last window; not sampling");
+        return;
+    }
+    lock(&QUEUE).clear();
+    *lock(&STOP) = false;
+    *lock(&DONE) = false;
+    let lib = o.nvml.clone();
+    let period = Duration::from_millis(o.nvml_ms);
+    let spawned = std::thread::Builder::new()
+        .name("gputrace-env".into())
+        .spawn(move || {
+            mark_thread_internal();
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(&lib, period)));
+            if r.is_err() {
+                log::warn("internal error in the environment sampler; NVML sampling off");
+            }
+            RUNNING.store(false, Ordering::Release);
+            *lock(&DONE) = true;
+            DONE_CV.notify_all();
+        });
+    if spawned.is_err() {
+        RUNNING.store(false, Ordering::Release);
+        *lock(&DONE) = true;
+    }
+}
+
+/// Ends the session: the thread takes its last sample and ends. Waits at most
+/// `wait` for it (an NVML call may be slow), so the writer's last pass has it.
+pub fn stop(wait: Duration) {
+    if !RUNNING.load(Ordering::Acquire) {
+        return;
+    }
+    *lock(&STOP) = true;
+    STOP_CV.notify_all();
+    let deadline = Instant::now() + wait;
+    let mut done = lock(&DONE);
+    while !*done {
+        let now = Instant::now();
+        if now >= deadline {
+            log::debug("environment sampler did not end in time; its last sample is lost");
+            return;
+        }
+        done = DONE_CV
+            .wait_timeout(done, deadline - now)
+            .map(|(g, _)| g)
+            .unwrap_or_else(|e| e.into_inner().0);
+    }
+}
+
+/// The session's queue as the writer drains it.
+pub struct EnvSource;
+
+impl Source for EnvSource {
+    fn drain(&mut self, out: &mut Sink<'_>) {
+        let items = std::mem::take(&mut *lock(&QUEUE));
+        let Sink { names, events } = out;
+        for it in items {
+            it.into_events(
+                &mut |t: &str, o: &mut Vec<Event>| names.intern(t, o),
+                events,
+            );
+        }
+    }
+}
+
+/// In a forked child: the parent's sampler thread does not exist here.
+pub fn forget_after_fork() {
+    RUNNING.store(false, Ordering::Release);
+    if let Ok(mut q) = QUEUE.try_lock() {
+        q.clear();
+    }
+    if let Ok(mut d) = DONE.try_lock() {
+        *d = true;
+    }
+}
+
+fn push(items: &mut Vec<Item>) {
+    if !items.is_empty() {
+        lock(&QUEUE).append(items);
+    }
+}
+
+fn load(lib: &NvmlLib) -> Option<Result<Nvml, NvmlError>> {
+    match lib {
+        NvmlLib::Off => None,
+        NvmlLib::Default => Some(Nvml::load(None)),
+        NvmlLib::Path(p) => Some(Nvml::load(Some(p))),
+    }
+}
+
+fn run(lib: &NvmlLib, period: Duration) {
+    let t0 = sampler::now_ns();
+    let nvml = load(lib);
+    let facts = match &nvml {
+        Some(r) => sampler::trace_facts(r.as_ref()),
+        None => {
+            let mut f = gputrace_env::facts::host_facts();
+            f.push(gputrace_env::facts::Fact {
+                device: gputrace_format::FACT_HOST,
+                key: gputrace_env::facts::keys::NVML,
+                value: "off: GPUTRACE_NVML=0".into(),
+            });
+            f
+        }
+    };
+    let mut items: Vec<Item> = sampler::fact_items(t0, facts).collect();
+    push(&mut items);
+    let Some(Ok(nvml)) = nvml else {
+        if let Some(Err(e)) = &nvml {
+            log::debug(&format!("no NVML samples: {e}"));
+        }
+        return;
+    };
+    if period.is_zero() {
+        return;
+    }
+    let mut s = Sampler::new(&nvml, std::process::id(), t0);
+    loop {
+        s.tick(sampler::now_ns(), &mut items);
+        push(&mut items);
+        let stop = lock(&STOP);
+        let (stop, _) = STOP_CV
+            .wait_timeout_while(stop, period, |stop| !*stop)
+            .unwrap_or_else(|e| e.into_inner());
+        if *stop {
+            drop(stop);
+            // The last sample, as the trace closes.
+            s.tick(sampler::now_ns(), &mut items);
+            push(&mut items);
+            return;
+        }
+    }
+}

@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# The Python wheel (built by python/gputrace_wheel.py, the backend python/pyproject.toml names).
+#   scripts/wheel.sh build [DIR]   builds it into DIR (default .whl-gputrace/) with pip, after
+#                                  installing the build's requirements (cargo-zigbuild, ziglang)
+#                                  from PyPI into target/wheel-tools/
+#   scripts/wheel.sh test [DIR]    installs DIR's wheel into a fresh virtual environment with pip
+#                                  and tests the installed copy: the glibc baseline of both
+#                                  binaries, `gputrace report` on a bundled trace (identical to
+#                                  the source build's), `python -m gputrace`, the fake-CUDA
+#                                  end-to-end tests with the installed library and `gputrace run`,
+#                                  and a `pip install --target` layout
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DIR=${2:-.whl-gputrace}
+TOOLS=target/wheel-tools
+PIPQ=(-q --disable-pip-version-check --root-user-action=ignore)
+
+build() {
+  [ -x "$TOOLS/bin/python" ] || python3 -m venv "$TOOLS"
+  local reqs
+  mapfile -t reqs < <("$TOOLS/bin/python" -c '
+import tomllib
+with open("python/pyproject.toml", "rb") as f:
+    print(*tomllib.load(f)["build-system"]["requires"], sep="\n")')
+  "$TOOLS/bin/python" -m pip install "${PIPQ[@]}" "${reqs[@]}"
+  mkdir -p "$DIR"
+  rm -f "$DIR"/gputrace-*.whl
+  local t0=$SECONDS log=target/wheel-build.log
+  # pip -v passes on the backend's output (cargo's, the ELF checks): kept in $log.
+  if ! "$TOOLS/bin/python" -m pip wheel -v --disable-pip-version-check --no-build-isolation \
+    --no-deps -w "$DIR" ./python >"$log" 2>&1; then
+    tail -n 60 "$log" >&2
+    echo "wheel.sh: the build failed; its whole output is in $log" >&2
+    exit 1
+  fi
+  grep -E '^ *(gputrace_wheel:|Finished)' "$log"
+  local whl
+  whl=$(one_wheel)
+  echo "wheel: $whl, $(stat -c %s "$whl") bytes, built in $((SECONDS - t0)) s"
+}
+
+one_wheel() {
+  local w=("$DIR"/gputrace-*.whl)
+  if [ "${#w[@]}" != 1 ] || [ ! -f "${w[0]}" ]; then
+    echo "wheel.sh: expected one gputrace wheel in $DIR, found: ${w[*]}" >&2
+    exit 1
+  fi
+  echo "${w[0]}"
+}
+
+test_wheel() {
+  local whl
+  whl=$(one_wheel)
+  echo "testing $whl ($(stat -c %s "$whl") bytes)"
+  tmp=$(mktemp -d)  # global: the EXIT trap removes it
+  trap 'rm -rf "$tmp"' EXIT
+  python3 -m venv "$tmp/venv"
+  "$tmp/venv/bin/python" -m pip install "${PIPQ[@]}" --no-index "$whl"
+  local g=$tmp/venv/bin/gputrace lib=$tmp/venv/bin/libgputrace.so
+
+  echo "== glibc baseline, libraries, stripped (ELF read by gputrace_wheel.py check)"
+  python3 python/gputrace_wheel.py check "$g" "$lib"
+  echo "== the same, read by objdump -T: newest GLIBC_ version must be 2.17 or older"
+  local f newest
+  for f in "$g" "$lib"; do
+    newest=$(objdump -T "$f" | grep -oE 'GLIBC_[0-9]+(\.[0-9]+)+' | sort -uV | tail -1)
+    echo "$(basename "$f"): $newest"
+    if [ "$(printf '%s\n' "$newest" GLIBC_2.17 | sort -V | tail -1)" != GLIBC_2.17 ]; then
+      echo "FAIL: $f needs $newest" >&2
+      exit 1
+    fi
+  done
+
+  echo "== gputrace report on a bundled trace: the installed copy prints what the source build prints"
+  cargo build -q -p gputrace-analyzer --bin gputrace
+  local ex=examples/torch-mlp.gtrace
+  diff <("$g" report "$ex") <(target/debug/gputrace report "$ex")
+  diff <("$g" report --json "$ex") <(target/debug/gputrace report --json "$ex")
+  "$g" report "$ex" | sed -n 2p
+  echo "== python -m gputrace runs the installed command"
+  diff <("$tmp/venv/bin/python" -m gputrace report "$ex") <("$g" report "$ex")
+  "$tmp/venv/bin/python" -c 'import gputrace, sys
+assert gputrace.library() == sys.argv[1], gputrace.library()' "$(realpath "$lib")"
+
+  echo "== fake-CUDA end-to-end tests with the installed libgputrace.so and gputrace run"
+  GPUTRACE_LIB=$lib GPUTRACE_BIN=$g cargo test -p gputrace-tests
+
+  echo "== pip install --target: the command finds the library beside it"
+  python3 -m pip install "${PIPQ[@]}" --no-index --target "$tmp/site" "$whl"
+  (cd "$tmp" && env -u GPUTRACE_LIB "$tmp/site/bin/gputrace" run -o "$tmp/traces" -- true)
+  PYTHONPATH=$tmp/site python3 -m gputrace --version
+  echo "wheel: all checks passed"
+}
+
+case ${1:-} in
+  build) build ;;
+  test) test_wheel ;;
+  *)
+    sed -n '2,11p' "$0" >&2
+    exit 2
+    ;;
+esac

@@ -1,0 +1,423 @@
+/*
+ * A fake libnvidia-ml.so.1: one GPU ("Fake NVIDIA H200", 00000000:17:00.0) whose
+ * state is chosen by FAKE_NVML_SCENARIO:
+ *
+ *   healthy    SM 1980/1980 MHz, no clock event reasons, PCIe gen 5 x16 of 5 x16,
+ *              the loading process alone on the GPU (1 GiB, 100% of the SM samples)
+ *   throttled  SM 1200 of 1980 MHz, reasons SW power cap + HW slowdown, 700 of 700 W
+ *   shared     a second compute process (pid FAKE_NVML_OTHER_PID, default 424242,
+ *              12 GiB) holds 40% of the SM samples, the loading process 60%
+ *   pcie       the link trained at gen 3 x8 of gen 5 x16
+ *   xid        one Xid 79 event is waiting, and 2 more uncorrected ECC errors
+ *              appear after the first read of the counter
+ *   noperm     nvmlInit_v2 returns NVML_ERROR_NO_PERMISSION
+ *   nodevice   nvmlInit_v2 succeeds, no GPU
+ *
+ * Every call is counted; FAKE_NVML_LOG names a file that gets one line per
+ * nvmlInit_v2 / nvmlShutdown (to check they balance).
+ * Layouts follow nvml.h (the structs below are the ones the binding pins by size).
+ */
+#define _GNU_SOURCE
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define EXPORT __attribute__((visibility("default")))
+
+typedef int nvmlReturn_t;
+typedef void *nvmlDevice_t;
+typedef void *nvmlEventSet_t;
+
+enum {
+    NVML_SUCCESS = 0,
+    NVML_ERROR_UNINITIALIZED = 1,
+    NVML_ERROR_INVALID_ARGUMENT = 2,
+    NVML_ERROR_NOT_SUPPORTED = 3,
+    NVML_ERROR_NO_PERMISSION = 4,
+    NVML_ERROR_NOT_FOUND = 6,
+    NVML_ERROR_INSUFFICIENT_SIZE = 7,
+    NVML_ERROR_TIMEOUT = 10,
+};
+
+typedef struct {
+    char busIdLegacy[16];
+    unsigned int domain, bus, device, pciDeviceId, pciSubSystemId;
+    char busId[32];
+} nvmlPciInfo_t;
+
+typedef struct {
+    unsigned long long total, free, used;
+} nvmlMemory_t;
+
+typedef struct {
+    unsigned int gpu, memory;
+} nvmlUtilization_t;
+
+typedef struct {
+    unsigned int pid;
+    unsigned long long usedGpuMemory;
+    unsigned int gpuInstanceId, computeInstanceId;
+} nvmlProcessInfo_t;
+
+typedef struct {
+    unsigned int pid;
+    unsigned long long timeStamp;
+    unsigned int smUtil, memUtil, encUtil, decUtil;
+} nvmlProcessUtilizationSample_t;
+
+typedef struct {
+    nvmlDevice_t device;
+    unsigned long long eventType, eventData;
+    unsigned int gpuInstanceId, computeInstanceId;
+} nvmlEventData_t;
+
+static int the_gpu;
+#define GPU ((nvmlDevice_t)&the_gpu)
+static int the_set;
+static int initialised;
+
+static const char *scenario(void) {
+    const char *s = getenv("FAKE_NVML_SCENARIO");
+    return s ? s : "healthy";
+}
+
+static int is(const char *s) { return strcmp(scenario(), s) == 0; }
+
+static void log_line(const char *what) {
+    const char *p = getenv("FAKE_NVML_LOG");
+    if (!p)
+        return;
+    FILE *f = fopen(p, "a");
+    if (f) {
+        fprintf(f, "%s\n", what);
+        fclose(f);
+    }
+}
+
+static unsigned int other_pid(void) {
+    const char *p = getenv("FAKE_NVML_OTHER_PID");
+    return p ? (unsigned int)strtoul(p, NULL, 10) : 424242u;
+}
+
+#define NEED_INIT()                                                                        \
+    do {                                                                                   \
+        if (!initialised)                                                                  \
+            return NVML_ERROR_UNINITIALIZED;                                               \
+    } while (0)
+#define NEED_GPU(d)                                                                        \
+    do {                                                                                   \
+        NEED_INIT();                                                                       \
+        if ((d) != GPU)                                                                    \
+            return NVML_ERROR_INVALID_ARGUMENT;                                            \
+    } while (0)
+
+EXPORT nvmlReturn_t nvmlInit_v2(void) {
+    if (is("noperm"))
+        return NVML_ERROR_NO_PERMISSION;
+    initialised++;
+    log_line("init");
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlShutdown(void) {
+    NEED_INIT();
+    initialised--;
+    log_line("shutdown");
+    return NVML_SUCCESS;
+}
+
+EXPORT const char *nvmlErrorString(nvmlReturn_t r) {
+    switch (r) {
+    case NVML_SUCCESS: return "Success";
+    case NVML_ERROR_NO_PERMISSION: return "Insufficient Permissions";
+    case NVML_ERROR_NOT_SUPPORTED: return "Not Supported";
+    default: return "Unknown Error";
+    }
+}
+
+static nvmlReturn_t put_string(char *buf, unsigned int len, const char *s) {
+    if (!buf || strlen(s) + 1 > len)
+        return NVML_ERROR_INSUFFICIENT_SIZE;
+    strcpy(buf, s);
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlSystemGetDriverVersion(char *buf, unsigned int len) {
+    NEED_INIT();
+    return put_string(buf, len, "580.159.04");
+}
+
+EXPORT nvmlReturn_t nvmlSystemGetNVMLVersion(char *buf, unsigned int len) {
+    NEED_INIT();
+    return put_string(buf, len, "13.580.159.04");
+}
+
+EXPORT nvmlReturn_t nvmlSystemGetCudaDriverVersion_v2(int *v) {
+    NEED_INIT();
+    const char *c = getenv("FAKE_NVML_CUDA_VERSION");
+    *v = c ? atoi(c) : 13000;
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *n) {
+    NEED_INIT();
+    *n = is("nodevice") ? 0 : 1;
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int i, nvmlDevice_t *d) {
+    NEED_INIT();
+    if (i != 0 || is("nodevice"))
+        return NVML_ERROR_INVALID_ARGUMENT;
+    *d = GPU;
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t d, char *buf, unsigned int len) {
+    NEED_GPU(d);
+    return put_string(buf, len, "Fake NVIDIA H200");
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t d, char *buf, unsigned int len) {
+    NEED_GPU(d);
+    return put_string(buf, len, "GPU-00000000-fake-0000-0000-000000000000");
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t d, nvmlPciInfo_t *p) {
+    NEED_GPU(d);
+    memset(p, 0, sizeof *p);
+    strcpy(p->busIdLegacy, "0000:17:00.0");
+    strcpy(p->busId, "00000000:17:00.0");
+    p->bus = 0x17;
+    p->pciDeviceId = 0x233510de;
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t d, unsigned int type, unsigned int *mhz) {
+    NEED_GPU(d);
+    if (type == 1) /* SM */
+        *mhz = is("throttled") ? 1200 : 1980;
+    else if (type == 2) /* MEM */
+        *mhz = 2619;
+    else
+        return NVML_ERROR_NOT_SUPPORTED;
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetMaxClockInfo(nvmlDevice_t d, unsigned int type, unsigned int *mhz) {
+    NEED_GPU(d);
+    if (type == 1)
+        *mhz = 1980;
+    else if (type == 2)
+        *mhz = 2619;
+    else
+        return NVML_ERROR_NOT_SUPPORTED;
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetCurrentClocksEventReasons(nvmlDevice_t d, unsigned long long *r) {
+    NEED_GPU(d);
+    *r = is("throttled") ? (0x4ull | 0x8ull) : 0;
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t d, unsigned int *mw) {
+    NEED_GPU(d);
+    *mw = is("throttled") ? 700000 : 350000;
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetEnforcedPowerLimit(nvmlDevice_t d, unsigned int *mw) {
+    NEED_GPU(d);
+    *mw = 700000;
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetPowerManagementDefaultLimit(nvmlDevice_t d, unsigned int *mw) {
+    NEED_GPU(d);
+    *mw = 700000;
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t d, unsigned int sensor, unsigned int *c) {
+    NEED_GPU(d);
+    if (sensor != 0)
+        return NVML_ERROR_NOT_SUPPORTED;
+    *c = is("throttled") ? 87 : 45;
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t d, nvmlUtilization_t *u) {
+    NEED_GPU(d);
+    u->gpu = is("shared") ? 100 : 70;
+    u->memory = 30;
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t d, nvmlMemory_t *m) {
+    NEED_GPU(d);
+    m->total = 150ull << 30;
+    m->used = (is("shared") ? 13ull : 1ull) << 30;
+    m->free = m->total - m->used;
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetCurrPcieLinkGeneration(nvmlDevice_t d, unsigned int *v) {
+    NEED_GPU(d);
+    *v = is("pcie") ? 3 : 5;
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetMaxPcieLinkGeneration(nvmlDevice_t d, unsigned int *v) {
+    NEED_GPU(d);
+    *v = 5;
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetCurrPcieLinkWidth(nvmlDevice_t d, unsigned int *v) {
+    NEED_GPU(d);
+    *v = is("pcie") ? 8 : 16;
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetMaxPcieLinkWidth(nvmlDevice_t d, unsigned int *v) {
+    NEED_GPU(d);
+    *v = 16;
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetPcieThroughput(nvmlDevice_t d, unsigned int counter, unsigned int *kbs) {
+    NEED_GPU(d);
+    *kbs = counter == 0 ? 1000 : 250000;
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t d, unsigned int *n,
+                                                            nvmlProcessInfo_t *p) {
+    NEED_GPU(d);
+    unsigned int want = is("shared") ? 2 : 1;
+    if (!p || *n < want) {
+        *n = want;
+        return NVML_ERROR_INSUFFICIENT_SIZE;
+    }
+    memset(p, 0, want * sizeof *p);
+    p[0].pid = (unsigned int)getpid();
+    p[0].usedGpuMemory = 1ull << 30;
+    if (want > 1) {
+        p[1].pid = other_pid();
+        p[1].usedGpuMemory = 12ull << 30;
+    }
+    *n = want;
+    return NVML_SUCCESS;
+}
+
+static unsigned long long now_us(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    return (unsigned long long)t.tv_sec * 1000000ull + (unsigned long long)t.tv_nsec / 1000;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t d,
+                                                    nvmlProcessUtilizationSample_t *s,
+                                                    unsigned int *n, unsigned long long last) {
+    NEED_GPU(d);
+    unsigned int want = is("shared") ? 2 : 1;
+    unsigned long long ts = now_us();
+    if (ts <= last)
+        return NVML_ERROR_NOT_FOUND;
+    if (!s || *n < want) {
+        *n = want;
+        return s ? NVML_ERROR_INSUFFICIENT_SIZE : NVML_SUCCESS;
+    }
+    memset(s, 0, want * sizeof *s);
+    s[0].pid = (unsigned int)getpid();
+    s[0].timeStamp = ts;
+    s[0].smUtil = want > 1 ? 60 : 100;
+    s[0].memUtil = 20;
+    if (want > 1) {
+        s[1].pid = other_pid();
+        s[1].timeStamp = ts;
+        s[1].smUtil = 40;
+        s[1].memUtil = 35;
+    }
+    *n = want;
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetPersistenceMode(nvmlDevice_t d, int *on) {
+    NEED_GPU(d);
+    *on = 1;
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetComputeMode(nvmlDevice_t d, int *mode) {
+    NEED_GPU(d);
+    *mode = 0;
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t d, unsigned int *cur, unsigned int *pend) {
+    NEED_GPU(d);
+    *cur = 0;
+    *pend = 0;
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetCpuAffinity(nvmlDevice_t d, unsigned int words, unsigned long *set) {
+    NEED_GPU(d);
+    if (words < 1)
+        return NVML_ERROR_INSUFFICIENT_SIZE;
+    memset(set, 0, words * sizeof *set);
+    const char *c = getenv("FAKE_NVML_LOCAL_CPUS_MASK");
+    set[0] = c ? strtoul(c, NULL, 0) : ~0ul;
+    return NVML_SUCCESS;
+}
+
+static unsigned long long ecc_reads;
+
+EXPORT nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t d, unsigned int type, unsigned int counter,
+                                                unsigned long long *count) {
+    NEED_GPU(d);
+    (void)counter;
+    if (type == 1 && is("xid"))
+        *count = __atomic_fetch_add(&ecc_reads, 1, __ATOMIC_RELAXED) == 0 ? 0 : 2;
+    else
+        *count = 0;
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t *set) {
+    NEED_INIT();
+    *set = &the_set;
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t d, unsigned long long types, nvmlEventSet_t set) {
+    NEED_GPU(d);
+    (void)types;
+    return set == &the_set ? NVML_SUCCESS : NVML_ERROR_INVALID_ARGUMENT;
+}
+
+static int xid_given;
+
+EXPORT nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t *e, unsigned int timeout_ms) {
+    NEED_INIT();
+    (void)timeout_ms;
+    if (set != &the_set)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (is("xid") && !__atomic_exchange_n(&xid_given, 1, __ATOMIC_RELAXED)) {
+        memset(e, 0, sizeof *e);
+        e->device = GPU;
+        e->eventType = 0x8; /* nvmlEventTypeXidCriticalError */
+        e->eventData = 79;
+        return NVML_SUCCESS;
+    }
+    return NVML_ERROR_TIMEOUT;
+}
+
+EXPORT nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set) {
+    return set == &the_set ? NVML_SUCCESS : NVML_ERROR_INVALID_ARGUMENT;
+}

@@ -1,0 +1,126 @@
+//! `gputrace doctor` against the fake libnvidia-ml.so.1: each state of the GPU gets
+//! its line, and a missing or refusing NVML is one warning with the fix, never a
+//! failure. (In this process: the fake reads FAKE_NVML_SCENARIO at every call, so
+//! the tests take turns.)
+
+use gputrace_analyzer::doctor::{self, Doctor, Options, Status};
+use gputrace_tests::*;
+use std::sync::Mutex;
+
+static TURN: Mutex<()> = Mutex::new(());
+
+fn doctor_in(scenario: &str) -> Doctor {
+    let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+    std::env::set_var("FAKE_NVML_SCENARIO", scenario);
+    doctor::run(&Options {
+        nvml: Some(fake_nvml().to_path_buf()),
+        site_packages: Vec::new(),
+    })
+}
+
+fn line<'a>(d: &'a Doctor, check: &str) -> &'a doctor::Check {
+    d.checks
+        .iter()
+        .find(|c| c.check == check)
+        .unwrap_or_else(|| panic!("no {check} line in {:#?}", d.checks))
+}
+
+#[test]
+fn a_healthy_gpu_is_all_ok() {
+    let d = doctor_in("healthy");
+    for c in [
+        "nvml",
+        "gpu",
+        "clocks",
+        "power_limit",
+        "persistence",
+        "pcie",
+    ] {
+        assert_eq!(line(&d, c).status, Status::Ok, "{:?}", line(&d, c));
+    }
+    assert!(line(&d, "nvml").message.contains("580.159.04"));
+    assert!(line(&d, "gpu").message.contains("Fake NVIDIA H200"));
+    // The test process itself is the one compute process the fake lists.
+    assert_eq!(line(&d, "processes").status, Status::Warn);
+    assert!(line(&d, "processes")
+        .message
+        .contains(&std::process::id().to_string()));
+    let text = doctor::render_text(&d);
+    assert!(text.starts_with("gputrace doctor"), "{text}");
+    let json = serde_json::to_value(&d).unwrap();
+    assert_eq!(json["checks"][0]["check"], "nvml");
+    assert_eq!(json["checks"][0]["status"], "ok");
+}
+
+#[test]
+fn throttled_clocks_are_a_warning_with_the_reason_and_fix() {
+    let d = doctor_in("throttled");
+    let c = line(&d, "clocks");
+    assert_eq!(c.status, Status::Warn);
+    assert!(c.message.contains("1200 of 1980 MHz"), "{c:?}");
+    assert!(c.message.contains("hw_slowdown"), "{c:?}");
+    assert!(c.fix.as_deref().unwrap().contains("PERFORMANCE"), "{c:?}");
+}
+
+#[test]
+fn another_process_on_the_gpu_is_listed() {
+    let d = doctor_in("shared");
+    let c = line(&d, "processes");
+    assert_eq!(c.status, Status::Warn);
+    assert!(c.message.starts_with("2 compute process"), "{c:?}");
+    assert!(c.message.contains("pid 424242"), "{c:?}");
+}
+
+#[test]
+fn a_narrow_pcie_link_is_a_warning() {
+    let d = doctor_in("pcie");
+    let c = line(&d, "pcie");
+    assert_eq!(c.status, Status::Warn);
+    assert!(c.message.contains("gen 3 x8 (maximum gen 5 x16)"), "{c:?}");
+}
+
+#[test]
+fn uncorrected_ecc_errors_are_a_warning() {
+    // The fake's uncorrected counter reads 0 the first time, 2 after: the first look
+    // is clean, the second finds the errors.
+    let first = doctor_in("xid");
+    assert!(
+        first.checks.iter().all(|c| c.check != "ecc"),
+        "{:#?}",
+        first.checks
+    );
+    let d = doctor_in("xid");
+    let c = line(&d, "ecc");
+    assert_eq!(c.status, Status::Warn);
+    assert!(c.message.starts_with("2 uncorrected ECC errors"), "{c:?}");
+}
+
+#[test]
+fn nvml_refusing_access_is_one_warning_and_the_rest_goes_on() {
+    let d = doctor_in("noperm");
+    let c = line(&d, "nvml");
+    assert_eq!(c.status, Status::Warn);
+    assert!(c.message.contains("NO_PERMISSION"), "{c:?}");
+    assert!(c.fix.as_deref().unwrap().contains("video group"), "{c:?}");
+    assert!(d.checks.iter().all(|c| c.gpu.is_none()));
+    line(&d, "cpus");
+    line(&d, "system");
+}
+
+#[test]
+fn a_missing_nvml_is_one_warning() {
+    let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+    let d = doctor::run(&Options {
+        nvml: Some("/nonexistent/libnvidia-ml.so.1".into()),
+        site_packages: Vec::new(),
+    });
+    let c = line(&d, "nvml");
+    assert_eq!(c.status, Status::Warn);
+    assert!(c.message.contains("not found"), "{c:?}");
+    assert_eq!(
+        d.checks.iter().filter(|c| c.status == Status::Warn).count(),
+        1,
+        "{:#?}",
+        d.checks
+    );
+}
