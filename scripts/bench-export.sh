@@ -28,7 +28,8 @@ measure perfetto "$G" export --format perfetto -o "$W/out.pftrace" "$T"
 measure chrome "$G" export --format chrome -o "$W/out.json" "$T"
 measure parquet "$G" export --format parquet -o "$W/parquet" "$T"
 size() { du -sb "$1" | cut -f1; }
-python3 - "$W" "$N" "$(size "$T")" "$(size "$W/out.pftrace")" "$(size "$W/out.json")" "$(size "$W/parquet")" <<'PY'
+EVENTS=$(sed -n 's/^events *\([0-9]*\).*/\1/p' "$W/report-bench.txt")
+python3 - "$W" "${EVENTS:-$N}" "$(size "$T")" "$(size "$W/out.pftrace")" "$(size "$W/out.json")" "$(size "$W/parquet")" <<'PY'
 import json, sys, datetime
 w, n, gt, pf, ch, pq = sys.argv[1], int(sys.argv[2]), *map(int, sys.argv[3:7])
 def t(name):

@@ -14,7 +14,7 @@ if [ "$(cat "$VENV/pins" 2>/dev/null)" != "$PINS" ]; then
   start=$(date +%s)
   rm -rf "$VENV"
   python3 -m venv "$VENV"
-  "$VENV/bin/pip" install --quiet --disable-pip-version-check $PINS
+  "$VENV/bin/pip" install --quiet --disable-pip-version-check --root-user-action=ignore $PINS
   echo "$PINS" > "$VENV/pins"
   echo "export checks: Python packages installed in $(( $(date +%s) - start )) s"
 fi
