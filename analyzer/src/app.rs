@@ -165,13 +165,11 @@ pub fn export(
         .iter()
         .map(|v| (v.index, v.trace.path.clone()))
         .collect();
+    // Freed before the events are streamed (even when exiting after): the stream is
+    // what should hold memory from here on.
     drop(views);
     drop(timelines);
-    if opts.exiting {
-        std::mem::forget(traces);
-    } else {
-        drop(traces);
-    }
+    drop(traces);
     let mut events = 0;
     exporter
         .as_events()
