@@ -350,3 +350,54 @@ fn nvml_samples_become_counters_and_a_table() {
     assert!(pq.join("gpu_samples.parquet").exists());
     let _ = std::fs::remove_dir_all(&d);
 }
+
+#[test]
+fn several_traces_are_put_on_one_time_base() {
+    let d = tmpdir("align");
+    let clock = |b: &mut B, real_minus_cupti: u64| {
+        b.ev.push(Event::Clock {
+            cupti_ns: T0,
+            mono_ns: 1,
+            real_ns: T0 + real_minus_cupti,
+        });
+    };
+    // The same work by the CUPTI clock; B's clock pair says its CUPTI clock is 5 s
+    // behind real time, so on the common time base B's work comes 5 s later.
+    let mut a = healthy(10);
+    clock(&mut a, 0);
+    let mut b = healthy(10);
+    b.meta.host = "other".into();
+    clock(&mut b, 5 * S);
+    let pa = write(&d, "a.gtrace", &a);
+    let pb = write(&d, "b.gtrace", &b);
+    let out = d.join("job");
+    let (code, _, err) = gputrace(&[
+        "export",
+        "--format",
+        "chrome",
+        "-o",
+        out.to_str().unwrap(),
+        pa.to_str().unwrap(),
+        pb.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let mut firsts = Vec::new();
+    let mut files: Vec<_> = std::fs::read_dir(&out).unwrap().flatten().collect();
+    files.sort_by_key(|e| e.path());
+    assert_eq!(files.len(), 2);
+    for f in files {
+        let v: Value = serde_json::from_str(&std::fs::read_to_string(f.path()).unwrap()).unwrap();
+        let first = v["traceEvents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["cat"] == "kernel")
+            .map(|e| e["ts"].as_f64().unwrap())
+            .fold(f64::MAX, f64::min);
+        firsts.push((v["baseTimeNanoseconds"].as_u64().unwrap(), first));
+    }
+    assert_eq!(firsts[0].0, firsts[1].0, "one job start for every file");
+    let gap_us = (firsts[1].1 - firsts[0].1).abs();
+    assert!((gap_us - 5e6).abs() < 1.0, "{firsts:?}");
+    let _ = std::fs::remove_dir_all(&d);
+}
