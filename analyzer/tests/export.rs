@@ -401,3 +401,73 @@ fn several_traces_are_put_on_one_time_base() {
     assert!((gap_us - 5e6).abs() < 1.0, "{firsts:?}");
     let _ = std::fs::remove_dir_all(&d);
 }
+
+#[test]
+fn nvtx_ranges_are_paired_in_every_format() {
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+    let d = tmpdir("nvtx");
+    let mut b = healthy(10);
+    let t0 = T0 + 2 * S;
+    let step = b.s("step");
+    let fwd = b.s("forward");
+    let mark = b.s("checkpoint");
+    let n = |ts: u64, kind: u8, id: u64, text: u32| {
+        Event::Nvtx(fmt::Nvtx {
+            ts,
+            tid: TID,
+            kind,
+            flags: 0,
+            id,
+            text,
+        })
+    };
+    b.ev.extend([
+        n(t0, fmt::NVTX_PUSH, 0, step),
+        n(t0 + MS, fmt::NVTX_PUSH, 1, fwd),
+        n(t0 + 2 * MS, fmt::NVTX_POP, 1, 0),
+        n(t0 + 3 * MS, fmt::NVTX_MARK, 0, mark),
+        n(t0 + 4 * MS, fmt::NVTX_POP, 0, 0),
+        n(t0 + 5 * MS, fmt::NVTX_START, 77, step),
+        n(t0 + 6 * MS, fmt::NVTX_END, 77, 0),
+        // A pop whose push came before the trace: nothing to close.
+        n(t0 + 7 * MS, fmt::NVTX_POP, 0, 0),
+    ]);
+    let t = write(&d, "nvtx.gtrace", &b);
+    let run = |format: &str, out: &Path| {
+        let (code, _, err) = gputrace(&[
+            "export",
+            "--format",
+            format,
+            "-o",
+            out.to_str().unwrap(),
+            t.to_str().unwrap(),
+        ]);
+        assert_eq!(code, 0, "{err}");
+    };
+    let chrome = d.join("nvtx.json");
+    run("chrome", &chrome);
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&chrome).unwrap()).unwrap();
+    let ph = |p: &str| {
+        v["traceEvents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["ph"] == p && e["cat"] == "user_annotation")
+            .count()
+    };
+    assert_eq!(
+        (ph("B"), ph("E"), ph("i"), ph("b"), ph("e")),
+        (2, 2, 1, 1, 1)
+    );
+    let pq = d.join("pq");
+    run("parquet", &pq);
+    let r =
+        SerializedFileReader::new(std::fs::File::open(pq.join("nvtx.parquet")).unwrap()).unwrap();
+    // Two push/pop ranges, one start/end range, one mark.
+    assert_eq!(r.metadata().file_metadata().num_rows(), 4);
+    let pf = d.join("nvtx.pftrace");
+    run("perfetto", &pf);
+    let text = String::from_utf8_lossy(&std::fs::read(&pf).unwrap()).into_owned();
+    assert!(text.contains("forward") && text.contains("checkpoint"));
+    let _ = std::fs::remove_dir_all(&d);
+}

@@ -47,6 +47,9 @@ struct File1 {
     line: Vec<u8>,
     named: std::collections::HashSet<(u64, u64)>,
     nvtx_open: HashMap<u64, (u32, u64)>,
+    /// Per thread: the NVTX push levels open.
+    nvtx_levels: HashMap<u32, Vec<u32>>,
+    last_ts: u64,
     flows: slices::Flows,
 }
 
@@ -201,6 +204,7 @@ impl File1 {
         let (pid, tid) = self.pid_tid(s.track);
         let start = timeline::shift(s.start, self.offset);
         let end = timeline::shift(s.end, self.offset).max(start);
+        self.last_ts = self.last_ts.max(s.end.max(s.start));
         let name = self.name_json(cx, s.name);
         let instant =
             start == end && matches!(s.track, Track::Collector | Track::Findings | Track::Nvml(_));
@@ -237,6 +241,22 @@ impl File1 {
                 us(start, self.base)
             );
             self.emit()?;
+        }
+        Ok(())
+    }
+
+    /// Ends the thread's NVTX ranges at `level` and deeper (none open: nothing, the
+    /// push came before the trace).
+    fn nvtx_pop(&mut self, cx: &TraceContext<'_>, tid: u32, ts: u64, level: u32) -> io::Result<()> {
+        let closing = match self.nvtx_levels.get_mut(&tid) {
+            Some(st) => match st.iter().position(|&l| l >= level) {
+                Some(i) => st.split_off(i).len(),
+                None => 0,
+            },
+            None => 0,
+        };
+        for _ in 0..closing {
+            self.nvtx_edge(cx, 'E', tid as u64, ts, None)?;
         }
         Ok(())
     }
@@ -324,6 +344,8 @@ impl TimelineExporter for Chrome {
             line: Vec::with_capacity(512),
             named: Default::default(),
             nvtx_open: HashMap::new(),
+            nvtx_levels: HashMap::new(),
+            last_ts: 0,
             flows: slices::Flows::default(),
         };
         let pname = v.display_name();
@@ -449,6 +471,30 @@ fn overlay(track: Track, start: u64, end: u64, name: Name<'_>, cat: Cat) -> Slic
 }
 
 impl EventExporter for Chrome {
+    fn end_trace(&mut self, cx: &TraceContext<'_>, _out: &mut dyn Write) -> io::Result<()> {
+        // Ranges still open end with the trace's last slice.
+        let f = self.file()?;
+        let end = f.last_ts;
+        let tids: Vec<u32> = f.nvtx_levels.keys().copied().collect();
+        for tid in tids {
+            f.nvtx_pop(cx, tid, end, 0)?;
+        }
+        let open: Vec<u64> = f.nvtx_open.keys().copied().collect();
+        for id in open {
+            f.nvtx_open.remove(&id);
+            let ts = timeline::shift(end, f.offset);
+            let _ = write!(
+                f.line,
+                r#"{{"ph":"e","cat":"{}","id":{id},"pid":{},"tid":0,"ts":{}}}"#,
+                Cat::Nvtx.name(),
+                f.pid,
+                us(ts, f.base)
+            );
+            f.emit()?;
+        }
+        Ok(())
+    }
+
     fn event(
         &mut self,
         cx: &TraceContext<'_>,
@@ -462,10 +508,18 @@ impl EventExporter for Chrome {
                 f.slice(Some(cx), &s)
             }
             Shown::Nvtx(n) => match n {
-                Nvtx::Push { tid, ts, name, .. } => {
+                Nvtx::Push {
+                    tid,
+                    ts,
+                    level,
+                    name,
+                } => {
+                    // A push at a level already open: the pops between were lost.
+                    f.nvtx_pop(cx, tid, ts, level)?;
+                    f.nvtx_levels.entry(tid).or_default().push(level);
                     f.nvtx_edge(cx, 'B', tid as u64, ts, Some(name))
                 }
-                Nvtx::Pop { tid, ts, .. } => f.nvtx_edge(cx, 'E', tid as u64, ts, None),
+                Nvtx::Pop { tid, ts, level } => f.nvtx_pop(cx, tid, ts, level),
                 Nvtx::Start { ts, id, name } => {
                     f.nvtx_open.insert(id, (0, ts));
                     let text = f.name_json(Some(cx), name);
