@@ -145,3 +145,140 @@ pub fn events_with(
         Err(StreamError::Write(e)) => written(Err(e)).map(|_| (outcome, StreamStats::default())),
     }
 }
+
+/// What `gputrace export` wrote.
+#[derive(Clone, Debug, Default)]
+pub struct Exported {
+    /// The files (or, for Parquet, the directory) written.
+    pub paths: Vec<PathBuf>,
+    pub processes: usize,
+    /// Events streamed, over every trace.
+    pub events: u64,
+}
+
+/// `gputrace export --format perfetto|chrome|parquet`: the job's traces analysed
+/// together (as `report` does), what the analysis placed on each process's timeline
+/// handed to the exporter, the traces dropped, then each trace's events streamed from
+/// its file (see [`crate::export::timeline`]). `out`: where to write (default beside the
+/// first trace, [`export::timeline_output`]).
+pub fn export(
+    paths: &[PathBuf],
+    format: Format,
+    out: Option<&Path>,
+    opts: &Options,
+    warn: Warn<'_>,
+) -> Result<Exported, Error> {
+    let traces = load::load_set(paths, &opts.load, warn)?;
+    let n = traces.len();
+    let target = match out {
+        Some(p) => p.to_path_buf(),
+        None => export::timeline_output(
+            format,
+            traces
+                .first()
+                .map(|t| t.path.as_path())
+                .unwrap_or(Path::new("trace")),
+            n,
+        ),
+    };
+    let mut exporter = match export::timeline_exporter(format, &target, n) {
+        Some(Ok(e)) => e,
+        Some(Err(e)) => return Err(Error::Output(e)),
+        None => {
+            return Err(Error::Output(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{} is not a timeline format", format.name()),
+            )))
+        }
+    };
+    let (report, timelines) = crate::report::analyze_timelines(&traces);
+    let views = crate::export::timeline::views(&traces, &report, &timelines);
+    for v in &views {
+        exporter.process(v).map_err(Error::Output)?;
+    }
+    let order: Vec<(usize, PathBuf)> = views
+        .iter()
+        .map(|v| (v.index, v.trace.path.clone()))
+        .collect();
+    // Freed before the events are streamed (even when exiting after): the stream is
+    // what should hold memory from here on.
+    drop(views);
+    drop(timelines);
+    drop(traces);
+    let mut events = 0;
+    exporter
+        .as_events()
+        .begin(&mut io::sink())
+        .map_err(Error::Output)?;
+    for (index, path) in order {
+        exporter.select(index).map_err(Error::Output)?;
+        let s = EventStream::open(&path).map_err(|e| Error::read(&path, e))?;
+        match s.write(DEFAULT_MAX_PENDING, exporter.as_events(), &mut io::sink()) {
+            Ok(st) => events += st.events,
+            Err(StreamError::Read(e)) => return Err(Error::read(&path, e)),
+            Err(StreamError::Write(e)) => return Err(Error::Output(e)),
+        }
+    }
+    exporter
+        .as_events()
+        .finish(&mut io::sink())
+        .map_err(Error::Output)?;
+    let paths = exporter.close().map_err(Error::Output)?;
+    Ok(Exported {
+        paths,
+        processes: n,
+        events,
+    })
+}
+
+/// One side of `gputrace diff`: a report saved as JSON (`gputrace report --json`), or
+/// a trace analysed now.
+pub fn diff_side(path: &Path, opts: &Options, warn: Warn<'_>) -> Result<crate::diff::Side, Error> {
+    load::check_path(path)?;
+    let mut head = [0u8; 64];
+    let n = std::fs::File::open(path)
+        .and_then(|mut f| io::Read::read(&mut f, &mut head))
+        .map_err(|e| {
+            Error::read(
+                path,
+                gputrace_format::ReadError::Io {
+                    path: path.to_path_buf(),
+                    source: e,
+                },
+            )
+        })?;
+    let name = path.display().to_string();
+    if head[..n].iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{') {
+        let text = std::fs::read_to_string(path).map_err(Error::Output)?;
+        let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
+            Error::Output(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("{name}: {e}"),
+            ))
+        })?;
+        return crate::diff::Side::from_json(&name, v).map_err(|e| {
+            Error::Output(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("{name}: {e}"),
+            ))
+        });
+    }
+    let traces = load::load_set(&[path.to_path_buf()], &opts.load, warn)?;
+    let r = crate::report::analyze(&traces);
+    Ok(crate::diff::Side::from_report(&name, &r))
+}
+
+/// `gputrace diff BEFORE AFTER`: two runs compared (text or JSON).
+pub fn diff(
+    before: &Path,
+    after: &Path,
+    format: Format,
+    opts: &Options,
+    out: &mut dyn Write,
+    warn: Warn<'_>,
+) -> Result<(), Error> {
+    let b = diff_side(before, opts, warn)?;
+    let a = diff_side(after, opts, warn)?;
+    let d = crate::diff::diff(b, a);
+    written(export::write_document(format, Document::Diff(&d), out).and_then(|_| out.flush()))
+}

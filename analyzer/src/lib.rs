@@ -8,6 +8,7 @@
 
 pub mod app;
 pub mod attach;
+pub mod diff;
 pub mod doctor;
 pub mod env;
 pub mod error;

@@ -58,6 +58,31 @@ enum Cmd {
     /// Every event of a trace as one JSON object per line, in time order, written as
     /// the trace is read (memory stays bounded whatever its size).
     Dump { trace: PathBuf },
+    /// What changed between two runs: step time, busy share, each idle cause's time, the
+    /// top kernels and copies, findings gained and lost. Each run is a trace or a saved
+    /// `gputrace report --json`.
+    Diff {
+        before: PathBuf,
+        after: PathBuf,
+        /// Print the comparison as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Write the traces of a job as a timeline (Perfetto, Chrome/Kineto JSON) or as
+    /// Parquet tables, with what the analysis found placed on it: every idle gap named
+    /// by its cause, the steps, the findings.
+    Export {
+        #[arg(required = true)]
+        traces: Vec<PathBuf>,
+        /// perfetto (ui.perfetto.dev), chrome (chrome://tracing, Holistic Trace
+        /// Analysis; one file per process) or parquet (a directory of tables).
+        #[arg(long, value_parser = parse_timeline_format)]
+        format: Format,
+        /// Where to write: a file (perfetto; chrome with one trace) or a directory
+        /// (parquet; chrome with several traces). Default: beside the first trace.
+        #[arg(short = 'o', long = "out")]
+        out: Option<PathBuf>,
+    },
     /// Check the environment with no job running: GPUs, driver and CUDA runtimes,
     /// clocks and throttle reasons, power, PCIe and GPU-to-GPU links, processes on the
     /// GPUs, CPUs and memory. Each line OK / WARN (with the fix) / INFO.
@@ -97,6 +122,13 @@ enum Cmd {
         #[arg(long)]
         no_report: bool,
     },
+}
+
+fn parse_timeline_format(s: &str) -> Result<Format, String> {
+    match Format::from_name(s) {
+        Some(f @ (Format::Perfetto | Format::Chrome | Format::Parquet)) => Ok(f),
+        _ => Err(format!("{s:?} is not one of perfetto, chrome, parquet")),
+    }
 }
 
 /// Where the library's warnings go.
@@ -194,6 +226,42 @@ fn run_cli(cli: Cli) -> Result<i32> {
             }
             Ok(report_on(&[w.trace], json, false)?.exit_code())
         }
+        Cmd::Diff {
+            before,
+            after,
+            json,
+        } => {
+            app::diff(
+                &before,
+                &after,
+                format(json),
+                &options(),
+                &mut stdout(),
+                &warn,
+            )?;
+            Ok(0)
+        }
+        Cmd::Export {
+            traces,
+            format,
+            out,
+        } => {
+            let t = std::time::Instant::now();
+            let e = app::export(&traces, format, out.as_deref(), &options(), &warn)?;
+            for p in &e.paths {
+                let size = dir_size(p);
+                warn(&format!(
+                    "wrote {} ({:.1} MB, {} events of {} process{}, {:.1} s)",
+                    p.display(),
+                    size as f64 / 1e6,
+                    e.events,
+                    e.processes,
+                    if e.processes == 1 { "" } else { "es" },
+                    t.elapsed().as_secs_f64()
+                ));
+            }
+            Ok(0)
+        }
         Cmd::Doctor {
             json,
             nvml,
@@ -219,6 +287,18 @@ fn run_cli(cli: Cli) -> Result<i32> {
             let (outcome, _) = app::events(&trace, Format::Jsonl, &mut stdout(), &warn)?;
             Ok(outcome.exit_code())
         }
+    }
+}
+
+/// Bytes in a file, or in the files of a directory.
+fn dir_size(p: &std::path::Path) -> u64 {
+    match std::fs::read_dir(p) {
+        Ok(rd) => rd
+            .flatten()
+            .filter_map(|e| e.metadata().ok())
+            .map(|m| m.len())
+            .sum(),
+        Err(_) => std::fs::metadata(p).map(|m| m.len()).unwrap_or(0),
     }
 }
 

@@ -13,6 +13,7 @@ impl DocumentExporter for Json {
         match doc {
             Document::Report(r) => serde_json::to_writer_pretty(&mut out, r)?,
             Document::Summaries(all) => serde_json::to_writer_pretty(&mut out, all)?,
+            Document::Diff(d) => serde_json::to_writer_pretty(&mut out, d)?,
         }
         writeln!(out)
     }

@@ -26,17 +26,23 @@
 //!    trace's table) and the random traces of `analyzer/tests/dump.rs`, which compare
 //!    the two byte for byte.
 
+pub mod chrome;
 pub mod json;
 pub mod jsonl;
+pub mod parquet;
+pub mod perfetto;
+pub mod proto;
+pub mod slices;
 pub mod stream;
 pub mod text;
+pub mod timeline;
 
 use crate::report::Report;
 use crate::summary::Summary;
 use gputrace_format::{self as fmt, Meta};
 use std::collections::HashMap;
 use std::io::{self, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// An output format.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -47,11 +53,26 @@ pub enum Format {
     Json,
     /// One JSON object per event per line (dump).
     Jsonl,
+    /// Perfetto's native protobuf trace of the job (timeline).
+    Perfetto,
+    /// Chrome / Kineto JSON trace, one file per process (timeline; Holistic Trace
+    /// Analysis reads it).
+    Chrome,
+    /// Parquet tables of the job (kernels, copies, API calls, NCCL, NVTX, idle gaps,
+    /// findings).
+    Parquet,
 }
 
 impl Format {
     /// Every format, for listings and argument parsing.
-    pub const ALL: [Format; 3] = [Format::Text, Format::Json, Format::Jsonl];
+    pub const ALL: [Format; 6] = [
+        Format::Text,
+        Format::Json,
+        Format::Jsonl,
+        Format::Perfetto,
+        Format::Chrome,
+        Format::Parquet,
+    ];
 
     /// The name users type (`--format NAME`).
     pub fn name(self) -> &'static str {
@@ -59,6 +80,9 @@ impl Format {
             Format::Text => "text",
             Format::Json => "json",
             Format::Jsonl => "jsonl",
+            Format::Perfetto => "perfetto",
+            Format::Chrome => "chrome",
+            Format::Parquet => "parquet",
         }
     }
 
@@ -73,6 +97,8 @@ pub enum Document<'a> {
     Report(&'a Report),
     /// One summary per trace, in the order given.
     Summaries(&'a [Summary]),
+    /// Two runs compared (`gputrace diff`).
+    Diff(&'a crate::diff::Diff),
 }
 
 /// Writes whole documents in one format.
@@ -116,7 +142,7 @@ pub fn document_exporter(format: Format) -> Option<Box<dyn DocumentExporter>> {
     match format {
         Format::Text => Some(Box::new(text::Text)),
         Format::Json => Some(Box::new(json::Json)),
-        Format::Jsonl => None,
+        Format::Jsonl | Format::Perfetto | Format::Chrome | Format::Parquet => None,
     }
 }
 
@@ -124,8 +150,41 @@ pub fn document_exporter(format: Format) -> Option<Box<dyn DocumentExporter>> {
 pub fn event_exporter(format: Format) -> Option<Box<dyn EventExporter>> {
     match format {
         Format::Jsonl => Some(Box::new(jsonl::Jsonl::default())),
-        Format::Text | Format::Json => None,
+        Format::Text | Format::Json | Format::Perfetto | Format::Chrome | Format::Parquet => None,
     }
+}
+
+/// The exporter of a whole job's timeline in `format`, writing under `out` (a file or
+/// a directory, as the format has it; see [`timeline_output`]); `None` for a format
+/// that is not one of those. `processes`: how many processes the job has.
+pub fn timeline_exporter(
+    format: Format,
+    out: &Path,
+    processes: usize,
+) -> Option<io::Result<Box<dyn timeline::TimelineExporter>>> {
+    Some(match format {
+        Format::Perfetto => perfetto::Perfetto::create(out)
+            .map(|e| Box::new(e) as Box<dyn timeline::TimelineExporter>),
+        Format::Chrome => chrome::Chrome::create(out, processes)
+            .map(|e| Box::new(e) as Box<dyn timeline::TimelineExporter>),
+        Format::Parquet => parquet::Parquet::create(out)
+            .map(|e| Box::new(e) as Box<dyn timeline::TimelineExporter>),
+        Format::Text | Format::Json | Format::Jsonl => return None,
+    })
+}
+
+/// Where a timeline format writes when the user names nothing: beside the first trace
+/// (`x.gtrace` -> `x.pftrace`, `x.json` or, for several traces, `x-chrome/`,
+/// `x-parquet/`).
+pub fn timeline_output(format: Format, first: &Path, processes: usize) -> PathBuf {
+    let suffix = match format {
+        Format::Perfetto => ".pftrace",
+        Format::Chrome if processes <= 1 => ".json",
+        Format::Chrome => "-chrome",
+        Format::Parquet => "-parquet",
+        Format::Text | Format::Json | Format::Jsonl => ".out",
+    };
+    timeline::default_output(first, suffix)
 }
 
 /// What every event of one trace shares: the file, its metadata, its strings.
@@ -253,11 +312,19 @@ mod tests {
     fn every_format_has_exactly_one_kind_of_exporter() {
         for f in Format::ALL {
             assert_eq!(Format::from_name(f.name()), Some(f));
-            assert!(
-                document_exporter(f).is_some() != event_exporter(f).is_some(),
-                "{}",
+            let dir = std::env::temp_dir().join(format!(
+                "gputrace-formats-{}-{}",
+                std::process::id(),
                 f.name()
-            );
+            ));
+            std::fs::create_dir_all(&dir).unwrap();
+            let kinds = [
+                document_exporter(f).is_some(),
+                event_exporter(f).is_some(),
+                timeline_exporter(f, &dir.join("out"), 1).is_some(),
+            ];
+            let _ = std::fs::remove_dir_all(&dir);
+            assert_eq!(kinds.iter().filter(|&&k| k).count(), 1, "{}", f.name());
         }
         assert_eq!(Format::from_name("yaml"), None);
     }

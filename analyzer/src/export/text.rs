@@ -17,6 +17,7 @@ impl DocumentExporter for Text {
                 }
                 Ok(())
             }
+            Document::Diff(d) => out.write_all(crate::diff::render_text(d).as_bytes()),
         }
     }
 }

@@ -96,6 +96,17 @@ impl Cause {
     }
 }
 
+/// One piece of an idle interval charged to one cause: what the timeline exporters show
+/// at each gap ([`Extras::idle`]). The pieces of a device's gaps add up to its
+/// breakdown's idle time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IdlePiece {
+    pub start: u64,
+    pub end: u64,
+    pub device: u32,
+    pub cause: Cause,
+}
+
 /// An idle interval, for evidence: where it was and how much of it went to one cause.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Example {
@@ -499,6 +510,9 @@ pub struct Extras {
     /// (memcpy index, exposed ns), appended in no particular order.
     pub exposure_window: Option<(u64, u64)>,
     pub exposure: Vec<(u32, u64)>,
+    /// When set, every idle piece is appended here, in time order per device
+    /// (neighbouring pieces of one gap with the same cause joined).
+    pub idle: Option<Vec<IdlePiece>>,
 }
 
 /// Copies whose overlap with kernels is still being measured.
@@ -544,6 +558,8 @@ pub fn attribute_windows(
         method,
         prev_corr: None,
         host_acc: Default::default(),
+        dev,
+        idle: extras.idle.take(),
     };
     let mut prev = w0;
     // The union of all work, and of kernels alone, merged here from one walk.
@@ -671,6 +687,7 @@ pub fn attribute_windows(
     if prev < w1 {
         st.gap(&mut pass.windows, prev, w1, None);
     }
+    extras.idle = st.idle.take();
     pass
 }
 
@@ -685,6 +702,9 @@ struct State<'c, 'a, 'b> {
     prev_corr: Option<u32>,
     /// The host samples' split of the current gap's quiet stretches.
     host_acc: super::host::HostSplit,
+    dev: u32,
+    /// Where every piece goes, when asked for ([`Extras::idle`]).
+    idle: Option<Vec<IdlePiece>>,
 }
 
 impl State<'_, '_, '_> {
@@ -860,6 +880,21 @@ impl State<'_, '_, '_> {
                     w.by_cause[c as usize] += n;
                     w.idle_ns += n;
                 });
+            }
+        }
+        if let Some(sink) = self.idle.as_mut() {
+            for &(start, end, cause) in &pieces {
+                match sink.last_mut() {
+                    Some(l) if l.device == self.dev && l.cause == cause && l.end == start => {
+                        l.end = end
+                    }
+                    _ => sink.push(IdlePiece {
+                        start,
+                        end,
+                        device: self.dev,
+                        cause,
+                    }),
+                }
             }
         }
         self.pieces = pieces;

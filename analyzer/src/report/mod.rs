@@ -415,6 +415,32 @@ fn rank_of(t: &Trace) -> (Option<u32>, String) {
 /// Analyses one trace per process. Several traces are treated as the ranks of one job,
 /// unless they do not look like one ([`crate::job`]).
 pub fn analyze(traces: &[Trace]) -> Report {
+    analyze_with(traces, false).0
+}
+
+/// What the analysis placed on one process's timeline, for the timeline and table
+/// exporters: the steps, the phases, and every idle piece with its cause. Times are the
+/// trace's own (not relative).
+#[derive(Clone, Debug, Default)]
+pub struct Timeline {
+    /// Index of the trace among those given.
+    pub trace: usize,
+    /// Step start times; step i is [steps[i], steps[i+1]).
+    pub steps: Vec<u64>,
+    pub startup: (u64, u64),
+    pub steady: (u64, u64),
+    pub tail: (u64, u64),
+    /// Every idle piece of every analysed device, in time order per device.
+    pub idle: Vec<idle::IdlePiece>,
+}
+
+/// [`analyze`], and each process's [`Timeline`] (in the order of `processes`).
+pub fn analyze_timelines(traces: &[Trace]) -> (Report, Vec<Timeline>) {
+    let (r, t) = analyze_with(traces, true);
+    (r, t.into_iter().flatten().collect())
+}
+
+fn analyze_with(traces: &[Trace], timelines: bool) -> (Report, Vec<Option<Timeline>>) {
     // Stable order: by rank when known, else by host and pid, else input order.
     let mut order: Vec<usize> = (0..traces.len()).collect();
     order.sort_by_key(|&i| {
@@ -432,12 +458,18 @@ pub fn analyze(traces: &[Trace]) -> Report {
     let mut inputs = Vec::new();
     // Processes are analysed independently: one worker per core.
     let each = crate::par::map(&order, crate::par::workers(), |index, &i| {
-        analyze_process(&traces[i], index, multi)
+        let (p, f, r, mut tl) = analyze_process(&traces[i], index, multi, timelines);
+        if let Some(tl) = tl.as_mut() {
+            tl.trace = i;
+        }
+        (p, f, r, tl)
     });
-    for (p, f, r) in each {
+    let mut lines = Vec::new();
+    for (p, f, r, tl) in each {
         processes.push(p);
         all.extend(f);
         inputs.push(r);
+        lines.push(tl);
     }
     let mut trace_set = job_check(traces, &order, &processes);
     let mut cluster = None;
@@ -476,7 +508,7 @@ pub fn analyze(traces: &[Trace]) -> Report {
     findings::rank(&mut all);
     let (verdict, top) = findings::verdict(&processes, &all);
     let verdict = damage::qualify(verdict, &processes);
-    Report {
+    let report = Report {
         schema_version: SCHEMA_VERSION,
         generator: format!("gputrace {}", env!("CARGO_PKG_VERSION")),
         verdict,
@@ -485,7 +517,8 @@ pub fn analyze(traces: &[Trace]) -> Report {
         processes,
         cluster,
         findings: all,
-    }
+    };
+    (report, lines)
 }
 
 /// Whether the traces look like the ranks of one job (`order[i]`: the trace of
@@ -573,9 +606,11 @@ struct Passes {
     queues: timeline::QueueTracker,
     /// (memcpy index, ns with no kernel alongside) for steady-state copies, by index.
     exposure: Vec<(u32, u64)>,
+    /// Every idle piece, when a timeline was asked for.
+    idle: Option<Vec<idle::IdlePiece>>,
 }
 
-fn passes(ctx: &Ctx, st: &steps::Steps) -> Passes {
+fn passes(ctx: &Ctx, st: &steps::Steps, timeline: bool) -> Passes {
     let method = idle::Method::of(ctx);
     let bounds = [
         st.startup.0,
@@ -594,11 +629,13 @@ fn passes(ctx: &Ctx, st: &steps::Steps) -> Passes {
         step_busy: Vec::new(),
         queues: timeline::QueueTracker::new(st.steady),
         exposure: Vec::new(),
+        idle: None,
     };
     let mut extras = idle::Extras {
         queues: Some(timeline::QueueTracker::new(st.steady)),
         exposure_window: Some(st.steady),
         exposure: Vec::new(),
+        idle: timeline.then(Vec::new),
     };
     let wlen = st.steady.1.saturating_sub(st.steady.0);
     for &d in &ctx.devices {
@@ -631,6 +668,7 @@ fn passes(ctx: &Ctx, st: &steps::Steps) -> Passes {
     }
     extras.exposure.sort_unstable();
     out.exposure = extras.exposure;
+    out.idle = extras.idle.take();
     out
 }
 
@@ -713,7 +751,13 @@ fn analyze_process(
     t: &Trace,
     index: usize,
     multi: bool,
-) -> (ProcessReport, Vec<Finding>, comm::RankInput) {
+    timeline: bool,
+) -> (
+    ProcessReport,
+    Vec<Finding>,
+    comm::RankInput,
+    Option<Timeline>,
+) {
     let ctx = Ctx::new(t);
     let (rank, rank_source) = rank_of(t);
     let label = match rank {
@@ -722,7 +766,7 @@ fn analyze_process(
         None => format!("pid {}", t.meta.pid),
     };
     let st = steps::detect(&ctx);
-    let ps = passes(&ctx, &st);
+    let mut ps = passes(&ctx, &st, timeline);
     let devs_active = ps.steady_devices;
     let wall = st.steady.1.saturating_sub(st.steady.0) * devs_active;
     let swall = st.startup.1.saturating_sub(st.startup.0) * ps.startup_devices;
@@ -983,6 +1027,14 @@ fn analyze_process(
         colls: comm::collectives(&ctx),
         steady: st.steady,
     };
+    let tl = ps.idle.take().map(|idle| Timeline {
+        trace: index,
+        steps: st.bounds.clone(),
+        startup: st.startup,
+        steady: st.steady,
+        tail: st.tail,
+        idle,
+    });
     let cx = findings::FindingCx {
         ctx: &ctx,
         index,
@@ -998,5 +1050,5 @@ fn analyze_process(
         report: &report,
     };
     let f = findings::process(&cx);
-    (report, f, rank_input)
+    (report, f, rank_input, tl)
 }

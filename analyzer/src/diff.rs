@@ -1,0 +1,639 @@
+//! `gputrace diff BEFORE AFTER`: what changed between two runs, in plain words first
+//! ("step time -38% (19.7 -> 12.2 ms); data_starvation gone; new top: small_grid"),
+//! then step time, busy share, each idle cause's time, the top kernels and copies, and
+//! the findings gained and lost.
+//!
+//! Each side is a report: analysed from traces, or read from `gputrace report --json`
+//! output. Both go through the report's JSON form ([`Side::from_json`]), so a report
+//! saved yesterday and one made now are read alike. A side of several processes
+//! (ranks) counts as one job: step time is the slowest rank's median step, times are
+//! summed over ranks, busy share is over all of them.
+//!
+//! Idle causes and kernels are compared per step when both sides have steps (runs of
+//! different lengths then compare), else as shares of the steady-state wall time.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// How many kernels and copies a diff lists.
+pub const TOP: usize = 8;
+
+/// What a diff reads of one report (the fields of the `--json` schema it needs).
+#[derive(Deserialize, Default, Debug)]
+#[serde(default)]
+struct ReportView {
+    verdict: String,
+    top_finding: Option<String>,
+    processes: Vec<ProcView>,
+    findings: Vec<FindingView>,
+}
+
+#[derive(Deserialize, Default, Debug)]
+#[serde(default)]
+struct ProcView {
+    steady: PhaseView,
+    steps: StepsView,
+    breakdown: BreakdownView,
+    kernels: KernelsView,
+    copies: Vec<CopyView>,
+}
+
+#[derive(Deserialize, Default, Debug)]
+#[serde(default)]
+struct PhaseView {
+    wall_ns: u64,
+}
+
+#[derive(Deserialize, Default, Debug)]
+#[serde(default)]
+struct StepsView {
+    detected: bool,
+    count: u64,
+    step_ns_median: u64,
+}
+
+#[derive(Deserialize, Default, Debug)]
+#[serde(default)]
+struct BreakdownView {
+    wall_ns: u64,
+    busy_ns: u64,
+    causes: Vec<CauseView>,
+    unattributed: Vec<CauseView>,
+}
+
+#[derive(Deserialize, Default, Debug)]
+#[serde(default)]
+struct CauseView {
+    cause: String,
+    ns: u64,
+}
+
+#[derive(Deserialize, Default, Debug)]
+#[serde(default)]
+struct KernelsView {
+    count: u64,
+    total_ns: u64,
+    top: Vec<KernelView>,
+}
+
+#[derive(Deserialize, Default, Debug)]
+#[serde(default)]
+struct KernelView {
+    name: String,
+    count: u64,
+    total_ns: u64,
+}
+
+#[derive(Deserialize, Default, Debug)]
+#[serde(default)]
+struct CopyView {
+    host_memory: String,
+    direction: String,
+    #[serde(rename = "async")]
+    is_async: bool,
+    count: u64,
+    bytes: u64,
+    time_ns: u64,
+}
+
+#[derive(Deserialize, Default, Debug)]
+#[serde(default)]
+struct FindingView {
+    id: String,
+    severity: String,
+    title: String,
+    at_stake_ns: u64,
+    at_stake_pct: f64,
+}
+
+/// One side of a diff, as compared.
+#[derive(Serialize, Clone, Debug, Default, PartialEq)]
+pub struct Side {
+    /// Where it came from (the trace or report file names).
+    pub source: String,
+    pub verdict: String,
+    pub top_finding: Option<String>,
+    pub processes: usize,
+    /// The slowest rank's median step (None without steps).
+    pub step_ns: Option<u64>,
+    /// Steps in the steady state, over ranks.
+    pub steps: u64,
+    /// Steady-state wall time x devices, over ranks.
+    pub wall_ns: u64,
+    pub busy_ns: u64,
+    pub busy_pct: f64,
+    /// Idle time by cause (attributed and not), over ranks.
+    pub causes: BTreeMap<String, u64>,
+    /// Kernel time by name (the top kernels of each rank).
+    pub kernels: BTreeMap<String, (u64, u64)>,
+    pub kernel_count: u64,
+    pub kernel_ns: u64,
+    /// Copy time by kind ("pageable HtoD sync"): (count, bytes, ns).
+    pub copies: BTreeMap<String, (u64, u64, u64)>,
+    /// Findings by id: (severity, title, at stake ns, at stake %), the largest of a
+    /// finding raised on several ranks.
+    pub findings: BTreeMap<String, (String, String, u64, f64)>,
+}
+
+/// Why a side could not be read.
+#[derive(Debug, thiserror::Error)]
+#[error("not a gputrace report: {0}")]
+pub struct NotAReport(String);
+
+impl Side {
+    /// Reads a report in its JSON form (`gputrace report --json`).
+    pub fn from_json(source: &str, v: serde_json::Value) -> Result<Side, NotAReport> {
+        if v.get("processes").is_none() {
+            return Err(NotAReport("no `processes`".into()));
+        }
+        let r: ReportView = serde_json::from_value(v).map_err(|e| NotAReport(e.to_string()))?;
+        let mut s = Side {
+            source: source.to_string(),
+            verdict: r.verdict,
+            top_finding: r.top_finding,
+            processes: r.processes.len(),
+            ..Default::default()
+        };
+        for p in &r.processes {
+            if p.steps.detected && p.steps.count > 0 {
+                s.step_ns = Some(s.step_ns.unwrap_or(0).max(p.steps.step_ns_median));
+                s.steps += p.steps.count;
+            }
+            let wall = if p.breakdown.wall_ns > 0 {
+                p.breakdown.wall_ns
+            } else {
+                p.steady.wall_ns
+            };
+            s.wall_ns += wall;
+            s.busy_ns += p.breakdown.busy_ns;
+            for c in p.breakdown.causes.iter().chain(&p.breakdown.unattributed) {
+                *s.causes.entry(c.cause.clone()).or_default() += c.ns;
+            }
+            s.kernel_count += p.kernels.count;
+            s.kernel_ns += p.kernels.total_ns;
+            for k in &p.kernels.top {
+                let e = s.kernels.entry(k.name.clone()).or_default();
+                e.0 += k.count;
+                e.1 += k.total_ns;
+            }
+            for c in &p.copies {
+                let key = format!(
+                    "{} {} {}",
+                    c.host_memory,
+                    c.direction,
+                    if c.is_async { "async" } else { "sync" }
+                );
+                let e = s.copies.entry(key).or_default();
+                e.0 += c.count;
+                e.1 += c.bytes;
+                e.2 += c.time_ns;
+            }
+        }
+        s.busy_pct = crate::report::pct(s.busy_ns, s.wall_ns);
+        for f in r.findings {
+            let e = s
+                .findings
+                .entry(f.id)
+                .or_insert((f.severity.clone(), f.title.clone(), 0, 0.0));
+            if f.at_stake_ns >= e.2 {
+                *e = (f.severity, f.title, f.at_stake_ns, f.at_stake_pct);
+            }
+        }
+        Ok(s)
+    }
+
+    /// A report made now.
+    pub fn from_report(source: &str, r: &crate::report::Report) -> Side {
+        let v = serde_json::to_value(r).unwrap_or_default();
+        Side::from_json(source, v).unwrap_or_default()
+    }
+
+    /// `ns` as this side compares it: per step when both sides have steps, else as
+    /// a share of the steady-state wall time (in ns per second of wall).
+    fn norm(&self, ns: u64, per_step: bool) -> f64 {
+        if per_step {
+            ns as f64 / self.steps.max(1) as f64
+        } else if self.wall_ns > 0 {
+            ns as f64 * 1e9 / self.wall_ns as f64
+        } else {
+            0.0
+        }
+    }
+}
+
+/// One compared quantity.
+#[derive(Serialize, Clone, Debug, PartialEq)]
+pub struct Change {
+    pub name: String,
+    /// Per step (ns) when `per_step`, else ns per second of steady-state wall time.
+    pub before: f64,
+    pub after: f64,
+    /// after - before.
+    pub delta: f64,
+    /// Relative change in percent (None when `before` is 0).
+    pub pct: Option<f64>,
+}
+
+impl Change {
+    fn new(name: &str, before: f64, after: f64) -> Change {
+        Change {
+            name: name.to_string(),
+            before,
+            after,
+            delta: after - before,
+            pct: (before > 0.0).then(|| 100.0 * (after - before) / before),
+        }
+    }
+}
+
+/// A finding on one side only, or on both with another severity.
+#[derive(Serialize, Clone, Debug, PartialEq)]
+pub struct FindingChange {
+    pub id: String,
+    pub title: String,
+    pub before: Option<String>,
+    pub after: Option<String>,
+    pub before_stake_pct: f64,
+    pub after_stake_pct: f64,
+}
+
+/// Two runs compared.
+#[derive(Serialize, Clone, Debug, PartialEq)]
+pub struct Diff {
+    /// The change in plain words.
+    pub summary: String,
+    /// Kernels, causes and copies are compared per step (else per second of wall).
+    pub per_step: bool,
+    pub step: Option<Change>,
+    pub busy_pct: Change,
+    /// Every idle cause of either side, largest change first.
+    pub causes: Vec<Change>,
+    /// The kernels with the largest change in time, of the top kernels of either side.
+    pub kernels: Vec<Change>,
+    pub copies: Vec<Change>,
+    pub findings_gained: Vec<FindingChange>,
+    pub findings_lost: Vec<FindingChange>,
+    /// On both sides with another severity.
+    pub findings_changed: Vec<FindingChange>,
+    pub before: Side,
+    pub after: Side,
+}
+
+fn ms(ns: f64) -> String {
+    if ns >= 10e6 {
+        format!("{:.1} ms", ns / 1e6)
+    } else if ns >= 1e6 {
+        format!("{:.2} ms", ns / 1e6)
+    } else {
+        format!("{:.0} us", ns / 1e3)
+    }
+}
+
+fn compare<V>(
+    a: &BTreeMap<String, V>,
+    b: &BTreeMap<String, V>,
+    val: impl Fn(&V) -> u64,
+    norm_a: impl Fn(u64) -> f64,
+    norm_b: impl Fn(u64) -> f64,
+) -> Vec<Change> {
+    let mut names: Vec<&String> = a.keys().chain(b.keys()).collect();
+    names.sort();
+    names.dedup();
+    let mut v: Vec<Change> = names
+        .into_iter()
+        .map(|n| {
+            Change::new(
+                n,
+                a.get(n).map_or(0.0, |x| norm_a(val(x))),
+                b.get(n).map_or(0.0, |x| norm_b(val(x))),
+            )
+        })
+        .collect();
+    v.sort_by(|x, y| {
+        y.delta
+            .abs()
+            .total_cmp(&x.delta.abs())
+            .then_with(|| x.name.cmp(&y.name))
+    });
+    v
+}
+
+/// Severities that make a finding worth naming in the summary.
+fn notable(sev: &str) -> bool {
+    sev == "warn" || sev == "critical"
+}
+
+/// Compares two reports' sides.
+pub fn diff(before: Side, after: Side) -> Diff {
+    let per_step = before.step_ns.is_some() && after.step_ns.is_some();
+    let step = match (before.step_ns, after.step_ns) {
+        (Some(a), Some(b)) => Some(Change::new("step time", a as f64, b as f64)),
+        _ => None,
+    };
+    let busy = Change::new("busy", before.busy_pct, after.busy_pct);
+    let na = |ns: u64| before.norm(ns, per_step);
+    let nb = |ns: u64| after.norm(ns, per_step);
+    let causes = compare(&before.causes, &after.causes, |&x| x, na, nb);
+    let mut kernels = compare(&before.kernels, &after.kernels, |x| x.1, na, nb);
+    kernels.truncate(TOP);
+    let mut copies = compare(&before.copies, &after.copies, |x| x.2, na, nb);
+    copies.truncate(TOP);
+    let fc = |id: &String| {
+        let a = before.findings.get(id);
+        let b = after.findings.get(id);
+        FindingChange {
+            id: id.clone(),
+            title: b.or(a).map(|x| x.1.clone()).unwrap_or_default(),
+            before: a.map(|x| x.0.clone()),
+            after: b.map(|x| x.0.clone()),
+            before_stake_pct: a.map_or(0.0, |x| x.3),
+            after_stake_pct: b.map_or(0.0, |x| x.3),
+        }
+    };
+    let gained: Vec<FindingChange> = after
+        .findings
+        .keys()
+        .filter(|k| !before.findings.contains_key(*k))
+        .map(fc)
+        .collect();
+    let lost: Vec<FindingChange> = before
+        .findings
+        .keys()
+        .filter(|k| !after.findings.contains_key(*k))
+        .map(fc)
+        .collect();
+    let changed: Vec<FindingChange> = before
+        .findings
+        .iter()
+        .filter(|(k, v)| after.findings.get(*k).is_some_and(|w| w.0 != v.0))
+        .map(|(k, _)| fc(k))
+        .collect();
+
+    // The plain words.
+    let mut words = Vec::new();
+    match &step {
+        Some(s) => words.push(format!(
+            "step time {} ({} -> {})",
+            signed_pct(s.pct),
+            ms(s.before),
+            ms(s.after)
+        )),
+        None => words.push(format!(
+            "steps {}",
+            match (before.step_ns, after.step_ns) {
+                (None, None) => "not found in either run",
+                (Some(_), None) => "not found after",
+                _ => "not found before",
+            }
+        )),
+    }
+    if (busy.after - busy.before).abs() >= 1.0 {
+        words.push(format!(
+            "GPU busy {:.0}% -> {:.0}%",
+            busy.before, busy.after
+        ));
+    }
+    for f in &lost {
+        if f.before.as_deref().is_some_and(notable) {
+            words.push(format!("{} gone", f.id));
+        }
+    }
+    for f in &changed {
+        if f.before.as_deref().is_some_and(notable) && !f.after.as_deref().is_some_and(notable) {
+            words.push(format!(
+                "{} down to {}",
+                f.id,
+                f.after.as_deref().unwrap_or("")
+            ));
+        }
+    }
+    if before.top_finding != after.top_finding {
+        if let Some(t) = &after.top_finding {
+            words.push(format!("new top: {t}"));
+        }
+    }
+    for f in &gained {
+        if f.after.as_deref().is_some_and(notable) && after.top_finding.as_ref() != Some(&f.id) {
+            words.push(format!("new: {}", f.id));
+        }
+    }
+    if after.top_finding.is_none() && before.top_finding.is_some() {
+        words.push("no warning left".into());
+    }
+    Diff {
+        summary: words.join("; "),
+        per_step,
+        step,
+        busy_pct: busy,
+        causes,
+        kernels,
+        copies,
+        findings_gained: gained,
+        findings_lost: lost,
+        findings_changed: changed,
+        before,
+        after,
+    }
+}
+
+fn signed_pct(p: Option<f64>) -> String {
+    match p {
+        Some(p) if p >= 0.0 => format!("+{p:.0}%"),
+        Some(p) => format!("{p:.0}%"),
+        None => "new".into(),
+    }
+}
+
+/// The diff as text: the plain words, then the tables.
+pub fn render_text(d: &Diff) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    let _ = writeln!(s, "DIFF  {}", d.summary);
+    let _ = writeln!(s, "  before: {}", d.before.source);
+    let _ = writeln!(s, "  after:  {}", d.after.source);
+    let _ = writeln!(s);
+    let unit = if d.per_step {
+        "per step"
+    } else {
+        "per second of steady state"
+    };
+    if let Some(st) = &d.step {
+        let _ = writeln!(
+            s,
+            "Step time (median, slowest rank)  {:>10} -> {:>10}  {}",
+            ms(st.before),
+            ms(st.after),
+            signed_pct(st.pct)
+        );
+    }
+    let _ = writeln!(
+        s,
+        "GPU busy (steady state)           {:>9.1}% -> {:>9.1}%",
+        d.busy_pct.before, d.busy_pct.after
+    );
+    let table = |s: &mut String, title: &str, rows: &[Change]| {
+        if rows.is_empty() {
+            return;
+        }
+        let _ = writeln!(s, "\n{title} ({unit}):");
+        for r in rows {
+            let _ = writeln!(
+                s,
+                "  {:<44} {:>10} -> {:>10}  {}",
+                truncate(&r.name, 44),
+                ms(r.before),
+                ms(r.after),
+                signed_pct(r.pct)
+            );
+        }
+    };
+    table(&mut s, "Idle time by cause", &d.causes);
+    table(&mut s, "Top kernels", &d.kernels);
+    table(&mut s, "Copies", &d.copies);
+    let list = |s: &mut String, title: &str, v: &[FindingChange]| {
+        if v.is_empty() {
+            return;
+        }
+        let _ = writeln!(s, "\n{title}:");
+        for f in v {
+            let sev = |x: &Option<String>| x.clone().unwrap_or_else(|| "-".into());
+            let _ = writeln!(
+                s,
+                "  {:<22} {:>8} -> {:<8} {}",
+                f.id,
+                sev(&f.before),
+                sev(&f.after),
+                f.title
+            );
+        }
+    };
+    list(&mut s, "Findings gained", &d.findings_gained);
+    list(&mut s, "Findings lost", &d.findings_lost);
+    list(
+        &mut s,
+        "Findings with another severity",
+        &d.findings_changed,
+    );
+    s
+}
+
+fn truncate(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        s.to_string()
+    } else {
+        let mut t: String = s.chars().take(n - 3).collect();
+        t.push_str("...");
+        t
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn report(
+        step_ns: u64,
+        steps: u64,
+        busy: u64,
+        causes: &[(&str, u64)],
+        findings: &[(&str, &str)],
+        top: Option<&str>,
+    ) -> serde_json::Value {
+        json!({
+            "verdict": "v",
+            "top_finding": top,
+            "processes": [{
+                "steady": {"wall_ns": steps * step_ns},
+                "steps": {"detected": true, "count": steps, "step_ns_median": step_ns},
+                "breakdown": {
+                    "wall_ns": steps * step_ns,
+                    "busy_ns": busy,
+                    "causes": causes.iter().map(|(c, ns)| json!({"cause": c, "ns": ns})).collect::<Vec<_>>(),
+                    "unattributed": []
+                },
+                "kernels": {"count": 10, "total_ns": busy, "top": [{"name": "gemm", "count": 10, "total_ns": busy}]},
+                "copies": [{"host_memory": "pageable", "direction": "HtoD", "async": false, "count": steps, "bytes": 1, "time_ns": 1000 * steps}]
+            }],
+            "findings": findings.iter().map(|(id, sev)| json!({"id": id, "severity": sev, "title": format!("{id} title"), "at_stake_ns": 1, "at_stake_pct": 1.0})).collect::<Vec<_>>()
+        })
+    }
+
+    #[test]
+    fn plain_words_name_the_step_change_and_the_findings() {
+        let before = Side::from_json(
+            "b",
+            report(
+                19_700_000,
+                10,
+                90_000_000,
+                &[("data_starvation", 80_000_000)],
+                &[("data_starvation", "critical")],
+                Some("data_starvation"),
+            ),
+        )
+        .unwrap();
+        let after = Side::from_json(
+            "a",
+            report(
+                12_200_000,
+                20,
+                200_000_000,
+                &[("launch_bound", 10_000_000)],
+                &[("small_grid", "warn")],
+                Some("small_grid"),
+            ),
+        )
+        .unwrap();
+        let d = diff(before, after);
+        assert_eq!(
+            d.summary,
+            "step time -38% (19.7 ms -> 12.2 ms); GPU busy 46% -> 82%; data_starvation gone; new top: small_grid"
+        );
+        assert!(d.per_step);
+        // Per step: 8 ms of starvation per step before, none after.
+        let ds = d
+            .causes
+            .iter()
+            .find(|c| c.name == "data_starvation")
+            .unwrap();
+        assert_eq!((ds.before, ds.after), (8_000_000.0, 0.0));
+        let lb = d.causes.iter().find(|c| c.name == "launch_bound").unwrap();
+        assert_eq!((lb.before, lb.after, lb.pct), (0.0, 500_000.0, None));
+        assert_eq!(d.causes[0].name, "data_starvation", "largest change first");
+        // Kernel time per step: 9 ms -> 10 ms.
+        assert_eq!(d.kernels[0].before, 9_000_000.0);
+        assert_eq!(d.kernels[0].after, 10_000_000.0);
+        assert_eq!(d.findings_gained.len(), 1);
+        assert_eq!(d.findings_gained[0].id, "small_grid");
+        assert_eq!(d.findings_lost[0].id, "data_starvation");
+        let text = render_text(&d);
+        assert!(text.starts_with("DIFF  step time -38%"), "{text}");
+        assert!(text.contains("Findings lost:"), "{text}");
+    }
+
+    #[test]
+    fn a_run_compared_with_itself_has_no_change() {
+        let r = report(
+            1_000_000,
+            5,
+            4_000_000,
+            &[("implicit_sync", 1_000_000)],
+            &[("implicit_sync", "warn")],
+            Some("implicit_sync"),
+        );
+        let d = diff(
+            Side::from_json("x", r.clone()).unwrap(),
+            Side::from_json("x", r).unwrap(),
+        );
+        assert_eq!(d.summary, "step time +0% (1.00 ms -> 1.00 ms)");
+        assert!(d.causes.iter().all(|c| c.delta == 0.0));
+        assert!(d.findings_gained.is_empty() && d.findings_lost.is_empty());
+    }
+
+    #[test]
+    fn not_a_report_is_refused() {
+        assert!(Side::from_json("x", json!({"a": 1})).is_err());
+        assert!(Side::from_json("x", json!([1, 2])).is_err());
+    }
+}

@@ -1,0 +1,417 @@
+//! What the timeline and table formats (Perfetto, Chrome JSON, Parquet) are given about
+//! each process of a job besides its events: who it is, where its clock sits among the
+//! others, and what the analysis placed on its timeline (steps, phases, every idle
+//! piece with its cause, findings), plus the series computed from its loaded trace
+//! (queue depth per stream, device memory in use).
+//!
+//! The order of an export ([`crate::app::export`]): the traces are loaded and analysed
+//! together, as `gputrace report` does; each process is handed to the exporter with
+//! [`TimelineExporter::process`] while its trace is loaded; the traces are dropped; then
+//! each trace's events are streamed from its file ([`super::stream`]) after
+//! [`TimelineExporter::select`] names the process they belong to. Memory: the analysis's
+//! (as `report`), then the stream's bound.
+//!
+//! Sampler series (host CPU state, NVML clocks and memory, from the `host` and `env`
+//! recorders) are counters like [`ProcessView::memory_series`]: each becomes a
+//! [`Series`] here and a counter track / table in each format.
+
+use super::EventExporter;
+use crate::report::classify::{self, ApiKind};
+use crate::report::keymap::FxMap;
+use crate::report::{Finding, ProcessReport, Report, Timeline};
+use crate::trace::Trace;
+use gputrace_format::{self as fmt, MemKind};
+use std::collections::HashMap;
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// A format of whole jobs: their processes' timelines, then their events. It writes its
+/// own files under the output path it was made with (so the `out` its
+/// [`EventExporter`] methods get is not used).
+pub trait TimelineExporter: EventExporter {
+    /// A process of the job, before any events; its trace is loaded.
+    fn process(&mut self, p: &ProcessView<'_>) -> io::Result<()>;
+    /// The events that follow belong to process `index` (its [`ProcessView::index`]).
+    fn select(&mut self, index: usize) -> io::Result<()>;
+    /// After the last event: the files written.
+    fn close(&mut self) -> io::Result<Vec<PathBuf>>;
+    /// The exporter as the event stream takes it.
+    fn as_events(&mut self) -> &mut dyn EventExporter;
+}
+
+/// One process of an export.
+pub struct ProcessView<'a> {
+    /// Index in the report's `processes` (the order of ranks).
+    pub index: usize,
+    pub process: &'a ProcessReport,
+    pub trace: &'a Trace,
+    pub timeline: &'a Timeline,
+    /// This process's findings.
+    pub findings: Vec<&'a Finding>,
+    /// Added to the trace's timestamps to put every process on one time base: 0 for a
+    /// single trace; with several, CLOCK_REALTIME, corrected by the collectives' ends
+    /// across hosts where the report aligned them.
+    pub offset_ns: i64,
+    /// The pid the timeline shows (the process's own, unless another process of the job
+    /// has it: then one made unique).
+    pub pid: u32,
+    /// Processes in the job.
+    pub world: usize,
+    /// The earliest trace start of the job, on its time base.
+    pub job_start_ns: u64,
+}
+
+impl ProcessView<'_> {
+    /// The process's name on a timeline: `rank 3 (host, pid 123)` or `pid 123 (host)`.
+    pub fn display_name(&self) -> String {
+        let (host, pid) = (&self.process.host, self.trace.meta.pid);
+        match self.process.rank {
+            Some(r) => format!("rank {r} ({host}, pid {pid})"),
+            None => format!("pid {pid} ({host})"),
+        }
+    }
+
+    /// A trace timestamp on the job's time base.
+    pub fn at(&self, ts: u64) -> u64 {
+        shift(ts, self.offset_ns)
+    }
+}
+
+/// `ts + offset`, kept in range.
+pub fn shift(ts: u64, offset: i64) -> u64 {
+    (ts as i128 + offset as i128).clamp(0, u64::MAX as i128) as u64
+}
+
+/// Each process's view of a job, in the report's order.
+pub fn views<'a>(
+    traces: &'a [Trace],
+    report: &'a Report,
+    timelines: &'a [Timeline],
+) -> Vec<ProcessView<'a>> {
+    let multi = traces.len() > 1;
+    let offsets: Vec<i64> = timelines
+        .iter()
+        .enumerate()
+        .map(|(i, tl)| {
+            if !multi {
+                return 0;
+            }
+            report
+                .cluster
+                .as_ref()
+                .and_then(|c| c.ranks.iter().find(|r| r.process == i))
+                .map(|r| r.clock_offset_ns)
+                .unwrap_or_else(|| realtime_offset(&traces[tl.trace].clocks))
+        })
+        .collect();
+    let job_start_ns = report
+        .processes
+        .iter()
+        .zip(&offsets)
+        .filter(|(p, _)| p.trace_start_ns > 0)
+        .map(|(p, &o)| shift(p.trace_start_ns, o))
+        .min()
+        .unwrap_or(0);
+    let world = report.processes.len();
+    let mut pids: HashMap<u32, usize> = HashMap::new();
+    report
+        .processes
+        .iter()
+        .zip(timelines)
+        .enumerate()
+        .map(|(i, (p, tl))| {
+            let t = &traces[tl.trace];
+            let offset_ns = offsets[i];
+            let seen = pids.entry(t.meta.pid).or_insert(0);
+            *seen += 1;
+            // A pid another process of the job already has: one no real process has
+            // (above the kernel's pid_max of 2^22).
+            let pid = if *seen == 1 {
+                t.meta.pid
+            } else {
+                (1 << 22) + i as u32
+            };
+            ProcessView {
+                index: i,
+                process: p,
+                trace: t,
+                timeline: tl,
+                findings: report
+                    .findings
+                    .iter()
+                    .filter(|f| f.process == Some(i))
+                    .collect(),
+                offset_ns,
+                pid,
+                world,
+                job_start_ns,
+            }
+        })
+        .collect()
+}
+
+/// CUPTI time onto CLOCK_REALTIME through the trace's clock pairs (their median).
+pub fn realtime_offset(clocks: &[(u64, u64, u64)]) -> i64 {
+    let mut d: Vec<i64> = clocks
+        .iter()
+        .filter(|c| c.0 > 0 && c.2 > 0)
+        .map(|c| (c.2 as i128 - c.0 as i128).clamp(i64::MIN as i128, i64::MAX as i128) as i64)
+        .collect();
+    if d.is_empty() {
+        return 0;
+    }
+    d.sort_unstable();
+    d[d.len() / 2]
+}
+
+/// Where a counter's values come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Series {
+    /// GPU work submitted (its launch call returned) and not finished, on one stream.
+    QueueDepth { device: u32, stream: u32 },
+    /// Device memory allocated and not freed (bytes), from the memory records.
+    DeviceMemory { device: u32 },
+    /// One reading of the NVML sampler, per GPU (NVML's index).
+    Nvml { device: u32, what: Nvml },
+}
+
+/// What the NVML sampler reads (`GpuSample`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Nvml {
+    SmClock,
+    MemClock,
+    Power,
+    Temperature,
+    GpuUtil,
+    MemUtil,
+    MemUsed,
+    PcieTx,
+    PcieRx,
+}
+
+impl Nvml {
+    pub const ALL: [Nvml; 9] = [
+        Nvml::SmClock,
+        Nvml::MemClock,
+        Nvml::Power,
+        Nvml::Temperature,
+        Nvml::GpuUtil,
+        Nvml::MemUtil,
+        Nvml::MemUsed,
+        Nvml::PcieTx,
+        Nvml::PcieRx,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Nvml::SmClock => "SM clock (MHz)",
+            Nvml::MemClock => "memory clock (MHz)",
+            Nvml::Power => "power (mW)",
+            Nvml::Temperature => "temperature (C)",
+            Nvml::GpuUtil => "GPU-Util (%)",
+            Nvml::MemUtil => "memory util (%)",
+            Nvml::MemUsed => "memory used (NVML)",
+            Nvml::PcieTx => "PCIe TX (KB/s)",
+            Nvml::PcieRx => "PCIe RX (KB/s)",
+        }
+    }
+
+    /// The sample's reading, when NVML gave one.
+    pub fn of(self, g: &fmt::GpuSample) -> Option<i64> {
+        let v32 = |v: u32| (v != fmt::ENV_NA).then_some(v as i64);
+        match self {
+            Nvml::SmClock => v32(g.sm_clock_mhz),
+            Nvml::MemClock => v32(g.mem_clock_mhz),
+            Nvml::Power => v32(g.power_mw),
+            Nvml::Temperature => v32(g.temperature_c),
+            Nvml::GpuUtil => v32(g.gpu_util_pct),
+            Nvml::MemUtil => v32(g.mem_util_pct),
+            Nvml::MemUsed => {
+                (g.mem_used != fmt::ENV_NA64).then_some(g.mem_used.min(i64::MAX as u64) as i64)
+            }
+            Nvml::PcieTx => v32(g.pcie_tx_kbs),
+            Nvml::PcieRx => v32(g.pcie_rx_kbs),
+        }
+    }
+}
+
+impl Series {
+    /// The counter's name on a timeline.
+    pub fn name(&self) -> String {
+        match self {
+            Series::QueueDepth { stream, .. } => format!("queue depth, stream {stream}"),
+            Series::DeviceMemory { .. } => "device memory".into(),
+            Series::Nvml { what, .. } => what.name().into(),
+        }
+    }
+    pub fn device(&self) -> u32 {
+        match *self {
+            Series::QueueDepth { device, .. }
+            | Series::DeviceMemory { device }
+            | Series::Nvml { device, .. } => device,
+        }
+    }
+    /// The unit a viewer should show.
+    pub fn is_bytes(&self) -> bool {
+        matches!(
+            self,
+            Series::DeviceMemory { .. }
+                | Series::Nvml {
+                    what: Nvml::MemUsed,
+                    ..
+                }
+        )
+    }
+    /// A sampler's reading (its GPU is NVML's index, which need not be CUDA's).
+    pub fn is_sampled(&self) -> bool {
+        matches!(self, Series::Nvml { .. })
+    }
+}
+
+/// Calls `f(series, ts, value)` for every change of every counter of the trace, in time
+/// order per series (trace timestamps). Queue depth: +1 when the call that submitted a
+/// piece of work returned (work linked to its call by correlation id), -1 when the work
+/// ended; device memory: the level of allocations minus frees of device memory (a free
+/// of memory allocated before the trace floors it at 0, as the report does).
+pub fn counters(t: &Trace, mut f: impl FnMut(Series, u64, i64)) {
+    // Launch, copy and memset calls by correlation id: the submissions. CUPTI numbers
+    // calls one after another, so a table indexed by id is small; a map when not.
+    let subs: Vec<(u32, u64)> = t
+        .apis
+        .iter()
+        .filter(|a| {
+            a.corr != 0
+                && matches!(
+                    classify::api_kind(a, t.str(a.name)),
+                    ApiKind::Launch | ApiKind::CopyAsync | ApiKind::CopySync | ApiKind::Memset
+                )
+        })
+        .map(|a| (a.corr, a.end))
+        .collect();
+    let lo = subs.iter().map(|s| s.0).min().unwrap_or(0);
+    let hi = subs.iter().map(|s| s.0).max().unwrap_or(0);
+    let dense = (hi - lo) as usize <= 4 * subs.len() + 1024;
+    let mut table: Vec<u64> = Vec::new();
+    let mut map: FxMap<u32, u64> = FxMap::default();
+    if dense {
+        table = vec![u64::MAX; (hi - lo) as usize + 1];
+        for &(c, e) in &subs {
+            table[(c - lo) as usize] = e;
+        }
+    } else {
+        map.extend(subs.iter().copied());
+    }
+    drop(subs);
+    let submitted = |corr: u32| -> Option<u64> {
+        if dense {
+            let i = corr.checked_sub(lo)? as usize;
+            table.get(i).copied().filter(|&e| e != u64::MAX)
+        } else {
+            map.get(&corr).copied()
+        }
+    };
+    // Per (device, stream): submission times and end times, each nearly in order
+    // already (work of a stream runs in order), so sorting them is cheap; then merged.
+    type Times = (Vec<u64>, Vec<u64>);
+    let mut changes: Vec<((u32, u32), Times)> = Vec::new();
+    let mut last = usize::MAX;
+    let mut see = |dev: u32, stream: u32, corr: u32, end: u64| {
+        let Some(sub) = submitted(corr) else {
+            return;
+        };
+        if sub >= end {
+            return;
+        }
+        // Few streams: the last one used, else a scan.
+        if changes.get(last).is_none_or(|c| c.0 != (dev, stream)) {
+            last = match changes.iter().position(|c| c.0 == (dev, stream)) {
+                Some(i) => i,
+                None => {
+                    changes.push(((dev, stream), Default::default()));
+                    changes.len() - 1
+                }
+            };
+        }
+        let (subs, ends) = &mut changes[last].1;
+        subs.push(sub);
+        ends.push(end);
+    };
+    for k in &t.kernels {
+        see(k.device, k.stream, k.corr, k.end);
+    }
+    for c in &t.memcpys {
+        see(c.device, c.stream, c.corr, c.end);
+    }
+    for s in &t.memsets {
+        see(s.device, s.stream, s.corr, s.end);
+    }
+    drop((table, map));
+    changes.sort_unstable_by_key(|c| c.0);
+    for (key, (mut subs, mut ends)) in changes {
+        subs.sort_unstable();
+        ends.sort_unstable();
+        let series = Series::QueueDepth {
+            device: key.0,
+            stream: key.1,
+        };
+        let (mut i, mut j, mut depth) = (0, 0, 0i64);
+        while i < subs.len() || j < ends.len() {
+            // At one time, work ending comes before work submitted.
+            let ts = match (subs.get(i), ends.get(j)) {
+                (Some(&s), Some(&e)) => s.min(e),
+                (Some(&s), None) => s,
+                (None, Some(&e)) => e,
+                (None, None) => break,
+            };
+            while ends.get(j) == Some(&ts) {
+                depth = (depth - 1).max(0);
+                j += 1;
+            }
+            while subs.get(i) == Some(&ts) {
+                depth += 1;
+                i += 1;
+            }
+            f(series, ts, depth);
+        }
+    }
+    let mut devices: Vec<u32> = t.memory.iter().map(|m| m.device).collect();
+    devices.sort_unstable();
+    devices.dedup();
+    for dev in devices {
+        let series = Series::DeviceMemory { device: dev };
+        let mut level: i128 = 0;
+        let mut last: Option<(u64, i128)> = None;
+        for m in t.memory.iter().filter(|m| m.device == dev) {
+            if !matches!(
+                MemKind::from_u8(m.mem_kind),
+                MemKind::Device | MemKind::Unknown | MemKind::Managed
+            ) {
+                continue;
+            }
+            match m.op {
+                fmt::MEMORY_OP_ALLOC => level += m.bytes as i128,
+                fmt::MEMORY_OP_FREE => level = (level - m.bytes as i128).max(0),
+                _ => continue,
+            }
+            if let Some((ts, v)) = last {
+                if ts != m.ts {
+                    f(series, ts, v.min(i64::MAX as i128) as i64);
+                }
+            }
+            last = Some((m.ts, level));
+        }
+        if let Some((ts, v)) = last {
+            f(series, ts, v.min(i64::MAX as i128) as i64);
+        }
+    }
+}
+
+/// The file a format writes for one input when the user named none: beside the first
+/// trace, its name with `suffix` for its extension.
+pub fn default_output(first: &Path, suffix: &str) -> PathBuf {
+    let stem = first
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "trace".into());
+    first.with_file_name(format!("{stem}{suffix}"))
+}

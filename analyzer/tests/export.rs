@@ -1,0 +1,473 @@
+//! `gputrace export` and `gputrace diff` on synthetic traces with known answers (the
+//! scenarios of tests/common: a data-starved loop idles 6022 us per step with no host
+//! call, a healthy one keeps the GPU busy).
+
+mod common;
+
+use common::*;
+use gputrace_analyzer::report::{analyze, analyze_timelines};
+use gputrace_format::{self as fmt, Event, Meta};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn encode(events: &[Event], meta: &Meta) -> Vec<u8> {
+    let mut w = fmt::ChunkWriter::new(Vec::new(), meta).unwrap();
+    let mut enc = fmt::Encoder::new();
+    for e in events {
+        enc.push(e);
+        if enc.len() > 8192 {
+            let (p, n) = enc.take();
+            w.write_chunk(fmt::ChunkKind::Events, &p, n).unwrap();
+        }
+    }
+    let (p, n) = enc.take();
+    if n > 0 {
+        w.write_chunk(fmt::ChunkKind::Events, &p, n).unwrap();
+    }
+    w.into_inner()
+}
+
+fn tmpdir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("gputrace-export-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn write(dir: &Path, name: &str, b: &B) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, encode(b.events(), &b.meta)).unwrap();
+    p
+}
+
+fn gputrace(args: &[&str]) -> (i32, String, String) {
+    let o = Command::new(env!("CARGO_BIN_EXE_gputrace"))
+        .args(args)
+        .output()
+        .expect("run gputrace");
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn idle_pieces_add_up_to_the_breakdown_in_the_steady_state() {
+    for b in [data_starved(30), healthy(30), item_every_step(30)] {
+        let t = b.build();
+        let (r, tls) = analyze_timelines(std::slice::from_ref(&t));
+        assert_eq!(r, analyze(std::slice::from_ref(&t)), "the same report");
+        let tl = &tls[0];
+        let (lo, hi) = tl.steady;
+        let mut by: BTreeMap<String, u64> = BTreeMap::new();
+        for p in &tl.idle {
+            assert!(p.end > p.start);
+            let n = p.end.min(hi).saturating_sub(p.start.max(lo));
+            if n > 0 {
+                *by.entry(p.cause.id().to_string()).or_default() += n;
+            }
+        }
+        let b = &r.processes[0].breakdown;
+        let want: BTreeMap<String, u64> = b
+            .causes
+            .iter()
+            .chain(&b.unattributed)
+            .map(|c| (c.cause.clone(), c.ns))
+            .collect();
+        assert_eq!(by, want);
+        assert_eq!(tl.steps.len(), r.processes[0].steps.count + 1);
+    }
+}
+
+#[test]
+fn diff_of_a_fix_names_the_cause_gone() {
+    let d = tmpdir("diff");
+    let before = write(&d, "before.gtrace", &data_starved(30));
+    let after = write(&d, "after.gtrace", &healthy(30));
+    let (code, out, err) = gputrace(&[
+        "diff",
+        "--json",
+        before.to_str().unwrap(),
+        after.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    let summary = v["summary"].as_str().unwrap();
+    assert!(summary.starts_with("step time "), "{summary}");
+    assert!(summary.contains("data_starvation gone"), "{summary}");
+    // Known answer: 6022 us per step with no host call before, none after.
+    let ds = v["causes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "data_starvation")
+        .unwrap();
+    let per_step = ds["before"].as_f64().unwrap();
+    assert!((per_step - 6022e3).abs() < 2e3, "{per_step}");
+    assert_eq!(ds["after"].as_f64().unwrap(), 0.0);
+    assert!(v["findings_lost"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|f| f["id"] == "data_starvation"));
+    // The step of the starved loop: 8.035 ms.
+    let step = v["step"]["before"].as_f64().unwrap();
+    assert!((step - 8.035e6).abs() < 0.01e6, "{step}");
+
+    // A saved report on one side reads as the trace does.
+    let (_, rep, _) = gputrace(&["report", "--json", before.to_str().unwrap()]);
+    let saved = d.join("before.json");
+    std::fs::write(&saved, rep).unwrap();
+    let (code, out2, err) = gputrace(&[
+        "diff",
+        "--json",
+        saved.to_str().unwrap(),
+        after.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let mut v2: Value = serde_json::from_str(&out2).unwrap();
+    let mut v1 = v;
+    for v in [&mut v1, &mut v2] {
+        v["before"]["source"] = Value::Null;
+    }
+    assert_eq!(v1, v2);
+
+    // Text: the plain words first.
+    let (code, text, _) = gputrace(&["diff", before.to_str().unwrap(), after.to_str().unwrap()]);
+    assert_eq!(code, 0);
+    assert!(text.starts_with("DIFF  step time"), "{text}");
+    // Not a report, not a trace.
+    let junk = d.join("junk.json");
+    std::fs::write(&junk, "{\"a\": 1}").unwrap();
+    let (code, _, err) = gputrace(&["diff", junk.to_str().unwrap(), after.to_str().unwrap()]);
+    assert_eq!(code, 1);
+    assert!(err.contains("not a gputrace report"), "{err}");
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn chrome_export_has_every_gpu_record_and_the_idle_causes() {
+    let d = tmpdir("chrome");
+    let t = write(&d, "starved.gtrace", &data_starved(30));
+    let out = d.join("starved.json");
+    let (code, _, err) = gputrace(&[
+        "export",
+        "--format",
+        "chrome",
+        "-o",
+        out.to_str().unwrap(),
+        t.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!(v["distributedInfo"]["rank"], 0);
+    let ev = v["traceEvents"].as_array().unwrap();
+    let count = |cat: &str| {
+        ev.iter()
+            .filter(|e| e["cat"] == cat && e["ph"] == "X")
+            .count()
+    };
+    assert_eq!(count("kernel"), 30 * 4);
+    assert_eq!(count("cuda_runtime"), 30 * 4 + 1);
+    assert_eq!(count("step"), 3 + r_steps(&t));
+    let starving: f64 = ev
+        .iter()
+        .filter(|e| e["cat"] == "gpu_idle" && e["name"] == "data_starvation")
+        .map(|e| e["dur"].as_f64().unwrap())
+        .sum();
+    // 6022 us per step, over the steps and the start-up.
+    assert!(starving >= 29.0 * 6022.0, "{starving}");
+    // Every arrow that ends starts.
+    let starts: Vec<&Value> = ev
+        .iter()
+        .filter(|e| e["ph"] == "s")
+        .map(|e| &e["id"])
+        .collect();
+    let ends: Vec<&Value> = ev
+        .iter()
+        .filter(|e| e["ph"] == "f")
+        .map(|e| &e["id"])
+        .collect();
+    assert_eq!(ends.len(), 30 * 4);
+    assert!(ends.iter().all(|id| starts.contains(id)));
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+fn r_steps(p: &Path) -> usize {
+    let (_, out, _) = gputrace(&["report", "--json", p.to_str().unwrap()]);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    v["processes"][0]["steps"]["count"].as_u64().unwrap() as usize
+}
+
+#[test]
+fn perfetto_export_of_several_ranks_is_one_file_with_a_process_each() {
+    let d = tmpdir("perfetto");
+    let mut a = data_starved(10);
+    a.meta.pid = 100;
+    let mut b = healthy(10);
+    b.meta.pid = 100;
+    let pa = write(&d, "a.gtrace", &a);
+    let pb = write(&d, "b.gtrace", &b);
+    let out = d.join("job.pftrace");
+    let (code, _, err) = gputrace(&[
+        "export",
+        "--format",
+        "perfetto",
+        "-o",
+        out.to_str().unwrap(),
+        pa.to_str().unwrap(),
+        pb.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let bytes = std::fs::read(&out).unwrap();
+    // Every packet is field 1 of the Trace message, length-delimited.
+    let mut at = 0;
+    let mut packets = 0;
+    while at < bytes.len() {
+        assert_eq!(bytes[at], 0x0a, "packet {packets} at {at}");
+        at += 1;
+        let (mut len, mut shift) = (0usize, 0);
+        loop {
+            let b = bytes[at];
+            at += 1;
+            len |= ((b & 0x7f) as usize) << shift;
+            shift += 7;
+            if b < 0x80 {
+                break;
+            }
+        }
+        at += len;
+        packets += 1;
+    }
+    assert_eq!(at, bytes.len());
+    assert!(packets > 2 * (40 + 40));
+    // Two process descriptors with different pids (the second pid made unique).
+    let text = String::from_utf8_lossy(&bytes);
+    assert_eq!(text.matches("why idle").count(), 2);
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn export_refuses_what_it_cannot_write() {
+    let d = tmpdir("refuse");
+    let t = write(&d, "h.gtrace", &healthy(5));
+    let (code, _, err) = gputrace(&["export", "--format", "yaml", t.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    let (code, _, err) = gputrace(&[
+        "export",
+        "--format",
+        "perfetto",
+        "-o",
+        d.join("no/such/dir/x.pftrace").to_str().unwrap(),
+        t.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.starts_with("gputrace: cannot write the output"),
+        "{err}"
+    );
+    // Default output: beside the trace.
+    let (code, _, err) = gputrace(&["export", "--format", "perfetto", t.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(d.join("h.pftrace").exists());
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn nvml_samples_become_counters_and_a_table() {
+    let d = tmpdir("nvml");
+    let mut b = healthy(10);
+    let t0 =
+        b.ev.iter()
+            .find_map(|e| match e {
+                Event::Kernel(k) => Some(k.start),
+                _ => None,
+            })
+            .unwrap();
+    for i in 0..5u64 {
+        b.ev.push(Event::GpuSample(fmt::GpuSample {
+            ts: t0 + i * 10 * MS,
+            device: 0,
+            sm_clock_mhz: 1980 - i as u32 * 100,
+            gpu_util_pct: 90,
+            ..Default::default()
+        }));
+    }
+    b.ev.push(Event::GpuEvent(fmt::GpuEvent {
+        ts: t0 + 5 * MS,
+        device: 0,
+        kind: fmt::GPU_EVENT_XID,
+        data: 79,
+    }));
+    let t = write(&d, "nvml.gtrace", &b);
+    let chrome = d.join("nvml.json");
+    let (code, _, err) = gputrace(&[
+        "export",
+        "--format",
+        "chrome",
+        "-o",
+        chrome.to_str().unwrap(),
+        t.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&chrome).unwrap()).unwrap();
+    let ev = v["traceEvents"].as_array().unwrap();
+    let clocks: Vec<i64> = ev
+        .iter()
+        .filter(|e| e["ph"] == "C" && e["name"] == "GPU 0 SM clock (MHz)")
+        .map(|e| e["args"]["value"].as_i64().unwrap())
+        .collect();
+    assert_eq!(clocks, vec![1980, 1880, 1780, 1680, 1580]);
+    // Readings NVML did not give are left out.
+    assert!(!ev.iter().any(|e| e["name"] == "GPU 0 power (mW)"));
+    assert_eq!(ev.iter().filter(|e| e["name"] == "xid").count(), 1);
+    let pf = d.join("nvml.pftrace");
+    let (code, _, err) = gputrace(&[
+        "export",
+        "--format",
+        "perfetto",
+        "-o",
+        pf.to_str().unwrap(),
+        t.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let bytes = std::fs::read(&pf).unwrap();
+    let text = String::from_utf8_lossy(&bytes);
+    assert!(text.contains("GPU 0 (NVML)") && text.contains("SM clock (MHz)"));
+    let pq = d.join("pq");
+    let (code, _, err) = gputrace(&[
+        "export",
+        "--format",
+        "parquet",
+        "-o",
+        pq.to_str().unwrap(),
+        t.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(pq.join("gpu_samples.parquet").exists());
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn several_traces_are_put_on_one_time_base() {
+    let d = tmpdir("align");
+    let clock = |b: &mut B, real_minus_cupti: u64| {
+        b.ev.push(Event::Clock {
+            cupti_ns: T0,
+            mono_ns: 1,
+            real_ns: T0 + real_minus_cupti,
+        });
+    };
+    // The same work by the CUPTI clock; B's clock pair says its CUPTI clock is 5 s
+    // behind real time, so on the common time base B's work comes 5 s later.
+    let mut a = healthy(10);
+    clock(&mut a, 0);
+    let mut b = healthy(10);
+    b.meta.host = "other".into();
+    clock(&mut b, 5 * S);
+    let pa = write(&d, "a.gtrace", &a);
+    let pb = write(&d, "b.gtrace", &b);
+    let out = d.join("job");
+    let (code, _, err) = gputrace(&[
+        "export",
+        "--format",
+        "chrome",
+        "-o",
+        out.to_str().unwrap(),
+        pa.to_str().unwrap(),
+        pb.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let mut firsts = Vec::new();
+    let mut files: Vec<_> = std::fs::read_dir(&out).unwrap().flatten().collect();
+    files.sort_by_key(|e| e.path());
+    assert_eq!(files.len(), 2);
+    for f in files {
+        let v: Value = serde_json::from_str(&std::fs::read_to_string(f.path()).unwrap()).unwrap();
+        let first = v["traceEvents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["cat"] == "kernel")
+            .map(|e| e["ts"].as_f64().unwrap())
+            .fold(f64::MAX, f64::min);
+        firsts.push((v["baseTimeNanoseconds"].as_u64().unwrap(), first));
+    }
+    assert_eq!(firsts[0].0, firsts[1].0, "one job start for every file");
+    let gap_us = (firsts[1].1 - firsts[0].1).abs();
+    assert!((gap_us - 5e6).abs() < 1.0, "{firsts:?}");
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn nvtx_ranges_are_paired_in_every_format() {
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+    let d = tmpdir("nvtx");
+    let mut b = healthy(10);
+    let t0 = T0 + 2 * S;
+    let step = b.s("step");
+    let fwd = b.s("forward");
+    let mark = b.s("checkpoint");
+    let n = |ts: u64, kind: u8, id: u64, text: u32| {
+        Event::Nvtx(fmt::Nvtx {
+            ts,
+            tid: TID,
+            kind,
+            flags: 0,
+            id,
+            text,
+        })
+    };
+    b.ev.extend([
+        n(t0, fmt::NVTX_PUSH, 0, step),
+        n(t0 + MS, fmt::NVTX_PUSH, 1, fwd),
+        n(t0 + 2 * MS, fmt::NVTX_POP, 1, 0),
+        n(t0 + 3 * MS, fmt::NVTX_MARK, 0, mark),
+        n(t0 + 4 * MS, fmt::NVTX_POP, 0, 0),
+        n(t0 + 5 * MS, fmt::NVTX_START, 77, step),
+        n(t0 + 6 * MS, fmt::NVTX_END, 77, 0),
+        // A pop whose push came before the trace: nothing to close.
+        n(t0 + 7 * MS, fmt::NVTX_POP, 0, 0),
+    ]);
+    let t = write(&d, "nvtx.gtrace", &b);
+    let run = |format: &str, out: &Path| {
+        let (code, _, err) = gputrace(&[
+            "export",
+            "--format",
+            format,
+            "-o",
+            out.to_str().unwrap(),
+            t.to_str().unwrap(),
+        ]);
+        assert_eq!(code, 0, "{err}");
+    };
+    let chrome = d.join("nvtx.json");
+    run("chrome", &chrome);
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&chrome).unwrap()).unwrap();
+    let ph = |p: &str| {
+        v["traceEvents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["ph"] == p && e["cat"] == "user_annotation")
+            .count()
+    };
+    assert_eq!(
+        (ph("B"), ph("E"), ph("i"), ph("b"), ph("e")),
+        (2, 2, 1, 1, 1)
+    );
+    let pq = d.join("pq");
+    run("parquet", &pq);
+    let r =
+        SerializedFileReader::new(std::fs::File::open(pq.join("nvtx.parquet")).unwrap()).unwrap();
+    // Two push/pop ranges, one start/end range, one mark.
+    assert_eq!(r.metadata().file_metadata().num_rows(), 4);
+    let pf = d.join("nvtx.pftrace");
+    run("perfetto", &pf);
+    let text = String::from_utf8_lossy(&std::fs::read(&pf).unwrap()).into_owned();
+    assert!(text.contains("forward") && text.contains("checkpoint"));
+    let _ = std::fs::remove_dir_all(&d);
+}

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The export round trips (CI runs this after scripts/test.sh): gputrace's Perfetto,
+# Chrome JSON and Parquet exports of the bundled examples read back by other people's
+# tools, installed from PyPI at pinned versions into a virtual environment under
+# target/ (made once, reused while the pins stay the same):
+# - Perfetto's own proto definitions (perfetto_trace_pb2) decode the Perfetto trace;
+# - Holistic Trace Analysis runs its kernel and idle-time breakdowns on the Chrome JSON;
+# - pyarrow reads the Parquet tables and answers idle time by cause per rank.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PINS="perfetto==0.59.1 protobuf==7.36.2 HolisticTraceAnalysis==0.5.0 pyarrow==26.0.1"
+VENV=target/export-venv
+if [ "$(cat "$VENV/pins" 2>/dev/null)" != "$PINS" ]; then
+  start=$(date +%s)
+  rm -rf "$VENV"
+  python3 -m venv "$VENV"
+  "$VENV/bin/pip" install --quiet --disable-pip-version-check --root-user-action=ignore $PINS
+  echo "$PINS" > "$VENV/pins"
+  echo "export checks: Python packages installed in $(( $(date +%s) - start )) s"
+fi
+cargo build -p gputrace-analyzer
+G=target/debug/gputrace
+OUT=$(mktemp -d)
+trap 'rm -rf "$OUT"' EXIT
+passed=0 failed=0
+check() {
+  if "$VENV/bin/python" "$@" > "$OUT/log" 2>&1; then
+    passed=$((passed + 1)); grep -E "^(perfetto|hta|parquet) ok|^(==|HTA|gputrace|  )" "$OUT/log" || true
+  else
+    failed=$((failed + 1)); echo "FAILED: $*"; tail -20 "$OUT/log"
+  fi
+}
+for f in examples/*.gtrace; do
+  check scripts/export_check/check_perfetto.py "$G" "$f" "$OUT"
+done
+for f in examples/torch-mlp.gtrace examples/pageable_memcpy.gtrace examples/data_starvation.gtrace; do
+  check scripts/export_check/check_hta.py "$G" "$f" "$OUT"
+done
+if [ -f scripts/export_check/check_parquet.py ]; then
+  check scripts/export_check/check_parquet.py "$G" "$OUT" examples/*.gtrace
+fi
+echo "$passed passed, $failed failed"
+[ "$failed" = 0 ]
