@@ -61,6 +61,28 @@ fn examples() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples")
 }
 
+/// Starts `c` with the signals these tests send at their default action, whatever the
+/// test harness inherited (a CI job run in the background or under nohup starts with
+/// SIGINT, SIGQUIT or SIGHUP ignored, and gputrace rightly passes that on).
+fn default_signals(c: &mut Command) {
+    // SAFETY: only async-signal-safe calls (signal) between fork and exec.
+    unsafe {
+        c.pre_exec(|| {
+            for s in [
+                libc::SIGINT,
+                libc::SIGQUIT,
+                libc::SIGHUP,
+                libc::SIGTERM,
+                libc::SIGUSR1,
+                libc::SIGUSR2,
+            ] {
+                libc::signal(s, libc::SIG_DFL);
+            }
+            Ok(())
+        });
+    }
+}
+
 /// `gputrace run -o OUT -- sh -c SCRIPT`, with a good library and pipes on all three fds.
 fn gputrace_sh(out: &Path, script: &str) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_gputrace"));
@@ -92,6 +114,7 @@ struct Ended {
 
 impl Running {
     fn start(mut c: Command) -> Running {
+        default_signals(&mut c);
         let mut child = c.spawn().expect("start gputrace");
         let stdin = child.stdin.take();
         let out = child.stdout.take().unwrap();
@@ -416,6 +439,7 @@ fn exit_codes_are_a_shells() {
             .env("GPUTRACE_LIB", libc_path())
             .env_remove("LD_PRELOAD")
             .stdin(Stdio::null());
+        default_signals(&mut c);
         let o = c.output().unwrap();
         (
             o.status,
