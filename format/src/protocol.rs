@@ -121,7 +121,7 @@ pub const SETTINGS: &[Setting] = &[
     s(n::DURATION, "10s", "length of a window opened by the timer or the signal (a duration)", Library),
     s(n::COMPRESS, "1", "zstd-compress the trace's event chunks", Library),
     s(n::DEBUG, "0", "print what the library does", Library),
-    s(n::NVML, "libnvidia-ml.so.1", "the NVML the environment sampler loads (a path or soname); 0/off: none", Library),
+    s(n::NVML, "off", "NVML sampling in the traced process: 1/on (libnvidia-ml.so.1) or a path; off by default (it hung PyTorch on an H200)", Library),
     s(n::NVML_MS, "100", "NVML sampling period in a trace window, ms (10-60000; 0: facts only)", Library),
     s(n::HOST, "1", "the host sampler: the CUDA threads' CPU time, the process tree, the machine's CPU (0: off)", Library),
     s(n::HOST_THREAD_MS, "3", "host sampler period for the threads that issue CUDA work, ms (1-100)", Library),

@@ -145,7 +145,9 @@ impl Default for Opts {
             duration: None,
             host: HostSettings::default(),
             debug: false,
-            nvml: NvmlLib::Default,
+            // Off by default: on the H200, NVML sampling from a thread of the traced
+            // process hung PyTorch at its first kernel launches (bench/results/2026-12-03-run5-wave).
+            nvml: NvmlLib::Off,
             nvml_ms: NVML_MS_DEFAULT,
             rank: None,
             local_rank: None,
@@ -315,7 +317,8 @@ impl Opts {
                     _ => bad("milliseconds between 10 and 10000"),
                 },
                 set::NVML => match v.trim() {
-                    "" => o.nvml = NvmlLib::Default,
+                    "" => o.nvml = NvmlLib::Off,
+                    t if parse_bool(t) == Some(true) => o.nvml = NvmlLib::Default,
                     t if parse_bool(t) == Some(false) => o.nvml = NvmlLib::Off,
                     t => o.nvml = NvmlLib::Path(PathBuf::from(t)),
                 },
@@ -444,7 +447,8 @@ mod tests {
     #[test]
     fn nvml_settings() {
         let d = o(&[]);
-        assert_eq!((d.nvml.clone(), d.nvml_ms), (NvmlLib::Default, 100));
+        assert_eq!((d.nvml.clone(), d.nvml_ms), (NvmlLib::Off, 100));
+        assert_eq!(o(&[("GPUTRACE_NVML", "1")]).nvml, NvmlLib::Default);
         let d = o(&[
             ("GPUTRACE_NVML", "/opt/libnvidia-ml.so.1"),
             ("GPUTRACE_NVML_MS", "0"),

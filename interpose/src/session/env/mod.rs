@@ -137,7 +137,7 @@ fn run(lib: &NvmlLib, period: Duration) {
             f.push(gputrace_env::facts::Fact {
                 device: gputrace_format::FACT_HOST,
                 key: gputrace_env::facts::keys::NVML,
-                value: "off: GPUTRACE_NVML=0".into(),
+                value: "off: GPUTRACE_NVML=1 turns it on".into(),
             });
             f
         }
