@@ -1277,21 +1277,26 @@ mod tests {
         ]
     }
 
-    #[test]
-    fn round_trip_every_event_kind() {
-        let evs = sample_events();
+    /// Encodes `evs` in one chunk and decodes them back: every event comes back equal, in
+    /// order, none skipped.
+    fn assert_round_trip(evs: &[Event]) {
         let mut enc = Encoder::new();
-        for e in &evs {
+        for e in evs {
             enc.push(e);
         }
         let (buf, n) = enc.take();
         assert_eq!(n as usize, evs.len());
         let mut dec = Decoder::new(&buf);
-        let mut out = vec![];
-        while let Some(e) = dec.next() {
-            out.push(e.unwrap());
-        }
+        let out: Vec<_> = std::iter::from_fn(|| dec.next())
+            .map(|e| e.unwrap())
+            .collect();
         assert_eq!(out, evs);
+        assert_eq!(dec.skipped, 0);
+    }
+
+    #[test]
+    fn round_trip_every_event_kind() {
+        assert_round_trip(&sample_events());
     }
 
     /// One of each symbol-hook event, with values at the edges of their ranges.
@@ -1388,18 +1393,7 @@ mod tests {
     fn round_trip_hook_events() {
         let mut evs = sample_events();
         evs.extend(hook_events());
-        let mut enc = Encoder::new();
-        for e in &evs {
-            enc.push(e);
-        }
-        let (buf, n) = enc.take();
-        assert_eq!(n as usize, evs.len());
-        let mut dec = Decoder::new(&buf);
-        let out: Vec<_> = std::iter::from_fn(|| dec.next())
-            .map(|e| e.unwrap())
-            .collect();
-        assert_eq!(out, evs);
-        assert_eq!(dec.skipped, 0);
+        assert_round_trip(&evs);
     }
 
     /// One of each environment event, with "not available" and edge values.
@@ -1473,18 +1467,7 @@ mod tests {
     fn round_trip_env_events() {
         let mut evs = sample_events();
         evs.extend(env_events());
-        let mut enc = Encoder::new();
-        for e in &evs {
-            enc.push(e);
-        }
-        let (buf, n) = enc.take();
-        assert_eq!(n as usize, evs.len());
-        let mut dec = Decoder::new(&buf);
-        let out: Vec<_> = std::iter::from_fn(|| dec.next())
-            .map(|e| e.unwrap())
-            .collect();
-        assert_eq!(out, evs);
-        assert_eq!(dec.skipped, 0);
+        assert_round_trip(&evs);
     }
 
     #[test]
@@ -1642,17 +1625,7 @@ mod tests {
     fn round_trip_host_samples() {
         let mut evs = sample_events();
         evs.extend(host_sample_events());
-        let mut enc = Encoder::new();
-        for e in &evs {
-            enc.push(e);
-        }
-        let (buf, _) = enc.take();
-        let mut dec = Decoder::new(&buf);
-        let out: Vec<_> = std::iter::from_fn(|| dec.next())
-            .map(|e| e.unwrap())
-            .collect();
-        assert_eq!(out, evs);
-        assert_eq!(dec.skipped, 0);
+        assert_round_trip(&evs);
     }
 
     #[test]
