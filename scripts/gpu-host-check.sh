@@ -125,5 +125,5 @@ for n in workers_saturated data_starvation; do
   f=$(ls "$W/suite/traces-$n"/*.gtrace 2>/dev/null | head -1)
   [ -n "$f" ] && cp "$f" "$W/examples/$n.gtrace"
 done
-tar czf "$OUT/host-session.tgz" -C "$W" suite/*.json suite/*.txt suite/*.log ab examples check.txt sampler_cost.txt 2>/dev/null
+( cd "$W" && tar czf "$OUT/host-session.tgz" $(ls -d suite/*.json suite/*.txt suite/*.log ab examples check.txt sampler_cost.txt 2>/dev/null) )
 cat "$OUT/host-check.txt"

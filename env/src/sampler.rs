@@ -86,6 +86,41 @@ struct Dev {
     has_self: bool,
 }
 
+/// NVML reads a sampler leaves out (`GPUTRACE_NVML_SKIP`), to find a read that
+/// misbehaves on some machine without rebuilding.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Skip {
+    /// No event set (Xid, ECC events) is registered.
+    pub events: bool,
+    /// No process list or per-process utilisation.
+    pub procs: bool,
+    /// No ECC counts.
+    pub ecc: bool,
+    /// No PCIe throughput.
+    pub pcie: bool,
+    /// No ticks at all: facts only.
+    pub ticks: bool,
+}
+
+impl Skip {
+    /// `"events,procs"`; `""` or `"none"` skips nothing; `None` for an unknown word.
+    pub fn parse(s: &str) -> Option<Skip> {
+        let mut k = Skip::default();
+        for w in s.split(',').map(str::trim).filter(|w| !w.is_empty()) {
+            match w {
+                "none" => {}
+                "events" => k.events = true,
+                "procs" => k.procs = true,
+                "ecc" => k.ecc = true,
+                "pcie" => k.pcie = true,
+                "ticks" => k.ticks = true,
+                _ => return None,
+            }
+        }
+        Some(k)
+    }
+}
+
 /// Reads NVML for every GPU, one tick at a time.
 pub struct Sampler<'n> {
     nvml: &'n Nvml,
@@ -96,12 +131,13 @@ pub struct Sampler<'n> {
     /// PCIe throughput costs NVML 20 ms a counter: read it every this many ticks.
     pcie_every: u64,
     names: HashMap<u32, String>,
+    skip: Skip,
 }
 
 impl<'n> Sampler<'n> {
     /// A sampler over every GPU NVML sees, for the process `self_pid`; per-process
     /// utilisation is read from `since_ns` on.
-    pub fn new(nvml: &'n Nvml, self_pid: u32, since_ns: u64) -> Sampler<'n> {
+    pub fn new(nvml: &'n Nvml, self_pid: u32, since_ns: u64, skip: Skip) -> Sampler<'n> {
         let n = nvml.device_count().unwrap_or(0).min(64);
         let devs: Vec<Dev> = (0..n)
             .filter_map(|i| {
@@ -112,10 +148,14 @@ impl<'n> Sampler<'n> {
                     sm_max: nvml.max_clock(handle, nvml::CLOCK_SM),
                     mem_max: nvml.max_clock(handle, nvml::CLOCK_MEM),
                     last_util_us: since_ns / 1000,
-                    ecc: [
-                        nvml.ecc_errors(handle, nvml::ECC_CORRECTED),
-                        nvml.ecc_errors(handle, nvml::ECC_UNCORRECTED),
-                    ],
+                    ecc: if skip.ecc {
+                        [None, None]
+                    } else {
+                        [
+                            nvml.ecc_errors(handle, nvml::ECC_CORRECTED),
+                            nvml.ecc_errors(handle, nvml::ECC_UNCORRECTED),
+                        ]
+                    },
                     has_self: false,
                 })
             })
@@ -123,12 +163,17 @@ impl<'n> Sampler<'n> {
         let handles: Vec<Device> = devs.iter().map(|d| d.handle).collect();
         Sampler {
             nvml,
-            events: nvml.error_events(&handles),
+            events: if skip.events {
+                None
+            } else {
+                nvml.error_events(&handles)
+            },
             devs,
             self_pid,
             ticks: 0,
-            pcie_every: 10,
+            pcie_every: if skip.pcie { 0 } else { 10 },
             names: HashMap::new(),
+            skip,
         }
     }
 
@@ -186,8 +231,12 @@ impl<'n> Sampler<'n> {
                 pcie_tx_kbs: na(tx),
                 pcie_rx_kbs: na(rx),
             }));
-            self.processes(i, ts, out);
-            self.ecc(i, ts, out);
+            if !self.skip.procs {
+                self.processes(i, ts, out);
+            }
+            if !self.skip.ecc {
+                self.ecc(i, ts, out);
+            }
         }
         if let Some(ev) = &self.events {
             for e in ev.poll() {

@@ -38,6 +38,7 @@ pub mod settings {
     pub const HOST_TREE_MS: &str = "GPUTRACE_HOST_TREE_MS";
     pub const RANK: &str = "GPUTRACE_RANK";
     pub const PER_THREAD_BUFFERS: &str = "GPUTRACE_PER_THREAD_BUFFERS";
+    pub const NVML_SKIP: &str = "GPUTRACE_NVML_SKIP";
     pub const DEVICE_BUFFER_MB: &str = "GPUTRACE_DEVICE_BUFFER_MB";
     pub const CUPTI_FLUSH_MS: &str = "GPUTRACE_CUPTI_FLUSH_MS";
     pub const ZEROED_BUFFERS: &str = "GPUTRACE_ZEROED_BUFFERS";
@@ -127,6 +128,7 @@ pub const SETTINGS: &[Setting] = &[
     s(n::HOST_THREAD_MS, "3", "host sampler period for the threads that issue CUDA work, ms (1-100)", Library),
     s(n::HOST_TREE_MS, "100", "host sampler period for the process tree and the machine, ms (10-10000)", Library),
     s(n::RANK, "off", "this process's rank in its job (a whole number); before RANK, SLURM_PROCID, ...", Library),
+    x(n::NVML_SKIP, "none", "NVML reads the sampler leaves out, comma-separated: events, procs, ecc, pcie, ticks (for finding a read that misbehaves)"),
     x(n::PER_THREAD_BUFFERS, "0", "CUPTI per-thread activity buffers"),
     x(n::DEVICE_BUFFER_MB, "off", "CUPTI's device buffer size, MiB (1-4096)"),
     x(n::CUPTI_FLUSH_MS, "GPUTRACE_FLUSH_MS", "CUPTI's flush period, ms (0: CUPTI's own policy)"),

@@ -109,6 +109,8 @@ pub struct Opts {
     /// NVML sampling period in a trace window (`GPUTRACE_NVML_MS`, default 100; 0: the
     /// facts only, no sampling).
     pub nvml_ms: u64,
+    /// `GPUTRACE_NVML_SKIP`: NVML reads left out.
+    pub nvml_skip: gputrace_env::sampler::Skip,
     /// This process's rank in its job and on its node, and the variable each came from
     /// (`protocol::RANK_VARS`, `protocol::LOCAL_RANK_VARS`).
     pub rank: Option<(u32, String)>,
@@ -149,6 +151,7 @@ impl Default for Opts {
             // process hung PyTorch at its first kernel launches (bench/results/2026-12-03-run5-wave).
             nvml: NvmlLib::Off,
             nvml_ms: NVML_MS_DEFAULT,
+            nvml_skip: Default::default(),
             rank: None,
             local_rank: None,
             raw: Vec::new(),
@@ -325,6 +328,10 @@ impl Opts {
                 set::NVML_MS => match v.trim().parse::<u64>() {
                     Ok(n) if n == 0 || (10..=60_000).contains(&n) => o.nvml_ms = n,
                     _ => bad("0 (off) or milliseconds between 10 and 60000"),
+                },
+                set::NVML_SKIP => match gputrace_env::sampler::Skip::parse(&v) {
+                    Some(k) => o.nvml_skip = k,
+                    None => bad("a comma-separated list from events, procs, ecc, pcie, ticks"),
                 },
                 set::RANK => {
                     if v.trim().parse::<u32>().is_err() {

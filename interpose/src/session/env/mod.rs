@@ -45,11 +45,13 @@ pub fn start(o: &Opts) {
     *lock(&DONE) = false;
     let lib = o.nvml.clone();
     let period = Duration::from_millis(o.nvml_ms);
+    let skip = o.nvml_skip;
     let spawned = std::thread::Builder::new()
         .name("gputrace-env".into())
         .spawn(move || {
             mark_thread_internal();
-            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(&lib, period)));
+            let r =
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(&lib, period, skip)));
             if r.is_err() {
                 log::warn("internal error in the environment sampler; NVML sampling off");
             }
@@ -127,9 +129,10 @@ fn load(lib: &NvmlLib) -> Option<Result<Nvml, NvmlError>> {
     }
 }
 
-fn run(lib: &NvmlLib, period: Duration) {
+fn run(lib: &NvmlLib, period: Duration, skip: sampler::Skip) {
     let t0 = sampler::now_ns();
     let nvml = load(lib);
+    log::debug("environment sampler: NVML loaded");
     let facts = match &nvml {
         Some(r) => sampler::trace_facts(r.as_ref()),
         None => {
@@ -144,18 +147,25 @@ fn run(lib: &NvmlLib, period: Duration) {
     };
     let mut items: Vec<Item> = sampler::fact_items(t0, facts).collect();
     push(&mut items);
+    log::debug("environment sampler: facts read");
     let Some(Ok(nvml)) = nvml else {
         if let Some(Err(e)) = &nvml {
             log::debug(&format!("no NVML samples: {e}"));
         }
         return;
     };
-    if period.is_zero() {
+    if period.is_zero() || skip.ticks {
         return;
     }
-    let mut s = Sampler::new(&nvml, std::process::id(), t0);
+    let mut s = Sampler::new(&nvml, std::process::id(), t0, skip);
+    log::debug("environment sampler: devices opened");
+    let mut n = 0u64;
     loop {
         s.tick(sampler::now_ns(), &mut items);
+        n += 1;
+        if n <= 3 {
+            log::debug(&format!("environment sampler: tick {n} done"));
+        }
         push(&mut items);
         let stop = lock(&STOP);
         let (stop, _) = STOP_CV
