@@ -57,11 +57,25 @@ for v in $VARIANTS; do
     off) env+=(GPUTRACE_NVML=0) ;;
     full) env+=(GPUTRACE_NVML=1) ;;
     ms0) env+=(GPUTRACE_NVML=1 GPUTRACE_NVML_MS=0) ;;
+    # The window (and with it NVML) opens 2 s after CUDA is up.
+    late) env+=(GPUTRACE_NVML=1 GPUTRACE_MODE=dormant GPUTRACE_START_AFTER=2s GPUTRACE_DURATION=5s) ;;
     *) env+=(GPUTRACE_NVML=1 GPUTRACE_NVML_SKIP="$v") ;;
   esac
   t=$SECONDS
-  env "${env[@]}" LD_PRELOAD="$LIB" timeout -s KILL 35 "$PY" "$ROOT/scripts/workloads/pathology/batch1_training.py" \
-    >"$W/$v.log" 2>&1 &
+  W1="$ROOT/scripts/workloads/pathology/batch1_training.py"
+  if [ "$v" = plain ]; then
+    # No gputrace: NVML initialised by a thread of the job itself (ctypes), as CUDA starts.
+    timeout -s KILL 35 "$PY" -c '
+import ctypes, runpy, sys, threading
+def nv():
+    n = ctypes.CDLL("libnvidia-ml.so.1")
+    c = ctypes.c_uint()
+    print("plain nvml: init", n.nvmlInit_v2(), "count", n.nvmlDeviceGetCount_v2(ctypes.byref(c)), c.value, flush=True)
+threading.Thread(target=nv).start()
+runpy.run_path(sys.argv[1], run_name="__main__")' "$W1" >"$W/$v.log" 2>&1 &
+  else
+    env "${env[@]}" LD_PRELOAD="$LIB" timeout -s KILL 35 "$PY" "$W1" >"$W/$v.log" 2>&1 &
+  fi
   p=$!
   for _ in $(seq 1 20); do sleep 1; kill -0 $p 2>/dev/null || break; done
   if kill -0 $p 2>/dev/null; then
@@ -69,7 +83,7 @@ for v in $VARIANTS; do
     [ -n "$child" ] && dump_threads "$child" >"$W/$v.threads.txt" 2>&1
   fi
   wait $p; rc=$?
-  last=$(grep -a "environment sampler" "$W/$v.log" | tail -1 | cut -c1-70)
+  last=$(grep -a "environment sampler\|plain nvml" "$W/$v.log" | tail -1 | cut -c1-70)
   printf '%-24s %-6s %-8s %s\n' "$v" "$rc" "$((SECONDS - t))" "$last" >>"$W/table.txt"
 done
 tar czf "$OUT/nvml-bisect.tgz" -C "$W" --exclude='t-*' .

@@ -166,6 +166,10 @@ pub struct HostCpu {
     /// The thread that issued most launches (the feeding thread when the work after a
     /// gap has no recorded call).
     pub feeder: Option<u32>,
+    /// Every sampled thread that issued launches (the feeding thread first): PyTorch's
+    /// backward runs on its own thread (`pt_autograd_0`), which launches while the main
+    /// thread waits for it.
+    pub feeders: Vec<u32>,
     pub pid: u32,
     /// Children and further descendants.
     pub procs: Vec<ProcSeries>,
@@ -287,9 +291,19 @@ impl HostCpu {
                 *count.entry(c.tid).or_default() += 1;
             }
         }
-        let feeder = count
-            .into_iter()
-            .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(&a.0)))
+        let mut ranked: Vec<(u32, u64)> = count.into_iter().collect();
+        ranked.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        let total: u64 = ranked.iter().map(|x| x.1).sum();
+        // Threads with at least 2% of the launches (a stray call from a helper thread
+        // does not make it a feeding thread).
+        let feeders: Vec<u32> = ranked
+            .iter()
+            .filter(|x| x.1.saturating_mul(50) >= total)
+            .map(|x| x.0)
+            .filter(|tid| threads.binary_search_by_key(tid, |s| s.tid).is_ok())
+            .collect();
+        let feeder = ranked
+            .first()
             .map(|x| x.0)
             .or_else(|| threads.iter().find(|s| s.tid == t.meta.pid).map(|s| s.tid))
             .or_else(|| threads.first().map(|s| s.tid));
@@ -301,6 +315,7 @@ impl HostCpu {
         Some(HostCpu {
             threads,
             feeder,
+            feeders,
             pid: t.meta.pid,
             procs,
             own,
@@ -633,10 +648,19 @@ pub fn split_quiet(
     acc: &mut HostSplit,
 ) {
     let len = e.saturating_sub(s);
-    let sp = match h.thread_for(tid) {
+    let first = h.thread_for(tid);
+    let mut sp = match first {
         Some(t) => h.split(t, s, e),
         None => Split::default(),
     };
+    // A thread blocked while another feeding thread runs (the main thread waiting for
+    // the autograd thread) is the host computing, not waiting for input.
+    for &f in h.feeders.iter().filter(|&&f| Some(f) != first) {
+        let o = h.split(f, s, e);
+        sp.covered = sp.covered.max(o.covered);
+        sp.on_cpu = sp.on_cpu.saturating_add(o.on_cpu);
+        sp.runq = sp.runq.saturating_add(o.runq);
+    }
     let covered = sp.covered.min(len);
     let cpu = sp.on_cpu.saturating_add(sp.runq).min(covered);
     let blocked = covered - cpu;

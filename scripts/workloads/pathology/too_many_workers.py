@@ -6,12 +6,14 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset
 
+# The job may use 4 CPUs (a small container's share); the workers inherit the mask.
+os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:4])
 cpus = len(os.sched_getaffinity(0))
 
 
 class Augmented(Dataset):
     def __len__(self):
-        return 64 * 150
+        return 64 * 60
 
     def __getitem__(self, i):
         rng = np.random.default_rng(i)

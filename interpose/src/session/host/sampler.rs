@@ -190,10 +190,15 @@ impl Sampler {
             if !f.seen {
                 return false;
             }
-            let Some((cpu, wait, slices)) = f.schedstat.read(buf).and_then(procfs::parse_schedstat)
+            let Some((stale_cpu, wait, slices)) =
+                f.schedstat.read(buf).and_then(procfs::parse_schedstat)
             else {
                 return false;
             };
+            // schedstat's CPU time is only brought up to date at the scheduler's tick (4 ms
+            // at HZ=250) while the thread runs: read at 3 ms, a running thread looked
+            // blocked one pass in four. The thread's CPU clock is exact.
+            let cpu = procfs::thread_cpu_ns(f.tid).unwrap_or(stale_cpu);
             let ts = clock::now_ns();
             // The state letter matters when the thread was mostly off the CPU.
             let off = f.last_ts == 0
