@@ -13,6 +13,11 @@
 #                                #  window); the samplers' cost, interleaved A/B: host
 #                                #  sampler on/off (launch loop, MLP step), NVML sampler
 #                                #  on/off (MLP step)
+#   PART=c scripts/gpu-wave.sh   # ~8 min: the host and call-site workloads (SUITE, default
+#                                #  below) with NVML sampled by `gputrace run` from outside
+#                                #  the job; the wheel; the pageable/pinned pair for diff;
+#                                #  A/Bs (AB_PAIRS each, interleaved): host sampler on/off,
+#                                #  Python call sites on/off; traces for examples/
 # Everything bulky goes into $OUT/wave-<part>.tgz (the device returns at most 8 files);
 # $OUT/wave-<part>.txt is the short table, printed last.
 set -u
@@ -111,6 +116,61 @@ if [ "$PART" = b ]; then
   { echo; echo "== host sampler on/off"; sed -n '/== sampler on vs off/,$p' "$W/host/host-check.txt"; } >>"$T"
   cp "$W/host/host_ab.json" "$OUT/host-ab.json" 2>/dev/null
   tar czf "$OUT/wave-b.tgz" -C "$W" validate.txt validate env env.log host host.log 2>/dev/null
+fi
+if [ "$PART" = c ]; then
+  SUITE=${SUITE:-data_starvation,batch1_training,generation_loop,workers_saturated,too_many_workers,shared_gpu,implicit_sync,sync_memcpy,pageable_memcpy}
+  SUITE=$SUITE AB_ROUNDS_MAX=0 OUT="$W/suite" timeout 330 "$ROOT/scripts/gpu-host-check.sh" >"$W/suite.log" 2>&1
+  { echo; echo "== pathology suite ($SUITE)"; sed -n '/== pathology/,/== sampler on vs off/p' "$W/suite/host-check.txt"; } >>"$T"
+  cp "$W/suite/summary.json" "$OUT/suite-summary.json" 2>/dev/null
+  ls /tmp/host-check/suite/traces-shared_gpu/ >>"$W/suite.log" 2>&1
+  echo "suite done at ${SECONDS}s" | tee -a "$T"
+  mkdir -p "$W/examples"
+  for n in workers_saturated shared_gpu implicit_sync data_starvation; do
+    d=/tmp/host-check/suite/traces-$n
+    [ -d "$d" ] && mkdir -p "$W/examples/$n" && cp "$d"/*.gtrace "$W/examples/$n/" 2>/dev/null
+  done
+  if [ -d "$ROOT/.whl-gputrace" ]; then
+    OUT="$W/wheel" timeout 120 "$ROOT/scripts/wheel-gpu-check.sh" "$ROOT/.whl-gputrace" >"$W/wheel.log" 2>&1
+    echo "wheel check rc=$?" >>"$W/wheel.log"
+    { echo; echo "== wheel"; tail -15 "$W/wheel.log"; } >>"$T"
+  fi
+  for n in pathology/pageable_memcpy fixed/pageable_memcpy_fixed; do
+    b=$(basename "$n")
+    ( cd "$W" && timeout 90 "$G" run -o "$W/diff/$b" -- "$PY" "$ROOT/scripts/workloads/$n.py" ) >"$W/diff-$b.log" 2>&1
+  done
+  "$G" diff "$W"/diff/pageable_memcpy "$W"/diff/pageable_memcpy_fixed >"$W/diff.txt" 2>&1
+  { echo; echo "== diff"; head -12 "$W/diff.txt"; } >>"$T"
+  echo "wheel, diff done at ${SECONDS}s" | tee -a "$T"
+  # A/Bs: interleaved ABBA pairs of processes, the launch loop and the MLP step.
+  B="$ROOT/scripts/workloads/bench/bench_workload.py --only launch,mlp --launch-reps ${LAUNCH_REPS:-30}"
+  mkdir -p "$W/ab"
+  for r in $(seq 1 "${AB_PAIRS:-4}"); do
+    for what in host pystack; do
+      off_var=GPUTRACE_HOST; [ $what = pystack ] && off_var=GPUTRACE_PYSTACK
+      for mode in $([ $((r % 2)) = 1 ] && echo "on off" || echo "off on"); do
+        if [ $mode = on ]; then v=1; else v=0; fi
+        env GPUTRACE_DIR=$W/ab/t $off_var=$v LD_PRELOAD=$LIB taskset -c 2-9 "$PY" $B >>"$W/ab/$what-$mode.jsonl" 2>>"$W/ab/err.log"
+        rm -rf "$W/ab/t"
+      done
+    done
+    [ $SECONDS -gt 540 ] && break
+  done
+  for what in host pystack; do
+    "$PY" - "$W/ab/$what-on.jsonl" "$W/ab/$what-off.jsonl" "$what" <<'EOF2' >>"$W/ab.txt" 2>&1
+import json, statistics as st, sys
+on = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+off = [json.loads(l) for l in open(sys.argv[2]) if l.strip()]
+n = min(len(on), len(off))
+for k in ("launch_us", "mlp_us"):
+    r = [on[i][k] / off[i][k] for i in range(n) if k in on[i] and k in off[i] and off[i][k] > 0]
+    if r:
+        print("%-8s %-10s on/off median ratio %.4f (min %.4f, max %.4f) over %d pairs" % (
+            sys.argv[3], k, st.median(r), min(r), max(r), len(r)))
+EOF2
+  done
+  { echo; echo "== A/B (interleaved; ratio of medians per pair)"; cat "$W/ab.txt"; } >>"$T"
+  ( cd "$W" && tar czf "$OUT/wave-c.tgz" $(ls -d suite suite.log wheel wheel.log diff diff*.txt diff-*.log ab ab.txt 2>/dev/null) )
+  ( cd "$W" && tar czf "$OUT/wave-c-examples.tgz" examples )
 fi
 echo "finished at ${SECONDS}s" >>"$T"
 cat "$T"
