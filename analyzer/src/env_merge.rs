@@ -187,3 +187,211 @@ fn give(t: &mut Trace, e: &Trace, (lo, hi): (u64, u64), same_job: &HashSet<u32>)
     t.gpu_processes.sort_by_key(|p| (p.ts, p.device, p.pid));
     t.gpu_events.sort_by_key(|x| (x.ts, x.device));
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fmt::{Event, GpuProcess, GpuSample, Kernel, Meta};
+
+    const MS: u64 = 1_000_000;
+
+    /// Interns strings for synthetic events.
+    #[derive(Default)]
+    struct Strs(Vec<String>);
+
+    impl Strs {
+        fn id(&mut self, text: &str, ev: &mut Vec<Event>) -> u32 {
+            if let Some(i) = self.0.iter().position(|s| s == text) {
+                return i as u32 + 1;
+            }
+            self.0.push(text.into());
+            let id = self.0.len() as u32;
+            ev.push(Event::Str {
+                id,
+                text: text.into(),
+            });
+            id
+        }
+
+        fn fact(&mut self, device: u32, key: &str, value: &str, ev: &mut Vec<Event>) {
+            let (key, value) = (self.id(key, ev), self.id(value, ev));
+            ev.push(Event::Fact(fmt::Fact {
+                ts: 0,
+                device,
+                key,
+                value,
+            }));
+        }
+    }
+
+    fn meta(host: &str, pid: u32, start: u64, kind: &str) -> Meta {
+        Meta {
+            host: host.into(),
+            pid,
+            start_real_ns: start,
+            kind: kind.into(),
+            ..Default::default()
+        }
+    }
+
+    /// A process's trace: kernels from 100 to 950 ms, NVML off, its own CUDA runtime.
+    fn process(pid: u32) -> Trace {
+        let mut ev = Vec::new();
+        let mut s = Strs::default();
+        s.fact(
+            FACT_HOST,
+            "nvml",
+            "off: GPUTRACE_NVML=1 turns it on",
+            &mut ev,
+        );
+        s.fact(FACT_HOST, "cuda_runtime_version", "13.0.96", &mut ev);
+        s.fact(FACT_HOST, "pid", &pid.to_string(), &mut ev);
+        for i in 0..18u64 {
+            let start = 100 * MS + i * 50 * MS;
+            ev.push(Event::Kernel(Kernel {
+                start,
+                end: start + 40 * MS,
+                ..Default::default()
+            }));
+        }
+        let mut t = Trace::from_events(meta("h", pid, 50 * MS, ""), ev);
+        t.path = format!("p{pid}.gtrace").into();
+        t
+    }
+
+    /// An environment file of `host` sampling GPU 0 every 100 ms from 0 to `end_ms`,
+    /// the driver named `driver`; on the GPU: pid 100 (the job's command), pid 300, and
+    /// pid 200 (`matmul`) taking 40%.
+    fn env_file(host: &str, end_ms: u64, driver: &str) -> Trace {
+        let mut ev = Vec::new();
+        let mut s = Strs::default();
+        s.fact(FACT_HOST, "nvml", "ok", &mut ev);
+        s.fact(FACT_HOST, "driver_version", driver, &mut ev);
+        s.fact(FACT_HOST, "pid", "999", &mut ev);
+        s.fact(0, "name", "Fake H200", &mut ev);
+        let matmul = s.id("matmul", &mut ev);
+        for ts in (0..=end_ms).step_by(100).map(|m| m * MS) {
+            ev.push(Event::GpuSample(GpuSample {
+                ts,
+                device: 0,
+                clock_reasons: 0,
+                ..Default::default()
+            }));
+            for (pid, sm, flags, name) in [
+                (100, 40, fmt::GPU_PROC_SELF, 0),
+                (200, 40, 0, matmul),
+                (300, 20, 0, 0),
+            ] {
+                ev.push(Event::GpuProcess(GpuProcess {
+                    ts,
+                    device: 0,
+                    pid,
+                    name,
+                    used_memory: 1 << 30,
+                    sm_pct: sm,
+                    mem_pct: 0,
+                    flags: flags | fmt::GPU_PROC_LISTED | fmt::GPU_PROC_UTIL,
+                }));
+            }
+        }
+        let mut t = Trace::from_events(meta(host, 999, 0, fmt::META_KIND_ENVIRONMENT), ev);
+        t.path = format!("env-{host}-{driver}.gtrace").into();
+        t
+    }
+
+    #[test]
+    fn each_process_trace_takes_the_samples_of_its_time_as_its_own() {
+        let set = vec![
+            process(100),
+            env_file("other-host", 2000, "1.0"),
+            env_file("h", 1200, "580.159.04"),
+            process(300),
+        ];
+        let got = give_environment(set).unwrap();
+        let pids: Vec<u32> = got.iter().map(|t| t.meta.pid).collect();
+        assert_eq!(pids, vec![100, 300], "the environment files are no process");
+        let p = &got[0];
+        // From its beginning (50 ms) to the first sample after its end (950 ms).
+        let ts: Vec<u64> = p.gpu_samples.iter().map(|g| g.ts / MS).collect();
+        assert_eq!(ts, (1..=10).map(|i| i * 100).collect::<Vec<_>>());
+        // NVML's facts from the file, the process's own facts its own.
+        assert_eq!(crate::env::fact(p, FACT_HOST, "nvml"), Some("ok"));
+        assert_eq!(
+            crate::env::fact(p, FACT_HOST, "driver_version"),
+            Some("580.159.04")
+        );
+        assert_eq!(crate::env::fact(p, 0, "name"), Some("Fake H200"));
+        assert_eq!(
+            crate::env::fact(p, FACT_HOST, "cuda_runtime_version"),
+            Some("13.0.96")
+        );
+        assert_eq!(crate::env::fact(p, FACT_HOST, "pid"), Some("100"));
+        assert_eq!(crate::env::nvml_unavailable(p), None);
+        // Itself, and the other trace's process left out; pid 200 is another process.
+        for t in &got {
+            let me = t.meta.pid;
+            let seen: HashSet<(u32, bool)> = t
+                .gpu_processes
+                .iter()
+                .map(|x| (x.pid, x.flags & fmt::GPU_PROC_SELF != 0))
+                .collect();
+            assert_eq!(seen, HashSet::from([(me, true), (200, false)]), "pid {me}");
+            let (lo, hi) = time_range(t).unwrap();
+            let shared = crate::env::shared_gpu(t, lo, hi);
+            assert_eq!(shared.len(), 1, "pid {me}: {shared:?}");
+            assert_eq!((shared[0].pid, shared[0].name.as_str()), (200, "matmul"));
+            assert_eq!(shared[0].sm_share_pct, 40.0);
+        }
+    }
+
+    #[test]
+    fn samples_taken_in_the_process_win() {
+        let mut own = process(100);
+        own.gpu_samples.push(GpuSample {
+            ts: 500 * MS,
+            ..Default::default()
+        });
+        let got = give_environment(vec![own, env_file("h", 1200, "580")]).unwrap();
+        assert_eq!(got[0].gpu_samples.len(), 1);
+        assert!(got[0].gpu_processes.is_empty());
+        assert!(crate::env::nvml_unavailable(&got[0])
+            .unwrap()
+            .starts_with("off"));
+    }
+
+    #[test]
+    fn the_file_covering_most_of_the_trace_is_taken() {
+        let set = vec![
+            env_file("h", 400, "short"),
+            process(100),
+            env_file("h", 3000, "long"),
+        ];
+        let got = give_environment(set).unwrap();
+        assert_eq!(got.len(), 1);
+        let t = &got[0];
+        assert_eq!(
+            crate::env::fact(t, FACT_HOST, "driver_version"),
+            Some("long")
+        );
+        assert_eq!(t.gpu_samples.len(), 10, "one file's samples, not both");
+        // A file of another time is given to nobody.
+        let mut late = env_file("h", 3000, "late");
+        late.facts.iter_mut().for_each(|f| f.ts = 5000 * MS);
+        late.gpu_samples.iter_mut().for_each(|g| g.ts += 5000 * MS);
+        late.gpu_processes
+            .iter_mut()
+            .for_each(|p| p.ts += 5000 * MS);
+        late.meta.start_real_ns = 5000 * MS;
+        let got = give_environment(vec![process(100), late]).unwrap();
+        assert!(got[0].gpu_samples.is_empty() && got[0].gpu_processes.is_empty());
+    }
+
+    #[test]
+    fn an_environment_file_alone_is_an_error_not_a_process() {
+        let e = give_environment(vec![env_file("h", 100, "x")]).unwrap_err();
+        assert!(matches!(e, Error::EnvironmentOnly(_)), "{e}");
+        assert!(e.to_string().contains("environment file"), "{e}");
+        assert!(e.hint().unwrap().contains("gputrace dump"));
+        assert!(give_environment(Vec::new()).unwrap().is_empty());
+    }
+}

@@ -265,7 +265,8 @@ impl Drop for Done<'_> {
 }
 
 /// The sampler thread: facts, then a tick every `period` until asked to stop, then the
-/// last tick and a `Stopped` state.
+/// last tick and a `Stopped` state (without NVML or ticks: the facts, and the `Stopped`
+/// state when asked to stop).
 fn record(mut out: Out, lib: Option<&Path>, period: Duration, job_pid: u32, ctl: &Ctl) {
     let t0 = sampler::now_ns();
     let nvml = Nvml::load(lib);
@@ -298,6 +299,11 @@ fn record(mut out: Out, lib: Option<&Path>, period: Duration, job_pid: u32, ctl:
                 written = Instant::now();
             }
         }
+    } else {
+        // Facts only: the Stopped state below still marks the job's end, so that readers
+        // know which traces the facts were read for.
+        let st = lock(ctl);
+        drop(ctl.cv.wait_while(st, |st| !st.stop));
     }
     out.events.push(Event::State {
         ts: sampler::now_ns(),
