@@ -196,6 +196,7 @@ impl Recorder {
             .name("gputrace-env".into())
             .spawn(move || {
                 let _done = Done(&c);
+                block_signals();
                 record(Out::new(w), lib.as_deref(), period, pid, &c);
             });
         match thread {
@@ -366,6 +367,30 @@ impl Out {
             self.enc.push(&e);
         }
         self.failed = self.w.write_events(&mut self.enc).is_err();
+    }
+}
+
+/// The sampler thread takes no asynchronous signals: they go to the command's main
+/// thread (`gputrace run` relays them to the job from there), and NVML's calls are never
+/// interrupted by them.
+fn block_signals() {
+    // SAFETY: a signal set built in place and applied to this thread only; faults
+    // (synchronous signals) stay unblocked.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut set);
+        for s in [
+            libc::SIGSEGV,
+            libc::SIGBUS,
+            libc::SIGFPE,
+            libc::SIGILL,
+            libc::SIGTRAP,
+            libc::SIGABRT,
+            libc::SIGSYS,
+        ] {
+            libc::sigdelset(&mut set, s);
+        }
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
     }
 }
 

@@ -12,6 +12,7 @@
  *              appear after the first read of the counter
  *   noperm     nvmlInit_v2 returns NVML_ERROR_NO_PERMISSION
  *   nodevice   nvmlInit_v2 succeeds, no GPU
+ *   hang       as healthy, but reading a clock never returns (a driver call stuck)
  *
  * The process shown on the GPU as the job is the loading process itself, or with
  * FAKE_NVML_JOB=child the loading process's child (as under `gputrace run`, which
@@ -235,6 +236,8 @@ EXPORT nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t d, nvmlPciInfo_t *p) {
 
 EXPORT nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t d, unsigned int type, unsigned int *mhz) {
     NEED_GPU(d);
+    while (is("hang"))
+        pause();
     if (type == 1) /* SM */
         *mhz = is("throttled") ? 1200 : 1980;
     else if (type == 2) /* MEM */

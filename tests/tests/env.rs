@@ -274,6 +274,8 @@ fn gputrace_run_samples_nvml_beside_the_job_and_reports_another_process() {
     assert_eq!((procs.len(), envs.len()), (1, 1), "{:?}", o.traces);
     let (p, e) = (&procs[0], &envs[0]);
     let job = p.meta.pid;
+    // Every string it uses defined once, before its first use.
+    Trace::read(&e.path);
     // The environment file: gputrace's, named for it, with the job's process as itself.
     let name = e.path.file_name().unwrap().to_string_lossy().into_owned();
     assert!(name.starts_with("gputrace-env-"), "{name}");
@@ -329,6 +331,22 @@ fn gputrace_run_reports_throttled_clocks_from_its_samples() {
         .collect();
     assert!(ids.contains(&"env_throttled"), "{ids:?}");
     assert!(!ids.contains(&"env_shared_gpu"), "{ids:?}");
+}
+
+#[test]
+fn a_stuck_nvml_never_holds_the_job_or_its_report_up() {
+    // Every clock read blocks for good: no tick ever ends. gputrace waits a bounded time
+    // for the last one, then reports with what the file holds (the facts).
+    let w = Wheel::new(Cuda::V13, Layout::Flat);
+    let fake = fake_nvml().to_string_lossy().into_owned();
+    let o = gputrace_run(&w, Some(&fake), &[("FAKE_NVML_SCENARIO", "hang")]);
+    assert!(o.stdout.contains("basic: 8 launches"), "{}", o.stdout);
+    let (procs, envs) = split_files(&o);
+    assert_eq!((procs.len(), envs.len()), (1, 1), "{:?}", o.traces);
+    assert_eq!(env::fact(&envs[0], fmt::FACT_HOST, "nvml"), Some("ok"));
+    assert!(envs[0].gpu_samples.is_empty());
+    let r = report_json(&o);
+    assert_eq!(r["processes"].as_array().map(|a| a.len()), Some(1), "{r}");
 }
 
 #[test]
