@@ -124,7 +124,7 @@ pub const SETTINGS: &[Setting] = &[
     s(n::DURATION, "10s", "length of a window opened by the timer or the signal (a duration)", Library),
     s(n::COMPRESS, "1", "zstd-compress the trace's event chunks", Library),
     s(n::DEBUG, "0", "print what the library does", Library),
-    s(n::NVML, "on for `gputrace run`/`attach`, off in the library", "NVML sampling (clocks, throttling, other processes on the GPU). `gputrace run` and `gputrace attach` sample from their own process into an environment file beside the traces: on unless `0`/`off`; `1`/unset loads libnvidia-ml.so.1, a path that library; they set it to `0` for the job. `inprocess`: the traced process samples instead (the library alone: `1`, a path or `inprocess`; off by default, it hung PyTorch on an H200)", Both),
+    s(n::NVML, "on from `gputrace run`/`attach`, off in the library", "NVML sampling: `gputrace run`/`attach` read it from their own process into an environment file beside the traces (unset/`1`: libnvidia-ml.so.1, a path: that library, `0`: none) and give the job `0`; `inprocess` (or, without the command, `1`/a path) samples in the traced process instead (it hung PyTorch on an H200)", Both),
     s(n::NVML_MS, "100", "NVML sampling period, ms (10-60000; 0: facts only), of the `gputrace` command's sampler and of the library's", Both),
     s(n::HOST, "1", "the host sampler: the CUDA threads' CPU time, the process tree, the machine's CPU (0: off)", Library),
     s(n::HOST_THREAD_MS, "3", "host sampler period for the threads that issue CUDA work, ms (1-100)", Library),
