@@ -521,6 +521,7 @@ mod tests {
                 set::DIR | set::CUPTI | set::LIB => "/x",
                 set::ACTIVITY => "kernel",
                 set::SIGNAL => "SIGUSR1",
+                set::NVML_SKIP => "none",
                 set::START_AFTER | set::DURATION => "10s",
                 set::BUFFER_KB => "1024",
                 set::DEVICE_BUFFER_MB | set::BUFFER_POOL_MB | set::RANK => "64",
