@@ -76,7 +76,8 @@ pub fn report(
 }
 
 /// `gputrace summary`: per-device summary of each trace. The traces are read one at a
-/// time (only one is held), each file once.
+/// time (only one is held), each file once; environment files are no process and have
+/// no summary (given alone, they are an error).
 pub fn summary(
     paths: &[PathBuf],
     format: Format,
@@ -85,10 +86,18 @@ pub fn summary(
 ) -> Result<Outcome, Error> {
     let mut all = Vec::new();
     let mut outcome = Outcome::default();
+    let mut env_file = None;
     for p in load::distinct_paths(paths, warn) {
         let t = load::load(&p, warn)?;
         outcome.damaged |= t.stats.damaged();
+        if t.meta.is_environment() {
+            env_file.get_or_insert(p);
+            continue;
+        }
         all.push(crate::summary::summarize(&t));
+    }
+    if let (true, Some(p)) = (all.is_empty(), env_file) {
+        return Err(Error::EnvironmentOnly(p));
     }
     written(
         export::write_document(format, Document::Summaries(&all), out).and_then(|_| out.flush()),

@@ -1,6 +1,7 @@
 //! `gputrace attach PID`: asks a dormant process for a trace window over its control
 //! socket (where it is and what is said over it: `gputrace_format::protocol`).
 
+use crate::env_record;
 use gputrace_format::protocol::{self, Reply, Request, WindowReq};
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
@@ -127,6 +128,71 @@ pub fn attach(
             }
         }
     }
+}
+
+/// [`attach`], with NVML sampled from this process while the window is open (as `nvml`
+/// says, see `crate::env_record`) into an environment file beside the window's trace.
+/// Returns the window and that file (`None` when sampling here is off); a file that
+/// could not be made is said through `warn` and the window goes on without it.
+pub fn attach_sampled(
+    pid: u32,
+    req: &WindowReq,
+    nvml: &env_record::Settings,
+    warn: &dyn Fn(&str),
+    started: impl FnOnce(&Path),
+) -> Result<(Window, Option<PathBuf>), AttachError> {
+    let mut recorder = None;
+    let (duration, steps, at_ms, dir) = (req.duration, req.steps, req.at_ms, req.dir.as_deref());
+    let window = attach(pid, duration, steps, at_ms, dir, |trace| {
+        let dir = trace_dir(pid, trace);
+        let job = env_record::Job {
+            pid,
+            cmdline: cmdline_of(pid),
+            started_by: "gputrace attach",
+        };
+        match env_record::Recorder::start(&dir, job, nvml) {
+            Ok(r) => recorder = r,
+            Err(e) => warn(&format!(
+                "no NVML samples: cannot write the environment file in {}: {e}",
+                dir.display()
+            )),
+        }
+        started(trace)
+    });
+    let env_file = recorder.map(|r| r.finish(env_record::LAST_TICK_WAIT));
+    match window {
+        Ok(w) => Ok((w, env_file)),
+        Err(e) => {
+            if let Some(p) = env_file {
+                let _ = std::fs::remove_file(p);
+            }
+            Err(e)
+        }
+    }
+}
+
+/// The directory of the trace the process named: a relative path is its own working
+/// directory's.
+fn trace_dir(pid: u32, trace: &Path) -> PathBuf {
+    let dir = trace.parent().unwrap_or(Path::new(""));
+    if dir.is_absolute() {
+        return dir.to_path_buf();
+    }
+    std::fs::read_link(format!("/proc/{pid}/cwd"))
+        .map(|cwd| cwd.join(dir))
+        .unwrap_or_else(|_| dir.to_path_buf())
+}
+
+/// The process's command line, where this process may read it.
+fn cmdline_of(pid: u32) -> Vec<String> {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|b| {
+            b.split(|c| *c == 0)
+                .filter(|a| !a.is_empty())
+                .map(|a| String::from_utf8_lossy(a).into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// Asks the process for its collector state.

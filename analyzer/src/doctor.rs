@@ -105,11 +105,14 @@ fn check(
 pub fn run(o: &Options) -> Doctor {
     let mut checks = Vec::new();
     let mut all_facts = facts::host_facts();
-    let nvml_path = o.nvml.clone().or_else(|| {
-        std::env::var_os("GPUTRACE_NVML")
-            .filter(|v| !v.is_empty() && v != "0" && v != "off")
-            .map(PathBuf::from)
-    });
+    // GPUTRACE_NVML as `gputrace run` reads it; the doctor loads NVML whatever it says.
+    let nvml_path =
+        o.nvml
+            .clone()
+            .or_else(|| match crate::env_record::Settings::from_env().0.nvml {
+                crate::env_record::NvmlChoice::Command(path) => path,
+                _ => None,
+            });
     let nvml = Nvml::load(nvml_path.as_deref());
     let mut topology = Topology::default();
     let mut driver_cuda = None;

@@ -12,6 +12,10 @@ pub enum Error {
     #[error("cannot read trace {}: {}", .path.display(), read_reason(.path, .error))]
     // Not a `source`: the message says all of it, a chain would repeat it.
     Read { path: PathBuf, error: ReadError },
+    /// Only environment files were given (`gputrace run`'s NVML samples): nothing to
+    /// report on without the process traces they belong to.
+    #[error("{} is an environment file (NVML samples `gputrace run` took beside the job), not a process's trace: nothing to report on without the job's traces", .0.display())]
+    EnvironmentOnly(PathBuf),
     /// The output could not be written (other than to a closed pipe, which is not an
     /// error: `gputrace dump x | head`).
     #[error("cannot write the output: {}", io_message(.0))]
@@ -25,6 +29,10 @@ impl Error {
             Error::IsDir(p) => Some(format!(
                 "give the trace files in it, e.g. {}",
                 p.join("*.gtrace").display()
+            )),
+            Error::EnvironmentOnly(p) => Some(format!(
+                "give it with the traces of the same run, e.g. {}; `gputrace dump` shows its samples",
+                p.with_file_name("*.gtrace").display()
             )),
             Error::Read {
                 error: ReadError::Io { source, .. },

@@ -11,6 +11,8 @@ pub mod attach;
 pub mod diff;
 pub mod doctor;
 pub mod env;
+pub mod env_merge;
+pub mod env_record;
 pub mod error;
 pub mod export;
 pub mod job;

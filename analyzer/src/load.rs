@@ -88,7 +88,9 @@ pub fn load(path: &Path, warn: Warn<'_>) -> Result<Trace, Error> {
 
 /// Reads the traces of a set, each file once: distinct files in parallel, then
 /// copies of one trace under different names (same host, pid and start time) kept
-/// once. The first error stops it.
+/// once, and environment files (`gputrace run`'s NVML samples) given to the process
+/// traces they cover ([`crate::env_merge`]): only process traces are returned. The first
+/// error stops it; a set of environment files only is one.
 pub fn load_set(
     paths: &[PathBuf],
     opts: &LoadOptions,
@@ -99,7 +101,7 @@ pub fn load_set(
         check_path(p)?;
     }
     let traces = read_all(&paths, opts, warn)?;
-    Ok(distinct_traces(traces, warn))
+    crate::env_merge::give_environment(distinct_traces(traces, warn))
 }
 
 /// Drops a trace that is a copy of one before it: same host, pid and start time (a

@@ -28,6 +28,7 @@
 //! gputrace too), gputrace ends by SIGINT itself after its report, as a shell does, so a
 //! calling script stops as it would for the bare command (its `$?` is 130 either way).
 
+use crate::env_record;
 use gputrace_format::protocol::{self, settings};
 use std::collections::HashSet;
 use std::ffi::OsString;
@@ -236,10 +237,18 @@ pub struct RunOutcome {
     pub interrupted: bool,
     /// Trace files the run produced, sorted.
     pub traces: Vec<PathBuf>,
+    /// The environment file gputrace wrote beside them (NVML sampled from its own
+    /// process, `crate::env_record`); none when sampling here was off or the command
+    /// wrote no trace.
+    pub env_file: Option<PathBuf>,
+    /// What went wrong with the environment file, for the caller to say.
+    pub notes: Vec<String>,
 }
 
 /// Runs `cmd` with the library preloaded; traces go to `dir`, which is created private
-/// if missing and removed again if the run left it empty. Signals are handled as the
+/// if missing and removed again if the run left it empty. NVML is sampled from this
+/// process into an environment file in `dir` while the command runs, as `nvml` says
+/// (the command is then told not to sample it itself). Signals are handled as the
 /// module documentation says. One run at a time per process: the signal handling is
 /// process-wide, so concurrent calls wait for each other.
 pub fn run(
@@ -247,6 +256,7 @@ pub fn run(
     dir: &Path,
     cmd: &[OsString],
     extra_env: &[(String, String)],
+    nvml: &env_record::Settings,
 ) -> Result<RunOutcome, RunError> {
     let Some(program) = cmd.first() else {
         return Err(RunError::Spawn(
@@ -257,33 +267,57 @@ pub fn run(
     let created = make_dir(dir).map_err(|e| RunError::Dir(dir.to_path_buf(), e))?;
     let canon = std::fs::canonicalize(dir).unwrap_or(dir.to_path_buf());
     let before = traces_in(&canon);
-    let result = run_in(lib, &canon, program, &cmd[1..], extra_env);
-    let mut traces: Vec<PathBuf> = traces_in(&canon).difference(&before).cloned().collect();
+    let result = run_in(lib, &canon, program, &cmd[1..], extra_env, nvml);
+    let env_file = result.as_ref().ok().and_then(|r| r.env_file.clone());
+    let mut traces: Vec<PathBuf> = traces_in(&canon)
+        .difference(&before)
+        .filter(|p| Some(*p) != env_file.as_ref())
+        .cloned()
+        .collect();
     traces.sort();
+    // Samples of a run that traced nothing describe nothing.
+    let env_file = match env_file {
+        Some(p) if traces.is_empty() => {
+            let _ = std::fs::remove_file(&p);
+            None
+        }
+        kept => kept,
+    };
     if traces.is_empty() {
         remove_if_empty(&created);
     }
-    let (status, interrupted) = result?;
+    let ran = result?;
     use std::os::unix::process::ExitStatusExt;
-    let signal = status.signal();
-    let code = status.code().or(signal.map(|s| 128 + s)).unwrap_or(1);
+    let signal = ran.status.signal();
+    let code = ran.status.code().or(signal.map(|s| 128 + s)).unwrap_or(1);
     Ok(RunOutcome {
         code,
         signal,
-        interrupted,
+        interrupted: ran.interrupted,
         traces,
+        env_file,
+        notes: ran.notes,
     })
 }
 
-/// Spawns and waits for the command with signals handled; returns its status and whether
-/// gputrace got SIGINT meanwhile.
+/// What [`run_in`] saw.
+struct Ran {
+    status: std::process::ExitStatus,
+    /// gputrace got SIGINT meanwhile.
+    interrupted: bool,
+    env_file: Option<PathBuf>,
+    notes: Vec<String>,
+}
+
+/// Spawns and waits for the command with signals handled, NVML sampled meanwhile.
 fn run_in(
     lib: &Path,
     dir: &Path,
     program: &OsString,
     args: &[OsString],
     extra_env: &[(String, String)],
-) -> Result<(std::process::ExitStatus, bool), RunError> {
+    nvml: &env_record::Settings,
+) -> Result<Ran, RunError> {
     let mut preload = OsString::from(lib.as_os_str());
     if let Some(old) = std::env::var_os("LD_PRELOAD") {
         if !old.is_empty() {
@@ -297,6 +331,9 @@ fn run_in(
         .env(settings::DIR, dir)
         .env(protocol::CUDA_INJECTION_VAR, lib)
         .env(protocol::NVTX_INJECTION_VAR, lib);
+    if let Some((k, v)) = nvml.nvml.for_job() {
+        c.env(k, v);
+    }
     for (k, v) in extra_env {
         c.env(k, v);
     }
@@ -304,15 +341,39 @@ fn run_in(
     let mut child = c.spawn().map_err(|e| RunError::Spawn(program.clone(), e))?;
     let pid = child.id();
     relay.forward_to(pid);
+    let mut notes = Vec::new();
+    let job = env_record::Job {
+        pid,
+        cmdline: std::iter::once(program)
+            .chain(args)
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect(),
+        started_by: "gputrace run",
+    };
+    let recorder = env_record::Recorder::start(dir, job, nvml).unwrap_or_else(|e| {
+        notes.push(format!(
+            "no NVML samples: cannot write the environment file in {}: {e}",
+            dir.display()
+        ));
+        None
+    });
     let exited = signals::wait_exited(pid);
     // The command is a zombie now (or waitid failed): stop forwarding before it is reaped
     // so its pid cannot be reused under a late signal.
     let interrupted = relay.stop();
     drop(relay);
+    // The last tick, bounded, before the reaping (the command's processes are still
+    // listed as they ended).
+    let env_file = recorder.map(|r| r.finish(env_record::LAST_TICK_WAIT));
     let status = exited
         .and_then(|()| child.wait())
         .map_err(|e| RunError::Wait(pid, e))?;
-    Ok((status, interrupted))
+    Ok(Ran {
+        status,
+        interrupted,
+        env_file,
+        notes,
+    })
 }
 
 /// Ends the `gputrace run` process after its report as the command's end asks: returns
@@ -329,8 +390,10 @@ pub fn finish(o: &RunOutcome) -> i32 {
 }
 
 /// `gputrace run` as the binary does it: finds the library (`GPUTRACE_LIB`, else next to
-/// the binary), runs the command, has `report` print on the traces it wrote (or says
-/// there were none), and returns the exit code. Every failure is one line on stderr.
+/// the binary), runs the command with NVML sampled as `GPUTRACE_NVML` and
+/// `GPUTRACE_NVML_MS` say, has `report` print on the traces it wrote and the environment
+/// file (or says there were none), and returns the exit code. Every failure is one line
+/// on stderr.
 pub fn run_and_report(
     out: &Path,
     cmd: &[OsString],
@@ -342,8 +405,12 @@ pub fn run_and_report(
     };
     // An empty GPUTRACE_LIB counts as unset, as an empty LD_PRELOAD does.
     let explicit = std::env::var_os(settings::LIB).filter(|v| !v.is_empty());
+    let (nvml, warning) = env_record::Settings::from_env();
+    if let Some(w) = warning {
+        say(&w);
+    }
     let outcome = find_library(explicit.map(PathBuf::from), std::env::current_exe().ok())
-        .and_then(|lib| run(&lib, out, cmd, extra_env));
+        .and_then(|lib| run(&lib, out, cmd, extra_env, &nvml));
     let o = match outcome {
         Ok(o) => o,
         Err(e) => {
@@ -351,10 +418,16 @@ pub fn run_and_report(
             return e.exit_code();
         }
     };
+    for n in &o.notes {
+        say(n);
+    }
     if o.traces.is_empty() {
         say(&"the command wrote no trace (it did not use CUDA, or tracing was off)");
-    } else if let Err(e) = report(&o.traces) {
-        say(&format_args!("{e:#}"));
+    } else {
+        let files: Vec<PathBuf> = o.traces.iter().chain(&o.env_file).cloned().collect();
+        if let Err(e) = report(&files) {
+            say(&format_args!("{e:#}"));
+        }
     }
     finish(&o)
 }
@@ -577,6 +650,14 @@ mod tests {
         }
     }
 
+    /// No NVML sampling from the test process.
+    fn no_nvml() -> env_record::Settings {
+        env_record::Settings {
+            nvml: env_record::NvmlChoice::Off,
+            period: env_record::DEFAULT_PERIOD,
+        }
+    }
+
     fn sh(script: &str) -> Vec<OsString> {
         vec!["sh".into(), "-c".into(), script.into()]
     }
@@ -670,7 +751,13 @@ mod tests {
         std::fs::write(dir.join("old.gtrace"), b"x").unwrap();
         // A library path that does not exist: LD_PRELOAD of it only warns.
         let script = format!("echo > '{}/new.gtrace'; exit 7", elsewhere.display());
-        let out = run(Path::new("/nonexistent-lib.so"), &dir, &sh(&script), &[]);
+        let out = run(
+            Path::new("/nonexistent-lib.so"),
+            &dir,
+            &sh(&script),
+            &[],
+            &no_nvml(),
+        );
         let out = out.unwrap();
         assert_eq!(out.code, 7);
         assert_eq!(out.signal, None);
@@ -689,6 +776,7 @@ mod tests {
             &t.0,
             &sh("kill -KILL $$"),
             &[],
+            &no_nvml(),
         )
         .unwrap();
         assert_eq!((out.code, out.signal), (137, Some(9)));
@@ -699,16 +787,26 @@ mod tests {
     fn commands_that_cannot_start_give_127_and_126() {
         let t = Tmp::new("spawn");
         let lib = Path::new("/nonexistent-lib.so");
-        let e = run(lib, &t.0, &["gputrace-no-such-command-x".into()], &[])
-            .err()
-            .unwrap();
+        let e = run(
+            lib,
+            &t.0,
+            &["gputrace-no-such-command-x".into()],
+            &[],
+            &no_nvml(),
+        )
+        .err()
+        .unwrap();
         assert_eq!(e.exit_code(), 127);
         assert!(e.to_string().contains("command not found"), "{e}");
         let plain = t.0.join("plain-file");
         std::fs::write(&plain, "exit 0\n").unwrap();
-        let e = run(lib, &t.0, &[plain.into()], &[]).err().unwrap();
+        let e = run(lib, &t.0, &[plain.into()], &[], &no_nvml())
+            .err()
+            .unwrap();
         assert_eq!(e.exit_code(), 126, "{e}");
-        let e = run(lib, &t.0, &[t.0.clone().into()], &[]).err().unwrap();
+        let e = run(lib, &t.0, &[t.0.clone().into()], &[], &no_nvml())
+            .err()
+            .unwrap();
         assert_eq!(e.exit_code(), 126, "{e}");
     }
 
@@ -718,20 +816,60 @@ mod tests {
         let lib = Path::new("/nonexistent-lib.so");
         // Nothing traced: the directories made for the run (parent included) go again.
         let dir = t.0.join("a/b");
-        let o = run(lib, &dir, &sh("test -d \"$GPUTRACE_DIR\""), &[]).unwrap();
+        let o = run(lib, &dir, &sh("test -d \"$GPUTRACE_DIR\""), &[], &no_nvml()).unwrap();
         assert_eq!(o.code, 0, "the directory exists while the command runs");
         assert!(
             !t.0.join("a").exists(),
             "empty directories were left behind"
         );
         // A command that fails to start leaves nothing either.
-        let _ = run(lib, &dir, &["gputrace-no-such-command-x".into()], &[]).err();
+        let _ = run(
+            lib,
+            &dir,
+            &["gputrace-no-such-command-x".into()],
+            &[],
+            &no_nvml(),
+        )
+        .err();
         assert!(!t.0.join("a").exists());
         // A trace written: the directory stays, mode 0700.
-        let o = run(lib, &dir, &sh("echo > \"$GPUTRACE_DIR/x.gtrace\""), &[]).unwrap();
+        let o = run(
+            lib,
+            &dir,
+            &sh("echo > \"$GPUTRACE_DIR/x.gtrace\""),
+            &[],
+            &no_nvml(),
+        )
+        .unwrap();
         assert_eq!(o.traces.len(), 1);
         assert_eq!(mode(&dir), 0o700);
         assert_eq!(mode(&t.0.join("a")), 0o700);
+    }
+
+    #[test]
+    fn the_environment_file_is_written_beside_traces_only() {
+        let t = Tmp::new("envfile");
+        let lib = Path::new("/nonexistent-lib.so");
+        let nvml = env_record::Settings {
+            nvml: env_record::NvmlChoice::Command(Some("/nonexistent/libnvidia-ml.so.1".into())),
+            period: env_record::DEFAULT_PERIOD,
+        };
+        // The command is told not to sample NVML itself.
+        let script = "echo \"$GPUTRACE_NVML\" > \"$GPUTRACE_DIR/x.gtrace\"";
+        let o = run(lib, &t.0, &sh(script), &[], &nvml).unwrap();
+        assert_eq!(o.traces, vec![t.0.join("x.gtrace")]);
+        assert_eq!(std::fs::read_to_string(&o.traces[0]).unwrap(), "0\n");
+        let env = o.env_file.expect("an environment file");
+        assert!(
+            env.is_file() && env.parent() == Some(t.0.as_path()),
+            "{env:?}"
+        );
+        assert!(o.notes.is_empty(), "{:?}", o.notes);
+        // No trace: no environment file either.
+        let dir = t.0.join("none");
+        let o = run(lib, &dir, &sh("true"), &[], &nvml).unwrap();
+        assert!(o.traces.is_empty() && o.env_file.is_none());
+        assert!(!dir.exists());
     }
 
     #[test]
@@ -741,16 +879,29 @@ mod tests {
         let dir = t.0.join("mine");
         std::fs::create_dir(&dir).unwrap();
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let o = run(Path::new("/nonexistent-lib.so"), &dir, &sh("true"), &[]).unwrap();
+        let o = run(
+            Path::new("/nonexistent-lib.so"),
+            &dir,
+            &sh("true"),
+            &[],
+            &no_nvml(),
+        )
+        .unwrap();
         assert!(o.traces.is_empty());
         assert!(dir.is_dir(), "the user's empty directory was removed");
         assert_eq!(mode(&dir), 0o755);
         // A file where the directory should be is an error that says so.
         let file = t.0.join("file");
         std::fs::write(&file, "").unwrap();
-        let e = run(Path::new("/nonexistent-lib.so"), &file, &sh("true"), &[])
-            .err()
-            .unwrap();
+        let e = run(
+            Path::new("/nonexistent-lib.so"),
+            &file,
+            &sh("true"),
+            &[],
+            &no_nvml(),
+        )
+        .err()
+        .unwrap();
         assert!(matches!(e, RunError::Dir(..)), "{e}");
         assert_eq!(e.exit_code(), 125);
     }

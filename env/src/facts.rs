@@ -189,6 +189,23 @@ pub fn nvml_facts(nvml: &Nvml) -> Vec<Fact> {
     out
 }
 
+/// Whether a fact is one [`nvml_facts`] gives (NVML's state, versions, and every
+/// per-GPU fact) rather than one about the process or the host. An environment file
+/// written by `gputrace run` lends a process trace these, and only these: the rest it
+/// knows of itself.
+pub fn is_nvml_fact(device: u32, key: &str) -> bool {
+    device != FACT_HOST
+        || [
+            keys::NVML,
+            keys::NVML_LIBRARY,
+            keys::NVML_VERSION,
+            keys::DRIVER_VERSION,
+            keys::CUDA_DRIVER_VERSION,
+            keys::GPU_COUNT,
+        ]
+        .contains(&key)
+}
+
 fn on_off(b: bool) -> String {
     if b { "on" } else { "off" }.to_string()
 }
@@ -605,5 +622,16 @@ mod tests {
         let f = host_facts();
         assert!(find(&f, FACT_HOST, keys::PID).is_some());
         assert!(find(&f, FACT_HOST, keys::CONTAINER).is_some());
+    }
+
+    #[test]
+    fn nvml_facts_are_told_from_the_process_own() {
+        // What a process knows of itself is never taken from another process's file.
+        assert!(host_facts().iter().all(|f| !is_nvml_fact(f.device, f.key)));
+        for k in [keys::NVML, keys::DRIVER_VERSION, keys::CUDA_DRIVER_VERSION] {
+            assert!(is_nvml_fact(FACT_HOST, k), "{k}");
+        }
+        assert!(is_nvml_fact(0, keys::NAME));
+        assert!(!is_nvml_fact(FACT_HOST, keys::CUDA_RUNTIME_VERSION));
     }
 }

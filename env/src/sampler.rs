@@ -132,6 +132,10 @@ pub struct Sampler<'n> {
     pcie_every: u64,
     names: HashMap<u32, String>,
     skip: Skip,
+    /// Processes descended from `self_pid` count as itself (see [`Sampler::with_descendants`]).
+    tree: bool,
+    /// Whether a pid counts as the traced process, once asked.
+    is_self: HashMap<u32, bool>,
 }
 
 impl<'n> Sampler<'n> {
@@ -174,7 +178,46 @@ impl<'n> Sampler<'n> {
             pcie_every: if skip.pcie { 0 } else { 10 },
             names: HashMap::new(),
             skip,
+            tree: false,
+            is_self: HashMap::new(),
         }
+    }
+
+    /// Counts the processes descended from `self_pid` as the traced process too: the
+    /// sampler of `gputrace run`, which runs outside the job, whose `self_pid` is the
+    /// command it started (often a launcher, a shell or torchrun, whose children use the
+    /// GPUs). Until one of them is seen on a GPU every GPU is sampled; after that, the
+    /// GPUs they were seen on, and the process lists of the others (cheap) are still read
+    /// so that a rank starting later on another GPU is found.
+    pub fn with_descendants(mut self) -> Self {
+        self.tree = true;
+        self
+    }
+
+    /// Whether `pid` is the traced process (or, with descendants, one of its tree).
+    fn is_self(&mut self, pid: u32) -> bool {
+        if pid == self.self_pid {
+            return true;
+        }
+        if !self.tree {
+            return false;
+        }
+        let root = self.self_pid;
+        *self
+            .is_self
+            .entry(pid)
+            .or_insert_with(|| descends_from(pid, root))
+    }
+
+    /// Device `i` not sampled yet: whether a process of the job is listed on it now.
+    fn discover(&mut self, i: usize) -> bool {
+        let listed = self
+            .nvml
+            .compute_processes(self.devs[i].handle)
+            .unwrap_or_default();
+        let found = listed.iter().any(|p| self.is_self(p.pid));
+        self.devs[i].has_self |= found;
+        found
     }
 
     /// Reads PCIe throughput every `n` ticks (0: never).
@@ -196,7 +239,10 @@ impl<'n> Sampler<'n> {
         let nv = self.nvml;
         for i in 0..self.devs.len() {
             if focus && !self.devs[i].has_self {
-                continue;
+                let found = self.tree && !self.skip.procs && self.discover(i);
+                if !found {
+                    continue;
+                }
             }
             let d = &self.devs[i];
             let h = d.handle;
@@ -294,7 +340,7 @@ impl<'n> Sampler<'n> {
             *last = (*last).max(m);
         }
         for (pid, (mem, is_listed, sm, memu, n)) in by_pid {
-            let is_self = pid == self.self_pid;
+            let is_self = self.is_self(pid);
             if is_self && is_listed {
                 self.devs[i].has_self = true;
             }
@@ -354,6 +400,35 @@ impl<'n> Sampler<'n> {
     }
 }
 
+/// Whether process `pid` is `root` or descends from it, by the parent links in /proc
+/// (false where the chain cannot be read: gone, or another pid namespace). A process
+/// whose parent ended was handed to another (init, a subreaper) and no longer counts.
+pub fn descends_from(pid: u32, root: u32) -> bool {
+    let mut p = pid;
+    // Process trees are shallow; the bound only guards against a cycle read mid-change.
+    for _ in 0..64 {
+        if p == root {
+            return true;
+        }
+        if p <= 1 {
+            return false;
+        }
+        match parent_of(p) {
+            Some(pp) => p = pp,
+            None => return false,
+        }
+    }
+    false
+}
+
+/// The parent pid in `/proc/<pid>/stat` (the field after the state, which follows the
+/// command name's closing parenthesis; the name itself may hold anything).
+fn parent_of(pid: u32) -> Option<u32> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &s[s.rfind(')')? + 1..];
+    rest.split_whitespace().nth(1)?.parse().ok()
+}
+
 /// A process's command name, where this process may read it (`""` otherwise: another
 /// pid namespace, or gone).
 pub fn process_name(pid: u32) -> String {
@@ -375,4 +450,30 @@ pub fn trace_facts(nvml: Result<&Nvml, &nvml::NvmlError>) -> Vec<Fact> {
         }),
     }
     f
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_child_descends_from_us_and_not_the_other_way() {
+        let me = std::process::id();
+        let mut child = std::process::Command::new("sleep")
+            .arg("60")
+            .spawn()
+            .expect("start sleep");
+        let kid = child.id();
+        let (down, up) = (descends_from(kid, me), descends_from(me, kid));
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(down);
+        assert!(!up);
+        assert!(descends_from(me, me));
+        assert!(!descends_from(1, me));
+        assert!(
+            !descends_from(u32::MAX - 1, me),
+            "a pid that does not exist"
+        );
+    }
 }

@@ -30,6 +30,25 @@ pub struct Meta {
     pub started_by: String,
     /// `GPUTRACE_*` settings in force.
     pub options: Vec<(String, String)>,
+    /// What the file holds: empty for a process's trace, [`META_KIND_ENVIRONMENT`] for an
+    /// environment file. Left out of the JSON when empty (so a process trace's metadata
+    /// reads as before); readers that predate it ignore it.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub kind: String,
+}
+
+/// [`Meta::kind`] of an environment file: the facts and NVML samples (tags 25-28) that
+/// `gputrace run` or `gputrace attach` recorded from their own process while the job
+/// ran, written beside the job's traces. Its `pid` and `host` are the `gputrace`
+/// command's; it has no GPU activity of its own. Readers give its events to the process
+/// traces of the same host and time (the analyzer: `env_merge`).
+pub const META_KIND_ENVIRONMENT: &str = "environment";
+
+impl Meta {
+    /// Whether this is an environment file rather than a process's trace.
+    pub fn is_environment(&self) -> bool {
+        self.kind == META_KIND_ENVIRONMENT
+    }
 }
 
 /// Where a memory copy's host side lives, as CUPTI reports it.

@@ -60,6 +60,8 @@ pub enum ReadBy {
     Library,
     /// The `gputrace` command.
     Command,
+    /// Both, each in its own way (the setting's meaning says how).
+    Both,
     /// The project's own tests and benchmarks.
     Developer,
 }
@@ -102,7 +104,7 @@ const fn x(name: &'static str, default: &'static str, meaning: &'static str) -> 
 }
 
 use settings as n;
-use ReadBy::{Command, Developer, Library};
+use ReadBy::{Both, Command, Developer, Library};
 
 /// Every `GPUTRACE_*` variable. The library warns about any other `GPUTRACE_*` name.
 pub const SETTINGS: &[Setting] = &[
@@ -122,8 +124,8 @@ pub const SETTINGS: &[Setting] = &[
     s(n::DURATION, "10s", "length of a window opened by the timer or the signal (a duration)", Library),
     s(n::COMPRESS, "1", "zstd-compress the trace's event chunks", Library),
     s(n::DEBUG, "0", "print what the library does", Library),
-    s(n::NVML, "off", "NVML sampling in the traced process: 1/on (libnvidia-ml.so.1) or a path; off by default (it hung PyTorch on an H200)", Library),
-    s(n::NVML_MS, "100", "NVML sampling period in a trace window, ms (10-60000; 0: facts only)", Library),
+    s(n::NVML, "on from `gputrace run`/`attach`, off in the library", "NVML sampling: `gputrace run`/`attach` read it from their own process into an environment file beside the traces (unset/`1`: libnvidia-ml.so.1, a path: that library, `0`: none) and give the job `0`; `inprocess` (or, without the command, `1`/a path) samples in the traced process instead (it hung PyTorch on an H200)", Both),
+    s(n::NVML_MS, "100", "NVML sampling period, ms (10-60000; 0: facts only), of the `gputrace` command's sampler and of the library's", Both),
     s(n::HOST, "1", "the host sampler: the CUDA threads' CPU time, the process tree, the machine's CPU (0: off)", Library),
     s(n::HOST_THREAD_MS, "3", "host sampler period for the threads that issue CUDA work, ms (1-100)", Library),
     s(n::HOST_TREE_MS, "100", "host sampler period for the process tree and the machine, ms (10-10000)", Library),
@@ -145,6 +147,11 @@ pub const SETTINGS: &[Setting] = &[
 pub fn setting(name: &str) -> Option<&'static Setting> {
     SETTINGS.iter().find(|s| s.name == name)
 }
+
+/// The `GPUTRACE_NVML` value that asks for NVML sampling inside the traced process even
+/// under `gputrace run` (which otherwise samples from its own process and sets the job's
+/// `GPUTRACE_NVML` to `0`).
+pub const NVML_IN_PROCESS: &str = "inprocess";
 
 /// Where trace files go by default (relative to the working directory).
 pub const DEFAULT_TRACE_DIR: &str = "gputrace-traces";
@@ -527,6 +534,20 @@ impl TraceFileName {
     }
 }
 
+/// The name of an environment file (the NVML samples `gputrace run` or `gputrace
+/// attach` took from their own process, see `Meta::kind`):
+/// `gputrace-env-<host>-<pid>.gtrace` with the command's pid, `-<n>` before the
+/// extension for its n-th more. A trace file name whose host part is `env-<host>`; the
+/// file's metadata, not its name, says what it is.
+pub fn env_file_name(host: &str, pid: u32, seq: u32) -> String {
+    TraceFileName {
+        host: format!("env-{host}"),
+        pid,
+        seq,
+    }
+    .name()
+}
+
 /// Is `path` a trace file by its name (its extension)?
 pub fn is_trace_file(path: &Path) -> bool {
     path.extension().is_some_and(|x| x == TRACE_EXTENSION)
@@ -732,6 +753,12 @@ mod tests {
         ] {
             assert_eq!(TraceFileName::parse(bad), Vec::new(), "{bad}");
         }
+        assert_eq!(env_file_name("node", 77, 0), "gputrace-env-node-77.gtrace");
+        assert_eq!(
+            env_file_name("node", 77, 2),
+            "gputrace-env-node-77-2.gtrace"
+        );
+        assert!(is_trace_file(Path::new(&env_file_name("h", 1, 0))));
         // A zero at the end is a pid, never the 0th more file.
         assert_eq!(TraceFileName::parse("gputrace-h-5-0.gtrace").len(), 1);
         assert_eq!(TraceFileName::host_part("my host/é"), "my_host__");

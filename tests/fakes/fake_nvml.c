@@ -12,6 +12,12 @@
  *              appear after the first read of the counter
  *   noperm     nvmlInit_v2 returns NVML_ERROR_NO_PERMISSION
  *   nodevice   nvmlInit_v2 succeeds, no GPU
+ *   hang       as healthy, but reading a clock never returns (a driver call stuck)
+ *
+ * The process shown on the GPU as the job is the loading process itself, or with
+ * FAKE_NVML_JOB=child the loading process's child (as under `gputrace run`, which
+ * reads NVML from its own process while its child does the GPU work; none listed
+ * when it has no child).
  *
  * Every call is counted; FAKE_NVML_LOG names a file that gets one line per
  * nvmlInit_v2 / nvmlShutdown (to check they balance).
@@ -23,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <dirent.h>
 #include <unistd.h>
 
 #define EXPORT __attribute__((visibility("default")))
@@ -100,6 +107,37 @@ static void log_line(const char *what) {
 static unsigned int other_pid(void) {
     const char *p = getenv("FAKE_NVML_OTHER_PID");
     return p ? (unsigned int)strtoul(p, NULL, 10) : 424242u;
+}
+
+/* The job's pid on the GPU (see the top); 0 for none. */
+static unsigned int job_pid(void) {
+    const char *j = getenv("FAKE_NVML_JOB");
+    if (!j || strcmp(j, "child") != 0)
+        return (unsigned int)getpid();
+    unsigned int found = 0;
+    DIR *d = opendir("/proc");
+    struct dirent *e;
+    while (d && !found && (e = readdir(d))) {
+        char path[64], buf[512];
+        unsigned int pid = (unsigned int)strtoul(e->d_name, NULL, 10);
+        if (pid == 0)
+            continue;
+        snprintf(path, sizeof path, "/proc/%u/stat", pid);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            continue;
+        size_t n = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[n] = 0;
+        /* "pid (name) state ppid ...": the name may hold anything but ends at the last ')'. */
+        char *p = strrchr(buf, ')');
+        unsigned int ppid = 0;
+        if (p && sscanf(p + 1, " %*c %u", &ppid) == 1 && ppid == (unsigned int)getpid())
+            found = pid;
+    }
+    if (d)
+        closedir(d);
+    return found;
 }
 
 #define NEED_INIT()                                                                        \
@@ -198,6 +236,8 @@ EXPORT nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t d, nvmlPciInfo_t *p) {
 
 EXPORT nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t d, unsigned int type, unsigned int *mhz) {
     NEED_GPU(d);
+    while (is("hang"))
+        pause();
     if (type == 1) /* SM */
         *mhz = is("throttled") ? 1200 : 1980;
     else if (type == 2) /* MEM */
@@ -298,17 +338,20 @@ EXPORT nvmlReturn_t nvmlDeviceGetPcieThroughput(nvmlDevice_t d, unsigned int cou
 EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t d, unsigned int *n,
                                                             nvmlProcessInfo_t *p) {
     NEED_GPU(d);
-    unsigned int want = is("shared") ? 2 : 1;
-    if (!p || *n < want) {
+    unsigned int job = job_pid(), want = (job ? 1 : 0) + (is("shared") ? 1 : 0), i = 0;
+    if (want && (!p || *n < want)) {
         *n = want;
         return NVML_ERROR_INSUFFICIENT_SIZE;
     }
-    memset(p, 0, want * sizeof *p);
-    p[0].pid = (unsigned int)getpid();
-    p[0].usedGpuMemory = 1ull << 30;
-    if (want > 1) {
-        p[1].pid = other_pid();
-        p[1].usedGpuMemory = 12ull << 30;
+    if (want)
+        memset(p, 0, want * sizeof *p);
+    if (job) {
+        p[i].pid = job;
+        p[i++].usedGpuMemory = 1ull << 30;
+    }
+    if (is("shared")) {
+        p[i].pid = other_pid();
+        p[i++].usedGpuMemory = 12ull << 30;
     }
     *n = want;
     return NVML_SUCCESS;
@@ -324,24 +367,26 @@ EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t d,
                                                     nvmlProcessUtilizationSample_t *s,
                                                     unsigned int *n, unsigned long long last) {
     NEED_GPU(d);
-    unsigned int want = is("shared") ? 2 : 1;
+    unsigned int job = job_pid(), want = (job ? 1 : 0) + (is("shared") ? 1 : 0), i = 0;
     unsigned long long ts = now_us();
-    if (ts <= last)
+    if (ts <= last || !want)
         return NVML_ERROR_NOT_FOUND;
     if (!s || *n < want) {
         *n = want;
         return s ? NVML_ERROR_INSUFFICIENT_SIZE : NVML_SUCCESS;
     }
     memset(s, 0, want * sizeof *s);
-    s[0].pid = (unsigned int)getpid();
-    s[0].timeStamp = ts;
-    s[0].smUtil = want > 1 ? 60 : 100;
-    s[0].memUtil = 20;
-    if (want > 1) {
-        s[1].pid = other_pid();
-        s[1].timeStamp = ts;
-        s[1].smUtil = 40;
-        s[1].memUtil = 35;
+    if (job) {
+        s[i].pid = job;
+        s[i].timeStamp = ts;
+        s[i].smUtil = is("shared") ? 60 : 100;
+        s[i++].memUtil = 20;
+    }
+    if (is("shared")) {
+        s[i].pid = other_pid();
+        s[i].timeStamp = ts;
+        s[i].smUtil = 40;
+        s[i++].memUtil = 35;
     }
     *n = want;
     return NVML_SUCCESS;

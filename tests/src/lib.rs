@@ -633,16 +633,23 @@ impl Output {
         crate::gputrace_lines(&self.stderr)
     }
 
-    /// The one trace the run wrote, read and checked for well-formedness.
+    /// The one process trace the run wrote, read and checked for well-formedness (an
+    /// environment file `gputrace run` wrote beside it is no process's trace).
     pub fn only_trace(&self) -> Trace {
+        let mut procs: Vec<Trace> = self
+            .traces
+            .iter()
+            .map(|p| Trace::read(p))
+            .filter(|t| !t.data.meta.is_environment())
+            .collect();
         assert_eq!(
-            self.traces.len(),
+            procs.len(),
             1,
             "expected exactly one trace file, found {:?}\nstderr:\n{}",
             self.traces,
             self.stderr
         );
-        Trace::read(&self.traces[0])
+        procs.remove(0)
     }
 }
 

@@ -204,3 +204,238 @@ fn a_dormant_process_never_touches_nvml() {
     assert!(o.traces.is_empty());
     assert!(!log_file.exists(), "NVML was initialised while dormant");
 }
+
+// ---------------------------------------------------------------------------------
+// `gputrace run`: NVML sampled from the command's own process into an environment file
+// beside the job's traces, the job told not to sample it.
+
+/// `gputrace run --json -- APP basic` with `GPUTRACE_NVML` set to `nvml` (unset: None)
+/// and the fake's job taken to be gputrace's child.
+fn gputrace_run(w: &Wheel, nvml: Option<&str>, extra: &[(&str, &str)]) -> Output {
+    let traces = w.traces.to_string_lossy().into_owned();
+    let app = w.app.to_string_lossy().into_owned();
+    let mut r = w
+        .program(
+            gputrace_bin(),
+            &["run", "--json", "-o", &traces, "--", &app, "basic"],
+        )
+        .untraced()
+        .unset("GPUTRACE_DIR")
+        .env("FAKE_NVML_JOB", "child");
+    if let Some(v) = nvml {
+        r = r.env("GPUTRACE_NVML", v);
+    }
+    for (k, v) in extra {
+        r = r.env(k, v);
+    }
+    let o = r.run();
+    o.assert_ok();
+    o
+}
+
+/// The report `gputrace run --json` printed after the app's output.
+fn report_json(o: &Output) -> serde_json::Value {
+    let at = o.stdout.find("\n{").expect("a JSON report on stdout") + 1;
+    serde_json::from_str(&o.stdout[at..]).expect("the report is JSON")
+}
+
+/// The run's files: (process traces, environment files), by their metadata.
+fn split_files(o: &Output) -> (Vec<gputrace_analyzer::Trace>, Vec<gputrace_analyzer::Trace>) {
+    o.traces
+        .iter()
+        .map(|p| gputrace_analyzer::Trace::load(p).expect("read a file of the run"))
+        .partition(|t| !t.meta.is_environment())
+}
+
+#[test]
+fn gputrace_run_samples_nvml_beside_the_job_and_reports_another_process() {
+    let mut other = Command::new("sleep")
+        .arg("60")
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("start sleep");
+    let other_pid = other.id().to_string();
+    let log = TempDir::new("nvml-run-log");
+    let log_file = log.path().join("calls");
+    let w = Wheel::new(Cuda::V13, Layout::Flat);
+    let fake = fake_nvml().to_string_lossy().into_owned();
+    let o = gputrace_run(
+        &w,
+        Some(&fake),
+        &[
+            ("FAKE_NVML_SCENARIO", "shared"),
+            ("FAKE_NVML_OTHER_PID", &other_pid),
+            ("FAKE_NVML_LOG", log_file.to_str().unwrap()),
+        ],
+    );
+    let _ = other.kill();
+    let _ = other.wait();
+    let (procs, envs) = split_files(&o);
+    assert_eq!((procs.len(), envs.len()), (1, 1), "{:?}", o.traces);
+    let (p, e) = (&procs[0], &envs[0]);
+    let job = p.meta.pid;
+    // Every string it uses defined once, before its first use.
+    Trace::read(&e.path);
+    // The environment file: gputrace's, named for it, with the job's process as itself.
+    let name = e.path.file_name().unwrap().to_string_lossy().into_owned();
+    assert!(name.starts_with("gputrace-env-"), "{name}");
+    assert!(e.path.starts_with(&w.traces));
+    assert_ne!(e.meta.pid, job);
+    assert_eq!(env::fact(e, fmt::FACT_HOST, "nvml"), Some("ok"));
+    assert!(e.gpu_samples.len() >= 2, "a first and a last tick");
+    let mine: Vec<_> = e.gpu_processes.iter().filter(|x| x.pid == job).collect();
+    assert!(!mine.is_empty(), "the job's process never listed");
+    assert!(mine.iter().all(|x| x.flags & fmt::GPU_PROC_SELF != 0));
+    // The job did not sample NVML itself: one NVML session in all, gputrace's.
+    assert!(p.gpu_samples.is_empty() && p.gpu_processes.is_empty());
+    assert!(env::nvml_unavailable(p).unwrap().starts_with("off"));
+    let calls = std::fs::read_to_string(&log_file).expect("the fake NVML's log");
+    assert_eq!(calls.lines().collect::<Vec<_>>(), vec!["init", "shutdown"]);
+    // Read as a set, the process trace has the samples, its own process as itself.
+    let set = gputrace_analyzer::load::load_set(&o.traces, &Default::default(), &|_| {})
+        .expect("read the set");
+    assert_eq!(set.len(), 1, "the environment file is no process");
+    let t = &set[0];
+    assert!(!t.gpu_samples.is_empty());
+    let (lo, hi) = gputrace_analyzer::env_merge::time_range(t).unwrap();
+    let shared = env::shared_gpu(t, lo, hi);
+    assert_eq!(shared.len(), 1, "{shared:?}");
+    assert_eq!(shared[0].pid.to_string(), other_pid);
+    assert_eq!(shared[0].name, "sleep");
+    // And the report says so.
+    let r = report_json(&o);
+    assert_eq!(r["processes"].as_array().map(|a| a.len()), Some(1), "{r}");
+    let findings = r["findings"].as_array().expect("findings");
+    let f = findings
+        .iter()
+        .find(|f| f["id"] == "env_shared_gpu")
+        .unwrap_or_else(|| panic!("no env_shared_gpu in {findings:#?}"));
+    assert_eq!(f["metrics"]["pid"].as_f64(), Some(other.id() as f64), "{f}");
+    // The job's own process is named nowhere as another.
+    for part in ["summary", "evidence", "fix"] {
+        assert!(!f[part].to_string().contains(&job.to_string()), "{f}");
+    }
+}
+
+#[test]
+fn gputrace_run_reports_throttled_clocks_from_its_samples() {
+    let w = Wheel::new(Cuda::V13, Layout::Flat);
+    let fake = fake_nvml().to_string_lossy().into_owned();
+    let o = gputrace_run(&w, Some(&fake), &[("FAKE_NVML_SCENARIO", "throttled")]);
+    let r = report_json(&o);
+    let ids: Vec<&str> = r["findings"]
+        .as_array()
+        .expect("findings")
+        .iter()
+        .filter_map(|f| f["id"].as_str())
+        .collect();
+    assert!(ids.contains(&"env_throttled"), "{ids:?}");
+    assert!(!ids.contains(&"env_shared_gpu"), "{ids:?}");
+}
+
+#[test]
+fn a_stuck_nvml_never_holds_the_job_or_its_report_up() {
+    // Every clock read blocks for good: no tick ever ends. gputrace waits a bounded time
+    // for the last one, then reports with what the file holds (the facts).
+    let w = Wheel::new(Cuda::V13, Layout::Flat);
+    let fake = fake_nvml().to_string_lossy().into_owned();
+    let o = gputrace_run(&w, Some(&fake), &[("FAKE_NVML_SCENARIO", "hang")]);
+    assert!(o.stdout.contains("basic: 8 launches"), "{}", o.stdout);
+    let (procs, envs) = split_files(&o);
+    assert_eq!((procs.len(), envs.len()), (1, 1), "{:?}", o.traces);
+    assert_eq!(env::fact(&envs[0], fmt::FACT_HOST, "nvml"), Some("ok"));
+    assert!(envs[0].gpu_samples.is_empty());
+    let r = report_json(&o);
+    assert_eq!(r["processes"].as_array().map(|a| a.len()), Some(1), "{r}");
+}
+
+#[test]
+fn gputrace_run_with_nvml_off_writes_no_environment_file() {
+    let w = Wheel::new(Cuda::V13, Layout::Flat);
+    let o = gputrace_run(&w, Some("0"), &[]);
+    let (procs, envs) = split_files(&o);
+    assert_eq!((procs.len(), envs.len()), (1, 0), "{:?}", o.traces);
+    assert!(env::nvml_unavailable(&procs[0]).unwrap().starts_with("off"));
+    let ids = report_json(&o)["findings"].to_string();
+    assert!(!ids.contains("env_nvml_unavailable"), "{ids}");
+}
+
+#[test]
+fn gputrace_run_with_nvml_missing_says_so_once_and_runs_on() {
+    let w = Wheel::new(Cuda::V13, Layout::Flat);
+    let o = gputrace_run(&w, Some("/nonexistent/libnvidia-ml.so.1"), &[]);
+    assert!(o.stdout.contains("basic: 8 launches"), "{}", o.stdout);
+    assert!(
+        o.gputrace_lines().is_empty(),
+        "nothing on stderr: {}",
+        o.stderr
+    );
+    let (procs, envs) = split_files(&o);
+    assert_eq!((procs.len(), envs.len()), (1, 1), "{:?}", o.traces);
+    let why = env::nvml_unavailable(&envs[0]).expect("the nvml fact");
+    assert!(why.starts_with("missing: "), "{why}");
+    let findings = report_json(&o)["findings"].clone();
+    let nvml: Vec<_> = findings
+        .as_array()
+        .expect("findings")
+        .iter()
+        .filter(|f| f["id"] == "env_nvml_unavailable")
+        .collect();
+    assert_eq!(nvml.len(), 1, "{findings:#}");
+    assert_eq!(nvml[0]["severity"], "info", "{:#}", nvml[0]);
+}
+
+#[test]
+fn inprocess_leaves_nvml_to_the_job() {
+    let w = Wheel::new(Cuda::V13, Layout::Flat);
+    let o = gputrace_run(
+        &w,
+        Some("inprocess"),
+        &[
+            ("FAKE_NVML_SCENARIO", "healthy"),
+            // The library loads the default name: the fake, found first.
+            (
+                "LD_LIBRARY_PATH",
+                fake_nvml().parent().unwrap().to_str().unwrap(),
+            ),
+        ],
+    );
+    let (procs, envs) = split_files(&o);
+    assert_eq!((procs.len(), envs.len()), (1, 0), "{:?}", o.traces);
+    assert_eq!(env::fact(&procs[0], fmt::FACT_HOST, "nvml"), Some("ok"));
+    assert!(!procs[0].gpu_samples.is_empty());
+}
+
+#[test]
+fn an_environment_file_alone_is_an_error_and_dumps() {
+    let w = Wheel::new(Cuda::V13, Layout::Flat);
+    let fake = fake_nvml().to_string_lossy().into_owned();
+    let o = gputrace_run(&w, Some(&fake), &[]);
+    let (_, envs) = split_files(&o);
+    let env_file = envs[0].path.to_string_lossy().into_owned();
+    for cmd in ["report", "summary"] {
+        let r = w
+            .program(gputrace_bin(), &[cmd, &env_file])
+            .untraced()
+            .run();
+        assert_eq!(r.status.code(), Some(1), "{cmd}: {}", r.stderr);
+        assert_eq!(r.stdout, "", "{cmd}");
+        assert!(r.stderr.contains("is an environment file"), "{}", r.stderr);
+        assert!(!r.stderr.contains("panicked"), "{}", r.stderr);
+    }
+    let d = w
+        .program(gputrace_bin(), &["dump", &env_file])
+        .untraced()
+        .run();
+    d.assert_ok();
+    assert!(d.stdout.contains("\"type\":\"gpu_sample\""), "{}", d.stdout);
+    assert!(d.stdout.contains("\"driver_version\""), "{}", d.stdout);
+    // Given with the trace, the report covers one process.
+    let mut args = vec!["report".to_string(), "--json".to_string()];
+    args.extend(o.traces.iter().map(|p| p.to_string_lossy().into_owned()));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let r = w.program(gputrace_bin(), &args).untraced().run();
+    r.assert_ok();
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).expect("JSON");
+    assert_eq!(v["processes"].as_array().map(|a| a.len()), Some(1), "{v}");
+}

@@ -2,7 +2,7 @@
 //! window; each window is its own complete trace; strangers are refused.
 
 use gputrace_analyzer::attach;
-use gputrace_format::{CollectorState, Event};
+use gputrace_format::{protocol, CollectorState, Event};
 use gputrace_tests::*;
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
@@ -104,6 +104,49 @@ fn attach_opens_windows_and_only_their_calls_are_traced() {
         }
         assert!(hi - lo >= 300_000_000, "window shorter than asked");
     }
+}
+
+#[test]
+fn attach_samples_nvml_beside_the_window_it_opens() {
+    use gputrace_analyzer::env_record::{NvmlChoice, Settings};
+    let w = Wheel::new(Cuda::V13, Layout::Flat);
+    let (run, pid, _) = start_dormant(&w, "30");
+    let nvml = Settings {
+        nvml: NvmlChoice::Command(Some(fake_nvml().to_path_buf())),
+        period: Duration::from_millis(100),
+    };
+    let req = protocol::WindowReq {
+        duration: Duration::from_millis(300),
+        steps: None,
+        at_ms: None,
+        dir: None,
+    };
+    let (win, env_file) = attach::attach_sampled(
+        pid,
+        &req,
+        &nvml,
+        &|m: &str| panic!("unexpected warning: {m}"),
+        |_| {},
+    )
+    .expect("window");
+    drop(run);
+    let env_file = env_file.expect("an environment file");
+    assert_eq!(env_file.parent(), win.trace.parent());
+    let set = gputrace_analyzer::load::load_set(
+        &[win.trace.clone(), env_file],
+        &Default::default(),
+        &|_| {},
+    )
+    .expect("read the window with its samples");
+    assert_eq!(set.len(), 1);
+    assert!(
+        !set[0].gpu_samples.is_empty(),
+        "no samples given to the window"
+    );
+    assert_eq!(
+        gputrace_analyzer::env::fact(&set[0], gputrace_format::FACT_HOST, "nvml"),
+        Some("ok")
+    );
 }
 
 #[test]

@@ -36,6 +36,12 @@ fn run_finds_its_library_and_reports() {
     );
     let t = out.only_trace();
     t.assert_complete();
+    // Beside it, gputrace's own NVML samples (or the one fact saying why there are none).
+    assert_eq!(out.traces.len(), 2, "{:?}", out.traces);
+    assert!(out
+        .traces
+        .iter()
+        .any(|p| Trace::read(p).data.meta.is_environment()));
     assert_eq!(t.data.meta.started_by, "injection");
     assert!(
         t.data.meta.cmdline.iter().any(|a| a == "basic"),

@@ -4,7 +4,7 @@ use anyhow::Result;
 use clap::{Parser, Subcommand};
 use gputrace_analyzer::export::Format;
 use gputrace_analyzer::load::LoadOptions;
-use gputrace_analyzer::{app, attach, doctor, run, Error};
+use gputrace_analyzer::{app, attach, doctor, env_record, run, Error};
 use gputrace_format::protocol::{self, settings};
 use std::ffi::OsString;
 use std::io::{BufWriter, Write};
@@ -213,18 +213,30 @@ fn run_cli(cli: Cli) -> Result<i32> {
             } else {
                 10
             }));
-            let w = attach::attach(pid, duration, steps, at_ms, out.as_deref(), |p| {
+            let (nvml, warning) = env_record::Settings::from_env();
+            if let Some(w) = warning {
+                warn(&w);
+            }
+            let started = |p: &std::path::Path| {
                 warn(&format!(
                     "tracing pid {pid} for {:.1} s into {}",
                     duration.as_secs_f64(),
                     p.display()
                 ))
-            })?;
+            };
+            let req = protocol::WindowReq {
+                duration,
+                steps,
+                at_ms,
+                dir: out,
+            };
+            let (w, env_file) = attach::attach_sampled(pid, &req, &nvml, &warn, started)?;
             println!("trace: {}", w.trace.display());
             if no_report {
                 return Ok(0);
             }
-            Ok(report_on(&[w.trace], json, false)?.exit_code())
+            let files: Vec<PathBuf> = std::iter::once(w.trace).chain(env_file).collect();
+            Ok(report_on(&files, json, false)?.exit_code())
         }
         Cmd::Diff {
             before,

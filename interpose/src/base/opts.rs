@@ -103,8 +103,9 @@ pub struct Opts {
     pub host: HostSettings,
     /// Print what the library does (`GPUTRACE_DEBUG`).
     pub debug: bool,
-    /// The NVML library for the environment sampler (`GPUTRACE_NVML`: a path or a
-    /// soname, default `libnvidia-ml.so.1`; `0`/`off`: no NVML at all).
+    /// The NVML library for the in-process environment sampler (`GPUTRACE_NVML`: `1` or
+    /// `inprocess` for `libnvidia-ml.so.1`, or a path; off by default, and `gputrace run`
+    /// sets `0` for its job while it samples NVML from its own process).
     pub nvml: NvmlLib,
     /// NVML sampling period in a trace window (`GPUTRACE_NVML_MS`, default 100; 0: the
     /// facts only, no sampling).
@@ -321,7 +322,9 @@ impl Opts {
                 },
                 set::NVML => match v.trim() {
                     "" => o.nvml = NvmlLib::Off,
-                    t if parse_bool(t) == Some(true) => o.nvml = NvmlLib::Default,
+                    t if parse_bool(t) == Some(true) || t == protocol::NVML_IN_PROCESS => {
+                        o.nvml = NvmlLib::Default
+                    }
                     t if parse_bool(t) == Some(false) => o.nvml = NvmlLib::Off,
                     t => o.nvml = NvmlLib::Path(PathBuf::from(t)),
                 },
@@ -456,6 +459,8 @@ mod tests {
         let d = o(&[]);
         assert_eq!((d.nvml.clone(), d.nvml_ms), (NvmlLib::Off, 100));
         assert_eq!(o(&[("GPUTRACE_NVML", "1")]).nvml, NvmlLib::Default);
+        // `gputrace run`'s word for sampling in the process: the default library here.
+        assert_eq!(o(&[("GPUTRACE_NVML", "inprocess")]).nvml, NvmlLib::Default);
         let d = o(&[
             ("GPUTRACE_NVML", "/opt/libnvidia-ml.so.1"),
             ("GPUTRACE_NVML_MS", "0"),
@@ -516,6 +521,7 @@ mod tests {
                 set::DIR | set::CUPTI | set::LIB => "/x",
                 set::ACTIVITY => "kernel",
                 set::SIGNAL => "SIGUSR1",
+                set::NVML_SKIP => "none",
                 set::START_AFTER | set::DURATION => "10s",
                 set::BUFFER_KB => "1024",
                 set::DEVICE_BUFFER_MB | set::BUFFER_POOL_MB | set::RANK => "64",

@@ -126,6 +126,7 @@ pub fn start_tracing(started_by: &str, dir: Option<&Path>) -> Result<PathBuf, Tr
         cuda_runtime_path: rt.map(|r| r.0.display().to_string()).unwrap_or_default(),
         started_by: started_by.to_string(),
         options: o.raw.clone(),
+        kind: String::new(),
     };
     // What the writer drains: the CUPTI session's buffers, then the host rings.
     let mut sources: Vec<Box<dyn Source>> = Vec::new();

@@ -1,0 +1,502 @@
+//! The environment file: NVML sampled from the `gputrace` command's own process while
+//! the job runs (`gputrace run`) or a window is open (`gputrace attach`), written beside
+//! the job's traces.
+//!
+//! Why from outside the job: NVML initialised inside a PyTorch process hung it at its
+//! first kernel launches on an H200 (measured, cause unknown); the `gputrace` process
+//! runs no CUDA. The file is a trace file whose metadata says it is an environment file
+//! (`Meta::kind`, named by `protocol::env_file_name`): the facts once, then every
+//! `GPUTRACE_NVML_MS` one [`Sampler::tick`] of the GPUs the job uses, as the events the
+//! library writes (tags 25-28), a chunk at least every [`FLUSH`] so a killed run keeps
+//! what it had. Readers give its events to the process traces of the same host and time
+//! (`crate::env_merge`).
+//!
+//! The sampler never holds the job up: it starts after the job was spawned, on a thread
+//! of its own, and at the job's end gets at most a bounded wait for its last tick.
+
+use gputrace_env::sampler::{self, Sampler, Skip};
+use gputrace_env::Nvml;
+use gputrace_format::protocol::{self, settings, TraceFileName};
+use gputrace_format::{ChunkWriter, CollectorState, Encoder, Event, Meta};
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::fs::File;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Longest time between two chunk writes.
+pub const FLUSH: Duration = Duration::from_millis(500);
+/// Longest wait for the last tick once the job (or window) ended.
+pub const LAST_TICK_WAIT: Duration = Duration::from_secs(1);
+/// The sampling period when `GPUTRACE_NVML_MS` is unset.
+pub const DEFAULT_PERIOD: Duration = Duration::from_millis(100);
+
+/// Where NVML is sampled, as `GPUTRACE_NVML` tells the command.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NvmlChoice {
+    /// `0` / `off`: nowhere.
+    Off,
+    /// From the command's own process, with this library (`None`: libnvidia-ml.so.1).
+    /// Unset, `1` / `on`, or a path.
+    Command(Option<PathBuf>),
+    /// [`protocol::NVML_IN_PROCESS`]: by the library inside the traced process; the
+    /// command samples nothing.
+    InProcess,
+}
+
+impl NvmlChoice {
+    /// Reads a `GPUTRACE_NVML` value (`None`: unset).
+    pub fn parse(v: Option<&OsStr>) -> NvmlChoice {
+        let Some(v) = v else {
+            return NvmlChoice::Command(None);
+        };
+        let word = v.to_str().map(|s| s.trim().to_ascii_lowercase());
+        match word.as_deref() {
+            Some("" | "1" | "true" | "yes" | "on") => NvmlChoice::Command(None),
+            Some("0" | "false" | "no" | "off") => NvmlChoice::Off,
+            Some(w) if w == protocol::NVML_IN_PROCESS => NvmlChoice::InProcess,
+            _ => NvmlChoice::Command(Some(PathBuf::from(v))),
+        }
+    }
+
+    /// The job's `GPUTRACE_NVML`: `0` (no NVML in the job: the command samples, or
+    /// nobody does), or left as the user set it for in-process sampling.
+    pub fn for_job(&self) -> Option<(&'static str, &'static str)> {
+        match self {
+            NvmlChoice::InProcess => None,
+            NvmlChoice::Off | NvmlChoice::Command(_) => Some((settings::NVML, "0")),
+        }
+    }
+}
+
+/// The command's NVML settings.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Settings {
+    pub nvml: NvmlChoice,
+    /// Between two ticks; zero: the facts only.
+    pub period: Duration,
+}
+
+impl Settings {
+    /// From `GPUTRACE_NVML` and `GPUTRACE_NVML_MS` (`None`: unset). A bad period is
+    /// named in the warning returned, and the default used.
+    pub fn parse(nvml: Option<&OsStr>, ms: Option<&OsStr>) -> (Settings, Option<String>) {
+        let mut warning = None;
+        let period = match ms.map(|v| v.to_string_lossy()) {
+            None => DEFAULT_PERIOD,
+            Some(v) => match v.trim().parse::<u64>() {
+                Ok(n) if n == 0 || (10..=60_000).contains(&n) => Duration::from_millis(n),
+                _ => {
+                    warning = Some(format!(
+                        "{}={v:?} is not 0 (facts only) or milliseconds between 10 and 60000; {} ms used",
+                        settings::NVML_MS,
+                        DEFAULT_PERIOD.as_millis()
+                    ));
+                    DEFAULT_PERIOD
+                }
+            },
+        };
+        let s = Settings {
+            nvml: NvmlChoice::parse(nvml),
+            period,
+        };
+        (s, warning)
+    }
+
+    /// [`Settings::parse`] of this process's environment.
+    pub fn from_env() -> (Settings, Option<String>) {
+        Settings::parse(
+            std::env::var_os(settings::NVML).as_deref(),
+            std::env::var_os(settings::NVML_MS).as_deref(),
+        )
+    }
+}
+
+/// An environment file being written by its sampler thread.
+pub struct Recorder {
+    path: PathBuf,
+    ctl: Arc<Ctl>,
+    thread: Option<JoinHandle<()>>,
+}
+
+/// What the caller and the sampler thread tell each other.
+#[derive(Default)]
+struct Ctl {
+    state: Mutex<CtlState>,
+    cv: Condvar,
+}
+
+#[derive(Default)]
+struct CtlState {
+    /// Take the last tick and end.
+    stop: bool,
+    /// The thread ended (or unwound).
+    done: bool,
+    /// The caller stopped waiting: write nothing more (the file is being read).
+    abandoned: bool,
+}
+
+fn lock(c: &Ctl) -> MutexGuard<'_, CtlState> {
+    c.state.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// What the job is, for the file's metadata.
+pub struct Job<'a> {
+    /// The process whose tree is the job (the command `gputrace run` started, the
+    /// process `gputrace attach` opened a window in).
+    pub pid: u32,
+    pub cmdline: Vec<String>,
+    /// `gputrace run`, `gputrace attach`.
+    pub started_by: &'a str,
+}
+
+impl Recorder {
+    /// Creates an environment file in `dir` and starts sampling for `job`; `None` when
+    /// the settings leave NVML to the job or off. NVML is loaded on the sampler's thread:
+    /// a missing or refusing one gives the file one `nvml` fact saying why, and no samples.
+    pub fn start(dir: &Path, job: Job<'_>, s: &Settings) -> io::Result<Option<Recorder>> {
+        let NvmlChoice::Command(lib) = &s.nvml else {
+            return Ok(None);
+        };
+        let host = hostname();
+        let (file, path) = create_file(dir, &host)?;
+        let meta = Meta {
+            writer: format!("gputrace {}", env!("CARGO_PKG_VERSION")),
+            pid: std::process::id(),
+            // SAFETY: getppid has no preconditions.
+            ppid: unsafe { libc::getppid() } as u32,
+            host,
+            exe: std::env::current_exe()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default(),
+            cmdline: job.cmdline,
+            pointer_bits: usize::BITS,
+            start_mono_ns: clock_ns(libc::CLOCK_MONOTONIC),
+            start_real_ns: sampler::now_ns(),
+            started_by: job.started_by.to_string(),
+            options: std::env::vars()
+                .filter(|(k, _)| k.starts_with(protocol::SETTING_PREFIX))
+                .collect(),
+            kind: gputrace_format::META_KIND_ENVIRONMENT.to_string(),
+            ..Default::default()
+        };
+        let w = match ChunkWriter::new(file, &meta) {
+            Ok(w) => w,
+            Err(e) => {
+                let _ = std::fs::remove_file(&path);
+                return Err(e);
+            }
+        };
+        let ctl = Arc::new(Ctl::default());
+        let (lib, period, pid, c) = (lib.clone(), s.period, job.pid, ctl.clone());
+        let thread = std::thread::Builder::new()
+            .name("gputrace-env".into())
+            .spawn(move || {
+                let _done = Done(&c);
+                block_signals();
+                record(Out::new(w), lib.as_deref(), period, pid, &c);
+            });
+        match thread {
+            Ok(t) => Ok(Some(Recorder {
+                path,
+                ctl,
+                thread: Some(t),
+            })),
+            Err(e) => {
+                let _ = std::fs::remove_file(&path);
+                Err(e)
+            }
+        }
+    }
+
+    /// The file being written.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Asks for the last tick and waits at most `wait` for the file to be complete;
+    /// returns its path. Past `wait` the thread is left to finish its NVML call and
+    /// writes nothing more: the file keeps what it had.
+    pub fn finish(mut self, wait: Duration) -> PathBuf {
+        let deadline = Instant::now() + wait;
+        let mut st = lock(&self.ctl);
+        st.stop = true;
+        self.ctl.cv.notify_all();
+        while !st.done {
+            let now = Instant::now();
+            if now >= deadline {
+                st.abandoned = true;
+                break;
+            }
+            st = self
+                .ctl
+                .cv
+                .wait_timeout(st, deadline - now)
+                .map(|(g, _)| g)
+                .unwrap_or_else(|e| e.into_inner().0);
+        }
+        let done = st.done;
+        drop(st);
+        if let Some(t) = self.thread.take().filter(|_| done) {
+            let _ = t.join();
+        }
+        std::mem::take(&mut self.path)
+    }
+}
+
+impl Drop for Recorder {
+    /// Not finished (the caller failed on the way): the thread ends after one more tick.
+    fn drop(&mut self) {
+        lock(&self.ctl).stop = true;
+        self.ctl.cv.notify_all();
+    }
+}
+
+/// Marks the thread done when it ends, unwinding included.
+struct Done<'a>(&'a Ctl);
+
+impl Drop for Done<'_> {
+    fn drop(&mut self) {
+        lock(self.0).done = true;
+        self.0.cv.notify_all();
+    }
+}
+
+/// The sampler thread: facts, then a tick every `period` until asked to stop, then the
+/// last tick and a `Stopped` state (without NVML or ticks: the facts, and the `Stopped`
+/// state when asked to stop).
+fn record(mut out: Out, lib: Option<&Path>, period: Duration, job_pid: u32, ctl: &Ctl) {
+    let t0 = sampler::now_ns();
+    let nvml = Nvml::load(lib);
+    out.add(sampler::fact_items(t0, sampler::trace_facts(nvml.as_ref())));
+    out.write(ctl);
+    if let (Ok(nvml), false) = (&nvml, period.is_zero()) {
+        let mut s = Sampler::new(nvml, job_pid, t0, Skip::default()).with_descendants();
+        let mut written = Instant::now();
+        loop {
+            let mut items = Vec::new();
+            s.tick(sampler::now_ns(), &mut items);
+            out.add(items);
+            let stop = {
+                let st = lock(ctl);
+                let (st, _) = ctl
+                    .cv
+                    .wait_timeout_while(st, period, |st| !st.stop)
+                    .unwrap_or_else(|e| e.into_inner());
+                st.stop
+            };
+            if stop {
+                // The last tick, as the job ends.
+                let mut items = Vec::new();
+                s.tick(sampler::now_ns(), &mut items);
+                out.add(items);
+                break;
+            }
+            if written.elapsed() >= FLUSH {
+                out.write(ctl);
+                written = Instant::now();
+            }
+        }
+    } else {
+        // Facts only: the Stopped state below still marks the job's end, so that readers
+        // know which traces the facts were read for.
+        let st = lock(ctl);
+        drop(ctl.cv.wait_while(st, |st| !st.stop));
+    }
+    out.events.push(Event::State {
+        ts: sampler::now_ns(),
+        state: CollectorState::Stopped as u8,
+        reason: 0,
+    });
+    out.write(ctl);
+}
+
+/// The file's writer with its string interner.
+struct Out {
+    w: ChunkWriter<File>,
+    enc: Encoder,
+    events: Vec<Event>,
+    ids: HashMap<String, u32>,
+    /// A write failed (disk full): nothing more is written.
+    failed: bool,
+}
+
+impl Out {
+    fn new(w: ChunkWriter<File>) -> Out {
+        Out {
+            w,
+            enc: Encoder::new(),
+            events: Vec::new(),
+            ids: HashMap::new(),
+            failed: false,
+        }
+    }
+
+    /// Items as events, each string written once (a `Str` event before its first use).
+    fn add(&mut self, items: impl IntoIterator<Item = sampler::Item>) {
+        let ids = &mut self.ids;
+        let mut intern = |text: &str, out: &mut Vec<Event>| -> u32 {
+            if let Some(id) = ids.get(text) {
+                return *id;
+            }
+            let id = ids.len() as u32 + 1;
+            ids.insert(text.to_string(), id);
+            out.push(Event::Str {
+                id,
+                text: text.to_string(),
+            });
+            id
+        };
+        for it in items {
+            it.into_events(&mut intern, &mut self.events);
+        }
+    }
+
+    /// Writes the events so far as one chunk, unless the caller stopped waiting.
+    fn write(&mut self, ctl: &Ctl) {
+        // Held while writing, so that a caller giving up waits for a chunk in progress
+        // rather than reading half of it.
+        let st = lock(ctl);
+        if st.abandoned || self.failed {
+            return;
+        }
+        for e in self.events.drain(..) {
+            self.enc.push(&e);
+        }
+        self.failed = self.w.write_events(&mut self.enc).is_err();
+    }
+}
+
+/// The sampler thread takes no asynchronous signals: they go to the command's main
+/// thread (`gputrace run` relays them to the job from there), and NVML's calls are never
+/// interrupted by them.
+fn block_signals() {
+    // SAFETY: a signal set built in place and applied to this thread only; faults
+    // (synchronous signals) stay unblocked.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut set);
+        for s in [
+            libc::SIGSEGV,
+            libc::SIGBUS,
+            libc::SIGFPE,
+            libc::SIGILL,
+            libc::SIGTRAP,
+            libc::SIGABRT,
+            libc::SIGSYS,
+        ] {
+            libc::sigdelset(&mut set, s);
+        }
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+    }
+}
+
+/// Creates the environment file (mode 0600, never over another file).
+fn create_file(dir: &Path, host: &str) -> io::Result<(File, PathBuf)> {
+    use std::os::unix::fs::OpenOptionsExt;
+    for seq in 0..1000 {
+        let path = dir.join(protocol::env_file_name(host, std::process::id(), seq));
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_CLOEXEC)
+            .open(&path)
+        {
+            Ok(f) => return Ok((f, path)),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(io::Error::other("too many environment files for this pid"))
+}
+
+/// This machine's name as trace files and their metadata spell it (as the library does).
+pub fn hostname() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: buf is writable for its length.
+    if unsafe { libc::gethostname(buf.as_mut_ptr() as *mut libc::c_char, buf.len()) } != 0 {
+        return "unknown".into();
+    }
+    let n = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
+    TraceFileName::host_part(&String::from_utf8_lossy(&buf[..n]))
+}
+
+fn clock_ns(clock: libc::clockid_t) -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid, writable timespec.
+    unsafe { libc::clock_gettime(clock, &mut ts) };
+    (ts.tv_sec as u64).wrapping_mul(1_000_000_000) + ts.tv_nsec as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_nvml_setting_as_the_command_reads_it() {
+        let p = |v: Option<&str>| NvmlChoice::parse(v.map(OsStr::new));
+        assert_eq!(p(None), NvmlChoice::Command(None));
+        assert_eq!(p(Some("1")), NvmlChoice::Command(None));
+        assert_eq!(p(Some("")), NvmlChoice::Command(None));
+        assert_eq!(p(Some("off")), NvmlChoice::Off);
+        assert_eq!(p(Some("0")), NvmlChoice::Off);
+        assert_eq!(p(Some("inprocess")), NvmlChoice::InProcess);
+        assert_eq!(
+            p(Some("/opt/libnvidia-ml.so.1")),
+            NvmlChoice::Command(Some("/opt/libnvidia-ml.so.1".into()))
+        );
+        // The job samples nothing itself unless asked to.
+        assert_eq!(p(None).for_job(), Some((settings::NVML, "0")));
+        assert_eq!(p(Some("0")).for_job(), Some((settings::NVML, "0")));
+        assert_eq!(p(Some("inprocess")).for_job(), None);
+        let (s, w) = Settings::parse(None, Some(OsStr::new("0")));
+        assert_eq!((s.period, w), (Duration::ZERO, None));
+        let (s, w) = Settings::parse(None, Some(OsStr::new("5")));
+        assert_eq!(s.period, DEFAULT_PERIOD);
+        assert!(w.unwrap().contains("GPUTRACE_NVML_MS"));
+    }
+
+    #[test]
+    fn a_missing_nvml_gives_a_complete_file_with_its_reason() {
+        let dir = std::env::temp_dir().join(format!("gputrace-envrec-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let s = Settings {
+            nvml: NvmlChoice::Command(Some("/nonexistent/libnvidia-ml.so.1".into())),
+            period: DEFAULT_PERIOD,
+        };
+        let job = Job {
+            pid: 1,
+            cmdline: vec!["job".into()],
+            started_by: "test",
+        };
+        let r = Recorder::start(&dir, job, &s).unwrap().expect("a recorder");
+        let path = r.finish(Duration::from_secs(60));
+        let t = crate::Trace::load(&path).expect("read it back");
+        std::fs::remove_dir_all(&dir).ok();
+        assert!(t.meta.is_environment());
+        assert_eq!(t.meta.pid, std::process::id());
+        assert!(!t.stats.cut_short(), "{:?}", t.stats);
+        let why = crate::env::nvml_unavailable(&t).expect("the nvml fact");
+        assert!(why.starts_with("missing: "), "{why}");
+        assert!(t.gpu_samples.is_empty());
+        // Off, or left to the job: no file.
+        for nvml in [NvmlChoice::Off, NvmlChoice::InProcess] {
+            let s = Settings { nvml, ..s.clone() };
+            let job = Job {
+                pid: 1,
+                cmdline: Vec::new(),
+                started_by: "test",
+            };
+            assert!(Recorder::start(Path::new("/nonexistent"), job, &s)
+                .unwrap()
+                .is_none());
+        }
+    }
+}
