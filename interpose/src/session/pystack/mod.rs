@@ -250,12 +250,16 @@ fn check(r: Result<u64, i32>) -> Option<u64> {
 #[derive(Clone, Copy)]
 pub struct Stack {
     pub n: usize,
+    /// A code object this thread had not met lately is in it: the writer is woken
+    /// when the stack is pushed, to read it while it surely exists.
+    pub fresh: bool,
     pub frames: [RawFrame; MAX_DEPTH],
 }
 
 impl Stack {
     pub const EMPTY: Stack = Stack {
         n: 0,
+        fresh: false,
         frames: [RawFrame {
             code: 0,
             offset: 0,
@@ -280,7 +284,35 @@ pub fn capture(out: &mut Stack) {
     let py = unsafe { &*p };
     let saved = errno();
     out.n = walk(py, DEPTH.load(Ordering::Relaxed).min(MAX_DEPTH), &mut out.frames);
+    out.fresh = out.n > 0 && met_anew(out.frames());
     set_errno(saved);
+}
+
+/// Slots of the per-thread table of code objects met lately.
+const SEEN_SLOTS: usize = 64;
+
+thread_local! {
+    static SEEN: UnsafeCell<[u64; SEEN_SLOTS]> = const { UnsafeCell::new([0; SEEN_SLOTS]) };
+}
+
+/// Whether any of `frames`' code objects is missing from the thread's table of code
+/// objects met lately (a direct-mapped cache: a steady loop meets the same few).
+#[inline]
+fn met_anew(frames: &[RawFrame]) -> bool {
+    SEEN.try_with(|s| {
+        // SAFETY: SEEN is this thread's own; nothing here re-enters it.
+        let s = unsafe { &mut *s.get() };
+        let mut anew = false;
+        for f in frames {
+            let slot = &mut s[(f.code >> 4) as usize % SEEN_SLOTS];
+            if *slot != f.code {
+                *slot = f.code;
+                anew = true;
+            }
+        }
+        anew
+    })
+    .unwrap_or(false)
 }
 
 /// The walk; see the module notes.
@@ -362,6 +394,9 @@ pub fn push(stack: &Stack, tid: u32, t0: u64) {
         rec::pystack(stack.frames(), tid, t0, |r| {
             crate::rings::push(r);
         });
+        if stack.fresh {
+            crate::writer::wake();
+        }
     }
 }
 

@@ -7,8 +7,12 @@
 //! made at run time, the interpreter finalising), so a cached entry is checked again
 //! the first time it is used in each drain: its type, and the pointers to its file
 //! name, name and line table, and its first line, must be the same. Every read goes
-//! through `mem::read`, so a freed object gives a failed check, never a fault. A frame
-//! that cannot be read is left out of its stack.
+//! through `mem::read`, so a freed object gives a failed check, never a fault. An
+//! address that holds no code object any more keeps its entry (the object was freed
+//! after the capture, as at exit, when the interpreter finalises before the last
+//! drain). A frame that cannot be read is left out of its stack. So that a code object
+//! is read while it is still alive, the hot path wakes the writer when a thread meets
+//! one it has not met before (see `Stack::fresh`).
 
 use super::lines::Lines;
 use super::{mem, status, Python};
@@ -102,7 +106,10 @@ impl Resolver {
         let drain = self.drain;
         let fresh = match self.codes.get(&addr) {
             Some(c) if c.checked == drain => false,
-            Some(c) => Self::fingerprint(py, addr) != Some(c.print),
+            // No code object there any more: it was freed after the capture (the
+            // interpreter finalising, code made at run time), and what was cached is
+            // what the frame ran. A different code object there: read it anew.
+            Some(c) => Self::fingerprint(py, addr).is_some_and(|p| p != c.print),
             None => true,
         };
         if fresh {
