@@ -21,6 +21,27 @@ DEVICE_TO_HOST = 2
 HOST_TO_DEVICE = 1
 
 
+class Dim3(ctypes.Structure):
+    _fields_ = [("x", ctypes.c_uint), ("y", ctypes.c_uint), ("z", ctypes.c_uint)]
+
+
+lib.cudaLaunchKernel.argtypes = [
+    ctypes.c_char_p,
+    Dim3,
+    Dim3,
+    ctypes.c_void_p,
+    ctypes.c_size_t,
+    ctypes.c_void_p,
+]
+KERNEL = b"_Z7forwardPf"
+
+
+def forward():
+    # The fake takes the kernel's name for its function pointer.
+    for _ in range(4):
+        lib.cudaLaunchKernel(KERNEL, Dim3(64, 1, 1), Dim3(128, 1, 1), None, 0, None)
+
+
 def device_buffer(n):
     p = ctypes.c_void_p()
     assert lib.cudaMalloc(ctypes.byref(p), n) == 0  # SITE:malloc
@@ -40,6 +61,7 @@ def wait_for_gpu():
 def train_step(dev, host, n):
     upload = ctypes.create_string_buffer(n)
     lib.cudaMemcpy(dev, upload, n, HOST_TO_DEVICE)  # SITE:upload
+    forward()
     wait_for_gpu()
     return read_loss(dev, host, n)
 
