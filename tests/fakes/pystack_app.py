@@ -5,7 +5,7 @@ RTLD_LOCAL), and every call is made through ctypes, which releases the GIL aroun
 as PyTorch does around its operators. The lines that make the calls are marked with
 `# SITE:<name>` comments: the tests find the expected file:line there.
 
-Usage: pystack_app.py sites | stress
+Usage: pystack_app.py sites [steps] | stress [rounds] | bench [calls] [depth]
 """
 
 import ctypes
@@ -132,11 +132,29 @@ def stress(rounds):
     # Exit with the daemon threads mid-call: the interpreter finalises under them.
 
 
+def bench(calls, depth):
+    # ns per cudaStreamSynchronize made `depth` Python frames down (the fake returns
+    # at once: what is left is the call's own cost, ctypes', and the tracer's).
+    import time
+
+    def loop():
+        sync = lib.cudaStreamSynchronize
+        t0 = time.perf_counter_ns()
+        for _ in range(calls):
+            sync(None)  # SITE:bench
+        return time.perf_counter_ns() - t0
+
+    ns = deep(depth, loop)
+    print("ns_per_call %.1f" % (ns / calls))
+
+
 if __name__ == "__main__":
     mode = sys.argv[1] if len(sys.argv) > 1 else "sites"
     if mode == "sites":
         sites(int(sys.argv[2]) if len(sys.argv) > 2 else 5)
     elif mode == "stress":
         stress(int(sys.argv[2]) if len(sys.argv) > 2 else 50)
+    elif mode == "bench":
+        bench(int(sys.argv[2]), int(sys.argv[3]))
     else:
         sys.exit("unknown mode " + mode)

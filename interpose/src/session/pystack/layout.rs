@@ -34,6 +34,9 @@ pub struct Layout {
     pub tstate_frame: u64,
     /// 3.11/3.12: `_PyCFrame` -> current frame.
     pub cframe_current: Option<u64>,
+    /// 3.11+: thread state -> `datastack_chunk` (the chunk its frames are pushed on;
+    /// `datastack_top` follows it). A walk reads the top of the chunk in one piece.
+    pub tstate_chunk: Option<u64>,
     pub frame_back: u64,
     pub frame_code: u64,
     /// `f_lasti` or the instruction pointer.
@@ -62,6 +65,9 @@ pub struct Layout {
     pub str_compact_size: u64,
 }
 
+/// Where a data stack chunk's frames start (`_PyStackChunk.data`, 3.11+).
+pub const CHUNK_DATA: u64 = 24;
+
 /// The owner value of a frame the C stack owns (an entry shim), 3.12+.
 pub const FRAME_OWNED_BY_CSTACK: u8 = 3;
 
@@ -78,6 +84,7 @@ pub fn for_version(major: u8, minor: u8, micro: u8) -> Option<Layout> {
         lines: Format::Locations,
         tstate_frame: 0,
         cframe_current: None,
+        tstate_chunk: None,
         frame_back: 0,
         frame_code: 0,
         frame_pos: 0,
@@ -122,6 +129,7 @@ pub fn for_version(major: u8, minor: u8, micro: u8) -> Option<Layout> {
         11 => Layout {
             tstate_frame: 56,
             cframe_current: Some(8),
+            tstate_chunk: Some(296),
             frame_back: 48,
             frame_code: 32,
             frame_pos: 56,
@@ -138,6 +146,7 @@ pub fn for_version(major: u8, minor: u8, micro: u8) -> Option<Layout> {
         12 => Layout {
             tstate_frame: 56,
             cframe_current: Some(0),
+            tstate_chunk: Some(232),
             frame_back: 8,
             frame_code: 0,
             frame_pos: 56,
@@ -152,6 +161,7 @@ pub fn for_version(major: u8, minor: u8, micro: u8) -> Option<Layout> {
         },
         13 => Layout {
             tstate_frame: 72,
+            tstate_chunk: Some(232),
             frame_back: 8,
             frame_code: 0,
             frame_pos: 56,
@@ -207,6 +217,7 @@ pub fn apply_debug_offsets(l: &mut Layout, raw: &[u8]) -> Result<(), DebugOffset
     };
     const OBJ: u64 = 4096;
     let current = field("thread_state.current_frame", 184, OBJ)?;
+    let chunk = field("thread_state.datastack_chunk", 208, OBJ)?;
     let previous = field("interpreter_frame.previous", 232, OBJ)?;
     let executable = field("interpreter_frame.executable", 240, OBJ)?;
     let instr = field("interpreter_frame.instr_ptr", 248, OBJ)?;
@@ -224,6 +235,7 @@ pub fn apply_debug_offsets(l: &mut Layout, raw: &[u8]) -> Result<(), DebugOffset
     let str_ascii = field("unicode_object.asciiobject_size", 560, 256)?;
     l.tstate_frame = current;
     l.cframe_current = None;
+    l.tstate_chunk = Some(chunk);
     l.frame_back = previous;
     l.frame_code = executable;
     l.frame_pos = instr;
@@ -301,6 +313,7 @@ mod tests {
         put(8, 0x030d00f0);
         for (at, v) in [
             (184, 72),
+            (208, 232),
             (232, 8),
             (240, 0),
             (248, 56),

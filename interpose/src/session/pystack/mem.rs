@@ -60,6 +60,40 @@ pub fn read(addr: u64, buf: &mut [u8]) -> Result<(), i32> {
     }
 }
 
+/// Fills `a` from our own address `at_a` and `b` from `at_b` in one system call.
+/// Returns how many of the two were read whole (0, 1 or 2: the kernel stops at the
+/// first that cannot be read), or the errno of a refusal.
+pub fn read2(at_a: u64, a: &mut [u8], at_b: u64, b: &mut [u8]) -> Result<usize, i32> {
+    if at_a == 0 {
+        return Ok(0);
+    }
+    let iov = |p: *mut u8, n: usize| libc::iovec {
+        iov_base: p as *mut libc::c_void,
+        iov_len: n,
+    };
+    let local = [iov(a.as_mut_ptr(), a.len()), iov(b.as_mut_ptr(), b.len())];
+    let remote = [
+        iov(at_a as usize as *mut u8, a.len()),
+        iov(at_b as usize as *mut u8, b.len()),
+    ];
+    let count = if at_b == 0 || b.is_empty() { 1 } else { 2 };
+    // SAFETY: each local iovec describes a buffer we own mutably; the remote ranges are
+    // only read, by the kernel, which checks them.
+    let n = unsafe { libc::process_vm_readv(pid(), local.as_ptr(), count, remote.as_ptr(), count, 0) };
+    if n < 0 {
+        let e = crate::base::ffi::errno();
+        return if e == libc::EFAULT { Ok(0) } else { Err(e) };
+    }
+    let n = n as usize;
+    Ok(if n >= a.len() + b.len() && count == 2 {
+        2
+    } else if n >= a.len() {
+        1
+    } else {
+        0
+    })
+}
+
 /// A little-endian u64 at `off` of `b` (0 if out of bounds).
 #[inline]
 pub fn u64_at(b: &[u8], off: usize) -> u64 {
@@ -125,6 +159,11 @@ mod tests {
             p
         };
         assert_eq!(read(p as u64, &mut b), Err(libc::EFAULT));
+        let (mut x, mut y) = ([0u8; 4], [0u8; 3]);
+        assert_eq!(read2(v.as_ptr() as u64, &mut x, v.as_ptr() as u64 + 50, &mut y), Ok(2));
+        assert_eq!((x, y), ([0, 1, 2, 3], [50, 51, 52]));
+        assert_eq!(read2(v.as_ptr() as u64, &mut x, p as u64, &mut y), Ok(1));
+        assert_eq!(read2(p as u64, &mut x, v.as_ptr() as u64, &mut y), Ok(0));
         assert_eq!(u64_at(&[1, 0, 0, 0, 0, 0, 0, 0, 9], 0), 1);
         assert_eq!(u64_at(&[1, 2, 3], 0), 0);
         assert_eq!(i32_at(&[0xff, 0xff, 0xff, 0xff], 0), -1);

@@ -315,7 +315,16 @@ fn met_anew(frames: &[RawFrame]) -> bool {
     .unwrap_or(false)
 }
 
-/// The walk; see the module notes.
+/// Bytes of the top of the thread's data stack read in one piece (3.11+): the
+/// innermost frames are there, each a few hundred bytes.
+const WINDOW: usize = 4096;
+
+/// The walk; see the module notes. 3.9/3.10: a read for the thread state's frame,
+/// then one per frame. 3.11+: one read of the thread state (its frame pointer and
+/// the top of its data stack), one of the top [`WINDOW`] bytes of the data stack
+/// (with the current-frame pointer, 3.11/3.12), then frames are taken from that
+/// window; only frames outside it (generators', entry shims on the C stack, an older
+/// chunk's) cost a read each.
 fn walk(py: &Python, depth: usize, out: &mut [RawFrame; MAX_DEPTH]) -> usize {
     // SAFETY: PyGILState_GetThisThreadState takes no argument and only reads the
     // calling thread's thread-specific slot.
@@ -324,32 +333,96 @@ fn walk(py: &Python, depth: usize, out: &mut [RawFrame; MAX_DEPTH]) -> usize {
         return 0;
     }
     let l = &py.layout;
-    let Some(mut f) = check(mem::read_u64(ts + l.tstate_frame)) else {
-        return 0;
-    };
-    if let Some(c) = l.cframe_current {
-        if f == 0 {
-            return 0;
+    let mut window = [0u8; WINDOW];
+    let mut win = (0u64, 0u64);
+    let mut f = match (l.frames, l.tstate_chunk) {
+        (FrameKind::Interp, Some(chunk_off)) => {
+            // The thread state's frame pointer, data stack chunk and top, in one read.
+            let lo = l.tstate_frame.min(chunk_off);
+            let hi = (l.tstate_frame + 8).max(chunk_off + 16);
+            let mut t = [0u8; 320];
+            let Some(t) = t.get_mut(..(hi - lo) as usize) else {
+                return 0;
+            };
+            if check(mem::read(ts + lo, t).map(|_| 0)).is_none() {
+                return 0;
+            }
+            let first = mem::u64_at(t, (l.tstate_frame - lo) as usize);
+            let chunk = mem::u64_at(t, (chunk_off - lo) as usize);
+            let top = mem::u64_at(t, (chunk_off + 8 - lo) as usize);
+            let data = chunk.wrapping_add(layout::CHUNK_DATA);
+            let used = top.wrapping_sub(data);
+            let len = if chunk != 0 && top > data && used < 1 << 30 {
+                used.min(WINDOW as u64) as usize
+            } else {
+                0
+            };
+            let win_lo = top.wrapping_sub(len as u64);
+            match l.cframe_current {
+                Some(c) => {
+                    if first == 0 {
+                        return 0;
+                    }
+                    let mut cur = [0u8; 8];
+                    let got = match mem::read2(first + c, &mut cur, win_lo, &mut window[..len]) {
+                        Ok(n) => n,
+                        Err(e) => {
+                            refused(e);
+                            return 0;
+                        }
+                    };
+                    if got == 0 {
+                        return 0;
+                    }
+                    if got == 2 && len > 0 {
+                        win = (win_lo, top);
+                    }
+                    u64::from_le_bytes(cur)
+                }
+                None => {
+                    if len > 0 && check(mem::read(win_lo, &mut window[..len]).map(|_| 0)).is_some()
+                    {
+                        win = (win_lo, top);
+                    }
+                    first
+                }
+            }
         }
-        let Some(cur) = check(mem::read_u64(f + c)) else {
-            return 0;
-        };
-        f = cur;
-    }
-    let mut hdr = [0u8; 128];
-    let hdr = &mut hdr[..l.frame_read.min(128)];
+        _ => {
+            let Some(mut f) = check(mem::read_u64(ts + l.tstate_frame)) else {
+                return 0;
+            };
+            if let Some(c) = l.cframe_current {
+                if f == 0 {
+                    return 0;
+                }
+                let Some(cur) = check(mem::read_u64(f + c)) else {
+                    return 0;
+                };
+                f = cur;
+            }
+            f
+        }
+    };
+    let mut own = [0u8; 128];
+    let fr = l.frame_read.min(own.len());
     let mut n = 0;
     let mut looked = 0;
     while f != 0 && n < depth && looked < 4 * MAX_DEPTH {
         looked += 1;
-        match mem::read(f, hdr) {
-            Ok(()) => {}
-            Err(libc::EFAULT) | Err(libc::ESRCH) => break,
-            Err(e) => {
-                refused(e);
-                break;
+        let hdr: &[u8] = if f >= win.0 && f.saturating_add(fr as u64) <= win.1 {
+            let at = (f - win.0) as usize;
+            &window[at..at + fr]
+        } else {
+            match mem::read(f, &mut own[..fr]) {
+                Ok(()) => &own[..fr],
+                Err(libc::EFAULT) | Err(libc::ESRCH) => break,
+                Err(e) => {
+                    refused(e);
+                    break;
+                }
             }
-        }
+        };
         let code = mem::u64_at(hdr, l.frame_code as usize);
         let back = mem::u64_at(hdr, l.frame_back as usize);
         let offset = match l.frames {
