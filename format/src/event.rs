@@ -1138,10 +1138,7 @@ impl Event {
     /// The event's primary timestamp, if it has one.
     pub fn ts(&self) -> Option<u64> {
         match self {
-            Event::Str { .. }
-            | Event::Device(_)
-            | Event::Thread { .. }
-            | Event::PyStack(_) => None,
+            Event::Str { .. } | Event::Device(_) | Event::Thread { .. } | Event::PyStack(_) => None,
             Event::Clock { mono_ns, .. } => Some(*mono_ns),
             Event::Kernel(k) => Some(k.start),
             Event::Memcpy(m) => Some(m.start),

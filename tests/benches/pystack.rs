@@ -55,7 +55,9 @@ fn main() {
             }
         }
         let base = median(&mut t[0]);
-        println!("stack {depth} frames deep, {calls} calls x {rounds} rounds (median ns per call):");
+        println!(
+            "stack {depth} frames deep, {calls} calls x {rounds} rounds (median ns per call):"
+        );
         println!("  GPUTRACE_PYSTACK=0   {base:8.1}");
         for (i, s) in settings.iter().enumerate().skip(1) {
             let m = median(&mut t[i]);

@@ -142,12 +142,20 @@ fn call_sites_name_the_lines_of_the_script() {
         let out = run_script(&w, &python, &["sites", "3"]);
         out.assert_ok();
         assert!(out.stdout.contains("done 3"), "{python:?}: {}", out.stdout);
-        assert!(out.gputrace_lines().is_empty(), "{:?}", out.gputrace_lines());
+        assert!(
+            out.gputrace_lines().is_empty(),
+            "{:?}",
+            out.gputrace_lines()
+        );
         let t = out.only_trace();
         t.assert_complete();
         let s = sites_of(&t);
         assert_eq!(s.fact.len(), 1, "{python:?}: {:?}", s.fact);
-        assert!(s.fact[0].starts_with("CPython 3."), "{python:?}: {:?}", s.fact);
+        assert!(
+            s.fact[0].starts_with("CPython 3."),
+            "{python:?}: {:?}",
+            s.fact
+        );
         // Every API call of the script's kinds has a call site, and its innermost
         // frame is the marked line, in the marked function, in the script.
         let want = [
@@ -193,7 +201,11 @@ fn call_sites_name_the_lines_of_the_script() {
             "{python:?}"
         );
         assert_eq!(sync_stack[2].1, "sites", "{python:?}");
-        assert_eq!(sync_stack[2].2, call_line("sites", "train_step"), "{python:?}");
+        assert_eq!(
+            sync_stack[2].2,
+            call_line("sites", "train_step"),
+            "{python:?}"
+        );
         // Interned: the same site is one stack, however often it is called.
         let sync_stacks = s.stacks.values().filter(|f| f[0].2 == *line).count();
         assert_eq!(sync_stacks, 1, "{python:?}");
@@ -202,11 +214,19 @@ fn call_sites_name_the_lines_of_the_script() {
         let api_starts: Vec<(u32, u64)> = t
             .apis()
             .iter()
-            .filter(|a| matches!(t.str(a.name), "cudaMalloc" | "cudaMemcpy" | "cudaStreamSynchronize"))
+            .filter(|a| {
+                matches!(
+                    t.str(a.name),
+                    "cudaMalloc" | "cudaMemcpy" | "cudaStreamSynchronize"
+                )
+            })
             .map(|a| (a.tid, a.start))
             .collect();
         for k in s.links.keys() {
-            assert!(api_starts.contains(k), "{python:?}: call site {k:?} is no call");
+            assert!(
+                api_starts.contains(k),
+                "{python:?}: call site {k:?} is no call"
+            );
         }
     }
 }
@@ -220,8 +240,16 @@ fn frames_changing_under_captures_never_crash_or_hang() {
         let w = Wheel::new(Cuda::V13, Layout::Flat);
         let out = run_script(&w, &python, &["stress", "20"]);
         out.assert_ok();
-        assert!(out.stdout.contains("done stress"), "{python:?}: {}", out.stdout);
-        assert!(out.gputrace_lines().is_empty(), "{:?}", out.gputrace_lines());
+        assert!(
+            out.stdout.contains("done stress"),
+            "{python:?}: {}",
+            out.stdout
+        );
+        assert!(
+            out.gputrace_lines().is_empty(),
+            "{:?}",
+            out.gputrace_lines()
+        );
         let t = out.only_trace();
         t.assert_complete();
         let s = sites_of(&t);
@@ -257,7 +285,11 @@ fn a_program_that_is_not_python_records_no_stacks_and_says_so_once() {
     let s = sites_of(&t);
     assert!(s.stacks.is_empty() && s.links.is_empty());
     assert_eq!(s.fact, vec!["none: not a CPython process".to_string()]);
-    assert!(out.gputrace_lines().is_empty(), "{:?}", out.gputrace_lines());
+    assert!(
+        out.gputrace_lines().is_empty(),
+        "{:?}",
+        out.gputrace_lines()
+    );
 }
 
 #[test]

@@ -50,7 +50,12 @@ pub struct CallSite {
 impl CallSite {
     /// `train.py:57 in train_step`.
     pub fn place(&self) -> String {
-        format!("{}:{} in {}", short_file(&self.file), self.line, self.function)
+        format!(
+            "{}:{} in {}",
+            short_file(&self.file),
+            self.line,
+            self.function
+        )
     }
 }
 

@@ -26,8 +26,7 @@
 //! whose call record was dropped (a full ring) is never pinned on another call.
 
 use super::{
-    HostRecord, REC_CALL, REC_COPY, REC_HOST_ALLOC, REC_NCCL, REC_NCCL_COMM, REC_NVTX,
-    REC_PYSTACK,
+    HostRecord, REC_CALL, REC_COPY, REC_HOST_ALLOC, REC_NCCL, REC_NCCL_COMM, REC_NVTX, REC_PYSTACK,
 };
 use crate::base::apis;
 use crate::base::tsc::Converter;
@@ -82,7 +81,12 @@ pub fn pystack(frames: &[RawFrame], tid: u32, t0: u64, mut each: impl FnMut(&Hos
 /// stack, the call's t0 low bits, its frames).
 pub fn pystack_part(r: &HostRecord) -> (usize, usize, u32, Vec<RawFrame>) {
     let n = ((r.a & 0xFF) as usize).min(FRAMES_PER_RECORD);
-    let offs = [r.t0 as u32, (r.t0 >> 32) as u32, r.t1 as u32, (r.t1 >> 32) as u32];
+    let offs = [
+        r.t0 as u32,
+        (r.t0 >> 32) as u32,
+        r.t1 as u32,
+        (r.t1 >> 32) as u32,
+    ];
     let frames = (0..n)
         .map(|j| RawFrame {
             code: r.x[j],
@@ -598,7 +602,11 @@ mod tests {
         let frames: Vec<RawFrame> = (0..10)
             .map(|i| RawFrame {
                 code: 0x7f00_0000_0000 + i * 0x100,
-                offset: if i == 3 { RAW_OFFSET_UNKNOWN } else { i as u32 * 2 },
+                offset: if i == 3 {
+                    RAW_OFFSET_UNKNOWN
+                } else {
+                    i as u32 * 2
+                },
             })
             .collect();
         let mut recs = Vec::new();
@@ -608,14 +616,22 @@ mod tests {
         for (i, r) in recs.iter().enumerate() {
             assert_eq!((r.kind, r.tid), (REC_PYSTACK, 42));
             let (first, total, key, part) = pystack_part(r);
-            assert_eq!((first, total, key), (i * FRAMES_PER_RECORD, 10, 0x2345_6789));
+            assert_eq!(
+                (first, total, key),
+                (i * FRAMES_PER_RECORD, 10, 0x2345_6789)
+            );
             back.extend(part);
         }
         assert_eq!(back, frames);
         // Left alone by the symbol-hook decoder.
         let mut names = Interner::new();
         let mut out = Vec::new();
-        assert!(!decode(&recs[0], &Converter::identity(), &mut names, &mut out));
+        assert!(!decode(
+            &recs[0],
+            &Converter::identity(),
+            &mut names,
+            &mut out
+        ));
     }
 
     #[test]

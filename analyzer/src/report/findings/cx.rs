@@ -3,15 +3,15 @@
 //! where `report::analyze_process` builds it; data about the whole job goes in [`JobCx`].
 
 use super::common::{self, dur};
+use crate::report::callsites::{self, CallSite, Tally};
 use crate::report::classify::{self, ApiKind};
 use crate::report::comm::{ClusterComm, CommStats};
 use crate::report::copies::CopyStats;
+use crate::report::ctx::HostClass;
 use crate::report::idle::{Attribution, Cause, Method};
 use crate::report::kernels::{KernelStats, MemoryUse};
 use crate::report::steps::Steps;
 use crate::report::timeline::LaunchStats;
-use crate::report::callsites::{self, CallSite, Tally};
-use crate::report::ctx::HostClass;
 use crate::report::{Ctx, Example, Finding, FindingId, ProcessReport};
 use gputrace_format::{self as fmt, CopyKind, MemKind};
 
@@ -190,8 +190,8 @@ impl FindingCx<'_, '_> {
         if calls == Calls::Implicit {
             for c in &t.host_calls {
                 let (name, class) = fmt::hostcall_info(c.call);
-                let blocks = class == fmt::HostCallClass::Sync
-                    && c.call != fmt::HOSTCALL_STREAM_WAIT_EVENT;
+                let blocks =
+                    class == fmt::HostCallClass::Sync && c.call != fmt::HOSTCALL_STREAM_WAIT_EVENT;
                 if inside(c.start) && blocks {
                     tally.add(c.tid, c.start, c.end, name);
                 }
@@ -204,9 +204,7 @@ impl FindingCx<'_, '_> {
             let blocking = c.flags & fmt::HOSTCOPY_FLAG_ASYNC == 0;
             let host = MemKind::from_u8(c.host_kind);
             let want = match calls {
-                Calls::Implicit => {
-                    blocking && CopyKind::from_u8(c.copy_kind) == CopyKind::DtoH
-                }
+                Calls::Implicit => blocking && CopyKind::from_u8(c.copy_kind) == CopyKind::DtoH,
                 Calls::SyncMemcpy => blocking && host == MemKind::Pinned,
                 _ => host == MemKind::Pageable,
             };

@@ -274,7 +274,10 @@ pub fn from_text(s: &str) -> Option<(u8, u8, u8)> {
     let minor = it.next()?.parse().ok()?;
     // The micro part may carry a suffix (`0rc1`, `7+`).
     let micro_txt = it.next().unwrap_or("0");
-    let digits: String = micro_txt.chars().take_while(|c| c.is_ascii_digit()).collect();
+    let digits: String = micro_txt
+        .chars()
+        .take_while(|c| c.is_ascii_digit())
+        .collect();
     Some((major, minor, digits.parse().unwrap_or(0)))
 }
 
@@ -300,7 +303,10 @@ mod tests {
     #[test]
     fn version_texts_and_numbers() {
         assert_eq!(from_hex(0x030c01f0), (3, 12, 1));
-        assert_eq!(from_text("3.10.13 (main, May  9 2026) [GCC]"), Some((3, 10, 13)));
+        assert_eq!(
+            from_text("3.10.13 (main, May  9 2026) [GCC]"),
+            Some((3, 10, 13))
+        );
         assert_eq!(from_text("3.9.0rc1 (default)"), Some((3, 9, 0)));
         assert_eq!(from_text("junk"), None);
     }

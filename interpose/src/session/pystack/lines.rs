@@ -201,7 +201,12 @@ fn locations(t: &[u8], first: u32) -> Vec<Range> {
             break;
         }
         let end = addr.saturating_add(units * 2);
-        push(&mut out, addr, end, if has { clamp_line(line) } else { None });
+        push(
+            &mut out,
+            addr,
+            end,
+            if has { clamp_line(line) } else { None },
+        );
         addr = end;
     }
     out
@@ -241,10 +246,19 @@ mod tests {
     fn locations_every_form() {
         let t = [
             // short form (code 0), 1 unit: same line (first = 20)
-            0x80, 0x00, // one-line form +2 (code 12), 2 units
-            0x80 | 12 << 3 | 1, 4, 9, // no columns (code 13), delta -1 (svarint 3), 1 unit
-            0x80 | 13 << 3, 3, // long form (code 14), delta +40 (80, two chunks), 1 unit
-            0x80 | 14 << 3, 0x40 | (80 & 0x3f), 80 >> 6, 0, 1, 2,
+            0x80,
+            0x00, // one-line form +2 (code 12), 2 units
+            0x80 | 12 << 3 | 1,
+            4,
+            9, // no columns (code 13), delta -1 (svarint 3), 1 unit
+            0x80 | 13 << 3,
+            3, // long form (code 14), delta +40 (80, two chunks), 1 unit
+            0x80 | 14 << 3,
+            0x40 | (80 & 0x3f),
+            80 >> 6,
+            0,
+            1,
+            2,
             // no location (code 15), 3 units
             0x80 | 15 << 3 | 2,
         ];
@@ -320,8 +334,8 @@ mod tests {
                 checked[minor] += 1;
             }
         }
-        for minor in 9..=13 {
-            assert!(checked[minor] > 100, "3.{minor}: {}", checked[minor]);
+        for (minor, n) in checked.iter().enumerate().skip(9) {
+            assert!(*n > 100, "3.{minor}: {n}");
         }
     }
 

@@ -79,7 +79,8 @@ pub fn read2(at_a: u64, a: &mut [u8], at_b: u64, b: &mut [u8]) -> Result<usize, 
     let count = if at_b == 0 || b.is_empty() { 1 } else { 2 };
     // SAFETY: each local iovec describes a buffer we own mutably; the remote ranges are
     // only read, by the kernel, which checks them.
-    let n = unsafe { libc::process_vm_readv(pid(), local.as_ptr(), count, remote.as_ptr(), count, 0) };
+    let n =
+        unsafe { libc::process_vm_readv(pid(), local.as_ptr(), count, remote.as_ptr(), count, 0) };
     if n < 0 {
         let e = crate::base::ffi::errno();
         return if e == libc::EFAULT { Ok(0) } else { Err(e) };
@@ -160,7 +161,10 @@ mod tests {
         };
         assert_eq!(read(p as u64, &mut b), Err(libc::EFAULT));
         let (mut x, mut y) = ([0u8; 4], [0u8; 3]);
-        assert_eq!(read2(v.as_ptr() as u64, &mut x, v.as_ptr() as u64 + 50, &mut y), Ok(2));
+        assert_eq!(
+            read2(v.as_ptr() as u64, &mut x, v.as_ptr() as u64 + 50, &mut y),
+            Ok(2)
+        );
         assert_eq!((x, y), ([0, 1, 2, 3], [50, 51, 52]));
         assert_eq!(read2(v.as_ptr() as u64, &mut x, p as u64, &mut y), Ok(1));
         assert_eq!(read2(p as u64, &mut x, v.as_ptr() as u64, &mut y), Ok(0));

@@ -113,7 +113,9 @@ fn detect() -> Result<&'static Python, String> {
         // SAFETY: `const char *Py_GetVersion(void)`: formats the version into a static
         // buffer; it takes no lock and makes no Python object.
         let text = unsafe {
-            let f: unsafe extern "C" fn() -> *const libc::c_char = std::mem::transmute(f);
+            let f = std::mem::transmute::<*mut c_void, unsafe extern "C" fn() -> *const libc::c_char>(
+                f,
+            );
             let p = f();
             if p.is_null() {
                 String::new()
@@ -133,7 +135,9 @@ fn detect() -> Result<&'static Python, String> {
             let mut raw = vec![0u8; layout::DEBUG_OFFSETS_SIZE];
             if mem::read(rt as u64, &mut raw).is_ok() {
                 layout::apply_debug_offsets(&mut l, &raw).map_err(|e| {
-                    format!("CPython {major}.{minor}.{micro}: its debug offsets are unusable ({e:?})")
+                    format!(
+                        "CPython {major}.{minor}.{micro}: its debug offsets are unusable ({e:?})"
+                    )
                 })?;
             }
         }
@@ -147,7 +151,9 @@ fn detect() -> Result<&'static Python, String> {
         layout: l,
         // SAFETY: `PyThreadState *PyGILState_GetThisThreadState(void)` in every
         // version we support.
-        this_thread_state: unsafe { std::mem::transmute::<*mut c_void, _>(tts) },
+        this_thread_state: unsafe {
+            std::mem::transmute::<*mut c_void, unsafe extern "C" fn() -> *mut c_void>(tts)
+        },
         code_type: ty(c"PyCode_Type")?,
         str_type: ty(c"PyUnicode_Type")?,
         bytes_type: ty(c"PyBytes_Type")?,
@@ -260,10 +266,7 @@ impl Stack {
     pub const EMPTY: Stack = Stack {
         n: 0,
         fresh: false,
-        frames: [RawFrame {
-            code: 0,
-            offset: 0,
-        }; MAX_DEPTH],
+        frames: [RawFrame { code: 0, offset: 0 }; MAX_DEPTH],
     };
 
     pub fn frames(&self) -> &[RawFrame] {
@@ -283,7 +286,11 @@ pub fn capture(out: &mut Stack) {
     // SAFETY: ACTIVE only ever holds a leaked `Python`, valid for the process's life.
     let py = unsafe { &*p };
     let saved = errno();
-    out.n = walk(py, DEPTH.load(Ordering::Relaxed).min(MAX_DEPTH), &mut out.frames);
+    out.n = walk(
+        py,
+        DEPTH.load(Ordering::Relaxed).min(MAX_DEPTH),
+        &mut out.frames,
+    );
     out.fresh = out.n > 0 && met_anew(out.frames());
     set_errno(saved);
 }
