@@ -19,14 +19,15 @@ rm -rf "$OUT"; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 run_one() { # name workload
   "$G" run -o "$OUT/$1" -- "$PY" "$2" >"$OUT/$1.out" 2>&1; echo "rc=$?" >>"$OUT/$1.out"
-  local t; t=$(ls "$OUT/$1"/*.gtrace | head -1)
+  local t; t=$(ls "$OUT/$1"/*.gtrace | grep -v /gputrace-env- | head -1)
   "$G" report --json "$t" >"$OUT/$1.json" 2>>"$OUT/$1.out"
   "$G" report "$t" >"$OUT/$1.txt" 2>>"$OUT/$1.out"
   "$G" export --format perfetto -o "$OUT/$1.pftrace" "$t" 2>>"$OUT/$1.out"
 }
 run_one before "$ROOT/scripts/workloads/pathology/pageable_memcpy.py"
 run_one after "$ROOT/scripts/workloads/fixed/pageable_memcpy_fixed.py"
-B=$(ls "$OUT"/before/*.gtrace | head -1); A=$(ls "$OUT"/after/*.gtrace | head -1)
+B=$(ls "$OUT"/before/*.gtrace | grep -v /gputrace-env- | head -1)
+A=$(ls "$OUT"/after/*.gtrace | grep -v /gputrace-env- | head -1)
 "$G" diff "$B" "$A" >"$OUT/diff.txt" 2>>"$OUT/after.out"
 "$G" diff --json "$B" "$A" >"$OUT/diff.json" 2>>"$OUT/after.out"
 cat "$OUT/before.out" "$OUT/after.out"

@@ -51,7 +51,7 @@ for n in $SET; do
   "$G" report --json "${traces[@]}" >"$W/suite/$n.json" 2>>"$W/suite/$n.log"
   "$G" report "${traces[@]}" >"$W/suite/$n.txt" 2>>"$W/suite/$n.log"
   # The sampler's own CPU time in this run (its thread samples itself every tree period).
-  "$G" dump "${traces[0]}" 2>/dev/null | "$PY" -c '
+  "$G" dump "$(ls "$W/suite/traces-$n"/*.gtrace | grep -v /gputrace-env- | head -1)" 2>/dev/null | "$PY" -c '
 import json, sys
 own, span = {}, [None, None]
 for line in sys.stdin:
@@ -122,7 +122,7 @@ EOF
 # Two traces for examples/: the saturated workers and the main-process preprocessing.
 mkdir -p "$W/examples"
 for n in workers_saturated data_starvation; do
-  f=$(ls "$W/suite/traces-$n"/*.gtrace 2>/dev/null | head -1)
+  f=$(ls "$W/suite/traces-$n"/*.gtrace 2>/dev/null | grep -v /gputrace-env- | head -1)
   [ -n "$f" ] && cp "$f" "$W/examples/$n.gtrace"
 done
 ( cd "$W" && tar czf "$OUT/host-session.tgz" $(ls -d suite/*.json suite/*.txt suite/*.log ab examples check.txt sampler_cost.txt 2>/dev/null) )

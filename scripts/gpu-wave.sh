@@ -134,12 +134,8 @@ if [ "$PART" = c ]; then
     echo "wheel check rc=$?" >>"$W/wheel.log"
     { echo; echo "== wheel"; tail -15 "$W/wheel.log"; } >>"$T"
   fi
-  for n in pathology/pageable_memcpy fixed/pageable_memcpy_fixed; do
-    b=$(basename "$n")
-    ( cd "$W" && timeout 90 "$G" run -o "$W/diff/$b" -- "$PY" "$ROOT/scripts/workloads/$n.py" ) >"$W/diff-$b.log" 2>&1
-  done
-  "$G" diff "$W"/diff/pageable_memcpy "$W"/diff/pageable_memcpy_fixed >"$W/diff.txt" 2>&1
-  { echo; echo "== diff"; head -12 "$W/diff.txt"; } >>"$T"
+  OUT="$W/diff" timeout 150 "$ROOT/scripts/gpu-diff.sh" >"$W/diff.txt" 2>&1
+  { echo; echo "== diff"; head -12 "$W/diff/diff.txt"; } >>"$T"
   echo "wheel, diff done at ${SECONDS}s" | tee -a "$T"
   # A/Bs: interleaved ABBA pairs of processes, the launch loop and the MLP step.
   B="$ROOT/scripts/workloads/bench/bench_workload.py --only launch,mlp --launch-reps ${LAUNCH_REPS:-30}"

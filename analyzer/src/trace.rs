@@ -61,6 +61,10 @@ pub struct Trace {
     pub gpu_samples: Vec<fmt::GpuSample>,
     pub gpu_processes: Vec<fmt::GpuProcess>,
     pub gpu_events: Vec<fmt::GpuEvent>,
+    /// Python call sites (format 2.2): the stacks, by id, and which host call each
+    /// site is (sorted by thread, then start; see [`Trace::call_site`]).
+    pub py_stacks: Vec<fmt::PyStack>,
+    pub call_sites: Vec<fmt::CallSite>,
 }
 
 /// One NVTX range: a push/pop pair (same thread) or a start/end pair (same id).
@@ -246,6 +250,8 @@ impl Trace {
             Event::GpuSample(g) => self.gpu_samples.push(g),
             Event::GpuProcess(p) => self.gpu_processes.push(p),
             Event::GpuEvent(e) => self.gpu_events.push(e),
+            Event::PyStack(st) => self.py_stacks.push(st),
+            Event::CallSite(c) => self.call_sites.push(c),
         }
     }
 
@@ -287,6 +293,8 @@ impl Trace {
             gpu_samples,
             gpu_processes,
             gpu_events,
+            py_stacks: _,
+            call_sites,
         } = &mut p.tables;
         self.kernels.append(kernels);
         self.memcpys.append(memcpys);
@@ -308,6 +316,7 @@ impl Trace {
         self.gpu_samples.append(gpu_samples);
         self.gpu_processes.append(gpu_processes);
         self.gpu_events.append(gpu_events);
+        self.call_sites.append(call_sites);
         for e in p.rest.drain(..) {
             self.add(e);
         }
@@ -328,6 +337,11 @@ impl Trace {
             .sort_unstable_by_key(|k| (k.start, k.end, k.tid, k.corr, k.cbid));
         self.states.sort_by_key(|s| s.0);
         self.devices.sort_by_key(|d| d.id);
+        // One definition per id (the first); call sites in (thread, start) order.
+        self.py_stacks.sort_by_key(|s| s.id);
+        self.py_stacks.dedup_by_key(|s| s.id);
+        self.call_sites
+            .sort_unstable_by_key(|c| (c.tid, c.ts, c.stack));
         self.host_copies.sort_by_key(|k| (k.start, k.end));
         self.host_calls.sort_by_key(|k| (k.start, k.end));
         self.host_allocs.sort_by_key(|k| (k.start, k.end));
@@ -498,6 +512,25 @@ impl Trace {
             .unwrap_or("")
     }
 
+    /// The Python stack the host call of thread `tid` that started at `start` was made
+    /// from, if the trace has one.
+    pub fn call_site(&self, tid: u32, start: u64) -> Option<&fmt::PyStack> {
+        let i = self
+            .call_sites
+            .partition_point(|c| (c.tid, c.ts) < (tid, start));
+        let c = self.call_sites.get(i)?;
+        if (c.tid, c.ts) != (tid, start) {
+            return None;
+        }
+        self.py_stack(c.stack)
+    }
+
+    /// A Python stack by id.
+    pub fn py_stack(&self, id: u32) -> Option<&fmt::PyStack> {
+        let i = self.py_stacks.partition_point(|s| s.id < id);
+        self.py_stacks.get(i).filter(|s| s.id == id)
+    }
+
     pub fn thread_name(&self, tid: u32) -> &str {
         self.threads.get(&tid).map(|n| self.str(*n)).unwrap_or("")
     }
@@ -629,7 +662,8 @@ impl fmt::ChunkSink for Part {
             | Event::Device(_)
             | Event::Dropped { .. }
             | Event::State { .. }
-            | Event::Thread { .. } => self.rest.push(e),
+            | Event::Thread { .. }
+            | Event::PyStack(_) => self.rest.push(e),
             e => self.tables.add(e),
         }
     }

@@ -737,3 +737,90 @@ fn a_blocked_nvml_is_one_info_line() {
     assert_eq!(env[0].severity, Severity::Info);
     assert!(r.verdict.starts_with("Healthy"), "{}", r.verdict);
 }
+
+/// `item_every_step`, with the Python stack of every sync: the user's `train.py:57 in
+/// train_step` under torch and the standard library, except every fifth step, which
+/// syncs from `log.py:12 in log_loss`.
+fn item_every_step_with_call_sites(steps: usize) -> B {
+    let mut b = item_every_step(steps);
+    let torch = b.s("/opt/venv/lib/python3.12/site-packages/torch/_tensor.py");
+    let stdlib = b.s("/usr/lib/python3.12/contextlib.py");
+    let train = b.s("/home/u/train.py");
+    let log = b.s("/home/u/log.py");
+    let item = b.s("item");
+    let inner = b.s("__exit__");
+    let step = b.s("train_step");
+    let log_loss = b.s("log_loss");
+    let main = b.s("<module>");
+    let frame = |file, function, line| fmt::PyFrame {
+        file,
+        function,
+        line,
+    };
+    b.ev.push(Event::PyStack(fmt::PyStack {
+        id: 1,
+        frames: vec![
+            frame(torch, item, 1000),
+            frame(stdlib, inner, 144),
+            frame(train, step, 57),
+            frame(train, main, 90),
+        ],
+    }));
+    b.ev.push(Event::PyStack(fmt::PyStack {
+        id: 2,
+        frames: vec![frame(log, log_loss, 12), frame(train, main, 91)],
+    }));
+    let syncs: Vec<(u32, u64)> = b
+        .ev
+        .iter()
+        .filter_map(|e| match e {
+            Event::Api(a) if a.name == b.s_get("cudaStreamSynchronize") => Some((a.tid, a.start)),
+            _ => None,
+        })
+        .collect();
+    for (i, (tid, ts)) in syncs.into_iter().enumerate() {
+        let stack = if i % 5 == 4 { 2 } else { 1 };
+        b.ev.push(Event::CallSite(fmt::CallSite { ts, tid, stack }));
+    }
+    b
+}
+
+#[test]
+fn findings_about_calls_name_the_users_lines() {
+    let r = report(item_every_step_with_call_sites(20).build());
+    let f = get(&r, FindingId::ImplicitSync);
+    let top = &f.call_sites[0];
+    assert_eq!(
+        (top.file.as_str(), top.line, top.function.as_str()),
+        ("/home/u/train.py", 57, "train_step"),
+        "the innermost frame of the user's code, under torch and contextlib"
+    );
+    assert!(top.user_code);
+    assert_eq!(top.apis, vec!["cudaStreamSynchronize".to_string()]);
+    assert_eq!(top.stacks[0].len(), 4, "the full stack stays in --json");
+    assert_eq!(top.stacks[0][0].function, "item");
+    let second = &f.call_sites[1];
+    assert_eq!((second.line, second.function.as_str()), (12, "log_loss"));
+    // Every steady sync is counted once, at one site.
+    let steady: u64 = f.call_sites.iter().map(|s| s.calls).sum();
+    assert_eq!(steady, f.metrics["sync_calls"] as u64);
+    assert!(top.calls > second.calls && top.host_ns > second.host_ns);
+    let line = f
+        .evidence
+        .iter()
+        .find(|e| e.starts_with("called from"))
+        .expect("the evidence names the call sites");
+    assert!(
+        line.starts_with("called from train.py:57 in train_step (cudaStreamSynchronize x"),
+        "{line}"
+    );
+    assert!(line.contains("; log.py:12 in log_loss"), "{line}");
+    let json = serde_json::to_value(f).unwrap();
+    assert_eq!(json["call_sites"][0]["line"], 57);
+    // Without call sites the finding and its JSON are as they always were.
+    let plain = report(item_every_step(20).build());
+    let g = get(&plain, FindingId::ImplicitSync);
+    assert!(g.call_sites.is_empty());
+    assert!(serde_json::to_value(g).unwrap().get("call_sites").is_none());
+    assert!(!g.evidence.iter().any(|e| e.starts_with("called from")));
+}

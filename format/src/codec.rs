@@ -437,6 +437,22 @@ impl Encoder {
                 self.v(e.data);
                 TAG_GPU_EVENT
             }
+            Event::PyStack(st) => {
+                self.v(st.id as u64);
+                self.v(st.frames.len() as u64);
+                for f in &st.frames {
+                    self.v(f.file as u64);
+                    self.v(f.function as u64);
+                    self.v(f.line as u64);
+                }
+                TAG_PY_STACK
+            }
+            Event::CallSite(c) => {
+                self.ts(c.ts);
+                self.v(c.tid as u64);
+                self.v(c.stack as u64);
+                TAG_CALL_SITE
+            }
         };
         self.emit(tag);
         self.count += 1;
@@ -1164,6 +1180,26 @@ impl<'a> Decoder<'a> {
                 kind: b.u8()?,
                 data: b.v()?,
             }),
+            TAG_PY_STACK => {
+                let id = b.v32()?;
+                let n = b.v()? as usize;
+                // Each frame takes at least three bytes: a corrupt count cannot make
+                // the reader reserve more than the body could hold.
+                let mut frames = Vec::with_capacity(n.min(b.b.len() / 3));
+                for _ in 0..n {
+                    frames.push(PyFrame {
+                        file: b.v32()?,
+                        function: b.v32()?,
+                        line: b.v32()?,
+                    });
+                }
+                Event::PyStack(PyStack { id, frames })
+            }
+            TAG_CALL_SITE => Event::CallSite(CallSite {
+                ts: self.ts(b)?,
+                tid: b.v32()?,
+                stack: b.v32()?,
+            }),
             _ => return Ok(None),
         }))
     }
@@ -1514,6 +1550,77 @@ mod tests {
         assert_eq!(kept, vec![TAG_THREAD, TAG_THREAD]);
     }
 
+    /// Python call-site events: a stack of several frames, an empty one, and links.
+    pub(crate) fn pystack_events() -> Vec<Event> {
+        vec![
+            Event::PyStack(PyStack {
+                id: 1,
+                frames: vec![
+                    PyFrame {
+                        file: 5,
+                        function: 6,
+                        line: 57,
+                    },
+                    PyFrame {
+                        file: 5,
+                        function: 7,
+                        line: 0,
+                    },
+                    PyFrame {
+                        file: u32::MAX,
+                        function: 8,
+                        line: u32::MAX,
+                    },
+                ],
+            }),
+            Event::PyStack(PyStack {
+                id: 2,
+                frames: vec![],
+            }),
+            Event::CallSite(CallSite {
+                ts: 1_700_000_000_000_000_000,
+                tid: 77,
+                stack: 1,
+            }),
+            Event::CallSite(CallSite {
+                ts: 1_699_999_999_000_000_000,
+                tid: u32::MAX,
+                stack: 2,
+            }),
+        ]
+    }
+
+    #[test]
+    fn round_trip_pystack_events() {
+        let mut evs = sample_events();
+        evs.extend(pystack_events());
+        assert_round_trip(&evs);
+    }
+
+    #[test]
+    fn a_reader_without_the_pystack_tags_skips_them() {
+        // What a 2.1 reader does with 2.2 events: unknown tags, stepped over by length.
+        let mut enc = Encoder::new();
+        enc.push(&Event::Thread { tid: 1, name: 2 });
+        for e in pystack_events() {
+            enc.push(&e);
+        }
+        enc.push(&Event::Thread { tid: 3, name: 4 });
+        let (buf, _) = enc.take();
+        let mut seen = Vec::new();
+        assert!(walk_tags(&buf, |t| seen.push(t)));
+        let kept: Vec<u8> = seen.into_iter().filter(|t| *t < TAG_PY_STACK).collect();
+        assert_eq!(kept, vec![TAG_THREAD, TAG_THREAD]);
+    }
+
+    #[test]
+    fn a_corrupt_frame_count_is_an_error_not_an_allocation() {
+        // Tag, length 6, id 1, then a frame count of 2^35 with no frames after it.
+        let buf = vec![TAG_PY_STACK, 6, 1, 0x80, 0x80, 0x80, 0x80, 0x01];
+        let mut dec = Decoder::new(&buf);
+        assert!(matches!(dec.next(), Some(Err(_))));
+    }
+
     #[test]
     fn tags_are_distinct() {
         let mut tags = vec![
@@ -1545,6 +1652,8 @@ mod tests {
             TAG_GPU_SAMPLE,
             TAG_GPU_PROCESS,
             TAG_GPU_EVENT,
+            TAG_PY_STACK,
+            TAG_CALL_SITE,
         ];
         let n = tags.len();
         tags.sort_unstable();

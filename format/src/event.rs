@@ -1012,6 +1012,38 @@ pub struct GpuEvent {
     pub data: u64,
 }
 
+// Python call sites (format 2.2): the Python stack of the thread that made a host call
+// that matters (a synchronising call, a copy, an allocation, an NCCL call), interned.
+
+/// One frame of a [`PyStack`].
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct PyFrame {
+    /// Interned file name, as the code object has it (`co_filename`).
+    pub file: u32,
+    /// Interned function name (`co_name`).
+    pub function: u32,
+    /// Line being run in that frame (0 when not known).
+    pub line: u32,
+}
+
+/// A Python stack, defined once per file before its first use: the innermost frames
+/// of the calling thread, innermost first (at most the library's depth setting).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PyStack {
+    pub id: u32,
+    pub frames: Vec<PyFrame>,
+}
+
+/// Where a host call was made from: the host event of thread `tid` whose start is `ts`
+/// (an [`Api`], [`HostCall`], [`HostCopy`] or [`Nccl`] event, written just before
+/// this one) was called from Python stack `stack`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CallSite {
+    pub ts: u64,
+    pub tid: u32,
+    pub stack: u32,
+}
+
 /// One trace event. Tags (the `TAG_*` constants) are append-only.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Event {
@@ -1078,6 +1110,10 @@ pub enum Event {
     GpuProcess(GpuProcess),
     /// An Xid or ECC error reported by the driver.
     GpuEvent(GpuEvent),
+    /// A Python stack, defined once (format 2.2).
+    PyStack(PyStack),
+    /// The Python stack a host call was made from (format 2.2).
+    CallSite(CallSite),
 }
 
 pub const TAG_STR: u8 = 1;
@@ -1113,12 +1149,15 @@ pub const TAG_FACT: u8 = 25;
 pub const TAG_GPU_SAMPLE: u8 = 26;
 pub const TAG_GPU_PROCESS: u8 = 27;
 pub const TAG_GPU_EVENT: u8 = 28;
+/// Python call sites (format 2.2).
+pub const TAG_PY_STACK: u8 = 29;
+pub const TAG_CALL_SITE: u8 = 30;
 
 impl Event {
     /// The event's primary timestamp, if it has one.
     pub fn ts(&self) -> Option<u64> {
         match self {
-            Event::Str { .. } | Event::Device(_) | Event::Thread { .. } => None,
+            Event::Str { .. } | Event::Device(_) | Event::Thread { .. } | Event::PyStack(_) => None,
             Event::Clock { mono_ns, .. } => Some(*mono_ns),
             Event::Kernel(k) => Some(k.start),
             Event::Memcpy(m) => Some(m.start),
@@ -1142,6 +1181,7 @@ impl Event {
             Event::GpuSample(g) => Some(g.ts),
             Event::GpuProcess(p) => Some(p.ts),
             Event::GpuEvent(e) => Some(e.ts),
+            Event::CallSite(c) => Some(c.ts),
         }
     }
 

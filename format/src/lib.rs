@@ -55,7 +55,8 @@ pub const VERSION_MAJOR: u16 = 2;
 /// 1.1: symbol-hook events (HostCopy, HostCall, HostAlloc, Nccl, NcclComm, Nvtx).
 /// 2.1: host samples (ThreadCpu, ProcSample, MachineSample, CpuLimits: tags 21-24) and
 /// environment events (Fact, GpuSample, GpuProcess, GpuEvent: tags 25-28).
-pub const VERSION_MINOR: u16 = 1;
+/// 2.2: Python call sites (PyStack, CallSite: tags 29-30).
+pub const VERSION_MINOR: u16 = 2;
 /// Size of the fixed file header.
 pub const HEADER_LEN: usize = 16;
 /// Size of a chunk header.

@@ -891,6 +891,11 @@ fn name_refs(e: &Event) -> Vec<u32> {
         Event::Thread { name, .. } => vec![*name],
         Event::Fact(f) => vec![f.key, f.value],
         Event::GpuProcess(p) => vec![p.name],
+        Event::PyStack(st) => st
+            .frames
+            .iter()
+            .flat_map(|f| [f.file, f.function])
+            .collect(),
         _ => vec![],
     }
 }

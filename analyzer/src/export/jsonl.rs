@@ -40,6 +40,12 @@
 //! * `gpu_event`: `device`, `kind` (xid / ecc_corrected / ecc_uncorrected), `xid` or
 //!   `count`.
 //!
+//! Python call sites (format 2.2):
+//! * `py_stack`: a stack, once per id, before the records: `id`, `frames` (innermost
+//!   first, each `file`, `function`, `line`; line 0 when not known).
+//! * `call_site`: `tid`, `ts_ns` (the start of that thread's host call: an `api`,
+//!   `host_call`, `host_copy` or `nccl` line) and `stack` (a `py_stack` id).
+//!
 //! Host samples (format 2.1, the library's sampler; counters are cumulative):
 //! * `thread_cpu`: a CUDA-issuing thread: `tid`, `cpu_ns` (on a CPU), `wait_ns`
 //!   (runnable, waiting for a CPU), `slices` (times switched in), `state` (R, S, D, ...;
@@ -511,6 +517,31 @@ impl EventExporter for Jsonl {
                 m.start("thread", pid, 0, None);
                 m.put("tid", &tid);
                 m.put("name", cx.str(name));
+            }
+            TraceEvent::PyStack(st) => {
+                #[derive(Serialize)]
+                struct Frame<'a> {
+                    file: &'a str,
+                    function: &'a str,
+                    line: u32,
+                }
+                let frames: Vec<Frame<'_>> = st
+                    .frames
+                    .iter()
+                    .map(|f| Frame {
+                        file: cx.str(f.file),
+                        function: cx.str(f.function),
+                        line: f.line,
+                    })
+                    .collect();
+                m.start("py_stack", pid, 0, None);
+                m.put("id", &st.id);
+                m.put("frames", &frames);
+            }
+            TraceEvent::CallSite(c) => {
+                m.start("call_site", pid, c.ts, None);
+                m.put("tid", &c.tid);
+                m.put("stack", &c.stack);
             }
         }
         m.finish(out)

@@ -259,6 +259,10 @@ pub enum TraceEvent<'a> {
         tid: u32,
         name: u32,
     },
+    /// A Python stack (its definition; written before the records, like thread names).
+    PyStack(&'a fmt::PyStack),
+    /// The Python stack a host call was made from.
+    CallSite(&'a fmt::CallSite),
 }
 
 impl TraceEvent<'_> {
@@ -266,7 +270,7 @@ impl TraceEvent<'_> {
     /// devices and thread names: 0, before everything).
     pub fn ts(&self) -> u64 {
         match *self {
-            TraceEvent::Device(_) | TraceEvent::Thread { .. } => 0,
+            TraceEvent::Device(_) | TraceEvent::Thread { .. } | TraceEvent::PyStack(_) => 0,
             TraceEvent::Kernel(k) => k.start,
             TraceEvent::Memcpy(c) => c.start,
             TraceEvent::Memset(s) => s.start,
@@ -289,6 +293,7 @@ impl TraceEvent<'_> {
             TraceEvent::ProcSample(x) => x.ts,
             TraceEvent::MachineSample(x) => x.ts,
             TraceEvent::CpuLimits(x) => x.ts,
+            TraceEvent::CallSite(c) => c.ts,
         }
     }
 }

@@ -86,6 +86,8 @@ pub struct EventStream<'a> {
     devices: Vec<fmt::Device>,
     /// (tid, name) by tid; the last name recorded.
     threads: Vec<(u32, u32)>,
+    /// Python stacks by id; the first definition of each.
+    py_stacks: Vec<fmt::PyStack>,
     /// Time-sorted (stable).
     states: Vec<(u64, u8, u32)>,
     drops: Vec<(u64, u8, u64)>,
@@ -136,6 +138,7 @@ impl<'a> EventStream<'a> {
             strings: HashMap::new(),
             devices: Vec::new(),
             threads: Vec::new(),
+            py_stacks: Vec::new(),
             states: Vec::new(),
             drops: Vec::new(),
             clocks: Vec::new(),
@@ -168,6 +171,10 @@ impl<'a> EventStream<'a> {
                     threads.insert(tid, name);
                     return;
                 }
+                Event::PyStack(st) => {
+                    s.py_stacks.push(st);
+                    return;
+                }
                 Event::State { ts, state, reason } => {
                     s.states.push((ts, state, reason));
                     return;
@@ -196,6 +203,8 @@ impl<'a> EventStream<'a> {
         s.devices.sort_by_key(|d| d.id);
         s.threads = threads.into_iter().collect();
         s.threads.sort_unstable();
+        s.py_stacks.sort_by_key(|x| x.id);
+        s.py_stacks.dedup_by_key(|x| x.id);
         s.states.sort_by_key(|x| x.0);
         s.drops.sort_by_key(|x| x.0);
         s.clocks.sort_by_key(|x| x.2);
@@ -326,6 +335,9 @@ impl<'a> EventStream<'a> {
         for (i, &(tid, name)) in self.threads.iter().enumerate() {
             v.push((key(0, Kind::Thread, i), TraceEvent::Thread { tid, name }));
         }
+        for (i, st) in self.py_stacks.iter().enumerate() {
+            v.push((key(0, Kind::PyStack, i), TraceEvent::PyStack(st)));
+        }
         v.sort_by_key(|x| x.0);
         v
     }
@@ -415,6 +427,8 @@ enum Kind {
     MachineSample,
     CpuLimits,
     Thread,
+    CallSite,
+    PyStack,
 }
 
 /// Where an event goes in the output: timestamp, kind, its table's sort key, then its
@@ -453,6 +467,7 @@ enum Rec {
     /// Boxed, as GPU samples (one every 100 ms).
     MachineSample(Box<fmt::MachineSample>),
     CpuLimits(Box<fmt::CpuLimits>),
+    CallSite(fmt::CallSite),
 }
 
 fn pair(hi: u32, lo: u32) -> u64 {
@@ -482,7 +497,9 @@ impl Rec {
             Event::ProcSample(x) => Rec::ProcSample(x),
             Event::MachineSample(x) => Rec::MachineSample(Box::new(x)),
             Event::CpuLimits(x) => Rec::CpuLimits(Box::new(x)),
+            Event::CallSite(c) => Rec::CallSite(c),
             Event::Str { .. }
+            | Event::PyStack(_)
             | Event::Clock { .. }
             | Event::Device(_)
             | Event::Dropped { .. }
@@ -524,6 +541,7 @@ impl Rec {
             Rec::ProcSample(x) => x.ts,
             Rec::MachineSample(x) => x.ts,
             Rec::CpuLimits(x) => x.ts,
+            Rec::CallSite(c) => c.ts,
         }
     }
 
@@ -568,6 +586,7 @@ impl Rec {
             Rec::ProcSample(x) => (Kind::ProcSample, [x.ts, x.pid as u64, x.flags as u64, 0]),
             Rec::MachineSample(x) => (Kind::MachineSample, [x.ts, 0, 0, 0]),
             Rec::CpuLimits(x) => (Kind::CpuLimits, [x.ts, 0, 0, 0]),
+            Rec::CallSite(c) => (Kind::CallSite, [c.ts, c.tid as u64, c.stack as u64, 0]),
         }
     }
 
@@ -595,6 +614,7 @@ impl Rec {
             Rec::ProcSample(x) => f(&TraceEvent::ProcSample(x)),
             Rec::MachineSample(x) => f(&TraceEvent::MachineSample(x)),
             Rec::CpuLimits(x) => f(&TraceEvent::CpuLimits(x)),
+            Rec::CallSite(c) => f(&TraceEvent::CallSite(c)),
         }
     }
 }

@@ -8,6 +8,7 @@
 //! several ranks, clock alignment and collective arrival skew. [`render_text`] prints it.
 //! The JSON form is `serde_json::to_string(&report)` (schema in README.md).
 
+pub mod callsites;
 pub mod classify;
 pub mod comm;
 pub mod copies;
@@ -96,6 +97,10 @@ pub struct Finding {
     /// (`data_starvation`, `cpu_bound`, `implicit_sync`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub subcause: Option<String>,
+    /// Where in the program's Python code the calls behind it were made, most host
+    /// time first (traces of CPython processes; absent otherwise).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub call_sites: Vec<callsites::CallSite>,
 }
 
 #[derive(Serialize, Clone, Debug, Default, PartialEq)]

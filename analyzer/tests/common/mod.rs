@@ -92,6 +92,11 @@ impl B {
         id
     }
 
+    /// The id of a string already interned (0 if it is not).
+    pub fn s_get(&self, text: &str) -> u32 {
+        self.names.get(text).copied().unwrap_or(0)
+    }
+
     pub fn corr(&mut self) -> u32 {
         self.corr += 1;
         self.corr

@@ -36,6 +36,9 @@ pub struct ApiInfo {
     pub name: &'static str,
     pub class: Class,
     pub args: Args,
+    /// The caller's Python stack is recorded with the call (session/pystack): the calls
+    /// a finding can be about (syncs that block, copies, allocations), never a launch.
+    pub site: bool,
 }
 
 const fn api(cbid: u32, name: &'static str, class: Class, args: Args) -> ApiInfo {
@@ -44,6 +47,16 @@ const fn api(cbid: u32, name: &'static str, class: Class, args: Args) -> ApiInfo
         name,
         class,
         args,
+        site: matches!(class, Class::Memcpy | Class::Sync | Class::Alloc),
+    }
+}
+
+/// A call that orders GPU work without blocking the host (cudaStreamWaitEvent): no
+/// call site.
+const fn wait(cbid: u32, name: &'static str) -> ApiInfo {
+    ApiInfo {
+        site: false,
+        ..api(cbid, name, Class::Sync, Args::None)
     }
 }
 
@@ -65,7 +78,7 @@ pub static RUNTIME: &[ApiInfo] = &[
     api(51, "cudaMemsetAsync", C::Memset, A::Set),
     api(131, "cudaStreamSynchronize", C::Sync, A::None),
     api(137, "cudaEventSynchronize", C::Sync, A::None),
-    api(147, "cudaStreamWaitEvent", C::Sync, A::None),
+    wait(147, "cudaStreamWaitEvent"),
     api(160, "cudaMemcpyPeer", C::Memcpy, A::Peer),
     api(161, "cudaMemcpyPeerAsync", C::Memcpy, A::Peer),
     api(165, "cudaDeviceSynchronize", C::Sync, A::None),
@@ -76,7 +89,7 @@ pub static RUNTIME: &[ApiInfo] = &[
     api(228, "cudaMemcpy2DAsync_ptsz", C::Memcpy, A::Copy2D),
     api(235, "cudaMemsetAsync_ptsz", C::Memset, A::Set),
     api(239, "cudaStreamSynchronize_ptsz", C::Sync, A::None),
-    api(247, "cudaStreamWaitEvent_ptsz", C::Sync, A::None),
+    wait(247, "cudaStreamWaitEvent_ptsz"),
     api(269, "cudaLaunchCooperativeKernel", C::Launch, A::None),
     api(270, "cudaLaunchCooperativeKernel_ptsz", C::Launch, A::None),
     api(311, "cudaGraphLaunch", C::Launch, A::None),
@@ -178,6 +191,17 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn call_sites_are_blocking_calls_copies_and_allocations_never_launches() {
+        for a in RUNTIME.iter().chain(DRIVER) {
+            let want = matches!(a.class, Class::Memcpy | Class::Sync | Class::Alloc)
+                && !a.name.starts_with("cudaStreamWaitEvent");
+            assert_eq!(a.site, want, "{}", a.name);
+        }
+        assert!(find(gputrace_format::DOMAIN_RUNTIME, 131).unwrap().site);
+        assert!(!find(gputrace_format::DOMAIN_RUNTIME, 211).unwrap().site);
     }
 
     #[test]

@@ -101,6 +101,9 @@ pub struct Opts {
     /// CUDA threads' period, default 3; `GPUTRACE_HOST_TREE_MS`, the process tree's and
     /// the machine's, default 100).
     pub host: HostSettings,
+    /// Frames kept of the caller's Python stack at the calls that matter
+    /// (`GPUTRACE_PYSTACK`: 0 off, 1/on the default [`PYSTACK_DEPTH`], 2-16).
+    pub pystack: usize,
     /// Print what the library does (`GPUTRACE_DEBUG`).
     pub debug: bool,
     /// The NVML library for the in-process environment sampler (`GPUTRACE_NVML`: `1` or
@@ -147,6 +150,7 @@ impl Default for Opts {
             start_after: None,
             duration: None,
             host: HostSettings::default(),
+            pystack: PYSTACK_DEPTH,
             debug: false,
             // Off by default: on the H200, NVML sampling from a thread of the traced
             // process hung PyTorch at its first kernel launches (bench/results/2026-12-03-run5-wave).
@@ -160,6 +164,11 @@ impl Default for Opts {
         }
     }
 }
+
+/// Python stack frames kept by default (`GPUTRACE_PYSTACK=1`).
+pub const PYSTACK_DEPTH: usize = 8;
+/// Most Python stack frames kept.
+pub const PYSTACK_MAX: usize = 16;
 
 /// Names accepted by `GPUTRACE_ACTIVITY`.
 pub const ACTIVITY_NAMES: &[&str] = &["kernel", "memcpy", "memset", "sync", "device", "memory"];
@@ -308,6 +317,12 @@ impl Opts {
                     Some(b) => o.host.on = b,
                     None => bad("0 or 1"),
                 },
+                set::PYSTACK => match (parse_bool(&v), v.trim().parse::<usize>()) {
+                    (_, Ok(n)) if (2..=PYSTACK_MAX).contains(&n) => o.pystack = n,
+                    (Some(true), _) => o.pystack = PYSTACK_DEPTH,
+                    (Some(false), _) => o.pystack = 0,
+                    _ => bad("0, 1, or frames to keep from 2 to 16"),
+                },
                 set::HOST_THREAD_MS => match v.trim().parse::<u64>() {
                     Ok(n) if (1..=100).contains(&n) => {
                         o.host.thread_period = std::time::Duration::from_millis(n)
@@ -432,6 +447,18 @@ mod tests {
     }
 
     #[test]
+    fn python_stack_depth() {
+        assert_eq!(o(&[]).pystack, PYSTACK_DEPTH);
+        assert_eq!(o(&[("GPUTRACE_PYSTACK", "0")]).pystack, 0);
+        assert_eq!(o(&[("GPUTRACE_PYSTACK", "off")]).pystack, 0);
+        assert_eq!(o(&[("GPUTRACE_PYSTACK", "1")]).pystack, PYSTACK_DEPTH);
+        assert_eq!(o(&[("GPUTRACE_PYSTACK", "12")]).pystack, 12);
+        let d = o(&[("GPUTRACE_PYSTACK", "40")]);
+        assert_eq!(d.pystack, PYSTACK_DEPTH);
+        assert_eq!(d.warnings.len(), 1);
+    }
+
+    #[test]
     fn cupti_tuning_values() {
         let d = o(&[
             ("GPUTRACE_API", "activity"),
@@ -520,6 +547,7 @@ mod tests {
                 set::MODE => "trace",
                 set::DIR | set::CUPTI | set::LIB => "/x",
                 set::ACTIVITY => "kernel",
+                set::NVML_SKIP => "events",
                 set::SIGNAL => "SIGUSR1",
                 set::NVML_SKIP => "none",
                 set::START_AFTER | set::DURATION => "10s",

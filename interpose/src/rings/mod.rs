@@ -40,6 +40,8 @@ pub const REC_HOST_ALLOC: u16 = 4;
 pub const REC_NCCL: u16 = 5;
 pub const REC_NCCL_COMM: u16 = 6;
 pub const REC_NVTX: u16 = 7;
+/// Part of the Python stack of the call whose record follows (session/pystack).
+pub const REC_PYSTACK: u16 = 8;
 
 const _: () = assert!(std::mem::size_of::<HostRecord>() == 64);
 

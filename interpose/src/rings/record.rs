@@ -15,11 +15,19 @@
 //! | NCCL | op, datatype << 8 | peer / root | seq (low 32 bits) | stream | count | comm id | rank:24, nranks:24, result:8, redop:8 |
 //! | NCCL_COMM | op | result | color | comm | comm id | parent id | rank, nranks << 32 |
 //! | NVTX | kind:4, flags:4, text length:8 | id low | id high | text bytes 8..40 (t1 holds bytes 0..8) ||||
+//! | PYSTACK | frames here, first index << 8 | frames in all | the call's t0, low 32 bits | offsets of frames 0, 1 (in t0) and 2, 3 (in t1) | code | code | code | code |
 //!
 //! NVTX records carry their text inline (the caller's string may be gone by the time
 //! the writer reads the ring): up to [`NVTX_TEXT`] bytes, flagged when cut.
+//!
+//! PYSTACK records carry a Python stack as raw frames (code object address, bytecode
+//! offset), [`FRAMES_PER_RECORD`] to a record, pushed just before the record of the
+//! call they belong to; `corr` and that record's entry stamp must agree, so a stack
+//! whose call record was dropped (a full ring) is never pinned on another call.
 
-use super::{HostRecord, REC_CALL, REC_COPY, REC_HOST_ALLOC, REC_NCCL, REC_NCCL_COMM, REC_NVTX};
+use super::{
+    HostRecord, REC_CALL, REC_COPY, REC_HOST_ALLOC, REC_NCCL, REC_NCCL_COMM, REC_NVTX, REC_PYSTACK,
+};
 use crate::base::apis;
 use crate::base::tsc::Converter;
 use crate::writer::intern::Interner;
@@ -29,6 +37,64 @@ use std::collections::HashMap;
 
 /// Bytes of NVTX text a record holds.
 pub const NVTX_TEXT: usize = 40;
+
+/// One Python frame as the hot path takes it: the code object's address and the byte
+/// offset of the instruction running in it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct RawFrame {
+    pub code: u64,
+    pub offset: u32,
+}
+
+/// [`RawFrame::offset`] when the position could not be read.
+pub const RAW_OFFSET_UNKNOWN: u32 = u32::MAX;
+
+/// Raw frames one PYSTACK record holds.
+pub const FRAMES_PER_RECORD: usize = 4;
+
+/// The PYSTACK records of `frames` (innermost first), for the call of thread `tid`
+/// whose entry stamp is `t0`, handed to `each` in order.
+pub fn pystack(frames: &[RawFrame], tid: u32, t0: u64, mut each: impl FnMut(&HostRecord)) {
+    let total = frames.len().min(u16::MAX as usize) as u32;
+    for (i, part) in frames.chunks(FRAMES_PER_RECORD).enumerate() {
+        let first = (i * FRAMES_PER_RECORD) as u16;
+        let mut r = HostRecord {
+            kind: REC_PYSTACK,
+            a: part.len() as u16 | first << 8,
+            b: total,
+            tid,
+            corr: t0 as u32,
+            ..Default::default()
+        };
+        let mut offs = [0u32; FRAMES_PER_RECORD];
+        for (j, f) in part.iter().enumerate() {
+            r.x[j] = f.code;
+            offs[j] = f.offset;
+        }
+        r.t0 = offs[0] as u64 | (offs[1] as u64) << 32;
+        r.t1 = offs[2] as u64 | (offs[3] as u64) << 32;
+        each(&r);
+    }
+}
+
+/// One PYSTACK record read back: (index of its first frame, frames in the whole
+/// stack, the call's t0 low bits, its frames).
+pub fn pystack_part(r: &HostRecord) -> (usize, usize, u32, Vec<RawFrame>) {
+    let n = ((r.a & 0xFF) as usize).min(FRAMES_PER_RECORD);
+    let offs = [
+        r.t0 as u32,
+        (r.t0 >> 32) as u32,
+        r.t1 as u32,
+        (r.t1 >> 32) as u32,
+    ];
+    let frames = (0..n)
+        .map(|j| RawFrame {
+            code: r.x[j],
+            offset: offs[j],
+        })
+        .collect();
+    ((r.a >> 8) as usize, r.b as usize, r.corr, frames)
+}
 
 const NO_DEV: u32 = 0xFF;
 const UNKNOWN_RANK: u64 = 0xFF_FFFF;
@@ -529,6 +595,43 @@ mod tests {
                 text: "é".repeat(19)
             }
         );
+    }
+
+    #[test]
+    fn python_stacks_split_into_records_and_back() {
+        let frames: Vec<RawFrame> = (0..10)
+            .map(|i| RawFrame {
+                code: 0x7f00_0000_0000 + i * 0x100,
+                offset: if i == 3 {
+                    RAW_OFFSET_UNKNOWN
+                } else {
+                    i as u32 * 2
+                },
+            })
+            .collect();
+        let mut recs = Vec::new();
+        pystack(&frames, 42, 0x1_2345_6789, |r| recs.push(*r));
+        assert_eq!(recs.len(), 3);
+        let mut back = Vec::new();
+        for (i, r) in recs.iter().enumerate() {
+            assert_eq!((r.kind, r.tid), (REC_PYSTACK, 42));
+            let (first, total, key, part) = pystack_part(r);
+            assert_eq!(
+                (first, total, key),
+                (i * FRAMES_PER_RECORD, 10, 0x2345_6789)
+            );
+            back.extend(part);
+        }
+        assert_eq!(back, frames);
+        // Left alone by the symbol-hook decoder.
+        let mut names = Interner::new();
+        let mut out = Vec::new();
+        assert!(!decode(
+            &recs[0],
+            &Converter::identity(),
+            &mut names,
+            &mut out
+        ));
     }
 
     #[test]

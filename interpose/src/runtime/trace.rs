@@ -6,7 +6,7 @@ use crate::base::{clock, discover, log, state};
 use crate::rings::source::RingSource;
 use crate::session::cupti::source::CuptiSource;
 use crate::session::cupti::{self, buffers, foreign, Collector};
-use crate::session::{env, host};
+use crate::session::{env, host, pystack};
 use crate::writer::{self, Source};
 use gputrace_format::protocol::TraceFileName;
 use gputrace_format::{CollectorState, Meta};
@@ -128,12 +128,17 @@ pub fn start_tracing(started_by: &str, dir: Option<&Path>) -> Result<PathBuf, Tr
         options: o.raw.clone(),
         kind: String::new(),
     };
+    // Python call sites: the interpreter is looked for (once) before the rings' source
+    // is made, so the trace says from its first drain whether it has them.
+    pystack::start(o.pystack);
     // What the writer drains: the CUPTI session's buffers, then the host rings.
     let mut sources: Vec<Box<dyn Source>> = Vec::new();
     if let Some(c) = c {
         sources.push(Box::new(CuptiSource::new(c)));
     }
-    sources.push(Box::new(RingSource::new()));
+    sources.push(Box::new(RingSource::with_stacks(Box::new(
+        pystack::resolve::Resolver::new(o.pystack),
+    ))));
     sources.push(Box::new(env::EnvSource));
     sources.push(Box::new(host::HostSource::new()));
     writer::start(file, meta, sources, o.flush_ms, o.compress).map_err(TraceError::Writer)?;
@@ -208,6 +213,7 @@ pub fn finish() {
 /// pass has it.
 pub(super) fn stop_env() {
     let wait = Duration::from_millis(opts().exit_wait_ms.min(1000));
+    pystack::stop();
     host::stop(wait);
     env::stop(wait);
 }

@@ -1,6 +1,7 @@
 //! `comm_exposed`: NCCL kernels that ran with no compute kernel alongside.
 
 use super::common::{dur, share};
+use super::cx::Calls;
 use super::{FindingCx, FindingId};
 use crate::report::{pct, Example, Finding};
 
@@ -43,6 +44,7 @@ pub(super) fn detect(cx: &FindingCx) -> Option<Finding> {
             what: cx.kernel_name(n),
         })
         .collect();
+    cx.add_call_sites(&mut x, Calls::Nccl);
     x.metrics.insert("comm_ns".into(), cm.comm_ns as f64);
     x.metrics.insert("exposed_ns".into(), ns as f64);
     x.fix = "Overlap communication with compute: let DDP all-reduce gradient buckets during backward (tune bucket_cap_mb, gradient_as_bucket_view=True) instead of one all_reduce after it; accumulate gradients over N micro-batches under model.no_sync() to communicate less often; check NCCL settings (NCCL_ALGO, NCCL_PROTO, NCCL_MIN_NCHANNELS; NCCL_DEBUG=INFO shows the transport) and the topology (nvidia-smi topo -m).".into();

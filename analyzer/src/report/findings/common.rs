@@ -47,6 +47,7 @@ pub(super) fn finding(id: FindingId, title: &str, ns: u64, wall: u64) -> Finding
         fix: String::new(),
         overlaps: id.overlaps().to_vec(),
         subcause: None,
+        call_sites: Vec::new(),
     }
 }
 

@@ -3,14 +3,17 @@
 //! where `report::analyze_process` builds it; data about the whole job goes in [`JobCx`].
 
 use super::common::{self, dur};
+use crate::report::callsites::{self, CallSite, Tally};
 use crate::report::classify::{self, ApiKind};
 use crate::report::comm::{ClusterComm, CommStats};
 use crate::report::copies::CopyStats;
+use crate::report::ctx::HostClass;
 use crate::report::idle::{Attribution, Cause, Method};
 use crate::report::kernels::{KernelStats, MemoryUse};
 use crate::report::steps::Steps;
 use crate::report::timeline::LaunchStats;
 use crate::report::{Ctx, Example, Finding, FindingId, ProcessReport};
+use gputrace_format::{self as fmt, CopyKind, MemKind};
 
 /// Everything measured about one process, for its detectors.
 pub(crate) struct FindingCx<'c, 'a> {
@@ -32,6 +35,19 @@ pub(crate) struct FindingCx<'c, 'a> {
     pub comm: CommStats,
     /// The process's section of the report, filled in: the numbers it shows.
     pub report: &'c ProcessReport,
+}
+
+/// Which calls a finding's call sites are those of.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Calls {
+    /// Calls that blocked until the GPU drained (`implicit_sync`).
+    Implicit,
+    /// Blocking copies from pinned memory (`sync_memcpy`).
+    SyncMemcpy,
+    /// Copies from pageable memory (`pageable_memcpy`).
+    Pageable,
+    /// NCCL collectives and point-to-point calls.
+    Nccl,
 }
 
 /// Everything known about a job of several ranks, for the job-wide detectors.
@@ -136,6 +152,75 @@ impl FindingCx<'_, '_> {
             s.count(),
             dur(d[d.len() / 2])
         ))
+    }
+
+    /// Where in the program's Python code the steady state's `calls` were made (empty
+    /// for traces without call sites).
+    pub fn call_sites(&self, calls: Calls) -> Vec<CallSite> {
+        let t = self.ctx.t;
+        if !Tally::possible(t) {
+            return Vec::new();
+        }
+        let (lo, hi) = self.steps.steady;
+        let inside = |s: u64| s >= lo && s < hi;
+        let mut tally = Tally::new(t);
+        if calls == Calls::Nccl {
+            for n in &t.nccl {
+                let group = matches!(n.op, fmt::NCCL_GROUP_START | fmt::NCCL_GROUP_END);
+                if inside(n.start) && !group {
+                    tally.add(n.tid, n.start, n.end, fmt::nccl_op_name(n.op));
+                }
+            }
+            return tally.finish();
+        }
+        if self.ctx.has_api() {
+            let class = match calls {
+                Calls::Implicit => HostClass::Implicit,
+                Calls::SyncMemcpy => HostClass::SyncMemcpy,
+                _ => HostClass::Pageable,
+            };
+            for (i, a) in t.apis.iter().enumerate() {
+                if inside(a.start) && self.ctx.api_class.get(i) == Some(&class) {
+                    tally.add(a.tid, a.start, a.end, t.str(a.name));
+                }
+            }
+            return tally.finish();
+        }
+        // Host hooks only: their own records carry the call sites.
+        if calls == Calls::Implicit {
+            for c in &t.host_calls {
+                let (name, class) = fmt::hostcall_info(c.call);
+                let blocks =
+                    class == fmt::HostCallClass::Sync && c.call != fmt::HOSTCALL_STREAM_WAIT_EVENT;
+                if inside(c.start) && blocks {
+                    tally.add(c.tid, c.start, c.end, name);
+                }
+            }
+        }
+        for c in &t.host_copies {
+            if !inside(c.start) || c.flags & fmt::HOSTCOPY_FLAG_CUPTI_API != 0 {
+                continue;
+            }
+            let blocking = c.flags & fmt::HOSTCOPY_FLAG_ASYNC == 0;
+            let host = MemKind::from_u8(c.host_kind);
+            let want = match calls {
+                Calls::Implicit => blocking && CopyKind::from_u8(c.copy_kind) == CopyKind::DtoH,
+                Calls::SyncMemcpy => blocking && host == MemKind::Pinned,
+                _ => host == MemKind::Pageable,
+            };
+            if want {
+                tally.add(c.tid, c.start, c.end, fmt::hostcopy_api_name(c.api));
+            }
+        }
+        tally.finish()
+    }
+
+    /// Fills in a finding's call sites and the evidence line that shows the top ones.
+    pub fn add_call_sites(&self, f: &mut Finding, calls: Calls) {
+        f.call_sites = self.call_sites(calls);
+        if let Some(line) = callsites::evidence(&f.call_sites) {
+            f.evidence.push(line);
+        }
     }
 
     /// Calls of some kinds in the steady state, by total time: (name, count, total ns,

@@ -2,6 +2,7 @@
 //! waited for the host.
 
 use super::common::{bytes, dur, push_examples_line, share};
+use super::cx::Calls;
 use super::{FindingCx, FindingId};
 use crate::report::classify::ApiKind;
 use crate::report::idle::Cause;
@@ -51,6 +52,7 @@ pub(super) fn detect(cx: &FindingCx) -> Option<Finding> {
         "{} idle gaps charged mostly here",
         cx.gaps(Cause::ImplicitSync)
     ));
+    cx.add_call_sites(&mut x, Calls::Implicit);
     x.examples = cx.idle_examples(Cause::ImplicitSync);
     push_examples_line(&mut x);
     cx.heuristic_note(&mut x);

@@ -2,6 +2,7 @@
 //! blocking the host.
 
 use super::common::{bytes, dur, push_examples_line, share};
+use super::cx::Calls;
 use super::{FindingCx, FindingId};
 use crate::report::idle::Cause;
 use crate::report::{Example, Finding};
@@ -40,6 +41,7 @@ pub(super) fn detect(cx: &FindingCx) -> Option<Finding> {
             dur(excess)
         ));
     }
+    cx.add_call_sites(&mut x, Calls::Pageable);
     x.examples = pg
         .examples
         .iter()

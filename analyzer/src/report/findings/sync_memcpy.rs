@@ -1,6 +1,7 @@
 //! `sync_memcpy`: copies from pinned memory made with a blocking call.
 
 use super::common::{bytes, dur, push_examples_line, share};
+use super::cx::Calls;
 use super::{FindingCx, FindingId};
 use crate::report::idle::Cause;
 use crate::report::Finding;
@@ -40,6 +41,7 @@ pub(super) fn detect(cx: &FindingCx) -> Option<Finding> {
         x.metrics.insert("copies".into(), sp.count as f64);
         x.metrics.insert("bytes".into(), sp.bytes as f64);
     }
+    cx.add_call_sites(&mut x, Calls::SyncMemcpy);
     x.examples = cx.idle_examples(Cause::SyncMemcpy);
     push_examples_line(&mut x);
     x.fix = "The buffers are already pinned: add non_blocking=True to .to(device) / .cuda() so the copy overlaps compute; keep pin_memory=True in the DataLoader.".into();

@@ -10,7 +10,7 @@
 #![allow(non_snake_case)] // the exported names are the C API's
 
 use super::resolve::{real, CUDART};
-use super::{keep_registries, pinned, recording, run, Entry, Scope};
+use super::{keep_registries, pinned, recording, run, run_at, Entry, Scope, Site};
 use crate::base::ffi::{entry, errno, guarded, set_errno};
 use crate::base::tsc;
 use crate::rings::{self as ring, record as rec};
@@ -144,7 +144,8 @@ pub unsafe extern "C" fn cudaMemcpy(
             Ok(f) => f,
             Err(e) => return e,
         };
-        run(
+        run_at(
+            Site::UnlessCupti,
             false,
             // SAFETY: forwarding the caller's arguments unchanged.
             || unsafe { f(dst, src, count, kind) },
@@ -181,7 +182,8 @@ pub unsafe extern "C" fn cudaMemcpyAsync(
             Ok(f) => f,
             Err(e) => return e,
         };
-        run(
+        run_at(
+            Site::UnlessCupti,
             false,
             // SAFETY: forwarding the caller's arguments unchanged.
             || unsafe { f(dst, src, count, kind, stream) },
@@ -227,7 +229,8 @@ pub unsafe extern "C" fn cudaMemcpy2D(
             Ok(f) => f,
             Err(e) => return e,
         };
-        run(
+        run_at(
+            Site::UnlessCupti,
             false,
             // SAFETY: forwarding the caller's arguments unchanged.
             || unsafe { f(dst, dpitch, src, spitch, width, height, kind) },
@@ -276,7 +279,8 @@ pub unsafe extern "C" fn cudaMemcpy2DAsync(
             Ok(f) => f,
             Err(e) => return e,
         };
-        run(
+        run_at(
+            Site::UnlessCupti,
             false,
             // SAFETY: forwarding the caller's arguments unchanged.
             || unsafe { f(dst, dpitch, src, spitch, width, height, kind, stream) },
@@ -312,7 +316,8 @@ pub unsafe extern "C" fn cudaMemcpyPeer(
             Ok(f) => f,
             Err(e) => return e,
         };
-        run(
+        run_at(
+            Site::UnlessCupti,
             false,
             // SAFETY: forwarding the caller's arguments unchanged.
             || unsafe { f(dst, dst_device, src, src_device, count) },
@@ -356,7 +361,8 @@ pub unsafe extern "C" fn cudaMemcpyPeerAsync(
             Ok(f) => f,
             Err(e) => return e,
         };
-        run(
+        run_at(
+            Site::UnlessCupti,
             false,
             // SAFETY: forwarding the caller's arguments unchanged.
             || unsafe { f(dst, dst_device, src, src_device, count, stream) },
@@ -438,7 +444,8 @@ pub unsafe extern "C" fn cudaStreamSynchronize(stream: Stream) -> CudaError {
             Ok(f) => f,
             Err(e) => return e,
         };
-        run(
+        run_at(
+            Site::UnlessCupti,
             true,
             // SAFETY: forwarding the caller's argument unchanged.
             || unsafe { f(stream) },
@@ -457,7 +464,8 @@ pub unsafe extern "C" fn cudaDeviceSynchronize() -> CudaError {
             Ok(f) => f,
             Err(e) => return e,
         };
-        run(
+        run_at(
+            Site::UnlessCupti,
             true,
             // SAFETY: no arguments.
             || unsafe { f() },
@@ -479,7 +487,8 @@ pub unsafe extern "C" fn cudaEventSynchronize(event: *mut c_void) -> CudaError {
             Ok(f) => f,
             Err(e) => return e,
         };
-        run(
+        run_at(
+            Site::UnlessCupti,
             true,
             // SAFETY: forwarding the caller's argument unchanged.
             || unsafe { f(event) },

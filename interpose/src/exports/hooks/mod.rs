@@ -70,6 +70,7 @@ pub mod resolve;
 use crate::base::ffi::{errno, guarded, set_errno};
 use crate::base::state::cupti_sees_runtime_calls;
 use crate::base::{internal, state, tsc};
+use crate::session::pystack;
 use std::cell::Cell;
 
 /// Is a record pushed now kept? (TRACING, or BLIND: CUPTI blind, hooks still on.)
@@ -171,12 +172,36 @@ pub(crate) struct Entry {
     pub tid: u32,
 }
 
+/// Whether a hooked call records the caller's Python stack (session/pystack).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Site {
+    /// No (launches, memsets, group brackets, ...).
+    No,
+    /// Unless CUPTI's callbacks record this call (they take the stack then): syncs and
+    /// copies.
+    UnlessCupti,
+    /// Always: calls CUPTI never sees (NCCL).
+    Always,
+}
+
 /// Runs a hook: times `call` (the real function, with the caller's arguments) when
 /// tracing, then hands (entry, end time, result) to `record`. `quiet_under_cupti`: the
 /// call is one CUPTI's callbacks record in full, so nothing is done while they are on.
 /// The result and errno the caller sees are the real function's.
 #[inline(always)]
 pub(crate) fn run<R: Copy>(
+    quiet_under_cupti: bool,
+    call: impl FnOnce() -> R,
+    record: impl FnOnce(&Entry, u64, R),
+) -> R {
+    run_at(Site::No, quiet_under_cupti, call, record)
+}
+
+/// [`run`], taking the caller's Python stack at entry where `site` says, and putting
+/// it in the ring just ahead of the call's record.
+#[inline(always)]
+pub(crate) fn run_at<R: Copy>(
+    site: Site,
     quiet_under_cupti: bool,
     call: impl FnOnce() -> R,
     record: impl FnOnce(&Entry, u64, R),
@@ -192,13 +217,26 @@ pub(crate) fn run<R: Copy>(
     let Some(scope) = Scope::enter() else {
         return call();
     };
+    let mut stack = pystack::Stack::EMPTY;
+    let wants_stack = match site {
+        Site::No => false,
+        Site::UnlessCupti => !cupti,
+        Site::Always => true,
+    };
+    if wants_stack && recording() {
+        // Leaves errno as it was.
+        pystack::capture(&mut stack);
+    }
     let t0 = tsc::stamp();
     let r = call();
     let t1 = tsc::stamp();
     let saved = errno();
     if recording() {
         let tid = scope.tid();
-        guarded(|| record(&Entry { cupti, t0, tid }, t1, r));
+        guarded(|| {
+            pystack::push(&stack, tid, t0);
+            record(&Entry { cupti, t0, tid }, t1, r)
+        });
     }
     drop(scope);
     set_errno(saved);

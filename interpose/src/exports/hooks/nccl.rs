@@ -11,7 +11,7 @@
 
 use super::comms::{self, UNKNOWN};
 use super::resolve::{real, NCCL};
-use super::{keep_registries, recording, run, Entry, Scope};
+use super::{keep_registries, recording, run, run_at, Entry, Scope, Site};
 use crate::base::ffi::{entry, errno, guarded, set_errno};
 use crate::base::tsc;
 use crate::rings::{self as ring, record as rec};
@@ -171,7 +171,8 @@ pub unsafe extern "C" fn ncclAllReduce(
             Ok(f) => f,
             Err(e) => return e,
         };
-        run(
+        run_at(
+            Site::Always,
             false,
             // SAFETY: forwarding the caller's arguments unchanged.
             || unsafe { f(send, recv, count, datatype, op, comm, stream) },
@@ -220,7 +221,8 @@ pub unsafe extern "C" fn ncclReduce(
             Ok(f) => f,
             Err(e) => return e,
         };
-        run(
+        run_at(
+            Site::Always,
             false,
             // SAFETY: forwarding the caller's arguments unchanged.
             || unsafe { f(send, recv, count, datatype, op, root, comm, stream) },
@@ -266,7 +268,8 @@ pub unsafe extern "C" fn ncclBroadcast(
             Ok(f) => f,
             Err(e) => return e,
         };
-        run(
+        run_at(
+            Site::Always,
             false,
             // SAFETY: forwarding the caller's arguments unchanged.
             || unsafe { f(send, recv, count, datatype, root, comm, stream) },
@@ -305,7 +308,8 @@ pub unsafe extern "C" fn ncclBcast(
             Ok(f) => f,
             Err(e) => return e,
         };
-        run(
+        run_at(
+            Site::Always,
             false,
             // SAFETY: forwarding the caller's arguments unchanged.
             || unsafe { f(buff, count, datatype, root, comm, stream) },
@@ -349,7 +353,8 @@ pub unsafe extern "C" fn ncclAllGather(
             Ok(f) => f,
             Err(e) => return e,
         };
-        run(
+        run_at(
+            Site::Always,
             false,
             // SAFETY: forwarding the caller's arguments unchanged.
             || unsafe { f(send, recv, sendcount, datatype, comm, stream) },
@@ -395,7 +400,8 @@ pub unsafe extern "C" fn ncclReduceScatter(
             Ok(f) => f,
             Err(e) => return e,
         };
-        run(
+        run_at(
+            Site::Always,
             false,
             // SAFETY: forwarding the caller's arguments unchanged.
             || unsafe { f(send, recv, recvcount, datatype, op, comm, stream) },
@@ -433,7 +439,8 @@ pub unsafe extern "C" fn ncclSend(
             Ok(f) => f,
             Err(e) => return e,
         };
-        run(
+        run_at(
+            Site::Always,
             false,
             // SAFETY: forwarding the caller's arguments unchanged.
             || unsafe { f(send, count, datatype, peer, comm, stream) },
@@ -470,7 +477,8 @@ pub unsafe extern "C" fn ncclRecv(
             Ok(f) => f,
             Err(e) => return e,
         };
-        run(
+        run_at(
+            Site::Always,
             false,
             // SAFETY: forwarding the caller's arguments unchanged.
             || unsafe { f(recv, count, datatype, peer, comm, stream) },

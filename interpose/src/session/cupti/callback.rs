@@ -5,6 +5,7 @@
 use crate::base::ffi::entry;
 use crate::base::{apis, clock, internal, state, tsc};
 use crate::rings::{self, HostRecord, REC_API};
+use crate::session::pystack;
 use cupti_sys as sys;
 use gputrace_format::{DOMAIN_DRIVER, DOMAIN_RUNTIME};
 use std::ffi::c_void;
@@ -32,20 +33,32 @@ pub unsafe extern "C" fn api_callback(
         }
         // Hook stamps (TSC where the kernel trusts it, else CLOCK_REALTIME; the writer
         // converts them), the cheaper clock on the program's launch path.
-        if d.callbackSite == sys::CUpti_ApiCallbackSite_CUPTI_API_ENTER {
-            // SAFETY: correlationData is a per-call u64 slot CUPTI keeps from ENTER to EXIT.
-            unsafe { *d.correlationData = tsc::stamp() };
-            return;
-        }
-        let end = tsc::stamp();
-        // SAFETY: as above; written by our ENTER callback of the same call.
-        let start = unsafe { *d.correlationData };
         let dom = if domain == sys::CUpti_CallbackDomain_CUPTI_CB_DOMAIN_DRIVER_API {
             DOMAIN_DRIVER
         } else {
             DOMAIN_RUNTIME
         };
-        let (bytes, arg) = match apis::find(dom, cbid) {
+        let info = apis::find(dom, cbid);
+        let site = info.is_some_and(|i| i.site);
+        if d.callbackSite == sys::CUpti_ApiCallbackSite_CUPTI_API_ENTER {
+            let t0 = tsc::stamp();
+            // SAFETY: correlationData is a per-call u64 slot CUPTI keeps from ENTER to EXIT.
+            unsafe { *d.correlationData = t0 };
+            if site {
+                // The caller's Python stack, taken on entry, held until EXIT.
+                pystack::hold(t0);
+            }
+            return;
+        }
+        let end = tsc::stamp();
+        // SAFETY: as above; written by our ENTER callback of the same call.
+        let start = unsafe { *d.correlationData };
+        let tid = clock::tid();
+        if site {
+            // Just ahead of the call's own record, which it belongs to.
+            pystack::push_held(start, tid);
+        }
+        let (bytes, arg) = match info {
             // SAFETY: functionParams is the parameter struct of exactly this call.
             Some(info) => unsafe { apis::extract(info, d.functionParams as *const u8) },
             None => (0, 0),
@@ -61,7 +74,7 @@ pub unsafe extern "C" fn api_callback(
             kind: REC_API,
             a: dom as u16,
             b: cbid,
-            tid: clock::tid(),
+            tid,
             corr: d.correlationId,
             t0: start,
             t1: end,

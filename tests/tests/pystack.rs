@@ -1,0 +1,313 @@
+//! Python call sites: a Python program (tests/fakes/pystack_app.py) drives the fake
+//! libcudart through ctypes, loaded as Python loads extension libraries (RTLD_LOCAL),
+//! with libgputrace preloaded; the trace must name the lines of the script that made
+//! each call. Run with the system `python3` and with every other CPython 3.9-3.13 this
+//! machine has under pyenv (each one it has is tested; none is required but
+//! `python3`, and without it the tests say so and pass).
+
+use gputrace_format::Event;
+use gputrace_tests::{fakes_src, have_program, Cuda, Layout, Output, Trace, Wheel};
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+/// The interpreters to test: `python3`, then the pyenv installs of 3.9-3.13 found.
+fn pythons() -> Vec<PathBuf> {
+    let mut v = Vec::new();
+    if have_program("python3") {
+        v.push(PathBuf::from("python3"));
+    } else {
+        eprintln!("skipped: no python3 on this machine");
+    }
+    let root = std::env::var_os("PYENV_ROOT")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".pyenv")));
+    if let Some(root) = root {
+        let mut found: Vec<PathBuf> = std::fs::read_dir(root.join("versions"))
+            .map(|rd| rd.flatten().map(|e| e.path()).collect())
+            .unwrap_or_default();
+        found.sort();
+        for d in found {
+            let name = d.file_name().unwrap().to_string_lossy().into_owned();
+            let minor = name
+                .strip_prefix("3.")
+                .and_then(|r| r.split('.').next())
+                .and_then(|m| m.parse::<u32>().ok());
+            let py = d.join("bin/python3");
+            if matches!(minor, Some(9..=13)) && py.is_file() {
+                v.push(py);
+            }
+        }
+    }
+    eprintln!("interpreters tested: {v:?}");
+    v
+}
+
+fn script() -> PathBuf {
+    fakes_src().join("pystack_app.py")
+}
+
+/// `SITE:<name>` markers of the script: name -> (line, function).
+fn sites() -> HashMap<String, (u32, String)> {
+    let text = std::fs::read_to_string(script()).unwrap();
+    let mut out = HashMap::new();
+    let mut function = String::new();
+    for (i, l) in text.lines().enumerate() {
+        if let Some(rest) = l.trim_start().strip_prefix("def ") {
+            function = rest.split('(').next().unwrap().to_string();
+        }
+        if let Some((_, name)) = l.split_once("# SITE:") {
+            out.insert(name.trim().to_string(), (i as u32 + 1, function.clone()));
+        }
+    }
+    out
+}
+
+/// The line of the first call of `callee` inside `caller` in the script.
+fn call_line(caller: &str, callee: &str) -> u32 {
+    let text = std::fs::read_to_string(script()).unwrap();
+    let mut inside = false;
+    for (i, l) in text.lines().enumerate() {
+        if let Some(rest) = l.trim_start().strip_prefix("def ") {
+            inside = rest.starts_with(&format!("{caller}("));
+        } else if inside && l.contains(&format!("{callee}(")) {
+            return i as u32 + 1;
+        }
+    }
+    panic!("no call of {callee} in {caller}");
+}
+
+/// A stack's frames as (file name, function, line), innermost first.
+type Frames = Vec<(String, String, u32)>;
+
+struct Sites {
+    /// Stacks by id.
+    stacks: HashMap<u32, Frames>,
+    /// (tid, ts) -> stack id.
+    links: HashMap<(u32, u64), u32>,
+    fact: Vec<String>,
+}
+
+fn sites_of(t: &Trace) -> Sites {
+    let mut s = Sites {
+        stacks: HashMap::new(),
+        links: HashMap::new(),
+        fact: Vec::new(),
+    };
+    for e in t.events() {
+        match e {
+            Event::PyStack(st) => {
+                let frames = st
+                    .frames
+                    .iter()
+                    .map(|f| {
+                        let file = t.str(f.file);
+                        let base = file.rsplit('/').next().unwrap_or(file).to_string();
+                        (base, t.str(f.function).to_string(), f.line)
+                    })
+                    .collect();
+                assert!(
+                    s.stacks.insert(st.id, frames).is_none(),
+                    "stack {} defined twice",
+                    st.id
+                );
+            }
+            Event::CallSite(c) => {
+                assert!(
+                    s.stacks.contains_key(&c.stack),
+                    "call site before its stack's definition: {c:?}"
+                );
+                s.links.insert((c.tid, c.ts), c.stack);
+            }
+            Event::Fact(f) if t.str(f.key) == "python_call_sites" => {
+                s.fact.push(t.str(f.value).to_string())
+            }
+            _ => {}
+        }
+    }
+    s
+}
+
+fn run_script(w: &Wheel, python: &PathBuf, args: &[&str]) -> Output {
+    let script = script();
+    let mut a = vec![script.to_str().unwrap()];
+    a.extend_from_slice(args);
+    w.program(python, &a).run()
+}
+
+#[test]
+fn call_sites_name_the_lines_of_the_script() {
+    let marks = sites();
+    for python in pythons() {
+        let w = Wheel::new(Cuda::V13, Layout::Flat);
+        let out = run_script(&w, &python, &["sites", "3"]);
+        out.assert_ok();
+        assert!(out.stdout.contains("done 3"), "{python:?}: {}", out.stdout);
+        assert!(
+            out.gputrace_lines().is_empty(),
+            "{:?}",
+            out.gputrace_lines()
+        );
+        let t = out.only_trace();
+        t.assert_complete();
+        let s = sites_of(&t);
+        assert_eq!(s.fact.len(), 1, "{python:?}: {:?}", s.fact);
+        assert!(
+            s.fact[0].starts_with("CPython 3."),
+            "{python:?}: {:?}",
+            s.fact
+        );
+        // Every API call of the script's kinds has a call site, and its innermost
+        // frame is the marked line, in the marked function, in the script.
+        let want = [
+            ("cudaMalloc", vec!["malloc"]),
+            ("cudaMemcpy", vec!["upload", "item"]),
+            ("cudaStreamSynchronize", vec!["sync"]),
+        ];
+        for (api, names) in want {
+            let calls = t.apis_named(api);
+            assert!(!calls.is_empty(), "{python:?}: no {api}");
+            let mut seen = Vec::new();
+            for a in calls {
+                let id = s
+                    .links
+                    .get(&(a.tid, a.start))
+                    .unwrap_or_else(|| panic!("{python:?}: {api} at {} has no call site", a.start));
+                let top = &s.stacks[id][0];
+                assert_eq!(top.0, "pystack_app.py", "{python:?}: {top:?}");
+                seen.push(top.clone());
+            }
+            for n in names {
+                let (line, function) = &marks[n];
+                assert!(
+                    seen.iter().any(|f| f.2 == *line && f.1 == *function),
+                    "{python:?}: {api}: no call site at {function}:{line} among {seen:?}"
+                );
+            }
+        }
+        // The outer frames: the sync is called from train_step, called from sites.
+        let (line, _) = &marks["sync"];
+        let sync_stack = s
+            .stacks
+            .values()
+            .find(|f| f[0].2 == *line)
+            .expect("the sync's stack");
+        assert_eq!(
+            sync_stack[1],
+            (
+                "pystack_app.py".to_string(),
+                "train_step".to_string(),
+                call_line("train_step", "wait_for_gpu")
+            ),
+            "{python:?}"
+        );
+        assert_eq!(sync_stack[2].1, "sites", "{python:?}");
+        assert_eq!(
+            sync_stack[2].2,
+            call_line("sites", "train_step"),
+            "{python:?}"
+        );
+        // Interned: the same site is one stack, however often it is called.
+        let sync_stacks = s.stacks.values().filter(|f| f[0].2 == *line).count();
+        assert_eq!(sync_stacks, 1, "{python:?}");
+        // Launches never take a stack (none in this script), and every call site is
+        // one of the script's calls.
+        let api_starts: Vec<(u32, u64)> = t
+            .apis()
+            .iter()
+            .filter(|a| {
+                matches!(
+                    t.str(a.name),
+                    "cudaMalloc" | "cudaMemcpy" | "cudaStreamSynchronize"
+                )
+            })
+            .map(|a| (a.tid, a.start))
+            .collect();
+        for k in s.links.keys() {
+            assert!(
+                api_starts.contains(k),
+                "{python:?}: call site {k:?} is no call"
+            );
+        }
+    }
+}
+
+#[test]
+fn frames_changing_under_captures_never_crash_or_hang() {
+    // Deep recursion, generators, threads starting and ending, and daemon threads
+    // still inside calls while the interpreter finalises.
+    let marks = sites();
+    for python in pythons() {
+        let w = Wheel::new(Cuda::V13, Layout::Flat);
+        let out = run_script(&w, &python, &["stress", "20"]);
+        out.assert_ok();
+        assert!(
+            out.stdout.contains("done stress"),
+            "{python:?}: {}",
+            out.stdout
+        );
+        assert!(
+            out.gputrace_lines().is_empty(),
+            "{:?}",
+            out.gputrace_lines()
+        );
+        let t = out.only_trace();
+        t.assert_complete();
+        let s = sites_of(&t);
+        let (gen_line, gen_fn) = &marks["gen"];
+        assert!(
+            s.stacks
+                .values()
+                .any(|f| f[0].2 == *gen_line && f[0].1 == *gen_fn && f.len() > 1),
+            "{python:?}: no stack from inside the generator"
+        );
+        // Deep recursion: the innermost frames, no more than the depth kept.
+        let (sync_line, _) = &marks["sync"];
+        let deep = s
+            .stacks
+            .values()
+            .filter(|f| f[0].2 == *sync_line)
+            .map(|f| f.len())
+            .max()
+            .expect("stacks of the recursion");
+        assert_eq!(deep, 8, "{python:?}: the default depth");
+        for f in s.stacks.values() {
+            assert!(!f.is_empty() && f.len() <= 8);
+        }
+    }
+}
+
+#[test]
+fn a_program_that_is_not_python_records_no_stacks_and_says_so_once() {
+    let w = Wheel::new(Cuda::V13, Layout::Flat);
+    let out = w.app(&["basic"]).run();
+    out.assert_ok();
+    let t = out.only_trace();
+    let s = sites_of(&t);
+    assert!(s.stacks.is_empty() && s.links.is_empty());
+    assert_eq!(s.fact, vec!["none: not a CPython process".to_string()]);
+    assert!(
+        out.gputrace_lines().is_empty(),
+        "{:?}",
+        out.gputrace_lines()
+    );
+}
+
+#[test]
+fn the_setting_turns_stacks_off() {
+    let Some(python) = pythons().into_iter().next() else {
+        return;
+    };
+    let w = Wheel::new(Cuda::V13, Layout::Flat);
+    let out = w
+        .program(&python, &[script().to_str().unwrap(), "sites", "2"])
+        .env("GPUTRACE_PYSTACK", "0")
+        .run();
+    out.assert_ok();
+    let t = out.only_trace();
+    let s = sites_of(&t);
+    assert!(s.stacks.is_empty() && s.links.is_empty());
+    assert_eq!(s.fact, vec!["none: off (GPUTRACE_PYSTACK=0)".to_string()]);
+    // The calls themselves are recorded as ever.
+    assert!(!t.apis_named("cudaStreamSynchronize").is_empty());
+    assert!(!t.events().iter().any(|e| matches!(e, Event::CallSite(_))));
+}
