@@ -118,7 +118,7 @@ if [ "$PART" = b ]; then
   tar czf "$OUT/wave-b.tgz" -C "$W" validate.txt validate env env.log host host.log 2>/dev/null
 fi
 if [ "$PART" = c ]; then
-  SUITE=${SUITE:-data_starvation,batch1_training,generation_loop,workers_saturated,too_many_workers,shared_gpu,empty_cache_loop,implicit_sync,sync_memcpy,pageable_memcpy}
+  SUITE=${SUITE:-data_starvation,batch1_training,generation_loop,workers_saturated,shared_gpu,empty_cache_loop,implicit_sync,sync_memcpy,pageable_memcpy}
   SUITE=$SUITE AB_ROUNDS_MAX=0 OUT="$W/suite" timeout 330 "$ROOT/scripts/gpu-host-check.sh" >"$W/suite.log" 2>&1
   { echo; echo "== pathology suite ($SUITE)"; sed -n '/== pathology/,/== sampler on vs off/p' "$W/suite/host-check.txt"; } >>"$T"
   cp "$W/suite/summary.json" "$OUT/suite-summary.json" 2>/dev/null

@@ -64,7 +64,16 @@ for name, want in expect.items():
                     why += " (%s)" % ",".join(sorted(got_sub & allowed))
             if ok and want.get("top") and rep.get("top_finding") != target:
                 ok, why = False, "present but not the top finding"
-        bad = [i for i in want.get("not", []) if sev.get(i, -1) >= 1]
+        site = want.get("site")
+        if ok and site:
+            # The finding's call sites (Python) must name this file:line among its top two.
+            sites = [c for f in rep.get("findings", []) if f["id"] == target
+                     for c in f.get("call_sites", [])[:2]]
+            names = ["%s:%s" % (os.path.basename(c["file"]), c["line"]) for c in sites]
+            if site in names:
+                why += "; line %s" % site
+            else:
+                ok, why = False, why + "; call sites %s, not %s" % (",".join(names) or "none", site)
         if bad:
             ok, why = False, why + "; must not warn: " + ",".join(bad)
         steady = want.get("steady")
