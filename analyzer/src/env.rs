@@ -599,6 +599,113 @@ pub fn sample_range(t: &Trace) -> Option<(u64, u64)> {
     Some((lo, hi.max(lo + 1)))
 }
 
+/// What the environment looked like over a range: the versions, and per GPU of the
+/// job the NVML samples' clocks, power, temperature and link (the report's `env` line).
+#[derive(Serialize, Clone, Debug, Default, PartialEq)]
+pub struct EnvSummary {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub driver: Option<String>,
+    /// The CUDA version the driver supports.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cuda_driver: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cuda_runtime: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub torch: Option<String>,
+    /// Why there are no NVML samples (not installed, refused, off), when there are none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nvml_unavailable: Option<String>,
+    pub gpus: Vec<GpuSummary>,
+}
+
+#[derive(Serialize, Clone, Debug, Default, PartialEq)]
+pub struct GpuSummary {
+    pub device: u32,
+    pub samples: usize,
+    pub sm_clock_mhz_median: Option<u32>,
+    pub sm_clock_max_mhz: Option<u32>,
+    pub power_w_median: Option<f64>,
+    pub power_limit_w: Option<f64>,
+    pub temperature_c_max: Option<u32>,
+    /// Current and maximum link generation and width, from the last sample.
+    pub pcie: Option<[u32; 4]>,
+    /// nvidia-smi's GPU-Util over the samples, mean.
+    pub gpu_util_pct_mean: Option<f64>,
+    /// Other processes NVML listed on this GPU.
+    pub other_processes: usize,
+}
+
+fn median(mut v: Vec<u32>) -> Option<u32> {
+    v.sort_unstable();
+    v.get(v.len() / 2).copied()
+}
+
+/// The environment over [lo, hi); `None` when the trace recorded none.
+pub fn summary(t: &Trace, lo: u64, hi: u64) -> Option<EnvSummary> {
+    if !recorded(t) {
+        return None;
+    }
+    let host = |k| fact(t, FACT_HOST, k).map(str::to_string);
+    let mut s = EnvSummary {
+        driver: host("driver_version"),
+        cuda_driver: host("cuda_driver_version"),
+        cuda_runtime: host("cuda_runtime_version"),
+        torch: host("torch_version"),
+        nvml_unavailable: nvml_unavailable(t),
+        gpus: Vec::new(),
+    };
+    let na = |v: u32| (v != fmt::ENV_NA).then_some(v);
+    for d in own_devices(t) {
+        let mut in_range: Vec<&fmt::GpuSample> = t
+            .gpu_samples
+            .iter()
+            .filter(|g| g.device == d && g.ts >= lo && g.ts < hi)
+            .collect();
+        if in_range.is_empty() {
+            // A range shorter than the sampling period: the nearest sample after it.
+            in_range.extend(t.gpu_samples.iter().find(|g| g.device == d && g.ts >= lo));
+        }
+        if in_range.is_empty() {
+            continue;
+        }
+        let col = |f: &dyn Fn(&fmt::GpuSample) -> u32| -> Vec<u32> {
+            in_range.iter().filter_map(|g| na(f(g))).collect()
+        };
+        let last = in_range[in_range.len() - 1];
+        let util = col(&|g| g.gpu_util_pct);
+        let mut others: Vec<u32> = t
+            .gpu_processes
+            .iter()
+            .filter(|p| {
+                p.device == d && p.flags & fmt::GPU_PROC_SELF == 0 && p.ts >= lo && p.ts < hi
+            })
+            .map(|p| p.pid)
+            .collect();
+        others.sort_unstable();
+        others.dedup();
+        let pcie = [
+            last.pcie_gen,
+            last.pcie_gen_max,
+            last.pcie_width,
+            last.pcie_width_max,
+        ];
+        s.gpus.push(GpuSummary {
+            device: d,
+            samples: in_range.len(),
+            sm_clock_mhz_median: median(col(&|g| g.sm_clock_mhz)),
+            sm_clock_max_mhz: na(last.sm_clock_max_mhz),
+            power_w_median: median(col(&|g| g.power_mw)).map(|v| v as f64 / 1000.0),
+            power_limit_w: na(last.power_limit_mw).map(|v| v as f64 / 1000.0),
+            temperature_c_max: col(&|g| g.temperature_c).into_iter().max(),
+            pcie: pcie.iter().all(|&v| v != fmt::ENV_NA).then_some(pcie),
+            gpu_util_pct_mean: (!util.is_empty())
+                .then(|| util.iter().map(|&v| v as f64).sum::<f64>() / util.len() as f64),
+            other_processes: others.len(),
+        });
+    }
+    Some(s)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -698,6 +805,27 @@ mod tests {
         assert_eq!(sd.extra_ns, 50 * 500_000);
         // Our GPU was idle 8.5 of every 10 ms while it was active.
         assert_eq!(g.idle_while_active_ns, 500 * MS - 50 * 1_500_000);
+    }
+
+    #[test]
+    fn the_summary_covers_the_range_and_counts_other_processes_once() {
+        let mut ev = vec![s(1, "x")];
+        for i in 0..5u64 {
+            ev.push(sample(i * 100 * MS));
+            ev.push(proc_(i * 100 * MS, 100, 100, fmt::GPU_PROC_SELF));
+            ev.push(proc_(i * 100 * MS, 200, 0, 0));
+        }
+        let t = Trace::from_events(Default::default(), ev);
+        let e = summary(&t, 100 * MS, 400 * MS).expect("samples");
+        assert_eq!(e.gpus.len(), 1);
+        let g = &e.gpus[0];
+        assert_eq!((g.device, g.samples, g.other_processes), (0, 3, 1));
+        assert_eq!(g.sm_clock_mhz_median, Some(1980));
+        // Nothing recorded: no summary.
+        assert_eq!(
+            summary(&Trace::from_events(Default::default(), vec![]), 0, 1),
+            None
+        );
     }
 
     #[test]

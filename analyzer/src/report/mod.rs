@@ -332,6 +332,10 @@ pub struct ProcessReport {
     /// absent when the trace has none.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub host_cpu: Option<hostfind::HostReport>,
+    /// Versions and the GPUs' clocks, power, temperature and link over the steady
+    /// state, from the environment facts and NVML samples; absent without them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub environment: Option<crate::env::EnvSummary>,
 }
 
 #[derive(Serialize, Clone, Debug, PartialEq)]
@@ -1025,6 +1029,7 @@ fn analyze_process(
         notes,
         damage,
         host_cpu,
+        environment: crate::env::summary(t, st.steady.0, st.steady.1),
     };
     let rank_input = comm::RankInput {
         host: t.meta.host.clone(),

@@ -221,8 +221,73 @@ fn process_header(o: &mut String, p: &ProcessReport, multi: bool) {
     if let Some(h) = &p.host_cpu {
         host_lines(o, h);
     }
+    if let Some(e) = &p.environment {
+        env_line(o, e);
+    }
     for n in &p.notes {
         wrap(o, "   note: ", n, 100);
+    }
+}
+
+/// The environment in one line: versions, then each GPU's clocks, power, temperature,
+/// link and the processes beside the job.
+fn env_line(o: &mut String, e: &crate::env::EnvSummary) {
+    let mut parts: Vec<String> = Vec::new();
+    if let Some(d) = &e.driver {
+        match &e.cuda_driver {
+            Some(c) => parts.push(format!("driver {d} (CUDA {c})")),
+            None => parts.push(format!("driver {d}")),
+        }
+    }
+    if let Some(r) = &e.cuda_runtime {
+        parts.push(format!("CUDA runtime {r}"));
+    }
+    if let Some(tv) = &e.torch {
+        parts.push(format!("torch {tv}"));
+    }
+    let mut line = parts.join(", ");
+    for g in &e.gpus {
+        let mut q: Vec<String> = Vec::new();
+        if let Some(c) = g.sm_clock_mhz_median {
+            q.push(match g.sm_clock_max_mhz {
+                Some(m) => format!("SM clock {c} MHz (max {m})"),
+                None => format!("SM clock {c} MHz"),
+            });
+        }
+        match (g.power_w_median, g.power_limit_w) {
+            (Some(p), Some(l)) => q.push(format!("{p:.0} W of {l:.0} W")),
+            (Some(p), None) => q.push(format!("{p:.0} W")),
+            _ => {}
+        }
+        if let Some(c) = g.temperature_c_max {
+            q.push(format!("up to {c} C"));
+        }
+        if let Some([gen, gen_max, w, w_max]) = g.pcie {
+            q.push(format!("PCIe Gen{gen} x{w} (max Gen{gen_max} x{w_max})"));
+        }
+        q.push(match g.other_processes {
+            0 => "no other process".into(),
+            1 => "1 other process".into(),
+            n => format!("{n} other processes"),
+        });
+        if !line.is_empty() {
+            line.push_str("; ");
+        }
+        line.push_str(&format!(
+            "GPU {} ({} samples): {}",
+            g.device,
+            g.samples,
+            q.join(", ")
+        ));
+    }
+    if let Some(why) = &e.nvml_unavailable {
+        if !line.is_empty() {
+            line.push_str("; ");
+        }
+        line.push_str(&format!("no NVML samples ({why})"));
+    }
+    if !line.is_empty() {
+        wrap(o, "   env        ", &line, 100);
     }
 }
 

@@ -74,6 +74,7 @@ for name, want in expect.items():
                 why += "; line %s" % site
             else:
                 ok, why = False, why + "; call sites %s, not %s" % (",".join(names) or "none", site)
+        bad = [i for i in want.get("not", []) if sev.get(i, -1) >= 1]
         if bad:
             ok, why = False, why + "; must not warn: " + ",".join(bad)
         steady = want.get("steady")
