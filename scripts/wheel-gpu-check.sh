@@ -86,7 +86,9 @@ run_and_check() {
   # The job's lines and the verdict (the whole report of the first run is report.txt).
   grep -m1 -B20 '^VERDICT' "$TMP/$name.out" || cat "$TMP/$name.out"
   [ "$rc" = 0 ] || fail "$name: exit status $rc"
-  local traces=("$dir"/*.gtrace)
+  # One process trace (beside it, the environment file `gputrace run` writes).
+  local traces
+  mapfile -t traces < <(ls "$dir"/*.gtrace 2>/dev/null | grep -v /gputrace-env-)
   { [ "${#traces[@]}" = 1 ] && [ -f "${traces[0]}" ]; } || fail "$name: expected one trace, got: ${traces[*]}"
   n=$(kernels "${traces[0]}")
   echo "$name: ${traces[0]##*/}: $n kernels"
@@ -95,7 +97,7 @@ run_and_check() {
 
 run_and_check installed "$G"
 cp "$TMP/installed.out" "$OUT/report.txt"
-T=$(ls "$TMP"/traces-installed/*.gtrace)
+T=$(ls "$TMP"/traces-installed/*.gtrace | grep -v /gputrace-env-)
 "$G" report --json "$T" >"$OUT/report.json"
 "$G" summary --json "$T" >"$OUT/summary.json"
 python3 -c '
