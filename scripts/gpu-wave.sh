@@ -18,6 +18,9 @@
 #                                #  the job; the wheel; the pageable/pinned pair for diff;
 #                                #  A/Bs (AB_PAIRS each, interleaved): host sampler on/off,
 #                                #  Python call sites on/off; traces for examples/
+#   PART=d scripts/gpu-wave.sh   # ~5 min: the bundled example (scripts/workloads/example/
+#                                #  train.py) recorded without and with PM sampling; the
+#                                #  wheel; scripts/gpu-pm.sh where present; host sampler A/B
 # Everything bulky goes into $OUT/wave-<part>.tgz (the device returns at most 8 files);
 # $OUT/wave-<part>.txt is the short table, printed last.
 set -u
@@ -167,6 +170,54 @@ EOF2
   { echo; echo "== A/B (interleaved; ratio of medians per pair)"; cat "$W/ab.txt"; } >>"$T"
   ( cd "$W" && tar czf "$OUT/wave-c.tgz" $(ls -d suite suite.log wheel wheel.log diff diff*.txt diff-*.log ab ab.txt 2>/dev/null) )
   ( cd "$W" && tar czf "$OUT/wave-c-examples.tgz" examples )
+fi
+if [ "$PART" = d ]; then
+  for v in plain pm; do
+    d=$W/example-$v; mkdir -p "$d"
+    pm=0; [ $v = pm ] && pm=1
+    ( cd "$d" && GPUTRACE_PM=$pm timeout 120 "$G" run -o "$d/train" -- "$PY" "$ROOT/scripts/workloads/example/train.py" ) >"$d/run.log" 2>&1
+    echo "rc=$?" >>"$d/run.log"
+    "$G" report "$d"/train/*.gtrace >"$d/report.txt" 2>&1
+    "$G" report --json "$d"/train/*.gtrace >"$d/report.json" 2>>"$d/report.txt"
+    { echo; echo "== example ($v)"; grep -m1 VERDICT "$d/report.txt"; grep -E "^ [0-9]+\. |called from|^   (host|env) " "$d/report.txt" | head -12; tail -1 "$d/run.log"; } >>"$T"
+  done
+  echo "example done at ${SECONDS}s" | tee -a "$T"
+  if [ -d "$ROOT/.whl-gputrace" ]; then
+    OUT="$W/wheel" timeout 120 "$ROOT/scripts/wheel-gpu-check.sh" "$ROOT/.whl-gputrace" >"$W/wheel.log" 2>&1
+    echo "wheel check rc=$?" >>"$W/wheel.log"
+    { echo; echo "== wheel"; tail -8 "$W/wheel.log"; } >>"$T"
+  fi
+  echo "wheel done at ${SECONDS}s" | tee -a "$T"
+  if [ -x "$ROOT/scripts/gpu-pm.sh" ]; then
+    OUT="$W/pm" timeout 170 "$ROOT/scripts/gpu-pm.sh" >"$W/pm.log" 2>&1
+    echo "gpu-pm rc=$?" >>"$W/pm.log"
+    { echo; echo "== PM sampling"; tail -25 "$W/pm.log"; } >>"$T"
+    cp "$W"/pm/*.json "$OUT/" 2>/dev/null
+  fi
+  echo "pm done at ${SECONDS}s" | tee -a "$T"
+  B="$ROOT/scripts/workloads/bench/bench_workload.py --only launch,mlp --launch-reps ${LAUNCH_REPS:-30}"
+  mkdir -p "$W/ab"
+  for r in $(seq 1 "${AB_PAIRS:-3}"); do
+    [ $SECONDS -gt "${AB_END_S:-330}" ] && break
+    for mode in $([ $((r % 2)) = 1 ] && echo "on off" || echo "off on"); do
+      if [ $mode = on ]; then v=1; else v=0; fi
+      GPUTRACE_DIR=$W/ab/t GPUTRACE_HOST=$v LD_PRELOAD=$LIB taskset -c 2-9 "$PY" $B >>"$W/ab/host-$mode.jsonl" 2>>"$W/ab/err.log"
+      rm -rf "$W/ab/t"
+    done
+  done
+  "$PY" - "$W/ab/host-on.jsonl" "$W/ab/host-off.jsonl" <<'EOF2' >"$W/ab.txt" 2>&1
+import json, statistics as st, sys
+on = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+off = [json.loads(l) for l in open(sys.argv[2]) if l.strip()]
+n = min(len(on), len(off))
+for k in ("launch_us", "mlp_us"):
+    r = [on[i][k] / off[i][k] for i in range(n) if k in on[i] and k in off[i] and off[i][k] > 0]
+    if r:
+        print("host %-10s on/off median ratio %.4f (min %.4f, max %.4f) over %d pairs: %s" % (
+            k, st.median(r), min(r), max(r), len(r), " ".join("%.4f" % x for x in r)))
+EOF2
+  { echo; echo "== host sampler A/B"; cat "$W/ab.txt"; } >>"$T"
+  ( cd "$W" && tar czf "$OUT/wave-d.tgz" $(ls -d example-* wheel wheel.log pm pm.log ab ab.txt 2>/dev/null) )
 fi
 echo "finished at ${SECONDS}s" >>"$T"
 cat "$T"
