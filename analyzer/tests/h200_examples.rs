@@ -1,0 +1,79 @@
+//! The bundled traces recorded on the H200 with the host samples, the environment file
+//! `gputrace run` writes and Python call sites: what their reports must say.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn example(dir: &str) -> Vec<PathBuf> {
+    let d = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples").join(dir);
+    let mut v: Vec<PathBuf> = std::fs::read_dir(&d)
+        .unwrap_or_else(|e| panic!("{}: {e}", d.display()))
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "gtrace"))
+        .collect();
+    v.sort();
+    assert_eq!(v.len(), 2, "{dir}: a process trace and its environment file");
+    v
+}
+
+fn report(dir: &str) -> Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_gputrace"))
+        .arg("report")
+        .arg("--json")
+        .args(example(dir))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn finding<'a>(r: &'a Value, id: &str) -> &'a Value {
+    r["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["id"] == id)
+        .unwrap_or_else(|| panic!("no {id} in {}", r["findings"]))
+}
+
+#[test]
+fn implicit_sync_names_the_line_that_read_the_loss() {
+    let r = report("implicit_sync");
+    assert_eq!(r["top_finding"], "implicit_sync");
+    let site = &finding(&r, "implicit_sync")["call_sites"][0];
+    assert!(site["file"].as_str().unwrap().ends_with("implicit_sync.py"), "{site}");
+    assert_eq!(site["line"], 18);
+    // The environment file was merged: the process has its GPU's clocks.
+    let env = &r["processes"][0]["environment"];
+    assert_eq!(env["gpus"][0]["other_processes"], 0, "{env}");
+    assert!(env["gpus"][0]["sm_clock_mhz_median"].as_u64().unwrap() > 0);
+}
+
+#[test]
+fn shared_gpu_names_the_other_process_first() {
+    let r = report("shared_gpu");
+    assert_eq!(r["top_finding"], "env_shared_gpu");
+    assert_eq!(r["processes"][0]["environment"]["gpus"][0]["other_processes"], 1);
+}
+
+#[test]
+fn workers_saturated_is_data_starvation_by_busy_workers() {
+    let r = report("workers_saturated");
+    assert_eq!(r["top_finding"], "data_starvation");
+    assert_eq!(finding(&r, "data_starvation")["subcause"], "workers_saturated");
+}
+
+#[test]
+fn the_environment_file_alone_is_refused() {
+    let env = example("implicit_sync")
+        .into_iter()
+        .find(|p| p.file_name().unwrap().to_str().unwrap().starts_with("gputrace-env-"))
+        .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_gputrace"))
+        .arg("report")
+        .arg(env)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+}
