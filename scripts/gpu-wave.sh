@@ -197,15 +197,22 @@ if [ "$PART" = d ]; then
   echo "pm done at ${SECONDS}s" | tee -a "$T"
   B="$ROOT/scripts/workloads/bench/bench_workload.py --only launch,mlp --launch-reps ${LAUNCH_REPS:-30}"
   mkdir -p "$W/ab"
+  # Each A/B: SETTING=on-value:off-value, pairs interleaved and alternating order.
+  AB=${AB:-GPUTRACE_HOST=1:0}
   for r in $(seq 1 "${AB_PAIRS:-3}"); do
     [ $SECONDS -gt "${AB_END_S:-330}" ] && break
-    for mode in $([ $((r % 2)) = 1 ] && echo "on off" || echo "off on"); do
-      if [ $mode = on ]; then v=1; else v=0; fi
-      GPUTRACE_DIR=$W/ab/t GPUTRACE_HOST=$v LD_PRELOAD=$LIB taskset -c 2-9 "$PY" $B >>"$W/ab/host-$mode.jsonl" 2>>"$W/ab/err.log"
-      rm -rf "$W/ab/t"
+    for ab in $AB; do
+      var=${ab%%=*}; vals=${ab#*=}
+      for mode in $([ $((r % 2)) = 1 ] && echo "on off" || echo "off on"); do
+        if [ $mode = on ]; then v=${vals%%:*}; else v=${vals#*:}; fi
+        env GPUTRACE_DIR=$W/ab/t $var=$v LD_PRELOAD=$LIB taskset -c 2-9 "$PY" $B >>"$W/ab/$var-$mode.jsonl" 2>>"$W/ab/err.log"
+        rm -rf "$W/ab/t"
+      done
     done
   done
-  "$PY" - "$W/ab/host-on.jsonl" "$W/ab/host-off.jsonl" <<'EOF2' >"$W/ab.txt" 2>&1
+  for ab in $AB; do
+    var=${ab%%=*}
+    "$PY" - "$W/ab/$var-on.jsonl" "$W/ab/$var-off.jsonl" "$var" <<'EOF2' >>"$W/ab.txt" 2>&1
 import json, statistics as st, sys
 on = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 off = [json.loads(l) for l in open(sys.argv[2]) if l.strip()]
@@ -213,10 +220,11 @@ n = min(len(on), len(off))
 for k in ("launch_us", "mlp_us"):
     r = [on[i][k] / off[i][k] for i in range(n) if k in on[i] and k in off[i] and off[i][k] > 0]
     if r:
-        print("host %-10s on/off median ratio %.4f (min %.4f, max %.4f) over %d pairs: %s" % (
-            k, st.median(r), min(r), max(r), len(r), " ".join("%.4f" % x for x in r)))
+        print("%s %-10s on/off median ratio %.4f (min %.4f, max %.4f) over %d pairs: %s" % (
+            sys.argv[3], k, st.median(r), min(r), max(r), len(r), " ".join("%.4f" % x for x in r)))
 EOF2
-  { echo; echo "== host sampler A/B"; cat "$W/ab.txt"; } >>"$T"
+  done
+  { echo; echo "== A/B (interleaved)"; cat "$W/ab.txt"; } >>"$T"
   ( cd "$W" && tar czf "$OUT/wave-d.tgz" $(ls -d example-* wheel wheel.log pm pm.log ab ab.txt 2>/dev/null) )
 fi
 echo "finished at ${SECONDS}s" >>"$T"
