@@ -195,7 +195,13 @@ if [ "$PART" = d ]; then
     cp "$W"/pm/*.json "$OUT/" 2>/dev/null
   fi
   echo "pm done at ${SECONDS}s" | tee -a "$T"
-  B="$ROOT/scripts/workloads/bench/bench_workload.py --only launch,mlp --launch-reps ${LAUNCH_REPS:-30}"
+  # The rest of the pathology suite on this build (the host workloads ran in part c).
+  if [ -n "${SUITE2:-}" ]; then
+    SUITE=$SUITE2 AB_ROUNDS_MAX=0 OUT="$W/suite2" timeout "${SUITE2_S:-120}" "$ROOT/scripts/gpu-host-check.sh" >"$W/suite2.log" 2>&1
+    { echo; echo "== pathology ($SUITE2)"; sed -n '/== pathology/,/== the sampler/p' "$W/suite2/host-check.txt"; } >>"$T"
+    echo "suite2 done at ${SECONDS}s" | tee -a "$T"
+  fi
+  B="$ROOT/scripts/workloads/bench/bench_workload.py --only ${AB_STEPS:-launch,mlp,resnet50} --launch-reps ${LAUNCH_REPS:-30}"
   mkdir -p "$W/ab"
   # Each A/B: SETTING=on-value:off-value, pairs interleaved and alternating order.
   AB=${AB:-GPUTRACE_HOST=1:0}
@@ -217,15 +223,15 @@ import json, statistics as st, sys
 on = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 off = [json.loads(l) for l in open(sys.argv[2]) if l.strip()]
 n = min(len(on), len(off))
-for k in ("launch_us", "mlp_us"):
+for k in ("launch_us", "mlp_us", "resnet50_us"):
     r = [on[i][k] / off[i][k] for i in range(n) if k in on[i] and k in off[i] and off[i][k] > 0]
     if r:
-        print("%s %-10s on/off median ratio %.4f (min %.4f, max %.4f) over %d pairs: %s" % (
+        print("%s %-11s on/off median ratio %.4f (min %.4f, max %.4f) over %d pairs: %s" % (
             sys.argv[3], k, st.median(r), min(r), max(r), len(r), " ".join("%.4f" % x for x in r)))
 EOF2
   done
   { echo; echo "== A/B (interleaved)"; cat "$W/ab.txt"; } >>"$T"
-  ( cd "$W" && tar czf "$OUT/wave-d.tgz" $(ls -d example-* wheel wheel.log pm pm.log ab ab.txt 2>/dev/null) )
+  ( cd "$W" && tar czf "$OUT/wave-d.tgz" $(ls -d example-* wheel wheel.log pm pm.log suite2 suite2.log ab ab.txt 2>/dev/null) )
 fi
 echo "finished at ${SECONDS}s" >>"$T"
 cat "$T"
