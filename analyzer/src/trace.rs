@@ -61,6 +61,8 @@ pub struct Trace {
     pub gpu_samples: Vec<fmt::GpuSample>,
     pub gpu_processes: Vec<fmt::GpuProcess>,
     pub gpu_events: Vec<fmt::GpuEvent>,
+    /// GPU hardware counter samples (CUPTI PM sampling), by start time.
+    pub counter_samples: Vec<fmt::CounterSample>,
 }
 
 /// One NVTX range: a push/pop pair (same thread) or a start/end pair (same id).
@@ -246,6 +248,7 @@ impl Trace {
             Event::GpuSample(g) => self.gpu_samples.push(g),
             Event::GpuProcess(p) => self.gpu_processes.push(p),
             Event::GpuEvent(e) => self.gpu_events.push(e),
+            Event::CounterSample(c) => self.counter_samples.push(c),
         }
     }
 
@@ -287,6 +290,7 @@ impl Trace {
             gpu_samples,
             gpu_processes,
             gpu_events,
+            counter_samples,
         } = &mut p.tables;
         self.kernels.append(kernels);
         self.memcpys.append(memcpys);
@@ -308,6 +312,7 @@ impl Trace {
         self.gpu_samples.append(gpu_samples);
         self.gpu_processes.append(gpu_processes);
         self.gpu_events.append(gpu_events);
+        self.counter_samples.append(counter_samples);
         for e in p.rest.drain(..) {
             self.add(e);
         }
@@ -339,6 +344,8 @@ impl Trace {
         self.gpu_samples.sort_by_key(|g| (g.ts, g.device));
         self.gpu_processes.sort_by_key(|p| (p.ts, p.device, p.pid));
         self.gpu_events.sort_by_key(|e| (e.ts, e.device));
+        self.counter_samples
+            .sort_by_key(|c| (c.start, c.end, c.device));
         self.nvtx_ranges = self.pair_nvtx();
         self.thread_cpu.sort_by_key(|x| (x.ts, x.tid));
         self.proc_samples.sort_by_key(|x| (x.ts, x.pid, x.flags));

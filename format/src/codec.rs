@@ -437,6 +437,22 @@ impl Encoder {
                 self.v(e.data);
                 TAG_GPU_EVENT
             }
+            Event::CounterSample(c) => {
+                self.span(c.start, c.end);
+                self.v(c.device as u64);
+                for x in [c.sm_active, c.occupancy, c.tensor_active, c.dram] {
+                    self.na(x as u64, ENV_NA as u64);
+                }
+                for x in [
+                    c.pcie_read_bytes,
+                    c.pcie_write_bytes,
+                    c.nvlink_rx_bytes,
+                    c.nvlink_tx_bytes,
+                ] {
+                    self.na(x, ENV_NA64);
+                }
+                TAG_COUNTER_SAMPLE
+            }
         };
         self.emit(tag);
         self.count += 1;
@@ -1164,6 +1180,22 @@ impl<'a> Decoder<'a> {
                 kind: b.u8()?,
                 data: b.v()?,
             }),
+            TAG_COUNTER_SAMPLE => {
+                let (start, end) = self.span(b)?;
+                Event::CounterSample(CounterSample {
+                    start,
+                    end,
+                    device: b.v32()?,
+                    sm_active: b.na32()?,
+                    occupancy: b.na32()?,
+                    tensor_active: b.na32()?,
+                    dram: b.na32()?,
+                    pcie_read_bytes: b.na(ENV_NA64)?,
+                    pcie_write_bytes: b.na(ENV_NA64)?,
+                    nvlink_rx_bytes: b.na(ENV_NA64)?,
+                    nvlink_tx_bytes: b.na(ENV_NA64)?,
+                })
+            }
             _ => return Ok(None),
         }))
     }
@@ -1460,6 +1492,24 @@ mod tests {
                 kind: GPU_EVENT_XID,
                 data: 79,
             }),
+            Event::CounterSample(CounterSample {
+                start: 1_700_000_000_400_000_000,
+                end: 1_700_000_000_401_000_000,
+                device: 0,
+                sm_active: 9_871,
+                occupancy: 4_012,
+                tensor_active: 0,
+                dram: 9_204,
+                pcie_read_bytes: 0,
+                pcie_write_bytes: 1 << 20,
+                ..Default::default()
+            }),
+            Event::CounterSample(CounterSample {
+                start: 1_700_000_000_401_000_000,
+                end: 1_700_000_000_401_000_000,
+                device: 1,
+                ..Default::default()
+            }),
         ]
     }
 
@@ -1545,6 +1595,7 @@ mod tests {
             TAG_GPU_SAMPLE,
             TAG_GPU_PROCESS,
             TAG_GPU_EVENT,
+            TAG_COUNTER_SAMPLE,
         ];
         let n = tags.len();
         tags.sort_unstable();

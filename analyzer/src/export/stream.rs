@@ -487,7 +487,9 @@ impl Rec {
             | Event::Device(_)
             | Event::Dropped { .. }
             | Event::State { .. }
-            | Event::Thread { .. } => return None,
+            | Event::Thread { .. }
+            // Counter samples are not exported yet (the report reads them).
+            | Event::CounterSample(_) => return None,
         })
     }
 

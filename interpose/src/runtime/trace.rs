@@ -6,7 +6,7 @@ use crate::base::{clock, discover, log, state};
 use crate::rings::source::RingSource;
 use crate::session::cupti::source::CuptiSource;
 use crate::session::cupti::{self, buffers, foreign, Collector};
-use crate::session::{env, host};
+use crate::session::{env, host, pm};
 use crate::writer::{self, Source};
 use gputrace_format::protocol::TraceFileName;
 use gputrace_format::{CollectorState, Meta};
@@ -135,9 +135,13 @@ pub fn start_tracing(started_by: &str, dir: Option<&Path>) -> Result<PathBuf, Tr
     sources.push(Box::new(RingSource::new()));
     sources.push(Box::new(env::EnvSource));
     sources.push(Box::new(host::HostSource::new()));
+    sources.push(Box::new(pm::PmSource));
     writer::start(file, meta, sources, o.flush_ms, o.compress).map_err(TraceError::Writer)?;
     env::start(o);
     host::start(o.host);
+    if o.pm && c.is_some() {
+        pm::start(o.pm_interval_us);
+    }
     // The window opens when collection is switched on, before CUPTI starts recording.
     let opened = clock::now_ns();
     state::set(state::TRACING);
@@ -187,6 +191,7 @@ pub fn finish() {
     if s != state::TRACING && s != state::BLIND {
         return;
     }
+    stop_counters();
     if let Some(c) = cupti::active() {
         if s == state::TRACING {
             c.stop();
@@ -200,6 +205,12 @@ pub fn finish() {
             "the trace writer did not finish in time at exit; the trace may miss its last events",
         );
     }
+}
+
+/// Ends the PM sampling session (its last decode, the sampler stopped), before the
+/// CUPTI session stops or is finalized; waits as long as for the other samplers.
+pub(super) fn stop_counters() {
+    pm::stop(Duration::from_millis(opts().exit_wait_ms.min(1000)));
 }
 
 /// Ends the sampling sessions (host, environment), waiting at most a second (or

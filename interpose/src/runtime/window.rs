@@ -76,6 +76,7 @@ pub fn run_window(
     if !state::advance(s, state::STOPPED) || (s != state::TRACING && s != state::BLIND) {
         return Ok(path);
     }
+    super::trace::stop_counters();
     if let Some(c) = cupti::active() {
         if s == state::TRACING {
             c.stop();
