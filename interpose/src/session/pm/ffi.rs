@@ -347,7 +347,10 @@ mod tests {
         assert_eq!(offset_of!(SetConfig, sampling_interval), 48);
         assert_eq!(struct_size!(DecodeData, overflow, u8), 45);
         assert_eq!(offset_of!(DecodeData, stop_reason), 40);
-        assert_eq!(struct_size!(GetCounterDataSize, counter_data_size, usize), 56);
+        assert_eq!(
+            struct_size!(GetCounterDataSize, counter_data_size, usize),
+            56
+        );
         assert_eq!(offset_of!(GetCounterDataSize, max_samples), 40);
         assert_eq!(struct_size!(CounterDataInitialize, counter_data, usize), 40);
         assert_eq!(struct_size!(GetCounterDataInfo, completed, usize), 56);
@@ -356,10 +359,16 @@ mod tests {
         assert_eq!(offset_of!(HostInitialize, chip_name), 24);
         assert_eq!(struct_size!(HostDeinitialize, host, usize), 24);
         assert_eq!(struct_size!(HostConfigAddMetrics, num_metrics, usize), 40);
-        assert_eq!(struct_size!(HostGetConfigImageSize, config_image_size, usize), 32);
+        assert_eq!(
+            struct_size!(HostGetConfigImageSize, config_image_size, usize),
+            32
+        );
         assert_eq!(struct_size!(HostGetConfigImage, config_image, usize), 40);
         assert_eq!(struct_size!(HostGetNumOfPasses, num_passes, usize), 40);
-        assert_eq!(struct_size!(HostEvaluateToGpuValues, metric_values, usize), 72);
+        assert_eq!(
+            struct_size!(HostEvaluateToGpuValues, metric_values, usize),
+            72
+        );
         // Params::new sets structSize to the whole struct, never less than the macro.
         assert_eq!(DecodeData::new().struct_size, 48);
     }

@@ -367,13 +367,7 @@ fn bind_primary_context() -> Option<unsafe extern "C" fn(i32) -> i32> {
 }
 
 fn run(interval_us: u64) {
-    // 1. Wait for CUDA to be up: the CUPTI session has seen a kernel.
-    while !cupti::gpu_work_seen() {
-        if wait_stop(Duration::from_millis(50)) {
-            note("not started: no kernel ran in the window".into());
-            return;
-        }
-    }
+    // The entry points first: an older CUPTI is said at once, whatever the program does.
     let Some((handle, path)) = cupti_handle() else {
         note("not supported: CUPTI is not loaded".into());
         return;
@@ -388,6 +382,13 @@ fn run(interval_us: u64) {
             return;
         }
     };
+    // Then wait for CUDA to be up: the CUPTI session has seen a kernel.
+    while !cupti::gpu_work_seen() {
+        if wait_stop(Duration::from_millis(50)) {
+            note("not started: no kernel ran in the window".into());
+            return;
+        }
+    }
     let release = bind_primary_context();
     let mut s = match Session::open(&pm, interval_us) {
         Ok(s) => s,
@@ -551,10 +552,8 @@ impl<'a> Session<'a> {
             )
         }
         .map_err(|rc| why("cuptiProfilerHostConfigAddMetrics", rc))?;
-        let en = unsafe {
-            call(pm.enable, |p: &mut ffi::Enable| p.device_index = DEVICE)
-        }
-        .map_err(|rc| why("cuptiPmSamplingEnable", rc))?;
+        let en = unsafe { call(pm.enable, |p: &mut ffi::Enable| p.device_index = DEVICE) }
+            .map_err(|rc| why("cuptiPmSamplingEnable", rc))?;
         self.object = en.object;
         let object = self.object;
         unsafe {
@@ -586,10 +585,8 @@ impl<'a> Session<'a> {
         self.image = vec![0u8; size.counter_data_size];
         self.init_image()
             .map_err(|rc| why("cuptiPmSamplingCounterDataImageInitialize", rc))?;
-        unsafe {
-            call(pm.start, |p: &mut ffi::ObjectParams| p.object = object)
-        }
-        .map_err(|rc| why("cuptiPmSamplingStart", rc))?;
+        unsafe { call(pm.start, |p: &mut ffi::ObjectParams| p.object = object) }
+            .map_err(|rc| why("cuptiPmSamplingStart", rc))?;
         log::debug(&format!(
             "PM sampling: started (GPU time interval trigger, {} ns, hardware buffer {} MiB, keep latest, counter data {} bytes for {max_samples} samples)",
             interval_us * 1000,
@@ -703,10 +700,7 @@ impl<'a> Session<'a> {
                 Ok(d) => d,
                 Err(rc) => {
                     self.failed = true;
-                    note(format!(
-                        "stopped: {}",
-                        why("cuptiPmSamplingDecodeData", rc)
-                    ));
+                    note(format!("stopped: {}", why("cuptiPmSamplingDecodeData", rc)));
                     return;
                 }
             };
@@ -882,7 +876,10 @@ mod tests {
         set(&mut s, Field::Tensor, f64::NAN);
         set(&mut s, Field::PcieRead, 1048576.4);
         set(&mut s, Field::SmActive, -1.0);
-        assert_eq!((s.dram, s.tensor_active, s.sm_active), (9235, ENV_NA, ENV_NA));
+        assert_eq!(
+            (s.dram, s.tensor_active, s.sm_active),
+            (9235, ENV_NA, ENV_NA)
+        );
         assert_eq!(s.pcie_read_bytes, 1 << 20);
         assert_eq!(s.occupancy, ENV_NA);
     }
