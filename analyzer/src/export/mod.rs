@@ -254,6 +254,8 @@ pub enum TraceEvent<'a> {
     ProcSample(&'a fmt::ProcSample),
     MachineSample(&'a fmt::MachineSample),
     CpuLimits(&'a fmt::CpuLimits),
+    /// GPU hardware counters over an interval (CUPTI PM sampling).
+    CounterSample(&'a fmt::CounterSample),
     /// A thread's name (the last one recorded for it).
     Thread {
         tid: u32,
@@ -289,6 +291,7 @@ impl TraceEvent<'_> {
             TraceEvent::ProcSample(x) => x.ts,
             TraceEvent::MachineSample(x) => x.ts,
             TraceEvent::CpuLimits(x) => x.ts,
+            TraceEvent::CounterSample(x) => x.start,
         }
     }
 }

@@ -414,6 +414,7 @@ enum Kind {
     ProcSample,
     MachineSample,
     CpuLimits,
+    CounterSample,
     Thread,
 }
 
@@ -453,6 +454,8 @@ enum Rec {
     /// Boxed, as GPU samples (one every 100 ms).
     MachineSample(Box<fmt::MachineSample>),
     CpuLimits(Box<fmt::CpuLimits>),
+    /// Boxed, as GPU samples.
+    CounterSample(Box<fmt::CounterSample>),
 }
 
 fn pair(hi: u32, lo: u32) -> u64 {
@@ -482,14 +485,13 @@ impl Rec {
             Event::ProcSample(x) => Rec::ProcSample(x),
             Event::MachineSample(x) => Rec::MachineSample(Box::new(x)),
             Event::CpuLimits(x) => Rec::CpuLimits(Box::new(x)),
+            Event::CounterSample(x) => Rec::CounterSample(Box::new(x)),
             Event::Str { .. }
             | Event::Clock { .. }
             | Event::Device(_)
             | Event::Dropped { .. }
             | Event::State { .. }
-            | Event::Thread { .. }
-            // Counter samples are not exported yet (the report reads them).
-            | Event::CounterSample(_) => return None,
+            | Event::Thread { .. } => return None,
         })
     }
 
@@ -526,6 +528,7 @@ impl Rec {
             Rec::ProcSample(x) => x.ts,
             Rec::MachineSample(x) => x.ts,
             Rec::CpuLimits(x) => x.ts,
+            Rec::CounterSample(x) => x.start,
         }
     }
 
@@ -570,6 +573,7 @@ impl Rec {
             Rec::ProcSample(x) => (Kind::ProcSample, [x.ts, x.pid as u64, x.flags as u64, 0]),
             Rec::MachineSample(x) => (Kind::MachineSample, [x.ts, 0, 0, 0]),
             Rec::CpuLimits(x) => (Kind::CpuLimits, [x.ts, 0, 0, 0]),
+            Rec::CounterSample(x) => (Kind::CounterSample, [x.start, x.end, x.device as u64, 0]),
         }
     }
 
@@ -597,6 +601,7 @@ impl Rec {
             Rec::ProcSample(x) => f(&TraceEvent::ProcSample(x)),
             Rec::MachineSample(x) => f(&TraceEvent::MachineSample(x)),
             Rec::CpuLimits(x) => f(&TraceEvent::CpuLimits(x)),
+            Rec::CounterSample(x) => f(&TraceEvent::CounterSample(x)),
         }
     }
 }
