@@ -124,6 +124,9 @@ pub fn stats(
             first += 1;
         }
         for c in inside[first..].iter().take_while(|c| c.start < ke) {
+            if c.device != k.device {
+                continue;
+            }
             let ov = c.end.min(ke).saturating_sub(c.start.max(ks));
             if ov == 0 {
                 continue;

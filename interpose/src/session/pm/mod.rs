@@ -47,6 +47,9 @@ const DECODE_PERIOD: Duration = Duration::from_millis(100);
 /// GPU memory CUPTI may use for raw samples.
 const HW_BUFFER_BYTES: usize = 64 << 20;
 const DEVICE: usize = 0;
+/// The most host memory a config or counter data image may take (a sanity bound on
+/// sizes CUPTI returns).
+const MAX_IMAGE_BYTES: usize = 256 << 20;
 
 /// What the session hands the writer.
 enum Item {
@@ -582,6 +585,12 @@ impl<'a> Session<'a> {
             )
         }
         .map_err(|rc| why("cuptiPmSamplingGetCounterDataSize", rc))?;
+        if size.counter_data_size == 0 || size.counter_data_size > MAX_IMAGE_BYTES {
+            return Err(format!(
+                "failed: CUPTI asked for a counter data image of {} bytes",
+                size.counter_data_size
+            ));
+        }
         self.image = vec![0u8; size.counter_data_size];
         self.init_image()
             .map_err(|rc| why("cuptiPmSamplingCounterDataImageInitialize", rc))?;
@@ -627,6 +636,9 @@ impl<'a> Session<'a> {
                 )
             }?
             .config_image_size;
+            if size == 0 || size > MAX_IMAGE_BYTES {
+                return Err(ffi::CUPTI_ERROR_NOT_SUPPORTED);
+            }
             let mut image = vec![0u8; size];
             // SAFETY: as in `setup`; `image` has `size` bytes.
             unsafe {
