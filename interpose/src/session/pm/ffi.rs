@@ -265,9 +265,13 @@ pub struct Pm {
 impl Pm {
     /// Resolves every entry point in the library `handle`; `Err` names the first one
     /// it lacks (a CUPTI older than 12.6).
-    pub fn load(handle: *mut c_void) -> Result<Pm, &'static str> {
+    ///
+    /// # Safety
+    /// `handle` must be a live `dlopen` handle of a CUPTI library (whose functions of
+    /// these names have the signatures of its headers).
+    pub unsafe fn load(handle: *mut c_void) -> Result<Pm, &'static str> {
         macro_rules! sym {
-            ($name:literal) => {{
+            ($name:literal, $t:ty) => {{
                 let n: &CStr = $name;
                 // SAFETY: `handle` is a live dlopen handle and `n` NUL-terminated.
                 let p = unsafe { libc::dlsym(handle, n.as_ptr()) };
@@ -276,30 +280,42 @@ impl Pm {
                 }
                 // SAFETY: the symbol is the CUPTI function of that name, whose C
                 // signature is `CUptiResult f(Params*)` with the struct of the field.
-                unsafe { std::mem::transmute::<*mut c_void, _>(p) }
+                unsafe { std::mem::transmute::<*mut c_void, F<$t>>(p) }
             }};
         }
         Ok(Pm {
-            profiler_initialize: sym!(c"cuptiProfilerInitialize"),
-            profiler_deinitialize: sym!(c"cuptiProfilerDeInitialize"),
-            device_get_chip_name: sym!(c"cuptiDeviceGetChipName"),
-            enable: sym!(c"cuptiPmSamplingEnable"),
-            disable: sym!(c"cuptiPmSamplingDisable"),
-            start: sym!(c"cuptiPmSamplingStart"),
-            stop: sym!(c"cuptiPmSamplingStop"),
-            set_config: sym!(c"cuptiPmSamplingSetConfig"),
-            decode_data: sym!(c"cuptiPmSamplingDecodeData"),
-            get_counter_data_size: sym!(c"cuptiPmSamplingGetCounterDataSize"),
-            counter_data_initialize: sym!(c"cuptiPmSamplingCounterDataImageInitialize"),
-            get_counter_data_info: sym!(c"cuptiPmSamplingGetCounterDataInfo"),
-            get_sample_info: sym!(c"cuptiPmSamplingCounterDataGetSampleInfo"),
-            host_initialize: sym!(c"cuptiProfilerHostInitialize"),
-            host_deinitialize: sym!(c"cuptiProfilerHostDeinitialize"),
-            host_config_add_metrics: sym!(c"cuptiProfilerHostConfigAddMetrics"),
-            host_get_config_image_size: sym!(c"cuptiProfilerHostGetConfigImageSize"),
-            host_get_config_image: sym!(c"cuptiProfilerHostGetConfigImage"),
-            host_get_num_of_passes: sym!(c"cuptiProfilerHostGetNumOfPasses"),
-            host_evaluate_to_gpu_values: sym!(c"cuptiProfilerHostEvaluateToGpuValues"),
+            profiler_initialize: sym!(c"cuptiProfilerInitialize", ProfilerInitialize),
+            profiler_deinitialize: sym!(c"cuptiProfilerDeInitialize", ProfilerInitialize),
+            device_get_chip_name: sym!(c"cuptiDeviceGetChipName", DeviceGetChipName),
+            enable: sym!(c"cuptiPmSamplingEnable", Enable),
+            disable: sym!(c"cuptiPmSamplingDisable", ObjectParams),
+            start: sym!(c"cuptiPmSamplingStart", ObjectParams),
+            stop: sym!(c"cuptiPmSamplingStop", ObjectParams),
+            set_config: sym!(c"cuptiPmSamplingSetConfig", SetConfig),
+            decode_data: sym!(c"cuptiPmSamplingDecodeData", DecodeData),
+            get_counter_data_size: sym!(c"cuptiPmSamplingGetCounterDataSize", GetCounterDataSize),
+            counter_data_initialize: sym!(
+                c"cuptiPmSamplingCounterDataImageInitialize",
+                CounterDataInitialize
+            ),
+            get_counter_data_info: sym!(c"cuptiPmSamplingGetCounterDataInfo", GetCounterDataInfo),
+            get_sample_info: sym!(c"cuptiPmSamplingCounterDataGetSampleInfo", GetSampleInfo),
+            host_initialize: sym!(c"cuptiProfilerHostInitialize", HostInitialize),
+            host_deinitialize: sym!(c"cuptiProfilerHostDeinitialize", HostDeinitialize),
+            host_config_add_metrics: sym!(
+                c"cuptiProfilerHostConfigAddMetrics",
+                HostConfigAddMetrics
+            ),
+            host_get_config_image_size: sym!(
+                c"cuptiProfilerHostGetConfigImageSize",
+                HostGetConfigImageSize
+            ),
+            host_get_config_image: sym!(c"cuptiProfilerHostGetConfigImage", HostGetConfigImage),
+            host_get_num_of_passes: sym!(c"cuptiProfilerHostGetNumOfPasses", HostGetNumOfPasses),
+            host_evaluate_to_gpu_values: sym!(
+                c"cuptiProfilerHostEvaluateToGpuValues",
+                HostEvaluateToGpuValues
+            ),
         })
     }
 }

@@ -375,7 +375,8 @@ fn run(interval_us: u64) {
         note("not supported: CUPTI is not loaded".into());
         return;
     };
-    let pm = match Pm::load(handle) {
+    // SAFETY: `handle` was just opened on the CUPTI library the CUPTI session loaded.
+    let pm = match unsafe { Pm::load(handle) } {
         Ok(pm) => pm,
         Err(sym) => {
             note(format!(
@@ -475,12 +476,14 @@ impl<'a> Session<'a> {
 
     fn setup(&mut self, interval_us: u64) -> Result<(), String> {
         let pm = self.pm;
-        // SAFETY (all calls below): each function pointer is the CUPTI function of the
+        // Every CUPTI call here: each function pointer is the CUPTI function of the
         // params struct it is called with; the pointers put in the structs point to
         // live buffers of this function or of `self`, sized as passed.
+        // SAFETY: as said at the top of `setup`.
         unsafe { call(pm.profiler_initialize, |_| {}) }
             .map_err(|rc| why("cuptiProfilerInitialize", rc))?;
         self.profiler_on = true;
+        // SAFETY: as said at the top of `setup`.
         let chip = unsafe {
             call(pm.device_get_chip_name, |p: &mut ffi::DeviceGetChipName| {
                 p.device_index = DEVICE
@@ -535,6 +538,7 @@ impl<'a> Session<'a> {
         self.metrics = chosen;
         self.ptrs = self.metrics.iter().map(|(_, n)| n.as_ptr()).collect();
         // The host object the values are evaluated with.
+        // SAFETY: as said at the top of `setup`.
         let host = unsafe {
             call(pm.host_initialize, |p: &mut ffi::HostInitialize| {
                 p.profiler_type = ffi::CUPTI_PROFILER_TYPE_PM_SAMPLING;
@@ -544,6 +548,7 @@ impl<'a> Session<'a> {
         .map_err(|rc| why("cuptiProfilerHostInitialize", rc))?;
         self.host = host.host;
         let ptrs = self.ptrs.clone();
+        // SAFETY: as said at the top of `setup`.
         unsafe {
             call(
                 pm.host_config_add_metrics,
@@ -555,10 +560,12 @@ impl<'a> Session<'a> {
             )
         }
         .map_err(|rc| why("cuptiProfilerHostConfigAddMetrics", rc))?;
+        // SAFETY: as said at the top of `setup`.
         let en = unsafe { call(pm.enable, |p: &mut ffi::Enable| p.device_index = DEVICE) }
             .map_err(|rc| why("cuptiPmSamplingEnable", rc))?;
         self.object = en.object;
         let object = self.object;
+        // SAFETY: as said at the top of `setup`.
         unsafe {
             call(pm.set_config, |p: &mut ffi::SetConfig| {
                 p.object = object;
@@ -573,6 +580,7 @@ impl<'a> Session<'a> {
         .map_err(|rc| why("cuptiPmSamplingSetConfig", rc))?;
         // Room for two decode periods of samples.
         let max_samples = (2 * DECODE_PERIOD.as_micros() as u64 / interval_us).clamp(256, 50_000);
+        // SAFETY: as said at the top of `setup`.
         let size = unsafe {
             call(
                 pm.get_counter_data_size,
@@ -594,6 +602,7 @@ impl<'a> Session<'a> {
         self.image = vec![0u8; size.counter_data_size];
         self.init_image()
             .map_err(|rc| why("cuptiPmSamplingCounterDataImageInitialize", rc))?;
+        // SAFETY: as said at the top of `setup`.
         unsafe { call(pm.start, |p: &mut ffi::ObjectParams| p.object = object) }
             .map_err(|rc| why("cuptiPmSamplingStart", rc))?;
         log::debug(&format!(
@@ -608,7 +617,7 @@ impl<'a> Session<'a> {
     /// A config image for `names` with a host object of its own: (image, passes).
     fn try_config(&self, chip: &CStr, names: &[*const c_char]) -> Result<(Vec<u8>, usize), u32> {
         let pm = self.pm;
-        // SAFETY: as in `setup`.
+        // SAFETY: as said at the top of `setup`.
         let host = unsafe {
             call(pm.host_initialize, |p: &mut ffi::HostInitialize| {
                 p.profiler_type = ffi::CUPTI_PROFILER_TYPE_PM_SAMPLING;
@@ -617,7 +626,7 @@ impl<'a> Session<'a> {
         }?
         .host;
         let r = (|| {
-            // SAFETY: as in `setup`.
+            // SAFETY: as said at the top of `setup`.
             unsafe {
                 call(
                     pm.host_config_add_metrics,
@@ -628,7 +637,7 @@ impl<'a> Session<'a> {
                     },
                 )
             }?;
-            // SAFETY: as in `setup`.
+            // SAFETY: as said at the top of `setup`.
             let size = unsafe {
                 call(
                     pm.host_get_config_image_size,
@@ -640,7 +649,7 @@ impl<'a> Session<'a> {
                 return Err(ffi::CUPTI_ERROR_NOT_SUPPORTED);
             }
             let mut image = vec![0u8; size];
-            // SAFETY: as in `setup`; `image` has `size` bytes.
+            // SAFETY: as said at the top of `setup`; `image` has `size` bytes.
             unsafe {
                 call(
                     pm.host_get_config_image,
@@ -651,7 +660,7 @@ impl<'a> Session<'a> {
                     },
                 )
             }?;
-            // SAFETY: as in `setup`.
+            // SAFETY: as said at the top of `setup`.
             let passes = unsafe {
                 call(
                     pm.host_get_num_of_passes,
@@ -664,7 +673,7 @@ impl<'a> Session<'a> {
             .num_passes;
             Ok((image, passes))
         })();
-        // SAFETY: as in `setup`; the host object made above.
+        // SAFETY: as said at the top of `setup`; the host object made above.
         let _ = unsafe {
             call(pm.host_deinitialize, |p: &mut ffi::HostDeinitialize| {
                 p.host = host
@@ -676,7 +685,7 @@ impl<'a> Session<'a> {
     fn init_image(&mut self) -> Result<(), u32> {
         let object = self.object;
         let (ptr, len) = (self.image.as_mut_ptr(), self.image.len());
-        // SAFETY: as in `setup`; the image is `len` bytes.
+        // SAFETY: as said at the top of `setup`; the image is `len` bytes.
         unsafe {
             call(
                 self.pm.counter_data_initialize,
@@ -700,7 +709,7 @@ impl<'a> Session<'a> {
         let object = self.object;
         for round in 0..8 {
             let (ptr, len) = (self.image.as_mut_ptr(), self.image.len());
-            // SAFETY: as in `setup`.
+            // SAFETY: as said at the top of `setup`.
             let d = unsafe {
                 call(pm.decode_data, |p: &mut ffi::DecodeData| {
                     p.object = object;
@@ -716,7 +725,7 @@ impl<'a> Session<'a> {
                     return;
                 }
             };
-            // SAFETY: as in `setup`.
+            // SAFETY: as said at the top of `setup`.
             let info = unsafe {
                 call(
                     pm.get_counter_data_info,
@@ -765,7 +774,7 @@ impl<'a> Session<'a> {
         let mut values = vec![0f64; self.metrics.len()];
         let mut out = Vec::with_capacity(n);
         for i in 0..n {
-            // SAFETY: as in `setup`.
+            // SAFETY: as said at the top of `setup`.
             let Ok(info) = (unsafe {
                 call(pm.get_sample_info, |p: &mut ffi::GetSampleInfo| {
                     p.object = object;
@@ -779,7 +788,7 @@ impl<'a> Session<'a> {
             let vp = values.as_mut_ptr();
             let names = self.ptrs.as_ptr();
             let nm = self.ptrs.len();
-            // SAFETY: as in `setup`; `values` has one slot per metric name.
+            // SAFETY: as said at the top of `setup`; `values` has one slot per metric name.
             let ok = unsafe {
                 call(
                     pm.host_evaluate_to_gpu_values,
@@ -839,7 +848,7 @@ impl<'a> Session<'a> {
         let pm = self.pm;
         let object = self.object;
         if !object.is_null() {
-            // SAFETY: as in `setup`; the object CUPTI made in Enable.
+            // SAFETY: as said at the top of `setup`; the object CUPTI made in Enable.
             let _ = unsafe { call(pm.stop, |p: &mut ffi::ObjectParams| p.object = object) };
             // SAFETY: as above.
             let _ = unsafe { call(pm.disable, |p: &mut ffi::ObjectParams| p.object = object) };
@@ -847,7 +856,7 @@ impl<'a> Session<'a> {
         }
         if !self.host.is_null() {
             let host = self.host;
-            // SAFETY: as in `setup`; the host object made there.
+            // SAFETY: as said at the top of `setup`; the host object made there.
             let _ = unsafe {
                 call(pm.host_deinitialize, |p: &mut ffi::HostDeinitialize| {
                     p.host = host
@@ -856,7 +865,7 @@ impl<'a> Session<'a> {
             self.host = std::ptr::null_mut();
         }
         if self.profiler_on {
-            // SAFETY: as in `setup`.
+            // SAFETY: as said at the top of `setup`.
             let _ = unsafe { call(pm.profiler_deinitialize, |_| {}) };
             self.profiler_on = false;
         }
