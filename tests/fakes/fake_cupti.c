@@ -757,6 +757,7 @@ EXPORT CUptiResult cuptiFinalize(void) {
  *     each, starting at Start's time; later ones yield none;
  *   - values by name: "dram" 92.5, "sm__cycles_active" 99, "warps" 40, "tensor" 0.5,
  *     "pcie__read" 4096, "pcie__write" 8192 (per cent or bytes);
+ *   - cuptiPmSamplingDisable says on stderr whether activity kinds were still enabled;
  *   - FAKE_CUPTI_PM=denied: cuptiPmSamplingEnable says CUPTI_ERROR_INSUFFICIENT_PRIVILEGES;
  *     FAKE_CUPTI_PM=busy: CUPTI_ERROR_HARDWARE_BUSY.
  * The counter data image holds: a magic, the sample count, then (start, end) pairs.
@@ -868,7 +869,18 @@ EXPORT CUptiResult cuptiPmSamplingEnable(PmEnable *p) {
     p->obj = &pm_object;
     return CUPTI_SUCCESS;
 }
-EXPORT CUptiResult cuptiPmSamplingDisable(PmObj *p) { (void)p; pm_enabled = 0; return CUPTI_SUCCESS; }
+EXPORT CUptiResult cuptiPmSamplingDisable(PmObj *p) {
+    (void)p;
+    pthread_mutex_lock(&mu);
+    uint64_t kinds = kinds_enabled;
+    pthread_mutex_unlock(&mu);
+    /* The tests check the order: CUPTI may finalize itself here, so a tracer must have
+     * stopped (and flushed) its activity kinds first. */
+    fprintf(stderr, "fake_cupti: PM sampling disabled %s\n",
+            kinds ? "while activity kinds were enabled" : "after activity tracing stopped");
+    pm_enabled = 0;
+    return CUPTI_SUCCESS;
+}
 EXPORT CUptiResult cuptiPmSamplingSetConfig(PmSetConfig *p) {
     size_t n;
     if (!pm_enabled || p->configSize < 16 || p->triggerMode > 1 || p->samplingInterval == 0)

@@ -75,6 +75,18 @@ fn samples_reach_the_trace_with_their_values() {
         assert_eq!(c.pcie_write_bytes, fmt::ENV_NA64);
         assert_eq!(c.nvlink_rx_bytes, fmt::ENV_NA64);
     }
+    // Disabled once, after the activity kinds were off (CUPTI may finalize itself there).
+    let disabled: Vec<&str> = o
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("fake_cupti: PM sampling disabled"))
+        .collect();
+    assert_eq!(
+        disabled,
+        ["fake_cupti: PM sampling disabled after activity tracing stopped"],
+        "{}",
+        o.stderr
+    );
     // On the trace's clock: after the first kernel, inside the trace.
     let first_kernel = t.kernels().iter().map(|k| k.start).min().unwrap();
     assert!(

@@ -197,6 +197,7 @@ pub fn finish() {
             c.stop();
         }
     }
+    pm::release();
     state::set(state::STOPPED);
     stop_env();
     let wait = Duration::from_millis(opts().exit_wait_ms);
@@ -208,9 +209,14 @@ pub fn finish() {
 }
 
 /// Ends the PM sampling session (its last decode, the sampler stopped), before the
-/// CUPTI session stops or is finalized; waits as long as for the other samplers.
+/// CUPTI session stops or is finalized; waits as long as for the other samplers. Its
+/// disabling waits for [`release_counters`], after the CUPTI session's last flush.
 pub(super) fn stop_counters() {
     pm::stop(Duration::from_millis(opts().exit_wait_ms.min(1000)));
+}
+
+pub(super) fn release_counters() {
+    pm::release();
 }
 
 /// Ends the sampling sessions (host, environment), waiting at most a second (or

@@ -82,6 +82,7 @@ pub fn run_window(
             c.stop();
         }
         writer::note_state(CollectorState::Stopped, "end of window");
+        super::trace::release_counters();
         c.finalize();
     }
     super::trace::stop_env();

@@ -239,6 +239,7 @@ params!(
 type F<T> = unsafe extern "C" fn(*mut T) -> CuptiResult;
 
 /// The entry points, resolved in the loaded CUPTI.
+#[derive(Clone, Copy)]
 pub struct Pm {
     pub profiler_initialize: F<ProfilerInitialize>,
     pub profiler_deinitialize: F<ProfilerInitialize>,

@@ -133,6 +133,9 @@ pub fn stop(wait: Duration) {
 /// In a forked child: the parent's sampler thread does not exist here.
 pub fn forget_after_fork() {
     RUNNING.store(false, Ordering::Release);
+    if let Ok(mut p) = PARKED.try_lock() {
+        *p = None;
+    }
     if let Ok(mut q) = QUEUE.try_lock() {
         q.clear();
     }
@@ -194,7 +197,7 @@ fn why(call: &str, rc: ffi::CuptiResult) -> String {
     }
 }
 
-/// Which field of [`CounterSample`] a metric fills.
+/// Which field of [`CounterSample`] a quantity fills.
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Field {
     SmActive,
@@ -207,43 +210,148 @@ enum Field {
     NvlTx,
 }
 
-/// What we ask for, most wanted first, each with the names to try (the first the chip
-/// accepts is used). If the set needs more than one pass, the last ones are left out.
-const WANT: &[(Field, &[&str])] = &[
+/// How a quantity is computed from the values of its metrics (in the order named).
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Calc {
+    /// The one metric's value.
+    Value,
+    /// `100 * a / b`: active cycles of elapsed cycles.
+    Percent,
+    /// `100 * a / b / max warps per SM`: warps resident per active cycle, of the most
+    /// an SM holds (achieved occupancy).
+    Occupancy,
+    /// `a + b`: read and write throughput, each a share of the same peak.
+    Sum,
+}
+
+/// One way to measure a quantity.
+struct Alt {
+    names: &'static [&'static str],
+    calc: Calc,
+}
+
+const fn one(name: &'static [&'static str]) -> Alt {
+    Alt {
+        names: name,
+        calc: Calc::Value,
+    }
+}
+
+/// What we ask for, most wanted first, each with the ways to measure it (the first one
+/// whose metrics the chip knows is used: the ratio metrics where PM sampling has them,
+/// else the raw counters they come from). If the set needs more than one pass, the
+/// last quantities are left out.
+const WANT: &[(Field, &[Alt])] = &[
     (
         Field::SmActive,
-        &["sm__cycles_active.avg.pct_of_peak_sustained_elapsed"],
+        &[
+            one(&["sm__cycles_active.avg.pct_of_peak_sustained_elapsed"]),
+            Alt {
+                names: &["sm__cycles_active.avg", "sm__cycles_elapsed.avg"],
+                calc: Calc::Percent,
+            },
+        ],
     ),
     (
         Field::Dram,
         &[
-            "dram__throughput.avg.pct_of_peak_sustained_elapsed",
-            "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed",
-            "dram__bytes.sum.pct_of_peak_sustained_elapsed",
+            one(&["dram__throughput.avg.pct_of_peak_sustained_elapsed"]),
+            one(&["gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed"]),
+            Alt {
+                names: &[
+                    "dram__read_throughput.avg.pct_of_peak_sustained_elapsed",
+                    "dram__write_throughput.avg.pct_of_peak_sustained_elapsed",
+                ],
+                calc: Calc::Sum,
+            },
+            one(&["dram__bytes.sum.pct_of_peak_sustained_elapsed"]),
         ],
     ),
     (
         Field::Tensor,
         &[
-            "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed",
-            "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed",
-            "sm__inst_executed_pipe_tensor.avg.pct_of_peak_sustained_elapsed",
+            one(&["sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed"]),
+            one(&["sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed"]),
+            one(&["sm__inst_executed_pipe_tensor.avg.pct_of_peak_sustained_elapsed"]),
+            Alt {
+                names: &[
+                    "sm__pipe_tensor_op_hmma_cycles_active.avg",
+                    "sm__cycles_elapsed.avg",
+                ],
+                calc: Calc::Percent,
+            },
         ],
     ),
     (
         Field::Occupancy,
         &[
-            "sm__warps_active.avg.pct_of_peak_sustained_active",
-            "sm__warps_active.avg.pct_of_peak_sustained_elapsed",
+            one(&["sm__warps_active.avg.pct_of_peak_sustained_active"]),
+            Alt {
+                names: &["sm__warps_active.avg", "sm__cycles_active.avg"],
+                calc: Calc::Occupancy,
+            },
         ],
     ),
-    (Field::PcieRead, &["pcie__read_bytes.sum"]),
-    (Field::PcieWrite, &["pcie__write_bytes.sum"]),
-    (Field::NvlRx, &["nvlrx__bytes.sum"]),
-    (Field::NvlTx, &["nvltx__bytes.sum"]),
+    (Field::PcieRead, &[one(&["pcie__read_bytes.sum"])]),
+    (Field::PcieWrite, &[one(&["pcie__write_bytes.sum"])]),
+    (Field::NvlRx, &[one(&["nvlrx__bytes.sum"])]),
+    (Field::NvlTx, &[one(&["nvltx__bytes.sum"])]),
 ];
 
-/// Puts one evaluated metric into a sample.
+/// The quantities measured, and the metric list CUPTI is given (each name once).
+struct MetricSet {
+    /// (field, how, index of each of its metrics in `names`).
+    chosen: Vec<(Field, Calc, Vec<usize>)>,
+    names: Vec<CString>,
+}
+
+impl MetricSet {
+    fn new(picks: &[(Field, &Alt)]) -> MetricSet {
+        let mut names: Vec<CString> = Vec::new();
+        let mut chosen = Vec::new();
+        for (f, alt) in picks {
+            let idx = alt
+                .names
+                .iter()
+                .map(|n| {
+                    let c = CString::new(*n).unwrap_or_default();
+                    match names.iter().position(|x| *x == c) {
+                        Some(i) => i,
+                        None => {
+                            names.push(c);
+                            names.len() - 1
+                        }
+                    }
+                })
+                .collect();
+            chosen.push((*f, alt.calc, idx));
+        }
+        MetricSet { chosen, names }
+    }
+
+    fn ptrs(&self) -> Vec<*const c_char> {
+        self.names.iter().map(|n| n.as_ptr()).collect()
+    }
+
+    /// A sample's fields from the evaluated metric values (one per name).
+    fn fill(&self, s: &mut CounterSample, values: &[f64], max_warps: f64) {
+        for (f, calc, idx) in &self.chosen {
+            let v = |i: usize| idx.get(i).and_then(|&k| values.get(k)).copied();
+            let x = match (calc, v(0), v(1)) {
+                (Calc::Value, Some(a), _) => a,
+                (Calc::Percent, Some(a), Some(b)) if b > 0.0 => 100.0 * a / b,
+                (Calc::Occupancy, Some(a), Some(b)) if b > 0.0 && max_warps > 0.0 => {
+                    100.0 * a / b / max_warps
+                }
+                (Calc::Sum, Some(a), Some(b)) => a + b,
+                _ => f64::NAN,
+            };
+            set(s, *f, x);
+        }
+    }
+}
+
+/// Puts one quantity into a sample.
 fn set(s: &mut CounterSample, f: Field, v: f64) {
     let pct = |v: f64| {
         if v.is_finite() && v >= 0.0 {
@@ -305,6 +413,17 @@ impl ClockFix {
             ClockFix::Cupti(off) | ClockFix::Aligned(off) => (t as i64 - off) as u64,
         }
     }
+}
+
+/// Most warps one SM of device 0 holds, from the driver (64, Hopper's, when the driver
+/// is not at hand).
+fn max_warps_per_sm() -> f64 {
+    cupti::devices::driver_devices()
+        .into_iter()
+        .find(|(d, _)| d.id == DEVICE as u32)
+        .map(|(d, _)| d.max_warps_per_sm)
+        .filter(|w| *w > 0)
+        .unwrap_or(64) as f64
 }
 
 /// CUPTI's timestamp now (0 if the CUPTI session has none).
@@ -394,20 +513,16 @@ fn run(interval_us: u64) {
         }
     }
     let release = bind_primary_context();
-    let mut s = match Session::open(&pm, interval_us) {
+    let mut s = match Session::open(&pm, interval_us, release) {
         Ok(s) => s,
         Err(why) => {
             note(why);
-            if let Some(rel) = release {
-                // SAFETY: the reference bind_primary_context took.
-                unsafe { rel(DEVICE as i32) };
-            }
             return;
         }
     };
     note(format!(
         "on: device {DEVICE}, every {interval_us} us, {} metrics: {}",
-        s.metrics.len(),
+        s.metrics.names.len(),
         s.names().join(", ")
     ));
     let mut pass = 0u64;
@@ -420,14 +535,50 @@ fn run(interval_us: u64) {
         }
     }
     s.close();
-    if let Some(rel) = release {
-        // SAFETY: the reference bind_primary_context took.
-        unsafe { rel(DEVICE as i32) };
-    }
     log::debug(&format!(
         "PM sampling: stopped after {pass} passes, {} samples",
         s.total
     ));
+}
+
+type CtxRelease = unsafe extern "C" fn(i32) -> i32;
+
+/// What waits for the CUPTI session to stop: disabling PM sampling (which was seen to
+/// finalize CUPTI as a whole in some releases: the activity records still in CUPTI's
+/// buffers would be lost), releasing CUPTI's profiler, and our context reference.
+struct Parked {
+    pm: Pm,
+    /// The PM sampling object (an address), 0 when none.
+    object: usize,
+    profiler_on: bool,
+    ctx_release: Option<CtxRelease>,
+}
+
+static PARKED: Mutex<Option<Parked>> = Mutex::new(None);
+
+/// Disables PM sampling and releases the profiler, once the CUPTI session has stopped
+/// and flushed (the runtime calls it after the CUPTI session's `stop`). Nothing when
+/// the sampler did not run or did not finish in time.
+pub fn release() {
+    let Some(p) = lock(&PARKED).take() else {
+        return;
+    };
+    let _g = crate::base::internal::Internal::enter();
+    let object = p.object as *mut ffi::Object;
+    if !object.is_null() {
+        // SAFETY: the PM sampling object CUPTI made in Enable, stopped and not yet
+        // disabled; the function pointers come from the same CUPTI.
+        let _ = unsafe { call(p.pm.disable, |x: &mut ffi::ObjectParams| x.object = object) };
+    }
+    if p.profiler_on {
+        // SAFETY: CUPTI's profiler was initialized by this session.
+        let _ = unsafe { call(p.pm.profiler_deinitialize, |_| {}) };
+    }
+    if let Some(rel) = p.ctx_release {
+        // SAFETY: the primary context reference bind_primary_context took.
+        unsafe { rel(DEVICE as i32) };
+    }
+    log::debug("PM sampling: disabled");
 }
 
 /// An open PM sampling session on one device.
@@ -435,35 +586,45 @@ struct Session<'a> {
     pm: &'a Pm,
     object: *mut ffi::Object,
     host: *mut ffi::HostObject,
-    metrics: Vec<(Field, CString)>,
+    metrics: MetricSet,
+    /// Most warps an SM holds (for occupancy from raw counters).
+    max_warps: f64,
     ptrs: Vec<*const c_char>,
     image: Vec<u8>,
     clock: Option<ClockFix>,
     total: u64,
     failed: bool,
     profiler_on: bool,
+    ctx_release: Option<CtxRelease>,
 }
 
 impl<'a> Session<'a> {
     fn names(&self) -> Vec<String> {
         self.metrics
+            .names
             .iter()
-            .map(|(_, n)| n.to_string_lossy().into_owned())
+            .map(|n| n.to_string_lossy().into_owned())
             .collect()
     }
 
-    fn open(pm: &'a Pm, interval_us: u64) -> Result<Session<'a>, String> {
+    fn open(
+        pm: &'a Pm,
+        interval_us: u64,
+        ctx_release: Option<CtxRelease>,
+    ) -> Result<Session<'a>, String> {
         let mut s = Session {
             pm,
             object: std::ptr::null_mut(),
             host: std::ptr::null_mut(),
-            metrics: Vec::new(),
+            metrics: MetricSet::new(&[]),
+            max_warps: max_warps_per_sm(),
             ptrs: Vec::new(),
             image: Vec::new(),
             clock: None,
             total: 0,
             failed: false,
             profiler_on: false,
+            ctx_release,
         };
         match s.setup(interval_us) {
             Ok(()) => Ok(s),
@@ -496,19 +657,23 @@ impl<'a> Session<'a> {
         // SAFETY: CUPTI returned a NUL-terminated name it keeps.
         let chip = unsafe { CStr::from_ptr(chip.chip_name) }.to_owned();
         log::debug(&format!("PM sampling: chip {}", chip.to_string_lossy()));
-        // The metric set: per quantity, the first name this chip knows.
-        let mut chosen: Vec<(Field, CString)> = Vec::new();
-        for (field, names) in WANT {
+        // The metric set: per quantity, the first way whose metrics this chip knows.
+        let mut picks: Vec<(Field, &Alt)> = Vec::new();
+        for (field, alts) in WANT {
             let mut found = false;
-            for n in names.iter() {
-                let name = CString::new(*n).unwrap_or_default();
-                match self.try_config(&chip, &[name.as_ptr()]) {
+            for alt in alts.iter() {
+                let one = MetricSet::new(&[(*field, alt)]);
+                match self.try_config(&chip, &one.ptrs()) {
                     Ok(_) => {
-                        chosen.push((*field, name));
+                        picks.push((*field, alt));
                         found = true;
                         break;
                     }
-                    Err(rc) => log::debug(&format!("PM sampling: metric {n}: CUPTI error {rc}")),
+                    Err(rc) => log::debug(&format!(
+                        "PM sampling: {:?} by {}: CUPTI error {rc}",
+                        field,
+                        alt.names.join(" + ")
+                    )),
                 }
             }
             if !found {
@@ -516,27 +681,27 @@ impl<'a> Session<'a> {
             }
         }
         // Cut from the end until one pass holds the set.
-        let config = loop {
-            if chosen.is_empty() {
+        let (set, config) = loop {
+            if picks.is_empty() {
                 return Err("not supported: no metric of ours is known to this GPU".into());
             }
-            let ptrs: Vec<*const c_char> = chosen.iter().map(|(_, n)| n.as_ptr()).collect();
-            match self.try_config(&chip, &ptrs) {
-                Ok((config, 1)) => break config,
+            let set = MetricSet::new(&picks);
+            match self.try_config(&chip, &set.ptrs()) {
+                Ok((config, 1)) => break (set, config),
                 Ok((_, passes)) => log::debug(&format!(
                     "PM sampling: {} metrics need {passes} passes; leaving out {:?}",
-                    chosen.len(),
-                    chosen.last().map(|c| c.0)
+                    set.names.len(),
+                    picks.last().map(|c| c.0)
                 )),
                 Err(rc) => log::debug(&format!(
                     "PM sampling: config of {} metrics: CUPTI error {rc}",
-                    chosen.len()
+                    set.names.len()
                 )),
             }
-            chosen.pop();
+            picks.pop();
         };
-        self.metrics = chosen;
-        self.ptrs = self.metrics.iter().map(|(_, n)| n.as_ptr()).collect();
+        self.ptrs = set.ptrs();
+        self.metrics = set;
         // The host object the values are evaluated with.
         // SAFETY: as said at the top of `setup`.
         let host = unsafe {
@@ -771,7 +936,7 @@ impl<'a> Session<'a> {
         let pm = self.pm;
         let (object, host) = (self.object, self.host);
         let (ptr, len) = (self.image.as_ptr(), self.image.len());
-        let mut values = vec![0f64; self.metrics.len()];
+        let mut values = vec![0f64; self.metrics.names.len()];
         let mut out = Vec::with_capacity(n);
         for i in 0..n {
             // SAFETY: as said at the top of `setup`.
@@ -811,9 +976,7 @@ impl<'a> Session<'a> {
                 ..Default::default()
             };
             if ok {
-                for ((f, _), v) in self.metrics.iter().zip(&values) {
-                    set(&mut s, *f, *v);
-                }
+                self.metrics.fill(&mut s, &values, self.max_warps);
             }
             out.push(s);
         }
@@ -843,16 +1006,13 @@ impl<'a> Session<'a> {
         kept
     }
 
-    /// Stops and disables the sampler and releases CUPTI's profiler objects.
+    /// Stops the sampler and frees the host object; the rest waits for [`release`].
     fn close(&mut self) {
         let pm = self.pm;
         let object = self.object;
         if !object.is_null() {
             // SAFETY: as said at the top of `setup`; the object CUPTI made in Enable.
             let _ = unsafe { call(pm.stop, |p: &mut ffi::ObjectParams| p.object = object) };
-            // SAFETY: as above.
-            let _ = unsafe { call(pm.disable, |p: &mut ffi::ObjectParams| p.object = object) };
-            self.object = std::ptr::null_mut();
         }
         if !self.host.is_null() {
             let host = self.host;
@@ -864,11 +1024,14 @@ impl<'a> Session<'a> {
             };
             self.host = std::ptr::null_mut();
         }
-        if self.profiler_on {
-            // SAFETY: as said at the top of `setup`.
-            let _ = unsafe { call(pm.profiler_deinitialize, |_| {}) };
-            self.profiler_on = false;
-        }
+        *lock(&PARKED) = Some(Parked {
+            pm: *pm,
+            object: object as usize,
+            profiler_on: self.profiler_on,
+            ctx_release: self.ctx_release.take(),
+        });
+        self.object = std::ptr::null_mut();
+        self.profiler_on = false;
     }
 }
 
@@ -888,6 +1051,31 @@ mod tests {
         // Neither: the newest end lands on the decode time.
         let f = ClockFix::choose(5_000, rt, cu);
         assert_eq!(f.apply(5_000), rt);
+    }
+
+    #[test]
+    fn raw_counters_give_the_same_quantities() {
+        // SM active and occupancy from raw counters, DRAM from read + write, sharing
+        // sm__cycles_active.avg between two quantities.
+        let sm = &WANT[0].1[1];
+        let dram = &WANT[1].1[2];
+        let occ = &WANT[3].1[1];
+        let set = MetricSet::new(&[
+            (Field::SmActive, sm),
+            (Field::Dram, dram),
+            (Field::Occupancy, occ),
+        ]);
+        assert_eq!(set.names.len(), 5, "{:?}", set.names);
+        // active 900 of 1000 cycles; 48 + 40 % of peak; 28800 warp-cycles over 900
+        // active cycles = 32 warps of 64.
+        let values = [900.0, 1000.0, 48.0, 40.0, 28_800.0];
+        let mut s = CounterSample::default();
+        set.fill(&mut s, &values, 64.0);
+        assert_eq!((s.sm_active, s.dram, s.occupancy), (9_000, 8_800, 5_000));
+        // A zero denominator is "not available", not a division by zero.
+        let mut s = CounterSample::default();
+        set.fill(&mut s, &[0.0, 0.0, 1.0, 1.0, 0.0], 64.0);
+        assert_eq!((s.sm_active, s.occupancy, s.dram), (ENV_NA, ENV_NA, 200));
     }
 
     #[test]
