@@ -2,9 +2,10 @@
 # GPU hardware counters (CUPTI PM sampling) on the GPU host, in one device call of under
 # 150 s. Builds nothing: expects target/release/{gputrace,libgputrace.so} built here and
 # carried. Runs, each under `gputrace run` with a 40 s timeout:
-#   a. memory_bound: x.mul_(1.0001) on a 2 GiB tensor for 3 s, GPUTRACE_PM=1 GPUTRACE_DEBUG=1;
-#   b. matmul_bf16: 8192 x 8192 bf16 matmuls for 3 s, the same settings;
-#   c. memory_bound again with PM sampling off (a crude time comparison with a).
+#   a. memory_bound: x.mul_(1.0001) on a 2 GiB tensor for 4 s, GPUTRACE_PM=1 GPUTRACE_DEBUG=1;
+#   b. matmul_bf16: 8192 x 8192 bf16 matmuls for 4 s, the same settings;
+#   c. memory_bound again with PM sampling off (a crude time comparison with a);
+# and first, ncu's list of the metrics PM sampling has on GH100 (pm_metrics.txt).
 # Writes under $OUT: pm.tgz (per run: log with the library's debug lines, report.txt,
 # report.json, counters.jsonl and facts.jsonl from `gputrace dump`), summary.json, and
 # table.txt, which it prints last.
@@ -16,7 +17,7 @@ GT=$ROOT/target/release/gputrace
 PY=${PY:-python3}; [ -x /opt/torch/.venv/bin/python3 ] && PY=/opt/torch/.venv/bin/python3
 W=$ROOT/scripts/workloads/pathology
 WORK=$(mktemp -d /tmp/gpu-pm.XXXXXX)
-export SECONDS_LOOP=${SECONDS_LOOP:-3}
+export SECONDS_LOOP=${SECONDS_LOOP:-4}
 
 one() { # name script pm
   local name=$1 script=$2 pm=$3 d=$WORK/$1
@@ -33,6 +34,11 @@ one() { # name script pm
   fi
   echo "$name done at ${SECONDS}s"
 }
+
+# The metrics PM sampling offers on this chip (which of our names exist), from ncu.
+NCU=$(command -v ncu || echo /usr/local/cuda-13.0/bin/ncu)
+timeout 20 "$NCU" --query-metrics-collection pmsampling --chip gh100 >"$WORK/pm_metrics.txt" 2>&1
+echo "ncu metric list done at ${SECONDS}s ($(wc -l <"$WORK/pm_metrics.txt") lines)"
 
 one memory_bound memory_bound.py 1
 one matmul_bf16 matmul_bf16.py 1
@@ -84,6 +90,13 @@ for name in ["memory_bound", "matmul_bf16", "memory_bound_pm_off"]:
     rows.append((name, s["rc"], str(w.get("ms_per_kernel", w.get("tflops", "-"))), str(s["samples"]),
                  str(s["mean_sm_active_pct"]), str(s["mean_occupancy_pct"]), str(s["mean_tensor_pct"]),
                  str(s["mean_dram_pct"]), str(s["top_finding"]), (pm[0] if pm else "-")[:60]))
+names = ["sm__cycles_active.avg", "sm__cycles_elapsed.avg", "sm__warps_active.avg", "dram__throughput",
+         "gpu__dram_throughput", "dram__read_throughput", "sm__pipe_tensor_cycles_active",
+         "sm__pipe_tensor_op_gmma_cycles_active", "sm__pipe_tensor_op_hmma_cycles_active",
+         "pcie__read_bytes", "pcie__write_bytes", "nvlrx__bytes", "nvltx__bytes"]
+p = os.path.join(work, "pm_metrics.txt")
+listing = open(p, errors="replace").read() if os.path.exists(p) else ""
+summary["ncu_pmsampling_has"] = {n: (n in listing) for n in names}
 json.dump(summary, open(os.path.join(work, "summary.json"), "w"), indent=1)
 json.dump(summary, open(os.path.join(out, "summary.json"), "w"), indent=1)
 hdr = ("run", "rc", "ms/kernel|TFLOPS", "samples", "sm%", "occ%", "tensor%", "dram%", "top", "pm_sampling")

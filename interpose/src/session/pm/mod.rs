@@ -269,10 +269,25 @@ const WANT: &[(Field, &[Alt])] = &[
     ),
     (
         Field::Tensor,
+        // Every tensor pipe where the chip has the sum; on Hopper the warpgroup MMA
+        // (gmma, what cuBLAS uses there) and the warp MMA (hmma) pipes separately.
         &[
-            one(&["sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed"]),
             one(&["sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed"]),
-            one(&["sm__inst_executed_pipe_tensor.avg.pct_of_peak_sustained_elapsed"]),
+            Alt {
+                names: &[
+                    "sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_elapsed",
+                    "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed",
+                ],
+                calc: Calc::Sum,
+            },
+            one(&["sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed"]),
+            Alt {
+                names: &[
+                    "sm__pipe_tensor_cycles_active.avg",
+                    "sm__cycles_elapsed.avg",
+                ],
+                calc: Calc::Percent,
+            },
             Alt {
                 names: &[
                     "sm__pipe_tensor_op_hmma_cycles_active.avg",
