@@ -920,7 +920,14 @@ impl<'a> Session<'a> {
                 Err(_) => (0, 0, 0),
             };
             let kept = self.read_samples(completed);
-            log::debug(&format!(
+            // Every pass of the first few seconds, then one in a hundred (and any with
+            // an overflow or a full image).
+            let say = pass <= 50
+                || pass % 100 == 0
+                || d.overflow != 0
+                || d.stop_reason == ffi::DECODE_STOP_COUNTER_DATA_FULL;
+            if say {
+                log::debug(&format!(
                 "PM sampling: pass {pass}.{round}: stop reason {} ({}), overflow {}, samples in image {total}, populated {populated}, completed {completed}, kept {kept}",
                 d.stop_reason,
                 match d.stop_reason {
@@ -930,6 +937,7 @@ impl<'a> Session<'a> {
                 },
                 d.overflow
             ));
+            }
             if completed > 0 || d.stop_reason == ffi::DECODE_STOP_COUNTER_DATA_FULL {
                 if let Err(rc) = self.init_image() {
                     self.failed = true;
