@@ -10,7 +10,15 @@ pub(super) fn detect(cx: &FindingCx) -> Option<Finding> {
     let why = t
         .facts
         .iter()
-        .find(|f| t.str(f.key) == "pm_sampling" && !t.str(f.value).starts_with("on:"))
+        .find(|f| {
+            // Not "on: ...", nor "not started" (no kernel ran in the window), nor the
+            // clock note: a refusal or a failure.
+            let v = t.str(f.value);
+            t.str(f.key) == "pm_sampling"
+                && ["refused", "not supported", "failed", "stopped"]
+                    .iter()
+                    .any(|p| v.starts_with(p))
+        })
         .map(|f| t.str(f.value))?;
     let mut x = cx.finding(
         FindingId::EnvPmUnavailable,
