@@ -923,7 +923,7 @@ impl<'a> Session<'a> {
             // Every pass of the first few seconds, then one in a hundred (and any with
             // an overflow or a full image).
             let say = pass <= 50
-                || pass % 100 == 0
+                || pass.is_multiple_of(100)
                 || d.overflow != 0
                 || d.stop_reason == ffi::DECODE_STOP_COUNTER_DATA_FULL;
             if say {
