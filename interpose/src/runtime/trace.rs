@@ -139,9 +139,6 @@ pub fn start_tracing(started_by: &str, dir: Option<&Path>) -> Result<PathBuf, Tr
     writer::start(file, meta, sources, o.flush_ms, o.compress).map_err(TraceError::Writer)?;
     env::start(o);
     host::start(o.host);
-    if o.pm && c.is_some() {
-        pm::start(o.pm_interval_us);
-    }
     // The window opens when collection is switched on, before CUPTI starts recording.
     let opened = clock::now_ns();
     state::set(state::TRACING);
@@ -170,6 +167,10 @@ pub fn start_tracing(started_by: &str, dir: Option<&Path>) -> Result<PathBuf, Tr
         ));
     } else {
         writer::note_state_at(opened, CollectorState::Tracing, started_by);
+        // GPU counters only beside our own CUPTI session (never while blind).
+        if o.pm && c.is_some() {
+            pm::start(o.pm_interval_us);
+        }
     }
     log::debug(&format!(
         "tracing to {}{}",
