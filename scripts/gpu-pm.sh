@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # GPU hardware counters (CUPTI PM sampling) on the GPU host, in one device call of under
 # 150 s. Builds nothing: expects target/release/{gputrace,libgputrace.so} built here and
-# carried. Runs, each under `gputrace run` with a 40 s timeout:
+# carried. Runs, each under `gputrace run` with a 35 s timeout:
 #   a. memory_bound: x.mul_(1.0001) on a 2 GiB tensor for 4 s, GPUTRACE_PM=1 GPUTRACE_DEBUG=1;
 #   b. matmul_bf16: 8192 x 8192 bf16 matmuls for 4 s, the same settings;
 #   c. memory_bound again with PM sampling off (a crude time comparison with a);
@@ -23,7 +23,7 @@ one() { # name script pm
   local name=$1 script=$2 pm=$3 d=$WORK/$1
   mkdir -p "$d"
   local t0=$SECONDS
-  GPUTRACE_PM=$pm GPUTRACE_DEBUG=1 timeout 40 "$GT" run -o "$d/traces" -- "$PY" "$W/$script" >"$d/log" 2>&1
+  GPUTRACE_PM=$pm GPUTRACE_DEBUG=1 timeout 35 "$GT" run -o "$d/traces" -- "$PY" "$W/$script" >"$d/log" 2>&1
   echo "rc=$? wall_s=$((SECONDS - t0))" >>"$d/log"
   local traces=("$d/traces"/*.gtrace)
   if [ -e "${traces[0]}" ]; then
@@ -37,7 +37,7 @@ one() { # name script pm
 
 # The metrics PM sampling offers on this chip (which of our names exist), from ncu.
 NCU=$(command -v ncu || echo /usr/local/cuda-13.0/bin/ncu)
-timeout 20 "$NCU" --query-metrics-collection pmsampling --chip gh100 >"$WORK/pm_metrics.txt" 2>&1
+timeout 15 "$NCU" --query-metrics-collection pmsampling --chip gh100 >"$WORK/pm_metrics.txt" 2>&1
 echo "ncu metric list done at ${SECONDS}s ($(wc -l <"$WORK/pm_metrics.txt") lines)"
 
 one memory_bound memory_bound.py 1
