@@ -65,6 +65,8 @@ pub struct Trace {
     /// site is (sorted by thread, then start; see [`Trace::call_site`]).
     pub py_stacks: Vec<fmt::PyStack>,
     pub call_sites: Vec<fmt::CallSite>,
+    /// GPU hardware counter samples (CUPTI PM sampling), by start time.
+    pub counter_samples: Vec<fmt::CounterSample>,
 }
 
 /// One NVTX range: a push/pop pair (same thread) or a start/end pair (same id).
@@ -252,6 +254,7 @@ impl Trace {
             Event::GpuEvent(e) => self.gpu_events.push(e),
             Event::PyStack(st) => self.py_stacks.push(st),
             Event::CallSite(c) => self.call_sites.push(c),
+            Event::CounterSample(c) => self.counter_samples.push(c),
         }
     }
 
@@ -295,6 +298,7 @@ impl Trace {
             gpu_events,
             py_stacks: _,
             call_sites,
+            counter_samples,
         } = &mut p.tables;
         self.kernels.append(kernels);
         self.memcpys.append(memcpys);
@@ -317,6 +321,7 @@ impl Trace {
         self.gpu_processes.append(gpu_processes);
         self.gpu_events.append(gpu_events);
         self.call_sites.append(call_sites);
+        self.counter_samples.append(counter_samples);
         for e in p.rest.drain(..) {
             self.add(e);
         }
@@ -353,6 +358,8 @@ impl Trace {
         self.gpu_samples.sort_by_key(|g| (g.ts, g.device));
         self.gpu_processes.sort_by_key(|p| (p.ts, p.device, p.pid));
         self.gpu_events.sort_by_key(|e| (e.ts, e.device));
+        self.counter_samples
+            .sort_by_key(|c| (c.start, c.end, c.device));
         self.nvtx_ranges = self.pair_nvtx();
         self.thread_cpu.sort_by_key(|x| (x.ts, x.tid));
         self.proc_samples.sort_by_key(|x| (x.ts, x.pid, x.flags));

@@ -717,3 +717,39 @@ fn every_host_sample_gets_one_line() {
     assert_eq!(v[4]["psi_io_some_us"], 3);
     assert!(v[4].get("cgroup_usage_us").is_none());
 }
+
+/// A GPU counter sample gets one line, its percentages in percent and the metrics the
+/// GPU did not give left out.
+#[test]
+fn a_counter_sample_gets_one_line() {
+    let meta = fmt::Meta::default();
+    let events = vec![fmt::Event::CounterSample(fmt::CounterSample {
+        start: 1_000,
+        end: 1_001_000,
+        device: 0,
+        sm_active: 9_871,
+        dram: 9_250,
+        tensor_active: 0,
+        pcie_read_bytes: 4096,
+        ..Default::default()
+    })];
+    let bytes = encode(&meta, &events, 1, false);
+    let (out, _) = streamed(Path::new("pm.gtrace"), &bytes, DEFAULT_MAX_PENDING);
+    let lines: Vec<Value> = out
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(|l| serde_json::from_slice(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 1, "{}", String::from_utf8_lossy(&out));
+    let l = &lines[0];
+    assert_eq!(l["type"], "counter_sample");
+    assert_eq!(
+        (l["ts_ns"].as_u64(), l["dur_ns"].as_u64()),
+        (Some(1_000), Some(1_000_000))
+    );
+    assert_eq!(l["sm_active_pct"], 98.71);
+    assert_eq!(l["dram_pct"], 92.5);
+    assert_eq!(l["tensor_active_pct"], 0.0);
+    assert_eq!(l["pcie_read_bytes"], 4096);
+    assert!(l.get("occupancy_pct").is_none() && l.get("nvlink_rx_bytes").is_none());
+}

@@ -824,3 +824,103 @@ fn findings_about_calls_name_the_users_lines() {
     assert!(serde_json::to_value(g).unwrap().get("call_sites").is_none());
     assert!(!g.evidence.iter().any(|e| e.starts_with("called from")));
 }
+
+/// `b` with GPU counter samples of 1 ms over its whole span, every one reading `dram`
+/// and `tensor` (percent of peak).
+fn with_counters(b: common::B, dram: u32, tensor: u32) -> Trace {
+    let mut b = b;
+    let end = b
+        .events()
+        .iter()
+        .filter_map(|e| match e {
+            Event::Kernel(k) => Some(k.end),
+            _ => None,
+        })
+        .max()
+        .unwrap_or(T0);
+    let mut ts = T0;
+    while ts < end {
+        b.ev.push(Event::CounterSample(fmt::CounterSample {
+            start: ts,
+            end: ts + MS,
+            device: 0,
+            sm_active: 9_800,
+            occupancy: 6_000,
+            tensor_active: tensor * 100,
+            dram: dram * 100,
+            ..Default::default()
+        }));
+        ts += MS;
+    }
+    b.build()
+}
+
+#[test]
+fn dram_bound_kernels_are_memory_bound_with_measured_header() {
+    let r = report(with_counters(healthy(30), 92, 1));
+    let f = get(&r, FindingId::MemoryBound);
+    assert!(f.severity >= Severity::Warn, "{f:?}");
+    assert_eq!(r.findings[0].id, FindingId::MemoryBound);
+    assert!(!f.estimated);
+    assert!(f.at_stake_pct > 90.0, "{}", f.at_stake_pct);
+    assert!(
+        f.evidence.iter().any(|e| e.contains("DRAM 92%")),
+        "{:?}",
+        f.evidence
+    );
+    assert!(f.fix.contains("torch.compile"));
+    let p = &r.processes[0];
+    let m = p.measured.as_ref().expect("measured counters");
+    assert_eq!(m.dram_pct, Some(92.0));
+    assert_eq!(m.sm_active_pct, Some(98.0));
+    let text = gputrace_analyzer::render_text(&r);
+    assert!(
+        text.contains("SMs actually active 98%, occupancy 60% (measured"),
+        "{text}"
+    );
+    assert!(!text.contains("estimated from grid sizes"), "{text}");
+}
+
+#[test]
+fn tensor_heavy_kernels_are_not_memory_bound() {
+    let r = report(with_counters(healthy(30), 65, 80));
+    assert!(
+        find(&r, FindingId::MemoryBound).is_none(),
+        "{:?}",
+        warn_ids(&r)
+    );
+    assert!(r.processes[0].measured.is_some());
+    let r = report(with_counters(healthy(30), 30, 0));
+    assert!(find(&r, FindingId::MemoryBound).is_none());
+}
+
+#[test]
+fn without_counter_samples_the_header_stays_an_estimate() {
+    let r = report(healthy(30).build());
+    assert!(r.processes[0].measured.is_none());
+    assert!(find(&r, FindingId::MemoryBound).is_none());
+    let text = gputrace_analyzer::render_text(&r);
+    assert!(text.contains("(estimated from grid sizes)"), "{text}");
+}
+
+#[test]
+fn refused_counters_are_one_info_line_with_the_fix() {
+    let mut b = healthy(30);
+    let key = b.s("pm_sampling");
+    let value = b.s("refused: not permitted (cuptiPmSamplingEnable: CUPTI_ERROR_INSUFFICIENT_PRIVILEGES); set NVreg_RestrictProfilingToAdminUsers=0 or run as root");
+    b.ev.push(Event::Fact(fmt::Fact {
+        ts: T0,
+        device: 0,
+        key,
+        value,
+    }));
+    let r = report(b.build());
+    let f = get(&r, FindingId::EnvPmUnavailable);
+    assert_eq!(f.severity, Severity::Info);
+    assert!(
+        f.fix.contains("NVreg_RestrictProfilingToAdminUsers=0"),
+        "{}",
+        f.fix
+    );
+    assert!(warn_ids(&r).is_empty(), "{:?}", warn_ids(&r));
+}

@@ -453,6 +453,22 @@ impl Encoder {
                 self.v(c.stack as u64);
                 TAG_CALL_SITE
             }
+            Event::CounterSample(c) => {
+                self.span(c.start, c.end);
+                self.v(c.device as u64);
+                for x in [c.sm_active, c.occupancy, c.tensor_active, c.dram] {
+                    self.na(x as u64, ENV_NA as u64);
+                }
+                for x in [
+                    c.pcie_read_bytes,
+                    c.pcie_write_bytes,
+                    c.nvlink_rx_bytes,
+                    c.nvlink_tx_bytes,
+                ] {
+                    self.na(x, ENV_NA64);
+                }
+                TAG_COUNTER_SAMPLE
+            }
         };
         self.emit(tag);
         self.count += 1;
@@ -1200,6 +1216,22 @@ impl<'a> Decoder<'a> {
                 tid: b.v32()?,
                 stack: b.v32()?,
             }),
+            TAG_COUNTER_SAMPLE => {
+                let (start, end) = self.span(b)?;
+                Event::CounterSample(CounterSample {
+                    start,
+                    end,
+                    device: b.v32()?,
+                    sm_active: b.na32()?,
+                    occupancy: b.na32()?,
+                    tensor_active: b.na32()?,
+                    dram: b.na32()?,
+                    pcie_read_bytes: b.na(ENV_NA64)?,
+                    pcie_write_bytes: b.na(ENV_NA64)?,
+                    nvlink_rx_bytes: b.na(ENV_NA64)?,
+                    nvlink_tx_bytes: b.na(ENV_NA64)?,
+                })
+            }
             _ => return Ok(None),
         }))
     }
@@ -1496,6 +1528,24 @@ mod tests {
                 kind: GPU_EVENT_XID,
                 data: 79,
             }),
+            Event::CounterSample(CounterSample {
+                start: 1_700_000_000_400_000_000,
+                end: 1_700_000_000_401_000_000,
+                device: 0,
+                sm_active: 9_871,
+                occupancy: 4_012,
+                tensor_active: 0,
+                dram: 9_204,
+                pcie_read_bytes: 0,
+                pcie_write_bytes: 1 << 20,
+                ..Default::default()
+            }),
+            Event::CounterSample(CounterSample {
+                start: 1_700_000_000_401_000_000,
+                end: 1_700_000_000_401_000_000,
+                device: 1,
+                ..Default::default()
+            }),
         ]
     }
 
@@ -1654,6 +1704,7 @@ mod tests {
             TAG_GPU_EVENT,
             TAG_PY_STACK,
             TAG_CALL_SITE,
+            TAG_COUNTER_SAMPLE,
         ];
         let n = tags.len();
         tags.sort_unstable();

@@ -1044,6 +1044,48 @@ pub struct CallSite {
     pub stack: u32,
 }
 
+/// One sample of the GPU's hardware counters (CUPTI PM sampling) over `start..end`
+/// (trace clock). Percentages are in hundredths of a percent of the unit's peak, bytes
+/// are totals over the sample; a metric the GPU or CUPTI could not give is
+/// [`ENV_NA`] / [`ENV_NA64`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CounterSample {
+    pub start: u64,
+    pub end: u64,
+    /// CUDA device ordinal.
+    pub device: u32,
+    /// SMs with at least one warp resident (`sm__cycles_active`), of elapsed cycles.
+    pub sm_active: u32,
+    /// Warps resident per SM of the maximum, over active cycles (achieved occupancy).
+    pub occupancy: u32,
+    /// Tensor pipe busy, of elapsed cycles.
+    pub tensor_active: u32,
+    /// DRAM throughput, of peak.
+    pub dram: u32,
+    pub pcie_read_bytes: u64,
+    pub pcie_write_bytes: u64,
+    pub nvlink_rx_bytes: u64,
+    pub nvlink_tx_bytes: u64,
+}
+
+impl Default for CounterSample {
+    fn default() -> CounterSample {
+        CounterSample {
+            start: 0,
+            end: 0,
+            device: 0,
+            sm_active: ENV_NA,
+            occupancy: ENV_NA,
+            tensor_active: ENV_NA,
+            dram: ENV_NA,
+            pcie_read_bytes: ENV_NA64,
+            pcie_write_bytes: ENV_NA64,
+            nvlink_rx_bytes: ENV_NA64,
+            nvlink_tx_bytes: ENV_NA64,
+        }
+    }
+}
+
 /// One trace event. Tags (the `TAG_*` constants) are append-only.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Event {
@@ -1114,6 +1156,8 @@ pub enum Event {
     PyStack(PyStack),
     /// The Python stack a host call was made from (format 2.2).
     CallSite(CallSite),
+    /// GPU hardware counters over a short interval (CUPTI PM sampling).
+    CounterSample(CounterSample),
 }
 
 pub const TAG_STR: u8 = 1;
@@ -1152,6 +1196,8 @@ pub const TAG_GPU_EVENT: u8 = 28;
 /// Python call sites (format 2.2).
 pub const TAG_PY_STACK: u8 = 29;
 pub const TAG_CALL_SITE: u8 = 30;
+/// GPU hardware counter samples (format 2.3, PM sampling).
+pub const TAG_COUNTER_SAMPLE: u8 = 31;
 
 impl Event {
     /// The event's primary timestamp, if it has one.
@@ -1182,6 +1228,7 @@ impl Event {
             Event::GpuProcess(p) => Some(p.ts),
             Event::GpuEvent(e) => Some(e.ts),
             Event::CallSite(c) => Some(c.ts),
+            Event::CounterSample(c) => Some(c.start),
         }
     }
 

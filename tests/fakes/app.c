@@ -24,6 +24,9 @@
  *               see run_profiler()
  *   exec        2 launches of _Z6beforev, then execs itself as `app basic`
  *   retcodes    checks the fake runtime's documented return values and errno
+ *   pm WAIT     5 launches of _Z6streamv, a device sync; with WAIT=1 it then waits (at
+ *               most 20 s, else exit 4) until the fake CUPTI's PM sampling has decoded
+ *               samples or refused, so the tracer's sampler had its turn
  *   nocuda      prints a line, never loads CUDA
  *   idle        loads the runtime and never calls it
  * With APP_LOAD_CUPTI=1 in the environment the app first dlopens the libcupti next to
@@ -325,6 +328,30 @@ static void run_steady(const char *path) {
     }
 }
 
+static void run_pm(int wait) {
+    const dim3 g = {1024, 1, 1}, b = {256, 1, 1};
+    for (int i = 0; i < 5; i++)
+        OK(launch("_Z6streamv", g, b, 0, NULL));
+    OK(rt.DeviceSynchronize());
+    printf("pm: 5 launches done\n");
+    if (!wait)
+        return;
+    void *h = dlopen("libcupti.so.13", RTLD_NOW | RTLD_NOLOAD);
+    int (*settled)(void) = h ? (int (*)(void))dlsym(h, "fake_cupti_pm_settled") : NULL;
+    CHECK(settled != NULL, "the fake CUPTI with PM sampling is not loaded");
+    if (!settled)
+        return;
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    while (!settled()) {
+        if (seconds_since(&t0) > 20) {
+            fprintf(stderr, "app: PM sampling never settled\n");
+            exit(4);
+        }
+        usleep(1000);
+    }
+}
+
 static void run_exec(const char *self) {
     const dim3 g = {4, 1, 1}, b = {128, 1, 1};
     for (int i = 0; i < 2; i++)
@@ -600,6 +627,8 @@ int main(int argc, char **argv) {
         run_exec(argv[0]);
     else if (strcmp(s, "retcodes") == 0)
         run_retcodes();
+    else if (strcmp(s, "pm") == 0)
+        run_pm(argc > 2 && strcmp(argv[2], "1") == 0);
     else {
         fprintf(stderr, "app: unknown scenario %s\n", s);
         return 2;

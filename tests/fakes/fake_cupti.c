@@ -747,6 +747,221 @@ EXPORT CUptiResult cuptiFinalize(void) {
     return CUPTI_SUCCESS;
 }
 
+/* ======================= PM sampling (CUPTI 12.6+; not in the 12.0 flavour) =======================
+ *
+ * Plays cupti_pmsampling.h and cupti_profiler_host.h with known answers:
+ *   - metric names starting with "nvl" or "dram__throughput" are unknown to this "chip"
+ *     (so a client falls back to its next candidate or leaves them out);
+ *   - a config of more than 5 metrics needs 2 passes;
+ *   - the first cuptiPmSamplingDecodeData after Start yields 3 completed samples of 1 ms
+ *     each, starting at Start's time; later ones yield none;
+ *   - values by name: "dram" 92.5, "sm__cycles_active" 99, "warps" 40, "tensor" 0.5,
+ *     "pcie__read" 4096, "pcie__write" 8192 (per cent or bytes);
+ *   - cuptiPmSamplingDisable says on stderr whether activity kinds were still enabled;
+ *   - FAKE_CUPTI_PM=denied: cuptiPmSamplingEnable says CUPTI_ERROR_INSUFFICIENT_PRIVILEGES;
+ *     FAKE_CUPTI_PM=busy: CUPTI_ERROR_HARDWARE_BUSY.
+ * The counter data image holds: a magic, the sample count, then (start, end) pairs.
+ */
+#ifndef FAKE_CUPTI_12
+#include <stdlib.h>
+
+#define PM_HARDWARE_BUSY 26
+#define PM_INSUFFICIENT_PRIVILEGES 35
+#define PM_MAX_METRICS 5
+#define PM_MAGIC 0x504d4653u
+
+typedef struct { size_t structSize; void *pPriv; } PmProfilerInit;
+typedef struct { size_t structSize; void *pPriv; size_t deviceIndex; const char *pChipName; } PmChipName;
+typedef struct { size_t structSize; void *pPriv; size_t deviceIndex; void *obj; } PmEnable;
+typedef struct { size_t structSize; void *pPriv; void *obj; } PmObj;
+typedef struct {
+    size_t structSize; void *pPriv; void *obj; size_t configSize; const uint8_t *pConfig;
+    size_t hardwareBufferSize; uint64_t samplingInterval; uint32_t triggerMode; uint32_t appendMode;
+} PmSetConfig;
+typedef struct {
+    size_t structSize; void *pPriv; void *obj; uint8_t *image; size_t imageSize;
+    uint32_t stopReason; uint8_t overflow;
+} PmDecode;
+typedef struct {
+    size_t structSize; void *pPriv; void *obj; const char **names; size_t numMetrics;
+    uint32_t maxSamples; size_t size;
+} PmDataSize;
+typedef struct { size_t structSize; void *pPriv; void *obj; size_t size; uint8_t *image; } PmDataInit;
+typedef struct {
+    size_t structSize; void *pPriv; const uint8_t *image; size_t size;
+    size_t total, populated, completed;
+} PmDataInfo;
+typedef struct {
+    size_t structSize; void *pPriv; void *obj; const uint8_t *image; size_t size;
+    size_t index; uint64_t start, end;
+} PmSampleInfo;
+typedef struct {
+    size_t structSize; void *pPriv; uint32_t type; const char *chip; const uint8_t *avail; void *host;
+} PmHostInit;
+typedef struct { size_t structSize; void *pPriv; void *host; } PmHostDeinit;
+typedef struct { size_t structSize; void *pPriv; void *host; const char **names; size_t n; } PmHostAdd;
+typedef struct { size_t structSize; void *pPriv; void *host; size_t size; } PmHostImageSize;
+typedef struct { size_t structSize; void *pPriv; void *host; size_t size; uint8_t *image; } PmHostImage;
+typedef struct { size_t structSize; void *pPriv; size_t size; uint8_t *image; size_t passes; } PmHostPasses;
+typedef struct {
+    size_t structSize; void *pPriv; void *host; const uint8_t *image; size_t size; size_t range;
+    const char **names; size_t n; double *values;
+} PmHostEval;
+
+struct pm_host { size_t metrics; };
+static int pm_enabled, pm_started, pm_decoded, pm_profiler;
+/* Set once PM sampling was refused or decoded samples: the app's "pm" scenario waits for it. */
+static _Atomic int pm_settled;
+EXPORT int fake_cupti_pm_settled(void) { return atomic_load(&pm_settled); }
+static uint64_t pm_start_ns;
+static char pm_object;
+
+static int pm_known(const char *n) {
+    return strncmp(n, "nvl", 3) != 0 && strncmp(n, "dram__throughput", 16) != 0;
+}
+
+EXPORT CUptiResult cuptiProfilerInitialize(PmProfilerInit *p) { (void)p; pm_profiler = 1; return CUPTI_SUCCESS; }
+EXPORT CUptiResult cuptiProfilerDeInitialize(PmProfilerInit *p) { (void)p; pm_profiler = 0; return CUPTI_SUCCESS; }
+EXPORT CUptiResult cuptiDeviceGetChipName(PmChipName *p) {
+    if (!pm_profiler) return CUPTI_ERROR_NOT_INITIALIZED;
+    p->pChipName = "FAKE100";
+    return CUPTI_SUCCESS;
+}
+EXPORT CUptiResult cuptiProfilerHostInitialize(PmHostInit *p) {
+    if (!p->chip || strcmp(p->chip, "FAKE100") != 0) return CUPTI_ERROR_INVALID_PARAMETER;
+    struct pm_host *h = calloc(1, sizeof *h);
+    if (!h) return CUPTI_ERROR_UNKNOWN;
+    p->host = h;
+    return CUPTI_SUCCESS;
+}
+EXPORT CUptiResult cuptiProfilerHostDeinitialize(PmHostDeinit *p) { free(p->host); return CUPTI_SUCCESS; }
+EXPORT CUptiResult cuptiProfilerHostConfigAddMetrics(PmHostAdd *p) {
+    for (size_t i = 0; i < p->n; i++)
+        if (!pm_known(p->names[i])) return CUPTI_ERROR_INVALID_PARAMETER;
+    ((struct pm_host *)p->host)->metrics += p->n;
+    return CUPTI_SUCCESS;
+}
+EXPORT CUptiResult cuptiProfilerHostGetConfigImageSize(PmHostImageSize *p) { p->size = 16; return CUPTI_SUCCESS; }
+EXPORT CUptiResult cuptiProfilerHostGetConfigImage(PmHostImage *p) {
+    if (p->size < 16) return CUPTI_ERROR_INVALID_PARAMETER;
+    memset(p->image, 0, p->size);
+    memcpy(p->image, &((struct pm_host *)p->host)->metrics, sizeof(size_t));
+    return CUPTI_SUCCESS;
+}
+EXPORT CUptiResult cuptiProfilerHostGetNumOfPasses(PmHostPasses *p) {
+    size_t n;
+    memcpy(&n, p->image, sizeof n);
+    p->passes = n > PM_MAX_METRICS ? 2 : 1;
+    return CUPTI_SUCCESS;
+}
+EXPORT CUptiResult cuptiPmSamplingEnable(PmEnable *p) {
+    const char *m = getenv("FAKE_CUPTI_PM");
+    if (m && strcmp(m, "denied") == 0) {
+        atomic_store(&pm_settled, 1);
+        return PM_INSUFFICIENT_PRIVILEGES;
+    }
+    if (m && strcmp(m, "busy") == 0) {
+        atomic_store(&pm_settled, 1);
+        return PM_HARDWARE_BUSY;
+    }
+    if (!pm_profiler || pm_enabled) return CUPTI_ERROR_INVALID_OPERATION;
+    pm_enabled = 1;
+    p->obj = &pm_object;
+    return CUPTI_SUCCESS;
+}
+EXPORT CUptiResult cuptiPmSamplingDisable(PmObj *p) {
+    (void)p;
+    pthread_mutex_lock(&mu);
+    uint64_t kinds = kinds_enabled;
+    pthread_mutex_unlock(&mu);
+    /* The tests check the order: CUPTI may finalize itself here, so a tracer must have
+     * stopped (and flushed) its activity kinds first. */
+    fprintf(stderr, "fake_cupti: PM sampling disabled %s\n",
+            kinds ? "while activity kinds were enabled" : "after activity tracing stopped");
+    pm_enabled = 0;
+    return CUPTI_SUCCESS;
+}
+EXPORT CUptiResult cuptiPmSamplingSetConfig(PmSetConfig *p) {
+    size_t n;
+    if (!pm_enabled || p->configSize < 16 || p->triggerMode > 1 || p->samplingInterval == 0)
+        return CUPTI_ERROR_INVALID_PARAMETER;
+    memcpy(&n, p->pConfig, sizeof n);
+    return n > PM_MAX_METRICS ? 27 /* NOT_SUPPORTED: more than one pass */ : CUPTI_SUCCESS;
+}
+EXPORT CUptiResult cuptiPmSamplingGetCounterDataSize(PmDataSize *p) {
+    p->size = 8 + 16 * (size_t)p->maxSamples;
+    return CUPTI_SUCCESS;
+}
+EXPORT CUptiResult cuptiPmSamplingCounterDataImageInitialize(PmDataInit *p) {
+    if (p->size < 8) return CUPTI_ERROR_INVALID_PARAMETER;
+    uint32_t h[2] = {PM_MAGIC, 0};
+    memcpy(p->image, h, sizeof h);
+    return CUPTI_SUCCESS;
+}
+EXPORT CUptiResult cuptiPmSamplingStart(PmObj *p) {
+    (void)p;
+    if (!pm_enabled || pm_started) return CUPTI_ERROR_INVALID_OPERATION;
+    pm_started = 1;
+    pm_decoded = 0;
+    pm_start_ns = realtime_ns();
+    return CUPTI_SUCCESS;
+}
+EXPORT CUptiResult cuptiPmSamplingStop(PmObj *p) { (void)p; pm_started = 0; return CUPTI_SUCCESS; }
+EXPORT CUptiResult cuptiPmSamplingDecodeData(PmDecode *p) {
+    uint32_t h[2];
+    if (!pm_enabled) return CUPTI_ERROR_INVALID_OPERATION;
+    memcpy(h, p->image, sizeof h);
+    if (h[0] != PM_MAGIC) return CUPTI_ERROR_INVALID_PARAMETER;
+    if (!pm_decoded && p->imageSize >= 8 + 3 * 16) {
+        for (uint32_t i = 0; i < 3; i++) {
+            uint64_t se[2] = {pm_start_ns + i * 1000000ull, pm_start_ns + (i + 1) * 1000000ull};
+            memcpy(p->image + 8 + 16 * (h[1] + i), se, sizeof se);
+        }
+        h[1] += 3;
+        memcpy(p->image, h, sizeof h);
+        pm_decoded = 1;
+    }
+    if (pm_decoded)
+        atomic_store(&pm_settled, 1);
+    p->stopReason = 2; /* END_OF_RECORDS */
+    p->overflow = 0;
+    return CUPTI_SUCCESS;
+}
+EXPORT CUptiResult cuptiPmSamplingGetCounterDataInfo(PmDataInfo *p) {
+    uint32_t h[2];
+    memcpy(h, p->image, sizeof h);
+    if (h[0] != PM_MAGIC) return CUPTI_ERROR_INVALID_PARAMETER;
+    p->total = (p->size - 8) / 16;
+    p->populated = h[1];
+    p->completed = h[1];
+    return CUPTI_SUCCESS;
+}
+EXPORT CUptiResult cuptiPmSamplingCounterDataGetSampleInfo(PmSampleInfo *p) {
+    uint32_t h[2];
+    memcpy(h, p->image, sizeof h);
+    if (p->index >= h[1]) return CUPTI_ERROR_INVALID_PARAMETER;
+    uint64_t se[2];
+    memcpy(se, p->image + 8 + 16 * p->index, sizeof se);
+    p->start = se[0];
+    p->end = se[1];
+    return CUPTI_SUCCESS;
+}
+EXPORT CUptiResult cuptiProfilerHostEvaluateToGpuValues(PmHostEval *p) {
+    for (size_t i = 0; i < p->n; i++) {
+        const char *n = p->names[i];
+        double v = 0;
+        if (strstr(n, "dram")) v = 92.5;
+        else if (strstr(n, "sm__cycles_active")) v = 99;
+        else if (strstr(n, "warps")) v = 40;
+        else if (strstr(n, "tensor")) v = 0.5;
+        else if (strstr(n, "pcie__read")) v = 4096;
+        else if (strstr(n, "pcie__write")) v = 8192;
+        p->values[i] = v;
+    }
+    return CUPTI_SUCCESS;
+}
+#endif /* FAKE_CUPTI_12 */
+
 /* ======================= Control interface for the fake runtime ======================= */
 
 EXPORT uint64_t fake_cupti_now(void) { return realtime_ns(); }

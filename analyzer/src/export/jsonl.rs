@@ -45,6 +45,10 @@
 //!   first, each `file`, `function`, `line`; line 0 when not known).
 //! * `call_site`: `tid`, `ts_ns` (the start of that thread's host call: an `api`,
 //!   `host_call`, `host_copy` or `nccl` line) and `stack` (a `py_stack` id).
+//! GPU hardware counters (`GPUTRACE_PM=1`; values the GPU did not give are left out):
+//! * `counter_sample`: `device`, `dur_ns`, `sm_active_pct`, `occupancy_pct` (achieved
+//!   occupancy), `tensor_active_pct`, `dram_pct` (of peak), `pcie_read_bytes`,
+//!   `pcie_write_bytes`, `nvlink_rx_bytes`, `nvlink_tx_bytes` (over the sample).
 //!
 //! Host samples (format 2.1, the library's sampler; counters are cumulative):
 //! * `thread_cpu`: a CUDA-issuing thread: `tid`, `cpu_ns` (on a CPU), `wait_ns`
@@ -512,6 +516,30 @@ impl EventExporter for Jsonl {
                 m.put("memory_limit", &x.memory_limit);
                 m.put("thread_period_us", &x.thread_period_us);
                 m.put("tree_period_us", &x.tree_period_us);
+            }
+            TraceEvent::CounterSample(x) => {
+                m.start(
+                    "counter_sample",
+                    pid,
+                    x.start,
+                    Some(x.end.saturating_sub(x.start)),
+                );
+                m.put("device", &x.device);
+                let pct = |v: u32| (v != fmt::ENV_NA).then(|| v as f64 / 100.0);
+                for (k, v) in [
+                    ("sm_active_pct", x.sm_active),
+                    ("occupancy_pct", x.occupancy),
+                    ("tensor_active_pct", x.tensor_active),
+                    ("dram_pct", x.dram),
+                ] {
+                    if let Some(p) = pct(v) {
+                        m.put(k, &p);
+                    }
+                }
+                m.env64("pcie_read_bytes", x.pcie_read_bytes);
+                m.env64("pcie_write_bytes", x.pcie_write_bytes);
+                m.env64("nvlink_rx_bytes", x.nvlink_rx_bytes);
+                m.env64("nvlink_tx_bytes", x.nvlink_tx_bytes);
             }
             TraceEvent::Thread { tid, name } => {
                 m.start("thread", pid, 0, None);

@@ -254,6 +254,8 @@ pub enum TraceEvent<'a> {
     ProcSample(&'a fmt::ProcSample),
     MachineSample(&'a fmt::MachineSample),
     CpuLimits(&'a fmt::CpuLimits),
+    /// GPU hardware counters over an interval (CUPTI PM sampling).
+    CounterSample(&'a fmt::CounterSample),
     /// A thread's name (the last one recorded for it).
     Thread {
         tid: u32,
@@ -294,6 +296,7 @@ impl TraceEvent<'_> {
             TraceEvent::MachineSample(x) => x.ts,
             TraceEvent::CpuLimits(x) => x.ts,
             TraceEvent::CallSite(c) => c.ts,
+            TraceEvent::CounterSample(x) => x.start,
         }
     }
 }

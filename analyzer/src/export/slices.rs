@@ -358,6 +358,8 @@ pub fn describe<'a>(cx: &TraceContext<'a>, ev: &TraceEvent<'a>) -> Shown<'a> {
         | TraceEvent::ProcSample(_)
         | TraceEvent::MachineSample(_)
         | TraceEvent::CpuLimits(_) => Shown::Nothing,
+        // GPU counter samples are in the report (not yet counter tracks).
+        TraceEvent::CounterSample(_) => Shown::Nothing,
         TraceEvent::Api(a) => {
             let cat = if a.domain == fmt::DOMAIN_DRIVER {
                 Cat::Driver

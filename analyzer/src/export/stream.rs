@@ -426,6 +426,7 @@ enum Kind {
     ProcSample,
     MachineSample,
     CpuLimits,
+    CounterSample,
     Thread,
     CallSite,
     PyStack,
@@ -468,6 +469,8 @@ enum Rec {
     MachineSample(Box<fmt::MachineSample>),
     CpuLimits(Box<fmt::CpuLimits>),
     CallSite(fmt::CallSite),
+    /// Boxed, as GPU samples.
+    CounterSample(Box<fmt::CounterSample>),
 }
 
 fn pair(hi: u32, lo: u32) -> u64 {
@@ -498,6 +501,7 @@ impl Rec {
             Event::MachineSample(x) => Rec::MachineSample(Box::new(x)),
             Event::CpuLimits(x) => Rec::CpuLimits(Box::new(x)),
             Event::CallSite(c) => Rec::CallSite(c),
+            Event::CounterSample(x) => Rec::CounterSample(Box::new(x)),
             Event::Str { .. }
             | Event::PyStack(_)
             | Event::Clock { .. }
@@ -542,6 +546,7 @@ impl Rec {
             Rec::MachineSample(x) => x.ts,
             Rec::CpuLimits(x) => x.ts,
             Rec::CallSite(c) => c.ts,
+            Rec::CounterSample(x) => x.start,
         }
     }
 
@@ -587,6 +592,7 @@ impl Rec {
             Rec::MachineSample(x) => (Kind::MachineSample, [x.ts, 0, 0, 0]),
             Rec::CpuLimits(x) => (Kind::CpuLimits, [x.ts, 0, 0, 0]),
             Rec::CallSite(c) => (Kind::CallSite, [c.ts, c.tid as u64, c.stack as u64, 0]),
+            Rec::CounterSample(x) => (Kind::CounterSample, [x.start, x.end, x.device as u64, 0]),
         }
     }
 
@@ -615,6 +621,7 @@ impl Rec {
             Rec::MachineSample(x) => f(&TraceEvent::MachineSample(x)),
             Rec::CpuLimits(x) => f(&TraceEvent::CpuLimits(x)),
             Rec::CallSite(c) => f(&TraceEvent::CallSite(c)),
+            Rec::CounterSample(x) => f(&TraceEvent::CounterSample(x)),
         }
     }
 }

@@ -12,6 +12,7 @@ pub mod callsites;
 pub mod classify;
 pub mod comm;
 pub mod copies;
+pub mod counters;
 pub mod ctx;
 pub mod damage;
 mod findings;
@@ -318,6 +319,10 @@ pub struct ProcessReport {
     pub gpu_util_pct: f64,
     /// Time-weighted share of the GPU's resident-block slots kernels filled (estimate).
     pub sm_fill_pct: Option<f64>,
+    /// GPU hardware counters measured over the steady state (`GPUTRACE_PM=1`); absent
+    /// without counter samples.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub measured: Option<counters::Measured>,
     pub kernels: KernelsReport,
     pub launches: LaunchReport,
     pub copies: Vec<CopyReport>,
@@ -956,6 +961,7 @@ fn analyze_process(
             })
             .collect(),
     };
+    let counters = counters::stats(&t.counter_samples, &t.kernels, st.steady);
     let sm_fill = (kstats.fill_known_ns > 0 && swin > 0)
         .then(|| (100.0 * kstats.fill_ns / (swin * devs_active) as f64).min(100.0));
     let report = ProcessReport {
@@ -980,6 +986,7 @@ fn analyze_process(
         startup_breakdown: breakdown(&satt, swall),
         gpu_util_pct: pct(ps.kernel_busy, wall),
         sm_fill_pct: sm_fill,
+        measured: counters.measured.clone(),
         kernels: kreport,
         launches: lreport,
         copies: cstats
@@ -1057,6 +1064,7 @@ fn analyze_process(
         copies: cstats,
         memory,
         comm: cm,
+        counters,
         report: &report,
     };
     let f = findings::process(&cx);

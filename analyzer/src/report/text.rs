@@ -210,14 +210,31 @@ fn process_header(o: &mut String, p: &ProcessReport, multi: bool) {
             l.mean_queue_depth
         );
     }
-    let _ = writeln!(
-        o,
-        "   nvidia-smi GPU-Util would read {:.0}%; SM fill actually achieved ~{} (estimated from grid sizes)",
-        p.gpu_util_pct,
-        p.sm_fill_pct
-            .map(pct_str)
-            .unwrap_or_else(|| "? (no device record)".into())
-    );
+    match &p.measured {
+        Some(m) => {
+            let v = |x: Option<f64>| x.map(pct_str).unwrap_or_else(|| "?".into());
+            let _ = writeln!(
+                o,
+                "   nvidia-smi GPU-Util would read {:.0}%; SMs actually active {}, occupancy {} (measured: {} counter samples; tensor {}, DRAM {} of peak)",
+                p.gpu_util_pct,
+                v(m.sm_active_pct),
+                v(m.occupancy_pct),
+                m.samples,
+                v(m.tensor_active_pct),
+                v(m.dram_pct)
+            );
+        }
+        None => {
+            let _ = writeln!(
+                o,
+                "   nvidia-smi GPU-Util would read {:.0}%; SM fill actually achieved ~{} (estimated from grid sizes)",
+                p.gpu_util_pct,
+                p.sm_fill_pct
+                    .map(pct_str)
+                    .unwrap_or_else(|| "? (no device record)".into())
+            );
+        }
+    }
     if let Some(h) = &p.host_cpu {
         host_lines(o, h);
     }

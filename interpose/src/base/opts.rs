@@ -113,6 +113,10 @@ pub struct Opts {
     /// NVML sampling period in a trace window (`GPUTRACE_NVML_MS`, default 100; 0: the
     /// facts only, no sampling).
     pub nvml_ms: u64,
+    /// GPU hardware counters through CUPTI PM sampling in a trace window (`GPUTRACE_PM`).
+    pub pm: bool,
+    /// PM sampling interval in microseconds (`GPUTRACE_PM_US`, default 1000).
+    pub pm_interval_us: u64,
     /// `GPUTRACE_NVML_SKIP`: NVML reads left out.
     pub nvml_skip: gputrace_env::sampler::Skip,
     /// This process's rank in its job and on its node, and the variable each came from
@@ -156,6 +160,8 @@ impl Default for Opts {
             // process hung PyTorch at its first kernel launches (bench/results/2026-12-03-run5-wave).
             nvml: NvmlLib::Off,
             nvml_ms: NVML_MS_DEFAULT,
+            pm: false,
+            pm_interval_us: 1000,
             nvml_skip: Default::default(),
             rank: None,
             local_rank: None,
@@ -347,6 +353,14 @@ impl Opts {
                     Ok(n) if n == 0 || (10..=60_000).contains(&n) => o.nvml_ms = n,
                     _ => bad("0 (off) or milliseconds between 10 and 60000"),
                 },
+                set::PM => match parse_bool(&v) {
+                    Some(b) => o.pm = b,
+                    None => bad("0 or 1"),
+                },
+                set::PM_US => match v.trim().parse::<u64>() {
+                    Ok(n) if (10..=1_000_000).contains(&n) => o.pm_interval_us = n,
+                    _ => bad("microseconds between 10 and 1000000"),
+                },
                 set::NVML_SKIP => match gputrace_env::sampler::Skip::parse(&v) {
                     Some(k) => o.nvml_skip = k,
                     None => bad("a comma-separated list from events, procs, ecc, pcie, ticks"),
@@ -504,6 +518,17 @@ mod tests {
     }
 
     #[test]
+    fn pm_settings() {
+        let d = o(&[]);
+        assert_eq!((d.pm, d.pm_interval_us), (false, 1000));
+        let d = o(&[("GPUTRACE_PM", "1"), ("GPUTRACE_PM_US", "100")]);
+        assert_eq!((d.pm, d.pm_interval_us), (true, 100));
+        let d = o(&[("GPUTRACE_PM", "maybe"), ("GPUTRACE_PM_US", "5")]);
+        assert_eq!((d.pm, d.pm_interval_us), (false, 1000));
+        assert_eq!(d.warnings.len(), 2, "{:?}", d.warnings);
+    }
+
+    #[test]
     fn bad_values_warn_and_keep_defaults() {
         let d = o(&[
             ("GPUTRACE_MODE", "sometimes"),
@@ -549,7 +574,6 @@ mod tests {
                 set::ACTIVITY => "kernel",
                 set::NVML_SKIP => "events",
                 set::SIGNAL => "SIGUSR1",
-                set::NVML_SKIP => "none",
                 set::START_AFTER | set::DURATION => "10s",
                 set::BUFFER_KB => "1024",
                 set::DEVICE_BUFFER_MB | set::BUFFER_POOL_MB | set::RANK => "64",
@@ -557,6 +581,7 @@ mod tests {
                 | set::CUPTI_FLUSH_MS
                 | set::EXIT_WAIT_MS
                 | set::NVML_MS
+                | set::PM_US
                 | set::HOST_TREE_MS => "100",
                 _ => "1",
             };

@@ -5,6 +5,7 @@
 //! environment (versions, limits, NVML samples of clocks, power, PCIe, other processes);
 //! [`host`]: the host side from /proc (the CUDA threads' CPU time, the process tree,
 //! the machine's CPU); [`pystack`]: the Python stacks of the calls that matter.
+//! the machine's CPU); [`pm`]: GPU hardware counters (CUPTI PM sampling).
 //! A new session (NVML counters, host /proc samples, Python stacks) goes next to it as
 //! `session/<name>/`, and needs:
 //! * a way to start and stop, called from `runtime::start_tracing` and
@@ -21,3 +22,4 @@ pub mod cupti;
 pub mod env;
 pub mod host;
 pub mod pystack;
+pub mod pm;

@@ -8,6 +8,7 @@ use crate::report::classify::{self, ApiKind};
 use crate::report::comm::{ClusterComm, CommStats};
 use crate::report::copies::CopyStats;
 use crate::report::ctx::HostClass;
+use crate::report::counters::CounterStats;
 use crate::report::idle::{Attribution, Cause, Method};
 use crate::report::kernels::{KernelStats, MemoryUse};
 use crate::report::steps::Steps;
@@ -33,6 +34,8 @@ pub(crate) struct FindingCx<'c, 'a> {
     pub copies: CopyStats,
     pub memory: Vec<MemoryUse>,
     pub comm: CommStats,
+    /// GPU hardware counter samples over the steady state (empty without them).
+    pub counters: CounterStats,
     /// The process's section of the report, filled in: the numbers it shows.
     pub report: &'c ProcessReport,
 }

@@ -50,6 +50,9 @@ ids! {
     KernelFragmentation = "kernel_fragmentation",
     /// Kernels with far fewer blocks than the GPU holds.
     SmallGrid = "small_grid",
+    /// Kernels that hold DRAM near its peak bandwidth while the math pipes idle
+    /// (measured: GPU counter samples).
+    MemoryBound = "memory_bound",
     /// Small batches while most device memory is unused.
     MemoryHeadroom = "memory_headroom",
     /// Collective time not hidden behind compute.
@@ -80,6 +83,8 @@ ids! {
     EnvXid = "env_xid",
     /// NVML could not be used: the environment checks were skipped.
     EnvNvmlUnavailable = "env_nvml_unavailable",
+    /// GPU hardware counters were asked for but could not be sampled.
+    EnvPmUnavailable = "env_pm_unavailable",
 }
 
 /// The layers a slow job is checked in, from the outside in (the design brief's seed layers).
@@ -133,6 +138,7 @@ impl FindingId {
             LaunchBound => (KernelEfficiency, Idle(Cause::LaunchBound), &[]),
             KernelFragmentation => (KernelEfficiency, Idle(Cause::KernelFragmentation), &[]),
             SmallGrid => (MemoryAndBatchSize, Busy, &[]),
+            MemoryBound => (KernelEfficiency, Busy, &[]),
             MemoryHeadroom => (
                 MemoryAndBatchSize,
                 Busy,
@@ -146,7 +152,7 @@ impl FindingId {
             // GPU time another process, the clocks or the link took from the job (its
             // idle and busy time while that happened).
             EnvSharedGpu | EnvThrottled | EnvPcieDegraded => (Environment, Busy, &[]),
-            EnvCudaCompat | EnvCpuAffinity | EnvXid | EnvNvmlUnavailable => {
+            EnvCudaCompat | EnvCpuAffinity | EnvXid | EnvNvmlUnavailable | EnvPmUnavailable => {
                 (Environment, Coverage, &[])
             }
         };

@@ -29,6 +29,7 @@ mod env_dropped_records;
 mod env_no_host_api;
 mod env_nvml_unavailable;
 mod env_pcie_degraded;
+mod env_pm_unavailable;
 mod env_shared_gpu;
 mod env_throttled;
 mod env_trace_damaged;
@@ -36,6 +37,7 @@ mod env_xid;
 mod implicit_sync;
 mod kernel_fragmentation;
 mod launch_bound;
+mod memory_bound;
 mod memory_headroom;
 mod pageable_memcpy;
 mod small_grid;
@@ -73,6 +75,7 @@ fn detector(id: FindingId) -> Detector {
         LaunchBound => Steady(launch_bound::detect),
         KernelFragmentation => Steady(kernel_fragmentation::detect),
         SmallGrid => Steady(small_grid::detect),
+        MemoryBound => Steady(memory_bound::detect),
         MemoryHeadroom => Steady(memory_headroom::detect),
         CommExposed => Steady(comm_exposed::detect),
         CommStraggler => Job(comm_straggler::detect),
@@ -88,6 +91,7 @@ fn detector(id: FindingId) -> Detector {
         EnvCpuAffinity => Always(env_cpu_affinity::detect),
         EnvXid => Always(env_xid::detect),
         EnvNvmlUnavailable => Always(env_nvml_unavailable::detect),
+        EnvPmUnavailable => Always(env_pm_unavailable::detect),
     }
 }
 

@@ -488,8 +488,21 @@ pub fn active() -> Option<&'static Collector> {
     (!p.is_null()).then(|| unsafe { &*p })
 }
 
+/// Set once the writer decoded a kernel record: CUDA is up and a context exists (the PM
+/// sampling session waits for it).
+static GPU_WORK: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+pub fn gpu_work_seen() -> bool {
+    GPU_WORK.load(Ordering::Acquire)
+}
+
+fn note_gpu_work() {
+    GPU_WORK.store(true, Ordering::Release);
+}
+
 /// Forgets the collector in a forked child (its CUPTI state belongs to the parent).
 pub fn forget_after_fork() {
+    GPU_WORK.store(false, Ordering::Release);
     ACTIVE.store(std::ptr::null_mut(), Ordering::Release);
     buffers::forget_after_fork();
 }

@@ -67,6 +67,13 @@ impl CuptiSource {
             // SAFETY: `rec` is a record of `kind` in the layout of this CUPTI version.
             unsafe { records::decode(layout, kind, rec as *const u8, out.names, out.events) };
         }
+        if !super::gpu_work_seen()
+            && out.events[first..]
+                .iter()
+                .any(|e| matches!(e, Event::Kernel(_)))
+        {
+            super::note_gpu_work();
+        }
         if self.gpu_offset != 0 {
             let off = self.gpu_offset;
             let fix = |t: &mut u64| *t = (*t as i64 - off) as u64;
