@@ -59,6 +59,10 @@ pub struct ProcessView<'a> {
     pub world: usize,
     /// The earliest trace start of the job, on its time base.
     pub job_start_ns: u64,
+    /// Whether this process shows its NVML samples (GPUs and the processes on them):
+    /// false when an earlier process of the job on the same host holds the same
+    /// samples, given to both by one environment file (shown once).
+    pub nvml: bool,
 }
 
 impl ProcessView<'_> {
@@ -131,6 +135,17 @@ pub fn views<'a>(
             } else {
                 (1 << 22) + i as u32
             };
+            // NVML samples from one environment file: the same first sample.
+            let first = t.gpu_samples.first().map(|g| (g.ts, g.device));
+            let nvml = first.is_none()
+                || !report.processes[..i].iter().zip(timelines).any(|(q, qt)| {
+                    q.host == p.host
+                        && traces[qt.trace]
+                            .gpu_samples
+                            .first()
+                            .map(|g| (g.ts, g.device))
+                            == first
+                });
             ProcessView {
                 index: i,
                 process: p,
@@ -145,6 +160,7 @@ pub fn views<'a>(
                 pid,
                 world,
                 job_start_ns,
+                nvml,
             }
         })
         .collect()
@@ -403,6 +419,154 @@ pub fn counters(t: &Trace, mut f: impl FnMut(Series, u64, i64)) {
         if let Some((ts, v)) = last {
             f(series, ts, v.min(i64::MAX as i128) as i64);
         }
+    }
+}
+
+/// Calls `f(series, ts, value)` for every reading of the NVML sampler in the trace's
+/// table (its own samples, or those an environment file gave it), in the table's order.
+pub fn nvml_counters(t: &Trace, mut f: impl FnMut(Series, u64, i64)) {
+    for g in &t.gpu_samples {
+        for what in Nvml::ALL {
+            if let Some(v) = what.of(g) {
+                f(
+                    Series::Nvml {
+                        device: g.device,
+                        what,
+                    },
+                    g.ts,
+                    v,
+                );
+            }
+        }
+    }
+}
+
+/// A counter of the samplers whose values are shares in percent: the host sampler's
+/// CPU time, and NVML's per-process SM share.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Sampled {
+    /// A sampled (CUDA-issuing) thread's on-CPU share between consecutive samples,
+    /// capped at 100; shown under the thread.
+    ThreadCpu {
+        tid: u32,
+    },
+    /// A process of the traced process's tree (itself, its DataLoader workers and
+    /// other children): CPU time between consecutive samples as a share of one CPU
+    /// (above 100 when it ran on several at once).
+    ProcessCpu {
+        pid: u32,
+    },
+    /// The machine's CPUs: busy (user, nice, system, irq, softirq) and I/O-wait shares
+    /// of all CPU time between consecutive samples.
+    MachineBusy,
+    MachineIowait,
+    /// Another process's share of the time the GPU's SMs were busy (NVML, per sample
+    /// period); shown under the GPU as NVML names it.
+    GpuProcessSm {
+        device: u32,
+        pid: u32,
+    },
+}
+
+impl Sampled {
+    /// A name that says which thread, process or GPU without a track around it (for
+    /// formats with flat counters per process).
+    pub fn flat_name(&self, name: &str) -> String {
+        match *self {
+            Sampled::ThreadCpu { tid } => format!("thread {tid} {name}"),
+            Sampled::GpuProcessSm { device, .. } => format!("GPU {device} {name}"),
+            _ => name.to_string(),
+        }
+    }
+
+    /// What the counter is of (the Parquet `counters` table's `track` and `id`).
+    pub fn owner(&self) -> (&'static str, i64) {
+        match *self {
+            Sampled::ThreadCpu { tid } => ("thread", tid as i64),
+            Sampled::ProcessCpu { pid } => ("process", pid as i64),
+            Sampled::MachineBusy | Sampled::MachineIowait => ("machine", -1),
+            Sampled::GpuProcessSm { device, .. } => ("gpu", device as i64),
+        }
+    }
+}
+
+/// A share in percent to two decimals.
+fn pct(part: u64, whole: u64) -> f64 {
+    (part as f64 / whole as f64 * 10_000.0).round() / 100.0
+}
+
+/// Calls `f(counter, name, ts, value)` for every value of the samplers' percentage
+/// counters (see [`Sampled`]; the name is the counter's on its track). A share between
+/// two samples is given at the first of them (it holds until the next); NVML's
+/// per-process shares, which describe the period before their sample, at their
+/// sample. `nvml`: include NVML's (see [`ProcessView::nvml`]).
+pub fn sampled_counters(t: &Trace, nvml: bool, mut f: impl FnMut(Sampled, &str, u64, f64)) {
+    let mut last: HashMap<u32, (u64, u64)> = HashMap::new();
+    for s in &t.thread_cpu {
+        if let Some((ts, cpu)) = last.insert(s.tid, (s.ts, s.cpu_ns)) {
+            if s.ts > ts {
+                let v = pct(s.cpu_ns.saturating_sub(cpu), s.ts - ts).min(100.0);
+                f(Sampled::ThreadCpu { tid: s.tid }, "CPU %", ts, v);
+            }
+        }
+    }
+    last.clear();
+    let mut names: HashMap<u32, String> = HashMap::new();
+    for s in &t.proc_samples {
+        if s.flags & fmt::PROC_FLAG_THREAD != 0 {
+            continue;
+        }
+        if let Some((ts, cpu)) = last.insert(s.pid, (s.ts, s.cpu_ns)) {
+            if s.ts > ts {
+                let name = names.entry(s.pid).or_insert_with(|| {
+                    let comm = t.str(s.comm);
+                    let comm = if comm.is_empty() { "?" } else { comm };
+                    format!("pid {} ({comm}) CPU %", s.pid)
+                });
+                let v = pct(s.cpu_ns.saturating_sub(cpu), s.ts - ts);
+                f(Sampled::ProcessCpu { pid: s.pid }, name, ts, v);
+            }
+        }
+    }
+    for w in t.machine.windows(2) {
+        let (a, b) = (&w[0], &w[1]);
+        let d = |x: u64, y: u64| y.saturating_sub(x);
+        let busy = d(a.busy_ns, b.busy_ns);
+        let iowait = d(a.iowait_ns, b.iowait_ns);
+        let total = busy + iowait + d(a.idle_ns, b.idle_ns) + d(a.steal_ns, b.steal_ns);
+        if b.ts > a.ts && total > 0 {
+            f(
+                Sampled::MachineBusy,
+                "machine CPU busy %",
+                a.ts,
+                pct(busy, total),
+            );
+            f(
+                Sampled::MachineIowait,
+                "machine iowait %",
+                a.ts,
+                pct(iowait, total),
+            );
+        }
+    }
+    if !nvml {
+        return;
+    }
+    let mut names: HashMap<(u32, u32), String> = HashMap::new();
+    for p in &t.gpu_processes {
+        if p.flags & fmt::GPU_PROC_SELF != 0 || p.sm_pct == fmt::ENV_NA {
+            continue;
+        }
+        let name = names.entry((p.device, p.pid)).or_insert_with(|| {
+            let comm = t.str(p.name);
+            let comm = if comm.is_empty() { "?" } else { comm };
+            format!("pid {} ({comm}) SM %", p.pid)
+        });
+        let key = Sampled::GpuProcessSm {
+            device: p.device,
+            pid: p.pid,
+        };
+        f(key, name, p.ts, p.sm_pct as f64);
     }
 }
 
