@@ -424,25 +424,23 @@ impl TimelineExporter for Chrome {
         });
         std::mem::replace(&mut res, Ok(()))?;
         // The samplers' series: counters of the process (pid), named by what they are of.
-        if v.nvml {
-            timeline::nvml_counters(v.trace, |s, ts, val| {
-                if res.is_err() {
-                    return;
-                }
-                let ts = timeline::shift(ts, f.offset);
-                let _ = write!(
-                    f.line,
-                    r#"{{"ph":"C","name":"GPU {} {}","pid":{},"ts":{},"args":{{"value":{val}}}}}"#,
-                    s.device(),
-                    s.name(),
-                    f.pid,
-                    us(ts, f.base)
-                );
-                res = f.emit();
-            });
-            std::mem::replace(&mut res, Ok(()))?;
-        }
-        timeline::sampled_counters(v.trace, v.nvml, |s, name, ts, val| {
+        timeline::nvml_counters(v.trace, &v.nvml_samples, |s, ts, val| {
+            if res.is_err() {
+                return;
+            }
+            let ts = timeline::shift(ts, f.offset);
+            let _ = write!(
+                f.line,
+                r#"{{"ph":"C","name":"GPU {} {}","pid":{},"ts":{},"args":{{"value":{val}}}}}"#,
+                s.device(),
+                s.name(),
+                f.pid,
+                us(ts, f.base)
+            );
+            res = f.emit();
+        });
+        std::mem::replace(&mut res, Ok(()))?;
+        timeline::sampled_counters(v.trace, &v.nvml_processes, |s, name, ts, val| {
             if res.is_err() {
                 return;
             }

@@ -525,8 +525,9 @@ impl TimelineExporter for Parquet {
         }
         // The samplers' readings, from the loaded trace (with what an environment
         // file gave it).
-        if v.nvml {
-            for g in &v.trace.gpu_samples {
+        {
+            let shown = v.trace.gpu_samples.iter().zip(&v.nvml_samples);
+            for (g, _) in shown.filter(|x| *x.1) {
                 let t = &mut self.tables[SAMPLES];
                 t.who(&w).u(g.device as u64).u(v.at(g.ts));
                 // NVML's readings; -1 where it gave none.
@@ -542,7 +543,7 @@ impl TimelineExporter for Parquet {
             }
         }
         let mut res = Ok(());
-        timeline::sampled_counters(v.trace, v.nvml, |s, name, ts, val| {
+        timeline::sampled_counters(v.trace, &v.nvml_processes, |s, name, ts, val| {
             if res.is_err() {
                 return;
             }

@@ -850,14 +850,12 @@ impl TimelineExporter for Perfetto {
             }
         });
         std::mem::replace(&mut res, Ok(()))?;
-        if v.nvml {
-            timeline::nvml_counters(v.trace, |s, ts, val| {
-                if res.is_ok() {
-                    res = self.counter(s, ts, val);
-                }
-            });
-            std::mem::replace(&mut res, Ok(()))?;
-        }
+        timeline::nvml_counters(v.trace, &v.nvml_samples, |s, ts, val| {
+            if res.is_ok() {
+                res = self.counter(s, ts, val);
+            }
+        });
+        std::mem::replace(&mut res, Ok(()))?;
         // The sampled threads' tracks, with their names (their CPU counters go under
         // them; the thread records streamed later find them described).
         let mut tids: Vec<u32> = v.trace.thread_cpu.iter().map(|s| s.tid).collect();
@@ -868,7 +866,7 @@ impl TimelineExporter for Perfetto {
                 self.describe_thread(tid, v.trace.str(name).to_string())?;
             }
         }
-        timeline::sampled_counters(v.trace, v.nvml, |s, name, ts, val| {
+        timeline::sampled_counters(v.trace, &v.nvml_processes, |s, name, ts, val| {
             if res.is_ok() {
                 res = self.sampled(s, name, ts, val);
             }

@@ -21,7 +21,7 @@ use crate::report::keymap::FxMap;
 use crate::report::{Finding, ProcessReport, Report, Timeline};
 use crate::trace::Trace;
 use gputrace_format::{self as fmt, MemKind};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -59,10 +59,12 @@ pub struct ProcessView<'a> {
     pub world: usize,
     /// The earliest trace start of the job, on its time base.
     pub job_start_ns: u64,
-    /// Whether this process shows its NVML samples (GPUs and the processes on them):
-    /// false when an earlier process of the job on the same host holds the same
-    /// samples, given to both by one environment file (shown once).
-    pub nvml: bool,
+    /// Which of the trace's NVML samples this process shows (parallel to its
+    /// `gpu_samples` and `gpu_processes`): those no earlier process of the job on the
+    /// same host shows already. One environment file gives its samples to every
+    /// process trace of its host that it covers; the timeline shows each once.
+    pub nvml_samples: Vec<bool>,
+    pub nvml_processes: Vec<bool>,
 }
 
 impl ProcessView<'_> {
@@ -118,6 +120,8 @@ pub fn views<'a>(
         .unwrap_or(0);
     let world = report.processes.len();
     let mut pids: HashMap<u32, usize> = HashMap::new();
+    type Shown = (HashSet<(u32, u64)>, HashSet<(u32, u32, u64)>);
+    let mut shown: HashMap<String, Shown> = HashMap::new();
     report
         .processes
         .iter()
@@ -135,17 +139,19 @@ pub fn views<'a>(
             } else {
                 (1 << 22) + i as u32
             };
-            // NVML samples from one environment file: the same first sample.
-            let first = t.gpu_samples.first().map(|g| (g.ts, g.device));
-            let nvml = first.is_none()
-                || !report.processes[..i].iter().zip(timelines).any(|(q, qt)| {
-                    q.host == p.host
-                        && traces[qt.trace]
-                            .gpu_samples
-                            .first()
-                            .map(|g| (g.ts, g.device))
-                            == first
-                });
+            // NVML samples shown by an earlier process of the host are copies from one
+            // environment file (two samplers never share a timestamp).
+            let seen = shown.entry(p.host.clone()).or_default();
+            let nvml_samples = t
+                .gpu_samples
+                .iter()
+                .map(|g| seen.0.insert((g.device, g.ts)))
+                .collect();
+            let nvml_processes = t
+                .gpu_processes
+                .iter()
+                .map(|g| seen.1.insert((g.device, g.pid, g.ts)))
+                .collect();
             ProcessView {
                 index: i,
                 process: p,
@@ -160,7 +166,8 @@ pub fn views<'a>(
                 pid,
                 world,
                 job_start_ns,
-                nvml,
+                nvml_samples,
+                nvml_processes,
             }
         })
         .collect()
@@ -423,9 +430,10 @@ pub fn counters(t: &Trace, mut f: impl FnMut(Series, u64, i64)) {
 }
 
 /// Calls `f(series, ts, value)` for every reading of the NVML sampler in the trace's
-/// table (its own samples, or those an environment file gave it), in the table's order.
-pub fn nvml_counters(t: &Trace, mut f: impl FnMut(Series, u64, i64)) {
-    for g in &t.gpu_samples {
+/// table (its own samples, or those an environment file gave it) that `shown` keeps
+/// ([`ProcessView::nvml_samples`]), in the table's order.
+pub fn nvml_counters(t: &Trace, shown: &[bool], mut f: impl FnMut(Series, u64, i64)) {
+    for (g, _) in t.gpu_samples.iter().zip(shown).filter(|x| *x.1) {
         for what in Nvml::ALL {
             if let Some(v) = what.of(g) {
                 f(
@@ -499,8 +507,8 @@ fn pct(part: u64, whole: u64) -> f64 {
 /// counters (see [`Sampled`]; the name is the counter's on its track). A share between
 /// two samples is given at the first of them (it holds until the next); NVML's
 /// per-process shares, which describe the period before their sample, at their
-/// sample. `nvml`: include NVML's (see [`ProcessView::nvml`]).
-pub fn sampled_counters(t: &Trace, nvml: bool, mut f: impl FnMut(Sampled, &str, u64, f64)) {
+/// sample, those `nvml` keeps ([`ProcessView::nvml_processes`]).
+pub fn sampled_counters(t: &Trace, nvml: &[bool], mut f: impl FnMut(Sampled, &str, u64, f64)) {
     let mut last: HashMap<u32, (u64, u64)> = HashMap::new();
     for s in &t.thread_cpu {
         if let Some((ts, cpu)) = last.insert(s.tid, (s.ts, s.cpu_ns)) {
@@ -549,11 +557,8 @@ pub fn sampled_counters(t: &Trace, nvml: bool, mut f: impl FnMut(Sampled, &str, 
             );
         }
     }
-    if !nvml {
-        return;
-    }
     let mut names: HashMap<(u32, u32), String> = HashMap::new();
-    for p in &t.gpu_processes {
+    for (p, _) in t.gpu_processes.iter().zip(nvml).filter(|x| *x.1) {
         if p.flags & fmt::GPU_PROC_SELF != 0 || p.sm_pct == fmt::ENV_NA {
             continue;
         }
