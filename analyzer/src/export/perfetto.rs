@@ -7,9 +7,12 @@
 //! Layout: one process track per traced process (a rank), on the job's time base
 //! ([`super::timeline`]); under it a group per device ("GPU 0: NVIDIA H200") holding a
 //! track per stream (kernels, copies, memsets), the "why idle" track (every idle piece
-//! named by its cause), and counters (queue depth per stream, device memory); a thread
-//! track per host thread (CUDA API calls, calls seen by the symbol hooks) with its NVTX
-//! and NCCL tracks under it; process tracks for steps, phases, findings (their example
+//! named by its cause), and counters (queue depth per stream, device memory); a group
+//! per GPU as NVML numbers it ("GPU 0 (NVML)") with its readings and other processes'
+//! SM shares as counters; a thread track per host thread (CUDA API calls, calls seen
+//! by the symbol hooks) with its NVTX and NCCL tracks and, for a sampled thread, its
+//! "CPU %" counter under it; counters of the process tree's and the machine's CPU
+//! shares (double values); process tracks for steps, phases, findings (their example
 //! moments), CUDA synchronisation records and the collector's state. Arrows go from each
 //! launch, copy or memset call to its GPU work (correlation id). Slices that overlap
 //! others on one track without nesting in them go to an extra lane ("stream 7 (2)").

@@ -11,9 +11,13 @@
 //! [`TimelineExporter::select`] names the process they belong to. Memory: the analysis's
 //! (as `report`), then the stream's bound.
 //!
-//! Sampler series (host CPU state, NVML clocks and memory, from the `host` and `env`
-//! recorders) are counters like [`ProcessView::memory_series`]: each becomes a
-//! [`Series`] here and a counter track / table in each format.
+//! The samplers' series are counters written with the process, from its loaded trace
+//! (not from the stream): there they include what an environment file of the set gave
+//! the trace ([`crate::env_merge`]). NVML's readings are [`Series::Nvml`]
+//! ([`nvml_counters`]); the host sampler's CPU shares and NVML's per-process SM shares
+//! are [`Sampled`] percentages ([`sampled_counters`]). Samples that one environment file
+//! gave to several processes of a host are shown by the first of them only
+//! ([`ProcessView::nvml_samples`]).
 
 use super::EventExporter;
 use crate::report::classify::{self, ApiKind};
