@@ -549,7 +549,6 @@ mod tests {
                 set::ACTIVITY => "kernel",
                 set::NVML_SKIP => "events",
                 set::SIGNAL => "SIGUSR1",
-                set::NVML_SKIP => "none",
                 set::START_AFTER | set::DURATION => "10s",
                 set::BUFFER_KB => "1024",
                 set::DEVICE_BUFFER_MB | set::BUFFER_POOL_MB | set::RANK => "64",
