@@ -62,9 +62,15 @@ def main():
     values = collections.defaultdict(list)  # uuid -> [(ts, value)]
     for p in t.packet:
         if p.HasField("track_descriptor"):
-            tracks[p.track_descriptor.uuid] = p.track_descriptor
+            dsc = p.track_descriptor
+            assert dsc.uuid not in tracks, f"track {dsc.uuid} described twice"
+            if dsc.HasField("parent_uuid"):
+                assert dsc.parent_uuid in tracks, f"parent of {dsc.uuid} not described before it"
+            tracks[dsc.uuid] = dsc
         if p.HasField("track_event") and p.track_event.type == TE.TYPE_COUNTER:
             e = p.track_event
+            assert e.track_uuid in tracks, f"counter on undescribed track {e.track_uuid}"
+            assert tracks[e.track_uuid].HasField("counter"), f"counter on slice track {e.track_uuid}"
             v = e.double_counter_value if e.HasField("double_counter_value") else e.counter_value
             values[e.track_uuid].append((p.timestamp, v))
     counters = {u: d for u, d in tracks.items() if d.HasField("counter")}
