@@ -5,7 +5,9 @@
 # target/ (made once, reused while the pins stay the same):
 # - Perfetto's own proto definitions (perfetto_trace_pb2) decode the Perfetto trace;
 # - Holistic Trace Analysis runs its kernel and idle-time breakdowns on the Chrome JSON;
-# - pyarrow reads the Parquet tables and answers idle time by cause per rank.
+# - pyarrow reads the Parquet tables and answers idle time by cause per rank;
+# - the sampler counters (host CPU %, NVML readings) of each bundled process trace with
+#   its environment file, read back from Perfetto and Parquet, against the samples.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PINS="perfetto==0.59.1 protobuf==7.36.2 HolisticTraceAnalysis==0.5.0 pyarrow==26.0.1"
@@ -25,7 +27,7 @@ trap 'rm -rf "$OUT"' EXIT
 passed=0 failed=0
 check() {
   if "$VENV/bin/python" "$@" > "$OUT/log" 2>&1; then
-    passed=$((passed + 1)); grep -E "^(perfetto|hta|parquet) ok|^(==|HTA|gputrace|  )" "$OUT/log" || true
+    passed=$((passed + 1)); grep -E "^(perfetto|hta|parquet|counters) ok|^(==|HTA|gputrace|  )" "$OUT/log" || true
   else
     failed=$((failed + 1)); echo "FAILED: $*"; tail -20 "$OUT/log"
   fi
@@ -39,5 +41,10 @@ done
 if [ -f scripts/export_check/check_parquet.py ]; then
   check scripts/export_check/check_parquet.py "$G" "$OUT" examples/*.gtrace
 fi
+for d in examples/*/; do
+  if ls "$d"gputrace-env-*.gtrace > /dev/null 2>&1; then
+    check scripts/export_check/check_counters.py "$G" "$OUT" "$d"
+  fi
+done
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]

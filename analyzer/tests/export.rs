@@ -471,3 +471,299 @@ fn nvtx_ranges_are_paired_in_every_format() {
     assert!(text.contains("forward") && text.contains("checkpoint"));
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// A process trace with host samples (a thread's CPU time, a DataLoader worker's, the
+/// machine's), and an environment file of its host with NVML samples of its GPU and of
+/// another process on it. `pid`: the process's.
+fn sampled_job(d: &Path, pid: u32, host_samples: bool) -> (PathBuf, u64) {
+    let mut b = healthy(10);
+    b.meta.pid = pid;
+    let t0 =
+        b.ev.iter()
+            .find_map(|e| match e {
+                Event::Kernel(k) => Some(k.start),
+                _ => None,
+            })
+            .unwrap();
+    if host_samples {
+        let name = b.s("pt_main_thread");
+        b.ev.push(Event::Thread { tid: 4242, name });
+        // On a CPU 5 of 10 ms, then 15 of 10 (capped at 100).
+        for (i, cpu) in [0, 5, 20].into_iter().enumerate() {
+            b.ev.push(Event::ThreadCpu(fmt::ThreadCpu {
+                ts: t0 + i as u64 * 10 * MS,
+                tid: 4242,
+                cpu_ns: cpu * MS,
+                ..Default::default()
+            }));
+        }
+        // A worker on 1.5 CPUs for 100 ms; the machine 60% busy, 10% in iowait.
+        let comm = b.s("pt_data_worker");
+        for (i, cpu) in [0u64, 150].into_iter().enumerate() {
+            let ts = t0 + i as u64 * 100 * MS;
+            b.ev.push(Event::ProcSample(fmt::ProcSample {
+                ts,
+                pid: 2000,
+                ppid: pid,
+                comm,
+                threads: 3,
+                cpu_ns: cpu * MS,
+                ..Default::default()
+            }));
+            let k = i as u64;
+            b.ev.push(Event::MachineSample(fmt::MachineSample {
+                ts,
+                busy_ns: 600 * k,
+                idle_ns: 300 * k,
+                iowait_ns: 100 * k,
+                ..Default::default()
+            }));
+        }
+    }
+    let p = write(d, &format!("gputrace-node0-{pid}.gtrace"), &b);
+    (p, t0)
+}
+
+fn environment_file(d: &Path, t0: u64) -> PathBuf {
+    let mut e = B::bare();
+    e.meta.kind = fmt::META_KIND_ENVIRONMENT.into();
+    e.meta.pid = 999;
+    let other = e.s("other_job");
+    for i in 0..5u64 {
+        e.ev.push(Event::GpuSample(fmt::GpuSample {
+            ts: t0 + i * MS,
+            device: 0,
+            sm_clock_mhz: 1900 + i as u32,
+            ..Default::default()
+        }));
+        e.ev.push(Event::GpuProcess(fmt::GpuProcess {
+            ts: t0 + i * MS,
+            device: 0,
+            pid: 3000,
+            name: other,
+            sm_pct: 40,
+            flags: fmt::GPU_PROC_UTIL,
+            ..Default::default()
+        }));
+    }
+    write(d, "gputrace-env-node0-999.gtrace", &e)
+}
+
+/// Counter values by name in a Chrome export.
+fn chrome_counters(path: &Path) -> BTreeMap<String, Vec<f64>> {
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let mut out: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    for e in v["traceEvents"].as_array().unwrap() {
+        if e["ph"] == "C" {
+            let name = e["name"].as_str().unwrap().to_string();
+            out.entry(name)
+                .or_default()
+                .push(e["args"]["value"].as_f64().unwrap());
+        }
+    }
+    out
+}
+
+#[test]
+fn host_and_environment_samples_become_chrome_counters() {
+    let d = tmpdir("samples-chrome");
+    let (p, t0) = sampled_job(&d, 1000, true);
+    let env = environment_file(&d, t0);
+    let out = d.join("job.json");
+    let (code, _, err) = gputrace(&[
+        "export",
+        "--format",
+        "chrome",
+        "-o",
+        out.to_str().unwrap(),
+        p.to_str().unwrap(),
+        env.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let c = chrome_counters(&out);
+    assert_eq!(c["thread 4242 CPU %"], vec![50.0, 100.0]);
+    assert_eq!(c["pid 2000 (pt_data_worker) CPU %"], vec![150.0]);
+    assert_eq!(c["machine CPU busy %"], vec![60.0]);
+    assert_eq!(c["machine iowait %"], vec![10.0]);
+    // The environment file's samples, on the process it was given to.
+    assert_eq!(
+        c["GPU 0 SM clock (MHz)"],
+        vec![1900.0, 1901.0, 1902.0, 1903.0, 1904.0]
+    );
+    assert_eq!(c["GPU 0 pid 3000 (other_job) SM %"], vec![40.0; 5]);
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// The fields of a protobuf message: (field, varint or fixed64 value, bytes).
+fn pb_fields(mut b: &[u8]) -> Vec<(u32, u64, &[u8])> {
+    fn varint(b: &mut &[u8]) -> u64 {
+        let (mut v, mut shift) = (0u64, 0);
+        loop {
+            let x = b[0];
+            *b = &b[1..];
+            v |= ((x & 0x7f) as u64) << shift;
+            shift += 7;
+            if x < 0x80 {
+                return v;
+            }
+        }
+    }
+    let mut out = Vec::new();
+    while !b.is_empty() {
+        let key = varint(&mut b);
+        let field = (key >> 3) as u32;
+        match key & 7 {
+            0 => out.push((field, varint(&mut b), &[][..])),
+            1 => {
+                let v = u64::from_le_bytes(b[..8].try_into().unwrap());
+                b = &b[8..];
+                out.push((field, v, &[][..]));
+            }
+            2 => {
+                let n = varint(&mut b) as usize;
+                out.push((field, 0, &b[..n]));
+                b = &b[n..];
+            }
+            w => panic!("wire type {w}"),
+        }
+    }
+    out
+}
+
+#[test]
+fn host_and_environment_samples_become_perfetto_counter_tracks_once() {
+    let d = tmpdir("samples-perfetto");
+    let (a, t0) = sampled_job(&d, 1000, true);
+    let (b, _) = sampled_job(&d, 1001, false);
+    let env = environment_file(&d, t0);
+    let out = d.join("job.pftrace");
+    let (code, _, err) = gputrace(&[
+        "export",
+        "--format",
+        "perfetto",
+        "-o",
+        out.to_str().unwrap(),
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+        env.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let bytes = std::fs::read(&out).unwrap();
+    // Tracks: uuid -> (name, parent, thread id, is a counter track).
+    let mut tracks: BTreeMap<u64, (String, u64, u64, bool)> = BTreeMap::new();
+    // Counter values by track uuid.
+    let mut values: BTreeMap<u64, Vec<f64>> = BTreeMap::new();
+    for (f, _, pkt) in pb_fields(&bytes) {
+        assert_eq!(f, 1);
+        for (f, _, m) in pb_fields(pkt) {
+            if f == 60 {
+                let mut t = (String::new(), 0, 0, false);
+                let mut uuid = 0;
+                for (f, v, m) in pb_fields(m) {
+                    match f {
+                        1 => uuid = v,
+                        2 => t.0 = String::from_utf8(m.to_vec()).unwrap(),
+                        5 => t.1 = v,
+                        4 => {
+                            for (f, v, m) in pb_fields(m) {
+                                match f {
+                                    2 => t.2 = v,
+                                    5 => t.0 = String::from_utf8(m.to_vec()).unwrap(),
+                                    _ => {}
+                                }
+                            }
+                        }
+                        8 => t.3 = true,
+                        _ => {}
+                    }
+                }
+                assert!(tracks.insert(uuid, t).is_none(), "track {uuid} twice");
+            }
+            if f == 11 {
+                let ev = pb_fields(m);
+                if ev.iter().any(|x| x.0 == 9 && x.1 == 4) {
+                    let uuid = ev.iter().find(|x| x.0 == 11).unwrap().1;
+                    let v = match ev.iter().find(|x| x.0 == 44) {
+                        Some(x) => f64::from_bits(x.1),
+                        None => ev.iter().find(|x| x.0 == 30).unwrap().1 as i64 as f64,
+                    };
+                    values.entry(uuid).or_default().push(v);
+                }
+            }
+        }
+    }
+    let named = |name: &str| -> Vec<u64> {
+        tracks
+            .iter()
+            .filter(|(_, t)| t.0 == name && t.3)
+            .map(|(u, _)| *u)
+            .collect()
+    };
+    // The thread's CPU % is under its thread track, named as the trace names it.
+    let cpu = named("CPU %");
+    assert_eq!(cpu.len(), 1);
+    let thread = &tracks[&tracks[&cpu[0]].1];
+    assert_eq!((thread.0.as_str(), thread.2), ("pt_main_thread", 4242));
+    assert_eq!(values[&cpu[0]], vec![50.0, 100.0]);
+    let worker = named("pid 2000 (pt_data_worker) CPU %");
+    assert_eq!(values[&worker[0]], vec![150.0]);
+    assert_eq!(values[&named("machine CPU busy %")[0]], vec![60.0]);
+    assert_eq!(values[&named("machine iowait %")[0]], vec![10.0]);
+    // One environment file given to both processes: its samples shown once.
+    let clock = named("SM clock (MHz)");
+    assert_eq!(clock.len(), 1, "{tracks:?}");
+    assert_eq!(
+        values[&clock[0]],
+        vec![1900.0, 1901.0, 1902.0, 1903.0, 1904.0]
+    );
+    assert_eq!(tracks[&tracks[&clock[0]].1].0, "GPU 0 (NVML)");
+    let other = named("pid 3000 (other_job) SM %");
+    assert_eq!(other.len(), 1);
+    assert_eq!(values[&other[0]], vec![40.0; 5]);
+    assert_eq!(tracks[&other[0]].1, tracks[&clock[0]].1);
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn host_samples_become_a_parquet_counters_table() {
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+    let d = tmpdir("samples-parquet");
+    let (p, t0) = sampled_job(&d, 1000, true);
+    let env = environment_file(&d, t0);
+    let out = d.join("pq");
+    let (code, _, err) = gputrace(&[
+        "export",
+        "--format",
+        "parquet",
+        "-o",
+        out.to_str().unwrap(),
+        p.to_str().unwrap(),
+        env.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let read = |table: &str| -> Vec<String> {
+        let f = std::fs::File::open(out.join(format!("{table}.parquet"))).unwrap();
+        let r = SerializedFileReader::new(f).unwrap();
+        r.get_row_iter(None)
+            .unwrap()
+            .map(|row| row.unwrap().to_string())
+            .collect()
+    };
+    let rows = read("counters");
+    let has = |needles: &[&str]| rows.iter().any(|r| needles.iter().all(|n| r.contains(n)));
+    assert_eq!(rows.len(), 2 + 1 + 2 + 5, "{rows:#?}");
+    assert!(
+        has(&["track: \"thread\"", "id: 4242", "value: 100.0"]),
+        "{rows:#?}"
+    );
+    assert!(has(&["pid 2000 (pt_data_worker) CPU %", "value: 150.0"]));
+    assert!(has(&["machine iowait %", "value: 10.0"]));
+    assert!(has(&[
+        "track: \"gpu\"",
+        "pid 3000 (other_job) SM %",
+        "value: 40.0"
+    ]));
+    // The environment file's NVML samples, in their table.
+    assert_eq!(read("gpu_samples").len(), 5);
+    let _ = std::fs::remove_dir_all(&d);
+}

@@ -422,7 +422,39 @@ impl TimelineExporter for Chrome {
             );
             res = f.emit();
         });
-        res?;
+        std::mem::replace(&mut res, Ok(()))?;
+        // The samplers' series: counters of the process (pid), named by what they are of.
+        timeline::nvml_counters(v.trace, &v.nvml_samples, |s, ts, val| {
+            if res.is_err() {
+                return;
+            }
+            let ts = timeline::shift(ts, f.offset);
+            let _ = write!(
+                f.line,
+                r#"{{"ph":"C","name":"GPU {} {}","pid":{},"ts":{},"args":{{"value":{val}}}}}"#,
+                s.device(),
+                s.name(),
+                f.pid,
+                us(ts, f.base)
+            );
+            res = f.emit();
+        });
+        std::mem::replace(&mut res, Ok(()))?;
+        timeline::sampled_counters(v.trace, &v.nvml_processes, |s, name, ts, val| {
+            if res.is_err() {
+                return;
+            }
+            let ts = timeline::shift(ts, f.offset);
+            let _ = write!(
+                f.line,
+                r#"{{"ph":"C","name":{},"pid":{},"ts":{},"args":{{"value":{val}}}}}"#,
+                json_str(&s.flat_name(name)),
+                f.pid,
+                us(ts, f.base)
+            );
+            res = f.emit();
+        });
+        std::mem::replace(&mut res, Ok(()))?;
         self.files.insert(v.index, f);
         self.cur = v.index;
         Ok(())
@@ -558,23 +590,6 @@ impl EventExporter for Chrome {
                     json_str(cx.str(name))
                 );
                 f.emit()
-            }
-            Shown::Sample(g) => {
-                let ts = timeline::shift(g.ts, f.offset);
-                for what in timeline::Nvml::ALL {
-                    if let Some(v) = what.of(g) {
-                        let _ = write!(
-                            f.line,
-                            r#"{{"ph":"C","name":"GPU {} {}","pid":{},"ts":{},"args":{{"value":{v}}}}}"#,
-                            g.device,
-                            what.name(),
-                            f.pid,
-                            us(ts, f.base)
-                        );
-                        f.emit()?;
-                    }
-                }
-                Ok(())
             }
             Shown::Device(_) | Shown::Nothing => Ok(()),
         }

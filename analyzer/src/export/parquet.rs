@@ -11,7 +11,8 @@
 //! | `nvtx` | NVTX range (push/pop or start/end) or mark |
 //! | `idle_gaps` | idle piece of a device, with its `cause` and `phase` (start-up, steady, tail) |
 //! | `steps` | training step |
-//! | `gpu_samples` | NVML sample of a GPU (NVML's index; -1 where NVML gave no reading) |
+//! | `gpu_samples` | NVML sample of a GPU (NVML's index; -1 where NVML gave no reading), the process's own or an environment file's |
+//! | `counters` | value of a sampler's percentage counter: a sampled thread's or a process's CPU %, the machine's CPU busy and iowait %, another process's SM % of a GPU (`track` thread, process, machine or gpu; `id` its tid, pid or NVML index, -1 for the machine) |
 //! | `findings` | finding of the report |
 //!
 //! Written with the `parquet` crate's column writers (no Arrow), Snappy-compressed,
@@ -24,7 +25,7 @@ use super::{EventExporter, TraceContext, TraceEvent};
 use crate::trace::demangle;
 use gputrace_format::{self as fmt, CopyKind, MemKind};
 use parquet::basic::Compression;
-use parquet::data_type::{ByteArray, ByteArrayType, Int64Type};
+use parquet::data_type::{ByteArray, ByteArrayType, DoubleType, Int64Type};
 use parquet::file::properties::WriterProperties;
 use parquet::file::writer::SerializedFileWriter;
 use parquet::schema::parser::parse_message_type;
@@ -37,11 +38,13 @@ use std::sync::Arc;
 /// Rows per row group.
 pub const ROW_GROUP: usize = 1 << 17;
 
-/// A column's type: 64-bit integers (times, counts, ids, flags) or strings.
+/// A column's type: 64-bit integers (times, counts, ids, flags), strings or doubles
+/// (shares in percent).
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Kind {
     I,
     S,
+    F,
 }
 
 /// Every table: its name and columns (after `rank`, `host`, `pid`).
@@ -169,6 +172,16 @@ const TABLES: &[(&str, &[(&str, Kind)])] = &[
         ],
     ),
     (
+        "counters",
+        &[
+            ("track", Kind::S),
+            ("id", Kind::I),
+            ("name", Kind::S),
+            ("ts_ns", Kind::I),
+            ("value", Kind::F),
+        ],
+    ),
+    (
         "findings",
         &[
             ("id", Kind::S),
@@ -190,12 +203,14 @@ const NVTX: usize = 4;
 const IDLE: usize = 5;
 const STEPS: usize = 6;
 const SAMPLES: usize = 7;
-const FINDINGS: usize = 8;
+const COUNTERS: usize = 8;
+const FINDINGS: usize = 9;
 
 /// A column's values waiting for the next row group.
 enum Col {
     I(Vec<i64>),
     S(Vec<ByteArray>),
+    F(Vec<f64>),
 }
 
 struct Table {
@@ -221,6 +236,7 @@ impl Table {
             match k {
                 Kind::I => schema.push_str(&format!(" REQUIRED INT64 {c};")),
                 Kind::S => schema.push_str(&format!(" REQUIRED BYTE_ARRAY {c} (UTF8);")),
+                Kind::F => schema.push_str(&format!(" REQUIRED DOUBLE {c};")),
             }
         }
         schema.push_str(" }");
@@ -243,6 +259,7 @@ impl Table {
                 .map(|k| match k {
                     Kind::I => Col::I(Vec::new()),
                     Kind::S => Col::S(Vec::new()),
+                    Kind::F => Col::F(Vec::new()),
                 })
                 .collect(),
             rows: 0,
@@ -260,6 +277,14 @@ impl Table {
 
     fn u(&mut self, v: u64) -> &mut Self {
         self.i(v.min(i64::MAX as u64) as i64)
+    }
+
+    fn f(&mut self, v: f64) -> &mut Self {
+        if let Some(Col::F(c)) = self.cols.get_mut(self.at) {
+            c.push(v);
+        }
+        self.at += 1;
+        self
     }
 
     fn s(&mut self, v: impl Into<ByteArray>) -> &mut Self {
@@ -314,6 +339,12 @@ impl Table {
             match &mut self.cols[i] {
                 Col::I(v) => {
                     cw.typed::<Int64Type>()
+                        .write_batch(v, None, None)
+                        .map_err(perr)?;
+                    v.clear();
+                }
+                Col::F(v) => {
+                    cw.typed::<DoubleType>()
                         .write_batch(v, None, None)
                         .map_err(perr)?;
                     v.clear();
@@ -492,6 +523,41 @@ impl TimelineExporter for Parquet {
                 .s(bs(&f.fix))
                 .end_row()?;
         }
+        // The samplers' readings, from the loaded trace (with what an environment
+        // file gave it).
+        {
+            let shown = v.trace.gpu_samples.iter().zip(&v.nvml_samples);
+            for (g, _) in shown.filter(|x| *x.1) {
+                let t = &mut self.tables[SAMPLES];
+                t.who(&w).u(g.device as u64).u(v.at(g.ts));
+                // NVML's readings; -1 where it gave none.
+                for what in timeline::Nvml::ALL {
+                    t.i(what.of(g).unwrap_or(-1));
+                }
+                let reasons = if g.clock_reasons == fmt::ENV_NA64 {
+                    -1
+                } else {
+                    g.clock_reasons as i64
+                };
+                t.i(reasons).end_row()?;
+            }
+        }
+        let mut res = Ok(());
+        timeline::sampled_counters(v.trace, &v.nvml_processes, |s, name, ts, val| {
+            if res.is_err() {
+                return;
+            }
+            let (track, id) = s.owner();
+            res = self.tables[COUNTERS]
+                .who(&w)
+                .s(track)
+                .i(id)
+                .s(bs(name))
+                .u(v.at(ts))
+                .f(val)
+                .end_row();
+        });
+        std::mem::replace(&mut res, Ok(()))?;
         self.who.insert(v.index, w);
         self.cur = v.index;
         Ok(())
@@ -642,20 +708,6 @@ impl EventExporter for Parquet {
                 .i(0)
                 .u(n.result as u64)
                 .end_row(),
-            TraceEvent::GpuSample(g) => {
-                let t = &mut self.tables[SAMPLES];
-                t.who(&w).u(g.device as u64).u(at(g.ts));
-                // NVML's readings; -1 where it gave none.
-                for what in timeline::Nvml::ALL {
-                    t.i(what.of(g).unwrap_or(-1));
-                }
-                let reasons = if g.clock_reasons == fmt::ENV_NA64 {
-                    -1
-                } else {
-                    g.clock_reasons as i64
-                };
-                t.i(reasons).end_row()
-            }
             TraceEvent::Nvtx(_) => match super::slices::describe(cx, ev) {
                 Shown::Nvtx(Nvtx::Push { tid, ts, level, .. }) => {
                     let text = self.name(cx, nvtx_text(ev), false);

@@ -7,9 +7,12 @@
 //! Layout: one process track per traced process (a rank), on the job's time base
 //! ([`super::timeline`]); under it a group per device ("GPU 0: NVIDIA H200") holding a
 //! track per stream (kernels, copies, memsets), the "why idle" track (every idle piece
-//! named by its cause), and counters (queue depth per stream, device memory); a thread
-//! track per host thread (CUDA API calls, calls seen by the symbol hooks) with its NVTX
-//! and NCCL tracks under it; process tracks for steps, phases, findings (their example
+//! named by its cause), and counters (queue depth per stream, device memory); a group
+//! per GPU as NVML numbers it ("GPU 0 (NVML)") with its readings and other processes'
+//! SM shares as counters; a thread track per host thread (CUDA API calls, calls seen
+//! by the symbol hooks) with its NVTX and NCCL tracks and, for a sampled thread, its
+//! "CPU %" counter under it; counters of the process tree's and the machine's CPU
+//! shares (double values); process tracks for steps, phases, findings (their example
 //! moments), CUDA synchronisation records and the collector's state. Arrows go from each
 //! launch, copy or memset call to its GPU work (correlation id). Slices that overlap
 //! others on one track without nesting in them go to an extra lane ("stream 7 (2)").
@@ -18,9 +21,9 @@
 //! argument names) are interned. Timestamps are absolute nanoseconds; a slice's end is
 //! written right after its beginning (trace_processor orders events by time).
 
-use super::proto::{fixed64, int, message, string, uint, varint};
+use super::proto::{double, fixed64, int, message, string, uint, varint};
 use super::slices::{self, Arg, Args, Cat, Flow, Name, Nvtx, Shown, Slice, Track};
-use super::timeline::{self, ProcessView, Series, TimelineExporter};
+use super::timeline::{self, ProcessView, Sampled, Series, TimelineExporter};
 use super::{EventExporter, TraceContext, TraceEvent};
 use crate::report::keymap::FxMap;
 use crate::report::Cause;
@@ -63,6 +66,7 @@ mod f {
     pub const CD_UNIT: u32 = 3;
     pub const UNIT_COUNT: u64 = 2;
     pub const UNIT_SIZE_BYTES: u64 = 3;
+    pub const CD_UNIT_NAME: u32 = 6;
     // TrackEvent
     pub const TE_DEBUG_ANNOTATIONS: u32 = 4;
     pub const TE_TYPE: u32 = 9;
@@ -70,6 +74,7 @@ mod f {
     pub const TE_TRACK_UUID: u32 = 11;
     pub const TE_NAME: u32 = 23;
     pub const TE_COUNTER_VALUE: u32 = 30;
+    pub const TE_DOUBLE_COUNTER_VALUE: u32 = 44;
     pub const TE_FLOW_IDS: u32 = 47;
     pub const TE_TERMINATING_FLOW_IDS: u32 = 48;
     pub const TYPE_SLICE_BEGIN: u64 = 1;
@@ -98,6 +103,8 @@ enum Key {
     /// A GPU as the NVML sampler names it (its index need not be CUDA's).
     NvmlGpu(u32),
     Counter(Series),
+    /// A sampler's percentage counter.
+    Sampled(Sampled),
 }
 
 /// A track of slices and its extra lanes: each lane's uuid and the ends of the slices
@@ -335,6 +342,13 @@ impl Perfetto {
                 })?;
                 (parent, name)
             }
+            // Described by `sampled`, which knows their names; a plain one if not.
+            Key::Sampled(_) => {
+                self.descriptor(uuid, Some(puuid), "", Some(order), |m| {
+                    message(m, f::TD_COUNTER, |c| string(c, f::CD_UNIT_NAME, "%"))
+                })?;
+                (puuid, String::new())
+            }
         };
         self.proc().tracks.insert(
             key,
@@ -561,6 +575,74 @@ impl Perfetto {
         self.event_packet(ts, false)
     }
 
+    /// A sampler's percentage at `ts` (trace time) on its counter track, described
+    /// with `name` when first used: under the thread, the GPU as NVML names it, or the
+    /// process.
+    fn sampled(&mut self, s: Sampled, name: &str, ts: u64, v: f64) -> io::Result<()> {
+        let key = Key::Sampled(s);
+        let uuid = match self.proc().tracks.get(&key) {
+            Some(l) => l.uuids[0],
+            None => {
+                let parent = match s {
+                    Sampled::ThreadCpu { tid } => self.track(Key::Slices(Track::Thread(tid)))?,
+                    Sampled::GpuProcessSm { device, .. } => self.track(Key::NvmlGpu(device))?,
+                    Sampled::ProcessCpu { .. } | Sampled::MachineBusy | Sampled::MachineIowait => {
+                        self.proc().uuid
+                    }
+                };
+                let order = self.proc().order;
+                self.proc().order += 1;
+                let uuid = self.uuid();
+                self.descriptor(uuid, Some(parent), name, Some(order), |m| {
+                    message(m, f::TD_COUNTER, |c| string(c, f::CD_UNIT_NAME, "%"))
+                })?;
+                self.proc().tracks.insert(
+                    key,
+                    Lanes {
+                        uuids: vec![uuid],
+                        open: vec![Vec::new()],
+                        name: name.to_string(),
+                        parent,
+                    },
+                );
+                uuid
+            }
+        };
+        let ts = timeline::shift(ts, self.proc().offset);
+        uint(&mut self.ev, f::TE_TYPE, f::TYPE_COUNTER);
+        uint(&mut self.ev, f::TE_TRACK_UUID, uuid);
+        double(&mut self.ev, f::TE_DOUBLE_COUNTER_VALUE, v);
+        self.stats.counters += 1;
+        self.event_packet(ts, false)
+    }
+
+    /// A thread's track, described with its name (a thread's first description).
+    fn describe_thread(&mut self, tid: u32, tname: String) -> io::Result<()> {
+        let uuid = self.uuid();
+        let (pid, puuid) = (self.proc().pid, self.proc().uuid);
+        message(&mut self.pkt, f::TRACK_DESCRIPTOR, |m| {
+            uint(m, f::TD_UUID, uuid);
+            uint(m, f::TD_PARENT_UUID, puuid);
+            message(m, f::TD_THREAD, |t| {
+                uint(t, f::THD_PID, pid as u64);
+                uint(t, f::THD_TID, tid as u64);
+                string(t, f::THD_NAME, &tname);
+            });
+        });
+        self.stats.tracks += 1;
+        self.flush_packet()?;
+        self.proc().tracks.insert(
+            Key::Slices(Track::Thread(tid)),
+            Lanes {
+                uuids: vec![uuid],
+                open: vec![Vec::new()],
+                name: tname,
+                parent: puuid,
+            },
+        );
+        Ok(())
+    }
+
     /// An NVTX begin or end on `uuid` at trace time `ts`.
     fn nvtx_edge(
         &mut self,
@@ -770,6 +852,28 @@ impl TimelineExporter for Perfetto {
                 res = self.counter(s, ts, val);
             }
         });
+        std::mem::replace(&mut res, Ok(()))?;
+        timeline::nvml_counters(v.trace, &v.nvml_samples, |s, ts, val| {
+            if res.is_ok() {
+                res = self.counter(s, ts, val);
+            }
+        });
+        std::mem::replace(&mut res, Ok(()))?;
+        // The sampled threads' tracks, with their names (their CPU counters go under
+        // them; the thread records streamed later find them described).
+        let mut tids: Vec<u32> = v.trace.thread_cpu.iter().map(|s| s.tid).collect();
+        tids.sort_unstable();
+        tids.dedup();
+        for tid in tids {
+            if let Some(&name) = v.trace.threads.get(&tid) {
+                self.describe_thread(tid, v.trace.str(name).to_string())?;
+            }
+        }
+        timeline::sampled_counters(v.trace, &v.nvml_processes, |s, name, ts, val| {
+            if res.is_ok() {
+                res = self.sampled(s, name, ts, val);
+            }
+        });
         res
     }
 
@@ -817,43 +921,16 @@ impl EventExporter for Perfetto {
                 Ok(())
             }
             Shown::Thread { tid, name } => {
-                // Described now, with its name (threads come before other events).
-                let uuid = self.uuid();
-                let (pid, puuid) = (self.proc().pid, self.proc().uuid);
-                let tname = cx.str(name).to_string();
-                message(&mut self.pkt, f::TRACK_DESCRIPTOR, |m| {
-                    uint(m, f::TD_UUID, uuid);
-                    uint(m, f::TD_PARENT_UUID, puuid);
-                    message(m, f::TD_THREAD, |t| {
-                        uint(t, f::THD_PID, pid as u64);
-                        uint(t, f::THD_TID, tid as u64);
-                        string(t, f::THD_NAME, &tname);
-                    });
-                });
-                self.stats.tracks += 1;
-                self.flush_packet()?;
-                self.proc().tracks.insert(
-                    Key::Slices(Track::Thread(tid)),
-                    Lanes {
-                        uuids: vec![uuid],
-                        open: vec![Vec::new()],
-                        name: tname,
-                        parent: puuid,
-                    },
-                );
-                Ok(())
-            }
-            Shown::Sample(g) => {
-                for what in timeline::Nvml::ALL {
-                    if let Some(v) = what.of(g) {
-                        let series = Series::Nvml {
-                            device: g.device,
-                            what,
-                        };
-                        self.counter(series, g.ts, v)?;
-                    }
+                // Described now, with its name (threads come before other events),
+                // unless its CPU counter described it already (with the same name).
+                if self
+                    .proc()
+                    .tracks
+                    .contains_key(&Key::Slices(Track::Thread(tid)))
+                {
+                    return Ok(());
                 }
-                Ok(())
+                self.describe_thread(tid, cx.str(name).to_string())
             }
             Shown::Nothing => Ok(()),
         }

@@ -93,6 +93,18 @@ mod tests {
     }
 
     #[test]
+    fn doubles_are_fixed64_little_endian() {
+        // TrackEvent.double_counter_value (field 44): key (44 << 3) | 1 = 353 as a
+        // varint, then the IEEE-754 bits.
+        let mut b = Vec::new();
+        double(&mut b, 44, 62.5);
+        let mut want = vec![0xe1, 0x02];
+        want.extend_from_slice(&62.5f64.to_bits().to_le_bytes());
+        assert_eq!(b, want);
+        assert_eq!(&b[2..], &[0, 0, 0, 0, 0, 0x40, 0x4f, 0x40]);
+    }
+
+    #[test]
     fn nested_messages_of_any_length() {
         for n in [0usize, 1, 127, 128, 300, 20_000] {
             let text = "x".repeat(n);

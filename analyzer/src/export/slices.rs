@@ -205,8 +205,6 @@ pub enum Shown<'a> {
         tid: u32,
         name: u32,
     },
-    /// A sampler's readings at one time (NVML's; the host CPU sampler's come here too).
-    Sample(&'a fmt::GpuSample),
     Nothing,
 }
 
@@ -337,7 +335,6 @@ pub fn describe<'a>(cx: &TraceContext<'a>, ev: &TraceEvent<'a>) -> Shown<'a> {
             Shown::Slice(s)
         }
         TraceEvent::Memory(_) | TraceEvent::Clock { .. } => Shown::Nothing,
-        TraceEvent::GpuSample(g) => Shown::Sample(g),
         TraceEvent::GpuEvent(e) => {
             let mut s = slice(
                 Track::Nvml(e.device),
@@ -349,17 +346,22 @@ pub fn describe<'a>(cx: &TraceContext<'a>, ev: &TraceEvent<'a>) -> Shown<'a> {
             s.args.push(U("data", e.data));
             Shown::Slice(s)
         }
-        // Facts are in the report; other processes on the GPU too (env_shared_gpu).
-        TraceEvent::Fact(_) | TraceEvent::GpuProcess(_) => Shown::Nothing,
-        // Host CPU samples are in the report's host section (not yet counter tracks).
-        // Python call sites are in the report's findings.
-        TraceEvent::PyStack(_) | TraceEvent::CallSite(_) => Shown::Nothing,
-        TraceEvent::ThreadCpu(_)
+        // Facts are in the report.
+        TraceEvent::Fact(_) => Shown::Nothing,
+        // The samplers' readings (NVML's, the host CPU sampler's) are counters, written
+        // from the loaded trace's tables with the process (`timeline::nvml_counters`,
+        // `timeline::sampled_counters`): there they include what an environment file
+        // gave the trace. The CPU limits are in the report's host section.
+        TraceEvent::GpuSample(_)
+        | TraceEvent::GpuProcess(_)
+        | TraceEvent::ThreadCpu(_)
         | TraceEvent::ProcSample(_)
         | TraceEvent::MachineSample(_)
         | TraceEvent::CpuLimits(_) => Shown::Nothing,
         // GPU counter samples are in the report (not yet counter tracks).
         TraceEvent::CounterSample(_) => Shown::Nothing,
+        // Python call sites are in the report's findings.
+        TraceEvent::PyStack(_) | TraceEvent::CallSite(_) => Shown::Nothing,
         TraceEvent::Api(a) => {
             let cat = if a.domain == fmt::DOMAIN_DRIVER {
                 Cat::Driver

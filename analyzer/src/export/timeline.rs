@@ -11,9 +11,13 @@
 //! [`TimelineExporter::select`] names the process they belong to. Memory: the analysis's
 //! (as `report`), then the stream's bound.
 //!
-//! Sampler series (host CPU state, NVML clocks and memory, from the `host` and `env`
-//! recorders) are counters like [`ProcessView::memory_series`]: each becomes a
-//! [`Series`] here and a counter track / table in each format.
+//! The samplers' series are counters written with the process, from its loaded trace
+//! (not from the stream): there they include what an environment file of the set gave
+//! the trace ([`crate::env_merge`]). NVML's readings are [`Series::Nvml`]
+//! ([`nvml_counters`]); the host sampler's CPU shares and NVML's per-process SM shares
+//! are [`Sampled`] percentages ([`sampled_counters`]). Samples that one environment file
+//! gave to several processes of a host are shown by the first of them only
+//! ([`ProcessView::nvml_samples`]).
 
 use super::EventExporter;
 use crate::report::classify::{self, ApiKind};
@@ -21,7 +25,7 @@ use crate::report::keymap::FxMap;
 use crate::report::{Finding, ProcessReport, Report, Timeline};
 use crate::trace::Trace;
 use gputrace_format::{self as fmt, MemKind};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -59,6 +63,12 @@ pub struct ProcessView<'a> {
     pub world: usize,
     /// The earliest trace start of the job, on its time base.
     pub job_start_ns: u64,
+    /// Which of the trace's NVML samples this process shows (parallel to its
+    /// `gpu_samples` and `gpu_processes`): those no earlier process of the job on the
+    /// same host shows already. One environment file gives its samples to every
+    /// process trace of its host that it covers; the timeline shows each once.
+    pub nvml_samples: Vec<bool>,
+    pub nvml_processes: Vec<bool>,
 }
 
 impl ProcessView<'_> {
@@ -114,6 +124,8 @@ pub fn views<'a>(
         .unwrap_or(0);
     let world = report.processes.len();
     let mut pids: HashMap<u32, usize> = HashMap::new();
+    type Shown = (HashSet<(u32, u64)>, HashSet<(u32, u32, u64)>);
+    let mut shown: HashMap<String, Shown> = HashMap::new();
     report
         .processes
         .iter()
@@ -131,6 +143,19 @@ pub fn views<'a>(
             } else {
                 (1 << 22) + i as u32
             };
+            // NVML samples shown by an earlier process of the host are copies from one
+            // environment file (two samplers never share a timestamp).
+            let seen = shown.entry(p.host.clone()).or_default();
+            let nvml_samples = t
+                .gpu_samples
+                .iter()
+                .map(|g| seen.0.insert((g.device, g.ts)))
+                .collect();
+            let nvml_processes = t
+                .gpu_processes
+                .iter()
+                .map(|g| seen.1.insert((g.device, g.pid, g.ts)))
+                .collect();
             ProcessView {
                 index: i,
                 process: p,
@@ -145,6 +170,8 @@ pub fn views<'a>(
                 pid,
                 world,
                 job_start_ns,
+                nvml_samples,
+                nvml_processes,
             }
         })
         .collect()
@@ -403,6 +430,152 @@ pub fn counters(t: &Trace, mut f: impl FnMut(Series, u64, i64)) {
         if let Some((ts, v)) = last {
             f(series, ts, v.min(i64::MAX as i128) as i64);
         }
+    }
+}
+
+/// Calls `f(series, ts, value)` for every reading of the NVML sampler in the trace's
+/// table (its own samples, or those an environment file gave it) that `shown` keeps
+/// ([`ProcessView::nvml_samples`]), in the table's order.
+pub fn nvml_counters(t: &Trace, shown: &[bool], mut f: impl FnMut(Series, u64, i64)) {
+    for (g, _) in t.gpu_samples.iter().zip(shown).filter(|x| *x.1) {
+        for what in Nvml::ALL {
+            if let Some(v) = what.of(g) {
+                f(
+                    Series::Nvml {
+                        device: g.device,
+                        what,
+                    },
+                    g.ts,
+                    v,
+                );
+            }
+        }
+    }
+}
+
+/// A counter of the samplers whose values are shares in percent: the host sampler's
+/// CPU time, and NVML's per-process SM share.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Sampled {
+    /// A sampled (CUDA-issuing) thread's on-CPU share between consecutive samples,
+    /// capped at 100; shown under the thread.
+    ThreadCpu {
+        tid: u32,
+    },
+    /// A process of the traced process's tree (itself, its DataLoader workers and
+    /// other children): CPU time between consecutive samples as a share of one CPU
+    /// (above 100 when it ran on several at once).
+    ProcessCpu {
+        pid: u32,
+    },
+    /// The machine's CPUs: busy (user, nice, system, irq, softirq) and I/O-wait shares
+    /// of all CPU time between consecutive samples.
+    MachineBusy,
+    MachineIowait,
+    /// Another process's share of the time the GPU's SMs were busy (NVML, per sample
+    /// period); shown under the GPU as NVML names it.
+    GpuProcessSm {
+        device: u32,
+        pid: u32,
+    },
+}
+
+impl Sampled {
+    /// A name that says which thread, process or GPU without a track around it (for
+    /// formats with flat counters per process).
+    pub fn flat_name(&self, name: &str) -> String {
+        match *self {
+            Sampled::ThreadCpu { tid } => format!("thread {tid} {name}"),
+            Sampled::GpuProcessSm { device, .. } => format!("GPU {device} {name}"),
+            _ => name.to_string(),
+        }
+    }
+
+    /// What the counter is of (the Parquet `counters` table's `track` and `id`).
+    pub fn owner(&self) -> (&'static str, i64) {
+        match *self {
+            Sampled::ThreadCpu { tid } => ("thread", tid as i64),
+            Sampled::ProcessCpu { pid } => ("process", pid as i64),
+            Sampled::MachineBusy | Sampled::MachineIowait => ("machine", -1),
+            Sampled::GpuProcessSm { device, .. } => ("gpu", device as i64),
+        }
+    }
+}
+
+/// A share in percent to two decimals.
+fn pct(part: u64, whole: u64) -> f64 {
+    (part as f64 / whole as f64 * 10_000.0).round() / 100.0
+}
+
+/// Calls `f(counter, name, ts, value)` for every value of the samplers' percentage
+/// counters (see [`Sampled`]; the name is the counter's on its track). A share between
+/// two samples is given at the first of them (it holds until the next); NVML's
+/// per-process shares, which describe the period before their sample, at their
+/// sample, those `nvml` keeps ([`ProcessView::nvml_processes`]).
+pub fn sampled_counters(t: &Trace, nvml: &[bool], mut f: impl FnMut(Sampled, &str, u64, f64)) {
+    let mut last: HashMap<u32, (u64, u64)> = HashMap::new();
+    for s in &t.thread_cpu {
+        if let Some((ts, cpu)) = last.insert(s.tid, (s.ts, s.cpu_ns)) {
+            if s.ts > ts {
+                let v = pct(s.cpu_ns.saturating_sub(cpu), s.ts - ts).min(100.0);
+                f(Sampled::ThreadCpu { tid: s.tid }, "CPU %", ts, v);
+            }
+        }
+    }
+    last.clear();
+    let mut names: HashMap<u32, String> = HashMap::new();
+    for s in &t.proc_samples {
+        if s.flags & fmt::PROC_FLAG_THREAD != 0 {
+            continue;
+        }
+        if let Some((ts, cpu)) = last.insert(s.pid, (s.ts, s.cpu_ns)) {
+            if s.ts > ts {
+                let name = names.entry(s.pid).or_insert_with(|| {
+                    let comm = t.str(s.comm);
+                    let comm = if comm.is_empty() { "?" } else { comm };
+                    format!("pid {} ({comm}) CPU %", s.pid)
+                });
+                let v = pct(s.cpu_ns.saturating_sub(cpu), s.ts - ts);
+                f(Sampled::ProcessCpu { pid: s.pid }, name, ts, v);
+            }
+        }
+    }
+    for w in t.machine.windows(2) {
+        let (a, b) = (&w[0], &w[1]);
+        let d = |x: u64, y: u64| y.saturating_sub(x);
+        let busy = d(a.busy_ns, b.busy_ns);
+        let iowait = d(a.iowait_ns, b.iowait_ns);
+        let total = busy + iowait + d(a.idle_ns, b.idle_ns) + d(a.steal_ns, b.steal_ns);
+        if b.ts > a.ts && total > 0 {
+            f(
+                Sampled::MachineBusy,
+                "machine CPU busy %",
+                a.ts,
+                pct(busy, total),
+            );
+            f(
+                Sampled::MachineIowait,
+                "machine iowait %",
+                a.ts,
+                pct(iowait, total),
+            );
+        }
+    }
+    let mut names: HashMap<(u32, u32), String> = HashMap::new();
+    for (p, _) in t.gpu_processes.iter().zip(nvml).filter(|x| *x.1) {
+        if p.flags & fmt::GPU_PROC_SELF != 0 || p.sm_pct == fmt::ENV_NA {
+            continue;
+        }
+        let name = names.entry((p.device, p.pid)).or_insert_with(|| {
+            let comm = t.str(p.name);
+            let comm = if comm.is_empty() { "?" } else { comm };
+            format!("pid {} ({comm}) SM %", p.pid)
+        });
+        let key = Sampled::GpuProcessSm {
+            device: p.device,
+            pid: p.pid,
+        };
+        f(key, name, p.ts, p.sm_pct as f64);
     }
 }
 
