@@ -594,6 +594,46 @@ fn host_and_environment_samples_become_chrome_counters() {
     let _ = std::fs::remove_dir_all(&d);
 }
 
+#[test]
+fn gpu_counter_samples_become_chrome_counters() {
+    let d = tmpdir("counters-chrome");
+    let mut b = healthy(10);
+    let t0 =
+        b.ev.iter()
+            .find_map(|e| match e {
+                Event::Kernel(k) => Some(k.start),
+                _ => None,
+            })
+            .unwrap();
+    for i in 0..3u64 {
+        b.ev.push(Event::CounterSample(fmt::CounterSample {
+            start: t0 + i * MS,
+            end: t0 + (i + 1) * MS,
+            device: 0,
+            sm_active: 9_850,
+            dram: 9_000 + i as u32 * 100,
+            ..Default::default()
+        }));
+    }
+    let p = write(&d, "gputrace-node0-7.gtrace", &b);
+    let out = d.join("job.json");
+    let (code, _, err) = gputrace(&[
+        "export",
+        "--format",
+        "chrome",
+        "-o",
+        out.to_str().unwrap(),
+        p.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let c = chrome_counters(&out);
+    assert_eq!(c["GPU 0 SM active % (counters)"], vec![98.5; 3]);
+    assert_eq!(c["GPU 0 DRAM % of peak (counters)"], vec![90.0, 91.0, 92.0]);
+    // A metric the GPU did not give has no track.
+    assert!(!c.contains_key("GPU 0 occupancy % (counters)"), "{c:?}");
+    let _ = std::fs::remove_dir_all(&d);
+}
+
 /// The fields of a protobuf message: (field, varint or fixed64 value, bytes).
 fn pb_fields(mut b: &[u8]) -> Vec<(u32, u64, &[u8])> {
     fn varint(b: &mut &[u8]) -> u64 {

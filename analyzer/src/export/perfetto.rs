@@ -585,7 +585,9 @@ impl Perfetto {
             None => {
                 let parent = match s {
                     Sampled::ThreadCpu { tid } => self.track(Key::Slices(Track::Thread(tid)))?,
-                    Sampled::GpuProcessSm { device, .. } => self.track(Key::NvmlGpu(device))?,
+                    Sampled::GpuProcessSm { device, .. } | Sampled::GpuCounter { device, .. } => {
+                        self.track(Key::NvmlGpu(device))?
+                    }
                     Sampled::ProcessCpu { .. } | Sampled::MachineBusy | Sampled::MachineIowait => {
                         self.proc().uuid
                     }

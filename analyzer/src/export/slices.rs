@@ -358,7 +358,7 @@ pub fn describe<'a>(cx: &TraceContext<'a>, ev: &TraceEvent<'a>) -> Shown<'a> {
         | TraceEvent::ProcSample(_)
         | TraceEvent::MachineSample(_)
         | TraceEvent::CpuLimits(_) => Shown::Nothing,
-        // GPU counter samples are in the report (not yet counter tracks).
+        // GPU counter samples are counter tracks (timeline::sampled_counters).
         TraceEvent::CounterSample(_) => Shown::Nothing,
         // Python call sites are in the report's findings.
         TraceEvent::PyStack(_) | TraceEvent::CallSite(_) => Shown::Nothing,

@@ -478,6 +478,12 @@ pub enum Sampled {
         device: u32,
         pid: u32,
     },
+    /// The GPU's hardware counters (CUPTI PM sampling), percent of peak: 0 SM active,
+    /// 1 achieved occupancy, 2 tensor pipes, 3 DRAM throughput; shown under the GPU.
+    GpuCounter {
+        device: u32,
+        which: u8,
+    },
 }
 
 impl Sampled {
@@ -486,7 +492,9 @@ impl Sampled {
     pub fn flat_name(&self, name: &str) -> String {
         match *self {
             Sampled::ThreadCpu { tid } => format!("thread {tid} {name}"),
-            Sampled::GpuProcessSm { device, .. } => format!("GPU {device} {name}"),
+            Sampled::GpuProcessSm { device, .. } | Sampled::GpuCounter { device, .. } => {
+                format!("GPU {device} {name}")
+            }
             _ => name.to_string(),
         }
     }
@@ -497,7 +505,9 @@ impl Sampled {
             Sampled::ThreadCpu { tid } => ("thread", tid as i64),
             Sampled::ProcessCpu { pid } => ("process", pid as i64),
             Sampled::MachineBusy | Sampled::MachineIowait => ("machine", -1),
-            Sampled::GpuProcessSm { device, .. } => ("gpu", device as i64),
+            Sampled::GpuProcessSm { device, .. } | Sampled::GpuCounter { device, .. } => {
+                ("gpu", device as i64)
+            }
         }
     }
 }
@@ -576,6 +586,27 @@ pub fn sampled_counters(t: &Trace, nvml: &[bool], mut f: impl FnMut(Sampled, &st
             pid: p.pid,
         };
         f(key, name, p.ts, p.sm_pct as f64);
+    }
+    // PM sampling: hundredths of a percent over [start, end), given at the start.
+    const PM: [&str; 4] = [
+        "SM active % (counters)",
+        "occupancy % (counters)",
+        "tensor active % (counters)",
+        "DRAM % of peak (counters)",
+    ];
+    for c in &t.counter_samples {
+        for (which, v) in [c.sm_active, c.occupancy, c.tensor_active, c.dram]
+            .into_iter()
+            .enumerate()
+        {
+            if v != fmt::ENV_NA {
+                let key = Sampled::GpuCounter {
+                    device: c.device,
+                    which: which as u8,
+                };
+                f(key, PM[which], c.start, v as f64 / 100.0);
+            }
+        }
     }
 }
 

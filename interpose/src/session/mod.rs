@@ -21,5 +21,5 @@
 pub mod cupti;
 pub mod env;
 pub mod host;
-pub mod pystack;
 pub mod pm;
+pub mod pystack;
