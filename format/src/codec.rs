@@ -453,6 +453,12 @@ impl Encoder {
                 self.v(c.stack as u64);
                 TAG_CALL_SITE
             }
+            Event::PySample(x) => {
+                self.ts(x.ts);
+                self.v(x.tid as u64);
+                self.v(x.stack as u64);
+                TAG_PY_SAMPLE
+            }
         };
         self.emit(tag);
         self.count += 1;
@@ -1200,6 +1206,11 @@ impl<'a> Decoder<'a> {
                 tid: b.v32()?,
                 stack: b.v32()?,
             }),
+            TAG_PY_SAMPLE => Event::PySample(PySample {
+                ts: self.ts(b)?,
+                tid: b.v32()?,
+                stack: b.v32()?,
+            }),
             _ => return Ok(None),
         }))
     }
@@ -1587,6 +1598,11 @@ mod tests {
                 tid: u32::MAX,
                 stack: 2,
             }),
+            Event::PySample(PySample {
+                ts: 1_700_000_000_010_000_000,
+                tid: 77,
+                stack: 2,
+            }),
         ]
     }
 
@@ -1654,6 +1670,7 @@ mod tests {
             TAG_GPU_EVENT,
             TAG_PY_STACK,
             TAG_CALL_SITE,
+            TAG_PY_SAMPLE,
         ];
         let n = tags.len();
         tags.sort_unstable();

@@ -1044,6 +1044,15 @@ pub struct CallSite {
     pub stack: u32,
 }
 
+/// A periodic sample of a CUDA-issuing thread's Python stack during a trace window
+/// (format 2.3): thread `tid` was running Python stack `stack` (a [`PyStack`] id) at `ts`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PySample {
+    pub ts: u64,
+    pub tid: u32,
+    pub stack: u32,
+}
+
 /// One trace event. Tags (the `TAG_*` constants) are append-only.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Event {
@@ -1114,6 +1123,8 @@ pub enum Event {
     PyStack(PyStack),
     /// The Python stack a host call was made from (format 2.2).
     CallSite(CallSite),
+    /// A periodic sample of a thread's Python stack (format 2.3).
+    PySample(PySample),
 }
 
 pub const TAG_STR: u8 = 1;
@@ -1152,6 +1163,8 @@ pub const TAG_GPU_EVENT: u8 = 28;
 /// Python call sites (format 2.2).
 pub const TAG_PY_STACK: u8 = 29;
 pub const TAG_CALL_SITE: u8 = 30;
+/// Python stack samples (format 2.3).
+pub const TAG_PY_SAMPLE: u8 = 31;
 
 impl Event {
     /// The event's primary timestamp, if it has one.
@@ -1182,6 +1195,7 @@ impl Event {
             Event::GpuProcess(p) => Some(p.ts),
             Event::GpuEvent(e) => Some(e.ts),
             Event::CallSite(c) => Some(c.ts),
+            Event::PySample(x) => Some(x.ts),
         }
     }
 
