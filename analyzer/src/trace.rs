@@ -65,6 +65,9 @@ pub struct Trace {
     /// site is (sorted by thread, then start; see [`Trace::call_site`]).
     pub py_stacks: Vec<fmt::PyStack>,
     pub call_sites: Vec<fmt::CallSite>,
+    /// Periodic samples of the CUDA-issuing threads' Python stacks (format 2.3),
+    /// sorted by thread, then time (see [`Trace::py_samples_in`]).
+    pub py_samples: Vec<fmt::PySample>,
 }
 
 /// One NVTX range: a push/pop pair (same thread) or a start/end pair (same id).
@@ -252,6 +255,7 @@ impl Trace {
             Event::GpuEvent(e) => self.gpu_events.push(e),
             Event::PyStack(st) => self.py_stacks.push(st),
             Event::CallSite(c) => self.call_sites.push(c),
+            Event::PySample(x) => self.py_samples.push(x),
         }
     }
 
@@ -295,6 +299,7 @@ impl Trace {
             gpu_events,
             py_stacks: _,
             call_sites,
+            py_samples,
         } = &mut p.tables;
         self.kernels.append(kernels);
         self.memcpys.append(memcpys);
@@ -317,6 +322,7 @@ impl Trace {
         self.gpu_processes.append(gpu_processes);
         self.gpu_events.append(gpu_events);
         self.call_sites.append(call_sites);
+        self.py_samples.append(py_samples);
         for e in p.rest.drain(..) {
             self.add(e);
         }
@@ -342,6 +348,8 @@ impl Trace {
         self.py_stacks.dedup_by_key(|s| s.id);
         self.call_sites
             .sort_unstable_by_key(|c| (c.tid, c.ts, c.stack));
+        self.py_samples
+            .sort_unstable_by_key(|x| (x.tid, x.ts, x.stack));
         self.host_copies.sort_by_key(|k| (k.start, k.end));
         self.host_calls.sort_by_key(|k| (k.start, k.end));
         self.host_allocs.sort_by_key(|k| (k.start, k.end));
@@ -523,6 +531,17 @@ impl Trace {
             return None;
         }
         self.py_stack(c.stack)
+    }
+
+    /// The Python samples of thread `tid` taken in `[start, end)`.
+    pub fn py_samples_in(&self, tid: u32, start: u64, end: u64) -> &[fmt::PySample] {
+        let lo = self
+            .py_samples
+            .partition_point(|x| (x.tid, x.ts) < (tid, start));
+        let hi = self
+            .py_samples
+            .partition_point(|x| (x.tid, x.ts) < (tid, end));
+        &self.py_samples[lo..hi.max(lo)]
     }
 
     /// A Python stack by id.

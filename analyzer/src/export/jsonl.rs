@@ -45,6 +45,8 @@
 //!   first, each `file`, `function`, `line`; line 0 when not known).
 //! * `call_site`: `tid`, `ts_ns` (the start of that thread's host call: an `api`,
 //!   `host_call`, `host_copy` or `nccl` line) and `stack` (a `py_stack` id).
+//! * `py_sample` (format 2.3): a periodic sample of a CUDA-issuing thread's Python
+//!   stack during the window: `tid`, `ts_ns`, `stack` (a `py_stack` id).
 //!
 //! Host samples (format 2.1, the library's sampler; counters are cumulative):
 //! * `thread_cpu`: a CUDA-issuing thread: `tid`, `cpu_ns` (on a CPU), `wait_ns`
@@ -542,6 +544,11 @@ impl EventExporter for Jsonl {
                 m.start("call_site", pid, c.ts, None);
                 m.put("tid", &c.tid);
                 m.put("stack", &c.stack);
+            }
+            TraceEvent::PySample(x) => {
+                m.start("py_sample", pid, x.ts, None);
+                m.put("tid", &x.tid);
+                m.put("stack", &x.stack);
             }
         }
         m.finish(out)

@@ -263,6 +263,8 @@ pub enum TraceEvent<'a> {
     PyStack(&'a fmt::PyStack),
     /// The Python stack a host call was made from.
     CallSite(&'a fmt::CallSite),
+    /// A periodic sample of a thread's Python stack.
+    PySample(&'a fmt::PySample),
 }
 
 impl TraceEvent<'_> {
@@ -294,6 +296,7 @@ impl TraceEvent<'_> {
             TraceEvent::MachineSample(x) => x.ts,
             TraceEvent::CpuLimits(x) => x.ts,
             TraceEvent::CallSite(c) => c.ts,
+            TraceEvent::PySample(x) => x.ts,
         }
     }
 }

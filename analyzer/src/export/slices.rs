@@ -353,7 +353,9 @@ pub fn describe<'a>(cx: &TraceContext<'a>, ev: &TraceEvent<'a>) -> Shown<'a> {
         TraceEvent::Fact(_) | TraceEvent::GpuProcess(_) => Shown::Nothing,
         // Host CPU samples are in the report's host section (not yet counter tracks).
         // Python call sites are in the report's findings.
-        TraceEvent::PyStack(_) | TraceEvent::CallSite(_) => Shown::Nothing,
+        TraceEvent::PyStack(_) | TraceEvent::CallSite(_) | TraceEvent::PySample(_) => {
+            Shown::Nothing
+        }
         TraceEvent::ThreadCpu(_)
         | TraceEvent::ProcSample(_)
         | TraceEvent::MachineSample(_)

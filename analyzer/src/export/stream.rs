@@ -429,6 +429,7 @@ enum Kind {
     Thread,
     CallSite,
     PyStack,
+    PySample,
 }
 
 /// Where an event goes in the output: timestamp, kind, its table's sort key, then its
@@ -468,6 +469,7 @@ enum Rec {
     MachineSample(Box<fmt::MachineSample>),
     CpuLimits(Box<fmt::CpuLimits>),
     CallSite(fmt::CallSite),
+    PySample(fmt::PySample),
 }
 
 fn pair(hi: u32, lo: u32) -> u64 {
@@ -498,6 +500,7 @@ impl Rec {
             Event::MachineSample(x) => Rec::MachineSample(Box::new(x)),
             Event::CpuLimits(x) => Rec::CpuLimits(Box::new(x)),
             Event::CallSite(c) => Rec::CallSite(c),
+            Event::PySample(x) => Rec::PySample(x),
             Event::Str { .. }
             | Event::PyStack(_)
             | Event::Clock { .. }
@@ -542,6 +545,7 @@ impl Rec {
             Rec::MachineSample(x) => x.ts,
             Rec::CpuLimits(x) => x.ts,
             Rec::CallSite(c) => c.ts,
+            Rec::PySample(x) => x.ts,
         }
     }
 
@@ -587,6 +591,7 @@ impl Rec {
             Rec::MachineSample(x) => (Kind::MachineSample, [x.ts, 0, 0, 0]),
             Rec::CpuLimits(x) => (Kind::CpuLimits, [x.ts, 0, 0, 0]),
             Rec::CallSite(c) => (Kind::CallSite, [c.ts, c.tid as u64, c.stack as u64, 0]),
+            Rec::PySample(x) => (Kind::PySample, [x.tid as u64, x.ts, x.stack as u64, 0]),
         }
     }
 
@@ -615,6 +620,7 @@ impl Rec {
             Rec::MachineSample(x) => f(&TraceEvent::MachineSample(x)),
             Rec::CpuLimits(x) => f(&TraceEvent::CpuLimits(x)),
             Rec::CallSite(c) => f(&TraceEvent::CallSite(c)),
+            Rec::PySample(x) => f(&TraceEvent::PySample(x)),
         }
     }
 }
