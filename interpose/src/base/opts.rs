@@ -445,6 +445,7 @@ mod tests {
         assert_eq!(d.host.thread_period, std::time::Duration::from_millis(5));
         assert_eq!(d.host.tree_period, std::time::Duration::from_millis(50));
         assert_eq!(d.host.py_period, std::time::Duration::from_millis(10));
+        assert!(d.warnings.is_empty(), "{:?}", d.warnings);
         let d = o(&[("GPUTRACE_PYSAMPLE_MS", "0")]);
         assert_eq!(d.host.py_period, std::time::Duration::ZERO);
         let d = o(&[("GPUTRACE_PYSAMPLE_MS", "25")]);
@@ -452,7 +453,6 @@ mod tests {
         let d = o(&[("GPUTRACE_PYSAMPLE_MS", "5000")]);
         assert_eq!(d.host.py_period, std::time::Duration::from_millis(10));
         assert!(!d.warnings.is_empty());
-        assert!(d.warnings.is_empty(), "{:?}", d.warnings);
         let d = o(&[
             ("GPUTRACE_HOST_THREAD_MS", "0"),
             ("GPUTRACE_HOST_TREE_MS", "5"),
@@ -564,7 +564,6 @@ mod tests {
                 set::ACTIVITY => "kernel",
                 set::NVML_SKIP => "events",
                 set::SIGNAL => "SIGUSR1",
-                set::NVML_SKIP => "none",
                 set::START_AFTER | set::DURATION => "10s",
                 set::BUFFER_KB => "1024",
                 set::DEVICE_BUFFER_MB | set::BUFFER_POOL_MB | set::RANK => "64",
