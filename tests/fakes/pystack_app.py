@@ -6,6 +6,7 @@ as PyTorch does around its operators. The lines that make the calls are marked w
 `# SITE:<name>` comments: the tests find the expected file:line there.
 
 Usage: pystack_app.py sites [steps] | stress [rounds] | bench [calls] [depth] | idle [ms]
+       | sampled [ms] [depth]
 """
 
 import ctypes
@@ -104,6 +105,29 @@ def idle(ms):
     print("done idle")
 
 
+def sampled(ms, depth):
+    # The cost of being sampled: a busy loop `depth` frames down for `ms`, after one
+    # CUDA call (so the sampler knows the thread); prints the loop's iterations and the
+    # CPU time of the library's sampler thread.
+    def loop():
+        wait_for_gpu()
+        return busy_host(ms)
+
+    iters = deep(depth, loop)
+    cpu = 0
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open("/proc/self/task/%s/comm" % tid) as f:
+                if f.read().strip() != "gputrace-sample":
+                    continue
+            with open("/proc/self/task/%s/schedstat" % tid) as f:
+                cpu = int(f.read().split()[0])
+        except OSError:
+            pass
+    print("iters %d" % iters)
+    print("sampler_cpu_ns %d" % cpu)
+
+
 # ---- stress: frames that change under other threads' captures ----
 
 
@@ -185,6 +209,8 @@ if __name__ == "__main__":
         stress(int(sys.argv[2]) if len(sys.argv) > 2 else 50)
     elif mode == "idle":
         idle(int(sys.argv[2]) if len(sys.argv) > 2 else 300)
+    elif mode == "sampled":
+        sampled(int(sys.argv[2]), int(sys.argv[3]))
     elif mode == "bench":
         bench(int(sys.argv[2]), int(sys.argv[3]))
     else:
