@@ -6,14 +6,20 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn example(dir: &str) -> Vec<PathBuf> {
-    let d = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples").join(dir);
+    let d = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../examples")
+        .join(dir);
     let mut v: Vec<PathBuf> = std::fs::read_dir(&d)
         .unwrap_or_else(|e| panic!("{}: {e}", d.display()))
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|x| x == "gtrace"))
         .collect();
     v.sort();
-    assert_eq!(v.len(), 2, "{dir}: a process trace and its environment file");
+    assert_eq!(
+        v.len(),
+        2,
+        "{dir}: a process trace and its environment file"
+    );
     v
 }
 
@@ -24,7 +30,11 @@ fn report(dir: &str) -> Value {
         .args(example(dir))
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
@@ -42,7 +52,10 @@ fn implicit_sync_names_the_line_that_read_the_loss() {
     let r = report("implicit_sync");
     assert_eq!(r["top_finding"], "implicit_sync");
     let site = &finding(&r, "implicit_sync")["call_sites"][0];
-    assert!(site["file"].as_str().unwrap().ends_with("implicit_sync.py"), "{site}");
+    assert!(
+        site["file"].as_str().unwrap().ends_with("implicit_sync.py"),
+        "{site}"
+    );
     assert_eq!(site["line"], 18);
     // The environment file was merged: the process has its GPU's clocks.
     let env = &r["processes"][0]["environment"];
@@ -54,21 +67,33 @@ fn implicit_sync_names_the_line_that_read_the_loss() {
 fn shared_gpu_names_the_other_process_first() {
     let r = report("shared_gpu");
     assert_eq!(r["top_finding"], "env_shared_gpu");
-    assert_eq!(r["processes"][0]["environment"]["gpus"][0]["other_processes"], 1);
+    assert_eq!(
+        r["processes"][0]["environment"]["gpus"][0]["other_processes"],
+        1
+    );
 }
 
 #[test]
 fn workers_saturated_is_data_starvation_by_busy_workers() {
     let r = report("workers_saturated");
     assert_eq!(r["top_finding"], "data_starvation");
-    assert_eq!(finding(&r, "data_starvation")["subcause"], "workers_saturated");
+    assert_eq!(
+        finding(&r, "data_starvation")["subcause"],
+        "workers_saturated"
+    );
 }
 
 #[test]
 fn the_environment_file_alone_is_refused() {
     let env = example("implicit_sync")
         .into_iter()
-        .find(|p| p.file_name().unwrap().to_str().unwrap().starts_with("gputrace-env-"))
+        .find(|p| {
+            p.file_name()
+                .unwrap()
+                .to_str()
+                .unwrap()
+                .starts_with("gputrace-env-")
+        })
         .unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_gputrace"))
         .arg("report")

@@ -534,7 +534,10 @@ fn python_samples_in_blocked_gaps_name_where_the_host_waited() {
         .iter()
         .map(|p| (p.function.as_str(), p.line, p.user_code))
         .collect();
-    assert_eq!(places, vec![("load_batch", 41, true), ("log_metrics", 77, true)]);
+    assert_eq!(
+        places,
+        vec![("load_batch", 41, true), ("log_metrics", 77, true)]
+    );
     assert_eq!(f.host_was_in[0].samples, 2 * f.host_was_in[1].samples);
     assert_eq!(f.host_was_in[0].innermost.function, "__next__");
     // The samples taken while the GPU was busy are in no gap.

@@ -248,7 +248,11 @@ fn samples_name_what_the_host_ran_between_cuda_calls() {
         let w = Wheel::new(Cuda::V13, Layout::Flat);
         let out = run_script(&w, &python, &["idle", "300"]);
         out.assert_ok();
-        assert!(out.stdout.contains("done idle"), "{python:?}: {}", out.stdout);
+        assert!(
+            out.stdout.contains("done idle"),
+            "{python:?}: {}",
+            out.stdout
+        );
         assert!(
             out.gputrace_lines().is_empty(),
             "{:?}",
@@ -278,7 +282,10 @@ fn samples_name_what_the_host_ran_between_cuda_calls() {
             );
         }
         // Sampled inside the script's idle call: the outer frame is `idle`.
-        assert!(s.stacks.values().any(|f| f[0].1 == "sleepy_host" && f[1].1 == "idle"));
+        assert!(s
+            .stacks
+            .values()
+            .any(|f| f[0].1 == "sleepy_host" && f[1].1 == "idle"));
     }
 }
 

@@ -139,11 +139,7 @@ pub fn evidence(places: &[HostPlace]) -> Option<String> {
                 if same {
                     String::new()
                 } else {
-                    format!(
-                        "; innermost {}:{}",
-                        short_file(&inner.file),
-                        inner.function
-                    )
+                    format!("; innermost {}:{}", short_file(&inner.file), inner.function)
                 }
             )
         })
@@ -163,7 +159,10 @@ mod tests {
         for (id, text) in [
             (1, "/home/u/train.py"),
             (2, "load_batch"),
-            (3, "/usr/lib/python3.12/site-packages/torch/utils/data/dataloader.py"),
+            (
+                3,
+                "/usr/lib/python3.12/site-packages/torch/utils/data/dataloader.py",
+            ),
             (4, "__next__"),
             (5, "log_metrics"),
         ] {
