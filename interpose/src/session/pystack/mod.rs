@@ -43,6 +43,7 @@ pub mod lines;
 pub mod mem;
 pub mod resolve;
 pub mod sample;
+pub mod threads;
 
 use crate::base::ffi::{errno, set_errno};
 use crate::base::log;
@@ -340,7 +341,7 @@ fn walk(py: &Python, depth: usize, out: &mut [RawFrame; MAX_DEPTH]) -> usize {
     if ts == 0 {
         return 0;
     }
-    sample::note(ts);
+    threads::note(ts);
     walk_from(py, ts, depth, out)
 }
 
@@ -536,7 +537,7 @@ pub fn push_held(key: u64, tid: u32) {
 /// In a forked child: the cached pid is the parent's.
 pub fn after_fork() {
     mem::reset_after_fork();
-    sample::reset_after_fork();
+    threads::reset_after_fork();
 }
 
 #[cfg(test)]

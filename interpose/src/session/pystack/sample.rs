@@ -2,11 +2,9 @@
 //! trace window: what the host was running while the GPU waited (the DataLoader's
 //! `__next__`, a transform, logging), not only at the calls that matter.
 //!
-//! * Which threads: those whose stack was taken at a call site ([`note`], from the
-//!   capture path, which knows the thread's `PyThreadState` from
-//!   `PyGILState_GetThisThreadState`). A small table of (tid, thread state) slots, written
-//!   with atomics by the thread itself (once, at its first capture), cleared by a
-//!   thread-local guard when the thread ends, read by the sampler.
+//! * Which threads: those whose stack was taken at a call site (threads.rs: the
+//!   capture path knows the thread's `PyThreadState` from
+//!   `PyGILState_GetThisThreadState` and notes it once).
 //! * Who samples: the host sampler's thread ("gputrace-sample"), every
 //!   `GPUTRACE_PYSAMPLE_MS`, only while stacks are being taken (a trace window).
 //! * Racing the sampled thread: its frames change while they are read. Every read goes
@@ -20,19 +18,14 @@
 //!   sampler and the writer take (no program thread ever does); a forked child resets
 //!   it, since the lock may have been held by a thread that does not exist there.
 
-use super::{walk_from, Python, Stack, ACTIVE, DEPTH, MAX_DEPTH};
+use super::{threads, walk_from, Python, Stack, ACTIVE, DEPTH, MAX_DEPTH};
 use crate::base::clock;
 use crate::rings::record::RawFrame;
-use std::cell::{Cell, UnsafeCell};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::cell::UnsafeCell;
+use std::sync::atomic::{AtomicBool, Ordering};
 
-/// Threads followed at most.
-pub const SLOTS: usize = 64;
 /// Samples waiting for the writer at most (the writer drains every flush period).
 const MAX_QUEUED: usize = 16_384;
-
-static TIDS: [AtomicU32; SLOTS] = [const { AtomicU32::new(0) }; SLOTS];
-static TSTATES: [AtomicU64; SLOTS] = [const { AtomicU64::new(0) }; SLOTS];
 
 /// One sample on its way to the writer.
 #[derive(Clone, Copy)]
@@ -78,67 +71,6 @@ fn with_queue<R>(f: impl FnOnce(&mut Queue) -> R) -> R {
     r
 }
 
-/// The calling thread's slot in the table, cleared when the thread ends.
-struct Noted {
-    slot: Cell<usize>,
-    ts: Cell<u64>,
-}
-
-impl Drop for Noted {
-    fn drop(&mut self) {
-        let s = self.slot.get();
-        if s < SLOTS {
-            TSTATES[s].store(0, Ordering::Release);
-            TIDS[s].store(0, Ordering::Release);
-        }
-    }
-}
-
-thread_local! {
-    static NOTED: Noted = const {
-        Noted {
-            slot: Cell::new(usize::MAX),
-            ts: Cell::new(0),
-        }
-    };
-}
-
-fn gettid() -> u32 {
-    // SAFETY: gettid has no preconditions.
-    unsafe { libc::syscall(libc::SYS_gettid) as u32 }
-}
-
-/// The calling thread's thread state is `ts`: keeps it for the sampler. A thread
-/// already noted with the same state costs a thread-local read.
-#[inline]
-pub fn note(ts: u64) {
-    let _ = NOTED.try_with(|n| {
-        if n.ts.get() == ts {
-            return;
-        }
-        let mut slot = n.slot.get();
-        if slot >= SLOTS {
-            let tid = gettid();
-            slot = (0..SLOTS)
-                .find(|&i| {
-                    TIDS[i]
-                        .compare_exchange(0, tid, Ordering::AcqRel, Ordering::Relaxed)
-                        .is_ok()
-                })
-                .unwrap_or(usize::MAX);
-            if slot >= SLOTS {
-                // The table is full: this thread is not sampled (remembered, so the
-                // search is not made again).
-                n.ts.set(ts);
-                return;
-            }
-            n.slot.set(slot);
-        }
-        TSTATES[slot].store(ts, Ordering::Release);
-        n.ts.set(ts);
-    });
-}
-
 /// One sample of every noted thread, if stacks are being taken. On the sampler thread.
 pub fn take() {
     let p = ACTIVE.load(Ordering::Acquire);
@@ -151,12 +83,7 @@ pub fn take() {
     let mut fresh = false;
     let mut got: [Option<Sampled>; 8] = [None; 8];
     let mut n_got = 0;
-    for i in 0..SLOTS {
-        let tid = TIDS[i].load(Ordering::Acquire);
-        let ts = TSTATES[i].load(Ordering::Acquire);
-        if tid == 0 || ts == 0 {
-            continue;
-        }
+    threads::each(|tid, ts| {
         let mut s = Sampled {
             ts: clock::now_ns(),
             tid,
@@ -164,7 +91,7 @@ pub fn take() {
         };
         s.stack.n = walk_from(py, ts, depth, &mut s.stack.frames);
         if s.stack.n == 0 {
-            continue;
+            return;
         }
         fresh |= super::met_anew(s.stack.frames());
         got[n_got] = Some(s);
@@ -173,7 +100,7 @@ pub fn take() {
             put(&got[..n_got]);
             n_got = 0;
         }
-    }
+    });
     put(&got[..n_got]);
     if fresh {
         // A code object not met lately: read it while it surely exists.
@@ -196,8 +123,8 @@ fn put(got: &[Option<Sampled>]) {
     });
 }
 
-/// Takes the queued samples into `out`, which must be empty (on the writer thread); returns how many were dropped
-/// since the last call.
+/// Takes the queued samples into `out`, which must be empty (on the writer thread);
+/// returns how many were dropped since the last call.
 pub fn drain(out: &mut Vec<Sampled>) -> u64 {
     with_queue(|q| {
         // Swapped, so both vectors keep their capacity.
@@ -211,16 +138,8 @@ pub fn frames(s: &Sampled) -> &[RawFrame] {
     s.stack.frames()
 }
 
-/// In a forked child: only the forking thread lives on, and the slots are the parent's.
+/// In a forked child: the samples queued are the parent's.
 pub fn reset_after_fork() {
-    for i in 0..SLOTS {
-        TSTATES[i].store(0, Ordering::Relaxed);
-        TIDS[i].store(0, Ordering::Relaxed);
-    }
-    let _ = NOTED.try_with(|n| {
-        n.slot.set(usize::MAX);
-        n.ts.set(0);
-    });
     // SAFETY: only the forking thread exists in the child; whoever held the lock in
     // the parent is gone, so the queue is taken over without it.
     unsafe {
@@ -236,21 +155,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_thread_is_noted_once_and_forgotten_when_it_ends() {
-        let tid = std::thread::spawn(|| {
-            note(0x1000);
-            note(0x1000);
-            let me = gettid();
-            let slots = (0..SLOTS)
-                .filter(|&i| TIDS[i].load(Ordering::Relaxed) == me)
-                .count();
-            assert_eq!(slots, 1);
-            me
-        })
-        .join()
-        .unwrap();
-        assert!((0..SLOTS).all(|i| TIDS[i].load(Ordering::Relaxed) != tid));
-        // Not a Python process: nothing is sampled.
+    fn not_a_python_process_nothing_is_sampled() {
+        threads::note(0x1000);
         take();
         let mut v = Vec::new();
         drain(&mut v);
