@@ -67,6 +67,9 @@ pub struct Trace {
     pub call_sites: Vec<fmt::CallSite>,
     /// GPU hardware counter samples (CUPTI PM sampling), by start time.
     pub counter_samples: Vec<fmt::CounterSample>,
+    /// Periodic samples of the CUDA-issuing threads' Python stacks (format 2.3),
+    /// sorted by thread, then time (see [`Trace::py_samples_in`]).
+    pub py_samples: Vec<fmt::PySample>,
 }
 
 /// One NVTX range: a push/pop pair (same thread) or a start/end pair (same id).
@@ -255,6 +258,7 @@ impl Trace {
             Event::PyStack(st) => self.py_stacks.push(st),
             Event::CallSite(c) => self.call_sites.push(c),
             Event::CounterSample(c) => self.counter_samples.push(c),
+            Event::PySample(x) => self.py_samples.push(x),
         }
     }
 
@@ -299,6 +303,7 @@ impl Trace {
             py_stacks: _,
             call_sites,
             counter_samples,
+            py_samples,
         } = &mut p.tables;
         self.kernels.append(kernels);
         self.memcpys.append(memcpys);
@@ -322,6 +327,7 @@ impl Trace {
         self.gpu_events.append(gpu_events);
         self.call_sites.append(call_sites);
         self.counter_samples.append(counter_samples);
+        self.py_samples.append(py_samples);
         for e in p.rest.drain(..) {
             self.add(e);
         }
@@ -347,6 +353,8 @@ impl Trace {
         self.py_stacks.dedup_by_key(|s| s.id);
         self.call_sites
             .sort_unstable_by_key(|c| (c.tid, c.ts, c.stack));
+        self.py_samples
+            .sort_unstable_by_key(|x| (x.tid, x.ts, x.stack));
         self.host_copies.sort_by_key(|k| (k.start, k.end));
         self.host_calls.sort_by_key(|k| (k.start, k.end));
         self.host_allocs.sort_by_key(|k| (k.start, k.end));
@@ -530,6 +538,17 @@ impl Trace {
             return None;
         }
         self.py_stack(c.stack)
+    }
+
+    /// The Python samples of thread `tid` taken in `[start, end)`.
+    pub fn py_samples_in(&self, tid: u32, start: u64, end: u64) -> &[fmt::PySample] {
+        let lo = self
+            .py_samples
+            .partition_point(|x| (x.tid, x.ts) < (tid, start));
+        let hi = self
+            .py_samples
+            .partition_point(|x| (x.tid, x.ts) < (tid, end));
+        &self.py_samples[lo..hi.max(lo)]
     }
 
     /// A Python stack by id.

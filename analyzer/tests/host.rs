@@ -471,3 +471,105 @@ fn random_host_samples_never_panic() {
         assert!(!r.processes.is_empty(), "round {round}");
     }
 }
+
+/// Python samples of the feeding thread in every step of the data-starved loop: at 1 ms
+/// (the GPU busy: in `forward`), at 3 and 5 ms (in `load_batch`, inside the
+/// DataLoader's `__next__`) and at 7 ms (in `log_metrics`) of its 8 ms quiet stretch.
+fn add_py_samples(b: &mut B) {
+    let train = b.s("/home/u/train.py");
+    let dl = b.s("/usr/lib/python3.12/site-packages/torch/utils/data/dataloader.py");
+    let (fwd, load, next, log) = (
+        b.s("forward"),
+        b.s("load_batch"),
+        b.s("__next__"),
+        b.s("log_metrics"),
+    );
+    let frame = |file, function, line| fmt::PyFrame {
+        file,
+        function,
+        line,
+    };
+    for (id, frames) in [
+        (1, vec![frame(train, fwd, 12)]),
+        (2, vec![frame(dl, next, 630), frame(train, load, 41)]),
+        (3, vec![frame(train, log, 77)]),
+    ] {
+        b.ev.push(Event::PyStack(fmt::PyStack { id, frames }));
+    }
+    let mut h = T0 + 2 * S;
+    for _ in 0..STEPS {
+        for (at, stack) in [(MS, 1), (3 * MS, 2), (5 * MS, 2), (7 * MS, 3)] {
+            b.ev.push(Event::PySample(fmt::PySample {
+                ts: h + at,
+                tid: TID,
+                stack,
+            }));
+        }
+        h += 35 * US + 8 * MS;
+    }
+}
+
+fn starved_with_py(h: Host) -> Report {
+    let mut b = data_starved(STEPS);
+    let from = T0 + 2 * S - 10 * MS;
+    let to = from + STEPS as u64 * 8100 * US + 50 * MS;
+    add_samples(&mut b, from, to, &h);
+    add_py_samples(&mut b);
+    analyze(&[b.build()])
+}
+
+const IN_THE_GAPS: &str = "the host was in train.py:41 in load_batch (67% of the Python samples in these gaps; innermost dataloader.py:__next__); train.py:77 in log_metrics (33% of the Python samples in these gaps)";
+
+#[test]
+fn python_samples_in_blocked_gaps_name_where_the_host_waited() {
+    let r = starved_with_py(Host::default());
+    let f = get(&r, "data_starvation");
+    assert!(
+        f.evidence.iter().any(|l| l == IN_THE_GAPS),
+        "{:#?}",
+        f.evidence
+    );
+    let places: Vec<(&str, u32, bool)> = f
+        .host_was_in
+        .iter()
+        .map(|p| (p.function.as_str(), p.line, p.user_code))
+        .collect();
+    assert_eq!(
+        places,
+        vec![("load_batch", 41, true), ("log_metrics", 77, true)]
+    );
+    assert_eq!(f.host_was_in[0].samples, 2 * f.host_was_in[1].samples);
+    assert_eq!(f.host_was_in[0].innermost.function, "__next__");
+    // The samples taken while the GPU was busy are in no gap.
+    assert!(!f.host_was_in.iter().any(|p| p.function == "forward"));
+    let json = serde_json::to_string(&r).unwrap();
+    assert!(json.contains("\"host_was_in\""), "{json}");
+    assert!(json.contains("\"python_while_blocked\""));
+    let text = gputrace_analyzer::render_text(&r);
+    assert!(text.contains("load_batch"), "{text}");
+}
+
+#[test]
+fn python_samples_in_computing_gaps_name_what_the_host_computed() {
+    let r = starved_with_py(Host {
+        on_cpu: 1.0,
+        ..Default::default()
+    });
+    let f = get(&r, "cpu_bound");
+    assert!(
+        f.evidence.iter().any(|l| l == IN_THE_GAPS),
+        "{:#?}",
+        f.evidence
+    );
+    assert_eq!(f.host_was_in.len(), 2);
+}
+
+#[test]
+fn without_python_samples_nothing_is_added() {
+    let r = starved_with(Host::default());
+    let f = get(&r, "data_starvation");
+    assert!(f.host_was_in.is_empty());
+    assert!(!f.evidence.iter().any(|l| l.starts_with("the host was in")));
+    let json = serde_json::to_string(&r).unwrap();
+    assert!(!json.contains("host_was_in") && !json.contains("python_while"));
+}

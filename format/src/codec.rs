@@ -469,6 +469,12 @@ impl Encoder {
                 }
                 TAG_COUNTER_SAMPLE
             }
+            Event::PySample(x) => {
+                self.ts(x.ts);
+                self.v(x.tid as u64);
+                self.v(x.stack as u64);
+                TAG_PY_SAMPLE
+            }
         };
         self.emit(tag);
         self.count += 1;
@@ -1232,6 +1238,11 @@ impl<'a> Decoder<'a> {
                     nvlink_tx_bytes: b.na(ENV_NA64)?,
                 })
             }
+            TAG_PY_SAMPLE => Event::PySample(PySample {
+                ts: self.ts(b)?,
+                tid: b.v32()?,
+                stack: b.v32()?,
+            }),
             _ => return Ok(None),
         }))
     }
@@ -1637,6 +1648,11 @@ mod tests {
                 tid: u32::MAX,
                 stack: 2,
             }),
+            Event::PySample(PySample {
+                ts: 1_700_000_000_010_000_000,
+                tid: 77,
+                stack: 2,
+            }),
         ]
     }
 
@@ -1705,6 +1721,7 @@ mod tests {
             TAG_PY_STACK,
             TAG_CALL_SITE,
             TAG_COUNTER_SAMPLE,
+            TAG_PY_SAMPLE,
         ];
         let n = tags.len();
         tags.sort_unstable();

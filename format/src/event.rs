@@ -1086,6 +1086,15 @@ impl Default for CounterSample {
     }
 }
 
+/// A periodic sample of a CUDA-issuing thread's Python stack during a trace window
+/// (format 2.3): thread `tid` was running Python stack `stack` (a [`PyStack`] id) at `ts`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PySample {
+    pub ts: u64,
+    pub tid: u32,
+    pub stack: u32,
+}
+
 /// One trace event. Tags (the `TAG_*` constants) are append-only.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Event {
@@ -1158,6 +1167,8 @@ pub enum Event {
     CallSite(CallSite),
     /// GPU hardware counters over a short interval (CUPTI PM sampling).
     CounterSample(CounterSample),
+    /// A periodic sample of a thread's Python stack (format 2.3).
+    PySample(PySample),
 }
 
 pub const TAG_STR: u8 = 1;
@@ -1198,6 +1209,8 @@ pub const TAG_PY_STACK: u8 = 29;
 pub const TAG_CALL_SITE: u8 = 30;
 /// GPU hardware counter samples (format 2.3, PM sampling).
 pub const TAG_COUNTER_SAMPLE: u8 = 31;
+/// Python stack samples (format 2.3).
+pub const TAG_PY_SAMPLE: u8 = 32;
 
 impl Event {
     /// The event's primary timestamp, if it has one.
@@ -1229,6 +1242,7 @@ impl Event {
             Event::GpuEvent(e) => Some(e.ts),
             Event::CallSite(c) => Some(c.ts),
             Event::CounterSample(c) => Some(c.start),
+            Event::PySample(x) => Some(x.ts),
         }
     }
 

@@ -56,7 +56,8 @@ pub const VERSION_MAJOR: u16 = 2;
 /// 2.1: host samples (ThreadCpu, ProcSample, MachineSample, CpuLimits: tags 21-24) and
 /// environment events (Fact, GpuSample, GpuProcess, GpuEvent: tags 25-28).
 /// 2.2: Python call sites (PyStack, CallSite: tags 29-30).
-/// 2.3: GPU hardware counter samples (CounterSample: tag 31).
+/// 2.3: GPU hardware counter samples (CounterSample: tag 31) and Python stack samples
+/// (PySample: tag 32).
 pub const VERSION_MINOR: u16 = 3;
 /// Size of the fixed file header.
 pub const HEADER_LEN: usize = 16;

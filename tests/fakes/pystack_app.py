@@ -5,7 +5,8 @@ RTLD_LOCAL), and every call is made through ctypes, which releases the GIL aroun
 as PyTorch does around its operators. The lines that make the calls are marked with
 `# SITE:<name>` comments: the tests find the expected file:line there.
 
-Usage: pystack_app.py sites [steps] | stress [rounds] | bench [calls] [depth]
+Usage: pystack_app.py sites [steps] | stress [rounds] | bench [calls] [depth] | idle [ms]
+       | sampled [ms] [depth]
 """
 
 import ctypes
@@ -73,6 +74,58 @@ def sites(steps):
     for _ in range(steps):
         assert train_step(dev, host, n) == 0
     print("done", steps)
+
+
+# ---- idle: the host busy, then asleep, between two CUDA calls ----
+
+
+def busy_host(ms):
+    # Computing on the CPU with no CUDA call (a transform in the main process).
+    import time
+
+    end = time.perf_counter() + ms / 1000
+    x = 0
+    while time.perf_counter() < end:
+        x += 1
+    return x
+
+
+def sleepy_host(ms):
+    # Off the CPU with no CUDA call (waiting for input).
+    import time
+
+    time.sleep(ms / 1000)
+
+
+def idle(ms):
+    wait_for_gpu()  # the thread makes a call, so the sampler knows it
+    busy_host(ms)
+    sleepy_host(ms)
+    wait_for_gpu()
+    print("done idle")
+
+
+def sampled(ms, depth):
+    # The cost of being sampled: a busy loop `depth` frames down for `ms`, after one
+    # CUDA call (so the sampler knows the thread); prints the loop's iterations and the
+    # CPU time of the library's sampler thread.
+    def loop():
+        wait_for_gpu()
+        return busy_host(ms)
+
+    iters = deep(depth, loop)
+    cpu = 0
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open("/proc/self/task/%s/comm" % tid) as f:
+                if f.read().strip() != "gputrace-sample":
+                    continue
+            with open("/proc/self/task/%s/schedstat" % tid) as f:
+                cpu = int(f.read().split()[0])
+        except OSError:
+            pass
+    print("iters %d" % iters)
+    print("sampler_cpu_ns %d" % cpu)
 
 
 # ---- stress: frames that change under other threads' captures ----
@@ -154,6 +207,10 @@ if __name__ == "__main__":
         sites(int(sys.argv[2]) if len(sys.argv) > 2 else 5)
     elif mode == "stress":
         stress(int(sys.argv[2]) if len(sys.argv) > 2 else 50)
+    elif mode == "idle":
+        idle(int(sys.argv[2]) if len(sys.argv) > 2 else 300)
+    elif mode == "sampled":
+        sampled(int(sys.argv[2]), int(sys.argv[3]))
     elif mode == "bench":
         bench(int(sys.argv[2]), int(sys.argv[3]))
     else:

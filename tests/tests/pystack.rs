@@ -231,6 +231,81 @@ fn call_sites_name_the_lines_of_the_script() {
     }
 }
 
+/// The periodic samples of a trace: (tid, stack id) in time order.
+fn samples_of(t: &Trace) -> Vec<(u32, u32)> {
+    t.events()
+        .iter()
+        .filter_map(|e| match e {
+            Event::PySample(x) => Some((x.tid, x.stack)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn samples_name_what_the_host_ran_between_cuda_calls() {
+    for python in pythons() {
+        let w = Wheel::new(Cuda::V13, Layout::Flat);
+        let out = run_script(&w, &python, &["idle", "300"]);
+        out.assert_ok();
+        assert!(
+            out.stdout.contains("done idle"),
+            "{python:?}: {}",
+            out.stdout
+        );
+        assert!(
+            out.gputrace_lines().is_empty(),
+            "{:?}",
+            out.gputrace_lines()
+        );
+        let t = out.only_trace();
+        t.assert_complete();
+        let s = sites_of(&t);
+        let samples = samples_of(&t);
+        assert!(!samples.is_empty(), "{python:?}: no Python samples");
+        // The thread that made the CUDA calls is the one sampled.
+        let caller = t.apis_named("cudaStreamSynchronize")[0].tid;
+        let mut functions = Vec::new();
+        for (tid, id) in &samples {
+            assert_eq!(*tid, caller, "{python:?}");
+            let st = s
+                .stacks
+                .get(id)
+                .unwrap_or_else(|| panic!("{python:?}: sample of undefined stack {id}"));
+            assert_eq!(st[0].0, "pystack_app.py", "{python:?}: {st:?}");
+            functions.push(st[0].1.clone());
+        }
+        for f in ["busy_host", "sleepy_host"] {
+            assert!(
+                functions.iter().any(|x| x == f),
+                "{python:?}: no sample in {f}: {functions:?}"
+            );
+        }
+        // Sampled inside the script's idle call: the outer frame is `idle`.
+        assert!(s
+            .stacks
+            .values()
+            .any(|f| f[0].1 == "sleepy_host" && f[1].1 == "idle"));
+    }
+}
+
+#[test]
+fn the_setting_turns_samples_off() {
+    let Some(python) = pythons().into_iter().next() else {
+        return;
+    };
+    let w = Wheel::new(Cuda::V13, Layout::Flat);
+    let out = w
+        .program(&python, &[script().to_str().unwrap(), "idle", "50"])
+        .env("GPUTRACE_PYSAMPLE_MS", "0")
+        .run();
+    out.assert_ok();
+    let t = out.only_trace();
+    assert!(samples_of(&t).is_empty());
+    // Call sites are taken as ever.
+    assert!(!sites_of(&t).links.is_empty());
+}
+
 #[test]
 fn frames_changing_under_captures_never_crash_or_hang() {
     // Deep recursion, generators, threads starting and ending, and daemon threads
@@ -238,7 +313,12 @@ fn frames_changing_under_captures_never_crash_or_hang() {
     let marks = sites();
     for python in pythons() {
         let w = Wheel::new(Cuda::V13, Layout::Flat);
-        let out = run_script(&w, &python, &["stress", "20"]);
+        // Sampled every millisecond: the sampler reads every known thread's frames
+        // while they change, and while threads end and the interpreter finalises.
+        let out = w
+            .program(&python, &[script().to_str().unwrap(), "stress", "20"])
+            .env("GPUTRACE_PYSAMPLE_MS", "1")
+            .run();
         out.assert_ok();
         assert!(
             out.stdout.contains("done stress"),
@@ -272,6 +352,12 @@ fn frames_changing_under_captures_never_crash_or_hang() {
         assert_eq!(deep, 8, "{python:?}: the default depth");
         for f in s.stacks.values() {
             assert!(!f.is_empty() && f.len() <= 8);
+        }
+        // The samples taken meanwhile refer to defined stacks.
+        let samples = samples_of(&t);
+        assert!(!samples.is_empty(), "{python:?}: no Python samples");
+        for (_, id) in samples {
+            assert!(s.stacks.contains_key(&id), "{python:?}: stack {id}");
         }
     }
 }

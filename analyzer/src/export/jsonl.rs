@@ -49,6 +49,8 @@
 //! * `counter_sample`: `device`, `dur_ns`, `sm_active_pct`, `occupancy_pct` (achieved
 //!   occupancy), `tensor_active_pct`, `dram_pct` (of peak), `pcie_read_bytes`,
 //!   `pcie_write_bytes`, `nvlink_rx_bytes`, `nvlink_tx_bytes` (over the sample).
+//! * `py_sample` (format 2.3): a periodic sample of a CUDA-issuing thread's Python
+//!   stack during the window: `tid`, `ts_ns`, `stack` (a `py_stack` id).
 //!
 //! Host samples (format 2.1, the library's sampler; counters are cumulative):
 //! * `thread_cpu`: a CUDA-issuing thread: `tid`, `cpu_ns` (on a CPU), `wait_ns`
@@ -570,6 +572,11 @@ impl EventExporter for Jsonl {
                 m.start("call_site", pid, c.ts, None);
                 m.put("tid", &c.tid);
                 m.put("stack", &c.stack);
+            }
+            TraceEvent::PySample(x) => {
+                m.start("py_sample", pid, x.ts, None);
+                m.put("tid", &x.tid);
+                m.put("stack", &x.stack);
             }
         }
         m.finish(out)

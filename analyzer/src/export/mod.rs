@@ -265,6 +265,8 @@ pub enum TraceEvent<'a> {
     PyStack(&'a fmt::PyStack),
     /// The Python stack a host call was made from.
     CallSite(&'a fmt::CallSite),
+    /// A periodic sample of a thread's Python stack.
+    PySample(&'a fmt::PySample),
 }
 
 impl TraceEvent<'_> {
@@ -297,6 +299,7 @@ impl TraceEvent<'_> {
             TraceEvent::CpuLimits(x) => x.ts,
             TraceEvent::CallSite(c) => c.ts,
             TraceEvent::CounterSample(x) => x.start,
+            TraceEvent::PySample(x) => x.ts,
         }
     }
 }

@@ -361,7 +361,9 @@ pub fn describe<'a>(cx: &TraceContext<'a>, ev: &TraceEvent<'a>) -> Shown<'a> {
         // GPU counter samples are counter tracks (timeline::sampled_counters).
         TraceEvent::CounterSample(_) => Shown::Nothing,
         // Python call sites are in the report's findings.
-        TraceEvent::PyStack(_) | TraceEvent::CallSite(_) => Shown::Nothing,
+        TraceEvent::PyStack(_) | TraceEvent::CallSite(_) | TraceEvent::PySample(_) => {
+            Shown::Nothing
+        }
         TraceEvent::Api(a) => {
             let cat = if a.domain == fmt::DOMAIN_DRIVER {
                 Cat::Driver

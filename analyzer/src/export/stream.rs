@@ -430,6 +430,7 @@ enum Kind {
     Thread,
     CallSite,
     PyStack,
+    PySample,
 }
 
 /// Where an event goes in the output: timestamp, kind, its table's sort key, then its
@@ -471,6 +472,7 @@ enum Rec {
     CallSite(fmt::CallSite),
     /// Boxed, as GPU samples.
     CounterSample(Box<fmt::CounterSample>),
+    PySample(fmt::PySample),
 }
 
 fn pair(hi: u32, lo: u32) -> u64 {
@@ -502,6 +504,7 @@ impl Rec {
             Event::CpuLimits(x) => Rec::CpuLimits(Box::new(x)),
             Event::CallSite(c) => Rec::CallSite(c),
             Event::CounterSample(x) => Rec::CounterSample(Box::new(x)),
+            Event::PySample(x) => Rec::PySample(x),
             Event::Str { .. }
             | Event::PyStack(_)
             | Event::Clock { .. }
@@ -547,6 +550,7 @@ impl Rec {
             Rec::CpuLimits(x) => x.ts,
             Rec::CallSite(c) => c.ts,
             Rec::CounterSample(x) => x.start,
+            Rec::PySample(x) => x.ts,
         }
     }
 
@@ -593,6 +597,7 @@ impl Rec {
             Rec::CpuLimits(x) => (Kind::CpuLimits, [x.ts, 0, 0, 0]),
             Rec::CallSite(c) => (Kind::CallSite, [c.ts, c.tid as u64, c.stack as u64, 0]),
             Rec::CounterSample(x) => (Kind::CounterSample, [x.start, x.end, x.device as u64, 0]),
+            Rec::PySample(x) => (Kind::PySample, [x.tid as u64, x.ts, x.stack as u64, 0]),
         }
     }
 
@@ -622,6 +627,7 @@ impl Rec {
             Rec::CpuLimits(x) => f(&TraceEvent::CpuLimits(x)),
             Rec::CallSite(c) => f(&TraceEvent::CallSite(c)),
             Rec::CounterSample(x) => f(&TraceEvent::CounterSample(x)),
+            Rec::PySample(x) => f(&TraceEvent::PySample(x)),
         }
     }
 }

@@ -7,6 +7,7 @@
 
 use super::host::{self, HostCpu, HostSplit, Tree};
 use super::pct;
+use super::pysamples::{self, HostPlace};
 use serde::Serialize;
 
 /// A worker that used at least this share of a CPU while the feeding thread was
@@ -94,6 +95,12 @@ pub struct HostReport {
     pub data_starvation_cause: Option<String>,
     /// `cpu_bound`'s kind: `cpu_contention`, `main_process_work`, `framework_overhead`.
     pub cpu_bound_cause: Option<String>,
+    /// Where the feeding thread's Python code was while it was blocked / computing
+    /// (from the periodic stack samples; empty without them).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub python_while_blocked: Vec<HostPlace>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub python_while_computing: Vec<HostPlace>,
 }
 
 fn tree_report(h: &HostCpu, t: &Tree) -> TreeReport {
@@ -199,6 +206,8 @@ pub(crate) fn report(
         children: steady_tree.children.len(),
         data_starvation_cause: None,
         cpu_bound_cause: None,
+        python_while_blocked: pysamples::tally(t, h.feeder, &blocked),
+        python_while_computing: pysamples::tally(t, h.feeder, &computing),
     };
     r.data_starvation_cause = starvation_cause(&r).map(str::to_string);
     r.cpu_bound_cause = cpu_cause(&r, s).map(str::to_string);

@@ -23,6 +23,7 @@ pub mod intervals;
 pub mod kernels;
 pub mod keymap;
 pub mod load;
+pub mod pysamples;
 pub mod steps;
 pub mod syncfix;
 mod text;
@@ -102,6 +103,10 @@ pub struct Finding {
     /// time first (traces of CPython processes; absent otherwise).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub call_sites: Vec<callsites::CallSite>,
+    /// Where the host's Python code was during the gaps this finding is about, from
+    /// the periodic stack samples (format 2.3; absent without them).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub host_was_in: Vec<pysamples::HostPlace>,
 }
 
 #[derive(Serialize, Clone, Debug, Default, PartialEq)]

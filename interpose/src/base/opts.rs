@@ -25,6 +25,8 @@ pub struct HostSettings {
     pub thread_period: std::time::Duration,
     /// The process tree's and the machine's period.
     pub tree_period: std::time::Duration,
+    /// The Python stack samples' period (`GPUTRACE_PYSAMPLE_MS`; zero: none).
+    pub py_period: std::time::Duration,
 }
 
 impl Default for HostSettings {
@@ -33,6 +35,7 @@ impl Default for HostSettings {
             on: true,
             thread_period: std::time::Duration::from_millis(3),
             tree_period: std::time::Duration::from_millis(100),
+            py_period: std::time::Duration::from_millis(10),
         }
     }
 }
@@ -335,6 +338,10 @@ impl Opts {
                     }
                     _ => bad("milliseconds between 1 and 100"),
                 },
+                set::PYSAMPLE_MS => match v.trim().parse::<u64>() {
+                    Ok(n) if n <= 1000 => o.host.py_period = std::time::Duration::from_millis(n),
+                    _ => bad("milliseconds between 1 and 1000, or 0 for none"),
+                },
                 set::HOST_TREE_MS => match v.trim().parse::<u64>() {
                     Ok(n) if (10..=10_000).contains(&n) => {
                         o.host.tree_period = std::time::Duration::from_millis(n)
@@ -451,7 +458,15 @@ mod tests {
         assert!(!d.host.on);
         assert_eq!(d.host.thread_period, std::time::Duration::from_millis(5));
         assert_eq!(d.host.tree_period, std::time::Duration::from_millis(50));
+        assert_eq!(d.host.py_period, std::time::Duration::from_millis(10));
         assert!(d.warnings.is_empty(), "{:?}", d.warnings);
+        let d = o(&[("GPUTRACE_PYSAMPLE_MS", "0")]);
+        assert_eq!(d.host.py_period, std::time::Duration::ZERO);
+        let d = o(&[("GPUTRACE_PYSAMPLE_MS", "25")]);
+        assert_eq!(d.host.py_period, std::time::Duration::from_millis(25));
+        let d = o(&[("GPUTRACE_PYSAMPLE_MS", "5000")]);
+        assert_eq!(d.host.py_period, std::time::Duration::from_millis(10));
+        assert!(!d.warnings.is_empty());
         let d = o(&[
             ("GPUTRACE_HOST_THREAD_MS", "0"),
             ("GPUTRACE_HOST_TREE_MS", "5"),

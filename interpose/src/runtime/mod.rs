@@ -184,6 +184,7 @@ pub fn after_fork() {
     crate::session::host::forget_after_fork();
     crate::session::pystack::after_fork();
     crate::session::pm::forget_after_fork();
+    crate::session::pystack::sample::reset_after_fork();
     control::forget_after_fork();
     let s = state::get();
     if s != state::DISABLED {

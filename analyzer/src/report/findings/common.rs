@@ -48,6 +48,7 @@ pub(super) fn finding(id: FindingId, title: &str, ns: u64, wall: u64) -> Finding
         overlaps: id.overlaps().to_vec(),
         subcause: None,
         call_sites: Vec::new(),
+        host_was_in: Vec::new(),
     }
 }
 

@@ -7,6 +7,7 @@ use super::common::{dur, push_examples_line, share};
 use super::{FindingCx, FindingId};
 use crate::report::hostfind::{self, HostReport};
 use crate::report::idle::Cause;
+use crate::report::pysamples;
 use crate::report::Finding;
 
 pub(super) fn detect(cx: &FindingCx) -> Option<Finding> {
@@ -65,6 +66,10 @@ fn fill(x: &mut Finding, r: &HostReport, f: &FindingCx) {
         if let Some(wl) = hostfind::workers_line(w) {
             l.push_str(&format!("; {wl}"));
         }
+        x.evidence.push(l);
+    }
+    x.host_was_in = r.python_while_computing.clone();
+    if let Some(l) = pysamples::evidence(&x.host_was_in) {
         x.evidence.push(l);
     }
     x.examples = f.idle_examples(Cause::CpuBound);

@@ -6,6 +6,7 @@ use super::common::{bytes, dur, push_examples_line, share};
 use super::{FindingCx, FindingId};
 use crate::report::hostfind::{self, HostReport};
 use crate::report::idle::Cause;
+use crate::report::pysamples;
 use crate::report::Finding;
 
 pub(super) fn detect(cx: &FindingCx) -> Option<Finding> {
@@ -41,6 +42,10 @@ pub(super) fn detect(cx: &FindingCx) -> Option<Finding> {
     x.fix = "Feed the GPU ahead of time: DataLoader(num_workers=N, pin_memory=True, persistent_workers=True, prefetch_factor=2 or more), with N up to the CPU cores you can give each GPU; move heavy per-sample transforms to the GPU or precompute them; keep host-side work (logging, metrics, checkpoint I/O) out of the step or make it asynchronous.".into();
     if let Some(h) = &cx.report.host_cpu {
         with_host_samples(&mut x, h, cx.wall);
+        x.host_was_in = h.python_while_blocked.clone();
+        if let Some(l) = pysamples::evidence(&x.host_was_in) {
+            x.evidence.push(l);
+        }
     }
     Some(x)
 }

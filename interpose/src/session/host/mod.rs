@@ -8,7 +8,9 @@
 //! and of the main thread; every `tree_period` (GPUTRACE_HOST_TREE_MS, 100 ms) the
 //! process tree (this process, its threads, its children and theirs: DataLoader workers
 //! are forked children, not traced themselves), and the machine's CPU, I/O-wait, PSI and
-//! cgroup counters. Once, the CPUs and memory the job may use.
+//! cgroup counters. Once, the CPUs and memory the job may use. Every `py_period`
+//! (GPUTRACE_PYSAMPLE_MS, 10 ms) the Python stacks of the threads that issue CUDA work
+//! (pystack/sample.rs).
 //!
 //! Cost: files stay open and are read again with `pread` into one buffer, directories
 //! are listed with `getdents64`; nothing is allocated per sample once the set of
@@ -31,6 +33,7 @@ use crate::base::internal::mark_thread_internal;
 use crate::base::log;
 use crate::base::opts::HostSettings;
 use crate::base::state;
+use crate::session::pystack;
 use crate::writer::{Sink, Source};
 use gputrace_format::{self as fmt, Event};
 use queue::Sample;
@@ -137,10 +140,16 @@ fn run(s: HostSettings) {
     sp.flush();
     let tp = s.thread_period.as_nanos() as u64;
     let rp = s.tree_period.as_nanos() as u64;
+    let pp = s.py_period.as_nanos() as u64;
     let mut next = ts_ns(&mono()) + tp;
     let mut next_tree = ts_ns(&mono()) + rp;
+    let mut next_py = if pp > 0 {
+        ts_ns(&mono()) + pp
+    } else {
+        u64::MAX
+    };
     loop {
-        sleep_until(next);
+        sleep_until(next.min(next_py));
         if STOP.load(Ordering::Acquire) {
             break;
         }
@@ -149,6 +158,18 @@ fn run(s: HostSettings) {
             break;
         }
         let now = ts_ns(&mono());
+        if now >= next_py {
+            // Python stacks of the CUDA-issuing threads (nothing while stacks are off).
+            pystack::sample::take();
+            next_py = if now > next_py + pp {
+                now + pp
+            } else {
+                next_py + pp
+            };
+        }
+        if now < next {
+            continue;
+        }
         // Behind by more than a period (the machine is overloaded): skip, do not catch up.
         next = if now > next + tp { now + tp } else { next + tp };
         sp.thread_pass();

@@ -42,6 +42,8 @@ pub mod layout;
 pub mod lines;
 pub mod mem;
 pub mod resolve;
+pub mod sample;
+pub mod threads;
 
 use crate::base::ffi::{errno, set_errno};
 use crate::base::log;
@@ -339,6 +341,14 @@ fn walk(py: &Python, depth: usize, out: &mut [RawFrame; MAX_DEPTH]) -> usize {
     if ts == 0 {
         return 0;
     }
+    threads::note(ts);
+    walk_from(py, ts, depth, out)
+}
+
+/// The walk from thread state `ts`: the calling thread's, or (the sampler) another
+/// thread's, whose frames may change during the walk: every read is a copy made
+/// through `mem`, and the loop is bounded, so a torn chain ends the walk early.
+fn walk_from(py: &Python, ts: u64, depth: usize, out: &mut [RawFrame; MAX_DEPTH]) -> usize {
     let l = &py.layout;
     let mut window = [0u8; WINDOW];
     let mut win = (0u64, 0u64);
@@ -527,6 +537,7 @@ pub fn push_held(key: u64, tid: u32) {
 /// In a forked child: the cached pid is the parent's.
 pub fn after_fork() {
     mem::reset_after_fork();
+    threads::reset_after_fork();
 }
 
 #[cfg(test)]

@@ -59,6 +59,8 @@ pub struct Resolver {
     drain: u64,
     /// The status last written as a fact.
     said: Option<String>,
+    /// Periodic samples taken from the sampler's queue (reused between drains).
+    samples: Vec<super::sample::Sampled>,
 }
 
 impl Resolver {
@@ -72,6 +74,7 @@ impl Resolver {
             next_stack: 1,
             drain: 0,
             said: None,
+            samples: Vec::new(),
         }
     }
 
@@ -208,6 +211,26 @@ impl Stacks for Resolver {
                 value,
             }));
             self.said = Some(now);
+        }
+        // The periodic samples, interned like call sites' stacks.
+        let mut samples = std::mem::take(&mut self.samples);
+        let dropped = super::sample::drain(&mut samples);
+        for x in samples.drain(..) {
+            if let Some(stack) = self.intern(super::sample::frames(&x), out) {
+                out.push(Event::PySample(fmt::PySample {
+                    ts: x.ts,
+                    tid: x.tid,
+                    stack,
+                }));
+            }
+        }
+        self.samples = samples;
+        if dropped > 0 {
+            out.push(Event::Dropped {
+                ts: clock::now_ns(),
+                source: fmt::DROP_HOST_SAMPLES,
+                count: dropped,
+            });
         }
     }
 
