@@ -500,6 +500,13 @@ fn note_gpu_work() {
     GPU_WORK.store(true, Ordering::Release);
 }
 
+/// A launch call returned successfully: counts as GPU work seen (once; a load after).
+fn note_launch_returned() {
+    if !GPU_WORK.load(Ordering::Relaxed) {
+        note_gpu_work();
+    }
+}
+
 /// Forgets the collector in a forked child (its CUPTI state belongs to the parent).
 pub fn forget_after_fork() {
     GPU_WORK.store(false, Ordering::Release);
