@@ -715,6 +715,39 @@ fn throttled_clocks_are_env_throttled() {
     assert!(f.at_stake_ns > 0);
 }
 
+/// `healthy` at 1500 MHz capped by power, with the power limit `limit_w` (default 700 W).
+fn power_capped(limit_w: u64) -> Trace {
+    let mut b = healthy(30);
+    for (k, v) in [
+        ("power_limit_mw", limit_w * 1000),
+        ("power_default_limit_mw", 700_000),
+    ] {
+        let (key, value) = (b.s(k), b.s(&v.to_string()));
+        b.ev.push(Event::Fact(fmt::Fact {
+            ts: T0,
+            device: 0,
+            key,
+            value,
+        }));
+    }
+    with_nvml(b, None, fmt::CLOCK_REASON_SW_POWER_CAP, 1500)
+}
+
+#[test]
+fn power_capping_at_the_default_limit_is_info_and_a_lowered_limit_warns() {
+    let r = report(power_capped(700));
+    let f = get(&r, FindingId::EnvThrottled);
+    assert_eq!(f.severity, Severity::Info, "{}", f.summary);
+    assert!(f
+        .evidence
+        .iter()
+        .any(|e| e.contains("at its default (700 W)")));
+    let r = report(power_capped(450));
+    let f = get(&r, FindingId::EnvThrottled);
+    assert!(f.severity >= Severity::Warn, "{}", f.summary);
+    assert!(f.fix.contains("nvidia-smi -pl"), "{}", f.fix);
+}
+
 #[test]
 fn a_blocked_nvml_is_one_info_line() {
     let mut b = healthy(30);

@@ -22,8 +22,22 @@ pub(super) fn detect(cx: &FindingCx) -> Option<Finding> {
     let ns = (w.throttled_ns as f64 * busy_share.min(1.0) * w.clock_drop_pct / 100.0) as u64;
     let mut x = cx.finding(FindingId::EnvThrottled, "Clocks throttled", ns, true);
     let hot = w.reasons.iter().any(|r| r.contains("thermal"));
-    if x.severity < Severity::Warn && w.throttled_pct >= 10.0 {
+    // Capping at the default power limit under a full load is how the GPU's boost
+    // works (an H200 running bf16 matmuls at 1500 of 1980 MHz, 400 W of 700 W, said
+    // sw_power_cap): worth knowing, not a fault. A lowered limit, heat or a hardware
+    // slowdown is.
+    let limit = |k| env::fact(cx.ctx.t, w.device, k).and_then(|v| v.parse::<u64>().ok());
+    let lowered = matches!(
+        (limit("power_limit_mw"), limit("power_default_limit_mw")),
+        (Some(l), Some(d)) if l < d
+    );
+    let only_power_cap = w.reasons.iter().all(|r| r == "sw_power_cap");
+    let normal = only_power_cap && !lowered;
+    if x.severity < Severity::Warn && w.throttled_pct >= 10.0 && !normal {
         x.severity = Severity::Warn;
+    }
+    if normal {
+        x.severity = x.severity.min(Severity::Info);
     }
     x.summary = format!(
         "GPU {} ran at {} MHz instead of {} MHz ({:.0}% lower) for {} of the steady state ({:.0}%): {}.",
@@ -49,10 +63,26 @@ pub(super) fn detect(cx: &FindingCx) -> Option<Finding> {
         .push("time at stake estimated: busy time while throttled x the clock drop".into());
     x.metrics.insert("throttled_pct".into(), w.throttled_pct);
     x.metrics.insert("clock_drop_pct".into(), w.clock_drop_pct);
+    if let (Some(l), Some(d)) = (limit("power_limit_mw"), limit("power_default_limit_mw")) {
+        x.evidence.push(if lowered {
+            format!(
+                "power limit lowered: {} W, the default is {} W",
+                l / 1000,
+                d / 1000
+            )
+        } else {
+            format!(
+                "power limit at its default ({} W): capping under a full load is normal",
+                d / 1000
+            )
+        });
+    }
     x.fix = if hot {
         "The GPU is too hot: check cooling and airflow; nvidia-smi -q -d TEMPERATURE,PERFORMANCE shows the slowdown temperatures.".into()
     } else if w.reasons.iter().any(|r| r.starts_with("hw_")) {
         "Hardware slowdown: check the machine's power supply and cooling (nvidia-smi -q -d PERFORMANCE); report it to the administrator if it persists.".into()
+    } else if lowered {
+        "The power limit was lowered: restore the default (nvidia-smi -pl <watts>, or ask the administrator); until then kernels run at the lower clock.".into()
     } else {
         "Held at the power limit: check it is the default (gputrace doctor; nvidia-smi -q -d POWER). Under a full load some power capping is normal; a lowered limit is not.".into()
     };
