@@ -135,7 +135,7 @@ pub const SETTINGS: &[Setting] = &[
     s(n::HOST, "1", "the host sampler: the CUDA threads' CPU time, the process tree, the machine's CPU (0: off)", Library),
     s(n::HOST_THREAD_MS, "3", "host sampler period for the threads that issue CUDA work, ms (1-100)", Library),
     s(n::HOST_TREE_MS, "100", "host sampler period for the process tree and the machine, ms (10-10000)", Library),
-    s(n::PYSTACK, "1", "Python call sites: the calling thread's Python stack at synchronising calls, copies, allocations and NCCL calls, in CPython 3.9-3.13 (0: off; 2-16: frames kept, 1 or on: 8)", Library),
+    s(n::PYSTACK, "1", "Python call sites: the calling thread's Python stack at synchronising calls, copies, allocations and NCCL calls, in CPython 3.9-3.13 (0: off; 2-16: frames kept, 1 or on: 16)", Library),
     s(n::PYSAMPLE_MS, "10", "Python stack samples of the threads that issue CUDA work during a trace window, every this many ms (1-1000; 0: off); taken by the host sampler, so off with it", Library),
     s(n::RANK, "off", "this process's rank in its job (a whole number); before RANK, SLURM_PROCID, ...", Library),
     x(n::NVML_SKIP, "none", "NVML reads the sampler leaves out, comma-separated: events, procs, ecc, pcie, ticks (for finding a read that misbehaves)"),

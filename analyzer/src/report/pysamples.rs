@@ -19,8 +19,8 @@ pub const SHOWN_PLACES: usize = 2;
 /// Where the host was during some gaps.
 #[derive(Serialize, Clone, Debug, PartialEq)]
 pub struct HostPlace {
-    /// The innermost frame of the user's code (or, when every frame is library code,
-    /// the innermost frame).
+    /// The innermost frame of the user's code (or, when every frame kept is library
+    /// code, the outermost frame kept: the nearest to the user's code).
     pub file: String,
     pub line: u32,
     pub function: String,
@@ -72,7 +72,10 @@ pub fn tally(t: &Trace, tid: Option<u32>, spans: &[(u64, u64)]) -> Vec<HostPlace
                     .iter()
                     .find(|f| !is_library(t.str(f.file)))
                     .map(|f| (f, true))
-                    .unwrap_or((inner, false));
+                    // Only library frames (the stack was cut before the user's code):
+                    // the outermost one kept is the nearest to it (a DataLoader's
+                    // `_next_data` rather than `selectors.select`).
+                    .unwrap_or((st.frames.last().unwrap_or(inner), false));
                 total += 1;
                 let a = acc.entry((f.file, f.line, f.function)).or_default();
                 a.0 = user;

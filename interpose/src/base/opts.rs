@@ -175,7 +175,7 @@ impl Default for Opts {
 }
 
 /// Python stack frames kept by default (`GPUTRACE_PYSTACK=1`).
-pub const PYSTACK_DEPTH: usize = 8;
+pub const PYSTACK_DEPTH: usize = 16;
 /// Most Python stack frames kept.
 pub const PYSTACK_MAX: usize = 16;
 

@@ -57,7 +57,7 @@ use std::sync::OnceLock;
 /// Most frames a stack keeps.
 pub const MAX_DEPTH: usize = 16;
 /// Frames kept when the setting does not say.
-pub const DEFAULT_DEPTH: usize = 8;
+pub const DEFAULT_DEPTH: usize = crate::base::opts::PYSTACK_DEPTH;
 
 /// The interpreter found in this process, and what a walk needs of it.
 pub struct Python {
