@@ -7,6 +7,8 @@ cd "$(dirname "$0")/.."
 cargo build --release -p gputrace-interpose -p gputrace-analyzer >&2
 G=target/release/gputrace
 if [ $# -eq 0 ]; then
-  exec "$G" report examples/torch-mlp.gtrace
+  # A training loop starved by its DataLoader workers, with the host samples, Python call
+  # sites and stack samples, and the environment file `gputrace run` wrote beside it.
+  exec "$G" report examples/train/*.gtrace
 fi
 exec "$G" run -- "$@"
