@@ -91,12 +91,19 @@ fn the_main_jobs_example_names_the_workers_and_the_lines() {
     assert_eq!(ds["subcause"], "workers_saturated");
     // Where the host was while it waited: inside the DataLoader.
     assert!(
-        ds["host_was_in"][0]["file"].as_str().unwrap().ends_with("dataloader.py"),
+        ds["host_was_in"][0]["file"]
+            .as_str()
+            .unwrap()
+            .ends_with("dataloader.py"),
         "{}",
         ds["host_was_in"]
     );
     let line = |id: &str| finding(&r, id)["call_sites"][0]["line"].clone();
-    assert_eq!(line("pageable_memcpy"), 43, "x.to(dev) from pageable memory");
+    assert_eq!(
+        line("pageable_memcpy"),
+        43,
+        "x.to(dev) from pageable memory"
+    );
     assert_eq!(line("implicit_sync"), 45, "loss.item()");
 }
 
