@@ -45,12 +45,13 @@
 //!   first, each `file`, `function`, `line`; line 0 when not known).
 //! * `call_site`: `tid`, `ts_ns` (the start of that thread's host call: an `api`,
 //!   `host_call`, `host_copy` or `nccl` line) and `stack` (a `py_stack` id).
+//! * `py_sample` (format 2.3): a periodic sample of a CUDA-issuing thread's Python
+//!   stack during the window: `tid`, `ts_ns`, `stack` (a `py_stack` id).
+//!
 //! GPU hardware counters (`GPUTRACE_PM=1`; values the GPU did not give are left out):
 //! * `counter_sample`: `device`, `dur_ns`, `sm_active_pct`, `occupancy_pct` (achieved
 //!   occupancy), `tensor_active_pct`, `dram_pct` (of peak), `pcie_read_bytes`,
 //!   `pcie_write_bytes`, `nvlink_rx_bytes`, `nvlink_tx_bytes` (over the sample).
-//! * `py_sample` (format 2.3): a periodic sample of a CUDA-issuing thread's Python
-//!   stack during the window: `tid`, `ts_ns`, `stack` (a `py_stack` id).
 //!
 //! Host samples (format 2.1, the library's sampler; counters are cumulative):
 //! * `thread_cpu`: a CUDA-issuing thread: `tid`, `cpu_ns` (on a CPU), `wait_ns`
