@@ -14,6 +14,7 @@ pub mod foreign;
 pub mod layout;
 pub mod records;
 pub mod source;
+pub mod work;
 
 use crate::base::ffi::entry;
 use crate::base::opts::Opts;
@@ -488,28 +489,11 @@ pub fn active() -> Option<&'static Collector> {
     (!p.is_null()).then(|| unsafe { &*p })
 }
 
-/// Set once the writer decoded a kernel record: CUDA is up and a context exists (the PM
-/// sampling session waits for it).
-static GPU_WORK: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-pub fn gpu_work_seen() -> bool {
-    GPU_WORK.load(Ordering::Acquire)
-}
-
-fn note_gpu_work() {
-    GPU_WORK.store(true, Ordering::Release);
-}
-
-/// A launch call returned successfully: counts as GPU work seen (once; a load after).
-fn note_launch_returned() {
-    if !GPU_WORK.load(Ordering::Relaxed) {
-        note_gpu_work();
-    }
-}
+pub use work::gpu_work_seen;
 
 /// Forgets the collector in a forked child (its CUPTI state belongs to the parent).
 pub fn forget_after_fork() {
-    GPU_WORK.store(false, Ordering::Release);
+    work::forget();
     ACTIVE.store(std::ptr::null_mut(), Ordering::Release);
     buffers::forget_after_fork();
 }

@@ -67,12 +67,12 @@ impl CuptiSource {
             // SAFETY: `rec` is a record of `kind` in the layout of this CUPTI version.
             unsafe { records::decode(layout, kind, rec as *const u8, out.names, out.events) };
         }
-        if !super::gpu_work_seen()
+        if !super::work::gpu_work_seen()
             && out.events[first..]
                 .iter()
                 .any(|e| matches!(e, Event::Kernel(_)))
         {
-            super::note_gpu_work();
+            super::work::note_gpu_work();
         }
         if self.gpu_offset != 0 {
             let off = self.gpu_offset;
