@@ -74,6 +74,17 @@ for name, want in expect.items():
                 why += "; line %s" % site
             else:
                 ok, why = False, why + "; call sites %s, not %s" % (",".join(names) or "none", site)
+        host_in = want.get("host_in")
+        if ok and host_in:
+            # Where the host was in the finding's gaps (Python stack samples): one of the
+            # top two places must be this file:line.
+            places = [h for f in rep.get("findings", []) if f["id"] == target
+                      for h in f.get("host_was_in", [])[:2]]
+            names = ["%s:%s" % (os.path.basename(h["file"]), h["line"]) for h in places]
+            if host_in in names:
+                why += "; host in %s" % host_in
+            else:
+                ok, why = False, why + "; host in %s, not %s" % (",".join(names) or "none", host_in)
         bad = [i for i in want.get("not", []) if sev.get(i, -1) >= 1]
         if bad:
             ok, why = False, why + "; must not warn: " + ",".join(bad)
