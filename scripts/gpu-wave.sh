@@ -21,6 +21,11 @@
 #   PART=d scripts/gpu-wave.sh   # ~5 min: the bundled example (scripts/workloads/example/
 #                                #  train.py) recorded without and with PM sampling; the
 #                                #  wheel; scripts/gpu-pm.sh where present; host sampler A/B
+#   PART=e scripts/gpu-wave.sh   # ~8 min: what run 7 left: PM sampling (scripts/gpu-pm.sh)
+#                                #  with the start fix, the stack-sample workloads checked
+#                                #  for host_in/site (16-frame stacks), the example
+#                                #  re-recorded with PM on, A/Bs of call sites, stack
+#                                #  samples and PM on the MLP and ResNet-50 steps
 # Everything bulky goes into $OUT/wave-<part>.tgz (the device returns at most 8 files);
 # $OUT/wave-<part>.txt is the short table, printed last.
 set -u
@@ -171,6 +176,14 @@ EOF2
   ( cd "$W" && tar czf "$OUT/wave-c.tgz" $(ls -d suite suite.log wheel wheel.log diff diff*.txt diff-*.log ab ab.txt 2>/dev/null) )
   ( cd "$W" && tar czf "$OUT/wave-c-examples.tgz" examples )
 fi
+if [ "$PART" = e ]; then
+  # The same steps as part d, with what run 7 left for them.
+  PART=d SUITE2=${SUITE2:-data_starvation,workers_saturated,implicit_sync,healthy} SUITE2_S=${SUITE2_S:-150} \
+    AB=${AB:-"GPUTRACE_PYSTACK=1:0 GPUTRACE_PYSAMPLE_MS=10:0 GPUTRACE_PM=1:0"} AB_STEPS=${AB_STEPS:-mlp,resnet50} \
+    AB_PAIRS=${AB_PAIRS:-3} AB_END_S=${AB_END_S:-420} OUT="$OUT" "$0"
+  exit $?
+fi
+
 if [ "$PART" = d ]; then
   for v in plain pm; do
     d=$W/example-$v; mkdir -p "$d"
