@@ -9,6 +9,9 @@ use std::path::{Path, PathBuf};
 pub enum Error {
     #[error("cannot read trace {}: it is a directory", .0.display())]
     IsDir(PathBuf),
+    /// A directory given for a set of traces held none.
+    #[error("cannot read traces in {}: no trace files (*.gtrace) there", .0.display())]
+    NoTraces(PathBuf),
     #[error("cannot read trace {}: {}", .path.display(), read_reason(.path, .error))]
     // Not a `source`: the message says all of it, a chain would repeat it.
     Read { path: PathBuf, error: ReadError },
@@ -30,6 +33,9 @@ impl Error {
                 "give the trace files in it, e.g. {}",
                 p.join("*.gtrace").display()
             )),
+            Error::NoTraces(_) => Some(
+                "`gputrace run -o DIR` and GPUTRACE_DIR write their traces there as *.gtrace".into(),
+            ),
             Error::EnvironmentOnly(p) => Some(format!(
                 "give it with the traces of the same run, e.g. {}; `gputrace dump` shows its samples",
                 p.with_file_name("*.gtrace").display()

@@ -96,12 +96,35 @@ pub fn load_set(
     opts: &LoadOptions,
     warn: Warn<'_>,
 ) -> Result<Vec<Trace>, Error> {
-    let paths = distinct_paths(paths, warn);
+    let paths = distinct_paths(&expand_dirs(paths)?, warn);
     for p in &paths {
         check_path(p)?;
     }
     let traces = read_all(&paths, opts, warn)?;
     crate::env_merge::give_environment(distinct_traces(traces, warn))
+}
+
+/// A directory in a set stands for the trace files in it (`*.gtrace`, sorted by name):
+/// what `gputrace run -o DIR` or `GPUTRACE_DIR` wrote, environment file included.
+fn expand_dirs(paths: &[PathBuf]) -> Result<Vec<PathBuf>, Error> {
+    let mut out = Vec::with_capacity(paths.len());
+    for p in paths {
+        if !p.is_dir() {
+            out.push(p.clone());
+            continue;
+        }
+        let mut found: Vec<PathBuf> = std::fs::read_dir(p)
+            .map_err(|_| Error::NoTraces(p.clone()))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|f| f.is_file() && f.extension().is_some_and(|x| x == "gtrace"))
+            .collect();
+        if found.is_empty() {
+            return Err(Error::NoTraces(p.clone()));
+        }
+        found.sort();
+        out.extend(found);
+    }
+    Ok(out)
 }
 
 /// Drops a trace that is a copy of one before it: same host, pid and start time (a

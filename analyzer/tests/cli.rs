@@ -267,11 +267,14 @@ fn user_errors_are_short_and_never_show_a_backtrace() {
     std::fs::write(&junk, b"not a trace at all").unwrap();
     let (d, j) = (dir.to_str().unwrap(), junk.to_str().unwrap());
     let missing = "/nonexistent/none.gtrace";
+    let empty = dir.join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    let e = empty.to_str().unwrap();
     let cases: [(&[&str], &str, &str); 6] = [
         (&["report", missing], missing, "no such file"),
         (&["dump", missing], missing, "no such file"),
         (&["summary", missing], missing, "no such file"),
-        (&["report", d], d, "it is a directory"),
+        (&["report", e], e, "no trace files"),
         (&["dump", d], d, "it is a directory"),
         (&["summary", j], j, "not a gputrace trace"),
     ];

@@ -126,3 +126,24 @@ fn the_environment_file_alone_is_refused() {
         .unwrap();
     assert!(!out.status.success());
 }
+
+#[test]
+fn a_directory_stands_for_the_traces_in_it() {
+    let run = |args: Vec<std::ffi::OsString>| {
+        let out = Command::new(env!("CARGO_BIN_EXE_gputrace"))
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out.stdout
+    };
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/train");
+    let mut files: Vec<std::ffi::OsString> = vec!["report".into(), "--json".into()];
+    files.extend(example("train").into_iter().map(Into::into));
+    let by_dir = run(vec!["report".into(), "--json".into(), dir.into()]);
+    assert_eq!(by_dir, run(files));
+}
