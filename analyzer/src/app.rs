@@ -87,7 +87,7 @@ pub fn summary(
     let mut all = Vec::new();
     let mut outcome = Outcome::default();
     let mut env_file = None;
-    for p in load::distinct_paths(paths, warn) {
+    for p in load::distinct_paths(&load::expand_dirs(paths)?, warn) {
         let t = load::load(&p, warn)?;
         outcome.damaged |= t.stats.damaged();
         if t.meta.is_environment() {
@@ -243,7 +243,15 @@ pub fn export(
 /// One side of `gputrace diff`: a report saved as JSON (`gputrace report --json`), or
 /// a trace analysed now.
 pub fn diff_side(path: &Path, opts: &Options, warn: Warn<'_>) -> Result<crate::diff::Side, Error> {
-    load::check_path(path)?;
+    if path.is_dir() {
+        // A run's directory: its traces (and environment file), analysed now.
+        let traces = load::load_set(&[path.to_path_buf()], &opts.load, warn)?;
+        let r = crate::report::analyze(&traces);
+        return Ok(crate::diff::Side::from_report(
+            &path.display().to_string(),
+            &r,
+        ));
+    }
     let mut head = [0u8; 64];
     let n = std::fs::File::open(path)
         .and_then(|mut f| io::Read::read(&mut f, &mut head))

@@ -106,7 +106,7 @@ pub fn load_set(
 
 /// A directory in a set stands for the trace files in it (`*.gtrace`, sorted by name):
 /// what `gputrace run -o DIR` or `GPUTRACE_DIR` wrote, environment file included.
-fn expand_dirs(paths: &[PathBuf]) -> Result<Vec<PathBuf>, Error> {
+pub fn expand_dirs(paths: &[PathBuf]) -> Result<Vec<PathBuf>, Error> {
     let mut out = Vec::with_capacity(paths.len());
     for p in paths {
         if !p.is_dir() {

@@ -147,3 +147,38 @@ fn a_directory_stands_for_the_traces_in_it() {
     let by_dir = run(vec!["report".into(), "--json".into(), dir.into()]);
     assert_eq!(by_dir, run(files));
 }
+
+#[test]
+fn diff_and_summary_take_run_directories() {
+    let ex = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
+    let out = Command::new(env!("CARGO_BIN_EXE_gputrace"))
+        .arg("diff")
+        .arg(ex.join("diff-pageable-memcpy/before"))
+        .arg(ex.join("diff-pageable-memcpy/after"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("pageable_memcpy gone"), "{text}");
+    let out = Command::new(env!("CARGO_BIN_EXE_gputrace"))
+        .arg("summary")
+        .arg(ex.join("train"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // One summary: the process trace's (the environment file is no process).
+    assert_eq!(
+        text.matches("\ntrace ").count() + text.starts_with("trace ") as usize,
+        1,
+        "{text}"
+    );
+}
