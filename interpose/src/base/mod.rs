@@ -11,3 +11,4 @@ pub mod log;
 pub mod opts;
 pub mod state;
 pub mod tsc;
+pub mod worker;

@@ -3,15 +3,12 @@
 //! `writer::push_device`). The writer turns them into events after its sources'
 //! records.
 
+use crate::base::worker::lock;
 use gputrace_format::{self as fmt, CollectorState};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::Mutex;
 
 static STATES: Mutex<Vec<(u64, CollectorState, String)>> = Mutex::new(Vec::new());
 static DEVICES: Mutex<Vec<(fmt::Device, String)>> = Mutex::new(Vec::new());
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 pub(super) fn push_state(ts: u64, state: CollectorState, reason: &str) {
     lock(&STATES).push((ts, state, reason.to_string()));

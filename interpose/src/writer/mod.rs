@@ -15,13 +15,14 @@ pub mod source;
 pub use file::create_trace_file;
 pub use source::{Sink, Source};
 
+use crate::base::worker::lock;
 use crate::base::{clock, internal, log, state};
 use gputrace_format::{ChunkWriter, CollectorState, Encoder, Event, Meta};
 use intern::Interner;
 use std::fs::File;
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Condvar, Mutex, MutexGuard};
+use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 /// How often the writer drains its sources.
@@ -35,10 +36,6 @@ static STOP: AtomicBool = AtomicBool::new(false);
 static DONE: Mutex<bool> = Mutex::new(false);
 static DONE_CV: Condvar = Condvar::new();
 static RUNNING: AtomicBool = AtomicBool::new(false);
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 /// Wakes the writer early (a CUPTI buffer completed, a state changed).
 pub fn wake() {

@@ -2,9 +2,10 @@
 //! carries completed ones from CUPTI's thread to the writer thread, where the session's
 //! source (`source.rs`) decodes them and gives them back.
 
+use crate::base::worker::lock;
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::Mutex;
 
 #[derive(Default)]
 struct Pool {
@@ -63,10 +64,6 @@ static COMPLETED: Mutex<Vec<Completed>> = Mutex::new(Vec::new());
 /// Records CUPTI reported dropped, and buffer requests we could not serve.
 static CUPTI_DROPPED: AtomicU64 = AtomicU64::new(0);
 static POOL_EXHAUSTED: AtomicU64 = AtomicU64::new(0);
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 /// Sets the buffer size and cap, and allocates two zeroed buffers up front, off the
 /// application's launch path.

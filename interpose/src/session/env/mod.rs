@@ -9,82 +9,43 @@
 //! The session hands its items to the writer through one queue, drained on the writer
 //! thread by [`EnvSource`], which interns their strings.
 
-use crate::base::internal::mark_thread_internal;
 use crate::base::log;
 use crate::base::opts::{NvmlLib, Opts};
+use crate::base::worker::{lock, Worker};
 use crate::writer::{Sink, Source};
 use gputrace_env::sampler::{self, Item, Sampler};
 use gputrace_env::{Nvml, NvmlError};
 use gputrace_format::Event;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Condvar, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Mutex;
+use std::time::Duration;
 
 static QUEUE: Mutex<Vec<Item>> = Mutex::new(Vec::new());
-/// Set to ask the thread to take its last sample and end.
-static STOP: Mutex<bool> = Mutex::new(false);
-static STOP_CV: Condvar = Condvar::new();
-static RUNNING: AtomicBool = AtomicBool::new(false);
-static DONE: Mutex<bool> = Mutex::new(true);
-static DONE_CV: Condvar = Condvar::new();
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
+static WORKER: Worker = Worker::new();
 
 /// Starts the session for a trace that just opened (after the writer started).
 pub fn start(o: &Opts) {
-    if RUNNING.swap(true, Ordering::AcqRel) {
+    if !WORKER.claim() {
         // The previous window's thread is still in an NVML call: this window goes
         // without environment data rather than with two samplers.
         log::debug("environment sampler still busy from the last window; not sampling");
         return;
     }
     lock(&QUEUE).clear();
-    *lock(&STOP) = false;
-    *lock(&DONE) = false;
     let lib = o.nvml.clone();
     let period = Duration::from_millis(o.nvml_ms);
     let skip = o.nvml_skip;
-    let spawned = std::thread::Builder::new()
-        .name("gputrace-env".into())
-        .spawn(move || {
-            mark_thread_internal();
-            let r =
-                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(&lib, period, skip)));
-            if r.is_err() {
-                log::warn("internal error in the environment sampler; NVML sampling off");
-            }
-            RUNNING.store(false, Ordering::Release);
-            *lock(&DONE) = true;
-            DONE_CV.notify_all();
-        });
-    if spawned.is_err() {
-        RUNNING.store(false, Ordering::Release);
-        *lock(&DONE) = true;
-    }
+    WORKER.spawn(
+        "gputrace-env",
+        "internal error in the environment sampler; NVML sampling off",
+        move || run(&lib, period, skip),
+    );
 }
 
 /// Ends the session: the thread takes its last sample and ends. Waits at most
 /// `wait` for it (an NVML call may be slow), so the writer's last pass has it.
 pub fn stop(wait: Duration) {
-    if !RUNNING.load(Ordering::Acquire) {
-        return;
-    }
-    *lock(&STOP) = true;
-    STOP_CV.notify_all();
-    let deadline = Instant::now() + wait;
-    let mut done = lock(&DONE);
-    while !*done {
-        let now = Instant::now();
-        if now >= deadline {
-            log::debug("environment sampler did not end in time; its last sample is lost");
-            return;
-        }
-        done = DONE_CV
-            .wait_timeout(done, deadline - now)
-            .map(|(g, _)| g)
-            .unwrap_or_else(|e| e.into_inner().0);
+    if !WORKER.stop(wait) {
+        log::debug("environment sampler did not end in time; its last sample is lost");
     }
 }
 
@@ -106,12 +67,9 @@ impl Source for EnvSource {
 
 /// In a forked child: the parent's sampler thread does not exist here.
 pub fn forget_after_fork() {
-    RUNNING.store(false, Ordering::Release);
+    WORKER.forget_after_fork();
     if let Ok(mut q) = QUEUE.try_lock() {
         q.clear();
-    }
-    if let Ok(mut d) = DONE.try_lock() {
-        *d = true;
     }
 }
 
@@ -167,12 +125,7 @@ fn run(lib: &NvmlLib, period: Duration, skip: sampler::Skip) {
             log::debug(&format!("environment sampler: tick {n} done"));
         }
         push(&mut items);
-        let stop = lock(&STOP);
-        let (stop, _) = STOP_CV
-            .wait_timeout_while(stop, period, |stop| !*stop)
-            .unwrap_or_else(|e| e.into_inner());
-        if *stop {
-            drop(stop);
+        if WORKER.wait_stop(period) {
             // The last sample, as the trace closes.
             s.tick(sampler::now_ns(), &mut items);
             push(&mut items);

@@ -28,7 +28,7 @@
 
 pub mod ffi;
 
-use crate::base::internal::mark_thread_internal;
+use crate::base::worker::{lock, Worker};
 use crate::base::{clock, discover, log};
 use crate::session::cupti;
 use crate::writer::{Sink, Source};
@@ -36,9 +36,8 @@ use ffi::{call, Pm};
 use gputrace_format::{CounterSample, Event, Fact, ENV_NA, ENV_NA64};
 use std::ffi::{c_char, c_void, CStr, CString};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Condvar, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Mutex;
+use std::time::Duration;
 
 /// The fact key of every PM sampling note (`on: ...` or why not).
 pub const FACT_KEY: &str = "pm_sampling";
@@ -58,15 +57,7 @@ enum Item {
 }
 
 static QUEUE: Mutex<Vec<Item>> = Mutex::new(Vec::new());
-static STOP: Mutex<bool> = Mutex::new(false);
-static STOP_CV: Condvar = Condvar::new();
-static RUNNING: AtomicBool = AtomicBool::new(false);
-static DONE: Mutex<bool> = Mutex::new(true);
-static DONE_CV: Condvar = Condvar::new();
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
+static WORKER: Worker = Worker::new();
 
 fn push(it: Item) {
     lock(&QUEUE).push(it);
@@ -82,65 +73,34 @@ fn note(value: String) {
 
 /// Starts the session for a window that just opened, if `GPUTRACE_PM=1`.
 pub fn start(interval_us: u64) {
-    if RUNNING.swap(true, Ordering::AcqRel) {
+    if !WORKER.claim() {
         log::debug("PM sampler still busy from the last window; not sampling");
         return;
     }
     lock(&QUEUE).clear();
-    *lock(&STOP) = false;
-    *lock(&DONE) = false;
-    let spawned = std::thread::Builder::new()
-        .name("gputrace-pm".into())
-        .spawn(move || {
-            mark_thread_internal();
-            let r = std::panic::catch_unwind(|| run(interval_us));
-            if r.is_err() {
-                log::warn("internal error in the PM sampler; GPU counters off");
-            }
-            RUNNING.store(false, Ordering::Release);
-            *lock(&DONE) = true;
-            DONE_CV.notify_all();
-        });
-    if spawned.is_err() {
-        RUNNING.store(false, Ordering::Release);
-        *lock(&DONE) = true;
-    }
+    WORKER.spawn(
+        "gputrace-pm",
+        "internal error in the PM sampler; GPU counters off",
+        move || run(interval_us),
+    );
 }
 
 /// Ends the session: the thread decodes what is left and stops the sampler. Waits at
 /// most `wait`.
 pub fn stop(wait: Duration) {
-    if !RUNNING.load(Ordering::Acquire) {
-        return;
-    }
-    *lock(&STOP) = true;
-    STOP_CV.notify_all();
-    let deadline = Instant::now() + wait;
-    let mut done = lock(&DONE);
-    while !*done {
-        let now = Instant::now();
-        if now >= deadline {
-            log::debug("PM sampler did not end in time; its last samples are lost");
-            return;
-        }
-        done = DONE_CV
-            .wait_timeout(done, deadline - now)
-            .map(|(g, _)| g)
-            .unwrap_or_else(|e| e.into_inner().0);
+    if !WORKER.stop(wait) {
+        log::debug("PM sampler did not end in time; its last samples are lost");
     }
 }
 
 /// In a forked child: the parent's sampler thread does not exist here.
 pub fn forget_after_fork() {
-    RUNNING.store(false, Ordering::Release);
+    WORKER.forget_after_fork();
     if let Ok(mut p) = PARKED.try_lock() {
         *p = None;
     }
     if let Ok(mut q) = QUEUE.try_lock() {
         q.clear();
-    }
-    if let Ok(mut d) = DONE.try_lock() {
-        *d = true;
     }
 }
 
@@ -170,11 +130,7 @@ impl Source for PmSource {
 
 /// Waits `d` or until asked to stop; true when asked to stop.
 fn wait_stop(d: Duration) -> bool {
-    let stop = lock(&STOP);
-    let (stop, _) = STOP_CV
-        .wait_timeout_while(stop, d, |s| !*s)
-        .unwrap_or_else(|e| e.into_inner());
-    *stop
+    WORKER.wait_stop(d)
 }
 
 /// CUPTI's word for a refusal, with the fix where there is one.
