@@ -243,29 +243,9 @@ pub fn export(
 /// One side of `gputrace diff`: a report saved as JSON (`gputrace report --json`), or
 /// a trace analysed now.
 pub fn diff_side(path: &Path, opts: &Options, warn: Warn<'_>) -> Result<crate::diff::Side, Error> {
-    if path.is_dir() {
-        // A run's directory: its traces (and environment file), analysed now.
-        let traces = load::load_set(&[path.to_path_buf()], &opts.load, warn)?;
-        let r = crate::report::analyze(&traces);
-        return Ok(crate::diff::Side::from_report(
-            &path.display().to_string(),
-            &r,
-        ));
-    }
-    let mut head = [0u8; 64];
-    let n = std::fs::File::open(path)
-        .and_then(|mut f| io::Read::read(&mut f, &mut head))
-        .map_err(|e| {
-            Error::read(
-                path,
-                gputrace_format::ReadError::Io {
-                    path: path.to_path_buf(),
-                    source: e,
-                },
-            )
-        })?;
     let name = path.display().to_string();
-    if head[..n].iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{') {
+    // A run's directory is its traces (and environment file), analysed below.
+    if !path.is_dir() && is_json_report(path)? {
         let text = std::fs::read_to_string(path).map_err(Error::Output)?;
         let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
             Error::Output(io::Error::new(
@@ -283,6 +263,24 @@ pub fn diff_side(path: &Path, opts: &Options, warn: Warn<'_>) -> Result<crate::d
     let traces = load::load_set(&[path.to_path_buf()], &opts.load, warn)?;
     let r = crate::report::analyze(&traces);
     Ok(crate::diff::Side::from_report(&name, &r))
+}
+
+/// Whether a file given to `diff` is a saved `report --json` (its first non-blank byte
+/// is `{`) rather than a trace.
+fn is_json_report(path: &Path) -> Result<bool, Error> {
+    let mut head = [0u8; 64];
+    let n = std::fs::File::open(path)
+        .and_then(|mut f| io::Read::read(&mut f, &mut head))
+        .map_err(|e| {
+            Error::read(
+                path,
+                gputrace_format::ReadError::Io {
+                    path: path.to_path_buf(),
+                    source: e,
+                },
+            )
+        })?;
+    Ok(head[..n].iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{'))
 }
 
 /// `gputrace diff BEFORE AFTER`: two runs compared (text or JSON).

@@ -116,7 +116,7 @@ pub fn expand_dirs(paths: &[PathBuf]) -> Result<Vec<PathBuf>, Error> {
         let mut found: Vec<PathBuf> = std::fs::read_dir(p)
             .map_err(|_| Error::NoTraces(p.clone()))?
             .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|f| f.is_file() && f.extension().is_some_and(|x| x == "gtrace"))
+            .filter(|f| f.is_file() && gputrace_format::protocol::is_trace_file(f))
             .collect();
         if found.is_empty() {
             return Err(Error::NoTraces(p.clone()));
