@@ -39,6 +39,42 @@ W=/tmp/wave-$PART; rm -rf "$W"; mkdir -p "$W"
 T=$OUT/wave-$PART.txt
 { echo "wave $PART on $(hostname), $(date -u +%FT%TZ)"; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; "$G" --version; } >"$T" 2>&1
 
+# Interleaved A/Bs of settings: settings_ab STEPS PAIRS END_S "VAR=on:off ...". Per round
+# and setting, one process with each value, the order alternating round to round, CPUs
+# 2-9, bench_workload.py's STEPS; no new round after END_S seconds. Appends the per-step
+# on/off ratios (median, range, each pair) to $W/ab.txt.
+settings_ab() {
+  local steps=$1 pairs=$2 end_s=$3 ab var vals mode v r
+  local B="$ROOT/scripts/workloads/bench/bench_workload.py --only $steps --launch-reps ${LAUNCH_REPS:-30}"
+  mkdir -p "$W/ab"
+  for r in $(seq 1 "$pairs"); do
+    [ $SECONDS -gt "$end_s" ] && break
+    for ab in $4; do
+      var=${ab%%=*}; vals=${ab#*=}
+      for mode in $([ $((r % 2)) = 1 ] && echo "on off" || echo "off on"); do
+        if [ $mode = on ]; then v=${vals%%:*}; else v=${vals#*:}; fi
+        # shellcheck disable=SC2086 # B is a command line
+        env GPUTRACE_DIR="$W/ab/t" "$var=$v" LD_PRELOAD="$LIB" taskset -c 2-9 "$PY" $B >>"$W/ab/$var-$mode.jsonl" 2>>"$W/ab/err.log"
+        rm -rf "$W/ab/t"
+      done
+    done
+  done
+  for ab in $4; do
+    var=${ab%%=*}
+    "$PY" - "$W/ab/$var-on.jsonl" "$W/ab/$var-off.jsonl" "$var" <<'EOF2' >>"$W/ab.txt" 2>&1
+import json, statistics as st, sys
+on = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+off = [json.loads(l) for l in open(sys.argv[2]) if l.strip()]
+n = min(len(on), len(off))
+for k in ("launch_us", "mlp_us", "resnet50_us"):
+    r = [on[i][k] / off[i][k] for i in range(n) if k in on[i] and k in off[i] and off[i][k] > 0]
+    if r:
+        print("%s %-11s on/off median ratio %.4f (min %.4f, max %.4f) over %d pairs: %s" % (
+            sys.argv[3], k, st.median(r), min(r), max(r), len(r), " ".join("%.4f" % x for x in r)))
+EOF2
+  done
+}
+
 if [ "$PART" = a ]; then
   # 1. The pathology suite, every workload (the host script's suite part, no A/B).
   SUITE=all AB_ROUNDS_MAX=0 END_S=400 OUT="$W/suite" "$ROOT/scripts/gpu-host-check.sh" >"$W/suite.log" 2>&1
@@ -145,33 +181,8 @@ if [ "$PART" = c ]; then
   OUT="$W/diff" timeout 150 "$ROOT/scripts/gpu-diff.sh" >"$W/diff.txt" 2>&1
   { echo; echo "== diff"; head -12 "$W/diff/diff.txt"; } >>"$T"
   echo "wheel, diff done at ${SECONDS}s" | tee -a "$T"
-  # A/Bs: interleaved ABBA pairs of processes, the launch loop and the MLP step.
-  B="$ROOT/scripts/workloads/bench/bench_workload.py --only launch,mlp --launch-reps ${LAUNCH_REPS:-30}"
-  mkdir -p "$W/ab"
-  for r in $(seq 1 "${AB_PAIRS:-4}"); do
-    for what in host pystack; do
-      off_var=GPUTRACE_HOST; [ $what = pystack ] && off_var=GPUTRACE_PYSTACK
-      for mode in $([ $((r % 2)) = 1 ] && echo "on off" || echo "off on"); do
-        if [ $mode = on ]; then v=1; else v=0; fi
-        env GPUTRACE_DIR=$W/ab/t $off_var=$v LD_PRELOAD=$LIB taskset -c 2-9 "$PY" $B >>"$W/ab/$what-$mode.jsonl" 2>>"$W/ab/err.log"
-        rm -rf "$W/ab/t"
-      done
-    done
-    [ $SECONDS -gt 540 ] && break
-  done
-  for what in host pystack; do
-    "$PY" - "$W/ab/$what-on.jsonl" "$W/ab/$what-off.jsonl" "$what" <<'EOF2' >>"$W/ab.txt" 2>&1
-import json, statistics as st, sys
-on = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-off = [json.loads(l) for l in open(sys.argv[2]) if l.strip()]
-n = min(len(on), len(off))
-for k in ("launch_us", "mlp_us"):
-    r = [on[i][k] / off[i][k] for i in range(n) if k in on[i] and k in off[i] and off[i][k] > 0]
-    if r:
-        print("%-8s %-10s on/off median ratio %.4f (min %.4f, max %.4f) over %d pairs" % (
-            sys.argv[3], k, st.median(r), min(r), max(r), len(r)))
-EOF2
-  done
+  # A/Bs: host sampler and call sites on/off, the launch loop and the MLP step.
+  settings_ab launch,mlp "${AB_PAIRS:-4}" 540 "GPUTRACE_HOST=1:0 GPUTRACE_PYSTACK=1:0"
   { echo; echo "== A/B (interleaved; ratio of medians per pair)"; cat "$W/ab.txt"; } >>"$T"
   ( cd "$W" && tar czf "$OUT/wave-c.tgz" $(ls -d suite suite.log wheel wheel.log diff diff*.txt diff-*.log ab ab.txt 2>/dev/null) )
   ( cd "$W" && tar czf "$OUT/wave-c-examples.tgz" examples )
@@ -214,35 +225,8 @@ if [ "$PART" = d ]; then
     { echo; echo "== pathology ($SUITE2)"; sed -n '/== pathology/,/== the sampler/p' "$W/suite2/host-check.txt"; } >>"$T"
     echo "suite2 done at ${SECONDS}s" | tee -a "$T"
   fi
-  B="$ROOT/scripts/workloads/bench/bench_workload.py --only ${AB_STEPS:-launch,mlp,resnet50} --launch-reps ${LAUNCH_REPS:-30}"
-  mkdir -p "$W/ab"
-  # Each A/B: SETTING=on-value:off-value, pairs interleaved and alternating order.
-  AB=${AB:-GPUTRACE_HOST=1:0}
-  for r in $(seq 1 "${AB_PAIRS:-3}"); do
-    [ $SECONDS -gt "${AB_END_S:-330}" ] && break
-    for ab in $AB; do
-      var=${ab%%=*}; vals=${ab#*=}
-      for mode in $([ $((r % 2)) = 1 ] && echo "on off" || echo "off on"); do
-        if [ $mode = on ]; then v=${vals%%:*}; else v=${vals#*:}; fi
-        env GPUTRACE_DIR=$W/ab/t $var=$v LD_PRELOAD=$LIB taskset -c 2-9 "$PY" $B >>"$W/ab/$var-$mode.jsonl" 2>>"$W/ab/err.log"
-        rm -rf "$W/ab/t"
-      done
-    done
-  done
-  for ab in $AB; do
-    var=${ab%%=*}
-    "$PY" - "$W/ab/$var-on.jsonl" "$W/ab/$var-off.jsonl" "$var" <<'EOF2' >>"$W/ab.txt" 2>&1
-import json, statistics as st, sys
-on = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-off = [json.loads(l) for l in open(sys.argv[2]) if l.strip()]
-n = min(len(on), len(off))
-for k in ("launch_us", "mlp_us", "resnet50_us"):
-    r = [on[i][k] / off[i][k] for i in range(n) if k in on[i] and k in off[i] and off[i][k] > 0]
-    if r:
-        print("%s %-11s on/off median ratio %.4f (min %.4f, max %.4f) over %d pairs: %s" % (
-            sys.argv[3], k, st.median(r), min(r), max(r), len(r), " ".join("%.4f" % x for x in r)))
-EOF2
-  done
+  # Each A/B: SETTING=on-value:off-value.
+  settings_ab "${AB_STEPS:-launch,mlp,resnet50}" "${AB_PAIRS:-3}" "${AB_END_S:-330}" "${AB:-GPUTRACE_HOST=1:0}"
   { echo; echo "== A/B (interleaved)"; cat "$W/ab.txt"; } >>"$T"
   ( cd "$W" && tar czf "$OUT/wave-d.tgz" $(ls -d example-* wheel wheel.log pm pm.log suite2 suite2.log ab ab.txt 2>/dev/null) )
 fi
