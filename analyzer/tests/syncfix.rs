@@ -20,13 +20,7 @@ fn loop_with(calls: &[(u32, &str)], steps: usize) -> Report {
     let mut b = B::new();
     let mut h = startup(&mut b, 2 * GIB);
     for _ in 0..steps {
-        let mut prev_end = 0;
-        for (j, name) in STEP_KERNELS.iter().enumerate() {
-            let at = h + j as u64 * 10 * US;
-            let start = (at + 10 * US).max(prev_end + US);
-            b.launch(at, 5 * US, start, 500 * US, name, BIG);
-            prev_end = start + 500 * US;
-        }
+        let prev_end = b.step_kernels(h, 500 * US);
         let mut at = h + 50 * US;
         for (i, &(cbid, name)) in calls.iter().enumerate() {
             let end = if i == 0 {

@@ -155,6 +155,19 @@ impl B {
     }
 
     /// A launch call at `at` lasting `call`, and its kernel at `start`.
+    /// The step's kernels (`STEP_KERNELS`, `BIG` grids), launched 10 us apart from `at`,
+    /// each running `dur` as soon as the one before ends; the last one's end.
+    pub fn step_kernels(&mut self, at: u64, dur: u64) -> u64 {
+        let mut prev_end = 0;
+        for (j, name) in STEP_KERNELS.iter().enumerate() {
+            let at = at + j as u64 * 10 * US;
+            let start = (at + 10 * US).max(prev_end + US);
+            self.launch(at, 5 * US, start, dur, name, BIG);
+            prev_end = start + dur;
+        }
+        prev_end
+    }
+
     pub fn launch(&mut self, at: u64, call: u64, start: u64, dur: u64, name: &str, sh: Shape) {
         let c = self.api(TID, at, call, LAUNCH, "cudaLaunchKernel", 0, 0);
         self.kernel_shape(start, dur, name, c, sh);
@@ -279,13 +292,7 @@ pub fn data_starved(steps: usize) -> B {
     let mut b = B::new();
     let mut h = startup(&mut b, 2 * GIB);
     for _ in 0..steps {
-        let mut prev_end = 0;
-        for (j, name) in STEP_KERNELS.iter().enumerate() {
-            let at = h + j as u64 * 10 * US;
-            let start = (at + 10 * US).max(prev_end + US);
-            b.launch(at, 5 * US, start, 500 * US, name, BIG);
-            prev_end = start + 500 * US;
-        }
+        b.step_kernels(h, 500 * US);
         h += 35 * US + 8 * MS;
     }
     b
@@ -297,13 +304,7 @@ pub fn item_every_step(steps: usize) -> B {
     let mut b = B::new();
     let mut h = startup(&mut b, 2 * GIB);
     for _ in 0..steps {
-        let mut prev_end = 0;
-        for (j, name) in STEP_KERNELS.iter().enumerate() {
-            let at = h + j as u64 * 10 * US;
-            let start = (at + 10 * US).max(prev_end + US);
-            b.launch(at, 5 * US, start, 500 * US, name, BIG);
-            prev_end = start + 500 * US;
-        }
+        let prev_end = b.step_kernels(h, 500 * US);
         let c = b.api(
             TID,
             h + 40 * US,
@@ -363,14 +364,7 @@ pub fn pinned_blocking(steps: usize) -> B {
         let ce = cs + cd;
         b.sync(h + 12 * US, ce + 4 * US);
         let k = ce + 4 * US + 100 * US;
-        let mut prev_end = 0;
-        for (j, name) in STEP_KERNELS.iter().enumerate() {
-            let at = k + j as u64 * 10 * US;
-            let start = (at + 10 * US).max(prev_end + US);
-            b.launch(at, 5 * US, start, 200 * US, name, BIG);
-            prev_end = start + 200 * US;
-        }
-        gpu_free = prev_end;
+        gpu_free = b.step_kernels(k, 200 * US);
         h = k + 40 * US;
     }
     b
@@ -430,14 +424,7 @@ pub fn pageable(steps: usize, pinned_reference: bool) -> B {
             true,
             c,
         );
-        let mut prev_end = 0;
-        for (j, name) in STEP_KERNELS.iter().enumerate() {
-            let at = call_end + j as u64 * 10 * US;
-            let start = (at + 10 * US).max(prev_end + US);
-            b.launch(at, 5 * US, start, 300 * US, name, BIG);
-            prev_end = start + 300 * US;
-        }
-        gpu_free = prev_end;
+        gpu_free = b.step_kernels(call_end, 300 * US);
         h = call_end + 40 * US + MS;
     }
     b
