@@ -231,12 +231,12 @@ fn call_sites_name_the_lines_of_the_script() {
     }
 }
 
-/// The periodic samples of a trace: (tid, stack id) in time order.
-fn samples_of(t: &Trace) -> Vec<(u32, u32)> {
+/// The periodic samples of a trace: (time, tid, stack id) in time order.
+fn samples_of(t: &Trace) -> Vec<(u64, u32, u32)> {
     t.events()
         .iter()
         .filter_map(|e| match e {
-            Event::PySample(x) => Some((x.tid, x.stack)),
+            Event::PySample(x) => Some((x.ts, x.tid, x.stack)),
             _ => None,
         })
         .collect()
@@ -264,14 +264,22 @@ fn samples_name_what_the_host_ran_between_cuda_calls() {
         let samples = samples_of(&t);
         assert!(!samples.is_empty(), "{python:?}: no Python samples");
         // The thread that made the CUDA calls is the one sampled.
-        let caller = t.apis_named("cudaStreamSynchronize")[0].tid;
+        let syncs = t.apis_named("cudaStreamSynchronize");
+        let caller = syncs[0].tid;
+        // Between the script's two calls the thread runs only the script's own
+        // functions; before the first and after the last it may be anywhere (the
+        // interpreter's start-up, `print`, `threading._shutdown` at exit).
+        let (from, to) = (syncs[0].end, syncs[syncs.len() - 1].start);
         let mut functions = Vec::new();
-        for (tid, id) in &samples {
+        for (ts, tid, id) in &samples {
             assert_eq!(*tid, caller, "{python:?}");
             let st = s
                 .stacks
                 .get(id)
                 .unwrap_or_else(|| panic!("{python:?}: sample of undefined stack {id}"));
+            if *ts <= from || *ts >= to {
+                continue;
+            }
             assert_eq!(st[0].0, "pystack_app.py", "{python:?}: {st:?}");
             functions.push(st[0].1.clone());
         }
@@ -356,7 +364,7 @@ fn frames_changing_under_captures_never_crash_or_hang() {
         // The samples taken meanwhile refer to defined stacks.
         let samples = samples_of(&t);
         assert!(!samples.is_empty(), "{python:?}: no Python samples");
-        for (_, id) in samples {
+        for (_, _, id) in samples {
             assert!(s.stacks.contains_key(&id), "{python:?}: stack {id}");
         }
     }
