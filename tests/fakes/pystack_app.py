@@ -6,7 +6,7 @@ as PyTorch does around its operators. The lines that make the calls are marked w
 `# SITE:<name>` comments: the tests find the expected file:line there.
 
 Usage: pystack_app.py sites [steps] | stress [rounds] | bench [calls] [depth] | idle [ms]
-       | sampled [ms] [depth]
+       | sampled [ms] [depth] | loader [steps] [ms]
 """
 
 import ctypes
@@ -128,6 +128,21 @@ def sampled(ms, depth):
     print("sampler_cpu_ns %d" % cpu)
 
 
+# ---- loader: a training loop starved by its data loader's worker ----
+
+
+def loader(steps, ms):
+    # The loader lives in a package (site-packages/fakeloader.py beside this script):
+    # while the loop waits in it, the user's line is ten frames up.
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "site-packages"))
+    import fakeloader
+
+    for _ in fakeloader.Loader(steps, ms):  # SITE:loader
+        forward()
+        wait_for_gpu()
+    print("done loader")
+
+
 # ---- stress: frames that change under other threads' captures ----
 
 
@@ -211,6 +226,8 @@ if __name__ == "__main__":
         idle(int(sys.argv[2]) if len(sys.argv) > 2 else 300)
     elif mode == "sampled":
         sampled(int(sys.argv[2]), int(sys.argv[3]))
+    elif mode == "loader":
+        loader(int(sys.argv[2]), int(sys.argv[3]))
     elif mode == "bench":
         bench(int(sys.argv[2]), int(sys.argv[3]))
     else:

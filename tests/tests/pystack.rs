@@ -5,6 +5,9 @@
 //! machine has under pyenv (each one it has is tested; none is required but
 //! `python3`, and without it the tests say so and pass).
 
+use gputrace_analyzer::report::analyze;
+use gputrace_analyzer::report::callsites::is_library;
+use gputrace_analyzer::report::pysamples::HostPlace;
 use gputrace_format::Event;
 use gputrace_tests::{fakes_src, have_program, Cuda, Layout, Output, Trace, Wheel};
 use std::collections::HashMap;
@@ -404,4 +407,66 @@ fn the_setting_turns_stacks_off() {
     // The calls themselves are recorded as ever.
     assert!(!t.apis_named("cudaStreamSynchronize").is_empty());
     assert!(!t.events().iter().any(|e| matches!(e, Event::CallSite(_))));
+}
+
+/// What the report says the host was in while a loop waited for its data loader: runs
+/// `pystack_app.py loader` (a worker process makes each batch; the loop waits ten frames
+/// down in a package, as in a PyTorch DataLoader) and analyses the trace.
+fn loader_report(python: &PathBuf, depth: Option<&str>) -> Vec<HostPlace> {
+    let w = Wheel::new(Cuda::V13, Layout::Flat);
+    let mut run = w.program(python, &[script().to_str().unwrap(), "loader", "12", "40"]);
+    if let Some(d) = depth {
+        run = run.env("GPUTRACE_PYSTACK", d);
+    }
+    let out = run.run();
+    out.assert_ok();
+    assert!(
+        out.stdout.contains("done loader"),
+        "{python:?}: {}",
+        out.stdout
+    );
+    assert_eq!(out.traces.len(), 1, "{python:?}: {:?}", out.traces);
+    let t = gputrace_analyzer::Trace::load(&out.traces[0]).expect("read the trace");
+    let r = analyze(std::slice::from_ref(&t));
+    let text = gputrace_analyzer::render_text(&r);
+    let f = r
+        .findings
+        .iter()
+        .find(|f| f.id.as_str() == "data_starvation")
+        .unwrap_or_else(|| panic!("{python:?}: no data_starvation\n{text}"));
+    assert!(!f.host_was_in.is_empty(), "{python:?}: no place\n{text}");
+    f.host_was_in.clone()
+}
+
+#[test]
+fn a_loop_waiting_for_its_loader_is_named_by_its_own_line() {
+    let (line, function) = sites()["loader"].clone();
+    for python in pythons() {
+        let places = loader_report(&python, None);
+        let top = &places[0];
+        assert!(top.user_code, "{python:?}: {places:?}");
+        assert_eq!(
+            (top.file.rsplit('/').next(), top.line, top.function.as_str()),
+            (Some("pystack_app.py"), line, function.as_str()),
+            "{python:?}: {places:?}"
+        );
+        // Seen under the loader's wait, which is library code.
+        assert!(is_library(&top.innermost.file), "{python:?}: {places:?}");
+    }
+}
+
+#[test]
+fn a_stack_cut_short_names_the_library_frame_nearest_the_user() {
+    // Eight frames stop inside the loader: the outermost kept is its `_next_data`.
+    let Some(python) = pythons().into_iter().next() else {
+        return;
+    };
+    let places = loader_report(&python, Some("8"));
+    let top = &places[0];
+    assert!(!top.user_code, "{places:?}");
+    assert!(
+        top.file.ends_with("/site-packages/fakeloader.py"),
+        "{places:?}"
+    );
+    assert_eq!(top.function, "_next_data", "{places:?}");
 }
