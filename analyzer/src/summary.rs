@@ -248,11 +248,11 @@ pub fn summarize(t: &Trace) -> Summary {
             let mut per_name: HashMap<u32, (u64, u64)> = HashMap::new();
             for k in t.kernels.iter().filter(|k| k.device == id) {
                 let d = k.end.saturating_sub(k.start);
-                kernel_ns += d;
+                kernel_ns = d.saturating_add(kernel_ns);
                 kernels += 1;
                 let e = per_name.entry(k.name).or_default();
                 e.0 += 1;
-                e.1 += d;
+                e.1 = e.1.saturating_add(d);
                 iv.push((k.start, k.end));
                 streams.insert(k.stream);
             }
@@ -260,8 +260,8 @@ pub fn summarize(t: &Trace) -> Summary {
             for m in t.memcpys.iter().filter(|m| m.device == id) {
                 let c = copies.entry(copy_class(m).to_string()).or_default();
                 c.count += 1;
-                c.bytes += m.bytes;
-                c.time_ns += m.end.saturating_sub(m.start);
+                c.bytes = c.bytes.saturating_add(m.bytes);
+                c.time_ns = c.time_ns.saturating_add(m.end.saturating_sub(m.start));
                 iv.push((m.start, m.end));
                 streams.insert(m.stream);
             }

@@ -401,3 +401,256 @@ fn a_trace_decoded_on_several_threads_is_the_same_trace() {
         assert_eq!(got.map_err(|e| e.to_string()), want, "byte {i} changed");
     }
 }
+
+/// A random event of the sampled kinds: host samples, environment, Python stacks and
+/// call sites, hardware counters. Ids (threads, stacks, strings, devices) are drawn
+/// from small ranges, so some refer to what exists and some to nothing.
+fn random_sampled_event(r: &mut Rng) -> Event {
+    let ts = r.ts();
+    let small = |r: &mut Rng, n: u64| r.below(n) as u32;
+    let big = |r: &mut Rng| match r.below(4) {
+        0 => u64::MAX - r.below(10),
+        1 => 0,
+        _ => r.below(1 << 40),
+    };
+    match r.below(13) {
+        0 | 1 => Event::ThreadCpu(fmt::ThreadCpu {
+            ts,
+            tid: small(r, 3),
+            cpu_ns: big(r),
+            wait_ns: big(r),
+            slices: big(r),
+            state: [b'R', b'S', b'D', b'Z', 0, 255][r.below(6) as usize],
+        }),
+        2 => Event::ProcSample(fmt::ProcSample {
+            ts,
+            pid: small(r, 5),
+            ppid: small(r, 5),
+            comm: small(r, 14),
+            flags: small(r, 256) as u8,
+            state: [b'R', b'S', b'D', 0][r.below(4) as usize],
+            threads: small(r, 100),
+            cpu_ns: big(r),
+            rchar: big(r),
+            read_bytes: big(r),
+            write_bytes: big(r),
+        }),
+        3 => Event::MachineSample(fmt::MachineSample {
+            ts,
+            busy_ns: big(r),
+            idle_ns: big(r),
+            iowait_ns: big(r),
+            steal_ns: big(r),
+            flags: small(r, 256) as u8,
+            psi_cpu_some_us: big(r),
+            psi_io_some_us: big(r),
+            psi_io_full_us: big(r),
+            cgroup_usage_us: big(r),
+            cgroup_throttled_us: big(r),
+        }),
+        4 => Event::CpuLimits(fmt::CpuLimits {
+            ts,
+            online_cpus: small(r, 300),
+            affinity_cpus: small(r, 300),
+            quota_us: big(r),
+            period_us: big(r),
+            memory_limit: big(r),
+            thread_period_us: small(r, 1 << 20),
+            tree_period_us: small(r, 1 << 20),
+        }),
+        5 => Event::Fact(fmt::Fact {
+            ts,
+            device: small(r, 3),
+            key: small(r, 14),
+            value: small(r, 14),
+        }),
+        6 => Event::GpuSample(fmt::GpuSample {
+            ts,
+            device: small(r, 3),
+            sm_clock_mhz: small(r, 3000),
+            sm_clock_max_mhz: small(r, 3000),
+            mem_clock_mhz: small(r, 4000),
+            mem_clock_max_mhz: small(r, 4000),
+            clock_reasons: big(r),
+            power_mw: r.next() as u32,
+            power_limit_mw: r.next() as u32,
+            temperature_c: small(r, 200),
+            gpu_util_pct: small(r, 150),
+            mem_util_pct: small(r, 150),
+            mem_used: big(r),
+            mem_total: big(r),
+            pcie_gen: small(r, 8),
+            pcie_gen_max: small(r, 8),
+            pcie_width: small(r, 40),
+            pcie_width_max: small(r, 40),
+            pcie_tx_kbs: r.next() as u32,
+            pcie_rx_kbs: r.next() as u32,
+        }),
+        7 => Event::GpuProcess(fmt::GpuProcess {
+            ts,
+            device: small(r, 3),
+            pid: small(r, 5),
+            name: small(r, 14),
+            used_memory: big(r),
+            sm_pct: small(r, 150),
+            mem_pct: small(r, 150),
+            flags: small(r, 256) as u8,
+        }),
+        8 => Event::GpuEvent(fmt::GpuEvent {
+            ts,
+            device: small(r, 3),
+            kind: small(r, 8) as u8,
+            data: big(r),
+        }),
+        9 => Event::PyStack(fmt::PyStack {
+            id: small(r, 6),
+            frames: (0..r.below(20))
+                .map(|_| fmt::PyFrame {
+                    file: small(r, 14),
+                    function: small(r, 14),
+                    line: small(r, 2000),
+                })
+                .collect(),
+        }),
+        10 => Event::CallSite(fmt::CallSite {
+            ts,
+            tid: small(r, 3),
+            stack: small(r, 8),
+        }),
+        11 => Event::PySample(fmt::PySample {
+            ts,
+            tid: small(r, 3),
+            stack: small(r, 8),
+        }),
+        _ => {
+            let end = match r.below(5) {
+                0 => ts.wrapping_sub(r.below(MS)),
+                _ => ts.saturating_add(r.below(2 * MS)),
+            };
+            let pct = |r: &mut Rng| match r.below(5) {
+                0 => fmt::ENV_NA,
+                1 => r.next() as u32,
+                _ => small(r, 10_001),
+            };
+            Event::CounterSample(fmt::CounterSample {
+                start: ts,
+                end,
+                device: small(r, 3),
+                sm_active: pct(r),
+                occupancy: pct(r),
+                tensor_active: pct(r),
+                dram: pct(r),
+                pcie_read_bytes: big(r),
+                pcie_write_bytes: big(r),
+                nvlink_rx_bytes: big(r),
+                nvlink_tx_bytes: big(r),
+            })
+        }
+    }
+}
+
+/// A trace of random GPU work and random sampled data (strings for both); one in three
+/// starts from a well-formed data-starved loop, so the samples meet real steps and gaps.
+fn random_sampled_trace(r: &mut Rng, round: usize) -> B {
+    let mut b = match round % 5 {
+        0 => B::bare(),
+        1 | 3 => data_starved(1 + r.below(30) as usize),
+        _ => B::new(),
+    };
+    for i in 0..12 {
+        b.s(&format!("kernel_{i}"));
+    }
+    b.s("/usr/lib/python3.12/threading.py");
+    b.s("train.py");
+    let work = r.below(300) as usize;
+    let sampled = r.below(400) as usize;
+    for _ in 0..work {
+        let e = random_event(r);
+        b.ev.push(e);
+    }
+    for _ in 0..sampled {
+        let e = random_sampled_event(r);
+        b.ev.push(e);
+    }
+    b
+}
+
+#[test]
+fn random_sampled_data_never_panics() {
+    let mut r = Rng(0xD1B5_4A32_D192_ED03);
+    for round in 0..150 {
+        let t = random_sampled_trace(&mut r, round).build();
+        full(t.clone());
+        if round % 10 == 0 {
+            let r2 = analyze(&[t.clone(), t]);
+            let _ = render_text(&r2);
+        }
+    }
+}
+
+#[test]
+fn random_sampled_data_exports_or_says_why() {
+    // Through the command line: every report and export format, on random traces with
+    // a random environment file beside them.
+    let dir = std::env::temp_dir().join(format!("gputrace-robust-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut r = Rng(0x94D0_49BB_1331_11EB);
+    for round in 0..8 {
+        let run = dir.join(format!("run{round}"));
+        std::fs::create_dir_all(&run).unwrap();
+        let t = random_sampled_trace(&mut r, round + 1);
+        let mut meta = t.meta.clone();
+        meta.host = "fuzz".into();
+        std::fs::write(
+            run.join("gputrace-fuzz-1.gtrace"),
+            encode(t.events(), &meta),
+        )
+        .unwrap();
+        let e = random_sampled_trace(&mut r, round + 1);
+        let mut env_meta = e.meta.clone();
+        env_meta.host = "fuzz".into();
+        env_meta.kind = fmt::META_KIND_ENVIRONMENT.into();
+        std::fs::write(
+            run.join("gputrace-env-fuzz-2.gtrace"),
+            encode(e.events(), &env_meta),
+        )
+        .unwrap();
+        let run_s = run.to_string_lossy().into_owned();
+        let mut cmds: Vec<Vec<String>> = vec![
+            vec!["report".into(), run_s.clone()],
+            vec!["report".into(), "--json".into(), run_s.clone()],
+            vec!["summary".into(), run_s.clone()],
+        ];
+        for f in ["gputrace-fuzz-1.gtrace", "gputrace-env-fuzz-2.gtrace"] {
+            cmds.push(vec![
+                "dump".into(),
+                run.join(f).to_string_lossy().into_owned(),
+            ]);
+        }
+        for f in ["perfetto", "chrome", "parquet"] {
+            let out = dir.join(format!("out{round}-{f}"));
+            cmds.push(vec![
+                "export".into(),
+                "--format".into(),
+                f.into(),
+                "-o".into(),
+                out.to_string_lossy().into_owned(),
+                run_s.clone(),
+            ]);
+        }
+        for c in cmds {
+            let o = std::process::Command::new(env!("CARGO_BIN_EXE_gputrace"))
+                .args(&c)
+                .output()
+                .unwrap();
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert!(
+                matches!(o.status.code(), Some(0 | 1)),
+                "round {round} {c:?}: {:?}\n{err}",
+                o.status
+            );
+            assert!(!err.contains("panicked"), "round {round} {c:?}: {err}");
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -555,7 +555,10 @@ pub fn sampled_counters(t: &Trace, nvml: &[bool], mut f: impl FnMut(Sampled, &st
         let d = |x: u64, y: u64| y.saturating_sub(x);
         let busy = d(a.busy_ns, b.busy_ns);
         let iowait = d(a.iowait_ns, b.iowait_ns);
-        let total = busy + iowait + d(a.idle_ns, b.idle_ns) + d(a.steal_ns, b.steal_ns);
+        let total = busy
+            .saturating_add(iowait)
+            .saturating_add(d(a.idle_ns, b.idle_ns))
+            .saturating_add(d(a.steal_ns, b.steal_ns));
         if b.ts > a.ts && total > 0 {
             f(
                 Sampled::MachineBusy,

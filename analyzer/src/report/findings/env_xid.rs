@@ -6,6 +6,9 @@ use crate::env;
 use crate::report::{Example, Finding, Severity};
 use gputrace_format as fmt;
 
+/// Distinct Xid codes named in the summary.
+const MAX_XIDS: usize = 5;
+
 pub(super) fn detect(cx: &FindingCx) -> Option<Finding> {
     let errs = env::gpu_errors(cx.ctx.t, 0, u64::MAX);
     let first = errs.first()?;
@@ -16,16 +19,29 @@ pub(super) fn detect(cx: &FindingCx) -> Option<Finding> {
         false,
     );
     x.severity = Severity::Warn;
-    let xids: Vec<String> = errs
+    // Each distinct (Xid, GPU) once, in the order first seen, at most MAX_XIDS named.
+    let mut seen: Vec<(u64, u32, usize)> = Vec::new();
+    for e in errs.iter().filter(|e| e.kind == fmt::GPU_EVENT_XID) {
+        match seen.iter_mut().find(|s| s.0 == e.data && s.1 == e.device) {
+            Some(s) => s.2 += 1,
+            None => seen.push((e.data, e.device, 1)),
+        }
+    }
+    let mut xids: Vec<String> = seen
         .iter()
-        .filter(|e| e.kind == fmt::GPU_EVENT_XID)
-        .map(|e| format!("Xid {} on GPU {}", e.data, e.device))
+        .take(MAX_XIDS)
+        .map(|&(xid, gpu, n)| match n {
+            1 => format!("Xid {xid} on GPU {gpu}"),
+            n => format!("Xid {xid} on GPU {gpu} x{n}"),
+        })
         .collect();
+    if seen.len() > MAX_XIDS {
+        xids.push(format!("{} other Xid codes", seen.len() - MAX_XIDS));
+    }
     let ecc: u64 = errs
         .iter()
         .filter(|e| e.kind == fmt::GPU_EVENT_ECC_UNCORRECTED)
-        .map(|e| e.data)
-        .sum();
+        .fold(0u64, |a, e| a.saturating_add(e.data));
     x.summary = format!(
         "{}{}{}.",
         xids.join(", "),
