@@ -524,6 +524,152 @@ fn sampled_job(d: &Path, pid: u32, host_samples: bool) -> (PathBuf, u64) {
     (p, t0)
 }
 
+/// A job whose thread 4242 was sampled every 10 ms: waiting in the standard library
+/// under train.py:43 (3 samples), computing at train.py:25 (2), a pause in the
+/// samples, then waiting again (1).
+fn python_sampled_job(d: &Path) -> (PathBuf, u64) {
+    let mut b = healthy(10);
+    let t0 =
+        b.ev.iter()
+            .find_map(|e| match e {
+                Event::Kernel(k) => Some(k.start),
+                _ => None,
+            })
+            .unwrap();
+    let name = b.s("pt_main_thread");
+    b.ev.push(Event::Thread { tid: 4242, name });
+    let (sel, train) = (
+        b.s("/usr/lib/python3.12/selectors.py"),
+        b.s("/job/train.py"),
+    );
+    let (select, main, step) = (b.s("select"), b.s("main"), b.s("train_step"));
+    let frame = |file, function, line| fmt::PyFrame {
+        file,
+        function,
+        line,
+    };
+    b.ev.push(Event::PyStack(fmt::PyStack {
+        id: 1,
+        frames: vec![frame(sel, select, 415), frame(train, main, 43)],
+    }));
+    b.ev.push(Event::PyStack(fmt::PyStack {
+        id: 2,
+        frames: vec![frame(train, step, 25), frame(train, main, 44)],
+    }));
+    for (ms, stack) in [(0, 1), (10, 1), (20, 1), (30, 2), (40, 2), (100, 1)] {
+        b.ev.push(Event::PySample(fmt::PySample {
+            ts: t0 + ms * MS,
+            tid: 4242,
+            stack,
+        }));
+    }
+    (write(d, "gputrace-node0-1000.gtrace", &b), t0)
+}
+
+#[test]
+fn python_samples_become_slices_and_a_parquet_table() {
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+    let d = tmpdir("python-samples");
+    let (p, _) = python_sampled_job(&d);
+    let json = d.join("job.json");
+    let (code, _, err) = gputrace(&[
+        "export",
+        "--format",
+        "chrome",
+        "-o",
+        json.to_str().unwrap(),
+        p.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let spans: Vec<(String, f64, f64, u64)> = v["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["cat"] == "python_sample")
+        .map(|e| {
+            (
+                e["name"].as_str().unwrap().to_string(),
+                e["ts"].as_f64().unwrap(),
+                e["dur"].as_f64().unwrap(),
+                e["args"]["samples"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(spans.len(), 3, "{spans:?}");
+    let t = spans[0].1;
+    let us = |ms: f64| ms * 1000.0;
+    // Same place merged; a new place ends the span; after the pause, one period.
+    let want = [
+        ("train.py:43 in main", 0.0, 30.0, 3),
+        ("train.py:25 in train_step", 30.0, 20.0, 2),
+        ("train.py:43 in main", 100.0, 10.0, 1),
+    ];
+    for (got, w) in spans.iter().zip(want) {
+        assert_eq!(got.0, w.0, "{spans:?}");
+        assert!((got.1 - t - us(w.1)).abs() < 1.0, "{spans:?}");
+        assert!((got.2 - us(w.2)).abs() < 1.0, "{spans:?}");
+        assert_eq!(got.3, w.3, "{spans:?}");
+    }
+    // On their own track, named for the thread.
+    let python_tids: Vec<&Value> = v["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["cat"] == "python_sample")
+        .map(|e| &e["tid"])
+        .collect();
+    assert!(python_tids
+        .iter()
+        .all(|t| **t == *python_tids[0] && **t != 4242));
+    assert!(v["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|e| e["ph"] == "M"
+            && e["tid"] == *python_tids[0]
+            && e["args"]["name"] == "Python (sampled), thread 4242"));
+    // Parquet: a row per sample, with the place and the innermost frame.
+    let out = d.join("pq");
+    let (code, _, err) = gputrace(&[
+        "export",
+        "--format",
+        "parquet",
+        "-o",
+        out.to_str().unwrap(),
+        p.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let f = std::fs::File::open(out.join("python_samples.parquet")).unwrap();
+    let rows: Vec<String> = SerializedFileReader::new(f)
+        .unwrap()
+        .get_row_iter(None)
+        .unwrap()
+        .map(|r| r.unwrap().to_string())
+        .collect();
+    assert_eq!(rows.len(), 6, "{rows:#?}");
+    let waits = rows
+        .iter()
+        .filter(|r| {
+            r.contains("line: 43")
+                && r.contains("user_code: 1")
+                && r.contains("innermost_function: \"select\"")
+        })
+        .count();
+    assert_eq!(waits, 4, "{rows:#?}");
+    // Perfetto takes them too.
+    let (code, _, err) = gputrace(&[
+        "export",
+        "--format",
+        "perfetto",
+        "-o",
+        d.join("job.pftrace").to_str().unwrap(),
+        p.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let _ = std::fs::remove_dir_all(&d);
+}
+
 fn environment_file(d: &Path, t0: u64) -> PathBuf {
     let mut e = B::bare();
     e.meta.kind = fmt::META_KIND_ENVIRONMENT.into();

@@ -5,7 +5,9 @@ Parquet `counters` table with pyarrow. Checks them against the samples themselve
 (`gputrace dump` of both files), computed here again: each sampled thread's CPU %
 (under its thread track, capped at 100), each process of the tree's CPU %, the
 machine's busy and iowait %, the environment file's NVML readings on one GPU track
-(shown once) and the other processes' SM %.
+(shown once) and the other processes' SM %. And the Python stack samples: slices on a
+"Python (sampled)" track under each sampled thread's track in Perfetto, a row per sample
+in the Parquet `python_samples` table.
 
 usage: check_counters.py GPUTRACE OUT_DIR DIR (its *.gtrace: process traces and one
 environment file)
@@ -150,10 +152,27 @@ def main():
     c = pq.read_table(os.path.join(pqd, "counters.parquet")).to_pylist()
     n_pf = sum(len(values[u]) for u, d in counters.items() if d.name.endswith("%"))
     assert len(c) == n_pf, f"parquet counters: {len(c)} rows, perfetto {n_pf} values"
+    # Python stack samples: the samples whose stack is known and not empty, each in the
+    # Parquet table; on the timeline merged into slices, under their thread's track.
+    py = dump(gputrace, procs[0], {"py_sample", "py_stack"})
+    stacks = {r["id"] for r in py["py_stack"] if r["frames"]}
+    known = [r for r in py["py_sample"] if r["stack"] in stacks]
+    rows = pq.read_table(os.path.join(pqd, "python_samples.parquet")).to_pylist()
+    assert len(rows) == len(known), f"python_samples: {len(rows)} rows, {len(known)} samples"
+    py_tracks = {u: d for u, d in tracks.items() if d.name.startswith("Python (sampled), thread ")}
+    for u, dsc in py_tracks.items():
+        parent = tracks[dsc.parent_uuid]
+        tid = int(dsc.name.rsplit(" ", 1)[1])
+        assert parent.HasField("thread") and parent.thread.tid == tid, f"{dsc.name} under {parent}"
+    slices = [p for p in t.packet if p.HasField("track_event")
+              and p.track_event.type == TE.TYPE_SLICE_BEGIN and p.track_event.track_uuid in py_tracks]
+    assert (len(slices) > 0) == (len(known) > 0), f"{len(slices)} slices of {len(known)} samples"
+    assert len(slices) <= len(known), f"{len(slices)} slices of {len(known)} samples"
     print(
         f"counters ok: {d}: {len(by_tid)} threads, {len(by_pid)} processes of the tree, "
         f"{len(busy)} machine intervals, {shown} NVML samples on {len(clocks)} GPU track(s), "
-        f"{other_tracks} other process(es)' SM % on a GPU, {len(c)} parquet counter rows"
+        f"{other_tracks} other process(es)' SM % on a GPU, {len(c)} parquet counter rows, "
+        f"{len(known)} Python samples in {len(slices)} slices"
     )
 
 

@@ -32,6 +32,8 @@ const TID_COLLECTOR: u64 = 0xFFFF_FF02;
 const TID_STEPS: u64 = 0xFFFF_FF03;
 const TID_PHASES: u64 = 0xFFFF_FF04;
 const TID_FINDINGS: u64 = 0xFFFF_FF05;
+/// The Python samples of thread n: `TID_PYTHON + n` (thread ids stay below 2^22).
+const TID_PYTHON: u64 = 0x8000_0000;
 /// NVML's GPU n: `TID_NVML + n`.
 const TID_NVML: u64 = 0xFFFF_FF10;
 
@@ -118,6 +120,7 @@ impl File1 {
             Track::Phases => (pid, TID_PHASES),
             Track::Findings => (pid, TID_FINDINGS),
             Track::Nvml(d) => (pid, TID_NVML + d as u64),
+            Track::Python(tid) => (pid, TID_PYTHON + tid as u64),
         }
     }
 
@@ -407,6 +410,13 @@ impl TimelineExporter for Chrome {
                 f.slice(None, &s)?;
             }
         }
+        let mut res = Ok(());
+        timeline::python_spans(v.trace, |p| {
+            if res.is_ok() {
+                res = f.slice(None, &slices::python_slice(p));
+            }
+        });
+        res?;
         let mut res = Ok(());
         timeline::counters(v.trace, |s, ts, val| {
             if res.is_err() {

@@ -22,6 +22,7 @@
 use super::slices::{Nvtx, Shown};
 use super::timeline::{self, ProcessView, TimelineExporter};
 use super::{EventExporter, TraceContext, TraceEvent};
+use crate::report::pysamples::place_of;
 use crate::trace::demangle;
 use gputrace_format::{self as fmt, CopyKind, MemKind};
 use parquet::basic::Compression;
@@ -193,6 +194,22 @@ const TABLES: &[(&str, &[(&str, Kind)])] = &[
             ("fix", Kind::S),
         ],
     ),
+    (
+        "python_samples",
+        &[
+            ("tid", Kind::I),
+            ("ts_ns", Kind::I),
+            ("file", Kind::S),
+            ("line", Kind::I),
+            ("function", Kind::S),
+            ("user_code", Kind::I),
+            ("innermost_file", Kind::S),
+            ("innermost_line", Kind::I),
+            ("innermost_function", Kind::S),
+            ("stack_id", Kind::I),
+            ("depth", Kind::I),
+        ],
+    ),
 ];
 
 const KERNELS: usize = 0;
@@ -205,6 +222,7 @@ const STEPS: usize = 6;
 const SAMPLES: usize = 7;
 const COUNTERS: usize = 8;
 const FINDINGS: usize = 9;
+const PYTHON: usize = 10;
 
 /// A column's values waiting for the next row group.
 enum Col {
@@ -558,6 +576,30 @@ impl TimelineExporter for Parquet {
                 .end_row();
         });
         std::mem::replace(&mut res, Ok(()))?;
+        // Each Python stack sample with the place it names (as the report tallies them).
+        for x in &v.trace.py_samples {
+            let Some(st) = v.trace.py_stack(x.stack) else {
+                continue;
+            };
+            let Some((p, user, inner)) = place_of(v.trace, st) else {
+                continue;
+            };
+            let str = |id: u32| bs(v.trace.str(id));
+            self.tables[PYTHON]
+                .who(&w)
+                .u(x.tid as u64)
+                .u(v.at(x.ts))
+                .s(str(p.file))
+                .u(p.line as u64)
+                .s(str(p.function))
+                .u(user as u64)
+                .s(str(inner.file))
+                .u(inner.line as u64)
+                .s(str(inner.function))
+                .u(x.stack as u64)
+                .u(st.frames.len() as u64)
+                .end_row()?;
+        }
         self.who.insert(v.index, w);
         self.cur = v.index;
         Ok(())

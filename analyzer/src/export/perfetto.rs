@@ -308,7 +308,7 @@ impl Perfetto {
                     Track::Stream { device, .. } | Track::Idle(device) => {
                         self.track(Key::Device(device))?
                     }
-                    Track::Nvtx(tid) | Track::Nccl(tid) => {
+                    Track::Nvtx(tid) | Track::Nccl(tid) | Track::Python(tid) => {
                         self.track(Key::Slices(Track::Thread(tid)))?
                     }
                     Track::Nvml(d) => self.track(Key::NvmlGpu(d))?,
@@ -849,6 +849,12 @@ impl TimelineExporter for Perfetto {
             }
         }
         let mut res = Ok(());
+        timeline::python_spans(v.trace, |p| {
+            if res.is_ok() {
+                res = self.slice(None, &slices::python_slice(p));
+            }
+        });
+        std::mem::replace(&mut res, Ok(()))?;
         timeline::counters(v.trace, |s, ts, val| {
             if res.is_ok() {
                 res = self.counter(s, ts, val);

@@ -21,6 +21,8 @@ pub enum Track {
     Nvtx(u32),
     /// A thread's NCCL calls.
     Nccl(u32),
+    /// Where a thread's Python stack samples put it (see [`super::timeline::python_spans`]).
+    Python(u32),
     /// Host waits recorded by CUPTI's synchronisation records.
     Sync,
     /// The collector's state changes and drops.
@@ -50,6 +52,7 @@ pub enum Cat {
     Idle,
     Step,
     Finding,
+    Python,
 }
 
 impl Cat {
@@ -69,6 +72,7 @@ impl Cat {
             Cat::Idle => "gpu_idle",
             Cat::Step => "step",
             Cat::Finding => "finding",
+            Cat::Python => "python_sample",
         }
     }
 }
@@ -544,6 +548,32 @@ pub fn describe<'a>(cx: &TraceContext<'a>, ev: &TraceEvent<'a>) -> Shown<'a> {
     }
 }
 
+/// The slice of a span of Python stack samples: named by the place, with the innermost
+/// frame and the first sample's whole stack as arguments.
+pub fn python_slice<'a>(p: &'a super::timeline::PySpan) -> Slice<'a> {
+    let mut args = Args::new();
+    args.push(Arg::U("samples", p.samples as u64));
+    args.push(Arg::S("innermost", &p.innermost));
+    args.push(Arg::S(
+        "code",
+        if p.user_code {
+            "user"
+        } else {
+            "library (the stack kept ends before the user's code)"
+        },
+    ));
+    args.push(Arg::S("first_sample_stack", &p.stack));
+    Slice {
+        track: Track::Python(p.tid),
+        start: p.start,
+        end: p.end.max(p.start),
+        name: Name::Text(&p.place),
+        cat: Cat::Python,
+        args,
+        flow: Flow::None,
+    }
+}
+
 /// A track's name on a timeline (devices and threads are named by their own
 /// descriptors).
 pub fn track_name(t: Track) -> String {
@@ -552,6 +582,7 @@ pub fn track_name(t: Track) -> String {
         Track::Thread(tid) => format!("thread {tid}"),
         Track::Nvtx(_) => "NVTX".into(),
         Track::Nccl(_) => "NCCL".into(),
+        Track::Python(tid) => format!("Python (sampled), thread {tid}"),
         Track::Sync => "CUDA synchronisation".into(),
         Track::Collector => "gputrace collector".into(),
         Track::Nvml(_) => "NVML events".into(),

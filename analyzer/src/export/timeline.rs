@@ -622,3 +622,129 @@ pub fn default_output(first: &Path, suffix: &str) -> PathBuf {
         .unwrap_or_else(|| "trace".into());
     first.with_file_name(format!("{stem}{suffix}"))
 }
+
+/// A stretch of time a thread's Python stack samples put in one place: consecutive
+/// samples whose place (the innermost frame of the user's code, see
+/// [`crate::report::pysamples::place_of`]) is the same.
+pub struct PySpan {
+    pub tid: u32,
+    /// From the first sample to the next sample elsewhere (or, after the thread's last
+    /// sample or a pause in its samples, one sampling period on).
+    pub start: u64,
+    pub end: u64,
+    /// `train.py:43 in main`.
+    pub place: String,
+    pub user_code: bool,
+    /// The innermost frame most seen in the span (`selectors.py:415 in select`).
+    pub innermost: String,
+    /// The first sample's whole stack, innermost first, one frame a line.
+    pub stack: String,
+    pub samples: u32,
+}
+
+/// The sampling period of a thread's samples: the median interval between them.
+fn sample_period(ts: &[u64]) -> u64 {
+    let mut d: Vec<u64> = ts
+        .windows(2)
+        .map(|w| w[1].saturating_sub(w[0]))
+        .filter(|&x| x > 0)
+        .collect();
+    if d.is_empty() {
+        return 10_000_000;
+    }
+    let mid = d.len() / 2;
+    *d.select_nth_unstable(mid).1
+}
+
+/// A frame as a place: (file, line, function) string ids.
+type FrameKey = (u32, u32, u32);
+
+fn key(x: &fmt::PyFrame) -> FrameKey {
+    (x.file, x.line, x.function)
+}
+
+/// Calls `f` for each [`PySpan`] of each sampled thread, in time order per thread.
+/// A sample more than three periods after the one before starts a new span (the
+/// sampler did not see the thread meanwhile).
+pub fn python_spans(t: &Trace, mut f: impl FnMut(&PySpan)) {
+    use crate::report::callsites::short_file;
+    use crate::report::pysamples::place_of;
+    let name = |(file, line, function): FrameKey| {
+        format!("{}:{line} in {}", short_file(t.str(file)), t.str(function))
+    };
+    // The span being built: its place, and how often each innermost frame was seen.
+    struct Open {
+        span: PySpan,
+        place: FrameKey,
+        inners: HashMap<FrameKey, u32>,
+    }
+    let mut close = |o: Open, end: u64| {
+        let mut span = o.span;
+        span.end = end;
+        if let Some((&k, _)) = o
+            .inners
+            .iter()
+            .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0)))
+        {
+            span.innermost = name(k);
+        }
+        f(&span);
+    };
+    for samples in t.py_samples.chunk_by(|a, b| a.tid == b.tid) {
+        let ts: Vec<u64> = samples.iter().map(|s| s.ts).collect();
+        let period = sample_period(&ts);
+        let mut open: Option<Open> = None;
+        let mut last = 0u64;
+        for s in samples {
+            let Some(st) = t.py_stack(s.stack) else {
+                continue;
+            };
+            let Some((p, user, inner)) = place_of(t, st) else {
+                continue;
+            };
+            let pause = s.ts.saturating_sub(last) > period.saturating_mul(3);
+            match open.as_mut() {
+                Some(o) if o.place == key(p) && !pause => {
+                    o.span.samples += 1;
+                    *o.inners.entry(key(inner)).or_default() += 1;
+                    last = s.ts;
+                    continue;
+                }
+                _ => {}
+            }
+            if let Some(o) = open.take() {
+                close(
+                    o,
+                    if pause {
+                        last.saturating_add(period)
+                    } else {
+                        s.ts
+                    },
+                );
+            }
+            open = Some(Open {
+                span: PySpan {
+                    tid: s.tid,
+                    start: s.ts,
+                    end: s.ts,
+                    place: name(key(p)),
+                    user_code: user,
+                    innermost: String::new(),
+                    stack: st
+                        .frames
+                        .iter()
+                        .map(|x| name(key(x)))
+                        .collect::<Vec<_>>()
+                        .join("\n"),
+                    samples: 1,
+                },
+                place: key(p),
+                inners: HashMap::from([(key(inner), 1)]),
+            });
+            last = s.ts;
+        }
+        if let Some(o) = open {
+            close(o, last.saturating_add(period));
+        }
+    }
+}

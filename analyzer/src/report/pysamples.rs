@@ -8,6 +8,7 @@
 
 use super::callsites::{is_library, short_file, Frame};
 use crate::trace::Trace;
+use gputrace_format as fmt;
 use serde::Serialize;
 use std::collections::HashMap;
 
@@ -64,18 +65,9 @@ pub fn tally(t: &Trace, tid: Option<u32>, spans: &[(u64, u64)]) -> Vec<HostPlace
                 let Some(st) = t.py_stack(x.stack) else {
                     continue;
                 };
-                let Some(inner) = st.frames.first() else {
+                let Some((f, user, inner)) = place_of(t, st) else {
                     continue;
                 };
-                let (f, user) = st
-                    .frames
-                    .iter()
-                    .find(|f| !is_library(t.str(f.file)))
-                    .map(|f| (f, true))
-                    // Only library frames (the stack was cut before the user's code):
-                    // the outermost one kept is the nearest to it (a DataLoader's
-                    // `_next_data` rather than `selectors.select`).
-                    .unwrap_or((st.frames.last().unwrap_or(inner), false));
                 total += 1;
                 let a = acc.entry((f.file, f.line, f.function)).or_default();
                 a.0 = user;
@@ -120,6 +112,24 @@ pub fn tally(t: &Trace, tid: Option<u32>, spans: &[(u64, u64)]) -> Vec<HostPlace
     });
     v.truncate(MAX_PLACES);
     v
+}
+
+/// Where a stack says the host was: the innermost frame of the user's code, whether
+/// it is the user's (false when every frame kept is library code: then the outermost
+/// kept, the nearest to the user's code, e.g. a DataLoader's `_next_data` rather than
+/// `selectors.select`), and the innermost frame. None for an empty stack.
+pub fn place_of<'s>(
+    t: &Trace,
+    st: &'s fmt::PyStack,
+) -> Option<(&'s fmt::PyFrame, bool, &'s fmt::PyFrame)> {
+    let inner = st.frames.first()?;
+    let (f, user) = st
+        .frames
+        .iter()
+        .find(|f| !is_library(t.str(f.file)))
+        .map(|f| (f, true))
+        .unwrap_or((st.frames.last().unwrap_or(inner), false));
+    Some((f, user, inner))
 }
 
 /// The evidence line: `the host was in train.py:41 in load_batch (62% of the Python
