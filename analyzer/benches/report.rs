@@ -67,8 +67,11 @@ fn reset_peak() -> usize {
 }
 
 /// A training-like trace: steps of 200 kernels, each launched by a call; per step a
-/// pinned input copy, a memset and a sync; allocations now and then.
-fn synthesize(target: u64) -> (Vec<u8>, u64) {
+/// pinned input copy, a memset and a sync; allocations now and then. With `sampled`,
+/// also what the samplers record at their default rates: the launching thread's CPU
+/// every 3 ms, the process tree (itself and two workers) and the machine every 100 ms,
+/// a Python stack sample every 10 ms (one of 16 stacks), a call site at each sync.
+fn synthesize(target: u64, sampled: bool, gap: u64) -> (Vec<u8>, u64) {
     let meta = Meta {
         pid: 1,
         host: "bench".into(),
@@ -102,6 +105,23 @@ fn synthesize(target: u64) -> (Vec<u8>, u64) {
             &mut w,
         );
     }
+    // The calls' names (ids above the kernels').
+    for (id, text) in [
+        (221, "cudaLaunchKernel"),
+        (223, "cudaMemcpyAsync"),
+        (224, "cudaMemsetAsync"),
+        (225, "cudaStreamSynchronize"),
+        (226, "cudaMalloc"),
+    ] {
+        push(
+            Event::Str {
+                id,
+                text: text.into(),
+            },
+            &mut enc,
+            &mut w,
+        );
+    }
     push(
         Event::Device(fmt::Device {
             id: 0,
@@ -129,13 +149,69 @@ fn synthesize(target: u64) -> (Vec<u8>, u64) {
         seed % range
     };
     let mut t = 1_796_225_776_000_000_000u64;
+    // Samplers: string ids from 300, stacks 1-16 of 12 frames, each ending in train.py.
+    let (mut next_cpu, mut next_tree, mut next_py) = (t, t, t);
+    let mut cpu_ns = 0u64;
+    if sampled {
+        for (id, text) in [
+            (300, "/job/train.py"),
+            (
+                301,
+                "/venv/lib/python3.12/site-packages/torch/nn/modules/module.py",
+            ),
+            (302, "main"),
+            (303, "forward"),
+            (304, "pt_data_worker"),
+            (305, "python3"),
+        ] {
+            push(
+                Event::Str {
+                    id,
+                    text: text.into(),
+                },
+                &mut enc,
+                &mut w,
+            );
+        }
+        for id in 1..=16u32 {
+            let mut frames: Vec<fmt::PyFrame> = (0..11)
+                .map(|i| fmt::PyFrame {
+                    file: 301,
+                    function: 303,
+                    line: 1000 + id * 16 + i,
+                })
+                .collect();
+            frames.push(fmt::PyFrame {
+                file: 300,
+                function: 302,
+                line: 40 + id,
+            });
+            push(
+                Event::PyStack(fmt::PyStack { id, frames }),
+                &mut enc,
+                &mut w,
+            );
+        }
+        push(
+            Event::CpuLimits(fmt::CpuLimits {
+                ts: t,
+                online_cpus: 16,
+                affinity_cpus: 16,
+                thread_period_us: 3_000,
+                tree_period_us: 100_000,
+                ..Default::default()
+            }),
+            &mut enc,
+            &mut w,
+        );
+    }
     let mut gpu = t;
     let mut corr = 1u32;
     let mut step = 0u64;
     'outer: loop {
         // Input copy and its call.
         corr += 1;
-        push(api(t, 8_000, corr, 41, 203, 4 << 20, 1), &mut enc, &mut w);
+        push(api(t, 8_000, corr, 41, 223, 4 << 20, 1), &mut enc, &mut w);
         let cs = gpu.max(t + 10_000);
         push(
             Event::Memcpy(fmt::Memcpy {
@@ -158,7 +234,7 @@ fn synthesize(target: u64) -> (Vec<u8>, u64) {
         for j in 0..200u32 {
             corr += 1;
             push(
-                api(t, 3_000 + jit(2_000), corr, 211, 201, 0, 0),
+                api(t, 3_000 + jit(2_000), corr, 211, 221, 0, 0),
                 &mut enc,
                 &mut w,
             );
@@ -186,7 +262,7 @@ fn synthesize(target: u64) -> (Vec<u8>, u64) {
             t += 6_000 + jit(2_000);
             if j == 100 {
                 corr += 1;
-                push(api(t, 3_000, corr, 51, 204, 4096, 0), &mut enc, &mut w);
+                push(api(t, 3_000, corr, 51, 224, 4096, 0), &mut enc, &mut w);
                 let ms = gpu.max(t + 5_000);
                 push(
                     Event::Memset(fmt::Memset {
@@ -210,7 +286,7 @@ fn synthesize(target: u64) -> (Vec<u8>, u64) {
         // The step ends with a sync.
         corr += 1;
         let end = gpu.max(t) + 3_000;
-        push(api(t, end - t, corr, 131, 205, 0, 0), &mut enc, &mut w);
+        push(api(t, end - t, corr, 131, 225, 0, 0), &mut enc, &mut w);
         push(
             Event::Sync(fmt::Sync {
                 start: t,
@@ -223,10 +299,82 @@ fn synthesize(target: u64) -> (Vec<u8>, u64) {
             &mut enc,
             &mut w,
         );
-        t = end + 50_000;
+        if sampled {
+            push(
+                Event::CallSite(fmt::CallSite {
+                    ts: t,
+                    tid: 77,
+                    stack: 1 + (step % 16) as u32,
+                }),
+                &mut enc,
+                &mut w,
+            );
+            while next_cpu <= end {
+                cpu_ns += 2_400_000 + jit(600_000);
+                push(
+                    Event::ThreadCpu(fmt::ThreadCpu {
+                        ts: next_cpu,
+                        tid: 77,
+                        cpu_ns,
+                        wait_ns: 0,
+                        slices: step,
+                        state: b'R',
+                    }),
+                    &mut enc,
+                    &mut w,
+                );
+                next_cpu += 3_000_000;
+            }
+            while next_py <= end {
+                push(
+                    Event::PySample(fmt::PySample {
+                        ts: next_py,
+                        tid: 77,
+                        stack: 1 + jit(16) as u32,
+                    }),
+                    &mut enc,
+                    &mut w,
+                );
+                next_py += 10_000_000;
+            }
+            while next_tree <= end {
+                let k = (next_tree - 1_796_225_776_000_000_000) / 100_000_000;
+                for (pid, comm, share) in [(1, 305, 90), (2, 304, 60), (3, 304, 60)] {
+                    push(
+                        Event::ProcSample(fmt::ProcSample {
+                            ts: next_tree,
+                            pid,
+                            ppid: if pid == 1 { 0 } else { 1 },
+                            comm,
+                            flags: 0,
+                            state: b'R',
+                            threads: 4,
+                            cpu_ns: k * share * 1_000_000,
+                            rchar: k << 20,
+                            read_bytes: 0,
+                            write_bytes: 0,
+                        }),
+                        &mut enc,
+                        &mut w,
+                    );
+                }
+                push(
+                    Event::MachineSample(fmt::MachineSample {
+                        ts: next_tree,
+                        busy_ns: k * 300_000_000,
+                        idle_ns: k * 1_300_000_000,
+                        ..Default::default()
+                    }),
+                    &mut enc,
+                    &mut w,
+                );
+                next_tree += 100_000_000;
+            }
+        }
+        t = end + gap;
         if step.is_multiple_of(100) {
             corr += 1;
-            push(api(t, 20_000, corr, 20, 206, 1 << 26, 0), &mut enc, &mut w);
+            push(api(t, 20_000, corr, 20, 226, 1 << 26, 0), &mut enc, &mut w);
             push(
                 Event::Memory(fmt::Memory {
                     ts: t + 10_000,
@@ -282,7 +430,10 @@ fn main() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(10_000_000);
     let t0 = Instant::now();
-    let (bytes, n) = synthesize(target);
+    let mode = std::env::var(settings::BENCH_SAMPLED).unwrap_or_default();
+    // "2": the host also waits 5 ms after each step (a GPU gap per step to explain).
+    let gap = if mode == "2" { 5_000_000 } else { 50_000 };
+    let (bytes, n) = synthesize(target, mode == "1" || mode == "2", gap);
     eprintln!(
         "synthesised {n} events, {:.1} MB file ({:.1} B/event) in {:.2?}",
         bytes.len() as f64 / 1e6,

@@ -573,3 +573,53 @@ fn without_python_samples_nothing_is_added() {
     let json = serde_json::to_string(&r).unwrap();
     assert!(!json.contains("host_was_in") && !json.contains("python_while"));
 }
+
+#[test]
+fn computing_after_a_sync_counts_every_gap_it_is_in() {
+    // Each step: 4 kernels of 1 ms, a stream sync from 100 us in until the GPU drains
+    // (~3.9 ms blocked), then 5.5 ms of host computing before the next launch. The sync's
+    // lost run-ahead (as long as it blocked) is implicit_sync, the rest of each gap
+    // (~1.6 ms, longer than a pause between launches) cpu_bound: cpu_bound holds part
+    // of every gap and the largest part of none.
+    let mut b = B::new();
+    let mut h = startup(&mut b, 2 * GIB);
+    let from = h - 10 * MS;
+    for _ in 0..STEPS {
+        let end = b.step_kernels(h, 1000 * US);
+        b.sync(h + 100 * US, end + 5 * US);
+        h = end + 5 * US + 5500 * US;
+    }
+    add_samples(
+        &mut b,
+        from,
+        h + 50 * MS,
+        &Host {
+            on_cpu: 1.0,
+            ..Default::default()
+        },
+    );
+    let r = analyze(&[b.build()]);
+    let f = get(&r, "cpu_bound");
+    let gaps = r.processes[0].steps.count as u64;
+    let line = f
+        .evidence
+        .iter()
+        .find(|l| l.contains("runnable but waiting"))
+        .expect("the CPU line");
+    assert!(
+        line.contains(" idle gaps, 0 of them mostly"),
+        "{line}\n{}",
+        gputrace_analyzer::render_text(&r)
+    );
+    let n: u64 = line
+        .split(" in ")
+        .nth(1)
+        .and_then(|x| x.split(' ').next())
+        .and_then(|x| x.parse().ok())
+        .expect("a count");
+    assert!(
+        n + 2 >= gaps && n <= gaps + 2,
+        "{n} gaps of {gaps} steps: {line}"
+    );
+    assert!(find(&r, "implicit_sync").is_some());
+}

@@ -52,6 +52,7 @@ pub mod settings {
     pub const BENCH_EVENTS: &str = "GPUTRACE_BENCH_EVENTS";
     pub const BENCH_REPS: &str = "GPUTRACE_BENCH_REPS";
     pub const BENCH_WRITE: &str = "GPUTRACE_BENCH_WRITE";
+    pub const BENCH_SAMPLED: &str = "GPUTRACE_BENCH_SAMPLED";
 }
 
 /// Every setting's name starts with this.
@@ -149,6 +150,7 @@ pub const SETTINGS: &[Setting] = &[
     s(n::BENCH_EVENTS, "10000000", "events in the analyzer benchmark's synthetic trace", Developer),
     s(n::BENCH_REPS, "5", "repetitions of the analyzer benchmark", Developer),
     s(n::BENCH_WRITE, "off", "also write the analyzer benchmark's synthetic trace to this file", Developer),
+    s(n::BENCH_SAMPLED, "0", "1: the analyzer benchmark's trace also has the samplers' data at their default rates (host, Python stacks and call sites); 2: that, and a 5 ms host wait after each step", Developer),
 ];
 
 /// The table entry for `name`, if it is one of ours.

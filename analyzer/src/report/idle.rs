@@ -153,6 +153,8 @@ pub struct Attribution {
     pub by_cause: [u64; NCAUSE],
     /// Idle intervals whose largest share went to this cause.
     pub gaps: [u64; NCAUSE],
+    /// Idle intervals with any share charged to this cause.
+    pub touched: [u64; NCAUSE],
     /// The largest charges to each cause.
     pub examples: [[Example; 3]; NCAUSE],
     pub method: Method,
@@ -168,6 +170,7 @@ impl Attribution {
             idle_ns: 0,
             by_cause: [0; NCAUSE],
             gaps: [0; NCAUSE],
+            touched: [0; NCAUSE],
             examples: [[Example::default(); 3]; NCAUSE],
             method,
             host: Default::default(),
@@ -192,6 +195,7 @@ impl Attribution {
         for i in 0..NCAUSE {
             self.by_cause[i] += o.by_cause[i];
             self.gaps[i] += o.gaps[i];
+            self.touched[i] += o.touched[i];
             for ex in o.examples[i] {
                 offer(&mut self.examples[i], ex);
             }
@@ -907,6 +911,9 @@ impl State<'_, '_, '_> {
         for (i, &v) in local.iter().enumerate() {
             if v > local[dominant] {
                 dominant = i;
+            }
+            if v > 0 {
+                home.touched[i] += 1;
             }
             offer(
                 &mut home.examples[i],

@@ -38,13 +38,18 @@ fn fill(x: &mut Finding, r: &HostReport, f: &FindingCx) {
         share(x.at_stake_ns, wall)
     );
     let gaps = f.gaps(Cause::CpuBound);
+    let touched = f.gaps_touched(Cause::CpuBound);
     x.evidence.push(format!(
-        "{who} was on a CPU {} and runnable but waiting for one {} in {} idle gaps{}",
+        "{who} was on a CPU {} and runnable but waiting for one {} in {}{}",
         dur(r.on_cpu_ns),
         dur(r.runq_ns),
-        gaps,
-        if gaps > 0 {
-            format!(" (mean {} of CPU time per gap)", dur(cpu / gaps.max(1)))
+        if touched > gaps {
+            format!("{touched} idle gaps, {gaps} of them mostly")
+        } else {
+            format!("{touched} idle gaps")
+        },
+        if touched > 0 {
+            format!(" (mean {} of CPU time per gap)", dur(cpu / touched))
         } else {
             String::new()
         }

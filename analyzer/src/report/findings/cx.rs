@@ -101,6 +101,12 @@ impl FindingCx<'_, '_> {
         self.att.gaps[c as usize]
     }
 
+    /// Idle intervals with any share charged to `c` (a cause can hold part of many
+    /// gaps whose largest share went elsewhere).
+    pub fn gaps_touched(&self, c: Cause) -> u64 {
+        self.att.touched[c as usize]
+    }
+
     /// The largest idle intervals charged to `c`, as examples.
     pub fn idle_examples(&self, c: Cause) -> Vec<Example> {
         self.att.examples[c as usize]
