@@ -48,11 +48,9 @@ fn fill(x: &mut Finding, r: &HostReport, f: &FindingCx) {
         } else {
             format!("{touched} idle gaps")
         },
-        if touched > 0 {
-            format!(" (mean {} of CPU time per gap)", dur(cpu / touched))
-        } else {
-            String::new()
-        }
+        cpu.checked_div(touched)
+            .map(|m| format!(" (mean {} of CPU time per gap)", dur(m)))
+            .unwrap_or_default()
     ));
     if r.launch_overhead_ns > 0 {
         x.evidence.push(format!(
