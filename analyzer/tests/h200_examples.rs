@@ -57,6 +57,15 @@ fn implicit_sync_names_the_line_that_read_the_loss() {
         "{site}"
     );
     assert_eq!(site["line"], 18);
+    // The verdict says it in the program's terms: what synchronised, and where.
+    assert!(
+        r["verdict"]
+            .as_str()
+            .unwrap()
+            .ends_with("implicit_sync (34% of wall time, 59.4 ms): d2h_read, called from implicit_sync.py:18 in <module>"),
+        "{}",
+        r["verdict"]
+    );
     // The environment file was merged: the process has its GPU's clocks.
     let env = &r["processes"][0]["environment"];
     assert_eq!(env["gpus"][0]["other_processes"], 0, "{env}");
@@ -89,6 +98,16 @@ fn the_main_jobs_example_names_the_workers_and_the_lines() {
     assert_eq!(r["top_finding"], "data_starvation");
     let ds = finding(&r, "data_starvation");
     assert_eq!(ds["subcause"], "workers_saturated");
+    // The verdict names the sub-cause, and no line: the top place the host waited in is
+    // the DataLoader's, not the user's (the stack kept 8 frames).
+    assert!(
+        r["verdict"]
+            .as_str()
+            .unwrap()
+            .ends_with("data_starvation (71% of wall time, 2.964 s): workers_saturated"),
+        "{}",
+        r["verdict"]
+    );
     // Where the host was while it waited: inside the DataLoader.
     assert!(
         ds["host_was_in"][0]["file"]

@@ -61,18 +61,19 @@ pub(crate) fn verdict(procs: &[ProcessReport], all: &[Finding]) -> (String, Opti
         String::new()
     };
     let est = if f.estimated { ", estimated" } else { "" };
+    let at = in_user_terms(f);
     // The idle form only when the time at stake is idle time (a pageable copy's excess, for
     // one, is busy copy-engine time).
     let line = if f.id.is_idle_time() && f.at_stake_pct <= idle + 0.5 {
         format!(
-            "GPU idle {idle:.0}% of {scope}; biggest cause: {}{who} ({:.0}% of wall time, {}{est})",
+            "GPU idle {idle:.0}% of {scope}; biggest cause: {}{who} ({:.0}% of wall time, {}{est}){at}",
             f.id,
             f.at_stake_pct,
             dur(f.at_stake_ns)
         )
     } else {
         format!(
-            "GPU busy {busy:.0}% of {scope}, but the top finding is {}{who}: {} ({:.0}% of wall time, {}{est})",
+            "GPU busy {busy:.0}% of {scope}, but the top finding is {}{who}: {} ({:.0}% of wall time, {}{est}){at}",
             f.id,
             lower_first(&f.title),
             f.at_stake_pct,
@@ -80,6 +81,34 @@ pub(crate) fn verdict(procs: &[ProcessReport], all: &[Finding]) -> (String, Opti
         )
     };
     (line, Some(f.id))
+}
+
+/// What the verdict adds about its finding in the program's own terms, where measured:
+/// `: workers_saturated, host at train.py:43 in main` (the measured sub-cause; the line
+/// of the user's code that made most of the calls behind it, or else where the host's
+/// Python samples put it most during the gaps). Empty when neither is known.
+fn in_user_terms(f: &Finding) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    if let Some(s) = &f.subcause {
+        parts.push(s.clone());
+    }
+    // The top place only, and only when it is the user's code (a minor place of the
+    // user's under a library's top one would mislead).
+    if let Some(c) = f.call_sites.first().filter(|c| c.user_code) {
+        parts.push(format!("called from {}", c.place()));
+    } else if let Some(p) = f.host_was_in.first().filter(|p| p.user_code) {
+        parts.push(format!(
+            "host at {}:{} in {}",
+            crate::report::callsites::short_file(&p.file),
+            p.line,
+            p.function
+        ));
+    }
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!(": {}", parts.join(", "))
+    }
 }
 
 /// What the verdict is about: the steady state of one process, or of several.
