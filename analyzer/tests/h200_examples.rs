@@ -108,6 +108,16 @@ fn the_main_jobs_example_names_the_workers_and_the_lines() {
         "{}",
         r["verdict"]
     );
+    // And says why it names no line: the stacks were recorded with 8 frames.
+    assert!(
+        ds["evidence"].as_array().unwrap().iter().any(|l| l
+            .as_str()
+            .unwrap()
+            .starts_with("the stacks kept 8 frames")
+            && l.as_str().unwrap().contains("GPUTRACE_PYSTACK=16")),
+        "{}",
+        ds["evidence"]
+    );
     // Where the host was while it waited: inside the DataLoader.
     assert!(
         ds["host_was_in"][0]["file"]

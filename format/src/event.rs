@@ -1026,6 +1026,9 @@ pub struct PyFrame {
     pub line: u32,
 }
 
+/// The most frames a [`PyStack`] holds (`GPUTRACE_PYSTACK`'s largest setting).
+pub const PYSTACK_MAX_FRAMES: u32 = 16;
+
 /// A Python stack, defined once per file before its first use: the innermost frames
 /// of the calling thread, innermost first (at most the library's depth setting).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -412,7 +412,7 @@ fn the_setting_turns_stacks_off() {
 /// What the report says the host was in while a loop waited for its data loader: runs
 /// `pystack_app.py loader` (a worker process makes each batch; the loop waits ten frames
 /// down in a package, as in a PyTorch DataLoader) and analyses the trace.
-fn loader_report(python: &PathBuf, depth: Option<&str>) -> Vec<HostPlace> {
+fn loader_report(python: &PathBuf, depth: Option<&str>) -> (Vec<HostPlace>, Vec<String>) {
     let w = Wheel::new(Cuda::V13, Layout::Flat);
     let mut run = w.program(python, &[script().to_str().unwrap(), "loader", "12", "40"]);
     if let Some(d) = depth {
@@ -435,15 +435,19 @@ fn loader_report(python: &PathBuf, depth: Option<&str>) -> Vec<HostPlace> {
         .find(|f| f.id.as_str() == "data_starvation")
         .unwrap_or_else(|| panic!("{python:?}: no data_starvation\n{text}"));
     assert!(!f.host_was_in.is_empty(), "{python:?}: no place\n{text}");
-    f.host_was_in.clone()
+    (f.host_was_in.clone(), f.evidence.clone())
 }
 
 #[test]
 fn a_loop_waiting_for_its_loader_is_named_by_its_own_line() {
     let (line, function) = sites()["loader"].clone();
     for python in pythons() {
-        let places = loader_report(&python, None);
+        let (places, evidence) = loader_report(&python, None);
         let top = &places[0];
+        assert!(
+            !evidence.iter().any(|l| l.contains("GPUTRACE_PYSTACK")),
+            "{python:?}: {evidence:?}"
+        );
         assert!(top.user_code, "{python:?}: {places:?}");
         assert_eq!(
             (top.file.rsplit('/').next(), top.line, top.function.as_str()),
@@ -461,8 +465,17 @@ fn a_stack_cut_short_names_the_library_frame_nearest_the_user() {
     let Some(python) = pythons().into_iter().next() else {
         return;
     };
-    let places = loader_report(&python, Some("8"));
+    let (places, evidence) = loader_report(&python, Some("8"));
     let top = &places[0];
+    // The report says why, and how to reach the user's line.
+    assert!(
+        evidence
+            .iter()
+            .any(|l| l.starts_with("the stacks kept 8 frames")
+                && l.contains("(fakeloader.py)")
+                && l.contains("GPUTRACE_PYSTACK=16")),
+        "{evidence:?}"
+    );
     assert!(!top.user_code, "{places:?}");
     assert!(
         top.file.ends_with("/site-packages/fakeloader.py"),

@@ -114,6 +114,27 @@ pub fn tally(t: &Trace, tid: Option<u32>, spans: &[(u64, u64)]) -> Vec<HostPlace
     v
 }
 
+/// When the top place is library code because the stacks were kept shorter than they
+/// can be (the `python_call_sites` fact says `..., N frames`): the line that says so
+/// and how to reach the program's own code next time.
+pub fn cut_short_note(t: &Trace, places: &[HostPlace]) -> Option<String> {
+    let top = places.first().filter(|p| !p.user_code)?;
+    let fact = crate::env::fact(t, fmt::FACT_HOST, "python_call_sites")?;
+    let n: u32 = fact
+        .rsplit(", ")
+        .next()?
+        .strip_suffix(" frames")?
+        .parse()
+        .ok()?;
+    let most = fmt::PYSTACK_MAX_FRAMES;
+    (n < most).then(|| {
+        format!(
+            "the stacks kept {n} frames and end inside library code ({}) before reaching the program's own; record with GPUTRACE_PYSTACK={most} to name its line",
+            short_file(&top.file)
+        )
+    })
+}
+
 /// Where a stack says the host was: the innermost frame of the user's code, whether
 /// it is the user's (false when every frame kept is library code: then the outermost
 /// kept, the nearest to the user's code, e.g. a DataLoader's `_next_data` rather than

@@ -75,6 +75,9 @@ fn fill(x: &mut Finding, r: &HostReport, f: &FindingCx) {
     if let Some(l) = pysamples::evidence(&x.host_was_in) {
         x.evidence.push(l);
     }
+    if let Some(l) = pysamples::cut_short_note(f.ctx.t, &x.host_was_in) {
+        x.evidence.push(l);
+    }
     x.examples = f.idle_examples(Cause::CpuBound);
     push_examples_line(x);
     x.metrics.insert("on_cpu_ns".into(), r.on_cpu_ns as f64);

@@ -46,6 +46,9 @@ pub(super) fn detect(cx: &FindingCx) -> Option<Finding> {
         if let Some(l) = pysamples::evidence(&x.host_was_in) {
             x.evidence.push(l);
         }
+        if let Some(l) = pysamples::cut_short_note(cx.ctx.t, &x.host_was_in) {
+            x.evidence.push(l);
+        }
     }
     Some(x)
 }

@@ -55,7 +55,7 @@ use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, Ordering};
 use std::sync::OnceLock;
 
 /// Most frames a stack keeps.
-pub const MAX_DEPTH: usize = 16;
+pub const MAX_DEPTH: usize = gputrace_format::PYSTACK_MAX_FRAMES as usize;
 /// Frames kept when the setting does not say.
 pub const DEFAULT_DEPTH: usize = crate::base::opts::PYSTACK_DEPTH;
 
