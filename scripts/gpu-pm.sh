@@ -91,12 +91,15 @@ for name in ["memory_bound", "matmul_bf16", "memory_bound_pm_off"]:
                  str(s["mean_sm_active_pct"]), str(s["mean_occupancy_pct"]), str(s["mean_tensor_pct"]),
                  str(s["mean_dram_pct"]), str(s["top_finding"]), (pm[0] if pm else "-")[:60]))
 names = ["sm__cycles_active.avg", "sm__cycles_elapsed.avg", "sm__warps_active.avg", "dram__throughput",
-         "gpu__dram_throughput", "dram__read_throughput", "sm__pipe_tensor_cycles_active",
-         "sm__pipe_tensor_op_gmma_cycles_active", "sm__pipe_tensor_op_hmma_cycles_active",
-         "pcie__read_bytes", "pcie__write_bytes", "nvlrx__bytes", "nvltx__bytes"]
+         "gpu__dram_throughput", "dramc__read_throughput", "dramc__write_throughput", "dram__bytes",
+         "sm__pipe_tensor_cycles_active", "sm__pipe_tensor_cycles_active_realtime",
+         "sm__pipe_tensor_op_hmma_cycles_active", "sm__pipe_tensor_op_hmma_cycles_active_realtime",
+         "tpc__warps_active_realtime", "tpc__warps_inactive_sm_active_realtime", "TriageCompute",
+         "pcie__read_bytes", "pcie__write_bytes", "nvlrx__bytes", "nvltx__bytes", "nvlrx__bytes_packet"]
 p = os.path.join(work, "pm_metrics.txt")
 listing = open(p, errors="replace").read() if os.path.exists(p) else ""
 summary["ncu_pmsampling_has"] = {n: (n in listing) for n in names}
+summary["ncu_pmsampling_lines"] = {n: sum(n in l for l in listing.splitlines()) for n in names}
 json.dump(summary, open(os.path.join(work, "summary.json"), "w"), indent=1)
 json.dump(summary, open(os.path.join(out, "summary.json"), "w"), indent=1)
 hdr = ("run", "rc", "ms/kernel|TFLOPS", "samples", "sm%", "occ%", "tensor%", "dram%", "top", "pm_sampling")

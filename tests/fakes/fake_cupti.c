@@ -758,8 +758,16 @@ EXPORT CUptiResult cuptiFinalize(void) {
  *   - values by name: "dram" 92.5, "sm__cycles_active" 99, "warps" 40, "tensor" 0.5,
  *     "pcie__read" 4096, "pcie__write" 8192 (per cent or bytes);
  *   - cuptiPmSamplingDisable says on stderr whether activity kinds were still enabled;
+ *   - every call checks `structSize` for the exact value of the 13.0 header's
+ *     CUPTI_PROFILER_STRUCT_SIZE (as libcupti.so.13 does: DecodeData is 45, not 48);
+ *   - SetConfig keeps the config pointer and a copy of its bytes, as CUPTI keeps the
+ *     pointer: Start, DecodeData, Stop and Disable fail if the bytes changed (freed);
+ *   - cuptiPmSamplingGetCounterAvailability gives a 64-byte image; a host object given
+ *     one must get those bytes;
  *   - FAKE_CUPTI_PM=denied: cuptiPmSamplingEnable says CUPTI_ERROR_INSUFFICIENT_PRIVILEGES;
- *     FAKE_CUPTI_PM=busy: CUPTI_ERROR_HARDWARE_BUSY.
+ *     FAKE_CUPTI_PM=busy: CUPTI_ERROR_HARDWARE_BUSY; FAKE_CUPTI_PM=at_stop: the samples
+ *     become decodable only after cuptiPmSamplingStop, the first decode after it says
+ *     "other" (not drained) and the next one yields them.
  * The counter data image holds: a magic, the sample count, then (start, end) pairs.
  */
 #ifndef FAKE_CUPTI_12
@@ -773,6 +781,9 @@ EXPORT CUptiResult cuptiFinalize(void) {
 typedef struct { size_t structSize; void *pPriv; } PmProfilerInit;
 typedef struct { size_t structSize; void *pPriv; size_t deviceIndex; const char *pChipName; } PmChipName;
 typedef struct { size_t structSize; void *pPriv; size_t deviceIndex; void *obj; } PmEnable;
+typedef struct {
+    size_t structSize; void *pPriv; size_t deviceIndex; size_t size; uint8_t *image;
+} PmAvail;
 typedef struct { size_t structSize; void *pPriv; void *obj; } PmObj;
 typedef struct {
     size_t structSize; void *pPriv; void *obj; size_t configSize; const uint8_t *pConfig;
@@ -809,7 +820,26 @@ typedef struct {
 } PmHostEval;
 
 struct pm_host { size_t metrics; };
-static int pm_enabled, pm_started, pm_decoded, pm_profiler;
+static int pm_enabled, pm_started, pm_decoded, pm_profiler, pm_stopped_decodes;
+/* The config SetConfig was given (CUPTI keeps the pointer) and a copy of its bytes. */
+static const uint8_t *pm_config;
+static uint8_t pm_config_copy[64];
+static size_t pm_config_size;
+#define PM_AVAIL_SIZE 64
+#define PM_AVAIL_BYTE 0xA5
+
+/* CUPTI_PROFILER_STRUCT_SIZE of the 13.0 header: libcupti checks equality. */
+#define PM_SIZE(p, n) do { if ((p)->structSize != (n)) return CUPTI_ERROR_INVALID_PARAMETER; } while (0)
+
+static int pm_mode(const char *m) {
+    const char *e = getenv("FAKE_CUPTI_PM");
+    return e && strcmp(e, m) == 0;
+}
+
+/* The config image SetConfig was given is still there, unchanged. */
+static int pm_config_ok(void) {
+    return pm_config && memcmp(pm_config, pm_config_copy, pm_config_size) == 0;
+}
 /* Set once PM sampling was refused or decoded samples: the app's "pm" scenario waits for it. */
 static _Atomic int pm_settled;
 EXPORT int fake_cupti_pm_settled(void) { return atomic_load(&pm_settled); }
@@ -820,29 +850,46 @@ static int pm_known(const char *n) {
     return strncmp(n, "nvl", 3) != 0 && strncmp(n, "dram__throughput", 16) != 0;
 }
 
-EXPORT CUptiResult cuptiProfilerInitialize(PmProfilerInit *p) { (void)p; pm_profiler = 1; return CUPTI_SUCCESS; }
-EXPORT CUptiResult cuptiProfilerDeInitialize(PmProfilerInit *p) { (void)p; pm_profiler = 0; return CUPTI_SUCCESS; }
+EXPORT CUptiResult cuptiProfilerInitialize(PmProfilerInit *p) { PM_SIZE(p, 16); pm_profiler = 1; return CUPTI_SUCCESS; }
+EXPORT CUptiResult cuptiProfilerDeInitialize(PmProfilerInit *p) { PM_SIZE(p, 16); pm_profiler = 0; return CUPTI_SUCCESS; }
+EXPORT CUptiResult cuptiPmSamplingGetCounterAvailability(PmAvail *p) {
+    PM_SIZE(p, 40);
+    if (!pm_profiler || p->deviceIndex != 0) return CUPTI_ERROR_INVALID_PARAMETER;
+    if (!p->image) {
+        p->size = PM_AVAIL_SIZE;
+        return CUPTI_SUCCESS;
+    }
+    if (p->size < PM_AVAIL_SIZE) return CUPTI_ERROR_INVALID_PARAMETER;
+    memset(p->image, PM_AVAIL_BYTE, PM_AVAIL_SIZE);
+    return CUPTI_SUCCESS;
+}
 EXPORT CUptiResult cuptiDeviceGetChipName(PmChipName *p) {
+    PM_SIZE(p, 32);
     if (!pm_profiler) return CUPTI_ERROR_NOT_INITIALIZED;
     p->pChipName = "FAKE100";
     return CUPTI_SUCCESS;
 }
 EXPORT CUptiResult cuptiProfilerHostInitialize(PmHostInit *p) {
+    PM_SIZE(p, 48);
     if (!p->chip || strcmp(p->chip, "FAKE100") != 0) return CUPTI_ERROR_INVALID_PARAMETER;
+    for (int i = 0; p->avail && i < PM_AVAIL_SIZE; i++)
+        if (p->avail[i] != PM_AVAIL_BYTE) return CUPTI_ERROR_INVALID_PARAMETER;
     struct pm_host *h = calloc(1, sizeof *h);
     if (!h) return CUPTI_ERROR_UNKNOWN;
     p->host = h;
     return CUPTI_SUCCESS;
 }
-EXPORT CUptiResult cuptiProfilerHostDeinitialize(PmHostDeinit *p) { free(p->host); return CUPTI_SUCCESS; }
+EXPORT CUptiResult cuptiProfilerHostDeinitialize(PmHostDeinit *p) { PM_SIZE(p, 24); free(p->host); return CUPTI_SUCCESS; }
 EXPORT CUptiResult cuptiProfilerHostConfigAddMetrics(PmHostAdd *p) {
+    PM_SIZE(p, 40);
     for (size_t i = 0; i < p->n; i++)
         if (!pm_known(p->names[i])) return CUPTI_ERROR_INVALID_PARAMETER;
     ((struct pm_host *)p->host)->metrics += p->n;
     return CUPTI_SUCCESS;
 }
-EXPORT CUptiResult cuptiProfilerHostGetConfigImageSize(PmHostImageSize *p) { p->size = 16; return CUPTI_SUCCESS; }
+EXPORT CUptiResult cuptiProfilerHostGetConfigImageSize(PmHostImageSize *p) { PM_SIZE(p, 32); p->size = 16; return CUPTI_SUCCESS; }
 EXPORT CUptiResult cuptiProfilerHostGetConfigImage(PmHostImage *p) {
+    PM_SIZE(p, 40);
     if (p->size < 16) return CUPTI_ERROR_INVALID_PARAMETER;
     memset(p->image, 0, p->size);
     memcpy(p->image, &((struct pm_host *)p->host)->metrics, sizeof(size_t));
@@ -850,12 +897,14 @@ EXPORT CUptiResult cuptiProfilerHostGetConfigImage(PmHostImage *p) {
 }
 EXPORT CUptiResult cuptiProfilerHostGetNumOfPasses(PmHostPasses *p) {
     size_t n;
+    PM_SIZE(p, 40);
     memcpy(&n, p->image, sizeof n);
     p->passes = n > PM_MAX_METRICS ? 2 : 1;
     return CUPTI_SUCCESS;
 }
 EXPORT CUptiResult cuptiPmSamplingEnable(PmEnable *p) {
     const char *m = getenv("FAKE_CUPTI_PM");
+    PM_SIZE(p, 32);
     if (m && strcmp(m, "denied") == 0) {
         atomic_store(&pm_settled, 1);
         return PM_INSUFFICIENT_PRIVILEGES;
@@ -870,7 +919,12 @@ EXPORT CUptiResult cuptiPmSamplingEnable(PmEnable *p) {
     return CUPTI_SUCCESS;
 }
 EXPORT CUptiResult cuptiPmSamplingDisable(PmObj *p) {
-    (void)p;
+    PM_SIZE(p, 24);
+    if (pm_config && !pm_config_ok()) {
+        fprintf(stderr, "fake_cupti: PM config image freed before cuptiPmSamplingDisable\n");
+        return CUPTI_ERROR_INVALID_PARAMETER;
+    }
+    pm_config = NULL;
     pthread_mutex_lock(&mu);
     uint64_t kinds = kinds_enabled;
     pthread_mutex_unlock(&mu);
@@ -883,35 +937,61 @@ EXPORT CUptiResult cuptiPmSamplingDisable(PmObj *p) {
 }
 EXPORT CUptiResult cuptiPmSamplingSetConfig(PmSetConfig *p) {
     size_t n;
-    if (!pm_enabled || p->configSize < 16 || p->triggerMode > 1 || p->samplingInterval == 0)
+    if (p->structSize != 64 && p->structSize != 60) return CUPTI_ERROR_INVALID_PARAMETER;
+    if (!pm_enabled || p->configSize < 16 || p->configSize > sizeof pm_config_copy ||
+        p->triggerMode > 1 || p->samplingInterval == 0)
         return CUPTI_ERROR_INVALID_PARAMETER;
+    pm_config = p->pConfig;
+    pm_config_size = p->configSize;
+    memcpy(pm_config_copy, p->pConfig, p->configSize);
     memcpy(&n, p->pConfig, sizeof n);
     return n > PM_MAX_METRICS ? 27 /* NOT_SUPPORTED: more than one pass */ : CUPTI_SUCCESS;
 }
 EXPORT CUptiResult cuptiPmSamplingGetCounterDataSize(PmDataSize *p) {
+    PM_SIZE(p, 56);
     p->size = 8 + 16 * (size_t)p->maxSamples;
     return CUPTI_SUCCESS;
 }
 EXPORT CUptiResult cuptiPmSamplingCounterDataImageInitialize(PmDataInit *p) {
+    PM_SIZE(p, 40);
     if (p->size < 8) return CUPTI_ERROR_INVALID_PARAMETER;
     uint32_t h[2] = {PM_MAGIC, 0};
     memcpy(p->image, h, sizeof h);
     return CUPTI_SUCCESS;
 }
 EXPORT CUptiResult cuptiPmSamplingStart(PmObj *p) {
-    (void)p;
+    PM_SIZE(p, 24);
     if (!pm_enabled || pm_started) return CUPTI_ERROR_INVALID_OPERATION;
+    if (!pm_config_ok()) return CUPTI_ERROR_INVALID_PARAMETER;
     pm_started = 1;
     pm_decoded = 0;
+    pm_stopped_decodes = 0;
     pm_start_ns = realtime_ns();
     return CUPTI_SUCCESS;
 }
-EXPORT CUptiResult cuptiPmSamplingStop(PmObj *p) { (void)p; pm_started = 0; return CUPTI_SUCCESS; }
+EXPORT CUptiResult cuptiPmSamplingStop(PmObj *p) {
+    PM_SIZE(p, 24);
+    if (!pm_config_ok()) return CUPTI_ERROR_INVALID_PARAMETER;
+    pm_started = 0;
+    return CUPTI_SUCCESS;
+}
 EXPORT CUptiResult cuptiPmSamplingDecodeData(PmDecode *p) {
     uint32_t h[2];
+    PM_SIZE(p, 45);
     if (!pm_enabled) return CUPTI_ERROR_INVALID_OPERATION;
+    if (!pm_config_ok()) return CUPTI_ERROR_INVALID_PARAMETER;
     memcpy(h, p->image, sizeof h);
     if (h[0] != PM_MAGIC) return CUPTI_ERROR_INVALID_PARAMETER;
+    if (pm_mode("at_stop")) {
+        /* Nothing before Stop; after it, "other" once, then the samples. */
+        if (pm_started || pm_stopped_decodes++ == 0) {
+            if (pm_started)
+                atomic_store(&pm_settled, 1); /* running: the app may end its window */
+            p->stopReason = pm_started ? 2 : 0;
+            p->overflow = 0;
+            return CUPTI_SUCCESS;
+        }
+    }
     if (!pm_decoded && p->imageSize >= 8 + 3 * 16) {
         for (uint32_t i = 0; i < 3; i++) {
             uint64_t se[2] = {pm_start_ns + i * 1000000ull, pm_start_ns + (i + 1) * 1000000ull};
@@ -929,6 +1009,7 @@ EXPORT CUptiResult cuptiPmSamplingDecodeData(PmDecode *p) {
 }
 EXPORT CUptiResult cuptiPmSamplingGetCounterDataInfo(PmDataInfo *p) {
     uint32_t h[2];
+    PM_SIZE(p, 56);
     memcpy(h, p->image, sizeof h);
     if (h[0] != PM_MAGIC) return CUPTI_ERROR_INVALID_PARAMETER;
     p->total = (p->size - 8) / 16;
@@ -938,6 +1019,7 @@ EXPORT CUptiResult cuptiPmSamplingGetCounterDataInfo(PmDataInfo *p) {
 }
 EXPORT CUptiResult cuptiPmSamplingCounterDataGetSampleInfo(PmSampleInfo *p) {
     uint32_t h[2];
+    PM_SIZE(p, 64);
     memcpy(h, p->image, sizeof h);
     if (p->index >= h[1]) return CUPTI_ERROR_INVALID_PARAMETER;
     uint64_t se[2];
@@ -947,6 +1029,7 @@ EXPORT CUptiResult cuptiPmSamplingCounterDataGetSampleInfo(PmSampleInfo *p) {
     return CUPTI_SUCCESS;
 }
 EXPORT CUptiResult cuptiProfilerHostEvaluateToGpuValues(PmHostEval *p) {
+    PM_SIZE(p, 72);
     for (size_t i = 0; i < p->n; i++) {
         const char *n = p->names[i];
         double v = 0;

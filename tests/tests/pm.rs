@@ -97,6 +97,25 @@ fn samples_reach_the_trace_with_their_values() {
 }
 
 #[test]
+fn samples_decodable_only_after_stop_are_drained() {
+    // The fake gives nothing while sampling, "other" at the first decode after Stop,
+    // and the samples at the next: the session must stop, then decode until the end of
+    // the records. (The fake also checks every structSize for the header's exact value
+    // and that the config image outlives Disable.)
+    let (_w, o) = run(Cuda::V13, true, &[("FAKE_CUPTI_PM", "at_stop")]);
+    let t = o.only_trace();
+    let facts = pm_facts(&t);
+    assert_eq!(facts.len(), 1, "{facts:?}\n{}", o.stderr);
+    assert!(facts[0].starts_with("on: "), "{facts:?}");
+    assert_eq!(samples(&t).len(), 3, "{}", o.stderr);
+    assert!(
+        !o.stderr.contains("freed before"),
+        "the config image was freed early:\n{}",
+        o.stderr
+    );
+}
+
+#[test]
 fn a_refusal_is_one_fact_and_nothing_else_changes() {
     for (mode, want) in [
         ("denied", "refused: not permitted"),

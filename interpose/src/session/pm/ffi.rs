@@ -91,6 +91,17 @@ pub struct DecodeData {
     pub overflow: u8,
 }
 
+/// `CUpti_PmSampling_GetCounterAvailability_Params`: called with a null image for its
+/// size, then with a buffer of that size.
+#[repr(C)]
+pub struct GetCounterAvailability {
+    pub struct_size: usize,
+    pub priv_: *mut c_void,
+    pub device_index: usize,
+    pub counter_availability_size: usize,
+    pub counter_availability: *mut u8,
+}
+
 #[repr(C)]
 pub struct GetCounterDataSize {
     pub struct_size: usize,
@@ -199,41 +210,54 @@ pub struct HostEvaluateToGpuValues {
     pub metric_values: *mut f64,
 }
 
-/// A params struct: CUPTI reads `structSize` (the first field) to know which fields the
-/// caller has; we always pass the whole struct of the 13.0 header.
+/// A params struct. CUPTI reads `structSize` (the first field) to know which fields the
+/// caller has, and 13.0 accepts only the exact value of the header's
+/// `CUPTI_PROFILER_STRUCT_SIZE(type, lastField)`: the offset of the last field plus its
+/// size, without the tail padding `size_of` counts (`DecodeData`: 45, not 48; CUPTI
+/// answers 48 with CUPTI_ERROR_INVALID_PARAMETER).
 pub trait Params: Sized {
+    /// `CUPTI_PROFILER_STRUCT_SIZE(type, lastField)` of the 13.0 header.
+    const STRUCT_SIZE: usize;
     /// A zeroed struct with `structSize` set.
     fn new() -> Self {
         // SAFETY: every params struct is plain data (integers and raw pointers), for
         // which all-zero bytes are a valid value.
         let mut p: Self = unsafe { std::mem::zeroed() };
         // SAFETY: every params struct begins with `size_t structSize`.
-        unsafe { *(&mut p as *mut Self as *mut usize) = std::mem::size_of::<Self>() };
+        unsafe { *(&mut p as *mut Self as *mut usize) = Self::STRUCT_SIZE };
         p
     }
 }
 
+/// `impl Params` for each (struct, its last field, that field's type).
 macro_rules! params {
-    ($($t:ty),*) => { $(impl Params for $t {})* };
+    ($(($t:ty, $last:ident, $lt:ty)),* $(,)?) => {
+        $(impl Params for $t {
+            const STRUCT_SIZE: usize =
+                std::mem::offset_of!($t, $last) + std::mem::size_of::<$lt>();
+        })*
+    };
 }
 params!(
-    ProfilerInitialize,
-    DeviceGetChipName,
-    Enable,
-    ObjectParams,
-    SetConfig,
-    DecodeData,
-    GetCounterDataSize,
-    CounterDataInitialize,
-    GetCounterDataInfo,
-    GetSampleInfo,
-    HostInitialize,
-    HostDeinitialize,
-    HostConfigAddMetrics,
-    HostGetConfigImageSize,
-    HostGetConfigImage,
-    HostGetNumOfPasses,
-    HostEvaluateToGpuValues
+    // (Pointer-sized last fields are given as usize: only their size counts here.)
+    (ProfilerInitialize, priv_, usize),
+    (DeviceGetChipName, chip_name, usize),
+    (Enable, object, usize),
+    (ObjectParams, object, usize),
+    (SetConfig, append_mode, u32),
+    (DecodeData, overflow, u8),
+    (GetCounterAvailability, counter_availability, usize),
+    (GetCounterDataSize, counter_data_size, usize),
+    (CounterDataInitialize, counter_data, usize),
+    (GetCounterDataInfo, completed, usize),
+    (GetSampleInfo, end, u64),
+    (HostInitialize, host, usize),
+    (HostDeinitialize, host, usize),
+    (HostConfigAddMetrics, num_metrics, usize),
+    (HostGetConfigImageSize, config_image_size, usize),
+    (HostGetConfigImage, config_image, usize),
+    (HostGetNumOfPasses, num_passes, usize),
+    (HostEvaluateToGpuValues, metric_values, usize),
 );
 
 type F<T> = unsafe extern "C" fn(*mut T) -> CuptiResult;
@@ -261,6 +285,8 @@ pub struct Pm {
     pub host_get_config_image: F<HostGetConfigImage>,
     pub host_get_num_of_passes: F<HostGetNumOfPasses>,
     pub host_evaluate_to_gpu_values: F<HostEvaluateToGpuValues>,
+    /// Optional: without it the host objects get the chip name only.
+    pub get_counter_availability: Option<F<GetCounterAvailability>>,
 }
 
 impl Pm {
@@ -284,7 +310,15 @@ impl Pm {
                 unsafe { std::mem::transmute::<*mut c_void, F<$t>>(p) }
             }};
         }
+        // SAFETY: `handle` is a live dlopen handle and the name NUL-terminated.
+        let avail =
+            unsafe { libc::dlsym(handle, c"cuptiPmSamplingGetCounterAvailability".as_ptr()) };
         Ok(Pm {
+            // SAFETY: the symbol, when present, is the CUPTI function of that name,
+            // `CUptiResult f(CUpti_PmSampling_GetCounterAvailability_Params*)`.
+            get_counter_availability: (!avail.is_null()).then(|| unsafe {
+                std::mem::transmute::<*mut c_void, F<GetCounterAvailability>>(avail)
+            }),
             profiler_initialize: sym!(c"cuptiProfilerInitialize", ProfilerInitialize),
             profiler_deinitialize: sym!(c"cuptiProfilerDeInitialize", ProfilerInitialize),
             device_get_chip_name: sym!(c"cuptiDeviceGetChipName", DeviceGetChipName),
@@ -386,7 +420,12 @@ mod tests {
             struct_size!(HostEvaluateToGpuValues, metric_values, usize),
             72
         );
-        // Params::new sets structSize to the whole struct, never less than the macro.
-        assert_eq!(DecodeData::new().struct_size, 48);
+        // Params::new sets structSize to the macro's value, which CUPTI 13.0 checks for
+        // equality: without the tail padding.
+        assert_eq!(size_of::<DecodeData>(), 48);
+        assert_eq!(DecodeData::new().struct_size, 45);
+        assert_eq!(GetCounterAvailability::new().struct_size, 40);
+        assert_eq!(SetConfig::new().struct_size, 64);
+        assert_eq!(HostEvaluateToGpuValues::new().struct_size, 72);
     }
 }

@@ -15,16 +15,21 @@
 //! 3. every 100 ms decodes the hardware buffer into the counter data image, reads the
 //!    completed samples (start/end timestamps, metric values) and queues them as
 //!    [`CounterSample`] events for the writer;
-//! 4. at the end of the window: a last decode, `Stop`, `Disable`, and CUPTI's profiler
-//!    released. The runtime waits for this at most as long as for the other samplers.
+//! 4. at the end of the window: `Stop`, then decodes until CUPTI says the records ended
+//!    (samples can become decodable only at `Stop`), then `Disable` and CUPTI's profiler
+//!    released (after the CUPTI session's last flush). The config image lives until
+//!    `Disable`: CUPTI keeps a pointer to it. The runtime waits for this at most as long
+//!    as for the other samplers.
 //!
 //! Any refusal (not permitted, hardware busy, not supported, an older CUPTI) gives one
 //! debug line and one `pm_sampling` fact in the trace, and the rest of the trace goes
 //! on as without it.
 //!
-//! Clock: the header does not name the clock of the sample timestamps; they are read
-//! as GPU nanoseconds and, at the first samples, compared with the host's REALTIME and
-//! CUPTI's timestamp of the same moment (see [`ClockFix`]).
+//! Clock: CUPTI's guide says the sample timestamps are CPU time stamps in CUPTI's own
+//! timestamp domain, the one its activity records (the trace's kernels) use: REALTIME on
+//! Linux unless a timestamp callback changed it. They are checked at the first samples
+//! against CUPTI's timestamp and the host's REALTIME of the same moment (see
+//! [`ClockFix`]).
 
 pub mod ffi;
 
@@ -213,10 +218,19 @@ const WANT: &[(Field, &[Alt])] = &[
         &[
             one(&["dram__throughput.avg.pct_of_peak_sustained_elapsed"]),
             one(&["gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed"]),
+            // The PM sampling table's DRAM controller names; GH100's metrics evaluator
+            // knows them only under their group's prefix.
             Alt {
                 names: &[
-                    "dram__read_throughput.avg.pct_of_peak_sustained_elapsed",
-                    "dram__write_throughput.avg.pct_of_peak_sustained_elapsed",
+                    "dramc__read_throughput.avg.pct_of_peak_sustained_elapsed",
+                    "dramc__write_throughput.avg.pct_of_peak_sustained_elapsed",
+                ],
+                calc: Calc::Sum,
+            },
+            Alt {
+                names: &[
+                    "FBSP.TriageCompute.dramc__read_throughput.avg.pct_of_peak_sustained_elapsed",
+                    "FBSP.TriageCompute.dramc__write_throughput.avg.pct_of_peak_sustained_elapsed",
                 ],
                 calc: Calc::Sum,
             },
@@ -225,17 +239,15 @@ const WANT: &[(Field, &[Alt])] = &[
     ),
     (
         Field::Tensor,
-        // Every tensor pipe where the chip has the sum; on Hopper the warpgroup MMA
-        // (gmma, what cuBLAS uses there) and the warp MMA (hmma) pipes separately.
+        // Every tensor pipe where the chip has the sum; then the PM sampling table's
+        // realtime counter (GH100's evaluator knows it under its group's prefix); then
+        // the HMMA pipe, which on GH100 counts HGMMA and QGMMA (warpgroup MMA) too.
         &[
             one(&["sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed"]),
-            Alt {
-                names: &[
-                    "sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_elapsed",
-                    "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed",
-                ],
-                calc: Calc::Sum,
-            },
+            one(&["sm__pipe_tensor_cycles_active_realtime.avg.pct_of_peak_sustained_elapsed"]),
+            one(&[
+                "TPC.TriageCompute.sm__pipe_tensor_cycles_active_realtime.avg.pct_of_peak_sustained_elapsed",
+            ]),
             one(&["sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed"]),
             Alt {
                 names: &[
@@ -350,38 +362,42 @@ fn set(s: &mut CounterSample, f: Field, v: f64) {
     }
 }
 
-/// How sample timestamps become trace time (host REALTIME ns): chosen once, at the
-/// first samples, by which clock the newest sample's end is close to.
+/// How sample timestamps become trace time: the domain of CUPTI's timestamps, which the
+/// activity records (kernels, copies) carry. Chosen once, at the first samples, by which
+/// clock the newest sample's end is close to.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum ClockFix {
-    /// Already REALTIME (what CUPTI's activity timestamps are on Linux).
-    Realtime,
-    /// CUPTI's own timestamp clock: shifted by CUPTI minus REALTIME.
-    Cupti(i64),
+    /// Already CUPTI's timestamps (the documented case; on Linux, REALTIME).
+    Cupti,
+    /// The host's REALTIME while CUPTI's timestamps differ from it: shifted by
+    /// REALTIME minus CUPTI.
+    Realtime(i64),
     /// Neither: the newest sample's end is taken to be the decode time (shift).
     Aligned(i64),
 }
 
 impl ClockFix {
     /// `end` is the newest sample's end; `now_rt` and `now_cupti` read together at
-    /// the decode that produced it. Close means within 10 s.
+    /// the decode that produced it (`now_cupti` 0 when CUPTI gave none: the host's
+    /// REALTIME, CUPTI's default on Linux, stands in). Close means within 10 s.
     pub fn choose(end: u64, now_rt: u64, now_cupti: u64) -> ClockFix {
         const CLOSE: i64 = 10_000_000_000;
-        let d_rt = now_rt as i64 - end as i64;
+        let now_cupti = if now_cupti == 0 { now_rt } else { now_cupti };
         let d_cu = now_cupti as i64 - end as i64;
-        if d_rt.abs() < CLOSE {
-            ClockFix::Realtime
-        } else if now_cupti != 0 && d_cu.abs() < CLOSE {
-            ClockFix::Cupti(now_cupti as i64 - now_rt as i64)
+        let d_rt = now_rt as i64 - end as i64;
+        if d_cu.abs() < CLOSE {
+            ClockFix::Cupti
+        } else if d_rt.abs() < CLOSE {
+            ClockFix::Realtime(now_rt as i64 - now_cupti as i64)
         } else {
-            ClockFix::Aligned(end as i64 - now_rt as i64)
+            ClockFix::Aligned(end as i64 - now_cupti as i64)
         }
     }
 
     pub fn apply(self, t: u64) -> u64 {
         match self {
-            ClockFix::Realtime => t,
-            ClockFix::Cupti(off) | ClockFix::Aligned(off) => (t as i64 - off) as u64,
+            ClockFix::Cupti => t,
+            ClockFix::Realtime(off) | ClockFix::Aligned(off) => (t as i64 - off) as u64,
         }
     }
 }
@@ -497,14 +513,12 @@ fn run(interval_us: u64) {
         s.names().join(", ")
     ));
     let mut pass = 0u64;
-    loop {
-        let last = wait_stop(DECODE_PERIOD);
+    while !wait_stop(DECODE_PERIOD) {
         pass += 1;
         s.decode_pass(pass);
-        if last {
-            break;
-        }
     }
+    pass += 1;
+    s.stop_and_drain(pass);
     s.close();
     log::debug(&format!(
         "PM sampling: stopped after {pass} passes, {} samples",
@@ -521,6 +535,8 @@ struct Parked {
     pm: Pm,
     /// The PM sampling object (an address), 0 when none.
     object: usize,
+    /// The config image SetConfig was given: CUPTI keeps a pointer to it until Disable.
+    config: Vec<u8>,
     profiler_on: bool,
     ctx_release: Option<CtxRelease>,
 }
@@ -541,6 +557,8 @@ pub fn release() {
         // disabled; the function pointers come from the same CUPTI.
         let _ = unsafe { call(p.pm.disable, |x: &mut ffi::ObjectParams| x.object = object) };
     }
+    // Only now may the config image go.
+    drop(p.config);
     if p.profiler_on {
         // SAFETY: CUPTI's profiler was initialized by this session.
         let _ = unsafe { call(p.pm.profiler_deinitialize, |_| {}) };
@@ -562,9 +580,16 @@ struct Session<'a> {
     max_warps: f64,
     ptrs: Vec<*const c_char>,
     image: Vec<u8>,
+    /// The config image given to SetConfig (CUPTI keeps a pointer to it).
+    config: Vec<u8>,
+    /// CUPTI's counter availability image for the device (empty when it gave none).
+    avail: Vec<u8>,
     clock: Option<ClockFix>,
+    /// The newest sample end queued (samples that do not end after it are dropped).
+    last_end: u64,
     total: u64,
     failed: bool,
+    stopped: bool,
     profiler_on: bool,
     ctx_release: Option<CtxRelease>,
 }
@@ -591,9 +616,13 @@ impl<'a> Session<'a> {
             max_warps: max_warps_per_sm(),
             ptrs: Vec::new(),
             image: Vec::new(),
+            config: Vec::new(),
+            avail: Vec::new(),
             clock: None,
+            last_end: 0,
             total: 0,
             failed: false,
+            stopped: false,
             profiler_on: false,
             ctx_release,
         };
@@ -628,9 +657,14 @@ impl<'a> Session<'a> {
         // SAFETY: CUPTI returned a NUL-terminated name it keeps.
         let chip = unsafe { CStr::from_ptr(chip.chip_name) }.to_owned();
         log::debug(&format!("PM sampling: chip {}", chip.to_string_lossy()));
+        self.avail = self.counter_availability();
         // The metric set: per quantity, the first way whose metrics this chip knows.
         let mut picks: Vec<(Field, &Alt)> = Vec::new();
         for (field, alts) in WANT {
+            // Choosing takes a host object per try: give up at once if the window closed.
+            if wait_stop(Duration::ZERO) {
+                return Err("not started: the window closed while the metrics were chosen".into());
+            }
             let mut found = false;
             for alt in alts.iter() {
                 let one = MetricSet::new(&[(*field, alt)]);
@@ -673,12 +707,15 @@ impl<'a> Session<'a> {
         };
         self.ptrs = set.ptrs();
         self.metrics = set;
+        self.config = config;
+        let avail = self.avail_ptr();
         // The host object the values are evaluated with.
         // SAFETY: as said at the top of `setup`.
         let host = unsafe {
             call(pm.host_initialize, |p: &mut ffi::HostInitialize| {
                 p.profiler_type = ffi::CUPTI_PROFILER_TYPE_PM_SAMPLING;
                 p.chip_name = chip.as_ptr();
+                p.counter_availability = avail;
             })
         }
         .map_err(|rc| why("cuptiProfilerHostInitialize", rc))?;
@@ -701,7 +738,9 @@ impl<'a> Session<'a> {
             .map_err(|rc| why("cuptiPmSamplingEnable", rc))?;
         self.object = en.object;
         let object = self.object;
-        // SAFETY: as said at the top of `setup`.
+        let config = &self.config;
+        // SAFETY: as said at the top of `setup`; the config image lives in `self` and
+        // then in `Parked` until after Disable.
         unsafe {
             call(pm.set_config, |p: &mut ffi::SetConfig| {
                 p.object = object;
@@ -753,11 +792,13 @@ impl<'a> Session<'a> {
     /// A config image for `names` with a host object of its own: (image, passes).
     fn try_config(&self, chip: &CStr, names: &[*const c_char]) -> Result<(Vec<u8>, usize), u32> {
         let pm = self.pm;
+        let avail = self.avail_ptr();
         // SAFETY: as said at the top of `setup`.
         let host = unsafe {
             call(pm.host_initialize, |p: &mut ffi::HostInitialize| {
                 p.profiler_type = ffi::CUPTI_PROFILER_TYPE_PM_SAMPLING;
                 p.chip_name = chip.as_ptr();
+                p.counter_availability = avail;
             })
         }?
         .host;
@@ -818,6 +859,81 @@ impl<'a> Session<'a> {
         r
     }
 
+    /// CUPTI's counter availability image for the device (what its counters can give
+    /// here: a VM or a busy unit may lack some), asked before Enable as CUPTI's own
+    /// sample does; empty when this CUPTI has no such call or refuses it (then the host
+    /// objects go by the chip name alone).
+    fn counter_availability(&self) -> Vec<u8> {
+        let Some(f) = self.pm.get_counter_availability else {
+            return Vec::new();
+        };
+        // SAFETY: as said at the top of `setup`; first the size (no image).
+        let size = match unsafe {
+            call(f, |p: &mut ffi::GetCounterAvailability| {
+                p.device_index = DEVICE
+            })
+        } {
+            Ok(p) => p.counter_availability_size,
+            Err(rc) => {
+                log::debug(&format!(
+                    "PM sampling: no counter availability image (CUPTI error {rc})"
+                ));
+                return Vec::new();
+            }
+        };
+        if size == 0 || size > MAX_IMAGE_BYTES {
+            return Vec::new();
+        }
+        let mut image = vec![0u8; size];
+        // SAFETY: as said at the top of `setup`; `image` has `size` bytes.
+        let r = unsafe {
+            call(f, |p: &mut ffi::GetCounterAvailability| {
+                p.device_index = DEVICE;
+                p.counter_availability_size = image.len();
+                p.counter_availability = image.as_mut_ptr();
+            })
+        };
+        match r {
+            Ok(_) => image,
+            Err(rc) => {
+                log::debug(&format!(
+                    "PM sampling: no counter availability image (CUPTI error {rc})"
+                ));
+                Vec::new()
+            }
+        }
+    }
+
+    fn avail_ptr(&self) -> *const u8 {
+        if self.avail.is_empty() {
+            std::ptr::null()
+        } else {
+            self.avail.as_ptr()
+        }
+    }
+
+    /// Stops the sampler, then decodes until CUPTI says the records ended (samples may
+    /// become decodable only once stopped), at most 16 rounds.
+    fn stop_and_drain(&mut self, pass: u64) {
+        let (pm, object) = (self.pm, self.object);
+        if object.is_null() {
+            return;
+        }
+        // SAFETY: as said at the top of `setup`; the object CUPTI made in Enable.
+        if let Err(rc) = unsafe { call(pm.stop, |p: &mut ffi::ObjectParams| p.object = object) } {
+            log::debug(&format!(
+                "PM sampling: cuptiPmSamplingStop: CUPTI error {rc}"
+            ));
+        }
+        self.stopped = true;
+        for _ in 0..16 {
+            match self.decode_pass(pass) {
+                Some(ffi::DECODE_STOP_END_OF_RECORDS) | None => return,
+                Some(_) => {}
+            }
+        }
+    }
+
     fn init_image(&mut self) -> Result<(), u32> {
         let object = self.object;
         let (ptr, len) = (self.image.as_mut_ptr(), self.image.len());
@@ -836,10 +952,11 @@ impl<'a> Session<'a> {
     }
 
     /// Decodes what the hardware buffer holds, queues the completed samples, and
-    /// clears the counter data image for the next pass.
-    fn decode_pass(&mut self, pass: u64) {
+    /// clears the counter data image for the next pass. The last decode's stop reason;
+    /// None once decoding failed.
+    fn decode_pass(&mut self, pass: u64) -> Option<u32> {
         if self.failed {
-            return;
+            return None;
         }
         let pm = self.pm;
         let object = self.object;
@@ -858,7 +975,7 @@ impl<'a> Session<'a> {
                 Err(rc) => {
                     self.failed = true;
                     note(format!("stopped: {}", why("cuptiPmSamplingDecodeData", rc)));
-                    return;
+                    return None;
                 }
             };
             // SAFETY: as said at the top of `setup`.
@@ -901,13 +1018,14 @@ impl<'a> Session<'a> {
                         "stopped: {}",
                         why("cuptiPmSamplingCounterDataImageInitialize", rc)
                     ));
-                    return;
+                    return None;
                 }
             }
             if d.stop_reason != ffi::DECODE_STOP_COUNTER_DATA_FULL {
-                return;
+                return Some(d.stop_reason);
             }
         }
+        Some(ffi::DECODE_STOP_COUNTER_DATA_FULL)
     }
 
     /// Reads samples `0..n` of the counter data image into the queue; how many.
@@ -974,14 +1092,21 @@ impl<'a> Session<'a> {
             }
             f
         });
-        let kept = out.len();
-        self.total += kept as u64;
+        // A sample without a start, or not ending after the last one queued (the same
+        // sample again after an image reset), is dropped.
         let mut q = lock(&QUEUE);
+        let mut kept = 0;
         for mut s in out {
+            if s.start == 0 || s.end <= s.start || s.end <= self.last_end {
+                continue;
+            }
+            self.last_end = s.end;
             s.start = fix.apply(s.start);
             s.end = fix.apply(s.end);
             q.push(Item::Sample(s));
+            kept += 1;
         }
+        self.total += kept as u64;
         kept
     }
 
@@ -989,9 +1114,10 @@ impl<'a> Session<'a> {
     fn close(&mut self) {
         let pm = self.pm;
         let object = self.object;
-        if !object.is_null() {
+        if !object.is_null() && !self.stopped {
             // SAFETY: as said at the top of `setup`; the object CUPTI made in Enable.
             let _ = unsafe { call(pm.stop, |p: &mut ffi::ObjectParams| p.object = object) };
+            self.stopped = true;
         }
         if !self.host.is_null() {
             let host = self.host;
@@ -1006,6 +1132,7 @@ impl<'a> Session<'a> {
         *lock(&PARKED) = Some(Parked {
             pm: *pm,
             object: object as usize,
+            config: std::mem::take(&mut self.config),
             profiler_on: self.profiler_on,
             ctx_release: self.ctx_release.take(),
         });
@@ -1019,17 +1146,23 @@ mod tests {
     use super::*;
 
     #[test]
-    fn clock_fix_picks_the_clock_the_samples_are_close_to() {
+    fn clock_fix_puts_samples_on_cuptis_clock() {
         let rt = 1_700_000_000_000_000_000u64;
-        assert_eq!(ClockFix::choose(rt - 50_000_000, rt, 0), ClockFix::Realtime);
-        // A GPU clock a day ahead that CUPTI's timestamp shares.
+        // Linux: CUPTI's timestamps are REALTIME; nothing moves.
+        assert_eq!(ClockFix::choose(rt - 50_000_000, rt, rt), ClockFix::Cupti);
+        assert_eq!(ClockFix::choose(rt - 50_000_000, rt, 0), ClockFix::Cupti);
+        // CUPTI's clock a day ahead (a timestamp callback): samples on it stay, as the
+        // kernel records do.
         let cu = rt + 86_400_000_000_000;
         let f = ClockFix::choose(cu - 50_000_000, rt, cu);
-        assert_eq!(f, ClockFix::Cupti(86_400_000_000_000));
-        assert_eq!(f.apply(cu - 50_000_000), rt - 50_000_000);
-        // Neither: the newest end lands on the decode time.
+        assert_eq!(f, ClockFix::Cupti);
+        assert_eq!(f.apply(cu - 50_000_000), cu - 50_000_000);
+        // Samples on REALTIME while CUPTI's clock differs: moved onto CUPTI's.
+        let f = ClockFix::choose(rt - 50_000_000, rt, cu);
+        assert_eq!(f.apply(rt - 50_000_000), cu - 50_000_000);
+        // Neither: the newest end lands on CUPTI's time of the decode.
         let f = ClockFix::choose(5_000, rt, cu);
-        assert_eq!(f.apply(5_000), rt);
+        assert_eq!(f.apply(5_000), cu);
     }
 
     #[test]
