@@ -32,6 +32,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -558,6 +559,17 @@ EXPORT CUptiResult cuptiGetResultString(CUptiResult result, const char **str) {
     return CUPTI_SUCCESS;
 }
 
+/* The device of every context: FAKE_CUPTI_DEVICE (0 when unset). */
+static uint32_t fake_device(void) {
+    const char *e = getenv("FAKE_CUPTI_DEVICE");
+    return e ? (uint32_t)strtoul(e, NULL, 10) : 0;
+}
+EXPORT CUptiResult cuptiGetDeviceId(void *context, uint32_t *device) {
+    if (!context || !device) return CUPTI_ERROR_INVALID_PARAMETER;
+    *device = fake_device();
+    return CUPTI_SUCCESS;
+}
+
 EXPORT CUptiResult cuptiGetTimestamp(uint64_t *timestamp) {
     if (!timestamp)
         return CUPTI_ERROR_INVALID_PARAMETER;
@@ -764,6 +776,8 @@ EXPORT CUptiResult cuptiFinalize(void) {
  *     pointer: Start, DecodeData, Stop and Disable fail if the bytes changed (freed);
  *   - cuptiPmSamplingGetCounterAvailability gives a 64-byte image; a host object given
  *     one must get those bytes;
+ *   - every context is on device FAKE_CUPTI_DEVICE (cuptiGetDeviceId; 0 when unset), and
+ *     the calls that take a device index refuse any other;
  *   - FAKE_CUPTI_PM=denied: cuptiPmSamplingEnable says CUPTI_ERROR_INSUFFICIENT_PRIVILEGES;
  *     FAKE_CUPTI_PM=busy: CUPTI_ERROR_HARDWARE_BUSY; FAKE_CUPTI_PM=at_stop: the samples
  *     become decodable only after cuptiPmSamplingStop, the first decode after it says
@@ -771,7 +785,6 @@ EXPORT CUptiResult cuptiFinalize(void) {
  * The counter data image holds: a magic, the sample count, then (start, end) pairs.
  */
 #ifndef FAKE_CUPTI_12
-#include <stdlib.h>
 
 #define PM_HARDWARE_BUSY 26
 #define PM_INSUFFICIENT_PRIVILEGES 35
@@ -854,7 +867,7 @@ EXPORT CUptiResult cuptiProfilerInitialize(PmProfilerInit *p) { PM_SIZE(p, 16); 
 EXPORT CUptiResult cuptiProfilerDeInitialize(PmProfilerInit *p) { PM_SIZE(p, 16); pm_profiler = 0; return CUPTI_SUCCESS; }
 EXPORT CUptiResult cuptiPmSamplingGetCounterAvailability(PmAvail *p) {
     PM_SIZE(p, 40);
-    if (!pm_profiler || p->deviceIndex != 0) return CUPTI_ERROR_INVALID_PARAMETER;
+    if (!pm_profiler || p->deviceIndex != fake_device()) return CUPTI_ERROR_INVALID_PARAMETER;
     if (!p->image) {
         p->size = PM_AVAIL_SIZE;
         return CUPTI_SUCCESS;
@@ -866,6 +879,7 @@ EXPORT CUptiResult cuptiPmSamplingGetCounterAvailability(PmAvail *p) {
 EXPORT CUptiResult cuptiDeviceGetChipName(PmChipName *p) {
     PM_SIZE(p, 32);
     if (!pm_profiler) return CUPTI_ERROR_NOT_INITIALIZED;
+    if (p->deviceIndex != fake_device()) return CUPTI_ERROR_INVALID_PARAMETER;
     p->pChipName = "FAKE100";
     return CUPTI_SUCCESS;
 }
@@ -905,6 +919,7 @@ EXPORT CUptiResult cuptiProfilerHostGetNumOfPasses(PmHostPasses *p) {
 EXPORT CUptiResult cuptiPmSamplingEnable(PmEnable *p) {
     const char *m = getenv("FAKE_CUPTI_PM");
     PM_SIZE(p, 32);
+    if (p->deviceIndex != fake_device()) return CUPTI_ERROR_INVALID_PARAMETER;
     if (m && strcmp(m, "denied") == 0) {
         atomic_store(&pm_settled, 1);
         return PM_INSUFFICIENT_PRIVILEGES;

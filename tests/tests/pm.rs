@@ -116,6 +116,19 @@ fn samples_decodable_only_after_stop_are_drained() {
 }
 
 #[test]
+fn the_device_sampled_is_the_one_the_work_ran_on() {
+    // Every context of the fake is on device 1, and its PM calls refuse device 0.
+    let (_w, o) = run(Cuda::V13, true, &[("FAKE_CUPTI_DEVICE", "1")]);
+    let t = o.only_trace();
+    let facts = pm_facts(&t);
+    assert_eq!(facts.len(), 1, "{facts:?}\n{}", o.stderr);
+    assert!(facts[0].starts_with("on: device 1, "), "{facts:?}");
+    let s = samples(&t);
+    assert_eq!(s.len(), 3, "{}", o.stderr);
+    assert!(s.iter().all(|c| c.device == 1), "{s:?}");
+}
+
+#[test]
 fn a_refusal_is_one_fact_and_nothing_else_changes() {
     for (mode, want) in [
         ("denied", "refused: not permitted"),

@@ -72,7 +72,7 @@ pub unsafe extern "C" fn api_callback(
         // A launch that returned: CUDA is up with a context (what the PM session waits
         // for; CUPTI may deliver the first kernel record only at the end of a short run).
         if result == 0 && info.is_some_and(|i| i.class == apis::Class::Launch) {
-            super::work::note_launch_returned();
+            super::work::note_launch_returned(d.context);
         }
         // Laid out as rings::record says for API records.
         rings::push(&HostRecord {

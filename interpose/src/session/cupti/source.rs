@@ -67,12 +67,13 @@ impl CuptiSource {
             // SAFETY: `rec` is a record of `kind` in the layout of this CUPTI version.
             unsafe { records::decode(layout, kind, rec as *const u8, out.names, out.events) };
         }
-        if !super::work::gpu_work_seen()
-            && out.events[first..]
-                .iter()
-                .any(|e| matches!(e, Event::Kernel(_)))
-        {
-            super::work::note_gpu_work();
+        if !super::work::gpu_work_seen() {
+            if let Some(device) = out.events[first..].iter().find_map(|e| match e {
+                Event::Kernel(k) => Some(k.device),
+                _ => None,
+            }) {
+                super::work::note_gpu_work(Some(device));
+            }
         }
         if self.gpu_offset != 0 {
             let off = self.gpu_offset;

@@ -7,7 +7,8 @@
 //! program's threads:
 //! 1. it waits until the CUPTI session has seen a kernel (CUDA is up and a context
 //!    exists; the session must never start while CUDA initialises);
-//! 2. sets up device 0: `cuptiProfilerInitialize`, the metric set (each candidate name
+//! 2. sets up the device that work ran on (CUPTI's device of the first launch's
+//!    context, or of the first kernel record): `cuptiProfilerInitialize`, the metric set (each candidate name
 //!    checked with the profiler host API, the set cut until it fits one pass), the
 //!    config image, `cuptiPmSamplingEnable`, `SetConfig` (GPU time interval trigger,
 //!    a 64 MiB hardware buffer keeping the latest records, so a late decode loses the
@@ -50,7 +51,13 @@ pub const FACT_KEY: &str = "pm_sampling";
 const DECODE_PERIOD: Duration = Duration::from_millis(100);
 /// GPU memory CUPTI may use for raw samples.
 const HW_BUFFER_BYTES: usize = 64 << 20;
-const DEVICE: usize = 0;
+/// The device sampled: the CUDA ordinal of the first work the CUPTI session saw (0
+/// until then); set by the session's thread before it uses it.
+static DEVICE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+fn device() -> usize {
+    DEVICE.load(std::sync::atomic::Ordering::Relaxed)
+}
 /// The most host memory a config or counter data image may take (a sanity bound on
 /// sizes CUPTI returns).
 const MAX_IMAGE_BYTES: usize = 256 << 20;
@@ -123,7 +130,7 @@ impl Source for PmSource {
                     let value = out.intern(&value);
                     out.push(Event::Fact(Fact {
                         ts,
-                        device: DEVICE as u32,
+                        device: device() as u32,
                         key,
                         value,
                     }));
@@ -402,12 +409,12 @@ impl ClockFix {
     }
 }
 
-/// Most warps one SM of device 0 holds, from the driver (64, Hopper's, when the driver
+/// Most warps one SM of the sampled device holds, from the driver (64, Hopper's, when the driver
 /// is not at hand).
 fn max_warps_per_sm() -> f64 {
     cupti::devices::driver_devices()
         .into_iter()
-        .find(|(d, _)| d.id == DEVICE as u32)
+        .find(|(d, _)| d.id == device() as u32)
         .map(|(d, _)| d.max_warps_per_sm)
         .filter(|w| *w > 0)
         .unwrap_or(64) as f64
@@ -429,7 +436,7 @@ fn cupti_handle() -> Option<(*mut c_void, PathBuf)> {
     Some((h, c.path.clone()))
 }
 
-/// Makes device 0's primary context current on this thread when the real driver is
+/// Makes the sampled device's primary context current on this thread when the real driver is
 /// loaded (the profiler calls act on the current context's device); returns the
 /// release function to call at the end.
 fn bind_primary_context() -> Option<unsafe extern "C" fn(i32) -> i32> {
@@ -463,13 +470,13 @@ fn bind_primary_context() -> Option<unsafe extern "C" fn(i32) -> i32> {
     };
     let mut ctx: *mut c_void = std::ptr::null_mut();
     // SAFETY: valid out-pointer; device 0 exists (a kernel ran on some device).
-    if unsafe { retain(&mut ctx, DEVICE as i32) } != 0 || ctx.is_null() {
+    if unsafe { retain(&mut ctx, device() as i32) } != 0 || ctx.is_null() {
         return None;
     }
     // SAFETY: a context we hold a reference to.
     if unsafe { set_current(ctx) } != 0 {
         // SAFETY: the reference taken above.
-        unsafe { release(DEVICE as i32) };
+        unsafe { release(device() as i32) };
         return None;
     }
     Some(release)
@@ -499,6 +506,11 @@ fn run(interval_us: u64) {
             return;
         }
     }
+    // The device of the work seen (one process driving several GPUs gets the first).
+    DEVICE.store(
+        cupti::gpu_device().unwrap_or(0) as usize,
+        std::sync::atomic::Ordering::Relaxed,
+    );
     let release = bind_primary_context();
     let mut s = match Session::open(&pm, interval_us, release) {
         Ok(s) => s,
@@ -508,7 +520,8 @@ fn run(interval_us: u64) {
         }
     };
     note(format!(
-        "on: device {DEVICE}, every {interval_us} us, {} metrics: {}",
+        "on: device {}, every {interval_us} us, {} metrics: {}",
+        device(),
         s.metrics.names.len(),
         s.names().join(", ")
     ));
@@ -539,6 +552,8 @@ struct Parked {
     config: Vec<u8>,
     profiler_on: bool,
     ctx_release: Option<CtxRelease>,
+    /// The device whose primary context `ctx_release` releases.
+    device: usize,
 }
 
 static PARKED: Mutex<Option<Parked>> = Mutex::new(None);
@@ -565,7 +580,7 @@ pub fn release() {
     }
     if let Some(rel) = p.ctx_release {
         // SAFETY: the primary context reference bind_primary_context took.
-        unsafe { rel(DEVICE as i32) };
+        unsafe { rel(p.device as i32) };
     }
     log::debug("PM sampling: disabled");
 }
@@ -647,7 +662,7 @@ impl<'a> Session<'a> {
         // SAFETY: as said at the top of `setup`.
         let chip = unsafe {
             call(pm.device_get_chip_name, |p: &mut ffi::DeviceGetChipName| {
-                p.device_index = DEVICE
+                p.device_index = device()
             })
         }
         .map_err(|rc| why("cuptiDeviceGetChipName", rc))?;
@@ -734,7 +749,7 @@ impl<'a> Session<'a> {
         }
         .map_err(|rc| why("cuptiProfilerHostConfigAddMetrics", rc))?;
         // SAFETY: as said at the top of `setup`.
-        let en = unsafe { call(pm.enable, |p: &mut ffi::Enable| p.device_index = DEVICE) }
+        let en = unsafe { call(pm.enable, |p: &mut ffi::Enable| p.device_index = device()) }
             .map_err(|rc| why("cuptiPmSamplingEnable", rc))?;
         self.object = en.object;
         let object = self.object;
@@ -870,7 +885,7 @@ impl<'a> Session<'a> {
         // SAFETY: as said at the top of `setup`; first the size (no image).
         let size = match unsafe {
             call(f, |p: &mut ffi::GetCounterAvailability| {
-                p.device_index = DEVICE
+                p.device_index = device()
             })
         } {
             Ok(p) => p.counter_availability_size,
@@ -888,7 +903,7 @@ impl<'a> Session<'a> {
         // SAFETY: as said at the top of `setup`; `image` has `size` bytes.
         let r = unsafe {
             call(f, |p: &mut ffi::GetCounterAvailability| {
-                p.device_index = DEVICE;
+                p.device_index = device();
                 p.counter_availability_size = image.len();
                 p.counter_availability = image.as_mut_ptr();
             })
@@ -1069,7 +1084,7 @@ impl<'a> Session<'a> {
             let mut s = CounterSample {
                 start: info.start,
                 end: info.end.max(info.start),
-                device: DEVICE as u32,
+                device: device() as u32,
                 ..Default::default()
             };
             if ok {
@@ -1134,6 +1149,7 @@ impl<'a> Session<'a> {
             object: object as usize,
             config: std::mem::take(&mut self.config),
             profiler_on: self.profiler_on,
+            device: device(),
             ctx_release: self.ctx_release.take(),
         });
         self.object = std::ptr::null_mut();
