@@ -469,7 +469,7 @@ fn bind_primary_context() -> Option<unsafe extern "C" fn(i32) -> i32> {
         )
     };
     let mut ctx: *mut c_void = std::ptr::null_mut();
-    // SAFETY: valid out-pointer; device 0 exists (a kernel ran on some device).
+    // SAFETY: valid out-pointer; the device exists (work ran on it).
     if unsafe { retain(&mut ctx, device() as i32) } != 0 || ctx.is_null() {
         return None;
     }
