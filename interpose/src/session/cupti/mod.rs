@@ -489,7 +489,7 @@ pub fn active() -> Option<&'static Collector> {
     (!p.is_null()).then(|| unsafe { &*p })
 }
 
-pub use work::{gpu_device, gpu_work_seen};
+pub use work::{gpu_device, gpu_work_seen, want_device};
 
 /// Forgets the collector in a forked child (its CUPTI state belongs to the parent).
 pub fn forget_after_fork() {

@@ -67,7 +67,7 @@ impl CuptiSource {
             // SAFETY: `rec` is a record of `kind` in the layout of this CUPTI version.
             unsafe { records::decode(layout, kind, rec as *const u8, out.names, out.events) };
         }
-        if !super::work::gpu_work_seen() {
+        if !super::work::gpu_work_seen() || super::work::gpu_device().is_none() {
             if let Some(device) = out.events[first..].iter().find_map(|e| match e {
                 Event::Kernel(k) => Some(k.device),
                 _ => None,

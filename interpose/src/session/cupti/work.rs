@@ -8,6 +8,14 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 static GPU_WORK: AtomicBool = AtomicBool::new(false);
 /// The device of the first work seen; `u32::MAX` while not known.
 static DEVICE: AtomicU32 = AtomicU32::new(u32::MAX);
+/// Whether the first launch's device is wanted (PM sampling is on): only then does the
+/// launch callback ask CUPTI for it, so the default path makes no extra call.
+static WANT_DEVICE: AtomicBool = AtomicBool::new(false);
+
+/// The PM sampling session wants the device of the first launch.
+pub fn want_device() {
+    WANT_DEVICE.store(true, Ordering::Release);
+}
 
 pub fn gpu_work_seen() -> bool {
     GPU_WORK.load(Ordering::Acquire)
@@ -31,19 +39,21 @@ pub fn note_gpu_work(device: Option<u32>) {
     GPU_WORK.store(true, Ordering::Release);
 }
 
-/// A launch call returned successfully in `context` (once a store; a load after).
+/// A launch call returned successfully in `context`. The first one notes that CUDA
+/// is up (a store once; a load after); while PM sampling wants the device, the next
+/// one asks CUPTI for its context's device (once per request).
 pub fn note_launch_returned(context: sys::CUcontext) {
-    if GPU_WORK.load(Ordering::Relaxed) {
-        return;
-    }
-    let mut device = None;
-    if let Some(c) = super::active().filter(|_| !context.is_null()) {
-        let mut d: u32 = 0;
-        if super::call!(c.cupti, cuptiGetDeviceId(context, &mut d)).is_ok() {
-            device = Some(d);
+    if WANT_DEVICE.load(Ordering::Relaxed) && WANT_DEVICE.swap(false, Ordering::AcqRel) {
+        if let Some(c) = super::active().filter(|_| !context.is_null()) {
+            let mut d: u32 = 0;
+            if super::call!(c.cupti, cuptiGetDeviceId(context, &mut d)).is_ok() {
+                note_device(Some(d));
+            }
         }
     }
-    note_gpu_work(device);
+    if !GPU_WORK.load(Ordering::Relaxed) {
+        note_gpu_work(None);
+    }
 }
 
 /// In a forked child: the parent's CUDA is not this process's.

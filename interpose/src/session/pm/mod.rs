@@ -90,6 +90,7 @@ pub fn start(interval_us: u64) {
         return;
     }
     lock(&QUEUE).clear();
+    cupti::want_device();
     WORKER.spawn(
         "gputrace-pm",
         "internal error in the PM sampler; GPU counters off",
