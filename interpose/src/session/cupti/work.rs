@@ -4,6 +4,11 @@
 
 use cupti_sys as sys;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::OnceLock;
+
+/// Asks CUPTI for a context's device (given by the CUPTI session, which holds CUPTI).
+pub type DeviceQuery = fn(sys::CUcontext) -> Option<u32>;
+static QUERY: OnceLock<DeviceQuery> = OnceLock::new();
 
 static GPU_WORK: AtomicBool = AtomicBool::new(false);
 /// The device of the first work seen; `u32::MAX` while not known.
@@ -12,8 +17,9 @@ static DEVICE: AtomicU32 = AtomicU32::new(u32::MAX);
 /// launch callback ask CUPTI for it, so the default path makes no extra call.
 static WANT_DEVICE: AtomicBool = AtomicBool::new(false);
 
-/// The PM sampling session wants the device of the first launch.
-pub fn want_device() {
+/// The PM sampling session wants the device of the next launch, found by `query`.
+pub fn want_device(query: DeviceQuery) {
+    let _ = QUERY.set(query);
     WANT_DEVICE.store(true, Ordering::Release);
 }
 
@@ -44,11 +50,8 @@ pub fn note_gpu_work(device: Option<u32>) {
 /// one asks CUPTI for its context's device (once per request).
 pub fn note_launch_returned(context: sys::CUcontext) {
     if WANT_DEVICE.load(Ordering::Relaxed) && WANT_DEVICE.swap(false, Ordering::AcqRel) {
-        if let Some(c) = super::active().filter(|_| !context.is_null()) {
-            let mut d: u32 = 0;
-            if super::call!(c.cupti, cuptiGetDeviceId(context, &mut d)).is_ok() {
-                note_device(Some(d));
-            }
+        if let Some(q) = QUERY.get().filter(|_| !context.is_null()) {
+            note_device(q(context));
         }
     }
     if !GPU_WORK.load(Ordering::Relaxed) {
