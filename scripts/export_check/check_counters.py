@@ -159,6 +159,11 @@ def main():
     known = [r for r in py["py_sample"] if r["stack"] in stacks]
     rows = pq.read_table(os.path.join(pqd, "python_samples.parquet")).to_pylist()
     assert len(rows) == len(known), f"python_samples: {len(rows)} rows, {len(known)} samples"
+    # One descriptor per thread.
+    threads = collections.Counter((d.thread.pid, d.thread.tid) for d in tracks.values()
+                                  if d.HasField("thread"))
+    twice = [k for k, n in threads.items() if n > 1]
+    assert not twice, f"threads described more than once: {twice}"
     py_tracks = {u: d for u, d in tracks.items() if d.name.startswith("Python (sampled), thread ")}
     for u, dsc in py_tracks.items():
         parent = tracks[dsc.parent_uuid]

@@ -781,7 +781,8 @@ EXPORT CUptiResult cuptiFinalize(void) {
  *   - FAKE_CUPTI_PM=denied: cuptiPmSamplingEnable says CUPTI_ERROR_INSUFFICIENT_PRIVILEGES;
  *     FAKE_CUPTI_PM=busy: CUPTI_ERROR_HARDWARE_BUSY; FAKE_CUPTI_PM=at_stop: the samples
  *     become decodable only after cuptiPmSamplingStop, the first decode after it says
- *     "other" (not drained) and the next one yields them.
+ *     "other" (not drained) and the next one yields them; FAKE_CUPTI_PM=v12:
+ *     cuptiPmSamplingSetConfig takes only the 12.x struct size (60).
  * The counter data image holds: a magic, the sample count, then (start, end) pairs.
  */
 #ifndef FAKE_CUPTI_12
@@ -953,6 +954,8 @@ EXPORT CUptiResult cuptiPmSamplingDisable(PmObj *p) {
 EXPORT CUptiResult cuptiPmSamplingSetConfig(PmSetConfig *p) {
     size_t n;
     if (p->structSize != 64 && p->structSize != 60) return CUPTI_ERROR_INVALID_PARAMETER;
+    /* A 12.x CUPTI: its struct ends before the append mode. */
+    if (pm_mode("v12") && p->structSize != 60) return CUPTI_ERROR_INVALID_PARAMETER;
     if (!pm_enabled || p->configSize < 16 || p->configSize > sizeof pm_config_copy ||
         p->triggerMode > 1 || p->samplingInterval == 0)
         return CUPTI_ERROR_INVALID_PARAMETER;

@@ -116,6 +116,18 @@ fn samples_decodable_only_after_stop_are_drained() {
 }
 
 #[test]
+fn a_cupti_12_set_config_struct_is_tried_when_the_13_one_is_refused() {
+    let (_w, o) = run(Cuda::V13, true, &[("FAKE_CUPTI_PM", "v12")]);
+    let t = o.only_trace();
+    let facts = pm_facts(&t);
+    assert!(
+        facts.len() == 1 && facts[0].starts_with("on: "),
+        "{facts:?}"
+    );
+    assert_eq!(samples(&t).len(), 3, "{}", o.stderr);
+}
+
+#[test]
 fn the_device_sampled_is_the_one_the_work_ran_on() {
     // Every context of the fake is on device 1, and its PM calls refuse device 0.
     let (_w, o) = run(Cuda::V13, true, &[("FAKE_CUPTI_DEVICE", "1")]);

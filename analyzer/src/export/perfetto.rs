@@ -849,12 +849,6 @@ impl TimelineExporter for Perfetto {
             }
         }
         let mut res = Ok(());
-        timeline::python_spans(v.trace, |p| {
-            if res.is_ok() {
-                res = self.slice(None, &slices::python_slice(p));
-            }
-        });
-        std::mem::replace(&mut res, Ok(()))?;
         timeline::counters(v.trace, |s, ts, val| {
             if res.is_ok() {
                 res = self.counter(s, ts, val);
@@ -867,9 +861,15 @@ impl TimelineExporter for Perfetto {
             }
         });
         std::mem::replace(&mut res, Ok(()))?;
-        // The sampled threads' tracks, with their names (their CPU counters go under
-        // them; the thread records streamed later find them described).
-        let mut tids: Vec<u32> = v.trace.thread_cpu.iter().map(|s| s.tid).collect();
+        // The sampled threads' tracks, with their names (their CPU counters and Python
+        // samples go under them; the thread records streamed later find them described).
+        let mut tids: Vec<u32> = v
+            .trace
+            .thread_cpu
+            .iter()
+            .map(|s| s.tid)
+            .chain(v.trace.py_samples.iter().map(|s| s.tid))
+            .collect();
         tids.sort_unstable();
         tids.dedup();
         for tid in tids {
@@ -877,6 +877,12 @@ impl TimelineExporter for Perfetto {
                 self.describe_thread(tid, v.trace.str(name).to_string())?;
             }
         }
+        timeline::python_spans(v.trace, |p| {
+            if res.is_ok() {
+                res = self.slice(None, &slices::python_slice(p));
+            }
+        });
+        std::mem::replace(&mut res, Ok(()))?;
         timeline::sampled_counters(v.trace, &v.nvml_processes, |s, name, ts, val| {
             if res.is_ok() {
                 res = self.sampled(s, name, ts, val);

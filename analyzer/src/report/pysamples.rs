@@ -119,15 +119,16 @@ pub fn tally(t: &Trace, tid: Option<u32>, spans: &[(u64, u64)]) -> Vec<HostPlace
 /// and how to reach the program's own code next time.
 pub fn cut_short_note(t: &Trace, places: &[HostPlace]) -> Option<String> {
     let top = places.first().filter(|p| !p.user_code)?;
-    let fact = crate::env::fact(t, fmt::FACT_HOST, "python_call_sites")?;
-    let n: u32 = fact
-        .rsplit(", ")
-        .next()?
-        .strip_suffix(" frames")?
-        .parse()
-        .ok()?;
+    // The depth from whichever `python_call_sites` fact says it ("CPython 3.12.3, 8
+    // frames"; others say why there were none).
+    let n: u32 = crate::env::facts(t)
+        .into_iter()
+        .filter(|(_, k, _)| *k == "python_call_sites")
+        .find_map(|(_, _, v)| v.rsplit(", ").next()?.strip_suffix(" frames")?.parse().ok())?;
+    // Only when stacks did reach that depth (so the cut is what hid the user's code).
+    let cut = t.py_stacks.iter().any(|st| st.frames.len() as u32 >= n);
     let most = fmt::PYSTACK_MAX_FRAMES;
-    (n < most).then(|| {
+    (cut && n < most).then(|| {
         format!(
             "the stacks kept {n} frames and end inside library code ({}) before reaching the program's own; record with GPUTRACE_PYSTACK={most} to name its line",
             short_file(&top.file)

@@ -2,9 +2,10 @@
 //! API (`cupti_profiler_host.h`) and the profiler target API (`cupti_profiler_target.h`,
 //! `cupti_target.h`) this session calls, written by hand: the committed cupti-sys
 //! bindings were generated from `cupti.h` alone, which does not include these headers.
-//! Struct layouts follow the CUPTI 13.0 headers (the same in 12.6+); the layout test at
-//! the end checks each `*_STRUCT_SIZE` as the header's macro computes it (offset of the
-//! last field plus its size).
+//! Struct layouts follow the CUPTI 13.0 headers; the layout test at the end checks each
+//! `*_STRUCT_SIZE` as the header's macro computes it (offset of the last field plus its
+//! size). Earlier 12.x headers end `SetConfig` before its append mode (60 bytes, not 64):
+//! the session retries with that size when CUPTI refuses the 13.0 one.
 //!
 //! The functions are looked up with `dlsym` in the CUPTI library the CUPTI session
 //! already loaded; an older CUPTI without them gives [`Pm::load`] an error naming the
@@ -15,6 +16,9 @@ use std::ffi::{c_char, c_void, CStr};
 /// `CUptiResult`.
 pub type CuptiResult = u32;
 pub const CUPTI_SUCCESS: CuptiResult = 0;
+pub const CUPTI_ERROR_INVALID_PARAMETER: CuptiResult = 1;
+/// `SetConfig`'s structSize in the 12.6/12.7 headers (no `hwBufferAppendMode`).
+pub const SET_CONFIG_SIZE_12: usize = 60;
 pub const CUPTI_ERROR_HARDWARE_BUSY: CuptiResult = 26;
 pub const CUPTI_ERROR_NOT_SUPPORTED: CuptiResult = 27;
 pub const CUPTI_ERROR_VIRTUALIZED_DEVICE_NOT_SUPPORTED: CuptiResult = 33;

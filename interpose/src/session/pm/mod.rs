@@ -27,10 +27,11 @@
 //! on as without it.
 //!
 //! Clock: CUPTI's guide says the sample timestamps are CPU time stamps in CUPTI's own
-//! timestamp domain, the one its activity records (the trace's kernels) use: REALTIME on
-//! Linux unless a timestamp callback changed it. They are checked at the first samples
-//! against CUPTI's timestamp and the host's REALTIME of the same moment (see
-//! [`ClockFix`]).
+//! timestamp domain, the one its activity records use: REALTIME on Linux unless a
+//! timestamp callback changed it. The trace is on REALTIME (the CUPTI session shifts
+//! records when CUPTI's clock differs); the samples are checked at the first decode
+//! against CUPTI's timestamp and the host's REALTIME of the same moment and shifted the
+//! same way (see [`ClockFix`]).
 
 pub mod ffi;
 
@@ -370,42 +371,52 @@ fn set(s: &mut CounterSample, f: Field, v: f64) {
     }
 }
 
-/// How sample timestamps become trace time: the domain of CUPTI's timestamps, which the
-/// activity records (kernels, copies) carry. Chosen once, at the first samples, by which
-/// clock the newest sample's end is close to.
+/// How sample timestamps become trace time (host REALTIME ns, the clock the CUPTI
+/// session puts kernel records on: when CUPTI's timestamps differ from REALTIME by more
+/// than a second, it shifts them by the difference, and so is done here). Chosen once,
+/// at the first samples, by which clock the newest sample's end is close to.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum ClockFix {
-    /// Already CUPTI's timestamps (the documented case; on Linux, REALTIME).
-    Cupti,
-    /// The host's REALTIME while CUPTI's timestamps differ from it: shifted by
-    /// REALTIME minus CUPTI.
-    Realtime(i64),
+    /// Already on REALTIME (CUPTI's timestamps on Linux unless a callback changed them).
+    Realtime,
+    /// On CUPTI's clock, which differs from REALTIME: shifted by CUPTI minus REALTIME.
+    Cupti(i64),
     /// Neither: the newest sample's end is taken to be the decode time (shift).
     Aligned(i64),
 }
 
 impl ClockFix {
+    /// Offsets as the CUPTI session takes them: below a second, none.
+    const SAME: i128 = 1_000_000_000;
+    /// A sample end this close to a clock's now is on that clock.
+    const CLOSE: i128 = 10_000_000_000;
+
     /// `end` is the newest sample's end; `now_rt` and `now_cupti` read together at
-    /// the decode that produced it (`now_cupti` 0 when CUPTI gave none: the host's
-    /// REALTIME, CUPTI's default on Linux, stands in). Close means within 10 s.
+    /// the decode that produced it (`now_cupti` 0 when CUPTI gave none).
     pub fn choose(end: u64, now_rt: u64, now_cupti: u64) -> ClockFix {
-        const CLOSE: i64 = 10_000_000_000;
-        let now_cupti = if now_cupti == 0 { now_rt } else { now_cupti };
-        let d_cu = now_cupti as i64 - end as i64;
-        let d_rt = now_rt as i64 - end as i64;
-        if d_cu.abs() < CLOSE {
-            ClockFix::Cupti
-        } else if d_rt.abs() < CLOSE {
-            ClockFix::Realtime(now_rt as i64 - now_cupti as i64)
+        let (end, rt) = (end as i128, now_rt as i128);
+        let cu = if now_cupti == 0 {
+            rt
         } else {
-            ClockFix::Aligned(end as i64 - now_cupti as i64)
+            now_cupti as i128
+        };
+        let off = cu - rt;
+        let clamp = |x: i128| x.clamp(i64::MIN as i128, i64::MAX as i128) as i64;
+        if off.abs() > Self::SAME && (cu - end).abs() < Self::CLOSE {
+            ClockFix::Cupti(clamp(off))
+        } else if (rt - end).abs() < Self::CLOSE || (cu - end).abs() < Self::CLOSE {
+            ClockFix::Realtime
+        } else {
+            ClockFix::Aligned(clamp(end - rt))
         }
     }
 
     pub fn apply(self, t: u64) -> u64 {
         match self {
-            ClockFix::Cupti => t,
-            ClockFix::Realtime(off) | ClockFix::Aligned(off) => (t as i64 - off) as u64,
+            ClockFix::Realtime => t,
+            ClockFix::Cupti(off) | ClockFix::Aligned(off) => {
+                (t as i128 - off as i128).clamp(0, u64::MAX as i128) as u64
+            }
         }
     }
 }
@@ -507,11 +518,22 @@ fn run(interval_us: u64) {
             return;
         }
     }
-    // The device of the work seen (one process driving several GPUs gets the first).
-    DEVICE.store(
-        cupti::gpu_device().unwrap_or(0) as usize,
-        std::sync::atomic::Ordering::Relaxed,
-    );
+    // The device of the work seen (one process driving several GPUs gets the first):
+    // the next launch asks CUPTI for it, or a kernel record gives it; wait a little
+    // for either when CUDA was up before the window (device 0 after that).
+    let mut waited = 0;
+    while cupti::gpu_device().is_none() && waited < 40 {
+        if wait_stop(Duration::from_millis(50)) {
+            note("not started: the window closed before its device was known".into());
+            return;
+        }
+        waited += 1;
+    }
+    let dev = cupti::gpu_device().unwrap_or_else(|| {
+        log::debug("PM sampling: the device of the work is not known; sampling device 0");
+        0
+    });
+    DEVICE.store(dev as usize, std::sync::atomic::Ordering::Relaxed);
     let release = bind_primary_context();
     let mut s = match Session::open(&pm, interval_us, release) {
         Ok(s) => s,
@@ -755,18 +777,30 @@ impl<'a> Session<'a> {
         self.object = en.object;
         let object = self.object;
         let config = &self.config;
-        // SAFETY: as said at the top of `setup`; the config image lives in `self` and
-        // then in `Parked` until after Disable.
-        unsafe {
-            call(pm.set_config, |p: &mut ffi::SetConfig| {
-                p.object = object;
-                p.config_size = config.len();
-                p.config = config.as_ptr();
-                p.hardware_buffer_size = HW_BUFFER_BYTES;
-                p.sampling_interval = interval_us * 1000;
-                p.trigger_mode = ffi::TRIGGER_GPU_TIME_INTERVAL;
-                p.append_mode = ffi::APPEND_KEEP_LATEST;
-            })
+        let set_config = |struct_size: usize| {
+            // SAFETY: as said at the top of `setup`; the config image lives in `self`
+            // and then in `Parked` until after Disable. A smaller structSize only hides
+            // the fields past it from CUPTI.
+            unsafe {
+                call(pm.set_config, |p: &mut ffi::SetConfig| {
+                    p.struct_size = struct_size;
+                    p.object = object;
+                    p.config_size = config.len();
+                    p.config = config.as_ptr();
+                    p.hardware_buffer_size = HW_BUFFER_BYTES;
+                    p.sampling_interval = interval_us * 1000;
+                    p.trigger_mode = ffi::TRIGGER_GPU_TIME_INTERVAL;
+                    p.append_mode = ffi::APPEND_KEEP_LATEST;
+                })
+            }
+        };
+        // The 13.0 struct; a 12.x CUPTI knows it without the append mode.
+        match set_config(<ffi::SetConfig as ffi::Params>::STRUCT_SIZE) {
+            Err(ffi::CUPTI_ERROR_INVALID_PARAMETER) => {
+                log::debug("PM sampling: SetConfig refused the 13.0 struct; trying the 12.x one");
+                set_config(ffi::SET_CONFIG_SIZE_12)
+            }
+            r => r,
         }
         .map_err(|rc| why("cuptiPmSamplingSetConfig", rc))?;
         // Room for two decode periods of samples.
@@ -1093,11 +1127,21 @@ impl<'a> Session<'a> {
             }
             out.push(s);
         }
-        if out.is_empty() {
+        // A sample without a start, or not ending after the last one kept (the same
+        // sample again after an image reset), is dropped, before the clock is chosen.
+        let mut good = Vec::with_capacity(out.len());
+        for s in out {
+            if s.start == 0 || s.end <= s.start || s.end <= self.last_end {
+                continue;
+            }
+            self.last_end = s.end;
+            good.push(s);
+        }
+        if good.is_empty() {
             return 0;
         }
         let fix = *self.clock.get_or_insert_with(|| {
-            let end = out.iter().map(|s| s.end).max().unwrap_or(0);
+            let end = good.iter().map(|s| s.end).max().unwrap_or(0);
             let (rt, cu) = (clock::now_ns(), cupti_now());
             let f = ClockFix::choose(end, rt, cu);
             log::debug(&format!(
@@ -1108,19 +1152,12 @@ impl<'a> Session<'a> {
             }
             f
         });
-        // A sample without a start, or not ending after the last one queued (the same
-        // sample again after an image reset), is dropped.
+        let kept = good.len();
         let mut q = lock(&QUEUE);
-        let mut kept = 0;
-        for mut s in out {
-            if s.start == 0 || s.end <= s.start || s.end <= self.last_end {
-                continue;
-            }
-            self.last_end = s.end;
+        for mut s in good {
             s.start = fix.apply(s.start);
             s.end = fix.apply(s.end);
             q.push(Item::Sample(s));
-            kept += 1;
         }
         self.total += kept as u64;
         kept
@@ -1163,23 +1200,35 @@ mod tests {
     use super::*;
 
     #[test]
-    fn clock_fix_puts_samples_on_cuptis_clock() {
+    fn clock_fix_puts_samples_on_the_trace_clock() {
         let rt = 1_700_000_000_000_000_000u64;
         // Linux: CUPTI's timestamps are REALTIME; nothing moves.
-        assert_eq!(ClockFix::choose(rt - 50_000_000, rt, rt), ClockFix::Cupti);
-        assert_eq!(ClockFix::choose(rt - 50_000_000, rt, 0), ClockFix::Cupti);
-        // CUPTI's clock a day ahead (a timestamp callback): samples on it stay, as the
-        // kernel records do.
+        assert_eq!(
+            ClockFix::choose(rt - 50_000_000, rt, rt),
+            ClockFix::Realtime
+        );
+        assert_eq!(ClockFix::choose(rt - 50_000_000, rt, 0), ClockFix::Realtime);
+        // CUPTI's clock a day ahead and the samples on it: moved onto REALTIME by the
+        // offset the CUPTI session moves kernel records by.
         let cu = rt + 86_400_000_000_000;
         let f = ClockFix::choose(cu - 50_000_000, rt, cu);
-        assert_eq!(f, ClockFix::Cupti);
-        assert_eq!(f.apply(cu - 50_000_000), cu - 50_000_000);
-        // Samples on REALTIME while CUPTI's clock differs: moved onto CUPTI's.
-        let f = ClockFix::choose(rt - 50_000_000, rt, cu);
-        assert_eq!(f.apply(rt - 50_000_000), cu - 50_000_000);
-        // Neither: the newest end lands on CUPTI's time of the decode.
+        assert_eq!(f, ClockFix::Cupti(86_400_000_000_000));
+        assert_eq!(f.apply(cu - 50_000_000), rt - 50_000_000);
+        // CUPTI 3 s ahead (the session shifts records by it; so are samples on it).
+        let f = ClockFix::choose(rt + 3_000_000_000 - 50_000_000, rt, rt + 3_000_000_000);
+        assert_eq!(f.apply(rt + 3_000_000_000 - 50_000_000), rt - 50_000_000);
+        // Samples on REALTIME while CUPTI's clock differs: they stay.
+        assert_eq!(
+            ClockFix::choose(rt - 50_000_000, rt, cu),
+            ClockFix::Realtime
+        );
+        // Neither: the newest end lands on the decode time.
         let f = ClockFix::choose(5_000, rt, cu);
-        assert_eq!(f.apply(5_000), cu);
+        assert_eq!(f.apply(5_000), rt);
+        // Absurd values neither overflow nor wrap.
+        let f = ClockFix::choose(u64::MAX, 0, 0);
+        assert!(f.apply(u64::MAX) <= u64::MAX / 2 + 1);
+        assert_eq!(f.apply(0), 0);
     }
 
     #[test]
