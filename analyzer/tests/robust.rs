@@ -460,9 +460,9 @@ fn random_sampled_event(r: &mut Rng) -> Event {
         }),
         5 => Event::Fact(fmt::Fact {
             ts,
-            device: small(r, 3),
-            key: small(r, 14),
-            value: small(r, 14),
+            device: [0, 1, fmt::FACT_HOST][r.below(3) as usize],
+            key: small(r, 24),
+            value: small(r, 24),
         }),
         6 => Event::GpuSample(fmt::GpuSample {
             ts,
@@ -562,6 +562,18 @@ fn random_sampled_trace(r: &mut Rng, round: usize) -> B {
     }
     b.s("/usr/lib/python3.12/threading.py");
     b.s("train.py");
+    // Fact keys and values the analysis parses.
+    for text in [
+        "python_call_sites",
+        "pm_sampling",
+        "CPython 3.12.3, 99999999999 frames",
+        "CPython 3.12.3, 8 frames",
+        ", frames",
+        "none: not started",
+        "refused: not permitted",
+    ] {
+        b.s(text);
+    }
     let work = r.below(300) as usize;
     let sampled = r.below(400) as usize;
     for _ in 0..work {

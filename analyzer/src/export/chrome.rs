@@ -120,7 +120,11 @@ impl File1 {
             Track::Phases => (pid, TID_PHASES),
             Track::Findings => (pid, TID_FINDINGS),
             Track::Nvml(d) => (pid, TID_NVML + d as u64),
-            Track::Python(tid) => (pid, TID_PYTHON + tid as u64),
+            // (A thread id past the range real ones have shares the last track.)
+            Track::Python(tid) => (
+                pid,
+                TID_PYTHON + (tid as u64).min(TID_IDLE - TID_PYTHON - 1),
+            ),
         }
     }
 

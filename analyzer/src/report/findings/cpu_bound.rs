@@ -39,18 +39,22 @@ fn fill(x: &mut Finding, r: &HostReport, f: &FindingCx) {
     );
     let gaps = f.gaps(Cause::CpuBound);
     let touched = f.gaps_touched(Cause::CpuBound);
+    let mut notes: Vec<String> = Vec::new();
+    if touched > gaps {
+        notes.push(format!("the largest share of {gaps} of them"));
+    }
+    if let Some(m) = cpu.checked_div(touched) {
+        notes.push(format!("mean {} of CPU time per gap", dur(m)));
+    }
     x.evidence.push(format!(
-        "{who} was on a CPU {} and runnable but waiting for one {} in {}{}",
+        "{who} was on a CPU {} and runnable but waiting for one {} in {touched} idle gaps{}",
         dur(r.on_cpu_ns),
         dur(r.runq_ns),
-        if touched > gaps {
-            format!("{touched} idle gaps, {gaps} of them mostly")
+        if notes.is_empty() {
+            String::new()
         } else {
-            format!("{touched} idle gaps")
-        },
-        cpu.checked_div(touched)
-            .map(|m| format!(" (mean {} of CPU time per gap)", dur(m)))
-            .unwrap_or_default()
+            format!(" ({})", notes.join("; "))
+        }
     ));
     if r.launch_overhead_ns > 0 {
         x.evidence.push(format!(

@@ -36,7 +36,10 @@ pub(super) fn detect(cx: &FindingCx) -> Option<Finding> {
         })
         .collect();
     if seen.len() > MAX_XIDS {
-        xids.push(format!("{} other Xid codes", seen.len() - MAX_XIDS));
+        xids.push(format!(
+            "{} more Xid code and GPU pairs",
+            seen.len() - MAX_XIDS
+        ));
     }
     let ecc: u64 = errs
         .iter()

@@ -86,7 +86,8 @@ pub(crate) fn verdict(procs: &[ProcessReport], all: &[Finding]) -> (String, Opti
 /// What the verdict adds about its finding in the program's own terms, where measured:
 /// `: workers_saturated, host at train.py:43 in main` (the measured sub-cause; the line
 /// of the user's code that made most of the calls behind it, or else where the host's
-/// Python samples put it most during the gaps). Empty when neither is known.
+/// Python samples put it most during the gaps, when that is a quarter of them or more).
+/// Empty when neither is known.
 fn in_user_terms(f: &Finding) -> String {
     let mut parts: Vec<String> = Vec::new();
     if let Some(s) = &f.subcause {
@@ -96,7 +97,11 @@ fn in_user_terms(f: &Finding) -> String {
     // user's under a library's top one would mislead).
     if let Some(c) = f.call_sites.first().filter(|c| c.user_code) {
         parts.push(format!("called from {}", c.place()));
-    } else if let Some(p) = f.host_was_in.first().filter(|p| p.user_code) {
+    } else if let Some(p) = f
+        .host_was_in
+        .first()
+        .filter(|p| p.user_code && p.pct >= 25.0)
+    {
         parts.push(format!(
             "host at {}:{} in {}",
             crate::report::callsites::short_file(&p.file),

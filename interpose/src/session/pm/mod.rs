@@ -5,8 +5,8 @@
 //!
 //! A thread of its own does everything, so no CUPTI profiler call ever runs on the
 //! program's threads:
-//! 1. it waits until the CUPTI session has seen a kernel (CUDA is up and a context
-//!    exists; the session must never start while CUDA initialises);
+//! 1. it waits until a launch call returned or a kernel record came (CUDA is up and a
+//!    context exists; the session must never start while CUDA initialises);
 //! 2. sets up the device that work ran on (CUPTI's device of the first launch's
 //!    context, or of the first kernel record): `cuptiProfilerInitialize`, the metric set (each candidate name
 //!    checked with the profiler host API, the set cut until it fits one pass), the
