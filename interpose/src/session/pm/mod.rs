@@ -632,6 +632,16 @@ struct Session<'a> {
     ctx_release: Option<CtxRelease>,
 }
 
+impl Drop for Session<'_> {
+    /// Unwinding out of the session (a panic caught by the worker) with PM sampling
+    /// still enabled: CUPTI may still read the config image, so it is never freed.
+    fn drop(&mut self) {
+        if !self.object.is_null() {
+            std::mem::forget(std::mem::take(&mut self.config));
+        }
+    }
+}
+
 impl<'a> Session<'a> {
     fn names(&self) -> Vec<String> {
         self.metrics
@@ -1182,7 +1192,16 @@ impl<'a> Session<'a> {
             };
             self.host = std::ptr::null_mut();
         }
-        *lock(&PARKED) = Some(Parked {
+        let mut parked = lock(&PARKED);
+        if let Some(stale) = parked.take() {
+            // A sampler of an earlier window that finished after its release: its
+            // object was never disabled, so CUPTI may still read its config image.
+            log::debug(
+                "PM sampling: an earlier sampler was never released; its config image is kept",
+            );
+            std::mem::forget(stale.config);
+        }
+        *parked = Some(Parked {
             pm: *pm,
             object: object as usize,
             config: std::mem::take(&mut self.config),
