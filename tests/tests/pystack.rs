@@ -414,7 +414,7 @@ fn the_setting_turns_stacks_off() {
 /// down in a package, as in a PyTorch DataLoader) and analyses the trace.
 fn loader_report(python: &PathBuf, depth: Option<&str>) -> (Vec<HostPlace>, Vec<String>) {
     let w = Wheel::new(Cuda::V13, Layout::Flat);
-    let mut run = w.program(python, &[script().to_str().unwrap(), "loader", "12", "40"]);
+    let mut run = w.program(python, &[script().to_str().unwrap(), "loader", "16", "40"]);
     if let Some(d) = depth {
         run = run.env("GPUTRACE_PYSTACK", d);
     }
