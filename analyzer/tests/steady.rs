@@ -73,3 +73,30 @@ fn long_steps_of_hundreds_of_ms_are_found() {
     let d = p.steps.step_ns_median;
     assert!(d > 290 * MS && d < 320 * MS, "{text}");
 }
+
+#[test]
+fn a_step_of_one_kernel_repeated_is_told_by_its_gaps() {
+    // Each step launches the same kernel four times, back to back, then waits 40 ms:
+    // the name sequence repeats every kernel, the GPU's gaps every four.
+    let mut b = B::new();
+    let mut h = startup(&mut b, 2 * GIB);
+    for _ in 0..30 {
+        let mut gpu = h + 10 * US;
+        for j in 0..4u64 {
+            b.launch(h + j * 2 * US, US, gpu, 50 * US, "_Z7forwardPf", BIG);
+            gpu += 51 * US;
+        }
+        h = gpu + 40 * MS;
+    }
+    let r = analyze(&[b.build()]);
+    let p = &r.processes[0];
+    let text = gputrace_analyzer::render_text(&r);
+    assert!(
+        (27..=30).contains(&p.steps.count),
+        "{} steps\n{text}",
+        p.steps.count
+    );
+    assert!(p.steady.wall_ns > 1_000 * MS, "{text}");
+    assert!(p.breakdown.idle_pct > 90.0, "{text}");
+    assert!(!r.verdict.starts_with("Healthy"), "{}", r.verdict);
+}

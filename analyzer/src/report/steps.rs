@@ -180,7 +180,7 @@ pub fn detect(ctx: &Ctx) -> Steps {
 
     if let Some(found) = periodic(n, &name, t.strings.len()) {
         let (period, rs, re) = found;
-        let p = period;
+        let p = refine_by_gaps(period, rs, re, t0, &start, &end);
         // Phase: vote, per period, for the position preceded by the largest GPU gap.
         let mut max_end = t0;
         for i in 0..rs {
@@ -317,6 +317,52 @@ pub fn detect(ctx: &Ctx) -> Steps {
     }
     let to = last_end.clamp(from, t1);
     none(from.clamp(t0, t1), to)
+}
+
+/// A period of the name sequence can be a fraction of the step: a step that launches
+/// the same kernel four times looks periodic every kernel. The GPU's idle gaps then
+/// tell the step: when the large gaps (ten times the median gap, and over 20 us) fall
+/// at one regular spacing that is a multiple of `p` (four in five spacings or more), that
+/// spacing is the period.
+fn refine_by_gaps(
+    p: usize,
+    rs: usize,
+    re: usize,
+    t0: u64,
+    start: &impl Fn(usize) -> u64,
+    end: &impl Fn(usize) -> u64,
+) -> usize {
+    // (At most SAMPLE positions: enough to see the spacing, linear in them.)
+    let re = re.min(rs.saturating_add(SAMPLE));
+    if re <= rs + 1 {
+        return p;
+    }
+    let mut max_end = t0;
+    let mut gaps = Vec::with_capacity(re - rs);
+    for i in rs..re {
+        gaps.push(start(i).saturating_sub(max_end));
+        max_end = max_end.max(end(i));
+    }
+    let mut sorted = gaps.clone();
+    let mid = sorted.len() / 2;
+    let median = *sorted.select_nth_unstable(mid).1;
+    let big = median.saturating_mul(10).max(20_000);
+    let at: Vec<usize> = (1..gaps.len()).filter(|&i| gaps[i] > big).collect();
+    if at.len() < MIN_STEPS + 1 {
+        return p;
+    }
+    let mut counts: HashMap<usize, usize> = HashMap::new();
+    for w in at.windows(2) {
+        *counts.entry(w[1] - w[0]).or_default() += 1;
+    }
+    let spacings = at.len() - 1;
+    match counts
+        .into_iter()
+        .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(&a.0)))
+    {
+        Some((s, c)) if s > p && s % p == 0 && c * 5 >= spacings * 4 => s,
+        _ => p,
+    }
 }
 
 /// The repeating loop among the steps found: steps more than three times the median
