@@ -290,17 +290,7 @@ impl Perfetto {
                 // A thread without a recorded name (those with one were described when
                 // their name came).
                 let name = format!("thread {tid}");
-                message(&mut self.pkt, f::TRACK_DESCRIPTOR, |m| {
-                    uint(m, f::TD_UUID, uuid);
-                    uint(m, f::TD_PARENT_UUID, puuid);
-                    message(m, f::TD_THREAD, |t| {
-                        uint(t, f::THD_PID, pid as u64);
-                        uint(t, f::THD_TID, tid as u64);
-                        string(t, f::THD_NAME, &name);
-                    });
-                });
-                self.stats.tracks += 1;
-                self.flush_packet()?;
+                self.thread_descriptor(uuid, puuid, pid, tid, &name)?;
                 (puuid, name)
             }
             Key::Slices(t) => {
@@ -618,21 +608,33 @@ impl Perfetto {
         self.event_packet(ts, false)
     }
 
-    /// A thread's track, described with its name (a thread's first description).
-    fn describe_thread(&mut self, tid: u32, tname: String) -> io::Result<()> {
-        let uuid = self.uuid();
-        let (pid, puuid) = (self.proc().pid, self.proc().uuid);
+    /// Writes the descriptor of thread `tid`'s track `uuid` under its process's track.
+    fn thread_descriptor(
+        &mut self,
+        uuid: u64,
+        puuid: u64,
+        pid: u32,
+        tid: u32,
+        name: &str,
+    ) -> io::Result<()> {
         message(&mut self.pkt, f::TRACK_DESCRIPTOR, |m| {
             uint(m, f::TD_UUID, uuid);
             uint(m, f::TD_PARENT_UUID, puuid);
             message(m, f::TD_THREAD, |t| {
                 uint(t, f::THD_PID, pid as u64);
                 uint(t, f::THD_TID, tid as u64);
-                string(t, f::THD_NAME, &tname);
+                string(t, f::THD_NAME, name);
             });
         });
         self.stats.tracks += 1;
-        self.flush_packet()?;
+        self.flush_packet()
+    }
+
+    /// A thread's track, described with its name (a thread's first description).
+    fn describe_thread(&mut self, tid: u32, tname: String) -> io::Result<()> {
+        let uuid = self.uuid();
+        let (pid, puuid) = (self.proc().pid, self.proc().uuid);
+        self.thread_descriptor(uuid, puuid, pid, tid, &tname)?;
         self.proc().tracks.insert(
             Key::Slices(Track::Thread(tid)),
             Lanes {
