@@ -756,31 +756,11 @@ impl<'a> Session<'a> {
         self.ptrs = set.ptrs();
         self.metrics = set;
         self.config = config;
-        let avail = self.avail_ptr();
         // The host object the values are evaluated with.
-        // SAFETY: as said at the top of `setup`.
-        let host = unsafe {
-            call(pm.host_initialize, |p: &mut ffi::HostInitialize| {
-                p.profiler_type = ffi::CUPTI_PROFILER_TYPE_PM_SAMPLING;
-                p.chip_name = chip.as_ptr();
-                p.counter_availability = avail;
-            })
-        }
-        .map_err(|rc| why("cuptiProfilerHostInitialize", rc))?;
-        self.host = host.host;
         let ptrs = self.ptrs.clone();
-        // SAFETY: as said at the top of `setup`.
-        unsafe {
-            call(
-                pm.host_config_add_metrics,
-                |p: &mut ffi::HostConfigAddMetrics| {
-                    p.host = self.host;
-                    p.metric_names = ptrs.as_ptr();
-                    p.num_metrics = ptrs.len();
-                },
-            )
-        }
-        .map_err(|rc| why("cuptiProfilerHostConfigAddMetrics", rc))?;
+        self.host = self
+            .host_with(&chip, &ptrs)
+            .map_err(|(call, rc)| why(call, rc))?;
         // SAFETY: as said at the top of `setup`.
         let en = unsafe { call(pm.enable, |p: &mut ffi::Enable| p.device_index = device()) }
             .map_err(|rc| why("cuptiPmSamplingEnable", rc))?;
@@ -850,7 +830,14 @@ impl<'a> Session<'a> {
     }
 
     /// A config image for `names` with a host object of its own: (image, passes).
-    fn try_config(&self, chip: &CStr, names: &[*const c_char]) -> Result<(Vec<u8>, usize), u32> {
+    /// A profiler host object for PM sampling on `chip` (with the counter availability
+    /// image when there is one) holding the metrics `names`; on an error, the call that
+    /// failed and its code (the object, if made, freed).
+    fn host_with(
+        &self,
+        chip: &CStr,
+        names: &[*const c_char],
+    ) -> Result<*mut ffi::HostObject, (&'static str, u32)> {
         let pm = self.pm;
         let avail = self.avail_ptr();
         // SAFETY: as said at the top of `setup`.
@@ -860,20 +847,44 @@ impl<'a> Session<'a> {
                 p.chip_name = chip.as_ptr();
                 p.counter_availability = avail;
             })
-        }?
+        }
+        .map_err(|rc| ("cuptiProfilerHostInitialize", rc))?
         .host;
+        // SAFETY: as said at the top of `setup`.
+        let added = unsafe {
+            call(
+                pm.host_config_add_metrics,
+                |p: &mut ffi::HostConfigAddMetrics| {
+                    p.host = host;
+                    p.metric_names = names.as_ptr();
+                    p.num_metrics = names.len();
+                },
+            )
+        };
+        match added {
+            Ok(_) => Ok(host),
+            Err(rc) => {
+                self.free_host(host);
+                Err(("cuptiProfilerHostConfigAddMetrics", rc))
+            }
+        }
+    }
+
+    /// Frees a host object made by [`Self::host_with`].
+    fn free_host(&self, host: *mut ffi::HostObject) {
+        // SAFETY: as said at the top of `setup`; a host object CUPTI made.
+        let _ = unsafe {
+            call(
+                self.pm.host_deinitialize,
+                |p: &mut ffi::HostDeinitialize| p.host = host,
+            )
+        };
+    }
+
+    fn try_config(&self, chip: &CStr, names: &[*const c_char]) -> Result<(Vec<u8>, usize), u32> {
+        let pm = self.pm;
+        let host = self.host_with(chip, names).map_err(|(_, rc)| rc)?;
         let r = (|| {
-            // SAFETY: as said at the top of `setup`.
-            unsafe {
-                call(
-                    pm.host_config_add_metrics,
-                    |p: &mut ffi::HostConfigAddMetrics| {
-                        p.host = host;
-                        p.metric_names = names.as_ptr();
-                        p.num_metrics = names.len();
-                    },
-                )
-            }?;
             // SAFETY: as said at the top of `setup`.
             let size = unsafe {
                 call(
@@ -910,12 +921,7 @@ impl<'a> Session<'a> {
             .num_passes;
             Ok((image, passes))
         })();
-        // SAFETY: as said at the top of `setup`; the host object made above.
-        let _ = unsafe {
-            call(pm.host_deinitialize, |p: &mut ffi::HostDeinitialize| {
-                p.host = host
-            })
-        };
+        self.free_host(host);
         r
     }
 
@@ -927,41 +933,34 @@ impl<'a> Session<'a> {
         let Some(f) = self.pm.get_counter_availability else {
             return Vec::new();
         };
-        // SAFETY: as said at the top of `setup`; first the size (no image).
-        let size = match unsafe {
-            call(f, |p: &mut ffi::GetCounterAvailability| {
-                p.device_index = device()
-            })
-        } {
-            Ok(p) => p.counter_availability_size,
-            Err(rc) => {
-                log::debug(&format!(
-                    "PM sampling: no counter availability image (CUPTI error {rc})"
-                ));
-                return Vec::new();
+        let image = (|| {
+            // SAFETY: as said at the top of `setup`; first the size (no image).
+            let size = unsafe {
+                call(f, |p: &mut ffi::GetCounterAvailability| {
+                    p.device_index = device()
+                })
+            }?
+            .counter_availability_size;
+            if size == 0 || size > MAX_IMAGE_BYTES {
+                return Ok(Vec::new());
             }
-        };
-        if size == 0 || size > MAX_IMAGE_BYTES {
-            return Vec::new();
-        }
-        let mut image = vec![0u8; size];
-        // SAFETY: as said at the top of `setup`; `image` has `size` bytes.
-        let r = unsafe {
-            call(f, |p: &mut ffi::GetCounterAvailability| {
-                p.device_index = device();
-                p.counter_availability_size = image.len();
-                p.counter_availability = image.as_mut_ptr();
-            })
-        };
-        match r {
-            Ok(_) => image,
-            Err(rc) => {
-                log::debug(&format!(
-                    "PM sampling: no counter availability image (CUPTI error {rc})"
-                ));
-                Vec::new()
-            }
-        }
+            let mut image = vec![0u8; size];
+            // SAFETY: as said at the top of `setup`; `image` has `size` bytes.
+            unsafe {
+                call(f, |p: &mut ffi::GetCounterAvailability| {
+                    p.device_index = device();
+                    p.counter_availability_size = image.len();
+                    p.counter_availability = image.as_mut_ptr();
+                })
+            }?;
+            Ok(image)
+        })();
+        image.unwrap_or_else(|rc: ffi::CuptiResult| {
+            log::debug(&format!(
+                "PM sampling: no counter availability image (CUPTI error {rc})"
+            ));
+            Vec::new()
+        })
     }
 
     fn avail_ptr(&self) -> *const u8 {
@@ -1183,13 +1182,7 @@ impl<'a> Session<'a> {
             self.stopped = true;
         }
         if !self.host.is_null() {
-            let host = self.host;
-            // SAFETY: as said at the top of `setup`; the host object made there.
-            let _ = unsafe {
-                call(pm.host_deinitialize, |p: &mut ffi::HostDeinitialize| {
-                    p.host = host
-                })
-            };
+            self.free_host(self.host);
             self.host = std::ptr::null_mut();
         }
         let mut parked = lock(&PARKED);
