@@ -128,6 +128,24 @@ impl File1 {
         }
     }
 
+    /// One counter value ("ph":"C") of process `pid` at trace time `ts`.
+    fn counter(
+        &mut self,
+        name: &str,
+        pid: u32,
+        ts: u64,
+        val: impl std::fmt::Display,
+    ) -> io::Result<()> {
+        let ts = timeline::shift(ts, self.offset);
+        let _ = write!(
+            self.line,
+            r#"{{"ph":"C","name":{},"pid":{pid},"ts":{},"args":{{"value":{val}}}}}"#,
+            json_str(name),
+            us(ts, self.base)
+        );
+        self.emit()
+    }
+
     fn emit(&mut self) -> io::Result<()> {
         self.line.extend_from_slice(b",\n");
         self.out.write_all(&self.line)?;
@@ -423,50 +441,23 @@ impl TimelineExporter for Chrome {
         res?;
         let mut res = Ok(());
         timeline::counters(v.trace, |s, ts, val| {
-            if res.is_err() {
-                return;
+            if res.is_ok() {
+                res = f.counter(&s.name(), s.device(), ts, val);
             }
-            let ts = timeline::shift(ts, f.offset);
-            let _ = write!(
-                f.line,
-                r#"{{"ph":"C","name":{},"pid":{},"ts":{},"args":{{"value":{val}}}}}"#,
-                json_str(&s.name()),
-                s.device(),
-                us(ts, f.base)
-            );
-            res = f.emit();
         });
         std::mem::replace(&mut res, Ok(()))?;
         // The samplers' series: counters of the process (pid), named by what they are of.
+        let pid = f.pid;
         timeline::nvml_counters(v.trace, &v.nvml_samples, |s, ts, val| {
-            if res.is_err() {
-                return;
+            if res.is_ok() {
+                res = f.counter(&format!("GPU {} {}", s.device(), s.name()), pid, ts, val);
             }
-            let ts = timeline::shift(ts, f.offset);
-            let _ = write!(
-                f.line,
-                r#"{{"ph":"C","name":"GPU {} {}","pid":{},"ts":{},"args":{{"value":{val}}}}}"#,
-                s.device(),
-                s.name(),
-                f.pid,
-                us(ts, f.base)
-            );
-            res = f.emit();
         });
         std::mem::replace(&mut res, Ok(()))?;
         timeline::sampled_counters(v.trace, &v.nvml_processes, |s, name, ts, val| {
-            if res.is_err() {
-                return;
+            if res.is_ok() {
+                res = f.counter(&s.flat_name(name), pid, ts, val);
             }
-            let ts = timeline::shift(ts, f.offset);
-            let _ = write!(
-                f.line,
-                r#"{{"ph":"C","name":{},"pid":{},"ts":{},"args":{{"value":{val}}}}}"#,
-                json_str(&s.flat_name(name)),
-                f.pid,
-                us(ts, f.base)
-            );
-            res = f.emit();
         });
         std::mem::replace(&mut res, Ok(()))?;
         self.files.insert(v.index, f);
