@@ -301,28 +301,29 @@ impl Pm {
     /// `handle` must be a live `dlopen` handle of a CUPTI library (whose functions of
     /// these names have the signatures of its headers).
     pub unsafe fn load(handle: *mut c_void) -> Result<Pm, &'static str> {
+        // `opt`: the function, or None when this CUPTI lacks it; without: it must exist.
         macro_rules! sym {
-            ($name:literal, $t:ty) => {{
+            (opt $name:literal, $t:ty) => {{
                 let n: &CStr = $name;
                 // SAFETY: `handle` is a live dlopen handle and `n` NUL-terminated.
                 let p = unsafe { libc::dlsym(handle, n.as_ptr()) };
-                if p.is_null() {
-                    return Err(n.to_str().unwrap_or("?"));
-                }
                 // SAFETY: the symbol is the CUPTI function of that name, whose C
                 // signature is `CUptiResult f(Params*)` with the struct of the field.
-                unsafe { std::mem::transmute::<*mut c_void, F<$t>>(p) }
+                (!p.is_null()).then(|| unsafe { std::mem::transmute::<*mut c_void, F<$t>>(p) })
+            }};
+            ($name:literal, $t:ty) => {{
+                let n: &CStr = $name;
+                match sym!(opt $name, $t) {
+                    Some(f) => f,
+                    None => return Err(n.to_str().unwrap_or("?")),
+                }
             }};
         }
-        // SAFETY: `handle` is a live dlopen handle and the name NUL-terminated.
-        let avail =
-            unsafe { libc::dlsym(handle, c"cuptiPmSamplingGetCounterAvailability".as_ptr()) };
         Ok(Pm {
-            // SAFETY: the symbol, when present, is the CUPTI function of that name,
-            // `CUptiResult f(CUpti_PmSampling_GetCounterAvailability_Params*)`.
-            get_counter_availability: (!avail.is_null()).then(|| unsafe {
-                std::mem::transmute::<*mut c_void, F<GetCounterAvailability>>(avail)
-            }),
+            get_counter_availability: sym!(
+                opt c"cuptiPmSamplingGetCounterAvailability",
+                GetCounterAvailability
+            ),
             profiler_initialize: sym!(c"cuptiProfilerInitialize", ProfilerInitialize),
             profiler_deinitialize: sym!(c"cuptiProfilerDeInitialize", ProfilerInitialize),
             device_get_chip_name: sym!(c"cuptiDeviceGetChipName", DeviceGetChipName),
