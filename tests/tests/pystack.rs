@@ -130,6 +130,21 @@ fn sites_of(t: &Trace) -> Sites {
     s
 }
 
+/// A run that went well: exit 0, the script's `done` line printed, nothing said by
+/// the library, and one complete trace, returned.
+fn finished(out: &Output, python: &PathBuf, done: &str) -> Trace {
+    out.assert_ok();
+    assert!(out.stdout.contains(done), "{python:?}: {}", out.stdout);
+    assert!(
+        out.gputrace_lines().is_empty(),
+        "{python:?}: {:?}",
+        out.gputrace_lines()
+    );
+    let t = out.only_trace();
+    t.assert_complete();
+    t
+}
+
 fn run_script(w: &Wheel, python: &PathBuf, args: &[&str]) -> Output {
     let script = script();
     let mut a = vec![script.to_str().unwrap()];
@@ -143,15 +158,7 @@ fn call_sites_name_the_lines_of_the_script() {
     for python in pythons() {
         let w = Wheel::new(Cuda::V13, Layout::Flat);
         let out = run_script(&w, &python, &["sites", "3"]);
-        out.assert_ok();
-        assert!(out.stdout.contains("done 3"), "{python:?}: {}", out.stdout);
-        assert!(
-            out.gputrace_lines().is_empty(),
-            "{:?}",
-            out.gputrace_lines()
-        );
-        let t = out.only_trace();
-        t.assert_complete();
+        let t = finished(&out, &python, "done 3");
         let s = sites_of(&t);
         assert_eq!(s.fact.len(), 1, "{python:?}: {:?}", s.fact);
         assert!(
@@ -250,19 +257,7 @@ fn samples_name_what_the_host_ran_between_cuda_calls() {
     for python in pythons() {
         let w = Wheel::new(Cuda::V13, Layout::Flat);
         let out = run_script(&w, &python, &["idle", "300"]);
-        out.assert_ok();
-        assert!(
-            out.stdout.contains("done idle"),
-            "{python:?}: {}",
-            out.stdout
-        );
-        assert!(
-            out.gputrace_lines().is_empty(),
-            "{:?}",
-            out.gputrace_lines()
-        );
-        let t = out.only_trace();
-        t.assert_complete();
+        let t = finished(&out, &python, "done idle");
         let s = sites_of(&t);
         let samples = samples_of(&t);
         assert!(!samples.is_empty(), "{python:?}: no Python samples");
@@ -330,19 +325,7 @@ fn frames_changing_under_captures_never_crash_or_hang() {
             .program(&python, &[script().to_str().unwrap(), "stress", "20"])
             .env("GPUTRACE_PYSAMPLE_MS", "1")
             .run();
-        out.assert_ok();
-        assert!(
-            out.stdout.contains("done stress"),
-            "{python:?}: {}",
-            out.stdout
-        );
-        assert!(
-            out.gputrace_lines().is_empty(),
-            "{:?}",
-            out.gputrace_lines()
-        );
-        let t = out.only_trace();
-        t.assert_complete();
+        let t = finished(&out, &python, "done stress");
         let s = sites_of(&t);
         let (gen_line, gen_fn) = &marks["gen"];
         assert!(
