@@ -2,8 +2,23 @@
 //! `gputrace run` writes and Python call sites: what their reports must say.
 
 use serde_json::Value;
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
+/// `gputrace ARGS`, which must succeed: its stdout.
+fn gputrace_ok(args: impl IntoIterator<Item = impl AsRef<OsStr>>) -> Vec<u8> {
+    let out = Command::new(env!("CARGO_BIN_EXE_gputrace"))
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
 
 fn example(dir: &str) -> Vec<PathBuf> {
     let d = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -24,18 +39,9 @@ fn example(dir: &str) -> Vec<PathBuf> {
 }
 
 fn report(dir: &str) -> Value {
-    let out = Command::new(env!("CARGO_BIN_EXE_gputrace"))
-        .arg("report")
-        .arg("--json")
-        .args(example(dir))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    let mut args: Vec<PathBuf> = vec!["report".into(), "--json".into()];
+    args.extend(example(dir));
+    serde_json::from_slice(&gputrace_ok(args)).unwrap()
 }
 
 fn finding<'a>(r: &'a Value, id: &str) -> &'a Value {
@@ -158,52 +164,25 @@ fn the_environment_file_alone_is_refused() {
 
 #[test]
 fn a_directory_stands_for_the_traces_in_it() {
-    let run = |args: Vec<std::ffi::OsString>| {
-        let out = Command::new(env!("CARGO_BIN_EXE_gputrace"))
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        out.stdout
-    };
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/train");
     let mut files: Vec<std::ffi::OsString> = vec!["report".into(), "--json".into()];
     files.extend(example("train").into_iter().map(Into::into));
-    let by_dir = run(vec!["report".into(), "--json".into(), dir.into()]);
-    assert_eq!(by_dir, run(files));
+    let by_dir = gputrace_ok([OsStr::new("report"), OsStr::new("--json"), dir.as_os_str()]);
+    assert_eq!(by_dir, gputrace_ok(files));
 }
 
 #[test]
 fn diff_and_summary_take_run_directories() {
     let ex = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
-    let out = Command::new(env!("CARGO_BIN_EXE_gputrace"))
-        .arg("diff")
-        .arg(ex.join("diff-pageable-memcpy/before"))
-        .arg(ex.join("diff-pageable-memcpy/after"))
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = gputrace_ok([
+        OsStr::new("diff"),
+        ex.join("diff-pageable-memcpy/before").as_os_str(),
+        ex.join("diff-pageable-memcpy/after").as_os_str(),
+    ]);
+    let text = String::from_utf8_lossy(&out);
     assert!(text.contains("pageable_memcpy gone"), "{text}");
-    let out = Command::new(env!("CARGO_BIN_EXE_gputrace"))
-        .arg("summary")
-        .arg(ex.join("train"))
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = gputrace_ok([OsStr::new("summary"), ex.join("train").as_os_str()]);
+    let text = String::from_utf8_lossy(&out);
     // One summary: the process trace's (the environment file is no process).
     assert_eq!(
         text.matches("\ntrace ").count() + text.starts_with("trace ") as usize,
