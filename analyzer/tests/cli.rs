@@ -6,50 +6,15 @@ mod common;
 use common::*;
 use gputrace_analyzer::report::load::load_with_progress;
 use gputrace_analyzer::Trace;
-use gputrace_format::{self as fmt, Event, Meta};
+use gputrace_format::Event;
 use serde_json::Value;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
-
-fn encode(events: &[Event], meta: &Meta) -> Vec<u8> {
-    let mut w = fmt::ChunkWriter::new(Vec::new(), meta).unwrap();
-    let mut enc = fmt::Encoder::new();
-    for e in events {
-        enc.push(e);
-        if enc.len() > 8192 {
-            let (p, n) = enc.take();
-            w.write_chunk(fmt::ChunkKind::Events, &p, n).unwrap();
-        }
-    }
-    let (p, n) = enc.take();
-    if n > 0 {
-        w.write_chunk(fmt::ChunkKind::Events, &p, n).unwrap();
-    }
-    w.into_inner()
-}
 
 fn tmpdir(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("gputrace-report-{}-{name}", std::process::id()));
     std::fs::create_dir_all(&d).unwrap();
     d
-}
-
-fn write(dir: &Path, name: &str, b: &B) -> PathBuf {
-    let p = dir.join(name);
-    std::fs::write(&p, encode(b.events(), &b.meta)).unwrap();
-    p
-}
-
-fn gputrace(args: &[&str]) -> (i32, String, String) {
-    let o = Command::new(env!("CARGO_BIN_EXE_gputrace"))
-        .args(args)
-        .output()
-        .expect("run gputrace");
-    (
-        o.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
 }
 
 fn examples() -> PathBuf {

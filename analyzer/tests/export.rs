@@ -6,27 +6,19 @@ mod common;
 
 use common::*;
 use gputrace_analyzer::report::{analyze, analyze_timelines};
-use gputrace_format::{self as fmt, Event, Meta};
+use gputrace_format::{self as fmt, Event};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
-fn encode(events: &[Event], meta: &Meta) -> Vec<u8> {
-    let mut w = fmt::ChunkWriter::new(Vec::new(), meta).unwrap();
-    let mut enc = fmt::Encoder::new();
-    for e in events {
-        enc.push(e);
-        if enc.len() > 8192 {
-            let (p, n) = enc.take();
-            w.write_chunk(fmt::ChunkKind::Events, &p, n).unwrap();
-        }
-    }
-    let (p, n) = enc.take();
-    if n > 0 {
-        w.write_chunk(fmt::ChunkKind::Events, &p, n).unwrap();
-    }
-    w.into_inner()
+/// The start of the first kernel the builder holds.
+fn first_kernel_start(b: &B) -> u64 {
+    b.ev.iter()
+        .find_map(|e| match e {
+            Event::Kernel(k) => Some(k.start),
+            _ => None,
+        })
+        .expect("a kernel")
 }
 
 fn tmpdir(name: &str) -> PathBuf {
@@ -34,24 +26,6 @@ fn tmpdir(name: &str) -> PathBuf {
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     d
-}
-
-fn write(dir: &Path, name: &str, b: &B) -> PathBuf {
-    let p = dir.join(name);
-    std::fs::write(&p, encode(b.events(), &b.meta)).unwrap();
-    p
-}
-
-fn gputrace(args: &[&str]) -> (i32, String, String) {
-    let o = Command::new(env!("CARGO_BIN_EXE_gputrace"))
-        .args(args)
-        .output()
-        .expect("run gputrace");
-    (
-        o.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
 }
 
 #[test]
@@ -280,13 +254,7 @@ fn export_refuses_what_it_cannot_write() {
 fn nvml_samples_become_counters_and_a_table() {
     let d = tmpdir("nvml");
     let mut b = healthy(10);
-    let t0 =
-        b.ev.iter()
-            .find_map(|e| match e {
-                Event::Kernel(k) => Some(k.start),
-                _ => None,
-            })
-            .unwrap();
+    let t0 = first_kernel_start(&b);
     for i in 0..5u64 {
         b.ev.push(Event::GpuSample(fmt::GpuSample {
             ts: t0 + i * 10 * MS,
@@ -478,13 +446,7 @@ fn nvtx_ranges_are_paired_in_every_format() {
 fn sampled_job(d: &Path, pid: u32, host_samples: bool) -> (PathBuf, u64) {
     let mut b = healthy(10);
     b.meta.pid = pid;
-    let t0 =
-        b.ev.iter()
-            .find_map(|e| match e {
-                Event::Kernel(k) => Some(k.start),
-                _ => None,
-            })
-            .unwrap();
+    let t0 = first_kernel_start(&b);
     if host_samples {
         let name = b.s("pt_main_thread");
         b.ev.push(Event::Thread { tid: 4242, name });
@@ -529,13 +491,7 @@ fn sampled_job(d: &Path, pid: u32, host_samples: bool) -> (PathBuf, u64) {
 /// samples, then waiting again (1).
 fn python_sampled_job(d: &Path) -> (PathBuf, u64) {
     let mut b = healthy(10);
-    let t0 =
-        b.ev.iter()
-            .find_map(|e| match e {
-                Event::Kernel(k) => Some(k.start),
-                _ => None,
-            })
-            .unwrap();
+    let t0 = first_kernel_start(&b);
     let name = b.s("pt_main_thread");
     b.ev.push(Event::Thread { tid: 4242, name });
     let (sel, train) = (
@@ -744,13 +700,7 @@ fn host_and_environment_samples_become_chrome_counters() {
 fn gpu_counter_samples_become_chrome_counters() {
     let d = tmpdir("counters-chrome");
     let mut b = healthy(10);
-    let t0 =
-        b.ev.iter()
-            .find_map(|e| match e {
-                Event::Kernel(k) => Some(k.start),
-                _ => None,
-            })
-            .unwrap();
+    let t0 = first_kernel_start(&b);
     for i in 0..3u64 {
         b.ev.push(Event::CounterSample(fmt::CounterSample {
             start: t0 + i * MS,

@@ -5,6 +5,8 @@
 use gputrace_analyzer::Trace;
 use gputrace_format::{self as fmt, Event, Meta};
 use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
 
 pub const US: u64 = 1_000;
 pub const MS: u64 = 1_000_000;
@@ -610,4 +612,42 @@ pub fn straggler_ranks_with_nccl(steps: usize) -> Vec<Trace> {
             b.build()
         })
         .collect()
+}
+
+/// A trace file's bytes: the events in chunks of about 8 KiB.
+pub fn encode(events: &[Event], meta: &Meta) -> Vec<u8> {
+    let mut w = fmt::ChunkWriter::new(Vec::new(), meta).unwrap();
+    let mut enc = fmt::Encoder::new();
+    for e in events {
+        enc.push(e);
+        if enc.len() > 8192 {
+            let (p, n) = enc.take();
+            w.write_chunk(fmt::ChunkKind::Events, &p, n).unwrap();
+        }
+    }
+    let (p, n) = enc.take();
+    if n > 0 {
+        w.write_chunk(fmt::ChunkKind::Events, &p, n).unwrap();
+    }
+    w.into_inner()
+}
+
+/// Writes the builder's trace to `dir/name`.
+pub fn write(dir: &Path, name: &str, b: &B) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, encode(b.events(), &b.meta)).unwrap();
+    p
+}
+
+/// Runs the `gputrace` command: (exit code, stdout, stderr).
+pub fn gputrace(args: &[&str]) -> (i32, String, String) {
+    let o = Command::new(env!("CARGO_BIN_EXE_gputrace"))
+        .args(args)
+        .output()
+        .expect("run gputrace");
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
 }
