@@ -105,23 +105,32 @@ fn synthesize(target: u64, sampled: bool, gap: u64) -> (Vec<u8>, u64) {
             &mut w,
         );
     }
+    // Interned strings given by (id, text).
+    let strings =
+        |list: &[(u32, &str)], enc: &mut fmt::Encoder, w: &mut fmt::ChunkWriter<Vec<u8>>| {
+            for &(id, text) in list {
+                push(
+                    Event::Str {
+                        id,
+                        text: text.into(),
+                    },
+                    enc,
+                    w,
+                );
+            }
+        };
     // The calls' names (ids above the kernels').
-    for (id, text) in [
-        (221, "cudaLaunchKernel"),
-        (223, "cudaMemcpyAsync"),
-        (224, "cudaMemsetAsync"),
-        (225, "cudaStreamSynchronize"),
-        (226, "cudaMalloc"),
-    ] {
-        push(
-            Event::Str {
-                id,
-                text: text.into(),
-            },
-            &mut enc,
-            &mut w,
-        );
-    }
+    strings(
+        &[
+            (221, "cudaLaunchKernel"),
+            (223, "cudaMemcpyAsync"),
+            (224, "cudaMemsetAsync"),
+            (225, "cudaStreamSynchronize"),
+            (226, "cudaMalloc"),
+        ],
+        &mut enc,
+        &mut w,
+    );
     push(
         Event::Device(fmt::Device {
             id: 0,
@@ -153,26 +162,21 @@ fn synthesize(target: u64, sampled: bool, gap: u64) -> (Vec<u8>, u64) {
     let (mut next_cpu, mut next_tree, mut next_py) = (t, t, t);
     let mut cpu_ns = 0u64;
     if sampled {
-        for (id, text) in [
-            (300, "/job/train.py"),
-            (
-                301,
-                "/venv/lib/python3.12/site-packages/torch/nn/modules/module.py",
-            ),
-            (302, "main"),
-            (303, "forward"),
-            (304, "pt_data_worker"),
-            (305, "python3"),
-        ] {
-            push(
-                Event::Str {
-                    id,
-                    text: text.into(),
-                },
-                &mut enc,
-                &mut w,
-            );
-        }
+        strings(
+            &[
+                (300, "/job/train.py"),
+                (
+                    301,
+                    "/venv/lib/python3.12/site-packages/torch/nn/modules/module.py",
+                ),
+                (302, "main"),
+                (303, "forward"),
+                (304, "pt_data_worker"),
+                (305, "python3"),
+            ],
+            &mut enc,
+            &mut w,
+        );
         for id in 1..=16u32 {
             let mut frames: Vec<fmt::PyFrame> = (0..11)
                 .map(|i| fmt::PyFrame {
