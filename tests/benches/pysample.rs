@@ -10,7 +10,7 @@
 //! Uses `python3`; skipped without it.
 
 use gputrace_format::Event;
-use gputrace_tests::{fakes_src, have_program, Cuda, Layout, Wheel};
+use gputrace_tests::{fakes_src, have_program, median, Cuda, Layout, Wheel};
 
 struct Run {
     iters: f64,
@@ -56,11 +56,6 @@ fn run(w: &Wheel, period: &str, ms: u32, depth: u32) -> Run {
     }
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
-}
-
 fn main() {
     if !have_program("python3") {
         eprintln!("skipped: no python3");
@@ -75,11 +70,11 @@ fn main() {
             off.push(run(&w, "0", ms, depth));
             on.push(run(&w, "1", ms, depth));
         }
-        let samples = median(on.iter().map(|r| r.samples).collect());
-        let cpu_off = median(off.iter().map(|r| r.sampler_cpu_ns).collect());
-        let cpu_on = median(on.iter().map(|r| r.sampler_cpu_ns).collect());
-        let it_off = median(off.iter().map(|r| r.iters).collect());
-        let it_on = median(on.iter().map(|r| r.iters).collect());
+        let samples = median(&mut on.iter().map(|r| r.samples).collect::<Vec<_>>());
+        let cpu_off = median(&mut off.iter().map(|r| r.sampler_cpu_ns).collect::<Vec<_>>());
+        let cpu_on = median(&mut on.iter().map(|r| r.sampler_cpu_ns).collect::<Vec<_>>());
+        let it_off = median(&mut off.iter().map(|r| r.iters).collect::<Vec<_>>());
+        let it_on = median(&mut on.iter().map(|r| r.iters).collect::<Vec<_>>());
         println!("busy loop {depth} frames deep, {ms} ms x {rounds} rounds (medians):");
         println!(
             "  sampler thread CPU: {:.2} ms without samples, {:.2} ms with {samples:.0} samples: {:.2} us per sample",

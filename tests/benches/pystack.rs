@@ -9,7 +9,7 @@
 //! Run: `cargo bench -p gputrace-tests --bench pystack` (prints medians over rounds;
 //! results go to bench/cpu-hooks.md). Uses `python3`; skipped without it.
 
-use gputrace_tests::{fakes_src, have_program, Cuda, Layout, Wheel};
+use gputrace_tests::{fakes_src, have_program, median, Cuda, Layout, Wheel};
 
 fn ns_per_call(w: &Wheel, pystack: &str, calls: u32, depth: u32) -> f64 {
     let script = fakes_src().join("pystack_app.py");
@@ -31,11 +31,6 @@ fn ns_per_call(w: &Wheel, pystack: &str, calls: u32, depth: u32) -> f64 {
         .find_map(|l| l.strip_prefix("ns_per_call "))
         .and_then(|v| v.trim().parse().ok())
         .unwrap_or_else(|| panic!("no timing in {:?}", out.stdout))
-}
-
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
 }
 
 fn main() {

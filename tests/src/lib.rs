@@ -952,3 +952,9 @@ pub fn fake_nvml() -> &'static Path {
         lib
     })
 }
+
+/// The median of a benchmark's timings (the upper one of an even count).
+pub fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
