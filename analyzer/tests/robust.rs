@@ -354,22 +354,9 @@ fn random_bytes_and_truncated_files() {
     }
 }
 
-/// A trace file's bytes.
+/// A trace file's bytes, in small chunks (many chunk boundaries to cut or decode).
 pub fn encode(events: &[Event], meta: &Meta) -> Vec<u8> {
-    let mut w = fmt::ChunkWriter::new(Vec::new(), meta).unwrap();
-    let mut enc = fmt::Encoder::new();
-    for e in events {
-        enc.push(e);
-        if enc.len() > 4096 {
-            let (p, n) = enc.take();
-            w.write_chunk(fmt::ChunkKind::Events, &p, n).unwrap();
-        }
-    }
-    let (p, n) = enc.take();
-    if n > 0 {
-        w.write_chunk(fmt::ChunkKind::Events, &p, n).unwrap();
-    }
-    w.into_inner()
+    encode_chunks(events, meta, 4096)
 }
 
 #[test]

@@ -616,11 +616,16 @@ pub fn straggler_ranks_with_nccl(steps: usize) -> Vec<Trace> {
 
 /// A trace file's bytes: the events in chunks of about 8 KiB.
 pub fn encode(events: &[Event], meta: &Meta) -> Vec<u8> {
+    encode_chunks(events, meta, 8192)
+}
+
+/// A trace file's bytes: the events in chunks of about `chunk` encoded bytes.
+pub fn encode_chunks(events: &[Event], meta: &Meta, chunk: usize) -> Vec<u8> {
     let mut w = fmt::ChunkWriter::new(Vec::new(), meta).unwrap();
     let mut enc = fmt::Encoder::new();
     for e in events {
         enc.push(e);
-        if enc.len() > 8192 {
+        if enc.len() > chunk {
             let (p, n) = enc.take();
             w.write_chunk(fmt::ChunkKind::Events, &p, n).unwrap();
         }
