@@ -593,3 +593,54 @@ fn the_scanner_sees_what_it_should() {
     let got: Vec<String> = g[&vec!["x".to_string()]].iter().map(|m| name(m)).collect();
     assert_eq!(got, ["a", "a/b", "c", "d", "x/f"]);
 }
+
+/// A panic is caught in one of two kinds of place only: the guard of a function C calls
+/// (`base/ffi.rs`: `entry!`, `guarded`, `guarded_value`, which turn tracing off and say
+/// so) and the body of a thread of ours (the modules listed, which log and end the
+/// thread). A hook that caught a panic itself and swallowed it left tracing on after an
+/// internal error.
+#[test]
+fn panics_are_caught_only_by_the_guards() {
+    const ALLOWED: &[&str] = &[
+        "base/ffi.rs",
+        "base/worker.rs",
+        "writer/mod.rs",
+        "session/host/mod.rs",
+        "runtime/control.rs",
+    ];
+    let root = src_dir();
+    let mut found = Vec::new();
+    let mut stack = vec![root.clone()];
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).expect("read src") {
+            let p = e.expect("dir entry").path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                let rel = p.strip_prefix(&root).expect("under src");
+                let rel = rel.to_string_lossy().replace('\\', "/");
+                let src = std::fs::read_to_string(&p).expect("read source");
+                let code = without_tests(lex(&src));
+                let uses = code
+                    .iter()
+                    .filter(|t| matches!(t, Tok::Ident(s) if s == "catch_unwind"))
+                    .count();
+                if uses > 0 {
+                    found.push((rel, uses));
+                }
+            }
+        }
+    }
+    let outside: Vec<_> = found
+        .iter()
+        .filter(|(f, _)| !ALLOWED.contains(&f.as_str()))
+        .collect();
+    assert!(
+        found.iter().any(|(f, _)| f == "base/ffi.rs"),
+        "the scan did not see the guard's own catch_unwind: is it broken? {found:?}"
+    );
+    assert!(
+        outside.is_empty(),
+        "catch_unwind outside the guards (use base::ffi::guarded or guarded_value): {outside:?}"
+    );
+}

@@ -57,6 +57,20 @@ pub fn guarded(f: impl FnOnce()) {
     }
 }
 
+/// Runs our own logic whose value an entry point needs, inside an entry point that must
+/// go on whatever happens: a panic in `f` is [`caught`] (tracing off, said once) and
+/// gives `None`, as a missing value would.
+#[inline]
+pub fn guarded_value<T>(f: impl FnOnce() -> Option<T>) -> Option<T> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+        Ok(v) => v,
+        Err(_) => {
+            caught();
+            None
+        }
+    }
+}
+
 /// The calling thread's errno.
 #[inline(always)]
 pub fn errno() -> i32 {

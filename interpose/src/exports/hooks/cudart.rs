@@ -11,7 +11,7 @@
 
 use super::resolve::{real, CUDART};
 use super::{keep_registries, pinned, recording, run, run_at, Entry, Scope, Site};
-use crate::base::ffi::{entry, errno, guarded, set_errno};
+use crate::base::ffi::{entry, errno, guarded, guarded_value, set_errno};
 use crate::base::tsc;
 use crate::rings::{self as ring, record as rec};
 use gputrace_format::{self as fmt, CopyKind, MemKind};
@@ -722,9 +722,7 @@ fn released(op: u8, ptr: *mut c_void, call: impl FnOnce() -> CudaError) -> CudaE
         return call();
     };
     let t0 = tsc::stamp();
-    let had = std::panic::catch_unwind(|| pinned::remove(ptr as u64))
-        .ok()
-        .flatten();
+    let had = guarded_value(|| pinned::remove(ptr as u64));
     let r = call();
     let t1 = tsc::stamp();
     let saved = errno();

@@ -12,7 +12,7 @@
 use super::comms::{self, UNKNOWN};
 use super::resolve::{real, NCCL};
 use super::{keep_registries, recording, run, run_at, Entry, Scope, Site};
-use crate::base::ffi::{entry, errno, guarded, set_errno};
+use crate::base::ffi::{entry, errno, guarded, guarded_value, set_errno};
 use crate::base::tsc;
 use crate::rings::{self as ring, record as rec};
 use gputrace_format as fmt;
@@ -637,9 +637,7 @@ fn comm_ended(op: u8, comm: Comm, call: impl FnOnce() -> NcclResult) -> NcclResu
         return call();
     };
     let t0 = tsc::stamp();
-    let had = std::panic::catch_unwind(|| comms::remove(comm as usize))
-        .ok()
-        .flatten();
+    let had = guarded_value(|| comms::remove(comm as usize));
     let r = call();
     let t1 = tsc::stamp();
     let saved = errno();

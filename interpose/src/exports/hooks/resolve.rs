@@ -22,7 +22,7 @@
 //! bug inside NCCL, which `ncclInternalError` would claim), and says so once per
 //! function in a `gputrace:` line.
 
-use crate::base::ffi::{entry, errno, set_errno};
+use crate::base::ffi::{entry, errno, guarded_value, set_errno};
 use crate::base::{discover, log};
 use std::ffi::{c_void, CStr};
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
@@ -95,8 +95,7 @@ impl Real {
             set_errno(saved);
             return std::ptr::null_mut();
         }
-        let p =
-            std::panic::catch_unwind(|| find(self.lib, self.name)).unwrap_or(std::ptr::null_mut());
+        let p = guarded_value(|| Some(find(self.lib, self.name))).unwrap_or(std::ptr::null_mut());
         if p.is_null() {
             self.tried.store(gen, Ordering::Relaxed);
             if !self.said.swap(true, Ordering::Relaxed) {
