@@ -325,3 +325,55 @@ fn unrelated_traces_are_said_to_be_unrelated() {
     assert!(v.get("trace_set").is_none());
     std::fs::remove_dir_all(dir).ok();
 }
+
+/// Two traces joined into one file (`cat a.gtrace b.gtrace`): the second trace's events
+/// are not read as the first's. The first reads as it does alone (same report), the
+/// command says where the second starts and exits as for damage; a trace joined to a
+/// different one does not take its kernels.
+#[test]
+fn joined_traces_are_not_mixed() {
+    let d = tmpdir("joined");
+    let a = std::fs::read(examples().join("healthy.gtrace")).unwrap();
+    let b = std::fs::read(examples().join("pageable_memcpy.gtrace")).unwrap();
+    for (name, second) in [("twice", &a), ("mixed", &b)] {
+        let p = d.join(format!("{name}.gtrace"));
+        std::fs::write(&p, [a.as_slice(), second.as_slice()].concat()).unwrap();
+        let alone = Trace::load(&examples().join("healthy.gtrace")).unwrap();
+        let joined = Trace::load(&p).unwrap();
+        assert_eq!(joined.stats.joined_at, Some(a.len() as u64), "{name}");
+        assert_eq!(joined.kernels.len(), alone.kernels.len(), "{name}");
+        let (code, out, err) = gputrace(&["report", "--json", p.to_str().unwrap()]);
+        assert_eq!(code, 3, "{name}: {err}");
+        assert!(
+            err.contains(&format!("second trace's header stands at byte {}", a.len())),
+            "{name}: {err}"
+        );
+        let (code1, out1, _) = gputrace(&[
+            "report",
+            "--json",
+            examples().join("healthy.gtrace").to_str().unwrap(),
+        ]);
+        assert_eq!(code1, 0);
+        let (j, j1): (Value, Value) = (
+            serde_json::from_str(&out).unwrap(),
+            serde_json::from_str(&out1).unwrap(),
+        );
+        let ids = |v: &Value| -> Vec<String> {
+            let f = v["findings"].as_array().unwrap();
+            f.iter()
+                .map(|x| x["id"].as_str().unwrap().to_string())
+                .collect()
+        };
+        assert_eq!(
+            ids(&j),
+            [ids(&j1), vec!["env_trace_damaged".to_string()]].concat(),
+            "{name}"
+        );
+        let (v, v1) = (
+            j["verdict"].as_str().unwrap(),
+            j1["verdict"].as_str().unwrap(),
+        );
+        assert!(v.starts_with(v1), "{name}: {v}");
+        assert!(v.contains("second trace joined"), "{name}: {v}");
+    }
+}

@@ -74,12 +74,21 @@ pub struct ReadStats {
     /// First start time of a recorded interval, and latest event time, of what was read.
     pub first_ns: Option<u64>,
     pub last_ns: Option<u64>,
+    /// A second trace's file header stands at this offset: two traces were joined into
+    /// one file (`cat a.gtrace b.gtrace`). Only the first was read; its events are not
+    /// mixed with the second's.
+    pub joined_at: Option<u64>,
 }
 
 impl ReadStats {
     /// Something inside the file is not what the writer wrote: records may be missing
     /// from anywhere in it.
     pub fn damaged(&self) -> bool {
+        self.damaged_inside() || self.joined_at.is_some()
+    }
+
+    /// Damage inside this trace's own bytes (not counting a second trace joined after it).
+    fn damaged_inside(&self) -> bool {
         self.lost.iter().any(|l| l.kind != LossKind::TornTail)
             || self.bad_events > 0
             || self.header_damage.is_some()
@@ -126,7 +135,10 @@ impl ReadStats {
     /// up to a few).
     pub fn warning(&self) -> Option<String> {
         let mut parts = Vec::new();
-        if self.damaged() {
+        if let Some(at) = self.joined_at {
+            parts.push(joined_detail(at));
+        }
+        if self.damaged_inside() {
             parts.push(format!("trace damaged: {}", self.damage_detail(4)));
         }
         if let Some(c) = self.cut_detail() {
@@ -138,7 +150,10 @@ impl ReadStats {
     /// The loss in a few words, for a verdict line.
     pub fn brief(&self) -> Option<String> {
         let mut parts = Vec::new();
-        if self.damaged() {
+        if let Some(at) = self.joined_at {
+            parts.push(format!("a second trace joined at byte {at} was not read"));
+        }
+        if self.damaged_inside() {
             let (bytes, chunks, events) = self.damage_totals();
             let mut what = Vec::new();
             if bytes > 0 {
@@ -276,4 +291,14 @@ pub fn human_bytes(b: u64) -> String {
     } else {
         format!("{:.1} MiB", b as f64 / (1u64 << 20) as f64)
     }
+}
+
+/// What to say of a file that holds a second trace from byte `at`.
+fn joined_detail(at: u64) -> String {
+    format!(
+        "a second trace's header stands at byte {at}: two traces were joined into one file \
+         (cat?); only the first was read. Split the file there (`head -c {at} FILE`, \
+         `tail -c +{} FILE`) and give both parts",
+        at + 1
+    )
 }

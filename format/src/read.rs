@@ -245,6 +245,13 @@ impl<'a> Frames<'a> {
     /// what lay between, as damage or, where the file ends inside a chunk, a torn tail.
     fn skip_damage(&mut self, stats: &mut ReadStats) {
         let start = self.pos;
+        if self.second_header_at(start) {
+            // Another trace's events would be read as this one's (its clocks, strings
+            // and shapes mixed with ours): stop at its header.
+            stats.joined_at = Some(start);
+            self.pos = self.len;
+            return;
+        }
         // Chunk headers still readable in the stretch; the last place in it a chunk may
         // start, and the headers counted before that place.
         let (mut chunks, mut events) = (0u64, 0u64);
@@ -306,6 +313,14 @@ impl<'a> Frames<'a> {
             );
         }
         self.pos = end;
+    }
+
+    /// Whether a whole trace file's header starts at `pos`, with a chunk after it: a
+    /// second trace appended to this one.
+    fn second_header_at(&mut self, pos: u64) -> bool {
+        pos > 0
+            && self.peek(pos, MAGIC.len()) == MAGIC
+            && self.peek(pos + HEADER_LEN as u64, CHUNK_MAGIC.len()) == CHUNK_MAGIC
     }
 
     /// Whether a chunk write cut off by the end of the file starts at `pos`: the start

@@ -14,7 +14,18 @@ pub(super) fn detect(cx: &FindingCx) -> Option<Finding> {
     );
     x.severity = Severity::Info;
     x.summary = format!("{w}; the report covers what was read.");
-    x.fix = if cx.ctx.t.stats.damaged() {
+    let st = &cx.ctx.t.stats;
+    x.fix = if let Some(at) = st.joined_at.filter(|_| st.lost.is_empty() && st.bad_events == 0) {
+        return Some(Finding {
+            title: "The file holds two traces".into(),
+            fix: format!(
+                "Give each trace as its own file: split this one at byte {at}. Traces of \
+                 several processes are given side by side (`gputrace report DIR` or \
+                 several files), never joined."
+            ),
+            ..x
+        });
+    } else if st.damaged() {
         "The file changed after it was written (a storage, transfer or copy error): read the original if there is one, or record again."
     } else {
         "Let the traced process exit normally (or stop tracing) so the collector can flush its last chunk."
