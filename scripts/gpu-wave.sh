@@ -26,6 +26,12 @@
 #                                #  for host_in/site (16-frame stacks), the example
 #                                #  re-recorded with PM on, A/Bs of call sites, stack
 #                                #  samples and PM on the MLP and ResNet-50 steps
+#   PART=f scripts/gpu-wave.sh   # ~9 min: hangs and abnormal ends (scripts/gpu-hang.sh: a
+#                                #  stuck kernel ended by SIGTERM, SIGKILL, os.abort(), the
+#                                #  forced flush on a long healthy kernel), GPU metrics from
+#                                #  NVML GPM (scripts/gpu-gpm.sh: memory-bound vs tensor-bound
+#                                #  workloads, the period), the bundled example re-recorded;
+#                                #  A/B of the stall watchdog and signal handlers on/off
 # Everything bulky goes into $OUT/wave-<part>.tgz (the device returns at most 8 files);
 # $OUT/wave-<part>.txt is the short table, printed last.
 set -u
@@ -229,6 +235,31 @@ if [ "$PART" = d ]; then
   settings_ab "${AB_STEPS:-launch,mlp,resnet50}" "${AB_PAIRS:-3}" "${AB_END_S:-330}" "${AB:-GPUTRACE_HOST=1:0}"
   { echo; echo "== A/B (interleaved)"; cat "$W/ab.txt"; } >>"$T"
   ( cd "$W" && tar czf "$OUT/wave-d.tgz" $(ls -d example-* wheel wheel.log pm pm.log suite2 suite2.log ab ab.txt 2>/dev/null) )
+fi
+if [ "$PART" = f ]; then
+  for part in hang:${HANG_S:-170} gpm:${GPM_S:-200}; do
+    name=${part%%:*}; lim=${part#*:}
+    if [ -x "$ROOT/scripts/gpu-$name.sh" ]; then
+      OUT="$W" timeout "$lim" "$ROOT/scripts/gpu-$name.sh" >"$W/$name.log" 2>&1
+      echo "gpu-$name rc=$?" >>"$W/$name.log"
+      { echo; echo "== $name"; tail -25 "$W/$name.log"; } >>"$T"
+      cp "$W/$name"/summary.json* "$OUT/$name-summary.jsonl" 2>/dev/null
+      ( cd "$W" && tar czf "$OUT/wave-f-$name.tgz" "$name" "$name.log" )
+    fi
+    echo "$name done at ${SECONDS}s" | tee -a "$T"
+  done
+  # The bundled example (examples/train), with everything this build records.
+  d=$W/example; mkdir -p "$d"
+  ( cd "$d" && timeout 120 "$G" run -o "$d/train" -- "$PY" "$ROOT/scripts/workloads/example/train.py" ) >"$d/run.log" 2>&1
+  echo "rc=$?" >>"$d/run.log"
+  "$G" report "$d"/train >"$d/report.txt" 2>&1
+  { echo; echo "== example"; grep -m1 VERDICT "$d/report.txt"; grep -E "^ [0-9]+\. |^   (host|env|gpu) " "$d/report.txt" | head -12; tail -1 "$d/run.log"; } >>"$T"
+  ( cd "$W" && tar czf "$OUT/wave-f-example.tgz" example )
+  echo "example done at ${SECONDS}s" | tee -a "$T"
+  # The watchdog and the signal handlers on/off.
+  settings_ab "${AB_STEPS:-launch,mlp}" "${AB_PAIRS:-4}" "${AB_END_S:-560}" "${AB:-GPUTRACE_STALL_MS=5000:0}"
+  { echo; echo "== A/B (interleaved)"; cat "$W/ab.txt"; } >>"$T"
+  ( cd "$W" && tar czf "$OUT/wave-f-ab.tgz" ab ab.txt 2>/dev/null )
 fi
 echo "finished at ${SECONDS}s" >>"$T"
 cat "$T"

@@ -66,6 +66,76 @@ pub struct Doctor {
     pub topology: Topology,
     /// Every fact read, `device` absent for host facts.
     pub facts: Vec<FactOut>,
+    /// Whether a CUDA job can be traced on this machine, and if not, why.
+    pub bottom_line: BottomLine,
+}
+
+/// The doctor's answer in one line: `ready` is what `gputrace doctor`'s exit status
+/// says (0 ready, [`CANNOT_TRACE_EXIT`] not).
+#[derive(Serialize, Clone, Debug, PartialEq)]
+pub struct BottomLine {
+    pub ready: bool,
+    pub line: String,
+}
+
+/// `gputrace doctor`'s exit status when nothing can be traced here.
+pub const CANNOT_TRACE_EXIT: i32 = 4;
+
+/// Whether the CUDA driver's library (`libcuda.so.1`, or `path`) loads in this process.
+/// Loading it runs no CUDA call (no `cuInit`); it is unloaded again.
+fn driver_loads(path: Option<&std::path::Path>) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let name = match path {
+        Some(p) => p.as_os_str().as_bytes().to_vec(),
+        None => b"libcuda.so.1".to_vec(),
+    };
+    let Ok(name) = std::ffi::CString::new(name) else {
+        return false;
+    };
+    // SAFETY: the name is a valid C string; dlopen of the driver library runs its
+    // initialisers only, which make no CUDA call; the handle is closed at once.
+    unsafe {
+        let h = libc::dlopen(name.as_ptr(), libc::RTLD_LAZY | libc::RTLD_LOCAL);
+        if h.is_null() {
+            return false;
+        }
+        libc::dlclose(h);
+    }
+    true
+}
+
+/// The bottom line: a job can be traced where the CUDA driver loads and a GPU is seen
+/// (by NVML, or as a device node where NVML is not usable).
+fn bottom_line(checks: &[Check], driver: bool) -> BottomLine {
+    let warn = |id: &str| {
+        checks
+            .iter()
+            .any(|c| c.check == id && c.status == Status::Warn)
+    };
+    let gpu_nodes = std::path::Path::new("/dev/nvidia0").exists();
+    let mut why = Vec::new();
+    if !driver {
+        why.push("the CUDA driver library (libcuda.so.1) does not load: no NVIDIA driver here, or not mounted into this container");
+    }
+    if warn("gpu") {
+        why.push("NVML sees no GPU");
+    } else if warn("nvml") && !gpu_nodes {
+        why.push("no GPU is visible (NVML is not usable and there is no /dev/nvidia0)");
+    }
+    let warns = checks.iter().filter(|c| c.status == Status::Warn).count();
+    if why.is_empty() {
+        let line = match warns {
+            0 => "ready to trace".to_string(),
+            1 => "ready to trace (1 warning above)".to_string(),
+            n => format!("ready to trace ({n} warnings above)"),
+        };
+        BottomLine { ready: true, line }
+    } else {
+        BottomLine {
+            ready: false,
+            line: format!("cannot trace here: {}", why.join("; ")),
+        }
+    }
 }
 
 #[derive(Serialize, Clone, Debug, PartialEq)]
@@ -83,6 +153,9 @@ pub struct Options {
     pub nvml: Option<PathBuf>,
     /// Extra Python site-packages folders to search for CUDA runtimes.
     pub site_packages: Vec<PathBuf>,
+    /// The CUDA driver library whose loading the bottom line checks (default
+    /// `libcuda.so.1`).
+    pub cuda_driver: Option<PathBuf>,
 }
 
 fn check(
@@ -156,7 +229,9 @@ pub fn run(o: &Options) -> Doctor {
     let runtimes = installed_runtimes(&o.site_packages);
     runtime_checks(&runtimes, driver_cuda, &mut checks);
     host_checks(&all_facts, &mut checks);
+    let bottom_line = bottom_line(&checks, driver_loads(o.cuda_driver.as_deref()));
     Doctor {
+        bottom_line,
         checks,
         runtimes,
         topology,
@@ -629,8 +704,11 @@ fn host_checks(all: &[Fact], out: &mut Vec<Check>) {
     let mine = f(keys::PROCESS_CPUS).unwrap_or("?");
     let cg = f(keys::CGROUP_CPUS);
     let mut msg = format!("{cpus} CPUs online; this shell may run on {mine}");
-    if let Some(c) = cg {
-        msg.push_str(&format!("; cgroup CPU limit {c}"));
+    match cg {
+        // cgroup v2's cpu.max reads "max" where no quota is set.
+        Some("max") => msg.push_str("; no cgroup CPU quota (cpu.max is \"max\")"),
+        Some(c) => msg.push_str(&format!("; cgroup CPU quota {c} CPUs (cpu.max)")),
+        None => {}
     }
     let gpus: f64 = f(keys::GPU_COUNT)
         .and_then(|v| v.parse().ok())
@@ -742,6 +820,7 @@ pub fn render_text(d: &Doctor) -> String {
         warns,
         if warns == 1 { "" } else { "s" }
     ));
+    s.push_str(&format!("{}\n", d.bottom_line.line));
     s
 }
 

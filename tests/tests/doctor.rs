@@ -15,6 +15,8 @@ fn doctor_in(scenario: &str) -> Doctor {
     doctor::run(&Options {
         nvml: Some(fake_nvml().to_path_buf()),
         site_packages: Vec::new(),
+        // Any library that loads stands for the driver's here.
+        cuda_driver: Some(fake_nvml().to_path_buf()),
     })
 }
 
@@ -47,6 +49,12 @@ fn a_healthy_gpu_is_all_ok() {
         .contains(&std::process::id().to_string()));
     let text = doctor::render_text(&d);
     assert!(text.starts_with("gputrace doctor"), "{text}");
+    // One warning (the test process on the GPU), and ready.
+    assert!(d.bottom_line.ready, "{:?}", d.bottom_line);
+    assert!(
+        text.ends_with("ready to trace (1 warning above)\n"),
+        "{text}"
+    );
     let json = serde_json::to_value(&d).unwrap();
     assert_eq!(json["checks"][0]["check"], "nvml");
     assert_eq!(json["checks"][0]["status"], "ok");
@@ -113,6 +121,8 @@ fn a_missing_nvml_is_one_warning() {
     let d = doctor::run(&Options {
         nvml: Some("/nonexistent/libnvidia-ml.so.1".into()),
         site_packages: Vec::new(),
+        // Any library that loads stands for the driver's here.
+        cuda_driver: Some(fake_nvml().to_path_buf()),
     });
     let c = line(&d, "nvml");
     assert_eq!(c.status, Status::Warn);
@@ -123,4 +133,35 @@ fn a_missing_nvml_is_one_warning() {
         "{:#?}",
         d.checks
     );
+}
+
+/// The command's exit status is the bottom line: 0 where a job can be traced, 4 where
+/// nothing can (here: no NVIDIA driver on the test machine), with the reason last.
+#[test]
+fn the_exit_status_says_whether_anything_can_be_traced() {
+    let gpu_here = std::path::Path::new("/dev/nvidia0").exists();
+    let o = std::process::Command::new(gputrace_bin())
+        .args(["doctor", "--nvml", "/nonexistent/libnvidia-ml.so.1"])
+        .output()
+        .expect("run gputrace doctor");
+    let out = String::from_utf8_lossy(&o.stdout);
+    let last = out.lines().last().unwrap_or_default();
+    if gpu_here {
+        eprintln!("a GPU is here: {last}");
+        return;
+    }
+    assert_eq!(o.status.code(), Some(4), "{out}");
+    assert!(last.starts_with("cannot trace here: "), "{out}");
+    let json = std::process::Command::new(gputrace_bin())
+        .args([
+            "doctor",
+            "--json",
+            "--nvml",
+            "/nonexistent/libnvidia-ml.so.1",
+        ])
+        .output()
+        .expect("run gputrace doctor --json");
+    assert_eq!(json.status.code(), Some(4));
+    let v: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(v["bottom_line"]["ready"], false);
 }

@@ -282,17 +282,23 @@ fn run_cli(cli: Cli) -> Result<i32> {
             let d = doctor::run(&doctor::Options {
                 nvml,
                 site_packages,
+                cuda_driver: None,
             });
             let text = if json {
                 serde_json::to_string_pretty(&d)? + "\n"
             } else {
                 doctor::render_text(&d)
             };
+            let code = if d.bottom_line.ready {
+                0
+            } else {
+                doctor::CANNOT_TRACE_EXIT
+            };
             let mut out = stdout();
             match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
                 // A reader that closed the pipe early has seen enough, as for the others.
-                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(0),
-                r => r.map(|_| 0).map_err(|e| Error::Output(e).into()),
+                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(code),
+                r => r.map(|_| code).map_err(|e| Error::Output(e).into()),
             }
         }
         Cmd::Dump { trace } => {
