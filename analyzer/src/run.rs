@@ -655,6 +655,7 @@ mod tests {
         env_record::Settings {
             nvml: env_record::NvmlChoice::Off,
             period: env_record::DEFAULT_PERIOD,
+            gpm_period: env_record::DEFAULT_GPM_PERIOD,
         }
     }
 

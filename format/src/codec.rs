@@ -1637,7 +1637,10 @@ mod tests {
             unreachable!()
         };
         assert_eq!(c.source, COUNTER_SOURCE_PM);
-        assert_eq!((c.fp32_active, c.tensor_hmma, c.instance), (ENV_NA, ENV_NA, ENV_NA));
+        assert_eq!(
+            (c.fp32_active, c.tensor_hmma, c.instance),
+            (ENV_NA, ENV_NA, ENV_NA)
+        );
         assert!(dec.next().is_none());
         // This writer's body is the old one with the new fields after it.
         let mut enc = Encoder::new();
