@@ -708,6 +708,9 @@ fn gpu_counter_samples_become_chrome_counters() {
             device: 0,
             sm_active: 9_850,
             dram: 9_000 + i as u32 * 100,
+            tensor_hmma: 9_300,
+            fp32_active: 120,
+            source: fmt::COUNTER_SOURCE_GPM,
             ..Default::default()
         }));
     }
@@ -725,6 +728,8 @@ fn gpu_counter_samples_become_chrome_counters() {
     let c = chrome_counters(&out);
     assert_eq!(c["GPU 0 SM active % (counters)"], vec![98.5; 3]);
     assert_eq!(c["GPU 0 DRAM % of peak (counters)"], vec![90.0, 91.0, 92.0]);
+    assert_eq!(c["GPU 0 tensor HMMA % (counters)"], vec![93.0; 3]);
+    assert_eq!(c["GPU 0 FP32 pipe % (counters)"], vec![1.2; 3]);
     // A metric the GPU did not give has no track.
     assert!(!c.contains_key("GPU 0 occupancy % (counters)"), "{c:?}");
     let _ = std::fs::remove_dir_all(&d);
