@@ -491,20 +491,6 @@ pub fn active() -> Option<&'static Collector> {
 
 pub use work::{gpu_device, gpu_work_seen};
 
-/// The PM sampling session wants the device its work runs on: the next launch asks
-/// CUPTI for its context's device.
-pub fn want_device() {
-    work::want_device(context_device);
-}
-
-/// `cuptiGetDeviceId` of a context (CUPTI allows it inside its callbacks).
-fn context_device(context: sys::CUcontext) -> Option<u32> {
-    let c = active()?;
-    let mut d: u32 = 0;
-    call!(c.cupti, cuptiGetDeviceId(context, &mut d)).ok()?;
-    Some(d)
-}
-
 /// Forgets the collector in a forked child (its CUPTI state belongs to the parent).
 pub fn forget_after_fork() {
     work::forget();

@@ -4,25 +4,10 @@
 
 use cupti_sys as sys;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::OnceLock;
-
-/// Asks CUPTI for a context's device (given by the CUPTI session, which holds CUPTI).
-pub type DeviceQuery = fn(sys::CUcontext) -> Option<u32>;
-static QUERY: OnceLock<DeviceQuery> = OnceLock::new();
 
 static GPU_WORK: AtomicBool = AtomicBool::new(false);
 /// The device of the first work seen; `u32::MAX` while not known.
 static DEVICE: AtomicU32 = AtomicU32::new(u32::MAX);
-/// Whether the first launch's device is wanted (PM sampling is on): only then does the
-/// launch callback ask CUPTI for it, so the default path makes no extra call.
-static WANT_DEVICE: AtomicBool = AtomicBool::new(false);
-
-/// The PM sampling session wants the device of the next launch, found by `query`.
-pub fn want_device(query: DeviceQuery) {
-    let _ = QUERY.set(query);
-    WANT_DEVICE.store(true, Ordering::Release);
-}
-
 pub fn gpu_work_seen() -> bool {
     GPU_WORK.load(Ordering::Acquire)
 }
@@ -45,15 +30,9 @@ pub fn note_gpu_work(device: Option<u32>) {
     GPU_WORK.store(true, Ordering::Release);
 }
 
-/// A launch call returned successfully in `context`. The first one notes that CUDA
-/// is up (a store once; a load after); while PM sampling wants the device, the next
-/// one asks CUPTI for its context's device (once per request).
-pub fn note_launch_returned(context: sys::CUcontext) {
-    if WANT_DEVICE.load(Ordering::Relaxed) && WANT_DEVICE.swap(false, Ordering::AcqRel) {
-        if let Some(q) = QUERY.get().filter(|_| !context.is_null()) {
-            note_device(q(context));
-        }
-    }
+/// A launch call returned successfully in `context`: the first one notes that CUDA is
+/// up (a store once; a load after).
+pub fn note_launch_returned(_context: sys::CUcontext) {
     if !GPU_WORK.load(Ordering::Relaxed) {
         note_gpu_work(None);
     }
