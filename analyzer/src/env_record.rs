@@ -325,10 +325,18 @@ fn record(
     ctl: &Arc<Ctl>,
 ) {
     let t0 = sampler::now_ns();
-    let nvml = Nvml::load(lib);
-    out.add(sampler::fact_items(t0, sampler::trace_facts(nvml.as_ref())));
+    // One NVML session for both threads (NVML counts initialisations; the last user
+    // shuts it down).
+    let nvml = Nvml::load(lib).map(Arc::new);
+    out.add(sampler::fact_items(
+        t0,
+        sampler::trace_facts(nvml.as_ref().map(|n| &**n)),
+    ));
     out.write(ctl);
-    let gpm = nvml.is_ok() && !gpm_period.is_zero() && start_gpm(lib, gpm_period, ctl);
+    let gpm = match &nvml {
+        Ok(n) if !gpm_period.is_zero() => start_gpm(n.clone(), gpm_period, ctl),
+        _ => false,
+    };
     if !gpm {
         lock(ctl).gpm_done = true;
     }
@@ -402,29 +410,26 @@ fn record(
 }
 
 /// Starts the GPM thread; false where it could not be started.
-fn start_gpm(lib: Option<&Path>, period: Duration, ctl: &Arc<Ctl>) -> bool {
-    let (lib, c) = (lib.map(Path::to_path_buf), ctl.clone());
+fn start_gpm(nvml: Arc<Nvml>, period: Duration, ctl: &Arc<Ctl>) -> bool {
+    let c = ctl.clone();
     std::thread::Builder::new()
         .name("gputrace-gpm".into())
         .spawn(move || {
             let _done = GpmDone(&c);
             block_signals();
-            gpm_thread(lib.as_deref(), period, &c);
+            gpm_thread(&nvml, period, &c);
         })
         .is_ok()
 }
 
 /// NVML GPM every `period`: a `gpm` fact per GPU (`ok` or why not), then one
 /// [`gputrace_format::CounterSample`] per GPU and pair of samples, handed to the
-/// sampler thread. Its own NVML handle and thread: a GPM call that hangs holds only
-/// this thread, which the command does not wait for.
-fn gpm_thread(lib: Option<&Path>, period: Duration, ctl: &Ctl) {
-    let Ok(nvml) = Nvml::load(lib) else {
-        return;
-    };
+/// sampler thread. A thread of its own: a GPM call that hangs holds only this thread,
+/// which the command does not wait for.
+fn gpm_thread(nvml: &Nvml, period: Duration, ctl: &Ctl) {
     let n = nvml.device_count().unwrap_or(0).min(64);
     let all: Vec<u32> = (0..n).collect();
-    let (mut gpm, facts) = gputrace_env::gpm::GpmSampler::new(&nvml, &all);
+    let (mut gpm, facts) = gputrace_env::gpm::GpmSampler::new(nvml, &all);
     lock(ctl)
         .gpm
         .extend(sampler::fact_items(sampler::now_ns(), facts));

@@ -306,6 +306,20 @@ static void run_spin(double secs) {
     printf("spin: done\n");
 }
 
+/* Kernels back to back for `secs` (with FAKE_KERNEL_US, a GPU busy the whole time). */
+static void run_busy(double secs) {
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    const dim3 g = {4096, 1, 1}, b = {256, 1, 1};
+    unsigned long n = 0;
+    while (seconds_since(&t0) < secs) {
+        OK(launch("_Z11elementwisev", g, b, 0, NULL));
+        n++;
+    }
+    OK(rt.DeviceSynchronize());
+    printf("busy: %s\n", n > 0 ? "done" : "no launch");
+}
+
 static void run_steady(const char *path) {
     FILE *f = fopen(path, "a");
     if (!f) {
@@ -602,6 +616,8 @@ int main(int argc, char **argv) {
         run_fork_cuda();
     else if (strcmp(s, "spin") == 0)
         run_spin(argc > 2 ? atof(argv[2]) : 0);
+    else if (strcmp(s, "busy") == 0)
+        run_busy(argc > 2 ? atof(argv[2]) : 0.5);
     else if (strcmp(s, "steady") == 0 && argc > 2)
         run_steady(argv[2]);
     else if (strcmp(s, "profiler") == 0)
