@@ -93,7 +93,7 @@ def main():
     if files:
         rep = subprocess.run([gt, "report", "--json", *files], capture_output=True, text=True)
         txt = subprocess.run([gt, "report", *files], capture_output=True, text=True)
-        open(os.path.join(d, "report.txt"), "w").write(txt.stdout + txt.stderr)
+        open(os.path.join(d, "report.txt"), "w").write(txt.stdout)
         open(os.path.join(d, "report.json"), "w").write(rep.stdout)
         try:
             r = json.loads(rep.stdout)
