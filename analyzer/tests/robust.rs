@@ -539,7 +539,11 @@ fn random_sampled_event(r: &mut Rng) -> Event {
                 tensor_hmma: pct(r),
                 tensor_imma: pct(r),
                 source: small(r, 3) as u8,
-                instance: if r.below(4) == 0 { small(r, 8) } else { fmt::ENV_NA },
+                instance: if r.below(4) == 0 {
+                    small(r, 8)
+                } else {
+                    fmt::ENV_NA
+                },
             })
         }
     }

@@ -14,7 +14,6 @@ pub mod foreign;
 pub mod layout;
 pub mod records;
 pub mod source;
-pub mod work;
 
 use crate::base::ffi::entry;
 use crate::base::opts::Opts;
@@ -489,11 +488,8 @@ pub fn active() -> Option<&'static Collector> {
     (!p.is_null()).then(|| unsafe { &*p })
 }
 
-pub use work::{gpu_device, gpu_work_seen};
-
 /// Forgets the collector in a forked child (its CUPTI state belongs to the parent).
 pub fn forget_after_fork() {
-    work::forget();
     ACTIVE.store(std::ptr::null_mut(), Ordering::Release);
     buffers::forget_after_fork();
 }
