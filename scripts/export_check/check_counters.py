@@ -164,7 +164,7 @@ def main():
     run([gputrace, "export", "--format", "parquet", "-o", pqd, *files])
     c = pq.read_table(os.path.join(pqd, "counters.parquet")).to_pylist()
     n_pf = sum(len(values[u]) for u, d in counters.items()
-               if d.name.endswith("%") or d.name.endswith("% (counters)"))
+               if d.name.endswith("%") or d.name.endswith(" (counters)"))
     assert len(c) == n_pf, f"parquet counters: {len(c)} rows, perfetto {n_pf} values"
     # Python stack samples: the samples whose stack is known and not empty, each in the
     # Parquet table; on the timeline merged into slices, under their thread's track.
