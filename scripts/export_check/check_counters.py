@@ -166,6 +166,12 @@ def main():
     n_pf = sum(len(values[u]) for u, d in counters.items()
                if d.name.endswith("%") or d.name.endswith(" (counters)"))
     assert len(c) == n_pf, f"parquet counters: {len(c)} rows, perfetto {n_pf} values"
+    # The GPM samples given to the process, one wide row each in `gpu_metrics`, each
+    # one of the file's samples.
+    gm = pq.read_table(os.path.join(pqd, "gpu_metrics.parquet")).to_pylist()
+    starts = {r["ts_ns"] for r in g}
+    assert all(r["start_ns"] in starts for r in gm), "a gpu_metrics row that is no sample of the file"
+    assert (len(gm) > 0) == (gpm_shown > 0), f"{len(gm)} gpu_metrics rows, {gpm_shown} values shown"
     # Python stack samples: the samples whose stack is known and not empty, each in the
     # Parquet table; on the timeline merged into slices, under their thread's track.
     py = dump(gputrace, procs[0], {"py_sample", "py_stack"})
@@ -190,7 +196,8 @@ def main():
     print(
         f"counters ok: {d}: {len(by_tid)} threads, {len(by_pid)} processes of the tree, "
         f"{len(busy)} machine intervals, {shown} NVML samples on {len(clocks)} GPU track(s), "
-        f"{other_tracks} other process(es)' SM % on a GPU, {gpm_shown} GPM values, "
+        f"{other_tracks} other process(es)' SM % on a GPU, {gpm_shown} GPM values "
+        f"({len(gm)} gpu_metrics rows), "
         f"{len(c)} parquet counter rows, "
         f"{len(known)} Python samples in {len(slices)} slices"
     )
