@@ -367,6 +367,103 @@ fn gpu_checks(n: &Nvml, all: &[Fact], out: &mut Vec<Check>) {
             ));
         }
     }
+    gpm_checks(n, count.min(64), out);
+}
+
+/// Longest wait for NVML's answers about GPM (a driver call may never return).
+const GPM_PROBE_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// Whether each GPU gives NVML GPM (the counters `gputrace run`/`attach` record), and
+/// why not. Asked on a thread of its own with its own NVML session, waited for at most
+/// [`GPM_PROBE_WAIT`]: a GPM call that hangs makes a line saying so, not a stuck doctor.
+fn gpm_checks(n: &Nvml, count: u32, out: &mut Vec<Check>) {
+    let path = n.path.clone();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let spawned = std::thread::Builder::new()
+        .name("gputrace-gpm-probe".into())
+        .spawn(move || {
+            let Ok(nv) = Nvml::load(Some(&path)) else {
+                return;
+            };
+            for i in 0..count {
+                let r = nv
+                    .device(i)
+                    .map_err(|e| gputrace_env::gpm::Unavailable {
+                        kind: "error",
+                        text: e.to_string(),
+                    })
+                    .and_then(|d| gputrace_env::gpm::probe(&nv, d));
+                if tx.send((i, r)).is_err() {
+                    return;
+                }
+            }
+        });
+    if spawned.is_err() {
+        return;
+    }
+    let deadline = std::time::Instant::now() + GPM_PROBE_WAIT;
+    for i in 0..count {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let Ok((gpu, r)) = rx.recv_timeout(left) else {
+            out.push(check(
+                "gpm",
+                Some(i),
+                Status::Warn,
+                format!(
+                    "GPU performance metrics (NVML GPM): no answer from NVML within {} s",
+                    GPM_PROBE_WAIT.as_secs()
+                ),
+                Some("A driver call is stuck: gputrace run/attach stop waiting for it and record no GPU metrics. Check the driver (nvidia-smi, dmesg for Xid errors); GPUTRACE_GPM_MS=0 turns GPM off."),
+            ));
+            return;
+        };
+        out.push(gpm_check(gpu, r));
+    }
+}
+
+fn gpm_check(gpu: u32, r: Result<(), gputrace_env::gpm::Unavailable>) -> Check {
+    let g = Some(gpu);
+    let Err(u) = r else {
+        return check(
+            "gpm",
+            g,
+            Status::Ok,
+            "GPU performance metrics (NVML GPM): available; gputrace run/attach record SM activity, occupancy, tensor/FP pipes and DRAM bandwidth".into(),
+            None,
+        );
+    };
+    let (status, what, fix) = match u.kind {
+        "unsupported_device" => (
+            Status::Info,
+            "not supported by this GPU (Hopper or newer)",
+            "None needed: the report estimates SM fill from grid sizes and cannot check memory bandwidth (memory_bound).",
+        ),
+        "no_permission" => (
+            Status::Warn,
+            "NVML refused access",
+            "Run gputrace as root, or let every user read GPU performance counters: options nvidia NVreg_RestrictProfilingToAdminUsers=0 (modprobe.d), then reload the driver.",
+        ),
+        "driver_too_old" => (
+            Status::Info,
+            "this driver's NVML has no GPM",
+            "Update the NVIDIA driver (GPM came with R520; Hopper or newer GPUs).",
+        ),
+        _ => (
+            Status::Warn,
+            "NVML failed",
+            "Check the driver (nvidia-smi); GPUTRACE_GPM_MS=0 turns GPM off.",
+        ),
+    };
+    check(
+        "gpm",
+        g,
+        status,
+        format!(
+            "GPU performance metrics (NVML GPM): {what} ({}): {}",
+            u.kind, u.text
+        ),
+        Some(fix),
+    )
 }
 
 fn clock_check(n: &Nvml, d: Device, i: u32, out: &mut Vec<Check>) {

@@ -16,6 +16,12 @@
 //!   are the same job, and left out (never "another process on the GPU"); any other
 //!   process is another.
 //!
+//! * the GPM counter samples (`CounterSample`, source GPM) that overlap the trace, each
+//!   GPU's NVML index turned into the CUDA ordinal the process knew it by (see
+//!   [`cuda_ordinals`]); a GPU the process could not see gives it nothing. MIG instance
+//!   samples are given only where the GPU has one instance sampled (which instance a
+//!   process ran on is not recorded).
+//!
 //! A trace that has NVML data of its own (sampled in-process on purpose) keeps it and
 //! takes nothing. Of several environment files, a trace takes the one that covers most
 //! of it (two jobs run at once from one directory sample the same GPUs). The environment
@@ -115,6 +121,7 @@ fn env_range(e: &Trace) -> Option<(u64, u64)> {
         .chain(e.facts.iter().map(|f| f.ts))
         .chain(e.gpu_samples.iter().map(|g| g.ts))
         .chain(e.gpu_processes.iter().map(|p| p.ts))
+        .chain(e.counter_samples.iter().map(|c| c.end))
         .chain(e.states.iter().map(|s| s.0));
     times.fold(None, |r, ts| match r {
         None => Some((ts, ts)),
@@ -181,11 +188,81 @@ fn give(t: &mut Trace, e: &Trace, (lo, hi): (u64, u64), same_job: &HashSet<u32>)
             .filter(|x| keep(x.device, x.ts))
             .cloned(),
     );
+    // GPM samples, unless the trace measured counters itself (PM, older traces).
+    if t.counter_samples.is_empty() {
+        let ordinals = cuda_ordinals(t, e);
+        let mut instances: HashMap<u32, HashSet<u32>> = HashMap::new();
+        for c in &e.counter_samples {
+            instances.entry(c.device).or_default().insert(c.instance);
+        }
+        for c in e
+            .counter_samples
+            .iter()
+            .filter(|c| c.end > lo && c.start < hi)
+        {
+            let whole = c.instance == fmt::ENV_NA;
+            if !whole && instances.get(&c.device).map_or(0, HashSet::len) != 1 {
+                continue;
+            }
+            if let Some(&ordinal) = ordinals.get(&c.device) {
+                t.counter_samples.push(fmt::CounterSample {
+                    device: ordinal,
+                    ..c.clone()
+                });
+            }
+        }
+        t.counter_samples.sort_by_key(|c| (c.start, c.device));
+    }
     // As the trace's own tables are sorted when read.
     t.facts.sort_by_key(|f| f.ts);
     t.gpu_samples.sort_by_key(|g| (g.ts, g.device));
     t.gpu_processes.sort_by_key(|p| (p.ts, p.device, p.pid));
     t.gpu_events.sort_by_key(|x| (x.ts, x.device));
+}
+
+/// NVML index -> CUDA ordinal for process trace `t`, from its own
+/// `cuda_visible_devices` fact (whole numbers are NVML indices, as CUDA and NVML both
+/// number GPUs in PCI order on the machines we know; `GPU-...` UUIDs, or their
+/// prefixes, are matched against the `uuid` facts of the environment file `e`; the
+/// list ends at the first entry that names nothing, as CUDA's does). Without the fact,
+/// each GPU is its own ordinal.
+pub fn cuda_ordinals(t: &Trace, e: &Trace) -> HashMap<u32, u32> {
+    let gpus: Vec<u32> = {
+        let mut v: Vec<u32> = e
+            .facts
+            .iter()
+            .filter(|f| f.device != FACT_HOST)
+            .map(|f| f.device)
+            .chain(e.counter_samples.iter().map(|c| c.device))
+            .collect();
+        v.sort_unstable();
+        v.dedup();
+        v
+    };
+    let Some(visible) = crate::env::fact(t, FACT_HOST, "cuda_visible_devices") else {
+        return gpus.iter().map(|&i| (i, i)).collect();
+    };
+    let uuid_of = |i: u32| crate::env::fact(e, i, "uuid").unwrap_or("");
+    let mut out = HashMap::new();
+    for (ordinal, entry) in visible.split(',').map(str::trim).enumerate() {
+        let index = if let Ok(n) = entry.parse::<u32>() {
+            gpus.contains(&n).then_some(n)
+        } else if entry.starts_with("GPU-") {
+            let hits: Vec<u32> = gpus
+                .iter()
+                .copied()
+                .filter(|&i| uuid_of(i).starts_with(entry))
+                .collect();
+            (hits.len() == 1).then(|| hits[0])
+        } else {
+            None
+        };
+        let Some(index) = index.filter(|i| !out.contains_key(i)) else {
+            break;
+        };
+        out.insert(index, ordinal as u32);
+    }
+    out
 }
 
 #[cfg(test)]
@@ -297,6 +374,85 @@ mod tests {
         let mut t = Trace::from_events(meta(host, 999, 0, fmt::META_KIND_ENVIRONMENT), ev);
         t.path = format!("env-{host}-{driver}.gtrace").into();
         t
+    }
+
+    /// GPM samples of NVML GPUs 0 and 1 every 100 ms from 0 to 1200 ms.
+    fn with_gpm(mut e: Trace) -> Trace {
+        let mut ev = Vec::new();
+        let mut s = Strs(e.strings.iter().skip(1).cloned().collect());
+        s.fact(0, "uuid", "GPU-aaaa-0000", &mut ev);
+        s.fact(1, "uuid", "GPU-bbbb-1111", &mut ev);
+        for i in 0..12u64 {
+            for device in [0, 1] {
+                ev.push(Event::CounterSample(fmt::CounterSample {
+                    start: i * 100 * MS,
+                    end: (i + 1) * 100 * MS,
+                    device,
+                    dram: 5_000 + device,
+                    source: fmt::COUNTER_SOURCE_GPM,
+                    ..Default::default()
+                }));
+            }
+        }
+        let mut more = Trace::from_events(e.meta.clone(), ev);
+        e.facts.append(&mut more.facts);
+        e.strings = more.strings;
+        e.counter_samples.append(&mut more.counter_samples);
+        e
+    }
+
+    fn with_visible(mut t: Trace, v: &str) -> Trace {
+        t.strings.push("cuda_visible_devices".into());
+        t.strings.push(v.into());
+        let n = t.strings.len() as u32;
+        t.facts.push(fmt::Fact {
+            ts: 0,
+            device: FACT_HOST,
+            key: n - 2,
+            value: n - 1,
+        });
+        t
+    }
+
+    #[test]
+    fn gpm_samples_reach_each_process_under_its_own_device_numbers() {
+        let dram = |t: &Trace| -> Vec<(u32, u32)> {
+            let mut v: Vec<(u32, u32)> = t
+                .counter_samples
+                .iter()
+                .map(|c| (c.device, c.dram))
+                .collect();
+            v.dedup();
+            v.sort_unstable();
+            v.dedup();
+            v
+        };
+        // No CUDA_VISIBLE_DEVICES: ordinals are NVML indices.
+        let got =
+            give_environment(vec![process(100), with_gpm(env_file("h", 1200, "580"))]).unwrap();
+        assert_eq!(dram(&got[0]), vec![(0, 5_000), (1, 5_001)]);
+        // Samples overlapping the trace (50..950 ms) only.
+        let starts: Vec<u64> = got[0]
+            .counter_samples
+            .iter()
+            .filter(|c| c.device == 0)
+            .map(|c| c.start / MS)
+            .collect();
+        assert_eq!(starts, (0..10).map(|i| i * 100).collect::<Vec<_>>());
+        // CUDA_VISIBLE_DEVICES=1: NVML GPU 1 is CUDA device 0, GPU 0 is not seen.
+        for v in ["1", "GPU-bbbb", "GPU-bbbb-1111,GPU-zzzz"] {
+            let t = with_visible(process(100), v);
+            let got = give_environment(vec![t, with_gpm(env_file("h", 1200, "580"))]).unwrap();
+            assert_eq!(dram(&got[0]), vec![(0, 5_001)], "{v}");
+        }
+        // Both, in the other order.
+        let t = with_visible(process(100), "1,0");
+        let got = give_environment(vec![t, with_gpm(env_file("h", 1200, "580"))]).unwrap();
+        assert_eq!(dram(&got[0]), vec![(0, 5_001), (1, 5_000)]);
+        // A name that matches nothing ends the list, as CUDA reads it.
+        let t = with_visible(process(100), "GPU-cccc,0");
+        let got = give_environment(vec![t, with_gpm(env_file("h", 1200, "580"))]).unwrap();
+        assert!(got[0].counter_samples.is_empty());
     }
 
     #[test]

@@ -33,6 +33,10 @@ pub const FLUSH: Duration = Duration::from_millis(500);
 pub const LAST_TICK_WAIT: Duration = Duration::from_secs(1);
 /// The sampling period when `GPUTRACE_NVML_MS` is unset.
 pub const DEFAULT_PERIOD: Duration = Duration::from_millis(100);
+/// The GPM sampling period when `GPUTRACE_GPM_MS` is unset.
+pub const DEFAULT_GPM_PERIOD: Duration = Duration::from_millis(100);
+/// Longest wait at the end for the GPM thread's last pair (it may be stuck in NVML).
+const GPM_LAST_WAIT: Duration = Duration::from_millis(300);
 
 /// Where NVML is sampled, as `GPUTRACE_NVML` tells the command.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -78,30 +82,65 @@ pub struct Settings {
     pub nvml: NvmlChoice,
     /// Between two ticks; zero: the facts only.
     pub period: Duration,
+    /// Between two NVML GPM samples (`GPUTRACE_GPM_MS`); zero: no GPM.
+    pub gpm_period: Duration,
+}
+
+/// A period in ms from a setting: `None` (unset) is `default`; 0 is zero; otherwise
+/// 10-60000 ms, else the default and a warning naming the setting.
+fn period_ms(
+    name: &str,
+    v: Option<&OsStr>,
+    default: Duration,
+    zero: &str,
+    warning: &mut Option<String>,
+) -> Duration {
+    let Some(v) = v.map(|v| v.to_string_lossy()) else {
+        return default;
+    };
+    match v.trim().parse::<u64>() {
+        Ok(n) if n == 0 || (10..=60_000).contains(&n) => Duration::from_millis(n),
+        _ => {
+            let w = format!(
+                "{name}={v:?} is not 0 ({zero}) or milliseconds between 10 and 60000; {} ms used",
+                default.as_millis()
+            );
+            *warning = Some(match warning.take() {
+                Some(before) => format!("{before}; {w}"),
+                None => w,
+            });
+            default
+        }
+    }
 }
 
 impl Settings {
-    /// From `GPUTRACE_NVML` and `GPUTRACE_NVML_MS` (`None`: unset). A bad period is
-    /// named in the warning returned, and the default used.
-    pub fn parse(nvml: Option<&OsStr>, ms: Option<&OsStr>) -> (Settings, Option<String>) {
+    /// From `GPUTRACE_NVML`, `GPUTRACE_NVML_MS` and `GPUTRACE_GPM_MS` (`None`: unset).
+    /// A bad period is named in the warning returned, and the default used.
+    pub fn parse(
+        nvml: Option<&OsStr>,
+        ms: Option<&OsStr>,
+        gpm_ms: Option<&OsStr>,
+    ) -> (Settings, Option<String>) {
         let mut warning = None;
-        let period = match ms.map(|v| v.to_string_lossy()) {
-            None => DEFAULT_PERIOD,
-            Some(v) => match v.trim().parse::<u64>() {
-                Ok(n) if n == 0 || (10..=60_000).contains(&n) => Duration::from_millis(n),
-                _ => {
-                    warning = Some(format!(
-                        "{}={v:?} is not 0 (facts only) or milliseconds between 10 and 60000; {} ms used",
-                        settings::NVML_MS,
-                        DEFAULT_PERIOD.as_millis()
-                    ));
-                    DEFAULT_PERIOD
-                }
-            },
-        };
+        let period = period_ms(
+            settings::NVML_MS,
+            ms,
+            DEFAULT_PERIOD,
+            "facts only",
+            &mut warning,
+        );
+        let gpm_period = period_ms(
+            settings::GPM_MS,
+            gpm_ms,
+            DEFAULT_GPM_PERIOD,
+            "no GPM",
+            &mut warning,
+        );
         let s = Settings {
             nvml: NvmlChoice::parse(nvml),
             period,
+            gpm_period,
         };
         (s, warning)
     }
@@ -111,6 +150,7 @@ impl Settings {
         Settings::parse(
             std::env::var_os(settings::NVML).as_deref(),
             std::env::var_os(settings::NVML_MS).as_deref(),
+            std::env::var_os(settings::GPM_MS).as_deref(),
         )
     }
 }
@@ -137,6 +177,12 @@ struct CtlState {
     done: bool,
     /// The caller stopped waiting: write nothing more (the file is being read).
     abandoned: bool,
+    /// GPM samples (and facts) taken by the GPM thread, for the sampler thread to write.
+    gpm: Vec<sampler::Item>,
+    /// The GPM thread ended (or never started).
+    gpm_done: bool,
+    /// NVML indices of the GPUs the job was seen on (bit per index; 0: not yet seen).
+    focus: u64,
 }
 
 fn lock(c: &Ctl) -> MutexGuard<'_, CtlState> {
@@ -192,12 +238,13 @@ impl Recorder {
         };
         let ctl = Arc::new(Ctl::default());
         let (lib, period, pid, c) = (lib.clone(), s.period, job.pid, ctl.clone());
+        let gpm_period = s.gpm_period;
         let thread = std::thread::Builder::new()
             .name("gputrace-env".into())
             .spawn(move || {
                 let _done = Done(&c);
                 block_signals();
-                record(Out::new(w), lib.as_deref(), period, pid, &c);
+                record(Out::new(w), lib.as_deref(), period, gpm_period, pid, &c);
             });
         match thread {
             Ok(t) => Ok(Some(Recorder {
@@ -267,12 +314,32 @@ impl Drop for Done<'_> {
 
 /// The sampler thread: facts, then a tick every `period` until asked to stop, then the
 /// last tick and a `Stopped` state (without NVML or ticks: the facts, and the `Stopped`
-/// state when asked to stop).
-fn record(mut out: Out, lib: Option<&Path>, period: Duration, job_pid: u32, ctl: &Ctl) {
+/// state when asked to stop). GPM is read on a thread of its own (see [`gpm_thread`]),
+/// whose samples this thread writes.
+fn record(
+    mut out: Out,
+    lib: Option<&Path>,
+    period: Duration,
+    gpm_period: Duration,
+    job_pid: u32,
+    ctl: &Arc<Ctl>,
+) {
     let t0 = sampler::now_ns();
-    let nvml = Nvml::load(lib);
-    out.add(sampler::fact_items(t0, sampler::trace_facts(nvml.as_ref())));
+    // One NVML session for both threads (NVML counts initialisations; the last user
+    // shuts it down).
+    let nvml = Nvml::load(lib).map(Arc::new);
+    out.add(sampler::fact_items(
+        t0,
+        sampler::trace_facts(nvml.as_ref().map(|n| &**n)),
+    ));
     out.write(ctl);
+    let gpm = match &nvml {
+        Ok(n) if !gpm_period.is_zero() => start_gpm(n.clone(), gpm_period, ctl),
+        _ => false,
+    };
+    if !gpm {
+        lock(ctl).gpm_done = true;
+    }
     if let (Ok(nvml), false) = (&nvml, period.is_zero()) {
         let mut s = Sampler::new(nvml, job_pid, t0, Skip::default()).with_descendants();
         let mut written = Instant::now();
@@ -282,10 +349,12 @@ fn record(mut out: Out, lib: Option<&Path>, period: Duration, job_pid: u32, ctl:
             out.add(items);
             let stop = {
                 let st = lock(ctl);
-                let (st, _) = ctl
+                let (mut st, _) = ctl
                     .cv
                     .wait_timeout_while(st, period, |st| !st.stop)
                     .unwrap_or_else(|e| e.into_inner());
+                st.focus = s.focus_mask();
+                out.add(std::mem::take(&mut st.gpm));
                 st.stop
             };
             if stop {
@@ -301,17 +370,121 @@ fn record(mut out: Out, lib: Option<&Path>, period: Duration, job_pid: u32, ctl:
             }
         }
     } else {
-        // Facts only: the Stopped state below still marks the job's end, so that readers
-        // know which traces the facts were read for.
-        let st = lock(ctl);
-        drop(ctl.cv.wait_while(st, |st| !st.stop));
+        // Facts (and GPM samples) only: the Stopped state below still marks the job's
+        // end, so that readers know which traces the facts were read for.
+        let mut written = Instant::now();
+        loop {
+            let st = lock(ctl);
+            let (mut st, _) = ctl
+                .cv
+                .wait_timeout_while(st, FLUSH, |st| !st.stop)
+                .unwrap_or_else(|e| e.into_inner());
+            let items = std::mem::take(&mut st.gpm);
+            let stop = st.stop;
+            drop(st);
+            out.add(items);
+            if stop {
+                break;
+            }
+            if written.elapsed() >= FLUSH {
+                out.write(ctl);
+                written = Instant::now();
+            }
+        }
     }
+    // The GPM thread's last pair, if it comes soon (it may be stuck in NVML).
+    let st = lock(ctl);
+    let (mut st, _) = ctl
+        .cv
+        .wait_timeout_while(st, GPM_LAST_WAIT, |st| !st.gpm_done)
+        .unwrap_or_else(|e| e.into_inner());
+    let items = std::mem::take(&mut st.gpm);
+    drop(st);
+    out.add(items);
     out.events.push(Event::State {
         ts: sampler::now_ns(),
         state: CollectorState::Stopped as u8,
         reason: 0,
     });
     out.write(ctl);
+}
+
+/// Starts the GPM thread; false where it could not be started.
+fn start_gpm(nvml: Arc<Nvml>, period: Duration, ctl: &Arc<Ctl>) -> bool {
+    let c = ctl.clone();
+    std::thread::Builder::new()
+        .name("gputrace-gpm".into())
+        .spawn(move || {
+            let _done = GpmDone(&c);
+            block_signals();
+            gpm_thread(&nvml, period, &c);
+        })
+        .is_ok()
+}
+
+/// NVML GPM every `period`: a `gpm` fact per GPU (`ok` or why not), then one
+/// [`gputrace_format::CounterSample`] per GPU and pair of samples, handed to the
+/// sampler thread. A thread of its own: a GPM call that hangs holds only this thread,
+/// which the command does not wait for.
+fn gpm_thread(nvml: &Nvml, period: Duration, ctl: &Ctl) {
+    let n = nvml.device_count().unwrap_or(0).min(64);
+    let all: Vec<u32> = (0..n).collect();
+    let (mut gpm, facts) = gputrace_env::gpm::GpmSampler::new(nvml, &all);
+    lock(ctl)
+        .gpm
+        .extend(sampler::fact_items(sampler::now_ns(), facts));
+    if gpm.is_empty() {
+        return;
+    }
+    // Ticks on a fixed schedule, so the pairs stay evenly spaced whatever a read costs.
+    let mut next = Instant::now();
+    loop {
+        let focus = lock(ctl).focus;
+        let want = |i: u32| focus == 0 || (i < 64 && focus >> i & 1 == 1);
+        let mut samples = Vec::new();
+        gpm.tick(sampler::now_ns(), want, &mut samples);
+        let stop = {
+            let mut st = lock(ctl);
+            st.gpm
+                .extend(samples.into_iter().map(sampler::Item::Counter));
+            if st.abandoned {
+                return;
+            }
+            next += period;
+            let now = Instant::now();
+            if next <= now {
+                // Fell behind (a slow read): skip the missed ticks.
+                next = now + period;
+            }
+            let (st, _) = ctl
+                .cv
+                .wait_timeout_while(st, next - now, |st| !st.stop)
+                .unwrap_or_else(|e| e.into_inner());
+            st.stop
+        };
+        if stop {
+            // The last pair, up to the job's end.
+            let mut samples = Vec::new();
+            gpm.tick(sampler::now_ns(), want, &mut samples);
+            lock(ctl)
+                .gpm
+                .extend(samples.into_iter().map(sampler::Item::Counter));
+            return;
+        }
+        if gpm.is_empty() {
+            return;
+        }
+    }
+}
+
+/// Marks the GPM thread done when it ends, unwinding included.
+struct GpmDone<'a>(&'a Ctl);
+
+impl Drop for GpmDone<'_> {
+    fn drop(&mut self) {
+        lock(self.0).gpm_done = true;
+        self.0.cv.notify_all();
+    }
 }
 
 /// The file's writer with its string interner.
@@ -456,11 +629,19 @@ mod tests {
         assert_eq!(p(None).for_job(), Some((settings::NVML, "0")));
         assert_eq!(p(Some("0")).for_job(), Some((settings::NVML, "0")));
         assert_eq!(p(Some("inprocess")).for_job(), None);
-        let (s, w) = Settings::parse(None, Some(OsStr::new("0")));
+        let (s, w) = Settings::parse(None, Some(OsStr::new("0")), None);
         assert_eq!((s.period, w), (Duration::ZERO, None));
-        let (s, w) = Settings::parse(None, Some(OsStr::new("5")));
+        assert_eq!(s.gpm_period, DEFAULT_GPM_PERIOD);
+        let (s, w) = Settings::parse(None, Some(OsStr::new("5")), None);
         assert_eq!(s.period, DEFAULT_PERIOD);
         assert!(w.unwrap().contains("GPUTRACE_NVML_MS"));
+        let (s, w) = Settings::parse(None, None, Some(OsStr::new("20")));
+        assert_eq!((s.gpm_period, w), (Duration::from_millis(20), None));
+        let (s, w) = Settings::parse(None, None, Some(OsStr::new("0")));
+        assert_eq!((s.gpm_period, w), (Duration::ZERO, None));
+        let (s, w) = Settings::parse(None, None, Some(OsStr::new("fast")));
+        assert_eq!(s.gpm_period, DEFAULT_GPM_PERIOD);
+        assert!(w.unwrap().contains("GPUTRACE_GPM_MS"));
     }
 
     #[test]
@@ -470,6 +651,7 @@ mod tests {
         let s = Settings {
             nvml: NvmlChoice::Command(Some("/nonexistent/libnvidia-ml.so.1".into())),
             period: DEFAULT_PERIOD,
+            gpm_period: DEFAULT_GPM_PERIOD,
         };
         let job = Job {
             pid: 1,

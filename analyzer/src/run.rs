@@ -655,6 +655,7 @@ mod tests {
         env_record::Settings {
             nvml: env_record::NvmlChoice::Off,
             period: env_record::DEFAULT_PERIOD,
+            gpm_period: env_record::DEFAULT_GPM_PERIOD,
         }
     }
 
@@ -853,6 +854,7 @@ mod tests {
         let nvml = env_record::Settings {
             nvml: env_record::NvmlChoice::Command(Some("/nonexistent/libnvidia-ml.so.1".into())),
             period: env_record::DEFAULT_PERIOD,
+            gpm_period: env_record::DEFAULT_GPM_PERIOD,
         };
         // The command is told not to sample NVML itself.
         let script = "echo \"$GPUTRACE_NVML\" > \"$GPUTRACE_DIR/x.gtrace\"";

@@ -708,6 +708,9 @@ fn gpu_counter_samples_become_chrome_counters() {
             device: 0,
             sm_active: 9_850,
             dram: 9_000 + i as u32 * 100,
+            tensor_hmma: 9_300,
+            fp32_active: 120,
+            source: fmt::COUNTER_SOURCE_GPM,
             ..Default::default()
         }));
     }
@@ -723,8 +726,44 @@ fn gpu_counter_samples_become_chrome_counters() {
     ]);
     assert_eq!(code, 0, "{err}");
     let c = chrome_counters(&out);
+    // And one wide Parquet row per sample.
+    {
+        use parquet::file::reader::{FileReader, SerializedFileReader};
+        let pq = d.join("pq");
+        let (code, _, err) = gputrace(&[
+            "export",
+            "--format",
+            "parquet",
+            "-o",
+            pq.to_str().unwrap(),
+            p.to_str().unwrap(),
+        ]);
+        assert_eq!(code, 0, "{err}");
+        let f = std::fs::File::open(pq.join("gpu_metrics.parquet")).unwrap();
+        let rows: Vec<String> = SerializedFileReader::new(f)
+            .unwrap()
+            .get_row_iter(None)
+            .unwrap()
+            .map(|r| r.unwrap().to_string())
+            .collect();
+        assert_eq!(rows.len(), 3, "{rows:#?}");
+        for (i, r) in rows.iter().enumerate() {
+            for want in [
+                "source: \"gpm\"".to_string(),
+                "instance: -1".into(),
+                format!("dram_pct: {}", 90 + i),
+                "tensor_hmma_pct: 93.0".into(),
+                "occupancy_pct: -1E0".into(),
+                "pcie_read_bytes: -1".into(),
+            ] {
+                assert!(r.contains(&want), "{want} not in {r}");
+            }
+        }
+    }
     assert_eq!(c["GPU 0 SM active % (counters)"], vec![98.5; 3]);
     assert_eq!(c["GPU 0 DRAM % of peak (counters)"], vec![90.0, 91.0, 92.0]);
+    assert_eq!(c["GPU 0 tensor HMMA % (counters)"], vec![93.0; 3]);
+    assert_eq!(c["GPU 0 FP32 pipe % (counters)"], vec![1.2; 3]);
     // A metric the GPU did not give has no track.
     assert!(!c.contains_key("GPU 0 occupancy % (counters)"), "{c:?}");
     let _ = std::fs::remove_dir_all(&d);

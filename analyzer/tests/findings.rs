@@ -904,8 +904,8 @@ fn dram_bound_kernels_are_memory_bound_with_measured_header() {
     assert!(f.fix.contains("torch.compile"));
     let p = &r.processes[0];
     let m = p.measured.as_ref().expect("measured counters");
-    assert_eq!(m.dram_pct, Some(92.0));
-    assert_eq!(m.sm_active_pct, Some(98.0));
+    assert_eq!(m.m.dram_pct, Some(92.0));
+    assert_eq!(m.m.sm_active_pct, Some(98.0));
     let text = gputrace_analyzer::render_text(&r);
     assert!(
         text.contains("SMs actually active 98%, occupancy 60% (measured"),
@@ -925,6 +925,94 @@ fn tensor_heavy_kernels_are_not_memory_bound() {
     assert!(r.processes[0].measured.is_some());
     let r = report(with_counters(healthy(30), 30, 0));
     assert!(find(&r, FindingId::MemoryBound).is_none());
+}
+
+/// `b` with NVML GPM samples of 100 ms over its span, as the environment sampler gives them.
+fn with_gpm(b: common::B, dram: u32, tensor: u32, fp32: u32) -> Trace {
+    let mut b = b;
+    let end = b
+        .events()
+        .iter()
+        .filter_map(|e| match e {
+            Event::Kernel(k) => Some(k.end),
+            _ => None,
+        })
+        .max()
+        .unwrap_or(T0);
+    let mut ts = T0;
+    while ts < end {
+        b.ev.push(Event::CounterSample(fmt::CounterSample {
+            start: ts,
+            end: ts + 100 * MS,
+            device: 0,
+            sm_active: 9_980,
+            occupancy: if tensor > 50 { 1_400 } else { 9_000 },
+            tensor_active: tensor * 100,
+            tensor_hmma: tensor * 100,
+            dram: dram * 100,
+            fp32_active: fp32 * 100,
+            fp64_active: 0,
+            fp16_active: 0,
+            source: fmt::COUNTER_SOURCE_GPM,
+            ..Default::default()
+        }));
+        ts += 100 * MS;
+    }
+    b.build()
+}
+
+#[test]
+fn gpm_on_an_elementwise_chain_is_memory_bound_with_its_dram_share() {
+    // The H200's reading of elementwise chains on 2 GiB tensors.
+    let r = report(with_gpm(healthy(30), 58, 0, 10));
+    let f = get(&r, FindingId::MemoryBound);
+    assert!(f.severity >= Severity::Warn, "{f:?}");
+    assert_eq!(r.findings[0].id, FindingId::MemoryBound);
+    assert!(f.title.contains("DRAM 58% of peak"), "{}", f.title);
+    assert_eq!(f.metrics["dram_pct"], 58.0);
+    assert!(f.summary.contains("NVML GPM"), "{}", f.summary);
+    for word in ["torch.compile", "bf16", "intermediate", "in-place"] {
+        assert!(f.fix.contains(word), "{word}: {}", f.fix);
+    }
+    let p = &r.processes[0];
+    assert_eq!(p.measured.as_ref().unwrap().source, "gpm");
+    let k = &p.measured_kernels[0];
+    assert_eq!((k.verdict, k.m.dram_pct), ("memory_bound", Some(58.0)));
+    let text = gputrace_analyzer::render_text(&r);
+    assert!(text.contains("(measured by NVML GPM"), "{text}");
+    assert!(text.contains("DRAM 58%, FP 10%: memory-bound"), "{text}");
+    // A busy FP32 pipe is compute, not bandwidth.
+    let r = report(with_gpm(healthy(30), 58, 0, 60));
+    assert!(
+        find(&r, FindingId::MemoryBound).is_none(),
+        "{:?}",
+        warn_ids(&r)
+    );
+}
+
+#[test]
+fn gpm_on_a_bf16_matmul_is_compute_bound_and_healthy() {
+    // The H200's reading of 8192^3 bf16 matmuls.
+    let r = report(with_gpm(healthy(30), 17, 93, 1));
+    assert!(
+        find(&r, FindingId::MemoryBound).is_none(),
+        "{:?}",
+        warn_ids(&r)
+    );
+    let p = &r.processes[0];
+    let k = &p.measured_kernels[0];
+    assert_eq!(k.verdict, "tensor_bound");
+    assert_eq!(k.m.tensor_active_pct, Some(93.0));
+    let text = gputrace_analyzer::render_text(&r);
+    assert!(
+        text.contains("tensor 93%, DRAM 17%, FP 1.0%: compute-bound on the tensor pipes (healthy)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("SMs actually active 100%, occupancy 14% (measured by NVML GPM"),
+        "{text}"
+    );
+    assert!(!text.contains("estimated from grid sizes"), "{text}");
 }
 
 #[test]

@@ -531,6 +531,19 @@ fn random_sampled_event(r: &mut Rng) -> Event {
                 pcie_write_bytes: big(r),
                 nvlink_rx_bytes: big(r),
                 nvlink_tx_bytes: big(r),
+                fp64_active: pct(r),
+                fp32_active: pct(r),
+                fp16_active: pct(r),
+                integer_active: pct(r),
+                tensor_dfma: pct(r),
+                tensor_hmma: pct(r),
+                tensor_imma: pct(r),
+                source: small(r, 3) as u8,
+                instance: if r.below(4) == 0 {
+                    small(r, 8)
+                } else {
+                    fmt::ENV_NA
+                },
             })
         }
     }

@@ -65,6 +65,10 @@ pub mod keys {
     pub const NUMA_NODE: &str = "numa_node";
     /// Active NVLinks.
     pub const NVLINKS: &str = "nvlinks";
+    /// NVML GPM on this GPU: `ok`, or why not (`unsupported_device: ...`,
+    /// `no_permission: ...`, `driver_too_old: ...`, `error: ...`); written by the
+    /// environment sampler that reads GPM.
+    pub const GPM: &str = "gpm";
 }
 
 /// One fact: the device it is about ([`FACT_HOST`] for none), key, value.

@@ -9,10 +9,14 @@
 //!   reasons, power, temperature, utilisation, memory, PCIe link, the processes on
 //!   the GPU with their share of it, Xid and ECC errors).
 //!
+//! * [`gpm`]: NVML GPM, the GPU's activity counters (SMs, occupancy, tensor and FP
+//!   pipes, DRAM bandwidth), as counter samples.
+//!
 //! Shared by the preload library (which samples while a trace window is open) and the
 //! analyzer (`gputrace doctor`).
 
 pub mod facts;
+pub mod gpm;
 pub mod nvml;
 pub mod sampler;
 

@@ -130,6 +130,55 @@ pub struct EventData {
     pub compute_instance_id: c_uint,
 }
 
+/// `nvmlGpmSample_t`: an opaque sample buffer NVML allocates.
+pub type GpmSampleHandle = *mut c_void;
+
+/// `nvmlGpmSupport_t`.
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct GpmSupport {
+    pub version: c_uint,
+    pub is_supported_device: c_uint,
+}
+/// `NVML_GPM_SUPPORT_VERSION`.
+pub const GPM_SUPPORT_VERSION: c_uint = 1;
+
+/// `nvmlGpmMetric_t`'s `metricInfo`: names NVML fills in (static strings).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct GpmMetricInfo {
+    pub short_name: *const c_char,
+    pub long_name: *const c_char,
+    pub unit: *const c_char,
+}
+
+/// `nvmlGpmMetric_t`: one metric asked for (`metric_id`) and what NVML gave.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct GpmMetric {
+    pub metric_id: c_uint,
+    pub nvml_return: Return,
+    pub value: f64,
+    pub metric_info: GpmMetricInfo,
+}
+
+/// Room for metrics in [`GpmMetricsGet`]: `NVML_GPM_METRIC_MAX` of the newest header
+/// (older ones say 98). NVML reads only `num_metrics` entries, so a larger array than
+/// the library's is harmless.
+pub const GPM_METRIC_ROOM: usize = 210;
+
+/// `nvmlGpmMetricsGet_t` (version 1).
+#[repr(C)]
+pub struct GpmMetricsGet {
+    pub version: c_uint,
+    pub num_metrics: c_uint,
+    pub sample1: GpmSampleHandle,
+    pub sample2: GpmSampleHandle,
+    pub metrics: [GpmMetric; GPM_METRIC_ROOM],
+}
+/// `NVML_GPM_METRICS_GET_VERSION`.
+pub const GPM_METRICS_GET_VERSION: c_uint = 1;
+
 /// Largest value NVML uses for "not available" in a few process fields.
 const NOT_AVAILABLE_U64: u64 = u64::MAX;
 
@@ -233,6 +282,15 @@ nvml_fns! {
     nvmlDeviceRegisterEvents: fn(RawDevice, u64, EventSet);
     nvmlEventSetWait_v2: fn(EventSet, *mut EventData, c_uint);
     nvmlEventSetFree: fn(EventSet);
+    nvmlGpmQueryDeviceSupport: fn(RawDevice, *mut GpmSupport);
+    nvmlGpmSampleAlloc: fn(*mut GpmSampleHandle);
+    nvmlGpmSampleFree: fn(GpmSampleHandle);
+    nvmlGpmSampleGet: fn(RawDevice, GpmSampleHandle);
+    nvmlGpmMigSampleGet: fn(RawDevice, c_uint, GpmSampleHandle);
+    nvmlGpmMetricsGet: fn(*mut GpmMetricsGet);
+    nvmlDeviceGetMaxMigDeviceCount: fn(RawDevice, *mut c_uint);
+    nvmlDeviceGetMigDeviceHandleByIndex: fn(RawDevice, c_uint, *mut RawDevice);
+    nvmlDeviceGetGpuInstanceId: fn(RawDevice, *mut c_uint);
 }
 
 /// A loaded, initialised NVML. Dropping it calls `nvmlShutdown` (NVML counts its
@@ -708,6 +766,137 @@ impl Nvml {
         })
     }
 
+    /// Whether the device supports GPM (`nvmlGpmQueryDeviceSupport`); an error where
+    /// the call is missing (a driver older than GPM) or fails.
+    pub fn gpm_supported(&self, d: Device) -> Result<bool, NvmlError> {
+        let mut s = GpmSupport {
+            version: GPM_SUPPORT_VERSION,
+            is_supported_device: 0,
+        };
+        let Some(g) = self.f.nvmlGpmQueryDeviceSupport else {
+            return Err(NvmlError::MissingSymbol {
+                path: self.path.display().to_string(),
+                symbol: "nvmlGpmQueryDeviceSupport",
+            });
+        };
+        // SAFETY: a valid handle and a versioned struct NVML fills.
+        let r = unsafe { g(d.0, &mut s) };
+        if r != SUCCESS {
+            return Err(self.error("nvmlGpmQueryDeviceSupport", r));
+        }
+        Ok(s.is_supported_device != 0)
+    }
+
+    /// A GPM sample buffer, freed on drop; an error where NVML has no GPM.
+    pub fn gpm_sample(&self) -> Result<GpmSample<'_>, NvmlError> {
+        let (Some(alloc), Some(_), Some(_), Some(_)) = (
+            self.f.nvmlGpmSampleAlloc,
+            self.f.nvmlGpmSampleFree,
+            self.f.nvmlGpmSampleGet,
+            self.f.nvmlGpmMetricsGet,
+        ) else {
+            return Err(NvmlError::MissingSymbol {
+                path: self.path.display().to_string(),
+                symbol: "nvmlGpmSampleAlloc",
+            });
+        };
+        let mut h: GpmSampleHandle = std::ptr::null_mut();
+        // SAFETY: a valid out-pointer.
+        let r = unsafe { alloc(&mut h) };
+        if r != SUCCESS || h.is_null() {
+            return Err(self.error("nvmlGpmSampleAlloc", r));
+        }
+        Ok(GpmSample { nvml: self, h })
+    }
+
+    /// Reads the device's GPM counters into `s` (of the MIG GPU instance `instance`
+    /// through `nvmlGpmMigSampleGet` when given).
+    pub fn gpm_sample_get(
+        &self,
+        d: Device,
+        instance: Option<u32>,
+        s: &mut GpmSample<'_>,
+    ) -> Result<(), NvmlError> {
+        let r = match instance {
+            // SAFETY: a valid handle and a sample buffer NVML allocated.
+            None => self.f.nvmlGpmSampleGet.map(|g| unsafe { g(d.0, s.h) }),
+            // SAFETY: as above.
+            Some(gi) => self
+                .f
+                .nvmlGpmMigSampleGet
+                .map(|g| unsafe { g(d.0, gi, s.h) }),
+        };
+        match r.unwrap_or(ERROR_NOT_SUPPORTED) {
+            SUCCESS => Ok(()),
+            r => Err(self.error("nvmlGpmSampleGet", r)),
+        }
+    }
+
+    /// The metrics `ids` between two samples of one device (`older` first): each id with
+    /// its value, or `None` where NVML did not give it.
+    pub fn gpm_metrics(
+        &self,
+        older: &GpmSample<'_>,
+        newer: &GpmSample<'_>,
+        ids: &[u32],
+    ) -> Result<Vec<(u32, Option<f64>)>, NvmlError> {
+        let Some(get) = self.f.nvmlGpmMetricsGet else {
+            return Err(self.error("nvmlGpmMetricsGet", ERROR_NOT_SUPPORTED));
+        };
+        let n = ids.len().min(GPM_METRIC_ROOM);
+        // SAFETY: plain data (integers, a double, pointers): all zero is valid.
+        let mut m: Box<GpmMetricsGet> = Box::new(unsafe { std::mem::zeroed() });
+        m.version = GPM_METRICS_GET_VERSION;
+        m.num_metrics = n as c_uint;
+        m.sample1 = older.h;
+        m.sample2 = newer.h;
+        for (slot, id) in m.metrics.iter_mut().zip(&ids[..n]) {
+            slot.metric_id = *id;
+        }
+        // SAFETY: a versioned struct with `num_metrics` entries and two samples NVML filled.
+        let r = unsafe { get(&mut *m) };
+        if r != SUCCESS {
+            return Err(self.error("nvmlGpmMetricsGet", r));
+        }
+        Ok(m.metrics[..n]
+            .iter()
+            .map(|x| {
+                let ok = x.nvml_return == SUCCESS && x.value.is_finite();
+                (x.metric_id, ok.then_some(x.value))
+            })
+            .collect())
+    }
+
+    /// The MIG GPU instance ids on a device in MIG mode (empty when none, or not read).
+    pub fn gpu_instances(&self, d: Device) -> Vec<u32> {
+        let (Some(count), Some(handle), Some(gi)) = (
+            self.f.nvmlDeviceGetMaxMigDeviceCount,
+            self.f.nvmlDeviceGetMigDeviceHandleByIndex,
+            self.f.nvmlDeviceGetGpuInstanceId,
+        ) else {
+            return Vec::new();
+        };
+        let mut n: c_uint = 0;
+        // SAFETY: a valid handle and out-pointer.
+        if unsafe { count(d.0, &mut n) } != SUCCESS {
+            return Vec::new();
+        }
+        let mut out = Vec::new();
+        for i in 0..n.min(64) {
+            let mut m: RawDevice = std::ptr::null_mut();
+            // SAFETY: as above; a missing index fails and is skipped.
+            if unsafe { handle(d.0, i, &mut m) } != SUCCESS || m.is_null() {
+                continue;
+            }
+            let mut id: c_uint = 0;
+            // SAFETY: a MIG device handle NVML gave, and an out-pointer.
+            if unsafe { gi(m, &mut id) } == SUCCESS && !out.contains(&id) {
+                out.push(id);
+            }
+        }
+        out
+    }
+
     /// An event set for Xid and ECC events on `devices`, where NVML allows it.
     pub fn error_events(&self, devices: &[Device]) -> Option<Events<'_>> {
         let create = self.f.nvmlEventSetCreate?;
@@ -762,6 +951,21 @@ impl Drop for Events<'_> {
         if let Some(free) = self.nvml.f.nvmlEventSetFree {
             // SAFETY: a set we created and free once.
             unsafe { free(self.set) };
+        }
+    }
+}
+
+/// A GPM sample buffer of NVML's, freed on drop.
+pub struct GpmSample<'a> {
+    nvml: &'a Nvml,
+    h: GpmSampleHandle,
+}
+
+impl Drop for GpmSample<'_> {
+    fn drop(&mut self) {
+        if let Some(free) = self.nvml.f.nvmlGpmSampleFree {
+            // SAFETY: a buffer nvmlGpmSampleAlloc gave, freed once.
+            unsafe { free(self.h) };
         }
     }
 }
@@ -822,6 +1026,14 @@ mod tests {
         assert_eq!(std::mem::size_of::<ProcessInfo>(), 24);
         assert_eq!(std::mem::size_of::<ProcessUtilizationSample>(), 32);
         assert_eq!(std::mem::size_of::<EventData>(), 32);
+        assert_eq!(std::mem::size_of::<GpmSupport>(), 8);
+        assert_eq!(std::mem::size_of::<GpmMetric>(), 40);
+        assert_eq!(
+            std::mem::size_of::<GpmMetricsGet>(),
+            24 + 40 * GPM_METRIC_ROOM
+        );
+        assert_eq!(std::mem::offset_of!(GpmMetricsGet, metrics), 24);
+        assert_eq!(std::mem::offset_of!(GpmMetric, value), 8);
     }
 
     #[test]

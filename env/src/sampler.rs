@@ -24,6 +24,8 @@ pub enum Item {
         name: String,
     },
     Event(fmt::GpuEvent),
+    /// GPM counters over a pair of samples (the device an NVML index).
+    Counter(fmt::CounterSample),
 }
 
 impl Item {
@@ -51,6 +53,7 @@ impl Item {
                 fmt::Event::GpuProcess(sample)
             }
             Item::Event(e) => fmt::Event::GpuEvent(e),
+            Item::Counter(c) => fmt::Event::CounterSample(c),
         };
         out.push(ev);
     }
@@ -228,6 +231,15 @@ impl<'n> Sampler<'n> {
 
     pub fn device_count(&self) -> usize {
         self.devs.len()
+    }
+
+    /// The NVML indices (below 64) the traced process was seen on, a bit each; 0 until
+    /// it is seen on one.
+    pub fn focus_mask(&self) -> u64 {
+        self.devs
+            .iter()
+            .filter(|d| d.has_self && d.index < 64)
+            .fold(0, |m, d| m | 1 << d.index)
     }
 
     /// One sample of every GPU the traced process uses (every GPU until it is seen on

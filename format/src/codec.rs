@@ -467,6 +467,20 @@ impl Encoder {
                 ] {
                     self.na(x, ENV_NA64);
                 }
+                // Appended later (format 2.3 bodies end above): see CounterSample.
+                for x in [
+                    c.fp64_active,
+                    c.fp32_active,
+                    c.fp16_active,
+                    c.integer_active,
+                    c.tensor_dfma,
+                    c.tensor_hmma,
+                    c.tensor_imma,
+                ] {
+                    self.na(x as u64, ENV_NA as u64);
+                }
+                self.v(c.source as u64);
+                self.na(c.instance as u64, ENV_NA as u64);
                 TAG_COUNTER_SAMPLE
             }
             Event::PySample(x) => {
@@ -677,6 +691,10 @@ impl<'a> Body<'a> {
             0 => na,
             x => x - 1,
         })
+    }
+    /// Whether the whole body was read (fields appended later are absent).
+    fn at_end(&self) -> bool {
+        self.pos >= self.b.len()
     }
     fn na32(&mut self) -> Result<u32, DecodeError> {
         Ok(self.na(ENV_NA as u64)? as u32)
@@ -1224,7 +1242,7 @@ impl<'a> Decoder<'a> {
             }),
             TAG_COUNTER_SAMPLE => {
                 let (start, end) = self.span(b)?;
-                Event::CounterSample(CounterSample {
+                let mut c = CounterSample {
                     start,
                     end,
                     device: b.v32()?,
@@ -1236,7 +1254,21 @@ impl<'a> Decoder<'a> {
                     pcie_write_bytes: b.na(ENV_NA64)?,
                     nvlink_rx_bytes: b.na(ENV_NA64)?,
                     nvlink_tx_bytes: b.na(ENV_NA64)?,
-                })
+                    ..CounterSample::default()
+                };
+                // A body that ends here was written before the fields below existed.
+                if !b.at_end() {
+                    c.fp64_active = b.na32()?;
+                    c.fp32_active = b.na32()?;
+                    c.fp16_active = b.na32()?;
+                    c.integer_active = b.na32()?;
+                    c.tensor_dfma = b.na32()?;
+                    c.tensor_hmma = b.na32()?;
+                    c.tensor_imma = b.na32()?;
+                    c.source = b.v()?.min(u8::MAX as u64) as u8;
+                    c.instance = b.na32()?;
+                }
+                Event::CounterSample(c)
             }
             TAG_PY_SAMPLE => Event::PySample(PySample {
                 ts: self.ts(b)?,
@@ -1557,7 +1589,70 @@ mod tests {
                 device: 1,
                 ..Default::default()
             }),
+            Event::CounterSample(CounterSample {
+                start: 1_700_000_000_402_000_000,
+                end: 1_700_000_000_502_000_000,
+                device: 3,
+                sm_active: 9_980,
+                occupancy: 9_000,
+                tensor_active: 0,
+                dram: 5_850,
+                fp64_active: 0,
+                fp32_active: 1_240,
+                fp16_active: ENV_NA - 1,
+                integer_active: 310,
+                tensor_dfma: 0,
+                tensor_hmma: 0,
+                tensor_imma: 0,
+                source: COUNTER_SOURCE_GPM,
+                instance: 2,
+                ..Default::default()
+            }),
         ]
+    }
+
+    #[test]
+    fn counter_samples_of_format_2_3_decode_with_the_appended_fields_unavailable() {
+        // A 2.3 body: span, device, 4 percentages, 4 byte counts, nothing after.
+        let mut old = vec![TAG_COUNTER_SAMPLE, 11];
+        old.extend([20, 10, 1]); // start 10 (zigzag), end 20, device 1
+        old.extend([101, 51, 1, 0]); // sm 100, occupancy 50, tensor 0, dram n/a
+        old.extend([0, 0, 8, 0]); // pcie read n/a, write n/a, nvlink rx 7, tx n/a
+        let mut dec = Decoder::new(&old);
+        let got = dec.next().unwrap().unwrap();
+        assert_eq!(
+            got,
+            Event::CounterSample(CounterSample {
+                start: 10,
+                end: 20,
+                device: 1,
+                sm_active: 100,
+                occupancy: 50,
+                tensor_active: 0,
+                nvlink_rx_bytes: 7,
+                ..Default::default()
+            })
+        );
+        let Event::CounterSample(c) = &got else {
+            unreachable!()
+        };
+        assert_eq!(c.source, COUNTER_SOURCE_PM);
+        assert_eq!(
+            (c.fp32_active, c.tensor_hmma, c.instance),
+            (ENV_NA, ENV_NA, ENV_NA)
+        );
+        assert!(dec.next().is_none());
+        // This writer's body is the old one with the new fields after it.
+        let mut enc = Encoder::new();
+        enc.push(&got);
+        let (buf, _) = enc.take();
+        assert_eq!(buf[2..13], old[2..13]);
+        assert_eq!(buf[1] as usize, buf.len() - 2);
+        // A body cut inside the appended fields is an error, not a default.
+        let mut cut = buf.clone();
+        cut.truncate(buf.len() - 3);
+        cut[1] = (cut.len() - 2) as u8;
+        assert!(Decoder::new(&cut).next().unwrap().is_err());
     }
 
     #[test]

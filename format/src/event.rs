@@ -1047,21 +1047,27 @@ pub struct CallSite {
     pub stack: u32,
 }
 
-/// One sample of the GPU's hardware counters (CUPTI PM sampling) over `start..end`
-/// (trace clock). Percentages are in hundredths of a percent of the unit's peak, bytes
-/// are totals over the sample; a metric the GPU or CUPTI could not give is
-/// [`ENV_NA`] / [`ENV_NA64`].
+/// One sample of the GPU's performance counters over `start..end` (trace clock):
+/// NVML GPM read by the environment sampler of `gputrace run` / `attach`, or (older
+/// traces) CUPTI PM sampling inside the process. Percentages are in hundredths of a
+/// percent of the unit's peak, bytes are totals over the sample; a metric the GPU could
+/// not give is [`ENV_NA`] / [`ENV_NA64`].
+///
+/// The fields from `fp64_active` on were appended to the encoded body later: a shorter
+/// (older) body decodes with them "not available", its source [`COUNTER_SOURCE_PM`] and
+/// its instance the whole GPU.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CounterSample {
     pub start: u64,
     pub end: u64,
-    /// CUDA device ordinal.
+    /// The device: a CUDA ordinal in a process trace (PM samples, and GPM samples once
+    /// given to the trace); an NVML index in an environment file.
     pub device: u32,
-    /// SMs with at least one warp resident (`sm__cycles_active`), of elapsed cycles.
+    /// SMs with at least one warp resident (`sm__cycles_active`; GPM SM util), of elapsed cycles.
     pub sm_active: u32,
     /// Warps resident per SM of the maximum, over active cycles (achieved occupancy).
     pub occupancy: u32,
-    /// Tensor pipe busy, of elapsed cycles.
+    /// Tensor pipe busy (any precision), of elapsed cycles.
     pub tensor_active: u32,
     /// DRAM throughput, of peak.
     pub dram: u32,
@@ -1069,6 +1075,37 @@ pub struct CounterSample {
     pub pcie_write_bytes: u64,
     pub nvlink_rx_bytes: u64,
     pub nvlink_tx_bytes: u64,
+    /// Non-tensor FP64 / FP32 / FP16 pipes busy, of elapsed cycles.
+    pub fp64_active: u32,
+    pub fp32_active: u32,
+    pub fp16_active: u32,
+    /// Integer pipe busy, of elapsed cycles.
+    pub integer_active: u32,
+    /// Tensor pipes by precision (NVML GPM's DFMA: FP64, HMMA: FP16/BF16/TF32/FP8,
+    /// IMMA: integer), of elapsed cycles.
+    pub tensor_dfma: u32,
+    pub tensor_hmma: u32,
+    pub tensor_imma: u32,
+    /// Who measured it: [`COUNTER_SOURCE_PM`] or [`COUNTER_SOURCE_GPM`].
+    pub source: u8,
+    /// The MIG GPU instance sampled; [`ENV_NA`] for the whole GPU.
+    pub instance: u32,
+}
+
+/// [`CounterSample::source`]: CUPTI PM sampling inside the process (older traces).
+pub const COUNTER_SOURCE_PM: u8 = 0;
+/// [`CounterSample::source`]: NVML GPM, read from outside the job.
+pub const COUNTER_SOURCE_GPM: u8 = 1;
+
+impl CounterSample {
+    /// The source as a word: `pm`, `gpm`.
+    pub fn source_name(&self) -> &'static str {
+        match self.source {
+            COUNTER_SOURCE_PM => "pm",
+            COUNTER_SOURCE_GPM => "gpm",
+            _ => "unknown",
+        }
+    }
 }
 
 impl Default for CounterSample {
@@ -1085,6 +1122,15 @@ impl Default for CounterSample {
             pcie_write_bytes: ENV_NA64,
             nvlink_rx_bytes: ENV_NA64,
             nvlink_tx_bytes: ENV_NA64,
+            fp64_active: ENV_NA,
+            fp32_active: ENV_NA,
+            fp16_active: ENV_NA,
+            integer_active: ENV_NA,
+            tensor_dfma: ENV_NA,
+            tensor_hmma: ENV_NA,
+            tensor_imma: ENV_NA,
+            source: COUNTER_SOURCE_PM,
+            instance: ENV_NA,
         }
     }
 }

@@ -33,6 +33,7 @@ pub mod settings {
     pub const DEBUG: &str = "GPUTRACE_DEBUG";
     pub const NVML: &str = "GPUTRACE_NVML";
     pub const NVML_MS: &str = "GPUTRACE_NVML_MS";
+    pub const GPM_MS: &str = "GPUTRACE_GPM_MS";
     pub const PM: &str = "GPUTRACE_PM";
     pub const PM_US: &str = "GPUTRACE_PM_US";
     pub const HOST: &str = "GPUTRACE_HOST";
@@ -131,8 +132,9 @@ pub const SETTINGS: &[Setting] = &[
     s(n::DEBUG, "0", "print what the library does", Library),
     s(n::NVML, "on from `gputrace run`/`attach`, off in the library", "NVML sampling: `gputrace run`/`attach` read it from their own process into an environment file beside the traces (unset/`1`: libnvidia-ml.so.1, a path: that library, `0`: none) and give the job `0`; `inprocess` (or, without the command, `1`/a path) samples in the traced process instead (it hung PyTorch on an H200)", Both),
     s(n::NVML_MS, "100", "NVML sampling period, ms (10-60000; 0: facts only), of the `gputrace` command's sampler and of the library's", Both),
-    s(n::PM, "0", "GPU hardware counters in a trace window (CUPTI PM sampling: SM active, occupancy, tensor, DRAM, PCIe, NVLink): 1 on, 0 off", Library),
-    s(n::PM_US, "1000", "PM sampling interval, microseconds (10-1000000)", Library),
+    s(n::GPM_MS, "100", "NVML GPM sampling period, ms (10-60000; 0: off), of the `gputrace` command's sampler: the GPU's SM activity, occupancy, tensor/FP/integer pipes, DRAM bandwidth, PCIe and NVLink rates (Hopper and newer)", Command),
+    s(n::PM, "removed", "removed (CUPTI PM sampling in the process): accepted with a note; `gputrace run`/`attach` record the GPU's counters with NVML GPM (GPUTRACE_GPM_MS)", Library),
+    s(n::PM_US, "removed", "removed with GPUTRACE_PM; accepted and ignored", Library),
     s(n::HOST, "1", "the host sampler: the CUDA threads' CPU time, the process tree, the machine's CPU (0: off)", Library),
     s(n::HOST_THREAD_MS, "3", "host sampler period for the threads that issue CUDA work, ms (1-100)", Library),
     s(n::HOST_TREE_MS, "100", "host sampler period for the process tree and the machine, ms (10-10000)", Library),

@@ -146,12 +146,32 @@ def main():
         for ts, v in values[u]:
             assert share[(dev, pid, ts)] == v, f"pid {pid} at {ts}: {v}"
         other_tracks += 1
+    # GPU counter samples (NVML GPM in the environment file): each value on a "(counters)"
+    # track is one of the file's samples, at its start.
+    g = dump(gputrace, envs[0], {"counter_sample"})["counter_sample"]
+    gpm = {("DRAM % of peak (counters)", r["ts_ns"], r["dram_pct"]) for r in g if "dram_pct" in r}
+    gpm |= {("SM active % (counters)", r["ts_ns"], r["sm_active_pct"]) for r in g
+            if "sm_active_pct" in r}
+    gpm_shown = 0
+    for u, dsc in counters.items():
+        if dsc.name not in ("DRAM % of peak (counters)", "SM active % (counters)"):
+            continue
+        for ts, v in values[u]:
+            assert (dsc.name, ts, v) in gpm, f"{dsc.name} at {ts}: {v} is no sample of the file"
+            gpm_shown += 1
     # The same counters in the Parquet table.
     pqd = os.path.join(out_dir, "counters-parquet")
     run([gputrace, "export", "--format", "parquet", "-o", pqd, *files])
     c = pq.read_table(os.path.join(pqd, "counters.parquet")).to_pylist()
-    n_pf = sum(len(values[u]) for u, d in counters.items() if d.name.endswith("%"))
+    n_pf = sum(len(values[u]) for u, d in counters.items()
+               if d.name.endswith("%") or d.name.endswith(" (counters)"))
     assert len(c) == n_pf, f"parquet counters: {len(c)} rows, perfetto {n_pf} values"
+    # The GPM samples given to the process, one wide row each in `gpu_metrics`, each
+    # one of the file's samples.
+    gm = pq.read_table(os.path.join(pqd, "gpu_metrics.parquet")).to_pylist()
+    starts = {r["ts_ns"] for r in g}
+    assert all(r["start_ns"] in starts for r in gm), "a gpu_metrics row that is no sample of the file"
+    assert (len(gm) > 0) == (gpm_shown > 0), f"{len(gm)} gpu_metrics rows, {gpm_shown} values shown"
     # Python stack samples: the samples whose stack is known and not empty, each in the
     # Parquet table; on the timeline merged into slices, under their thread's track.
     py = dump(gputrace, procs[0], {"py_sample", "py_stack"})
@@ -176,7 +196,9 @@ def main():
     print(
         f"counters ok: {d}: {len(by_tid)} threads, {len(by_pid)} processes of the tree, "
         f"{len(busy)} machine intervals, {shown} NVML samples on {len(clocks)} GPU track(s), "
-        f"{other_tracks} other process(es)' SM % on a GPU, {len(c)} parquet counter rows, "
+        f"{other_tracks} other process(es)' SM % on a GPU, {gpm_shown} GPM values "
+        f"({len(gm)} gpu_metrics rows), "
+        f"{len(c)} parquet counter rows, "
         f"{len(known)} Python samples in {len(slices)} slices"
     )
 

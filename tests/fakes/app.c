@@ -306,6 +306,20 @@ static void run_spin(double secs) {
     printf("spin: done\n");
 }
 
+/* Kernels back to back for `secs` (with FAKE_KERNEL_US, a GPU busy the whole time). */
+static void run_busy(double secs) {
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    const dim3 g = {4096, 1, 1}, b = {256, 1, 1};
+    unsigned long n = 0;
+    while (seconds_since(&t0) < secs) {
+        OK(launch("_Z11elementwisev", g, b, 0, NULL));
+        n++;
+    }
+    OK(rt.DeviceSynchronize());
+    printf("busy: %s\n", n > 0 ? "done" : "no launch");
+}
+
 static void run_steady(const char *path) {
     FILE *f = fopen(path, "a");
     if (!f) {
@@ -328,28 +342,13 @@ static void run_steady(const char *path) {
     }
 }
 
-static void run_pm(int wait) {
+/* Kernels a job asking for the removed GPUTRACE_PM runs: it must run as without it. */
+static void run_pm(void) {
     const dim3 g = {1024, 1, 1}, b = {256, 1, 1};
     for (int i = 0; i < 5; i++)
         OK(launch("_Z6streamv", g, b, 0, NULL));
     OK(rt.DeviceSynchronize());
     printf("pm: 5 launches done\n");
-    if (!wait)
-        return;
-    void *h = dlopen("libcupti.so.13", RTLD_NOW | RTLD_NOLOAD);
-    int (*settled)(void) = h ? (int (*)(void))dlsym(h, "fake_cupti_pm_settled") : NULL;
-    CHECK(settled != NULL, "the fake CUPTI with PM sampling is not loaded");
-    if (!settled)
-        return;
-    struct timespec t0;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    while (!settled()) {
-        if (seconds_since(&t0) > 20) {
-            fprintf(stderr, "app: PM sampling never settled\n");
-            exit(4);
-        }
-        usleep(1000);
-    }
 }
 
 static void run_exec(const char *self) {
@@ -617,6 +616,8 @@ int main(int argc, char **argv) {
         run_fork_cuda();
     else if (strcmp(s, "spin") == 0)
         run_spin(argc > 2 ? atof(argv[2]) : 0);
+    else if (strcmp(s, "busy") == 0)
+        run_busy(argc > 2 ? atof(argv[2]) : 0.5);
     else if (strcmp(s, "steady") == 0 && argc > 2)
         run_steady(argv[2]);
     else if (strcmp(s, "profiler") == 0)
@@ -628,7 +629,7 @@ int main(int argc, char **argv) {
     else if (strcmp(s, "retcodes") == 0)
         run_retcodes();
     else if (strcmp(s, "pm") == 0)
-        run_pm(argc > 2 && strcmp(argv[2], "1") == 0);
+        run_pm();
     else {
         fprintf(stderr, "app: unknown scenario %s\n", s);
         return 2;

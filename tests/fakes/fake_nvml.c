@@ -14,6 +14,17 @@
  *   nodevice   nvmlInit_v2 succeeds, no GPU
  *   hang       as healthy, but reading a clock never returns (a driver call stuck)
  *
+ * NVML GPM (nvmlGpm*) as FAKE_NVML_GPM says (unset: unsupported):
+ *
+ *   memory       supported; every pair of samples reads as elementwise chains did on an
+ *                H200: SM 99.8%, occupancy 90%, tensor pipes 0%, DRAM 58.5%, FP32 12%,
+ *                integer 3%, PCIe 20 MiB/s in and 10 out, no NVLink
+ *   tensor       supported; as bf16 matmuls: SM 96%, occupancy 14%, tensor (HMMA) 93%,
+ *                DRAM 17%, FP32 1%
+ *   unsupported  nvmlGpmQueryDeviceSupport says the device has no GPM
+ *   noperm       supported, but nvmlGpmSampleGet returns NVML_ERROR_NO_PERMISSION
+ *   hang         supported, but nvmlGpmSampleGet never returns
+ *
  * The process shown on the GPU as the job is the loading process itself, or with
  * FAKE_NVML_JOB=child the loading process's child (as under `gputrace run`, which
  * reads NVML from its own process while its child does the GPU work; none listed
@@ -465,4 +476,132 @@ EXPORT nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t *e, 
 
 EXPORT nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set) {
     return set == &the_set ? NVML_SUCCESS : NVML_ERROR_INVALID_ARGUMENT;
+}
+
+/* ======================= GPM ======================= */
+
+typedef struct {
+    unsigned int version, isSupportedDevice;
+} nvmlGpmSupport_t;
+
+#define GPM_MAGIC 0x47504d53u
+typedef struct {
+    unsigned int magic;
+    unsigned long long taken_ns, seq;
+} fake_gpm_sample;
+
+typedef struct {
+    const char *shortName, *longName, *unit;
+} nvmlGpmMetricInfo_t;
+
+typedef struct {
+    unsigned int metricId;
+    nvmlReturn_t nvmlReturn;
+    double value;
+    nvmlGpmMetricInfo_t metricInfo;
+} nvmlGpmMetric_t;
+
+/* NVML_GPM_METRIC_MAX of an older header: NVML reads only numMetrics entries. */
+#define FAKE_GPM_METRIC_MAX 98
+typedef struct {
+    unsigned int version, numMetrics;
+    fake_gpm_sample *sample1, *sample2;
+    nvmlGpmMetric_t metrics[FAKE_GPM_METRIC_MAX];
+} nvmlGpmMetricsGet_t;
+
+static const char *gpm_mode(void) {
+    const char *m = getenv("FAKE_NVML_GPM");
+    return m ? m : "unsupported";
+}
+static int gpm_is(const char *m) { return strcmp(gpm_mode(), m) == 0; }
+
+EXPORT nvmlReturn_t nvmlGpmQueryDeviceSupport(nvmlDevice_t d, nvmlGpmSupport_t *s) {
+    NEED_GPU(d);
+    if (!s || s->version != 1)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    s->isSupportedDevice = !gpm_is("unsupported");
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlGpmSampleAlloc(fake_gpm_sample **out) {
+    NEED_INIT();
+    fake_gpm_sample *s = calloc(1, sizeof *s);
+    if (!s)
+        return NVML_ERROR_INSUFFICIENT_SIZE;
+    s->magic = GPM_MAGIC;
+    *out = s;
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlGpmSampleFree(fake_gpm_sample *s) {
+    if (!s || s->magic != GPM_MAGIC)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    s->magic = 0;
+    free(s);
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlGpmSampleGet(nvmlDevice_t d, fake_gpm_sample *s) {
+    static unsigned long long seq;
+    NEED_GPU(d);
+    if (!s || s->magic != GPM_MAGIC)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (gpm_is("unsupported"))
+        return NVML_ERROR_NOT_SUPPORTED;
+    if (gpm_is("noperm"))
+        return NVML_ERROR_NO_PERMISSION;
+    while (gpm_is("hang"))
+        pause();
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    s->taken_ns = (unsigned long long)t.tv_sec * 1000000000ull + (unsigned long long)t.tv_nsec;
+    s->seq = ++seq;
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlGpmMigSampleGet(nvmlDevice_t d, unsigned int gi, fake_gpm_sample *s) {
+    (void)gi;
+    (void)s;
+    NEED_GPU(d);
+    return NVML_ERROR_NOT_SUPPORTED;
+}
+
+/* A metric's value in the profile; -1: the device has no such metric. */
+static double gpm_value(unsigned int id) {
+    int mem = gpm_is("memory");
+    switch (id) {
+    case 2: return mem ? 99.8 : 96.0;   /* SM util */
+    case 3: return mem ? 90.0 : 14.0;   /* SM occupancy */
+    case 4: return mem ? 3.0 : 2.0;     /* integer */
+    case 5: return mem ? 0.0 : 93.0;    /* any tensor */
+    case 6: return 0.0;                 /* DFMA */
+    case 7: return mem ? 0.0 : 93.0;    /* HMMA */
+    case 9: return 0.0;                 /* IMMA */
+    case 10: return mem ? 58.5 : 17.0;  /* DRAM bandwidth */
+    case 11: return 0.0;                /* FP64 */
+    case 12: return mem ? 12.0 : 1.0;   /* FP32 */
+    case 13: return 0.0;                /* FP16 */
+    case 20: return 10.0;               /* PCIe TX MiB/s */
+    case 21: return 20.0;               /* PCIe RX MiB/s */
+    default: return -1;                 /* NVLink and the rest: not on this device */
+    }
+}
+
+EXPORT nvmlReturn_t nvmlGpmMetricsGet(nvmlGpmMetricsGet_t *m) {
+    NEED_INIT();
+    if (!m || m->version != 1 || m->numMetrics > FAKE_GPM_METRIC_MAX || !m->sample1 ||
+        !m->sample2 || m->sample1->magic != GPM_MAGIC || m->sample2->magic != GPM_MAGIC)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    /* Two samples, the second taken after the first. */
+    if (m->sample1->seq == 0 || m->sample2->seq <= m->sample1->seq)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    for (unsigned int i = 0; i < m->numMetrics; i++) {
+        double v = gpm_value(m->metrics[i].metricId);
+        m->metrics[i].nvmlReturn = v < 0 ? NVML_ERROR_NOT_SUPPORTED : NVML_SUCCESS;
+        m->metrics[i].value = v < 0 ? 0 : v;
+        m->metrics[i].metricInfo.shortName = "fake";
+        m->metrics[i].metricInfo.longName = "fake metric";
+        m->metrics[i].metricInfo.unit = "%";
+    }
+    return NVML_SUCCESS;
 }

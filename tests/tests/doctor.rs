@@ -165,3 +165,43 @@ fn the_exit_status_says_whether_anything_can_be_traced() {
     let v: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
     assert_eq!(v["bottom_line"]["ready"], false);
 }
+
+fn doctor_with_gpm(gpm: &str) -> Doctor {
+    let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+    std::env::set_var("FAKE_NVML_SCENARIO", "healthy");
+    std::env::set_var("FAKE_NVML_GPM", gpm);
+    let d = doctor::run(&Options {
+        nvml: Some(fake_nvml().to_path_buf()),
+        site_packages: Vec::new(),
+        cuda_driver: Some(fake_nvml().to_path_buf()),
+    });
+    std::env::remove_var("FAKE_NVML_GPM");
+    d
+}
+
+#[test]
+fn the_gpm_line_says_whether_the_gpu_gives_performance_metrics_and_why_not() {
+    let c = line(&doctor_with_gpm("memory"), "gpm").clone();
+    assert_eq!(c.status, Status::Ok, "{c:?}");
+    assert!(c.message.contains("NVML GPM): available"), "{c:?}");
+    let c = line(&doctor_with_gpm("unsupported"), "gpm").clone();
+    assert_eq!(c.status, Status::Info, "{c:?}");
+    assert!(c.message.contains("unsupported_device"), "{c:?}");
+    let c = line(&doctor_with_gpm("noperm"), "gpm").clone();
+    assert_eq!(c.status, Status::Warn, "{c:?}");
+    assert!(c.message.contains("no_permission"), "{c:?}");
+    assert!(
+        c.fix
+            .as_deref()
+            .unwrap_or("")
+            .contains("NVreg_RestrictProfilingToAdminUsers=0"),
+        "{c:?}"
+    );
+    // A GPM call that never returns: a bounded wait and a line saying so.
+    let d = doctor_with_gpm("hang");
+    let c = line(&d, "gpm");
+    assert_eq!(c.status, Status::Warn, "{c:?}");
+    assert!(c.message.contains("no answer from NVML"), "{c:?}");
+    // The other lines are still there.
+    assert_eq!(line(&d, "clocks").status, Status::Ok);
+}

@@ -439,3 +439,136 @@ fn an_environment_file_alone_is_an_error_and_dumps() {
     let v: serde_json::Value = serde_json::from_str(&r.stdout).expect("JSON");
     assert_eq!(v["processes"].as_array().map(|a| a.len()), Some(1), "{v}");
 }
+
+// NVML GPM: read by `gputrace run` beside the job, as the fake's FAKE_NVML_GPM profile says.
+
+/// `gputrace run --json -- APP busy 0.6` (kernels of 2 ms back to back) with the fake
+/// NVML's GPM in `gpm`, sampled every 20 ms.
+fn gputrace_run_gpm(w: &Wheel, gpm: &str) -> Output {
+    let traces = w.traces.to_string_lossy().into_owned();
+    let app = w.app.to_string_lossy().into_owned();
+    let o = w
+        .program(
+            gputrace_bin(),
+            &["run", "--json", "-o", &traces, "--", &app, "busy", "0.6"],
+        )
+        .untraced()
+        .unset("GPUTRACE_DIR")
+        .env("FAKE_NVML_JOB", "child")
+        .env("GPUTRACE_NVML", fake_nvml().to_string_lossy())
+        .env("FAKE_NVML_GPM", gpm)
+        .env("GPUTRACE_GPM_MS", "20")
+        .env("FAKE_KERNEL_US", "2000")
+        .run();
+    o.assert_ok();
+    assert!(o.stdout.contains("busy: done"), "{}", o.stdout);
+    o
+}
+
+fn finding<'a>(r: &'a serde_json::Value, id: &str) -> Option<&'a serde_json::Value> {
+    r["findings"]
+        .as_array()
+        .expect("findings")
+        .iter()
+        .find(|f| f["id"] == id)
+}
+
+#[test]
+fn gpm_samples_reach_the_environment_file_and_make_a_memory_bound_job_memory_bound() {
+    let w = Wheel::new(Cuda::V13, Layout::Flat);
+    let o = gputrace_run_gpm(&w, "memory");
+    let (procs, envs) = split_files(&o);
+    assert_eq!((procs.len(), envs.len()), (1, 1), "{:?}", o.traces);
+    let e = &envs[0];
+    assert_eq!(env::fact(e, 0, "gpm"), Some("ok"));
+    let c = &e.counter_samples;
+    assert!(c.len() >= 3, "{c:?}\n{}", o.stderr);
+    for s in c {
+        assert_eq!(s.source, fmt::COUNTER_SOURCE_GPM);
+        assert_eq!((s.device, s.instance), (0, fmt::ENV_NA));
+        assert_eq!((s.sm_active, s.occupancy, s.dram), (9_980, 9_000, 5_850));
+        assert_eq!(
+            (s.tensor_active, s.tensor_hmma, s.fp32_active),
+            (0, 0, 1_200)
+        );
+        assert_eq!(s.nvlink_rx_bytes, fmt::ENV_NA64, "the fake has no NVLink");
+        assert!(s.end > s.start);
+    }
+    // Pairs follow one another.
+    for p in c.windows(2) {
+        assert_eq!(p[1].start, p[0].end, "{p:?}");
+    }
+    // Nothing was loaded into the job for it: the process trace has no samples itself.
+    assert!(procs[0].counter_samples.is_empty());
+    let r = report_json(&o);
+    let p = &r["processes"][0];
+    assert_eq!(p["measured"]["source"], "gpm", "{p}");
+    assert_eq!(p["measured"]["dram_pct"].as_f64(), Some(58.5), "{p}");
+    let f = finding(&r, "memory_bound").unwrap_or_else(|| panic!("no memory_bound: {r:#}"));
+    assert_eq!(f["metrics"]["dram_pct"].as_f64(), Some(58.5), "{f}");
+    assert!(f["title"].as_str().unwrap().contains("DRAM 58%"), "{f}");
+    assert!(f["fix"].as_str().unwrap().contains("torch.compile"), "{f}");
+    assert_eq!(r["findings"][0]["id"], "memory_bound", "{r:#}");
+    let k = &p["measured_kernels"][0];
+    assert_eq!(
+        (k["verdict"].as_str(), k["attribution"].as_str()),
+        (Some("memory_bound"), Some("exact")),
+        "{k}"
+    );
+}
+
+#[test]
+fn a_tensor_bound_job_is_not_memory_bound_and_its_tensor_share_is_reported() {
+    let w = Wheel::new(Cuda::V13, Layout::Flat);
+    let o = gputrace_run_gpm(&w, "tensor");
+    let r = report_json(&o);
+    assert!(finding(&r, "memory_bound").is_none(), "{r:#}");
+    let p = &r["processes"][0];
+    assert_eq!(
+        p["measured"]["tensor_active_pct"].as_f64(),
+        Some(93.0),
+        "{p}"
+    );
+    assert_eq!(p["measured"]["occupancy_pct"].as_f64(), Some(14.0), "{p}");
+    assert_eq!(p["measured_kernels"][0]["verdict"], "tensor_bound", "{p}");
+}
+
+#[test]
+fn a_gpu_without_gpm_or_refusing_it_costs_nothing_and_says_why() {
+    for (gpm, why) in [
+        ("unsupported", "unsupported_device: "),
+        ("noperm", "no_permission: "),
+    ] {
+        let w = Wheel::new(Cuda::V13, Layout::Flat);
+        let o = gputrace_run_gpm(&w, gpm);
+        let (procs, envs) = split_files(&o);
+        assert_eq!((procs.len(), envs.len()), (1, 1), "{gpm}: {:?}", o.traces);
+        let e = &envs[0];
+        let fact = env::fact(e, 0, "gpm").unwrap_or_default();
+        assert!(fact.starts_with(why), "{gpm}: {fact}");
+        assert!(e.counter_samples.is_empty(), "{gpm}");
+        assert!(
+            !e.gpu_samples.is_empty(),
+            "{gpm}: the other NVML samples go on"
+        );
+        let r = report_json(&o);
+        assert!(r["processes"][0].get("measured").is_none(), "{gpm}");
+        assert!(finding(&r, "memory_bound").is_none(), "{gpm}");
+    }
+}
+
+#[test]
+fn a_hung_gpm_call_never_holds_the_job_or_the_other_samples() {
+    let w = Wheel::new(Cuda::V13, Layout::Flat);
+    let o = gputrace_run_gpm(&w, "hang");
+    let (procs, envs) = split_files(&o);
+    assert_eq!((procs.len(), envs.len()), (1, 1), "{:?}", o.traces);
+    assert!(envs[0].counter_samples.is_empty());
+    assert!(
+        envs[0].gpu_samples.len() >= 2,
+        "the NVML ticks go on beside it"
+    );
+    assert!(!envs[0].stats.cut_short(), "{:?}", envs[0].stats);
+    let r = report_json(&o);
+    assert_eq!(r["processes"].as_array().map(|a| a.len()), Some(1), "{r}");
+}

@@ -114,6 +114,7 @@ fn attach_samples_nvml_beside_the_window_it_opens() {
     let nvml = Settings {
         nvml: NvmlChoice::Command(Some(fake_nvml().to_path_buf())),
         period: Duration::from_millis(100),
+        gpm_period: Duration::from_millis(100),
     };
     let req = protocol::WindowReq {
         duration: Duration::from_millis(300),

@@ -179,3 +179,40 @@ fn good_settings_are_quiet_and_take_effect() {
         "GPUTRACE_API=0 still recorded API calls"
     );
 }
+
+#[test]
+fn the_removed_pm_setting_is_one_note_and_the_job_runs_as_untraced() {
+    let w = Wheel::new(Cuda::V13, Layout::Flat);
+    let base = w.app(&["pm"]).untraced().run();
+    base.assert_ok();
+    for v in ["1", "on"] {
+        let _ = std::fs::remove_dir_all(&w.traces);
+        let out = w
+            .app(&["pm"])
+            .env("GPUTRACE_PM", v)
+            .env("GPUTRACE_PM_US", "100")
+            .run();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "GPUTRACE_PM={v}: {}",
+            out.stderr
+        );
+        assert_eq!(out.stdout, base.stdout);
+        let lines = out.gputrace_lines();
+        assert_eq!(lines.len(), 1, "GPUTRACE_PM={v}:\n{}", out.stderr);
+        assert!(
+            lines[0].contains("removed") && lines[0].contains("NVML GPM"),
+            "{}",
+            lines[0]
+        );
+        let t = out.only_trace();
+        t.assert_complete();
+        assert_eq!(t.kernels().len(), 5, "GPUTRACE_PM={v}");
+    }
+    // Off says nothing.
+    let _ = std::fs::remove_dir_all(&w.traces);
+    let out = w.app(&["pm"]).env("GPUTRACE_PM", "0").run();
+    out.assert_ok();
+    assert!(out.gputrace_lines().is_empty(), "{}", out.stderr);
+}

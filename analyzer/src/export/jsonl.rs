@@ -48,10 +48,14 @@
 //! * `py_sample` (format 2.3): a periodic sample of a CUDA-issuing thread's Python
 //!   stack during the window: `tid`, `ts_ns`, `stack` (a `py_stack` id).
 //!
-//! GPU hardware counters (`GPUTRACE_PM=1`; values the GPU did not give are left out):
+//! GPU performance counters (NVML GPM from `gputrace run`/`attach`: in the environment
+//! file, the device an NVML index; CUPTI PM in older traces; values the GPU did not give
+//! are left out):
 //! * `counter_sample`: `device`, `dur_ns`, `sm_active_pct`, `occupancy_pct` (achieved
-//!   occupancy), `tensor_active_pct`, `dram_pct` (of peak), `pcie_read_bytes`,
-//!   `pcie_write_bytes`, `nvlink_rx_bytes`, `nvlink_tx_bytes` (over the sample).
+//!   occupancy), `tensor_active_pct`, `dram_pct` (of peak), `fp64_pct`, `fp32_pct`,
+//!   `fp16_pct`, `integer_pct`, `tensor_dfma_pct`, `tensor_hmma_pct`, `tensor_imma_pct`,
+//!   `pcie_read_bytes`, `pcie_write_bytes`, `nvlink_rx_bytes`, `nvlink_tx_bytes` (over
+//!   the sample), `source` (`gpm` or `pm`), `gpu_instance` (a MIG GPU instance only).
 //!
 //! Host samples (format 2.1, the library's sampler; counters are cumulative):
 //! * `thread_cpu`: a CUDA-issuing thread: `tid`, `cpu_ns` (on a CPU), `wait_ns`
@@ -534,6 +538,13 @@ impl EventExporter for Jsonl {
                     ("occupancy_pct", x.occupancy),
                     ("tensor_active_pct", x.tensor_active),
                     ("dram_pct", x.dram),
+                    ("fp64_pct", x.fp64_active),
+                    ("fp32_pct", x.fp32_active),
+                    ("fp16_pct", x.fp16_active),
+                    ("integer_pct", x.integer_active),
+                    ("tensor_dfma_pct", x.tensor_dfma),
+                    ("tensor_hmma_pct", x.tensor_hmma),
+                    ("tensor_imma_pct", x.tensor_imma),
                 ] {
                     if let Some(p) = pct(v) {
                         m.put(k, &p);
@@ -543,6 +554,10 @@ impl EventExporter for Jsonl {
                 m.env64("pcie_write_bytes", x.pcie_write_bytes);
                 m.env64("nvlink_rx_bytes", x.nvlink_rx_bytes);
                 m.env64("nvlink_tx_bytes", x.nvlink_tx_bytes);
+                m.put("source", x.source_name());
+                if x.instance != fmt::ENV_NA {
+                    m.put("gpu_instance", &x.instance);
+                }
             }
             TraceEvent::Thread { tid, name } => {
                 m.start("thread", pid, 0, None);

@@ -13,6 +13,7 @@
 //! | `steps` | training step |
 //! | `gpu_samples` | NVML sample of a GPU (NVML's index; -1 where NVML gave no reading), the process's own or an environment file's |
 //! | `counters` | value of a sampler's percentage counter: a sampled thread's or a process's CPU %, the machine's CPU busy and iowait %, another process's SM % of a GPU (`track` thread, process, machine or gpu; `id` its tid, pid or NVML index, -1 for the machine) |
+//! | `gpu_metrics` | GPU counter sample over `start_ns..end_ns` (NVML GPM from `gputrace run`/`attach`, or CUPTI PM in older traces): `device` (the process's CUDA ordinal), `instance` (MIG GPU instance, -1 for the whole GPU), `source` (`gpm`, `pm`), each metric in percent of peak and PCIe/NVLink bytes over the sample; -1 where the GPU gave none |
 //! | `findings` | finding of the report |
 //!
 //! Written with the `parquet` crate's column writers (no Arrow), Snappy-compressed,
@@ -195,6 +196,31 @@ const TABLES: &[(&str, &[(&str, Kind)])] = &[
         ],
     ),
     (
+        "gpu_metrics",
+        &[
+            ("device", Kind::I),
+            ("instance", Kind::I),
+            ("source", Kind::S),
+            ("start_ns", Kind::I),
+            ("end_ns", Kind::I),
+            ("sm_active_pct", Kind::F),
+            ("occupancy_pct", Kind::F),
+            ("tensor_active_pct", Kind::F),
+            ("dram_pct", Kind::F),
+            ("fp64_pct", Kind::F),
+            ("fp32_pct", Kind::F),
+            ("fp16_pct", Kind::F),
+            ("integer_pct", Kind::F),
+            ("tensor_dfma_pct", Kind::F),
+            ("tensor_hmma_pct", Kind::F),
+            ("tensor_imma_pct", Kind::F),
+            ("pcie_read_bytes", Kind::I),
+            ("pcie_write_bytes", Kind::I),
+            ("nvlink_rx_bytes", Kind::I),
+            ("nvlink_tx_bytes", Kind::I),
+        ],
+    ),
+    (
         "python_samples",
         &[
             ("tid", Kind::I),
@@ -222,7 +248,8 @@ const STEPS: usize = 6;
 const SAMPLES: usize = 7;
 const COUNTERS: usize = 8;
 const FINDINGS: usize = 9;
-const PYTHON: usize = 10;
+const METRICS: usize = 10;
+const PYTHON: usize = 11;
 
 /// A column's values waiting for the next row group.
 enum Col {
@@ -540,6 +567,49 @@ impl TimelineExporter for Parquet {
                 .s(bs(&f.summary))
                 .s(bs(&f.fix))
                 .end_row()?;
+        }
+        // GPU counter samples, one wide row each.
+        for c in &v.trace.counter_samples {
+            let t = &mut self.tables[METRICS];
+            let instance = if c.instance == fmt::ENV_NA {
+                -1
+            } else {
+                c.instance as i64
+            };
+            t.who(&w)
+                .u(c.device as u64)
+                .i(instance)
+                .s(c.source_name())
+                .u(v.at(c.start))
+                .u(v.at(c.end));
+            for x in [
+                c.sm_active,
+                c.occupancy,
+                c.tensor_active,
+                c.dram,
+                c.fp64_active,
+                c.fp32_active,
+                c.fp16_active,
+                c.integer_active,
+                c.tensor_dfma,
+                c.tensor_hmma,
+                c.tensor_imma,
+            ] {
+                t.f(if x == fmt::ENV_NA {
+                    -1.0
+                } else {
+                    x as f64 / 100.0
+                });
+            }
+            for x in [
+                c.pcie_read_bytes,
+                c.pcie_write_bytes,
+                c.nvlink_rx_bytes,
+                c.nvlink_tx_bytes,
+            ] {
+                t.i(if x == fmt::ENV_NA64 { -1 } else { x as i64 });
+            }
+            t.end_row()?;
         }
         // The samplers' readings, from the loaded trace (with what an environment
         // file gave it).

@@ -478,8 +478,10 @@ pub enum Sampled {
         device: u32,
         pid: u32,
     },
-    /// The GPU's hardware counters (CUPTI PM sampling), percent of peak: 0 SM active,
-    /// 1 achieved occupancy, 2 tensor pipes, 3 DRAM throughput; shown under the GPU.
+    /// The GPU's performance counters (NVML GPM, or CUPTI PM in older traces), percent
+    /// of peak: 0 SM active, 1 achieved occupancy, 2 tensor pipes, 3 DRAM throughput,
+    /// 4-6 FP64/FP32/FP16 pipes, 7 integer pipe, 8-10 DFMA/HMMA/IMMA tensor pipes;
+    /// shown under the GPU.
     GpuCounter {
         device: u32,
         which: u8,
@@ -590,24 +592,42 @@ pub fn sampled_counters(t: &Trace, nvml: &[bool], mut f: impl FnMut(Sampled, &st
         };
         f(key, name, p.ts, p.sm_pct as f64);
     }
-    // PM sampling: hundredths of a percent over [start, end), given at the start.
-    const PM: [&str; 4] = [
+    // GPU counter samples (NVML GPM, or CUPTI PM in older traces): hundredths of a
+    // percent over [start, end), given at the start.
+    const NAMES: [&str; 11] = [
         "SM active % (counters)",
         "occupancy % (counters)",
         "tensor active % (counters)",
         "DRAM % of peak (counters)",
+        "FP64 pipe % (counters)",
+        "FP32 pipe % (counters)",
+        "FP16 pipe % (counters)",
+        "integer pipe % (counters)",
+        "tensor DFMA % (counters)",
+        "tensor HMMA % (counters)",
+        "tensor IMMA % (counters)",
     ];
     for c in &t.counter_samples {
-        for (which, v) in [c.sm_active, c.occupancy, c.tensor_active, c.dram]
-            .into_iter()
-            .enumerate()
-        {
+        let values = [
+            c.sm_active,
+            c.occupancy,
+            c.tensor_active,
+            c.dram,
+            c.fp64_active,
+            c.fp32_active,
+            c.fp16_active,
+            c.integer_active,
+            c.tensor_dfma,
+            c.tensor_hmma,
+            c.tensor_imma,
+        ];
+        for (which, v) in values.into_iter().enumerate() {
             if v != fmt::ENV_NA {
                 let key = Sampled::GpuCounter {
                     device: c.device,
                     which: which as u8,
                 };
-                f(key, PM[which], c.start, v as f64 / 100.0);
+                f(key, NAMES[which], c.start, v as f64 / 100.0);
             }
         }
     }

@@ -324,10 +324,13 @@ pub struct ProcessReport {
     pub gpu_util_pct: f64,
     /// Time-weighted share of the GPU's resident-block slots kernels filled (estimate).
     pub sm_fill_pct: Option<f64>,
-    /// GPU hardware counters measured over the steady state (`GPUTRACE_PM=1`); absent
-    /// without counter samples.
+    /// GPU performance counters measured over the steady state (NVML GPM from `gputrace
+    /// run`/`attach`, or CUPTI PM sampling in older traces); absent without counter samples.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub measured: Option<counters::Measured>,
+    /// The same for the busiest kernel names of the steady state.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub measured_kernels: Vec<counters::MeasuredKernel>,
     pub kernels: KernelsReport,
     pub launches: LaunchReport,
     pub copies: Vec<CopyReport>,
@@ -992,6 +995,9 @@ fn analyze_process(
         gpu_util_pct: pct(ps.kernel_busy, wall),
         sm_fill_pct: sm_fill,
         measured: counters.measured.clone(),
+        measured_kernels: counters::top_kernels(&counters, 5, |n| {
+            findings::kernel_name_of(t.str(n))
+        }),
         kernels: kreport,
         launches: lreport,
         copies: cstats

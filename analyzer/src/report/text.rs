@@ -213,16 +213,46 @@ fn process_header(o: &mut String, p: &ProcessReport, multi: bool) {
     match &p.measured {
         Some(m) => {
             let v = |x: Option<f64>| x.map(pct_str).unwrap_or_else(|| "?".into());
+            let by = if m.source == "gpm" {
+                "NVML GPM"
+            } else {
+                "CUPTI PM"
+            };
             let _ = writeln!(
                 o,
-                "   nvidia-smi GPU-Util would read {:.0}%; SMs actually active {}, occupancy {} (measured: {} counter samples; tensor {}, DRAM {} of peak)",
+                "   nvidia-smi GPU-Util would read {:.0}%; SMs actually active {}, occupancy {} (measured by {by}: {} samples; tensor {}, DRAM {} of peak)",
                 p.gpu_util_pct,
-                v(m.sm_active_pct),
-                v(m.occupancy_pct),
+                v(m.m.sm_active_pct),
+                v(m.m.occupancy_pct),
                 m.samples,
-                v(m.tensor_active_pct),
-                v(m.dram_pct)
+                v(m.m.tensor_active_pct),
+                v(m.m.dram_pct)
             );
+            for k in &p.measured_kernels {
+                let _ = write!(
+                    o,
+                    "     {} x{} ({}): SMs {}, occupancy {}, tensor {}, DRAM {}",
+                    k.name,
+                    k.count,
+                    k.attribution,
+                    v(k.m.sm_active_pct),
+                    v(k.m.occupancy_pct),
+                    v(k.m.tensor_active_pct),
+                    v(k.m.dram_pct)
+                );
+                if let Some(fp) = k.m.fp_max_pct() {
+                    let _ = write!(o, ", FP {}", pct_str(fp));
+                }
+                let _ = writeln!(
+                    o,
+                    "{}",
+                    match k.verdict {
+                        "memory_bound" => ": memory-bound",
+                        "tensor_bound" => ": compute-bound on the tensor pipes (healthy)",
+                        _ => "",
+                    }
+                );
+            }
         }
         None => {
             let _ = writeln!(

@@ -53,6 +53,9 @@ pub enum NvmlLib {
 /// Default NVML sampling period.
 pub const NVML_MS_DEFAULT: u64 = 100;
 
+/// What the library says when `GPUTRACE_PM` is set.
+pub const PM_REMOVED: &str = "GPUTRACE_PM: in-process PM sampling was removed (it could crash the job at exit); `gputrace run` and `gputrace attach` record the GPU's SM activity, occupancy, tensor/FP pipes and DRAM bandwidth with NVML GPM from outside the job (GPUTRACE_GPM_MS)";
+
 #[derive(Clone, Debug)]
 pub struct Opts {
     pub mode: Mode,
@@ -116,10 +119,9 @@ pub struct Opts {
     /// NVML sampling period in a trace window (`GPUTRACE_NVML_MS`, default 100; 0: the
     /// facts only, no sampling).
     pub nvml_ms: u64,
-    /// GPU hardware counters through CUPTI PM sampling in a trace window (`GPUTRACE_PM`).
-    pub pm: bool,
-    /// PM sampling interval in microseconds (`GPUTRACE_PM_US`, default 1000).
-    pub pm_interval_us: u64,
+    /// `GPUTRACE_PM` was asked for: in-process PM sampling is removed, and the library
+    /// says so once (the job runs on unchanged).
+    pub pm_removed: bool,
     /// `GPUTRACE_NVML_SKIP`: NVML reads left out.
     pub nvml_skip: gputrace_env::sampler::Skip,
     /// This process's rank in its job and on its node, and the variable each came from
@@ -163,8 +165,7 @@ impl Default for Opts {
             // process hung PyTorch at its first kernel launches (bench/results/2026-12-03-run5-wave).
             nvml: NvmlLib::Off,
             nvml_ms: NVML_MS_DEFAULT,
-            pm: false,
-            pm_interval_us: 1000,
+            pm_removed: false,
             nvml_skip: Default::default(),
             rank: None,
             local_rank: None,
@@ -360,14 +361,9 @@ impl Opts {
                     Ok(n) if n == 0 || (10..=60_000).contains(&n) => o.nvml_ms = n,
                     _ => bad("0 (off) or milliseconds between 10 and 60000"),
                 },
-                set::PM => match parse_bool(&v) {
-                    Some(b) => o.pm = b,
-                    None => bad("0 or 1"),
-                },
-                set::PM_US => match v.trim().parse::<u64>() {
-                    Ok(n) if (10..=1_000_000).contains(&n) => o.pm_interval_us = n,
-                    _ => bad("microseconds between 10 and 1000000"),
-                },
+                // Removed; accepted so that no job fails or warns for asking.
+                set::PM => o.pm_removed = parse_bool(&v) != Some(false),
+                set::PM_US => {}
                 set::NVML_SKIP => match gputrace_env::sampler::Skip::parse(&v) {
                     Some(k) => o.nvml_skip = k,
                     None => bad("a comma-separated list from events, procs, ecc, pcie, ticks"),
@@ -399,6 +395,11 @@ impl Opts {
     /// Everything wrong with the settings, as one line (`None` when all is well).
     pub fn warning(&self) -> Option<String> {
         (!self.warnings.is_empty()).then(|| format!("settings: {}", self.warnings.join("; ")))
+    }
+
+    /// The note for a removed setting that was asked for (one line), if any.
+    pub fn note(&self) -> Option<&'static str> {
+        self.pm_removed.then_some(PM_REMOVED)
     }
 
     pub fn from_env() -> Opts {
@@ -533,14 +534,15 @@ mod tests {
     }
 
     #[test]
-    fn pm_settings() {
-        let d = o(&[]);
-        assert_eq!((d.pm, d.pm_interval_us), (false, 1000));
-        let d = o(&[("GPUTRACE_PM", "1"), ("GPUTRACE_PM_US", "100")]);
-        assert_eq!((d.pm, d.pm_interval_us), (true, 100));
-        let d = o(&[("GPUTRACE_PM", "maybe"), ("GPUTRACE_PM_US", "5")]);
-        assert_eq!((d.pm, d.pm_interval_us), (false, 1000));
-        assert_eq!(d.warnings.len(), 2, "{:?}", d.warnings);
+    fn the_removed_pm_setting_is_a_note_not_a_warning() {
+        assert_eq!(o(&[]).note(), None);
+        assert_eq!(o(&[("GPUTRACE_PM", "0")]).note(), None);
+        for v in ["1", "on", "maybe"] {
+            let d = o(&[("GPUTRACE_PM", v), ("GPUTRACE_PM_US", "5")]);
+            assert!(d.warnings.is_empty(), "{:?}", d.warnings);
+            let n = d.note().expect("a note");
+            assert!(n.contains("removed") && n.contains("GPM"), "{n}");
+        }
     }
 
     #[test]

@@ -37,6 +37,9 @@ pub fn on_load() -> bool {
     if let Some(w) = o.warning() {
         log::warn(&w);
     }
+    if let Some(n) = o.note() {
+        log::warn(n);
+    }
     if o.mode == Mode::Off {
         state::set(state::DISABLED);
         return false;
@@ -183,7 +186,6 @@ pub fn after_fork() {
     crate::session::env::forget_after_fork();
     crate::session::host::forget_after_fork();
     crate::session::pystack::after_fork();
-    crate::session::pm::forget_after_fork();
     crate::session::pystack::sample::reset_after_fork();
     control::forget_after_fork();
     let s = state::get();

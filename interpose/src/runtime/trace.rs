@@ -6,7 +6,7 @@ use crate::base::{clock, discover, log, state};
 use crate::rings::source::RingSource;
 use crate::session::cupti::source::CuptiSource;
 use crate::session::cupti::{self, buffers, foreign, Collector};
-use crate::session::{env, host, pm, pystack};
+use crate::session::{env, host, pystack};
 use crate::writer::{self, Source};
 use gputrace_format::protocol::TraceFileName;
 use gputrace_format::{CollectorState, Meta};
@@ -141,7 +141,6 @@ pub fn start_tracing(started_by: &str, dir: Option<&Path>) -> Result<PathBuf, Tr
     ))));
     sources.push(Box::new(env::EnvSource));
     sources.push(Box::new(host::HostSource::new()));
-    sources.push(Box::new(pm::PmSource));
     writer::start(file, meta, sources, o.flush_ms, o.compress).map_err(TraceError::Writer)?;
     env::start(o);
     host::start(o.host);
@@ -173,10 +172,6 @@ pub fn start_tracing(started_by: &str, dir: Option<&Path>) -> Result<PathBuf, Tr
         ));
     } else {
         writer::note_state_at(opened, CollectorState::Tracing, started_by);
-        // GPU counters only beside our own CUPTI session (never while blind).
-        if o.pm && c.is_some() {
-            pm::start(o.pm_interval_us);
-        }
     }
     log::debug(&format!(
         "tracing to {}{}",
@@ -198,13 +193,11 @@ pub fn finish() {
     if s != state::TRACING && s != state::BLIND {
         return;
     }
-    stop_counters();
     if let Some(c) = cupti::active() {
         if s == state::TRACING {
             c.stop();
         }
     }
-    pm::release();
     state::set(state::STOPPED);
     stop_env();
     let wait = Duration::from_millis(opts().exit_wait_ms);
@@ -213,17 +206,6 @@ pub fn finish() {
             "the trace writer did not finish in time at exit; the trace may miss its last events",
         );
     }
-}
-
-/// Ends the PM sampling session (its last decode, the sampler stopped), before the
-/// CUPTI session stops or is finalized; waits as long as for the other samplers. Its
-/// disabling waits for [`release_counters`], after the CUPTI session's last flush.
-pub(super) fn stop_counters() {
-    pm::stop(Duration::from_millis(opts().exit_wait_ms.min(1000)));
-}
-
-pub(super) fn release_counters() {
-    pm::release();
 }
 
 /// Ends the sampling sessions (host, environment), waiting at most a second (or

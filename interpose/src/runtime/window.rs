@@ -76,13 +76,11 @@ pub fn run_window(
     if !state::advance(s, state::STOPPED) || (s != state::TRACING && s != state::BLIND) {
         return Ok(path);
     }
-    super::trace::stop_counters();
     if let Some(c) = cupti::active() {
         if s == state::TRACING {
             c.stop();
         }
         writer::note_state(CollectorState::Stopped, "end of window");
-        super::trace::release_counters();
         c.finalize();
     }
     super::trace::stop_env();

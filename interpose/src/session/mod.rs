@@ -4,8 +4,9 @@
 //! [`cupti`]: GPU activity and the host side of CUDA API calls; [`env`]: the
 //! environment (versions, limits, NVML samples of clocks, power, PCIe, other processes);
 //! [`host`]: the host side from /proc (the CUDA threads' CPU time, the process tree,
-//! the machine's CPU); [`pystack`]: the Python stacks of the calls that matter.
-//! the machine's CPU); [`pm`]: GPU hardware counters (CUPTI PM sampling).
+//! the machine's CPU); [`pystack`]: the Python stacks of the calls that matter. The
+//! GPU's performance counters are read from outside the process (NVML GPM, by
+//! `gputrace run` / `attach`), not by a session here.
 //! A new session (NVML counters, host /proc samples, Python stacks) goes next to it as
 //! `session/<name>/`, and needs:
 //! * a way to start and stop, called from `runtime::start_tracing` and
@@ -21,5 +22,4 @@
 pub mod cupti;
 pub mod env;
 pub mod host;
-pub mod pm;
 pub mod pystack;

@@ -97,6 +97,20 @@ for name, want in expect.items():
                 ok, why = False, why + "; steady state starts at %.2f s" % start_s
             if spread > steady.get("max_spread_pct", 1e18):
                 ok, why = False, why + "; step spread %.0f%%" % spread
+        measured = want.get("measured")
+        if measured and rep.get("processes"):
+            # Bounds on the counters NVML GPM measured over the steady state.
+            p0 = max(rep["processes"], key=lambda p: p["steady"]["wall_ns"])
+            m = p0.get("measured") or {}
+            for key, bound in measured.items():
+                metric, side = key.rsplit("_", 1)
+                v = m.get(metric)
+                if v is None:
+                    ok, why = False, why + "; %s not measured" % metric
+                elif (side == "min" and v < bound) or (side == "max" and v > bound):
+                    ok, why = False, why + "; %s %.1f%%, want %s %s" % (metric, v, side, bound)
+                else:
+                    why += "; %s %.1f%%" % (metric, v)
         if warned:
             got += " [" + ",".join(warned) + "]"
     rows.append((name, target, got, "PASS" if ok else "FAIL", why))

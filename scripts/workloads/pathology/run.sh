@@ -12,7 +12,7 @@ for w in "$here"/*.py; do
   [ "$name" = check ] && continue
   rm -rf "$out/traces-$name"
   echo "== $name" >&2
-  # Settings a workload needs (expect.json "env"), such as GPUTRACE_PM=1.
+  # Settings a workload needs (expect.json "env").
   extra=$("$py" -c 'import json,sys; e=json.load(open(sys.argv[1]))["workloads"].get(sys.argv[2],{}).get("env",{}); print(" ".join(k+"="+v for k,v in e.items()))' "$here/expect.json" "$name.py")
   env $extra timeout 120 "$gt" run --summary -o "$out/traces-$name" -- "$py" "$w" > "$out/$name.log" 2>&1
   traces=("$out/traces-$name"/*.gtrace)

@@ -64,7 +64,7 @@ pub(super) fn trunc(s: &str, n: usize) -> String {
 }
 
 /// A kernel's name as evidence shows it: demangled, at most 60 characters.
-pub(super) fn kernel_name(raw: &str) -> String {
+pub(crate) fn kernel_name(raw: &str) -> String {
     trunc(&demangle(raw), 60)
 }
 

@@ -1,24 +1,20 @@
-//! `memory_bound`: kernels that keep DRAM near its peak bandwidth while the tensor pipes
-//! idle, measured by the GPU's own counters (`GPUTRACE_PM=1`). nvidia-smi reads such a
-//! GPU as 100% busy; the time is spent moving bytes, not computing. Time at stake: those
-//! kernels' busy time in the steady state.
+//! `memory_bound`: kernels that keep DRAM busy near what it delivers while the tensor and
+//! FP pipes idle, measured by the GPU's own counters (NVML GPM from `gputrace run` /
+//! `attach`, or CUPTI PM sampling in older traces). nvidia-smi reads such a GPU as 100%
+//! busy; the time is spent moving bytes, not computing. Time at stake: those kernels'
+//! busy time in the steady state. Thresholds: [`crate::report::counters::Verdict`].
 
 use super::common::{dur, share};
 use super::{FindingCx, FindingId};
-use crate::report::counters::KernelCounters;
+use crate::report::counters::{
+    KernelCounters, Verdict, IDLE_FP_PCT, IDLE_TENSOR_PCT, MEMORY_DRAM_PCT,
+};
 use crate::report::Finding;
-
-/// DRAM throughput (% of peak) from which a kernel counts as bandwidth-bound.
-pub(crate) const DRAM_PCT: f64 = 60.0;
-/// Tensor-pipe activity (% of elapsed cycles) below which the math pipes count as idle.
-pub(crate) const TENSOR_PCT: f64 = 20.0;
 
 fn bound(k: &KernelCounters) -> bool {
     // At least half the kernels' time sampled, so a sample or two at their edges
     // does not decide.
-    k.sampled_ns * 2 >= k.busy_ns
-        && k.dram_pct.is_some_and(|d| d >= DRAM_PCT)
-        && k.tensor_active_pct.unwrap_or(0.0) < TENSOR_PCT
+    k.sampled_ns * 2 >= k.busy_ns && Verdict::of(&k.m) == Verdict::MemoryBound
 }
 
 pub(super) fn detect(cx: &FindingCx) -> Option<Finding> {
@@ -29,49 +25,80 @@ pub(super) fn detect(cx: &FindingCx) -> Option<Finding> {
     if !cx.reportable(ns) {
         return None;
     }
+    let p = |v: Option<f64>| v.map_or("?".into(), |v| format!("{v:.0}%"));
+    // The DRAM bandwidth of the bound kernels, weighted by their time.
+    let dram = {
+        let (mut sum, mut w) = (0.0, 0.0);
+        for k in &hot {
+            if let Some(d) = k.m.dram_pct {
+                sum += d * k.busy_ns as f64;
+                w += k.busy_ns as f64;
+            }
+        }
+        (w > 0.0).then(|| sum / w)
+    };
     let mut x = cx.finding(
         FindingId::MemoryBound,
-        "Kernels limited by memory bandwidth, math pipes idle",
+        &format!(
+            "Kernels limited by memory bandwidth (DRAM {} of peak), math pipes idle",
+            p(dram)
+        ),
         ns,
         false,
     );
+    let by = if m.source == "gpm" {
+        "NVML GPM"
+    } else {
+        "CUPTI PM sampling"
+    };
     x.summary = format!(
-        "For {} of the steady state the GPU ran kernels that kept DRAM at {}% or more of its peak bandwidth while the tensor pipes were below {}%: the GPU looks busy (nvidia-smi GPU-Util {:.0}%), but it is moving bytes, not computing.",
+        "For {} of the steady state the GPU ran kernels that kept DRAM at {} of its peak bandwidth (measured by {by}) while the tensor pipes stayed below {IDLE_TENSOR_PCT}% and the FP pipes below {IDLE_FP_PCT}%: the GPU looks busy (nvidia-smi GPU-Util {:.0}%), but it is moving bytes, not computing. Faster math will not help; moving fewer bytes will.",
         share(ns, cx.wall),
-        DRAM_PCT,
-        TENSOR_PCT,
+        p(dram),
         cx.report.gpu_util_pct
     );
-    let p = |v: Option<f64>| v.map_or("?".into(), |v| format!("{v:.0}%"));
     x.evidence.push(format!(
-        "measured over the steady state ({} counter samples): DRAM {}, SMs active {}, occupancy {}, tensor {}",
+        "measured over the steady state ({} samples, {by}): DRAM {}, SMs active {}, occupancy {}, tensor {}, FP32 {}",
         m.samples,
-        p(m.dram_pct),
-        p(m.sm_active_pct),
-        p(m.occupancy_pct),
-        p(m.tensor_active_pct)
+        p(m.m.dram_pct),
+        p(m.m.sm_active_pct),
+        p(m.m.occupancy_pct),
+        p(m.m.tensor_active_pct),
+        p(m.m.fp32_pct)
     ));
     for k in hot.iter().take(5) {
         x.evidence.push(format!(
-            "{} x{}: {} busy, DRAM {}, SMs active {}, tensor {}",
+            "{} x{}: {} busy, DRAM {}, SMs active {}, occupancy {}, tensor {}, FP32 {} ({})",
             cx.kernel_name(k.name),
             k.count,
             dur(k.busy_ns),
-            p(k.dram_pct),
-            p(k.sm_active_pct),
-            p(k.tensor_active_pct)
+            p(k.m.dram_pct),
+            p(k.m.sm_active_pct),
+            p(k.m.occupancy_pct),
+            p(k.m.tensor_active_pct),
+            p(k.m.fp32_pct),
+            if k.exact {
+                "exact: samples it filled alone"
+            } else {
+                "mixed: it shared every sample with other kernels or idle time"
+            }
         ));
     }
+    if let Some(d) = dram {
+        x.metrics.insert("dram_pct".into(), d);
+    }
     for (key, v) in [
-        ("dram_pct", m.dram_pct),
-        ("sm_active_pct", m.sm_active_pct),
-        ("tensor_active_pct", m.tensor_active_pct),
+        ("steady_dram_pct", m.m.dram_pct),
+        ("sm_active_pct", m.m.sm_active_pct),
+        ("tensor_active_pct", m.m.tensor_active_pct),
     ] {
         if let Some(v) = v {
             x.metrics.insert(key.into(), v);
         }
     }
     x.metrics.insert("kernels".into(), hot.len() as f64);
-    x.fix = "Move fewer bytes per result: fuse chains of elementwise operations (torch.compile, or fused optimizers and activations) so intermediate tensors stay on chip; use lower precision (bf16/fp16, fp8) for activations and weights; avoid needless copies (.contiguous(), .clone(), dtype round trips, out-of-place ops where in-place would do); raise arithmetic intensity with larger matmuls instead of many elementwise passes.".into();
+    x.metrics
+        .insert("dram_threshold_pct".into(), MEMORY_DRAM_PCT);
+    x.fix = "Move fewer bytes per result: fuse chains of elementwise operations so intermediates stay on chip (torch.compile the model or the loss/activation code, or use fused optimizers and fused activations); keep activations in bf16 (autocast) rather than float32; avoid materialising intermediate tensors (no needless .contiguous(), .clone(), dtype round trips or temporaries in a chain); use in-place ops (x.mul_(a).add_(b)) where autograd allows.".into();
     Some(x)
 }

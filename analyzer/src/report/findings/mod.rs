@@ -43,6 +43,7 @@ mod pageable_memcpy;
 mod small_grid;
 mod sync_memcpy;
 
+pub(crate) use common::kernel_name as kernel_name_of;
 pub(crate) use common::REPORT_PCT;
 pub(crate) use cx::{FindingCx, JobCx};
 pub use id::{About, FindingId, Layer, Stake, UnknownFindingId};

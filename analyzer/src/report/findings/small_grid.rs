@@ -36,6 +36,9 @@ pub(super) fn detect(cx: &FindingCx) -> Option<Finding> {
     small.sort_by(|a, b| b.empty_ns.total_cmp(&a.empty_ns).then(a.name.cmp(&b.name)));
     for a in small.iter().take(3) {
         x.evidence.push(kernel_line(cx, a));
+        if let Some(m) = measured_line(cx, a.name) {
+            x.evidence.push(m);
+        }
         x.examples.push(Example {
             at_ns: cx.rel(a.longest.0),
             dur_ns: a.longest.1,
@@ -48,6 +51,37 @@ pub(super) fn detect(cx: &FindingCx) -> Option<Finding> {
     }
     x.fix = "Give each kernel more parallel work: raise the batch size (or tokens per step); for your own kernels launch enough blocks to cover every SM several times (grid-stride loops), or use smaller blocks; run independent small kernels concurrently on separate streams.".into();
     Some(x)
+}
+
+/// What the GPU's counters measured while kernel `name` ran (NVML GPM): the SMs that
+/// were busy and how many warps each held. Busy SMs with low occupancy mean few warps
+/// per SM; few busy SMs mean the grid left SMs empty.
+fn measured_line(cx: &FindingCx, name: u32) -> Option<String> {
+    use crate::report::counters::{BUSY_SM_PCT, LOW_OCCUPANCY_PCT};
+    let k = cx
+        .counters
+        .by_kernel
+        .iter()
+        .find(|k| k.name == name && k.sampled_ns > 0)?;
+    let (sm, occ) = (k.m.sm_active_pct?, k.m.occupancy_pct?);
+    let what = if sm >= BUSY_SM_PCT && occ < LOW_OCCUPANCY_PCT {
+        ": SMs busy but few warps each (low occupancy)"
+    } else if sm < BUSY_SM_PCT {
+        ": SMs left idle"
+    } else {
+        ""
+    };
+    Some(format!(
+        "measured while {} ran ({}): SMs active {}, occupancy {}{what}",
+        cx.kernel_name(name),
+        if k.exact {
+            "exact"
+        } else {
+            "mixed with other kernels"
+        },
+        pct_str(sm),
+        pct_str(occ)
+    ))
 }
 
 /// One small-grid kernel: its grid against what the GPU holds, and the fill it got.

@@ -69,11 +69,6 @@ pub unsafe extern "C" fn api_callback(
             // SAFETY: at EXIT, functionReturnValue points to the call's return code.
             unsafe { *(d.functionReturnValue as *const i32) as u32 as u64 }
         };
-        // A launch that returned: CUDA is up with a context (what the PM session waits
-        // for; CUPTI may deliver the first kernel record only at the end of a short run).
-        if result == 0 && info.is_some_and(|i| i.class == apis::Class::Launch) {
-            super::work::note_launch_returned(d.context);
-        }
         // Laid out as rings::record says for API records.
         rings::push(&HostRecord {
             kind: REC_API,

@@ -14,7 +14,6 @@ pub mod foreign;
 pub mod layout;
 pub mod records;
 pub mod source;
-pub mod work;
 
 use crate::base::ffi::entry;
 use crate::base::opts::Opts;
@@ -489,25 +488,8 @@ pub fn active() -> Option<&'static Collector> {
     (!p.is_null()).then(|| unsafe { &*p })
 }
 
-pub use work::{gpu_device, gpu_work_seen};
-
-/// The PM sampling session wants the device its work runs on: the next launch asks
-/// CUPTI for its context's device.
-pub fn want_device() {
-    work::want_device(context_device);
-}
-
-/// `cuptiGetDeviceId` of a context (CUPTI allows it inside its callbacks).
-fn context_device(context: sys::CUcontext) -> Option<u32> {
-    let c = active()?;
-    let mut d: u32 = 0;
-    call!(c.cupti, cuptiGetDeviceId(context, &mut d)).ok()?;
-    Some(d)
-}
-
 /// Forgets the collector in a forked child (its CUPTI state belongs to the parent).
 pub fn forget_after_fork() {
-    work::forget();
     ACTIVE.store(std::ptr::null_mut(), Ordering::Release);
     buffers::forget_after_fork();
 }

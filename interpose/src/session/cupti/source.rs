@@ -67,14 +67,6 @@ impl CuptiSource {
             // SAFETY: `rec` is a record of `kind` in the layout of this CUPTI version.
             unsafe { records::decode(layout, kind, rec as *const u8, out.names, out.events) };
         }
-        if !super::work::gpu_work_seen() || super::work::gpu_device().is_none() {
-            if let Some(device) = out.events[first..].iter().find_map(|e| match e {
-                Event::Kernel(k) => Some(k.device),
-                _ => None,
-            }) {
-                super::work::note_gpu_work(Some(device));
-            }
-        }
         if self.gpu_offset != 0 {
             let off = self.gpu_offset;
             let fix = |t: &mut u64| *t = (*t as i64 - off) as u64;
