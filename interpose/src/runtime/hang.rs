@@ -126,13 +126,17 @@ fn mono_ms() -> i64 {
     };
     // SAFETY: clock_gettime writes the timespec we own; it is async-signal-safe.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as i64 * 1000 + ts.tv_nsec as i64 / 1_000_000
+    ts.tv_sec * 1000 + ts.tv_nsec / 1_000_000
 }
 
 /// The end handler: wake the watchdog thread, wait for it (bounded), then the signal's
 /// default action. Only async-signal-safe calls: atomics, write, poll, clock_gettime,
 /// getpid, sigaction, sigprocmask, raise.
-extern "C" fn on_end_signal(sig: libc::c_int, _info: *mut libc::siginfo_t, _ctx: *mut libc::c_void) {
+extern "C" fn on_end_signal(
+    sig: libc::c_int,
+    _info: *mut libc::siginfo_t,
+    _ctx: *mut libc::c_void,
+) {
     entry!({
         let saved = ffi::errno();
         // SAFETY: getpid is async-signal-safe.
@@ -297,9 +301,14 @@ impl Dog {
         let now = clock::now_ns();
         self.conv.tick();
         let (n, oldest, newest) = stall::outstanding_launches();
+        // A thread inside a CUDA call (a synchronize, a blocking copy) for a whole period.
+        let blocked = stall::calls_in_flight()
+            .iter()
+            .any(|c| now.saturating_sub(self.conv.to_real(c.3)) >= self.stall_ns);
         if let Some((id, seq, found, next)) = self.active {
             // A GPU record that ended after the stall was found: the GPU moves again.
-            if n == 0 || stall::last_end() > found {
+            // Or nothing is outstanding and nobody waits any more.
+            if stall::last_end() > found || (n == 0 && !blocked) {
                 stall::request(now, Request::Resolved { id });
                 stall::forget_outstanding();
                 CUR_ID.store(0, Ordering::Release);
@@ -312,21 +321,21 @@ impl Dog {
             }
             return;
         }
-        if n == 0 {
-            return;
-        }
-        let quiet_since = stall::last_completion().max(self.conv.to_real(oldest));
-        if now.saturating_sub(quiet_since) < self.stall_ns {
-            return;
-        }
-        // The host waits too: it launched nothing lately, or a thread is in a CUDA call
-        // (a synchronize, a blocking copy) for as long. A host that keeps launching is
-        // feeding a busy GPU whose records CUPTI has not handed over yet.
-        let idle_host = now.saturating_sub(self.conv.to_real(newest)) >= self.stall_ns;
-        let blocked = stall::calls_in_flight()
-            .iter()
-            .any(|c| now.saturating_sub(self.conv.to_real(c.3)) >= self.stall_ns);
-        if !idle_host && !blocked {
+        let quiet = |since: u64| now.saturating_sub(since) >= self.stall_ns;
+        let stalled = if n > 0 {
+            // Launches outstanding and nothing completed since the oldest of them, while
+            // the host waits too: it launched nothing lately, or a thread is blocked in a
+            // call. A host that keeps launching is feeding a busy GPU whose records CUPTI
+            // has not handed over yet.
+            quiet(stall::last_completion().max(self.conv.to_real(oldest)))
+                && (quiet(self.conv.to_real(newest)) || blocked)
+        } else {
+            // Launches the callbacks do not see (driver-API launches: CuPy, Triton):
+            // a thread blocked in a call with nothing completing is a stall too; the
+            // forced flush hands over the incomplete record of what runs.
+            blocked && quiet(stall::last_completion())
+        };
+        if !stalled {
             return;
         }
         let id = NEXT_ID.fetch_add(1, Ordering::AcqRel);

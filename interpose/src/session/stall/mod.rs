@@ -17,8 +17,6 @@
 
 pub mod source;
 
-pub use source::StallSource;
-
 use crate::base::worker::lock;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -32,7 +30,7 @@ struct Slot {
     /// Equal to `corr` once its GPU record completed.
     done: AtomicU32,
     tid: AtomicU32,
-    /// The launch call's exit stamp (`tsc::stamp`).
+    /// The launch call's entry stamp (`tsc::stamp`).
     stamp: AtomicU64,
     /// The kernel's name as the callback gave it (a `const char *` CUDA keeps).
     name: AtomicUsize,
@@ -267,8 +265,10 @@ fn my_slot() -> Option<&'static CallSlot> {
 pub fn call_enter(domain: u8, cbid: u32, stamp: u64) {
     if let Some(s) = my_slot() {
         s.since.store(stamp, Ordering::Relaxed);
-        s.call
-            .store(((domain as u32) << 16 | (cbid & 0xffff)) + 1, Ordering::Release);
+        s.call.store(
+            ((domain as u32) << 16 | (cbid & 0xffff)) + 1,
+            Ordering::Release,
+        );
     }
 }
 
