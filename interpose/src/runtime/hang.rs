@@ -44,13 +44,27 @@ static ENDING: AtomicI32 = AtomicI32::new(0);
 static OWNER: AtomicU32 = AtomicU32::new(0);
 static STARTED: AtomicBool = AtomicBool::new(false);
 
+/// Held by the watchdog thread while it uses CUPTI; taken by the end of a window before
+/// CUPTI is finalized ([`wait_idle`]).
+static CUPTI_USE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Waits until the watchdog thread is not using CUPTI; once the state is no longer
+/// tracing, it will not start again.
+pub fn wait_idle() {
+    drop(crate::base::worker::lock(&CUPTI_USE));
+}
+
 /// The stall being reported (0: none), its last report, and the next stall's id.
 static CUR_ID: AtomicU32 = AtomicU32::new(0);
 static CUR_SEQ: AtomicU32 = AtomicU32::new(0);
 static NEXT_ID: AtomicU32 = AtomicU32::new(1);
 
-/// Starts the watchdog thread and installs the end handlers, once per process.
+/// Starts the watchdog thread and installs the end handlers, once per process; stall
+/// ids start again from 1 in each trace file.
 pub fn start() {
+    CUR_ID.store(0, Ordering::Release);
+    CUR_SEQ.store(0, Ordering::Release);
+    NEXT_ID.store(1, Ordering::Release);
     if STARTED.swap(true, Ordering::AcqRel) {
         return;
     }
@@ -93,8 +107,9 @@ fn install_handlers() {
         let default = unsafe {
             let mut old: libc::sigaction = std::mem::zeroed();
             libc::sigaction(sig, std::ptr::null(), &mut old) == 0
-                && old.sa_flags & libc::SA_SIGINFO == 0
-                && old.sa_sigaction == libc::SIG_DFL
+                && ((old.sa_flags & libc::SA_SIGINFO == 0 && old.sa_sigaction == libc::SIG_DFL)
+                    // Ours already (a forked child tracing on its own): kept, now its own.
+                    || old.sa_sigaction == on_end_signal as *const () as usize)
         };
         if !default {
             log::debug(&format!(
@@ -229,6 +244,7 @@ fn finish_for_signal(sig: i32) {
         return;
     }
     if s == state::TRACING {
+        // Not waiting for the lock: a stall report's flush may be what hangs.
         if let Some(c) = cupti::active() {
             c.flush(true);
         }
@@ -347,7 +363,8 @@ impl Dog {
     fn report(&mut self, id: u32, seq: u32, now: u64) {
         {
             let _g = internal::Internal::enter();
-            if let Some(c) = cupti::active() {
+            let _u = crate::base::worker::lock(&CUPTI_USE);
+            if let Some(c) = cupti::active().filter(|_| state::is_tracing()) {
                 c.flush(true);
             }
         }
