@@ -165,6 +165,28 @@ fn abort_keeps_every_completed_kernel() {
 }
 
 #[test]
+fn sighup_with_the_default_action_does_the_same() {
+    ended_by(libc::SIGHUP, "SIGHUP");
+}
+
+#[test]
+fn a_crash_keeps_every_completed_kernel_and_still_crashes() {
+    let w = Wheel::new(Cuda::V13, Layout::Flat);
+    let marker = w.dir.path().join("stuck");
+    let child = start(&w, "segv", "600000", &marker);
+    let (status, _out, err) = wait(child);
+    assert_eq!(
+        status.signal(),
+        Some(libc::SIGSEGV),
+        "{status:?}; stderr:\n{err}"
+    );
+    let t = only_trace(&w);
+    assert_all_kernels(&t);
+    assert_eq!(end_reason(&t).as_deref(), Some("signal SIGSEGV 11"));
+    assert_eq!(stuck_ops(&t).len(), 1);
+}
+
+#[test]
 fn a_sigkill_after_the_stall_was_reported_keeps_the_evidence() {
     let w = Wheel::new(Cuda::V13, Layout::Flat);
     let marker = w.dir.path().join("stuck");
