@@ -41,15 +41,16 @@ run() {
   echo "== $case at ${SECONDS}s" >&2
   env "$@" GPUTRACE_DIR="$d/traces" LD_PRELOAD="$LIB" \
     timeout -s KILL 60 "$PY" "$JOB" "$mode" 300 "$d/marker" >"$d/job.out" 2>"$d/job.err" &
-  local pid=$!
+  local pid=$! py=""
   if [ "$sig" != none ]; then
     for _ in $(seq 1 400); do [ -e "$d/marker" ] && break; kill -0 $pid 2>/dev/null || break; sleep 0.1; done
     sleep "$after"
-    # The python process itself (timeout's child).
-    local py; py=$(pgrep -P $pid | head -1)
+    # The python process itself (timeout's child), which the signal is for.
+    py=$(cat /proc/$pid/task/$pid/children 2>/dev/null | awk '{print $1}')
     kill -s "$sig" "${py:-$pid}" 2>/dev/null
   fi
   wait $pid; local st=$?
+  [ -n "$py" ] && kill -KILL "$py" 2>/dev/null
   local tr; tr=$(ls "$d"/traces/*.gtrace 2>/dev/null | grep -v /gputrace-env- | head -1)
   if [ -n "$tr" ]; then
     "$G" dump "$tr" 2>"$d/dump.err" | "$PY" "$CHECK" "$case" "$d/job.out" "$st" >>"$H/summary.jsonl"

@@ -240,20 +240,21 @@ fn finish_for_signal(sig: i32) {
     let _g = internal::Internal::enter();
     writer::note_end_signal(sig);
     let s = state::get();
-    if s != state::TRACING && s != state::BLIND {
-        return;
-    }
     if s == state::TRACING {
         // Not waiting for the lock: a stall report's flush may be what hangs.
         if let Some(c) = cupti::active() {
             c.flush(true);
         }
     }
-    pystack::sample::take();
-    end_report();
-    state::set(state::STOPPED);
+    if s == state::TRACING || s == state::BLIND {
+        pystack::sample::take();
+        end_report();
+        state::set(state::STOPPED);
+    }
+    // Also when the exit handler was already finishing the trace: its writer's last
+    // chunk is waited for before the signal ends the process.
     let wait = Duration::from_millis((END_WAIT_MS as u64).min(opts().exit_wait_ms.max(100)));
-    if !writer::finish(wait) {
+    if writer::is_running() && !writer::finish(wait) {
         log::warn("the trace writer did not finish in time after a signal");
     }
 }

@@ -20,8 +20,8 @@ try:
 except OSError:
     pass
 
-adds, sleeps, stalls, ops, threads, states = 0, [], [], [], [], []
-api_sleep_launch = None
+pystacks = {}
+adds, kernels, sleeps, stalls, ops, threads, states = 0, 0, [], [], [], [], []
 for line in sys.stdin:
     try:
         e = json.loads(line)
@@ -29,6 +29,7 @@ for line in sys.stdin:
         continue
     t = e.get("type")
     if t == "kernel":
+        kernels += 1
         name = (e.get("name") or "") + " " + (e.get("mangled") or "")
         if "add" in name.lower() and "sleep" not in name.lower():
             adds += 1
@@ -42,6 +43,8 @@ for line in sys.stdin:
         threads.append(e)
     elif t == "state":
         states.append(e)
+    elif t == "py_stack":
+        pystacks[e["id"]] = e.get("frames") or []
 
 stopped = [s for s in states if s.get("state") == "stopped"]
 first = stalls[0] if stalls else None
@@ -52,6 +55,7 @@ out = {
     "status": int(status),
     "add_launched": launched,
     "add_recorded": adds,
+    "kernels_recorded": kernels,
     "sleep_kernels_recorded_s": sleeps,
     "stall_reports": len([s for s in stalls if not s.get("resolved")]),
     "stall_resolved": any(s.get("resolved") for s in stalls),
@@ -62,6 +66,11 @@ out = {
     "stall_op_starts_known": sum(1 for o in ops if o.get("start_ns")),
     "thread_calls": calls,
     "py_stacks_in_threads": sum(1 for t in threads if t.get("stack")),
+    "waiting_at": sorted({
+        "%s in %s:%s:%s" % (t["call"], f[0]["file"].rsplit("/", 1)[-1], f[0]["function"], f[0]["line"])
+        for t in threads
+        if t.get("call") and (f := [x for x in pystacks.get(t.get("stack"), []) if "site-packages" not in x["file"]] or pystacks.get(t.get("stack")))
+    }),
     "end_reason": stopped[-1]["reason"] if stopped else None,
 }
 print(json.dumps(out))
