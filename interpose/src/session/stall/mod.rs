@@ -226,10 +226,68 @@ const MAX_THREADS: usize = 1024;
 
 struct CallSlot {
     tid: AtomicU32,
-    /// (domain << 16 | cbid) + 1 of the call the thread is inside; 0: none.
+    /// (domain << 16 | cbid) + 1 of the CUDA call the thread is inside; 0: none.
     call: AtomicU32,
     /// The call's entry stamp (`tsc::stamp`).
     since: AtomicU64,
+    /// The NCCL call the thread is inside ([`NCCL_CALLS`] index + 1; 0: none), and its
+    /// entry stamp: the outer call when NCCL makes CUDA calls of its own.
+    nccl: AtomicU32,
+    nccl_since: AtomicU64,
+}
+
+/// The domain [`calls_in_flight`] gives NCCL calls (its cbid: an [`NCCL_CALLS`] index).
+pub const DOMAIN_NCCL: u8 = 0xff;
+
+/// The NCCL calls the symbol hooks mark ([`in_nccl_call`]).
+pub const NCCL_CALLS: &[&str] = &[
+    "ncclAllReduce",
+    "ncclReduce",
+    "ncclBroadcast",
+    "ncclBcast",
+    "ncclAllGather",
+    "ncclReduceScatter",
+    "ncclSend",
+    "ncclRecv",
+    "ncclGroupStart",
+    "ncclGroupEnd",
+    "ncclCommInitRank",
+    "ncclCommInitRankConfig",
+    "ncclCommInitRankScalable",
+    "ncclCommInitAll",
+    "ncclCommSplit",
+    "ncclCommDestroy",
+    "ncclCommAbort",
+];
+
+/// Runs NCCL call `name` (one of [`NCCL_CALLS`]) with the calling thread marked as
+/// inside it while a trace records.
+#[inline]
+pub fn in_nccl_call<R>(name: &str, call: impl FnOnce() -> R) -> R {
+    if !crate::base::state::is_tracing() {
+        return call();
+    }
+    // A few short compares, only while tracing, on a call that costs microseconds.
+    match NCCL_CALLS.iter().position(|n| *n == name) {
+        Some(idx) => marked_nccl(idx, call),
+        None => call(),
+    }
+}
+
+/// Runs `call` with the calling thread marked as inside NCCL call `idx`.
+fn marked_nccl<R>(idx: usize, call: impl FnOnce() -> R) -> R {
+    let Some(s) = my_slot() else {
+        return call();
+    };
+    let prev = s.nccl.load(Ordering::Relaxed);
+    let prev_since = s.nccl_since.load(Ordering::Relaxed);
+    s.nccl_since
+        .store(crate::base::tsc::stamp(), Ordering::Relaxed);
+    s.nccl.store(idx as u32 + 1, Ordering::Release);
+    let r = call();
+    s.nccl_since.store(prev_since, Ordering::Relaxed);
+    s.nccl.store(prev, Ordering::Release);
+    r
 }
 
 static CALLS: [CallSlot; MAX_THREADS] = [const {
@@ -237,6 +295,8 @@ static CALLS: [CallSlot; MAX_THREADS] = [const {
         tid: AtomicU32::new(0),
         call: AtomicU32::new(0),
         since: AtomicU64::new(0),
+        nccl: AtomicU32::new(0),
+        nccl_since: AtomicU64::new(0),
     }
 }; MAX_THREADS];
 static CALLS_USED: AtomicUsize = AtomicUsize::new(0);
@@ -290,22 +350,33 @@ pub fn call_exit() {
     }
 }
 
-/// (tid, domain, cbid, entry stamp) of every thread inside a call now.
+/// (tid, domain, cbid, entry stamp) of every thread inside a call now: its CUDA call,
+/// else its NCCL call (domain [`DOMAIN_NCCL`]).
 pub fn calls_in_flight() -> Vec<(u32, u8, u32, u64)> {
     let n = CALLS_USED.load(Ordering::Acquire).min(MAX_THREADS);
     let mut v = Vec::new();
     for s in &CALLS[..n] {
+        let tid = s.tid.load(Ordering::Relaxed);
         let c = s.call.load(Ordering::Acquire);
-        if c == 0 {
+        if c != 0 {
+            let c = c - 1;
+            v.push((
+                tid,
+                (c >> 16) as u8,
+                c & 0xffff,
+                s.since.load(Ordering::Relaxed),
+            ));
             continue;
         }
-        let c = c - 1;
-        v.push((
-            s.tid.load(Ordering::Relaxed),
-            (c >> 16) as u8,
-            c & 0xffff,
-            s.since.load(Ordering::Relaxed),
-        ));
+        let k = s.nccl.load(Ordering::Acquire);
+        if k != 0 {
+            v.push((
+                tid,
+                DOMAIN_NCCL,
+                k - 1,
+                s.nccl_since.load(Ordering::Relaxed),
+            ));
+        }
     }
     v
 }
@@ -346,6 +417,7 @@ pub fn forget_after_fork() {
     for s in CALLS.iter() {
         s.tid.store(0, Ordering::Relaxed);
         s.call.store(0, Ordering::Relaxed);
+        s.nccl.store(0, Ordering::Relaxed);
     }
     CALLS_USED.store(0, Ordering::Release);
     let _ = MY_CALL.try_with(|c| c.set(0));
@@ -405,5 +477,28 @@ mod tests {
         assert!(c.contains(&(tid, 1, 165, 42)), "{c:?}");
         call_exit();
         assert!(calls_in_flight().iter().all(|c| c.0 != tid));
+    }
+
+    #[test]
+    fn an_nccl_call_is_seen_around_the_cuda_calls_it_makes() {
+        let tid = crate::base::clock::tid();
+        let nccl = NCCL_CALLS
+            .iter()
+            .position(|n| *n == "ncclGroupEnd")
+            .unwrap();
+        let seen = marked_nccl(nccl, || {
+            let outer = calls_in_flight();
+            call_enter(1, 131, 7);
+            let inner = calls_in_flight();
+            call_exit();
+            (outer, inner, calls_in_flight())
+        });
+        let nccl = nccl as u32;
+        let of_me =
+            |v: &Vec<(u32, u8, u32, u64)>| v.iter().find(|c| c.0 == tid).map(|c| (c.1, c.2));
+        assert_eq!(of_me(&seen.0), Some((DOMAIN_NCCL, nccl)));
+        assert_eq!(of_me(&seen.1), Some((1, 131)));
+        assert_eq!(of_me(&seen.2), Some((DOMAIN_NCCL, nccl)));
+        assert_eq!(of_me(&calls_in_flight()), None);
     }
 }

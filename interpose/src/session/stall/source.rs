@@ -103,7 +103,12 @@ impl StallSource {
         for (tid, state) in tasks() {
             let (call, call_start) = match calls.iter().find(|c| c.0 == tid) {
                 Some(&(_, dom, cbid, since)) => {
-                    let name = apis::find(dom, cbid).map(|a| a.name).unwrap_or("cuda call");
+                    let name = if dom == super::DOMAIN_NCCL {
+                        super::NCCL_CALLS.get(cbid as usize).copied()
+                    } else {
+                        apis::find(dom, cbid).map(|a| a.name)
+                    };
+                    let name = name.unwrap_or("cuda call");
                     (out.intern(name), self.conv.to_real(since))
                 }
                 None => (0, 0),
