@@ -23,3 +23,4 @@ pub mod cupti;
 pub mod env;
 pub mod host;
 pub mod pystack;
+pub mod stall;

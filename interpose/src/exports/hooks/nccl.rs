@@ -15,6 +15,7 @@ use super::{keep_registries, recording, run, run_at, Entry, Scope, Site};
 use crate::base::ffi::{entry, errno, guarded, guarded_value, set_errno};
 use crate::base::tsc;
 use crate::rings::{self as ring, record as rec};
+use crate::session::stall;
 use gputrace_format as fmt;
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -174,8 +175,12 @@ pub unsafe extern "C" fn ncclAllReduce(
         run_at(
             Site::Always,
             false,
-            // SAFETY: forwarding the caller's arguments unchanged.
-            || unsafe { f(send, recv, count, datatype, op, comm, stream) },
+            || {
+                stall::in_nccl_call("ncclAllReduce", || {
+                    // SAFETY: forwarding the caller's arguments unchanged.
+                    unsafe { f(send, recv, count, datatype, op, comm, stream) }
+                })
+            },
             |e, t1, r| {
                 let o = Op {
                     op: fmt::NCCL_ALL_REDUCE,
@@ -224,8 +229,12 @@ pub unsafe extern "C" fn ncclReduce(
         run_at(
             Site::Always,
             false,
-            // SAFETY: forwarding the caller's arguments unchanged.
-            || unsafe { f(send, recv, count, datatype, op, root, comm, stream) },
+            || {
+                stall::in_nccl_call("ncclReduce", || {
+                    // SAFETY: forwarding the caller's arguments unchanged.
+                    unsafe { f(send, recv, count, datatype, op, root, comm, stream) }
+                })
+            },
             |e, t1, r| {
                 let o = Op {
                     op: fmt::NCCL_REDUCE,
@@ -271,8 +280,12 @@ pub unsafe extern "C" fn ncclBroadcast(
         run_at(
             Site::Always,
             false,
-            // SAFETY: forwarding the caller's arguments unchanged.
-            || unsafe { f(send, recv, count, datatype, root, comm, stream) },
+            || {
+                stall::in_nccl_call("ncclBroadcast", || {
+                    // SAFETY: forwarding the caller's arguments unchanged.
+                    unsafe { f(send, recv, count, datatype, root, comm, stream) }
+                })
+            },
             |e, t1, r| {
                 let o = Op {
                     op: fmt::NCCL_BROADCAST,
@@ -311,8 +324,12 @@ pub unsafe extern "C" fn ncclBcast(
         run_at(
             Site::Always,
             false,
-            // SAFETY: forwarding the caller's arguments unchanged.
-            || unsafe { f(buff, count, datatype, root, comm, stream) },
+            || {
+                stall::in_nccl_call("ncclBcast", || {
+                    // SAFETY: forwarding the caller's arguments unchanged.
+                    unsafe { f(buff, count, datatype, root, comm, stream) }
+                })
+            },
             |e, t1, r| {
                 let o = Op {
                     op: fmt::NCCL_BROADCAST,
@@ -356,8 +373,12 @@ pub unsafe extern "C" fn ncclAllGather(
         run_at(
             Site::Always,
             false,
-            // SAFETY: forwarding the caller's arguments unchanged.
-            || unsafe { f(send, recv, sendcount, datatype, comm, stream) },
+            || {
+                stall::in_nccl_call("ncclAllGather", || {
+                    // SAFETY: forwarding the caller's arguments unchanged.
+                    unsafe { f(send, recv, sendcount, datatype, comm, stream) }
+                })
+            },
             |e, t1, r| {
                 let o = Op {
                     op: fmt::NCCL_ALL_GATHER,
@@ -403,8 +424,12 @@ pub unsafe extern "C" fn ncclReduceScatter(
         run_at(
             Site::Always,
             false,
-            // SAFETY: forwarding the caller's arguments unchanged.
-            || unsafe { f(send, recv, recvcount, datatype, op, comm, stream) },
+            || {
+                stall::in_nccl_call("ncclReduceScatter", || {
+                    // SAFETY: forwarding the caller's arguments unchanged.
+                    unsafe { f(send, recv, recvcount, datatype, op, comm, stream) }
+                })
+            },
             |e, t1, r| {
                 let o = Op {
                     op: fmt::NCCL_REDUCE_SCATTER,
@@ -442,8 +467,12 @@ pub unsafe extern "C" fn ncclSend(
         run_at(
             Site::Always,
             false,
-            // SAFETY: forwarding the caller's arguments unchanged.
-            || unsafe { f(send, count, datatype, peer, comm, stream) },
+            || {
+                stall::in_nccl_call("ncclSend", || {
+                    // SAFETY: forwarding the caller's arguments unchanged.
+                    unsafe { f(send, count, datatype, peer, comm, stream) }
+                })
+            },
             |e, t1, r| {
                 let o = Op {
                     op: fmt::NCCL_SEND,
@@ -480,8 +509,12 @@ pub unsafe extern "C" fn ncclRecv(
         run_at(
             Site::Always,
             false,
-            // SAFETY: forwarding the caller's arguments unchanged.
-            || unsafe { f(recv, count, datatype, peer, comm, stream) },
+            || {
+                stall::in_nccl_call("ncclRecv", || {
+                    // SAFETY: forwarding the caller's arguments unchanged.
+                    unsafe { f(recv, count, datatype, peer, comm, stream) }
+                })
+            },
             |e, t1, r| {
                 let o = Op {
                     op: fmt::NCCL_RECV,
@@ -522,8 +555,12 @@ pub unsafe extern "C" fn ncclGroupStart() -> NcclResult {
         };
         run(
             false,
-            // SAFETY: no arguments.
-            || unsafe { f() },
+            || {
+                stall::in_nccl_call("ncclGroupStart", || {
+                    // SAFETY: no arguments.
+                    unsafe { f() }
+                })
+            },
             |e, t1, r| record_op(e, t1, r, group(fmt::NCCL_GROUP_START)),
         )
     })
@@ -541,8 +578,12 @@ pub unsafe extern "C" fn ncclGroupEnd() -> NcclResult {
         };
         run(
             false,
-            // SAFETY: no arguments.
-            || unsafe { f() },
+            || {
+                stall::in_nccl_call("ncclGroupEnd", || {
+                    // SAFETY: no arguments.
+                    unsafe { f() }
+                })
+            },
             |e, t1, r| record_op(e, t1, r, group(fmt::NCCL_GROUP_END)),
         )
     })
@@ -696,8 +737,12 @@ pub unsafe extern "C" fn ncclCommInitRank(
         };
         comm_made(
             fmt::NCCL_COMM_INIT_RANK,
-            // SAFETY: forwarding the caller's arguments unchanged.
-            || unsafe { f(comm, nranks, comm_id, rank) },
+            || {
+                stall::in_nccl_call("ncclCommInitRank", || {
+                    // SAFETY: forwarding the caller's arguments unchanged.
+                    unsafe { f(comm, nranks, comm_id, rank) }
+                })
+            },
             |r| {
                 vec![Made {
                     // SAFETY: `comm` is the caller's out-pointer.
@@ -731,8 +776,12 @@ pub unsafe extern "C" fn ncclCommInitRankConfig(
         };
         comm_made(
             fmt::NCCL_COMM_INIT_RANK_CONFIG,
-            // SAFETY: forwarding the caller's arguments unchanged.
-            || unsafe { f(comm, nranks, comm_id, rank, config) },
+            || {
+                stall::in_nccl_call("ncclCommInitRankConfig", || {
+                    // SAFETY: forwarding the caller's arguments unchanged.
+                    unsafe { f(comm, nranks, comm_id, rank, config) }
+                })
+            },
             |r| {
                 vec![Made {
                     // SAFETY: `comm` is the caller's out-pointer.
@@ -774,8 +823,12 @@ pub unsafe extern "C" fn ncclCommInitRankScalable(
         };
         comm_made(
             fmt::NCCL_COMM_INIT_RANK_SCALABLE,
-            // SAFETY: forwarding the caller's arguments unchanged.
-            || unsafe { f(comm, nranks, rank, n_ids, comm_ids, config) },
+            || {
+                stall::in_nccl_call("ncclCommInitRankScalable", || {
+                    // SAFETY: forwarding the caller's arguments unchanged.
+                    unsafe { f(comm, nranks, rank, n_ids, comm_ids, config) }
+                })
+            },
             |r| {
                 // Read only after NCCL accepted them (garbage is refused, not read here).
                 let id = if !usable(r) || comm_ids.is_null() || n_ids <= 0 {
@@ -817,8 +870,12 @@ pub unsafe extern "C" fn ncclCommInitAll(
         static CALLS: AtomicU64 = AtomicU64::new(0);
         comm_made(
             fmt::NCCL_COMM_INIT_ALL,
-            // SAFETY: forwarding the caller's arguments unchanged.
-            || unsafe { f(comms_out, ndev, devlist) },
+            || {
+                stall::in_nccl_call("ncclCommInitAll", || {
+                    // SAFETY: forwarding the caller's arguments unchanged.
+                    unsafe { f(comms_out, ndev, devlist) }
+                })
+            },
             |r| {
                 if !usable(r) || comms_out.is_null() || ndev <= 0 {
                     return Vec::new();
@@ -866,8 +923,12 @@ pub unsafe extern "C" fn ncclCommSplit(
         };
         comm_made(
             fmt::NCCL_COMM_SPLIT,
-            // SAFETY: forwarding the caller's arguments unchanged.
-            || unsafe { f(comm, color, key, newcomm, config) },
+            || {
+                stall::in_nccl_call("ncclCommSplit", || {
+                    // SAFETY: forwarding the caller's arguments unchanged.
+                    unsafe { f(comm, color, key, newcomm, config) }
+                })
+            },
             |r| {
                 // Every rank of the parent splits, in the same order, whatever its color.
                 let (parent_id, id) = match comms::lookup(comm as usize) {
@@ -907,12 +968,12 @@ pub unsafe extern "C" fn ncclCommDestroy(comm: Comm) -> NcclResult {
             Ok(f) => f,
             Err(e) => return e,
         };
-        comm_ended(
-            fmt::NCCL_COMM_DESTROY,
-            comm,
-            // SAFETY: forwarding the caller's argument unchanged.
-            || unsafe { f(comm) },
-        )
+        comm_ended(fmt::NCCL_COMM_DESTROY, comm, || {
+            stall::in_nccl_call("ncclCommDestroy", || {
+                // SAFETY: forwarding the caller's argument unchanged.
+                unsafe { f(comm) }
+            })
+        })
     })
 }
 
@@ -926,12 +987,12 @@ pub unsafe extern "C" fn ncclCommAbort(comm: Comm) -> NcclResult {
             Ok(f) => f,
             Err(e) => return e,
         };
-        comm_ended(
-            fmt::NCCL_COMM_ABORT,
-            comm,
-            // SAFETY: forwarding the caller's argument unchanged.
-            || unsafe { f(comm) },
-        )
+        comm_ended(fmt::NCCL_COMM_ABORT, comm, || {
+            stall::in_nccl_call("ncclCommAbort", || {
+                // SAFETY: forwarding the caller's argument unchanged.
+                unsafe { f(comm) }
+            })
+        })
     })
 }
 
