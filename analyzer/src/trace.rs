@@ -259,6 +259,8 @@ impl Trace {
             Event::CallSite(c) => self.call_sites.push(c),
             Event::CounterSample(c) => self.counter_samples.push(c),
             Event::PySample(x) => self.py_samples.push(x),
+            // Stall reports: read by `gputrace dump`; not kept in the loaded trace yet.
+            Event::Stall(_) | Event::StallOp(_) | Event::StallThread(_) => {}
         }
     }
 

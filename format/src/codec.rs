@@ -475,6 +475,45 @@ impl Encoder {
                 self.v(x.stack as u64);
                 TAG_PY_SAMPLE
             }
+            Event::Stall(x) => {
+                self.ts(x.ts);
+                self.ts(x.since);
+                self.v(x.id as u64);
+                self.v(x.seq as u64);
+                self.v(x.outstanding as u64);
+                self.body.push(x.flags);
+                TAG_STALL
+            }
+            Event::StallOp(x) => {
+                self.ts(x.ts);
+                self.v(x.stall as u64);
+                self.v(x.seq as u64);
+                self.body.extend_from_slice(&[x.kind, x.flags]);
+                // +1: "not known" (u32::MAX) encodes as 0.
+                self.v(x.device.wrapping_add(1) as u64);
+                self.v(x.stream as u64);
+                self.corr(x.corr);
+                self.v(x.name as u64);
+                self.v(x.tid as u64);
+                self.ts(x.launch_ts);
+                self.ts(x.start);
+                self.v(x.bytes);
+                for g in x.grid.iter().chain(x.block.iter()) {
+                    self.v(*g as u64);
+                }
+                TAG_STALL_OP
+            }
+            Event::StallThread(x) => {
+                self.ts(x.ts);
+                self.v(x.stall as u64);
+                self.v(x.seq as u64);
+                self.v(x.tid as u64);
+                self.v(x.call as u64);
+                self.ts(x.call_start);
+                self.v(x.stack as u64);
+                self.body.push(x.state);
+                TAG_STALL_THREAD
+            }
         };
         self.emit(tag);
         self.count += 1;
@@ -1243,6 +1282,41 @@ impl<'a> Decoder<'a> {
                 tid: b.v32()?,
                 stack: b.v32()?,
             }),
+            TAG_STALL => Event::Stall(Stall {
+                ts: self.ts(b)?,
+                since: self.ts(b)?,
+                id: b.v32()?,
+                seq: b.v32()?,
+                outstanding: b.v32()?,
+                flags: b.u8()?,
+            }),
+            TAG_STALL_OP => Event::StallOp(StallOp {
+                ts: self.ts(b)?,
+                stall: b.v32()?,
+                seq: b.v32()?,
+                kind: b.u8()?,
+                flags: b.u8()?,
+                device: (b.v()? as u32).wrapping_sub(1),
+                stream: b.v32()?,
+                corr: self.corr(b)?,
+                name: b.v32()?,
+                tid: b.v32()?,
+                launch_ts: self.ts(b)?,
+                start: self.ts(b)?,
+                bytes: b.v()?,
+                grid: [b.v32()?, b.v32()?, b.v32()?],
+                block: [b.v32()?, b.v32()?, b.v32()?],
+            }),
+            TAG_STALL_THREAD => Event::StallThread(StallThread {
+                ts: self.ts(b)?,
+                stall: b.v32()?,
+                seq: b.v32()?,
+                tid: b.v32()?,
+                call: b.v32()?,
+                call_start: self.ts(b)?,
+                stack: b.v32()?,
+                state: b.u8()?,
+            }),
             _ => return Ok(None),
         }))
     }
@@ -1656,6 +1730,131 @@ mod tests {
         ]
     }
 
+    /// A stall report with its ops and threads, one resolved stall, and edge values.
+    pub(crate) fn stall_events() -> Vec<Event> {
+        vec![
+            Event::Stall(Stall {
+                ts: 1_700_000_005_000_000_000,
+                since: 1_700_000_000_000_000_000,
+                id: 1,
+                seq: 0,
+                outstanding: 2,
+                flags: STALL_FORCED_FLUSH,
+            }),
+            Event::StallOp(StallOp {
+                ts: 1_700_000_005_000_000_000,
+                stall: 1,
+                seq: 0,
+                kind: STALL_OP_KERNEL,
+                flags: STALL_OP_FLAG_LAUNCH | STALL_OP_FLAG_INCOMPLETE,
+                device: 0,
+                stream: 7,
+                corr: 4_000,
+                name: 3,
+                tid: 4242,
+                launch_ts: 1_699_999_999_999_000_000,
+                start: 1_700_000_000_000_000_000,
+                bytes: 0,
+                grid: [132, 1, 1],
+                block: [256, 1, 1],
+            }),
+            Event::StallOp(StallOp {
+                ts: 1_700_000_005_000_000_000,
+                stall: 1,
+                seq: 0,
+                kind: STALL_OP_MEMCPY,
+                flags: STALL_OP_FLAG_LAUNCH,
+                device: u32::MAX,
+                stream: 0,
+                corr: 3_999,
+                name: 0,
+                tid: u32::MAX,
+                launch_ts: 0,
+                start: 0,
+                bytes: u64::MAX,
+                grid: [0; 3],
+                block: [0; 3],
+            }),
+            Event::StallThread(StallThread {
+                ts: 1_700_000_005_000_000_000,
+                stall: 1,
+                seq: 0,
+                tid: 4242,
+                call: 9,
+                call_start: 1_700_000_000_000_100_000,
+                stack: 2,
+                state: b'S',
+            }),
+            Event::StallThread(StallThread {
+                ts: 1_700_000_005_000_000_000,
+                stall: 1,
+                seq: 0,
+                tid: 4243,
+                state: STATE_UNKNOWN,
+                ..Default::default()
+            }),
+            Event::Stall(Stall {
+                ts: 1_700_000_010_000_000_000,
+                since: 0,
+                id: u32::MAX,
+                seq: u32::MAX,
+                outstanding: 0,
+                flags: STALL_RESOLVED | STALL_END,
+            }),
+        ]
+    }
+
+    #[test]
+    fn round_trip_stall_events() {
+        let mut evs = sample_events();
+        evs.extend(stall_events());
+        evs.extend(sample_events());
+        assert_round_trip(&evs);
+    }
+
+    #[test]
+    fn truncated_stall_events_are_errors_not_panics() {
+        let mut enc = Encoder::new();
+        for e in stall_events() {
+            enc.push(&e);
+        }
+        let (buf, _) = enc.take();
+        for cut in 0..buf.len() {
+            let mut dec = Decoder::new(&buf[..cut]);
+            while let Some(r) = dec.next() {
+                if r.is_err() {
+                    break;
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_reader_without_the_stall_tags_skips_them() {
+        // What a 2.3 reader does with 2.4 events: unknown tags, stepped over by length.
+        let mut enc = Encoder::new();
+        enc.push(&Event::Thread { tid: 1, name: 2 });
+        for e in stall_events() {
+            enc.push(&e);
+        }
+        enc.push(&Event::Thread { tid: 3, name: 4 });
+        let (buf, _) = enc.take();
+        let mut seen = Vec::new();
+        assert!(walk_tags(&buf, |t| seen.push(t)));
+        let kept: Vec<u8> = seen.into_iter().filter(|t| *t < TAG_STALL).collect();
+        assert_eq!(kept, vec![TAG_THREAD, TAG_THREAD]);
+    }
+
+    #[test]
+    fn end_reasons_name_their_signal() {
+        assert_eq!(end_reason_signal(15), "signal SIGTERM 15");
+        assert_eq!(end_signal("signal SIGTERM 15"), Some(("SIGTERM", 15)));
+        assert_eq!(end_signal(&end_reason_signal(6)), Some(("SIGABRT", 6)));
+        assert_eq!(end_signal(END_EXIT), None);
+        assert_eq!(end_signal("signal SIGTERM"), None);
+        assert_eq!(end_signal("end of window"), None);
+    }
+
     #[test]
     fn round_trip_pystack_events() {
         let mut evs = sample_events();
@@ -1722,6 +1921,9 @@ mod tests {
             TAG_CALL_SITE,
             TAG_COUNTER_SAMPLE,
             TAG_PY_SAMPLE,
+            TAG_STALL,
+            TAG_STALL_OP,
+            TAG_STALL_THREAD,
         ];
         let n = tags.len();
         tags.sort_unstable();

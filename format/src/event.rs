@@ -1098,6 +1098,146 @@ pub struct PySample {
     pub stack: u32,
 }
 
+// ---------------------------------------------------------------------------------
+// Stalls (format 2.4): launched GPU work that made no progress for a while, as the
+// library's progress watchdog saw it, and what every thread of the process was doing.
+// One report is a `Stall`, then one `StallOp` per outstanding operation, then one
+// `StallThread` per thread, all with the same `stall` id and `seq`. A stall is reported
+// again (the next `seq`) while it lasts, so that a process killed later still leaves it.
+
+/// A stall report. `id` numbers the stalls of one trace from 1; `seq` numbers the
+/// reports of one stall from 0.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Stall {
+    /// When the report was made (trace clock).
+    pub ts: u64,
+    /// The last GPU progress seen: the latest end of a completed GPU record, or the
+    /// earliest outstanding launch when no record completed since it (trace clock).
+    pub since: u64,
+    pub id: u32,
+    pub seq: u32,
+    /// GPU operations launched and not seen complete.
+    pub outstanding: u32,
+    /// `STALL_*` flags.
+    pub flags: u8,
+}
+
+/// The report was made as the process ended (a signal, an abort, an exit) rather than
+/// by the watchdog's threshold: `outstanding` operations never completed.
+pub const STALL_END: u8 = 1;
+/// The stall is over: GPU work completed again at `ts` (no ops or threads follow).
+pub const STALL_RESOLVED: u8 = 2;
+/// A forced CUPTI flush was made for this report (incomplete records were asked for).
+pub const STALL_FORCED_FLUSH: u8 = 4;
+
+/// What kind of GPU operation a [`StallOp`] is.
+pub const STALL_OP_OTHER: u8 = 0;
+pub const STALL_OP_KERNEL: u8 = 1;
+pub const STALL_OP_MEMCPY: u8 = 2;
+pub const STALL_OP_MEMSET: u8 = 3;
+
+/// One outstanding GPU operation of a stall report: launched, not complete.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StallOp {
+    /// The report's time (its [`Stall`]'s `ts`).
+    pub ts: u64,
+    /// The [`Stall`] id and report.
+    pub stall: u32,
+    pub seq: u32,
+    /// `STALL_OP_*`.
+    pub kind: u8,
+    /// `STALL_OP_FLAG_*`.
+    pub flags: u8,
+    /// CUDA device ordinal (`u32::MAX` when not known).
+    pub device: u32,
+    /// CUPTI stream id (0 when not known).
+    pub stream: u32,
+    /// CUPTI correlation id of the launch.
+    pub corr: u32,
+    /// Interned name (the kernel's mangled name), 0 when not known.
+    pub name: u32,
+    /// The launching thread.
+    pub tid: u32,
+    /// When the launch call was made (host, trace clock; 0 when not known).
+    pub launch_ts: u64,
+    /// When the operation started on the GPU (trace clock), 0 when not known.
+    pub start: u64,
+    /// Bytes of a copy or memset (0 for kernels or when not known).
+    pub bytes: u64,
+    pub grid: [u32; 3],
+    pub block: [u32; 3],
+}
+
+/// The operation was seen at its launch (the API callback).
+pub const STALL_OP_FLAG_LAUNCH: u8 = 1;
+/// CUPTI handed over an incomplete record of it on a forced flush (its `start` is from
+/// that record when non-zero).
+pub const STALL_OP_FLAG_INCOMPLETE: u8 = 2;
+
+/// One thread of the process at a stall report.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StallThread {
+    /// The report's time (its [`Stall`]'s `ts`).
+    pub ts: u64,
+    /// The [`Stall`] id and report.
+    pub stall: u32,
+    pub seq: u32,
+    pub tid: u32,
+    /// Interned name of the CUDA / NCCL call the thread is inside, 0 when none.
+    pub call: u32,
+    /// When that call began (trace clock), 0 when none.
+    pub call_start: u64,
+    /// The thread's Python stack (a [`PyStack`] id), 0 when none was read.
+    pub stack: u32,
+    /// Scheduler state letter as a byte ([`STATE_UNKNOWN`] if not read).
+    pub state: u8,
+}
+
+// ---------------------------------------------------------------------------------
+// How a process ended: the `reason` of the last `Stopped` [`Event::State`].
+
+/// The process exited (`exit`, a return from `main`, the library unloaded).
+pub const END_EXIT: &str = "exit";
+
+/// The end reason for a process ended by signal `sig`: `signal SIGTERM 15`. Written
+/// when a terminating signal with its default action (or a crash, or `abort`) ended the
+/// process after the library flushed what it had.
+pub fn end_reason_signal(sig: i32) -> String {
+    format!("signal {} {}", signal_name(sig), sig)
+}
+
+/// The signal (name, number) of an end reason written by [`end_reason_signal`].
+pub fn end_signal(reason: &str) -> Option<(&str, i32)> {
+    let mut w = reason.strip_prefix("signal ")?.split(' ');
+    let name = w.next()?;
+    let sig = w.next()?.parse().ok()?;
+    Some((name, sig))
+}
+
+/// The conventional name of a Linux signal (`SIG?` when not one of the common ones).
+pub fn signal_name(sig: i32) -> &'static str {
+    match sig {
+        1 => "SIGHUP",
+        2 => "SIGINT",
+        3 => "SIGQUIT",
+        4 => "SIGILL",
+        5 => "SIGTRAP",
+        6 => "SIGABRT",
+        7 => "SIGBUS",
+        8 => "SIGFPE",
+        9 => "SIGKILL",
+        10 => "SIGUSR1",
+        11 => "SIGSEGV",
+        12 => "SIGUSR2",
+        13 => "SIGPIPE",
+        14 => "SIGALRM",
+        15 => "SIGTERM",
+        24 => "SIGXCPU",
+        25 => "SIGXFSZ",
+        _ => "SIG?",
+    }
+}
+
 /// One trace event. Tags (the `TAG_*` constants) are append-only.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Event {
@@ -1172,6 +1312,12 @@ pub enum Event {
     CounterSample(CounterSample),
     /// A periodic sample of a thread's Python stack (format 2.3).
     PySample(PySample),
+    /// A stall report (format 2.4).
+    Stall(Stall),
+    /// An outstanding GPU operation of a stall report (format 2.4).
+    StallOp(StallOp),
+    /// A thread of the process at a stall report (format 2.4).
+    StallThread(StallThread),
 }
 
 pub const TAG_STR: u8 = 1;
@@ -1214,6 +1360,10 @@ pub const TAG_CALL_SITE: u8 = 30;
 pub const TAG_COUNTER_SAMPLE: u8 = 31;
 /// Python stack samples (format 2.3).
 pub const TAG_PY_SAMPLE: u8 = 32;
+/// Stall reports (format 2.4).
+pub const TAG_STALL: u8 = 33;
+pub const TAG_STALL_OP: u8 = 34;
+pub const TAG_STALL_THREAD: u8 = 35;
 
 impl Event {
     /// The event's primary timestamp, if it has one.
@@ -1246,6 +1396,9 @@ impl Event {
             Event::CallSite(c) => Some(c.ts),
             Event::CounterSample(c) => Some(c.start),
             Event::PySample(x) => Some(x.ts),
+            Event::Stall(x) => Some(x.ts),
+            Event::StallOp(x) => Some(x.ts),
+            Event::StallThread(x) => Some(x.ts),
         }
     }
 

@@ -58,7 +58,9 @@ pub const VERSION_MAJOR: u16 = 2;
 /// 2.2: Python call sites (PyStack, CallSite: tags 29-30).
 /// 2.3: GPU hardware counter samples (CounterSample: tag 31) and Python stack samples
 /// (PySample: tag 32).
-pub const VERSION_MINOR: u16 = 3;
+/// 2.4: stall reports (Stall, StallOp, StallThread: tags 33-35); the last `Stopped`
+/// state's reason names the signal that ended the process (`signal SIGTERM 15`).
+pub const VERSION_MINOR: u16 = 4;
 /// Size of the fixed file header.
 pub const HEADER_LEN: usize = 16;
 /// Size of a chunk header.

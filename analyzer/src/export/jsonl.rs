@@ -579,6 +579,55 @@ impl EventExporter for Jsonl {
                 m.put("tid", &x.tid);
                 m.put("stack", &x.stack);
             }
+            TraceEvent::Stall(x) => {
+                m.start("stall", pid, x.ts, None);
+                m.put("id", &x.id);
+                m.put("seq", &x.seq);
+                m.put("since_ns", &x.since);
+                m.put("outstanding", &x.outstanding);
+                m.put("end", &(x.flags & fmt::STALL_END != 0));
+                m.put("resolved", &(x.flags & fmt::STALL_RESOLVED != 0));
+                m.put("forced_flush", &(x.flags & fmt::STALL_FORCED_FLUSH != 0));
+            }
+            TraceEvent::StallOp(x) => {
+                m.start("stall_op", pid, x.ts, None);
+                m.put("stall", &x.stall);
+                m.put("seq", &x.seq);
+                let kind = match x.kind {
+                    fmt::STALL_OP_KERNEL => "kernel",
+                    fmt::STALL_OP_MEMCPY => "memcpy",
+                    fmt::STALL_OP_MEMSET => "memset",
+                    _ => "other",
+                };
+                m.put("kind", kind);
+                if x.device != u32::MAX {
+                    m.put("device", &x.device);
+                }
+                m.put("stream", &x.stream);
+                m.put("correlation", &x.corr);
+                m.put("name", cx.str(x.name));
+                m.put("tid", &x.tid);
+                m.put("launch_ns", &x.launch_ts);
+                m.put("start_ns", &x.start);
+                m.put("bytes", &x.bytes);
+                m.put("grid", &x.grid);
+                m.put("block", &x.block);
+                m.put("at_launch", &(x.flags & fmt::STALL_OP_FLAG_LAUNCH != 0));
+                m.put(
+                    "incomplete_record",
+                    &(x.flags & fmt::STALL_OP_FLAG_INCOMPLETE != 0),
+                );
+            }
+            TraceEvent::StallThread(x) => {
+                m.start("stall_thread", pid, x.ts, None);
+                m.put("stall", &x.stall);
+                m.put("seq", &x.seq);
+                m.put("tid", &x.tid);
+                m.put("call", cx.str(x.call));
+                m.put("call_start_ns", &x.call_start);
+                m.put("stack", &x.stack);
+                m.state("state", x.state);
+            }
         }
         m.finish(out)
     }

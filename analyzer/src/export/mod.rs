@@ -267,6 +267,10 @@ pub enum TraceEvent<'a> {
     CallSite(&'a fmt::CallSite),
     /// A periodic sample of a thread's Python stack.
     PySample(&'a fmt::PySample),
+    /// A stall report, its outstanding GPU operations and the process's threads.
+    Stall(&'a fmt::Stall),
+    StallOp(&'a fmt::StallOp),
+    StallThread(&'a fmt::StallThread),
 }
 
 impl TraceEvent<'_> {
@@ -300,6 +304,9 @@ impl TraceEvent<'_> {
             TraceEvent::CallSite(c) => c.ts,
             TraceEvent::CounterSample(x) => x.start,
             TraceEvent::PySample(x) => x.ts,
+            TraceEvent::Stall(x) => x.ts,
+            TraceEvent::StallOp(x) => x.ts,
+            TraceEvent::StallThread(x) => x.ts,
         }
     }
 }

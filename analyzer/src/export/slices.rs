@@ -368,6 +368,10 @@ pub fn describe<'a>(cx: &TraceContext<'a>, ev: &TraceEvent<'a>) -> Shown<'a> {
         TraceEvent::PyStack(_) | TraceEvent::CallSite(_) | TraceEvent::PySample(_) => {
             Shown::Nothing
         }
+        // Stall reports are in the report's findings.
+        TraceEvent::Stall(_) | TraceEvent::StallOp(_) | TraceEvent::StallThread(_) => {
+            Shown::Nothing
+        }
         TraceEvent::Api(a) => {
             let cat = if a.domain == fmt::DOMAIN_DRIVER {
                 Cat::Driver
