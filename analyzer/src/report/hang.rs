@@ -61,6 +61,8 @@ pub struct StallIn {
     pub id: u64,
     pub seq: u64,
     pub outstanding: u64,
+    /// The stall is over: GPU work completed again at `ts`.
+    pub resolved: bool,
     pub ops: Vec<OpIn>,
     pub threads: Vec<ThreadIn>,
 }
@@ -258,10 +260,63 @@ pub struct Detected {
     pub notes: Vec<String>,
 }
 
-/// The stall reports of a trace, in time order.
+/// The stall reports of a trace, in time order, each with its operations and threads.
+/// A report flagged resolved carries none: it says the stall is over.
 pub fn stalls(t: &Trace) -> Vec<StallIn> {
-    let _ = t;
-    Vec::new()
+    t.stalls
+        .iter()
+        .map(|s| {
+            let key = |stall: u32, seq: u32| (stall, seq) == (s.id, s.seq);
+            let lo = t
+                .stall_ops
+                .partition_point(|o| (o.stall, o.seq) < (s.id, s.seq));
+            let ops = t.stall_ops[lo..]
+                .iter()
+                .take_while(|o| key(o.stall, o.seq))
+                .map(|o| OpIn {
+                    kind: match o.kind {
+                        fmt::STALL_OP_KERNEL => OpKind::Kernel,
+                        fmt::STALL_OP_MEMCPY => OpKind::Memcpy,
+                        fmt::STALL_OP_MEMSET => OpKind::Memset,
+                        _ => OpKind::Other,
+                    },
+                    device: o.device,
+                    stream: o.stream,
+                    corr: o.corr,
+                    name: t.str(o.name).to_string(),
+                    tid: o.tid,
+                    launch_ts: o.launch_ts,
+                    start: o.start,
+                    grid: o.grid,
+                    block: o.block,
+                })
+                .collect();
+            let lo = t
+                .stall_threads
+                .partition_point(|o| (o.stall, o.seq) < (s.id, s.seq));
+            let threads = t.stall_threads[lo..]
+                .iter()
+                .take_while(|o| key(o.stall, o.seq))
+                .map(|th| ThreadIn {
+                    tid: th.tid,
+                    call: t.str(th.call).to_string(),
+                    call_start: th.call_start,
+                    stack: th.stack,
+                    state: th.state,
+                })
+                .collect();
+            StallIn {
+                ts: s.ts,
+                since: s.since,
+                id: s.id as u64,
+                seq: s.seq as u64,
+                outstanding: s.outstanding as u64,
+                resolved: s.flags & fmt::STALL_RESOLVED != 0,
+                ops,
+                threads,
+            }
+        })
+        .collect()
 }
 
 /// How the trace ended, and when (trace clock).
@@ -281,6 +336,13 @@ pub fn end_of(t: &Trace) -> (EndIn, u64) {
 
 /// The end a `Stopped` reason names.
 pub fn end_from_reason(r: &str, window: bool) -> EndIn {
+    if let Some((name, n)) = fmt::end_signal(r) {
+        return match (name, n) {
+            ("SIGABRT", _) | (_, 6) => EndIn::Abort,
+            ("SIG?", n) => EndIn::Signal(format!("signal {n}")),
+            (name, _) => EndIn::Signal(name.to_string()),
+        };
+    }
     let lower = r.to_ascii_lowercase();
     if lower.contains("abort") || lower.contains("sigabrt") {
         return EndIn::Abort;
@@ -298,8 +360,7 @@ pub fn end_from_reason(r: &str, window: bool) -> EndIn {
         return EndIn::Signal(
             n.parse::<i32>()
                 .ok()
-                .and_then(signal_name)
-                .map(str::to_string)
+                .map(|n| fmt::signal_name(n).to_string())
                 .unwrap_or_else(|| format!("signal {rest}")),
         );
     }
@@ -307,28 +368,6 @@ pub fn end_from_reason(r: &str, window: bool) -> EndIn {
         return EndIn::Window;
     }
     EndIn::Exit
-}
-
-/// The usual name of a signal number (Linux).
-pub fn signal_name(n: i32) -> Option<&'static str> {
-    Some(match n {
-        1 => "SIGHUP",
-        2 => "SIGINT",
-        3 => "SIGQUIT",
-        4 => "SIGILL",
-        6 => "SIGABRT",
-        7 => "SIGBUS",
-        8 => "SIGFPE",
-        9 => "SIGKILL",
-        10 => "SIGUSR1",
-        11 => "SIGSEGV",
-        12 => "SIGUSR2",
-        13 => "SIGPIPE",
-        14 => "SIGALRM",
-        15 => "SIGTERM",
-        24 => "SIGXCPU",
-        _ => return None,
-    })
 }
 
 /// The latest timestamp of anything the trace recorded.
@@ -450,15 +489,29 @@ pub fn detect(t: &Trace, t0: u64) -> Detected {
         ids.sort_by_key(|id| by_id[id].iter().map(|s| s.ts).max().unwrap_or(0));
         for id in ids.iter().rev() {
             let group = &by_id[id];
-            let Some(last) = group.iter().max_by_key(|s| (s.seq, s.ts)) else {
+            let Some(last) = group
+                .iter()
+                .filter(|s| !s.resolved)
+                .max_by_key(|s| (s.seq, s.ts))
+            else {
                 continue;
             };
-            let first = group.iter().min_by_key(|s| (s.seq, s.ts)).copied();
-            let pending: Vec<&OpIn> = last
-                .ops
+            let first = group
                 .iter()
-                .filter(|o| !op_completed(t, &done, o))
-                .collect();
+                .filter(|s| !s.resolved)
+                .min_by_key(|s| (s.seq, s.ts))
+                .copied();
+            // A stall the library saw end, or whose work all completed later: a long
+            // operation.
+            let resolved = group.iter().filter(|s| s.resolved).map(|s| s.ts).max();
+            let pending: Vec<&OpIn> = if resolved.is_some() {
+                Vec::new()
+            } else {
+                last.ops
+                    .iter()
+                    .filter(|o| !op_completed(t, &done, o))
+                    .collect()
+            };
             if pending.is_empty() {
                 if out.notes.len() < 3 {
                     let what = last
@@ -466,9 +519,10 @@ pub fn detect(t: &Trace, t0: u64) -> Detected {
                         .first()
                         .map(|o| op_words(o.kind, &short_name(&o.name)))
                         .unwrap_or_else(|| "its work".into());
+                    let upto = resolved.unwrap_or(last.ts);
                     out.notes.push(format!(
-                        "the GPU made no progress for {} from +{} ({}), then it completed: a long operation, not a hang",
-                        dur(last.ts.saturating_sub(last.since)),
+                        "the GPU made no progress for at least {} from +{} ({} outstanding), then it completed: a long operation, not a hang",
+                        dur(upto.saturating_sub(last.since)),
                         ts(rel(last.since)),
                         what
                     ));
@@ -489,8 +543,8 @@ pub fn detect(t: &Trace, t0: u64) -> Detected {
                 kind: op.kind.name().into(),
                 name: short_name(&op.name),
                 nccl_kernel: op.kind == OpKind::Kernel && classify::is_comm_kernel(&op.name),
-                device: Some(op.device),
-                stream: Some(op.stream),
+                device: (op.device != u32::MAX).then_some(op.device),
+                stream: (op.stream != 0).then_some(op.stream),
                 corr: op.corr,
                 launched_at_ns: (op.launch_ts > 0).then(|| rel(op.launch_ts)),
                 started_at_ns: (op.start > 0).then(|| rel(op.start)),
@@ -696,6 +750,7 @@ fn short_name(raw: &str) -> String {
 
 fn op_words(kind: OpKind, name: &str) -> String {
     match kind {
+        OpKind::Kernel if name.is_empty() => "a kernel".into(),
         OpKind::Kernel => format!("kernel `{name}`"),
         OpKind::Memcpy => "a copy".into(),
         OpKind::Memset => "a memset".into(),
@@ -711,6 +766,7 @@ fn op_words(kind: OpKind, name: &str) -> String {
 fn what(h: &Hang) -> String {
     let o = &h.op;
     match o.kind.as_str() {
+        "kernel" if o.name.is_empty() => "a kernel".into(),
         "kernel" => format!("kernel `{}`", o.name),
         "memcpy" => "a copy".into(),
         "memset" => "a memset".into(),
@@ -830,7 +886,7 @@ pub fn sentence(h: &Hang, live: bool) -> String {
     });
     if let Some(n) = &h.nccl {
         parts.push(format!(
-            "it is NCCL {} #{} of {} on communicator {} (rank {} of {})",
+            "it is `{}` #{} ({}) on communicator {} (rank {} of {})",
             n.op,
             n.seq,
             super::text::bytes(n.bytes),
