@@ -13,6 +13,7 @@ pub mod doctor;
 pub mod env;
 pub mod env_merge;
 pub mod env_record;
+pub mod hangwatch;
 pub mod error;
 pub mod export;
 pub mod job;

@@ -563,3 +563,129 @@ fn no_bundled_example_hangs() {
     }
     assert!(seen >= 8, "only {seen} example traces");
 }
+
+/// The file this process's libc was loaded from: a real shared library that changes
+/// nothing when preloaded, standing in for libgputrace.so.
+fn libc_path() -> PathBuf {
+    // SAFETY: dladdr only reads the loader's tables; info is an out-parameter.
+    let name = unsafe {
+        let mut info: libc::Dl_info = std::mem::zeroed();
+        let found = libc::dladdr(libc::getpid as *const libc::c_void, &mut info);
+        assert!(found != 0 && !info.dli_fname.is_null(), "dladdr found no libc");
+        std::ffi::CStr::from_ptr(info.dli_fname)
+            .to_string_lossy()
+            .into_owned()
+    };
+    std::fs::canonicalize(&name).unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+/// `gputrace run --hang-timeout 2s` on a job whose trace shows a stuck kernel: the hang
+/// report comes on stderr while the job runs, and the job is still running after it
+/// (this test ends it). The job here writes a prepared trace and sleeps: what matters is
+/// what gputrace does while it runs.
+#[test]
+fn run_reports_a_hang_while_the_job_still_runs_and_leaves_it_running() {
+    use std::io::{BufRead, BufReader, Read};
+    use std::os::unix::process::CommandExt;
+    use std::process::{Command, Stdio};
+    let dir = std::env::temp_dir().join(format!("gputrace-hangrun-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let prepared = write(&dir, "prepared.bin", &stuck_kernel(None));
+    let out = dir.join("traces");
+    let pidfile = dir.join("job.pid");
+    let stallms = dir.join("stall_ms");
+    let script = format!(
+        "echo \"$GPUTRACE_STALL_MS\" > '{}'; echo $$ > '{}'; cp '{}' \"$GPUTRACE_DIR/stuck.gtrace\"; exec sleep 120",
+        stallms.display(),
+        pidfile.display(),
+        prepared.display()
+    );
+    let mut c = Command::new(env!("CARGO_BIN_EXE_gputrace"));
+    c.args(["run", "--hang-timeout", "2s", "-o"])
+        .arg(&out)
+        .args(["--", "sh", "-c", &script])
+        .env("GPUTRACE_LIB", libc_path())
+        .env_remove("LD_PRELOAD")
+        .env_remove("GPUTRACE_STALL_MS")
+        .env("GPUTRACE_NVML", "0")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    // SAFETY: only async-signal-safe calls (signal) between fork and exec.
+    unsafe {
+        c.pre_exec(|| {
+            libc::signal(libc::SIGTERM, libc::SIG_DFL);
+            Ok(())
+        });
+    }
+    let mut child = c.spawn().unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        let mut all = String::new();
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            all.push_str(&line);
+            all.push('\n');
+            let _ = tx.send(line);
+        }
+        all
+    });
+    let mut stdout = child.stdout.take().unwrap();
+    let out_reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = stdout.read_to_string(&mut s);
+        s
+    });
+    // Wait for the report's heading and its sentence (a guard against a hung test, not a
+    // measure: the report comes once the watcher has read the file).
+    let mut got = Vec::new();
+    let guard = std::time::Duration::from_secs(120);
+    while !got
+        .iter()
+        .any(|l: &String| l.contains("the job is still running"))
+    {
+        match rx.recv_timeout(guard) {
+            Ok(l) => got.push(l),
+            Err(_) => {
+                let _ = child.kill();
+                panic!("no hang report; stderr so far: {got:#?}");
+            }
+        }
+    }
+    let all = got.join("\n");
+    assert!(all.contains("gputrace: ======== HANG in pid"), "{all}");
+    assert!(
+        all.contains("The GPU has run kernel `spin_kernel` for") && all.contains("it has not completed"),
+        "{all}"
+    );
+    assert!(all.contains("cudaDeviceSynchronize"), "{all}");
+    // The job is running: not killed, not a zombie.
+    let pid: i32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    // SAFETY: signal 0 only checks that the process exists.
+    assert_eq!(unsafe { libc::kill(pid, 0) }, 0, "the job is gone");
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let state = stat.rsplit(')').next().unwrap().split_whitespace().next().unwrap();
+    assert_ne!(state, "Z", "the job ended: {stat}");
+    assert!(child.try_wait().unwrap().is_none(), "gputrace ended");
+    // The job was told to report stalls at half the timeout.
+    assert_eq!(std::fs::read_to_string(&stallms).unwrap().trim(), "1000");
+    // Now end it (gputrace passes SIGTERM on), and the report afterwards says the same.
+    // SAFETY: a signal to the child we started.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let status = child.wait().unwrap();
+    let err = reader.join().unwrap();
+    let report = out_reader.join().unwrap();
+    assert_eq!(status.code(), Some(143), "{err}");
+    assert_eq!(
+        err.matches("======== HANG").count(),
+        1,
+        "one report per stall: {err}"
+    );
+    assert!(report.contains("VERDICT: HANG: "), "{report}\n{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1171,3 +1171,40 @@ pub(crate) fn job(procs: &[ProcessReport], tails: &[NcclTail], all: &mut [Findin
         f.fix = fix(h);
     }
 }
+
+// ------------------------------------------------------------------------------------
+// While the job still runs (`gputrace run` / `attach` with `--hang-timeout`).
+
+/// A hang to report while the job runs: the latest stall report of `t` (a trace still
+/// being written) shows no GPU progress for `timeout_ns` or more, and work outstanding
+/// in it never completed. Returns the stall's id and the report's lines (a heading, the
+/// sentence, the evidence, the fix).
+pub fn live(t: &Trace, timeout_ns: u64) -> Option<(u64, Vec<String>)> {
+    let last = t.stalls.last()?;
+    if last.flags & fmt::STALL_RESOLVED != 0 || last.ts.saturating_sub(last.since) < timeout_ns {
+        return None;
+    }
+    let ctx = super::Ctx::new(t);
+    let h = detect(t, ctx.t0).hang?;
+    if h.stall_id != Some(last.id as u64) {
+        return None;
+    }
+    let file = t
+        .path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mut lines = vec![format!(
+        "======== HANG in pid {} ({file}): no GPU progress for {} ========",
+        t.meta.pid,
+        dur(last.ts.saturating_sub(last.since))
+    )];
+    lines.push(sentence(&h, true));
+    lines.extend(evidence(&h, true).into_iter().map(|e| format!("  - {e}")));
+    lines.push(format!("  fix: {}", fix(&h)));
+    lines.push(format!(
+        "the job is still running: gputrace leaves it be (stop it yourself; `gputrace report {}` tells the same afterwards)",
+        t.path.display()
+    ));
+    Some((last.id as u64, lines))
+}

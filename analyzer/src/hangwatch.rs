@@ -1,0 +1,207 @@
+//! `--hang-timeout`: while a job runs, watch the trace files it writes and, once the
+//! latest stall report shows no GPU progress for the timeout, print the hang report on
+//! stderr while the job still runs, once per stall. The job is never signalled.
+//!
+//! A file is read again only when it grew, and decoded only when its chunk headers say
+//! it holds stall reports (the reader takes every intact chunk of a file still being
+//! written, so a partial file is read as far as it goes).
+
+use crate::report::hang;
+use crate::trace::Trace;
+use gputrace_format::{self as fmt, protocol};
+use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// `--hang-timeout` when not given.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The library's stall setting, and its threshold when unset (milliseconds of no GPU
+/// progress before it writes a stall report).
+pub const STALL_MS_VAR: &str = "GPUTRACE_STALL_MS";
+pub const STALL_MS_DEFAULT: u64 = 5_000;
+
+/// Reads a `--hang-timeout`: a duration (`60s`, `90`, `2m`, `500ms`), or `0` / `off`
+/// for no watching.
+pub fn parse_timeout(s: &str) -> Result<Duration, String> {
+    let t = s.trim();
+    if matches!(t, "0" | "0s" | "0ms" | "off") {
+        return Ok(Duration::ZERO);
+    }
+    protocol::parse_duration(t).map_err(|e| format!("{e} (or 0 / off to turn hang reports off)"))
+}
+
+/// The `GPUTRACE_STALL_MS` a job gets so that its stall reports come in time for
+/// `timeout`: half of it when it is shorter than twice the library's threshold and the
+/// user did not set one (`user`: its value in the environment).
+pub fn stall_ms_for(timeout: Duration, user: Option<&std::ffi::OsStr>) -> Option<u64> {
+    if timeout.is_zero() || user.is_some_and(|v| !v.is_empty()) {
+        return None;
+    }
+    let ms = timeout.as_millis() as u64;
+    (ms < 2 * STALL_MS_DEFAULT).then_some((ms / 2).max(1))
+}
+
+/// What to watch.
+#[derive(Clone, Debug)]
+pub enum Watch {
+    /// Trace files that appear in a directory (those in `before` are older ones).
+    Dir {
+        dir: PathBuf,
+        before: HashSet<PathBuf>,
+    },
+    /// One trace file (a window's).
+    File(PathBuf),
+}
+
+impl Watch {
+    fn files(&self) -> Vec<PathBuf> {
+        match self {
+            Watch::File(p) => vec![p.clone()],
+            Watch::Dir { dir, before } => {
+                let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+                    .map(|rd| {
+                        rd.filter_map(|e| e.ok())
+                            .map(|e| e.path())
+                            .filter(|p| protocol::is_trace_file(p) && !before.contains(p))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                v.sort();
+                v
+            }
+        }
+    }
+}
+
+/// How often the files are looked at for a timeout.
+fn period(timeout: Duration) -> Duration {
+    (timeout / 4).clamp(Duration::from_millis(200), Duration::from_secs(5))
+}
+
+/// A watcher thread; stopped (and joined) by [`Watcher::stop`] or on drop.
+pub struct Watcher {
+    stop: Arc<(Mutex<bool>, Condvar)>,
+    handle: Option<JoinHandle<()>>,
+}
+
+impl Watcher {
+    /// Starts watching; `None` when `timeout` is zero (off) or no thread could be made.
+    pub fn start(
+        what: Watch,
+        timeout: Duration,
+        say: impl Fn(&[String]) + Send + 'static,
+    ) -> Option<Watcher> {
+        if timeout.is_zero() {
+            return None;
+        }
+        let stop = Arc::new((Mutex::new(false), Condvar::new()));
+        let flag = stop.clone();
+        let handle = std::thread::Builder::new()
+            .name("gputrace-hangwatch".into())
+            .spawn(move || watch(what, timeout, flag, say))
+            .ok()?;
+        Some(Watcher {
+            stop,
+            handle: Some(handle),
+        })
+    }
+
+    pub fn stop(mut self) {
+        self.halt();
+    }
+
+    fn halt(&mut self) {
+        let (m, cv) = &*self.stop;
+        *m.lock().unwrap_or_else(|e| e.into_inner()) = true;
+        cv.notify_all();
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+impl Drop for Watcher {
+    fn drop(&mut self) {
+        self.halt();
+    }
+}
+
+/// Whether the file's chunks hold stall reports (from the chunk headers' tag census).
+fn has_stalls(p: &std::path::Path) -> bool {
+    fmt::open_file(p)
+        .map(|mut r| r.census().of(&[fmt::TAG_STALL]) > 0)
+        .unwrap_or(false)
+}
+
+fn watch(
+    what: Watch,
+    timeout: Duration,
+    stop: Arc<(Mutex<bool>, Condvar)>,
+    say: impl Fn(&[String]),
+) {
+    let timeout_ns = timeout.as_nanos().min(u64::MAX as u128) as u64;
+    let mut sizes: HashMap<PathBuf, u64> = HashMap::new();
+    let mut reported: HashSet<(PathBuf, u64)> = HashSet::new();
+    let (m, cv) = &*stop;
+    loop {
+        {
+            let g = m.lock().unwrap_or_else(|e| e.into_inner());
+            let (g, _) = cv
+                .wait_timeout_while(g, period(timeout), |s| !*s)
+                .unwrap_or_else(|e| e.into_inner());
+            if *g {
+                return;
+            }
+        }
+        for p in what.files() {
+            let Ok(size) = std::fs::metadata(&p).map(|m| m.len()) else {
+                continue;
+            };
+            if sizes.insert(p.clone(), size) == Some(size) || !has_stalls(&p) {
+                continue;
+            }
+            // One decode worker: the job is running beside us.
+            let Ok(t) = Trace::load_with(&p, 1, |_, _| {}) else {
+                continue;
+            };
+            if let Some((id, lines)) = hang::live(&t, timeout_ns) {
+                if reported.insert((p.clone(), id)) {
+                    say(&lines);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timeouts_parse_with_zero_for_off() {
+        assert_eq!(parse_timeout("0"), Ok(Duration::ZERO));
+        assert_eq!(parse_timeout("off"), Ok(Duration::ZERO));
+        assert_eq!(parse_timeout("0s"), Ok(Duration::ZERO));
+        assert_eq!(parse_timeout("2s"), Ok(Duration::from_secs(2)));
+        assert_eq!(parse_timeout("90"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_timeout("2m"), Ok(Duration::from_secs(120)));
+        assert!(parse_timeout("soon").is_err());
+        assert!(parse_timeout("-1s").is_err());
+    }
+
+    #[test]
+    fn a_short_timeout_asks_the_library_for_stall_reports_at_half_of_it() {
+        let s = Duration::from_secs;
+        assert_eq!(stall_ms_for(s(60), None), None);
+        assert_eq!(stall_ms_for(s(10), None), None);
+        assert_eq!(stall_ms_for(s(6), None), Some(3000));
+        assert_eq!(stall_ms_for(s(2), None), Some(1000));
+        assert_eq!(stall_ms_for(Duration::ZERO, None), None);
+        // The user's own setting stands.
+        assert_eq!(stall_ms_for(s(2), Some("7000".as_ref())), None);
+        assert_eq!(stall_ms_for(s(2), Some("".as_ref())), Some(1000));
+    }
+}
