@@ -502,6 +502,27 @@ fn without_stall_records_an_abnormal_end_after_unanswered_launches_is_a_hang() {
     // Cut short (SIGKILL): still a hang.
     let r = analyze(&[ended_after_launches(None).build()]);
     assert!(hang(&r).is_some(), "{}", text(&r));
+    // No GPU record at all (an older library lost them on SIGTERM): the host's last
+    // launch, and its silence after, still tell it.
+    let mut b = B::new();
+    b.meta.pid = TID;
+    let mut at = T0 + S;
+    for _ in 0..200 {
+        b.api(TID, at, 5 * US, LAUNCH, "cudaLaunchKernel", 0, 0);
+        at += 10 * MS;
+    }
+    end(&mut b, at + 25 * S, &fmt::end_reason_signal(15));
+    let r = analyze(&[b.build()]);
+    let f = hang(&r).unwrap_or_else(|| panic!("no hang\n{}", text(&r)));
+    let h = f.hang.as_ref().unwrap();
+    assert_eq!(h.outstanding, 200);
+    // Times from the trace's first record, the first launch.
+    assert_eq!(h.op.launched_at_ns, Some(199 * 10 * MS));
+    assert!(
+        f.summary.contains("no host call after +2.0 s"),
+        "{}",
+        f.summary
+    );
     // The same trace ended by a normal exit: no hang.
     let r = analyze(&[ended_after_launches(Some(fmt::END_EXIT)).build()]);
     assert!(hang(&r).is_none(), "{}", text(&r));

@@ -321,14 +321,13 @@ pub fn stalls(t: &Trace) -> Vec<StallIn> {
 
 /// How the trace ended, and when (trace clock).
 pub fn end_of(t: &Trace) -> (EndIn, u64) {
-    let last = last_ts(t);
     let stop = t
         .states
         .iter()
         .rev()
         .find(|s| s.1 == fmt::CollectorState::Stopped as u8);
     let Some(&(ts, _, reason)) = stop else {
-        return (EndIn::CutShort, last);
+        return (EndIn::CutShort, last_ts(t));
     };
     let r = t.str(reason).trim().to_string();
     (end_from_reason(&r, t.window.is_some()), ts.max(1))
@@ -458,9 +457,15 @@ fn thread_name(t: &Trace, tid: u32) -> String {
 /// A process's hang, if its trace shows one. `t0`: the report's trace start.
 pub fn detect(t: &Trace, t0: u64) -> Detected {
     let rel = |x: u64| x.saturating_sub(t0);
-    let (end, end_ts) = end_of(t);
-    let until = end_ts.max(last_ts(t));
-    let until = if end == EndIn::CutShort { until } else { end_ts.max(1) };
+    let mut out = Detected::default();
+    // Most traces: no stall records and a normal end. Nothing more to read.
+    if t.stalls.is_empty() && !t.states.is_empty() {
+        let (end, _) = end_of(t);
+        if !end.abnormal() {
+            return out;
+        }
+    }
+    let (end, until) = end_of(t);
     let end_out = |e: &EndIn| -> Option<HangEnd> {
         let (how, signal) = match e {
             EndIn::Exit => ("exit", None),
@@ -475,7 +480,6 @@ pub fn detect(t: &Trace, t0: u64) -> Detected {
             at_ns: rel(until),
         })
     };
-    let mut out = Detected::default();
     let reports = stalls(t);
     if !reports.is_empty() {
         let done = completed(t);
@@ -604,6 +608,16 @@ pub fn detect(t: &Trace, t0: u64) -> Detected {
 /// has no record, when the host then made no call for [`SILENT_END_NS`] before `until`.
 fn from_end(t: &Trace, t0: u64, until: u64) -> Option<Hang> {
     let rel = |x: u64| x.saturating_sub(t0);
+    let last_host = t
+        .apis
+        .iter()
+        .map(|a| a.end)
+        .chain(t.host_calls.iter().map(|c| c.end))
+        .chain(t.nccl.iter().map(|n| n.end))
+        .max()?;
+    if until.saturating_sub(last_host) < SILENT_END_NS {
+        return None;
+    }
     let last_gpu = t
         .kernels
         .iter()
@@ -619,27 +633,16 @@ fn from_end(t: &Trace, t0: u64, until: u64) -> Option<Hang> {
             ApiKind::Launch | ApiKind::CopyAsync | ApiKind::CopySync | ApiKind::Memset
         )
     };
-    let last_host = t
-        .apis
+    let from = t.apis.partition_point(|a| a.start < last_gpu);
+    let unanswered: Vec<&fmt::Api> = t.apis[from..]
         .iter()
-        .map(|a| a.end)
-        .chain(t.host_calls.iter().map(|c| c.end))
-        .chain(t.nccl.iter().map(|n| n.end))
-        .max()?;
-    if until.saturating_sub(last_host) < SILENT_END_NS {
-        return None;
-    }
-    let stuck = t
-        .apis
-        .iter()
-        .filter(|a| a.start >= last_gpu && launches_work(a) && !done.contains(&a.corr))
-        .min_by_key(|a| (a.start, a.corr))?;
+        .filter(|a| launches_work(a) && !done.contains(&a.corr))
+        .collect();
+    // The host's last launch before it fell silent: the work it then waited for.
+    let stuck = *unanswered.last()?;
     let name = t.str(stuck.name).to_string();
-    let nccl = t
-        .nccl
-        .iter()
-        .rfind(|n| n.start <= stuck.start && !is_group(n.op) && n.end + 1_000_000 >= stuck.start)
-        .is_some();
+    let nccl = nccl_from_calls(t, stuck.tid, stuck.start)
+        .filter(|_| t.nccl.iter().any(|n| n.tid == stuck.tid && n.end + 1_000_000 >= stuck.start && n.start <= stuck.start));
     // Each thread's last call, and where its Python code was last seen.
     let mut tids: Vec<u32> = t.apis.iter().map(|a| a.tid).collect();
     tids.sort_unstable();
@@ -667,13 +670,9 @@ fn from_end(t: &Trace, t0: u64, until: u64) -> Option<Hang> {
             })
         })
         .collect();
-    let from = stuck.start.max(last_gpu);
-    let pending = t
-        .apis
-        .iter()
-        .filter(|a| a.start >= last_gpu && launches_work(a) && !done.contains(&a.corr))
-        .count() as u64;
-    let op_nccl = nccl_from_calls(t, stuck.tid, stuck.start);
+    // No GPU record at all: they were lost with the process; the progress is then
+    // measured from the host's last call.
+    let progress = if last_gpu > 0 { last_gpu } else { last_host };
     Some(Hang {
         source: "end_of_trace".into(),
         stall_id: None,
@@ -681,7 +680,7 @@ fn from_end(t: &Trace, t0: u64, until: u64) -> Option<Hang> {
         op: HangOp {
             kind: "launch".into(),
             name,
-            nccl_kernel: nccl,
+            nccl_kernel: nccl.is_some(),
             device: None,
             stream: None,
             corr: stuck.corr,
@@ -692,14 +691,14 @@ fn from_end(t: &Trace, t0: u64, until: u64) -> Option<Hang> {
             launch_tid: Some(stuck.tid),
             launch_site: launch_site(t, stuck.tid, stuck.corr, stuck.start),
         },
-        outstanding: pending,
-        last_progress_ns: rel(last_gpu.max(t0).min(from)),
+        outstanding: unanswered.len() as u64,
+        last_progress_ns: rel(progress),
         detected_at_ns: None,
-        stuck_for_ns: until.saturating_sub(from),
+        stuck_for_ns: until.saturating_sub(stuck.start),
         until_ns: rel(until),
         threads,
         end: None,
-        nccl: op_nccl,
+        nccl,
     })
 }
 
@@ -856,9 +855,18 @@ pub fn sentence(h: &Hang, live: bool) -> String {
     let w = what(h);
     parts.push(if inferred {
         format!(
-            "{w} at +{} never produced a GPU record: the GPU made no progress for the last {} of the trace",
+            "{w} at +{} (the host's last launch; {} launch{} with no GPU record) never completed as far as the trace shows: no GPU progress in its last {}, and no host call after +{}",
             secs(h.op.launched_at_ns.unwrap_or(0)),
-            dur(h.stake_ns())
+            h.outstanding,
+            if h.outstanding == 1 { "" } else { "es" },
+            dur(h.stake_ns()),
+            secs(
+                h.threads
+                    .iter()
+                    .filter_map(|t| t.call_start_ns)
+                    .max()
+                    .unwrap_or(0)
+            )
         )
     } else if h.op.started_at_ns.is_some() {
         if live {
@@ -969,7 +977,7 @@ pub fn evidence(h: &Hang, live: bool) -> Vec<String> {
             if h.outstanding == 1 { "" } else { "s" }
         )),
         _ => ev.push(format!(
-            "inferred from the end of the trace (no stall records): {} launch call{} after the last GPU record at +{} never produced a GPU record and the host made no call in the last {}; the records may also have been lost with the process",
+            "inferred from the end of the trace (no stall records): {} launch call{} after the last GPU progress at +{} never produced a GPU record and the host made no call in the last {}; GPU records may also have been lost with the process (a library without a flush on signals)",
             h.outstanding,
             if h.outstanding == 1 { "" } else { "s" },
             ts(h.last_progress_ns),
