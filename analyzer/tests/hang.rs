@@ -241,7 +241,10 @@ fn killed_with_no_end_record_the_hang_says_so() {
     let r = analyze(&[stuck_kernel(None).build()]);
     let f = hang(&r).expect("hang");
     assert!(f.summary.contains("no end record"), "{}", f.summary);
-    assert_eq!(f.hang.as_ref().unwrap().end.as_ref().unwrap().how, "cut_short");
+    assert_eq!(
+        f.hang.as_ref().unwrap().end.as_ref().unwrap().how,
+        "cut_short"
+    );
 }
 
 #[test]
@@ -346,7 +349,14 @@ fn nccl_job() -> Vec<Trace> {
                     seq: k + 1,
                     ..Default::default()
                 }));
-                b.launch(c_at + 2 * US, 5 * US, s + 6 * MS + 30 * US, 2 * MS, ALLREDUCE, BIG);
+                b.launch(
+                    c_at + 2 * US,
+                    5 * US,
+                    s + 6 * MS + 30 * US,
+                    2 * MS,
+                    ALLREDUCE,
+                    BIG,
+                );
                 last_end = s + 8 * MS + 30 * US;
             }
             let s = t + GOOD_STEPS * period;
@@ -423,7 +433,10 @@ fn the_rank_that_never_arrived_at_a_stuck_collective_is_named() {
         .collect();
     let ranks: Vec<&str> = hangs.iter().map(|f| f.rank.as_str()).collect();
     assert_eq!(ranks.len(), 2, "{ranks:?}\n{}", text(&r));
-    assert!(ranks.contains(&"rank 0") && ranks.contains(&"rank 2"), "{ranks:?}");
+    assert!(
+        ranks.contains(&"rank 0") && ranks.contains(&"rank 2"),
+        "{ranks:?}"
+    );
     for f in &hangs {
         let n = f.hang.as_ref().unwrap().nccl.as_ref().expect("nccl state");
         assert_eq!(n.comm_id, "0xc0ffee");
@@ -439,13 +452,16 @@ fn the_rank_that_never_arrived_at_a_stuck_collective_is_named() {
         assert!(n.ranks.iter().filter(|x| x.arrived).count() == 2);
         assert!(f.summary.contains("rank 1 never arrived"), "{}", f.summary);
         assert!(
-            f.summary.contains("`ncclAllReduce` #21 (4.0 MiB) on communicator 0xc0ffee (rank "),
+            f.summary
+                .contains("`ncclAllReduce` #21 (4.0 MiB) on communicator 0xc0ffee (rank "),
             "{}",
             f.summary
         );
         assert!(f.fix.contains("NCCL_DEBUG=INFO"), "{}", f.fix);
         assert!(
-            f.evidence.iter().any(|e| e.contains("rank 1: last call") && e.contains("never arrived")),
+            f.evidence
+                .iter()
+                .any(|e| e.contains("rank 1: last call") && e.contains("never arrived")),
             "{:?}",
             f.evidence
         );
@@ -455,7 +471,14 @@ fn the_rank_that_never_arrived_at_a_stuck_collective_is_named() {
     // Given one stuck rank alone, the finding says which ranks it has no trace of.
     let mut job = nccl_job();
     let one = analyze(&[job.remove(0)]);
-    let n = hang(&one).unwrap().hang.as_ref().unwrap().nccl.clone().unwrap();
+    let n = hang(&one)
+        .unwrap()
+        .hang
+        .as_ref()
+        .unwrap()
+        .nccl
+        .clone()
+        .unwrap();
     assert!(n.never_arrived.is_empty());
     assert_eq!(n.seq, GOOD_STEPS + 1);
 }
@@ -470,7 +493,15 @@ fn ended_after_launches(reason: Option<&str>) -> B {
     let last = steps(&mut b, t, 40);
     stack(&mut b, 1, "/home/u/train.py", "main", 52);
     for i in 0..3 {
-        b.api(TID, last + 100 * US + i * 20 * US, 5 * US, LAUNCH, "cudaLaunchKernel", 0, 0);
+        b.api(
+            TID,
+            last + 100 * US + i * 20 * US,
+            5 * US,
+            LAUNCH,
+            "cudaLaunchKernel",
+            0,
+            0,
+        );
     }
     for i in 0..20 {
         b.ev.push(Event::PySample(fmt::PySample {
@@ -534,7 +565,15 @@ fn a_normal_trace_cut_short_is_no_hang() {
     let mut b = B::new();
     let t = startup(&mut b, 40 * GIB);
     let last = steps(&mut b, t, 40);
-    b.api(TID, last + 10 * US, 5 * US, LAUNCH, "cudaLaunchKernel", 0, 0);
+    b.api(
+        TID,
+        last + 10 * US,
+        5 * US,
+        LAUNCH,
+        "cudaLaunchKernel",
+        0,
+        0,
+    );
     let r = analyze(&[b.build()]);
     assert!(hang(&r).is_none(), "{}", text(&r));
     // Ended by SIGTERM in the middle of work: the host was calling until then.
@@ -592,7 +631,10 @@ fn libc_path() -> PathBuf {
     let name = unsafe {
         let mut info: libc::Dl_info = std::mem::zeroed();
         let found = libc::dladdr(libc::getpid as *const libc::c_void, &mut info);
-        assert!(found != 0 && !info.dli_fname.is_null(), "dladdr found no libc");
+        assert!(
+            found != 0 && !info.dli_fname.is_null(),
+            "dladdr found no libc"
+        );
         std::ffi::CStr::from_ptr(info.dli_fname)
             .to_string_lossy()
             .into_owned()
@@ -677,7 +719,8 @@ fn run_reports_a_hang_while_the_job_still_runs_and_leaves_it_running() {
     let all = got.join("\n");
     assert!(all.contains("gputrace: ======== HANG in pid"), "{all}");
     assert!(
-        all.contains("The GPU has run kernel `spin_kernel` for") && all.contains("it has not completed"),
+        all.contains("The GPU has run kernel `spin_kernel` for")
+            && all.contains("it has not completed"),
         "{all}"
     );
     assert!(all.contains("cudaDeviceSynchronize"), "{all}");
@@ -690,7 +733,13 @@ fn run_reports_a_hang_while_the_job_still_runs_and_leaves_it_running() {
     // SAFETY: signal 0 only checks that the process exists.
     assert_eq!(unsafe { libc::kill(pid, 0) }, 0, "the job is gone");
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-    let state = stat.rsplit(')').next().unwrap().split_whitespace().next().unwrap();
+    let state = stat
+        .rsplit(')')
+        .next()
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap();
     assert_ne!(state, "Z", "the job ended: {stat}");
     assert!(child.try_wait().unwrap().is_none(), "gputrace ended");
     // The job was told to report stalls at half the timeout.

@@ -195,14 +195,20 @@ fn run_cli(cli: Cli) -> Result<i32> {
                 Vec::new()
             };
             // The command's exit code (or its end by SIGINT, see `run::finish`).
-            Ok(run::run_and_report(&out, &cmd, &env, hang_timeout, |traces| {
-                // A report that fails is said here, with its hint line where there is
-                // one; the command's exit code stands either way.
-                if let Err(e) = report_on(traces, json, summary) {
-                    print_error(&e.into());
-                }
-                Ok(())
-            }))
+            Ok(run::run_and_report(
+                &out,
+                &cmd,
+                &env,
+                hang_timeout,
+                |traces| {
+                    // A report that fails is said here, with its hint line where there is
+                    // one; the command's exit code stands either way.
+                    if let Err(e) = report_on(traces, json, summary) {
+                        print_error(&e.into());
+                    }
+                    Ok(())
+                },
+            ))
         }
         Cmd::Summary { traces, json } => {
             Ok(app::summary(&traces, format(json), &mut stdout(), &warn)?.exit_code())
@@ -242,7 +248,8 @@ fn run_cli(cli: Cli) -> Result<i32> {
                 at_ms,
                 dir: out,
             };
-            let (w, env_file) = attach::attach_watched(pid, &req, &nvml, &warn, hang_timeout, started)?;
+            let (w, env_file) =
+                attach::attach_watched(pid, &req, &nvml, &warn, hang_timeout, started)?;
             println!("trace: {}", w.trace.display());
             if no_report {
                 return Ok(0);

@@ -435,7 +435,10 @@ fn place_of(t: &Trace, stack: u32, source: &str) -> Option<Place> {
 /// Where a launch was made: its recorded call site, else the thread's last stack
 /// sample shortly before it.
 fn launch_site(t: &Trace, tid: u32, corr: u32, launch_ts: u64) -> Option<Place> {
-    let api = t.apis.iter().find(|a| a.corr == corr && a.tid == tid && corr != 0);
+    let api = t
+        .apis
+        .iter()
+        .find(|a| a.corr == corr && a.tid == tid && corr != 0);
     if let Some(a) = api {
         if let Some(st) = t.call_site(a.tid, a.start) {
             let id = st.id;
@@ -444,10 +447,12 @@ fn launch_site(t: &Trace, tid: u32, corr: u32, launch_ts: u64) -> Option<Place> 
             }
         }
     }
-    let samples = t.py_samples_in(tid, launch_ts.saturating_sub(SAMPLE_REACH_NS), launch_ts + 1);
-    samples
-        .last()
-        .and_then(|s| place_of(t, s.stack, "sample"))
+    let samples = t.py_samples_in(
+        tid,
+        launch_ts.saturating_sub(SAMPLE_REACH_NS),
+        launch_ts + 1,
+    );
+    samples.last().and_then(|s| place_of(t, s.stack, "sample"))
 }
 
 fn thread_name(t: &Trace, tid: u32) -> String {
@@ -641,8 +646,11 @@ fn from_end(t: &Trace, t0: u64, until: u64) -> Option<Hang> {
     // The host's last launch before it fell silent: the work it then waited for.
     let stuck = *unanswered.last()?;
     let name = t.str(stuck.name).to_string();
-    let nccl = nccl_from_calls(t, stuck.tid, stuck.start)
-        .filter(|_| t.nccl.iter().any(|n| n.tid == stuck.tid && n.end + 1_000_000 >= stuck.start && n.start <= stuck.start));
+    let nccl = nccl_from_calls(t, stuck.tid, stuck.start).filter(|_| {
+        t.nccl.iter().any(|n| {
+            n.tid == stuck.tid && n.end + 1_000_000 >= stuck.start && n.start <= stuck.start
+        })
+    });
     // Each thread's last call, and where its Python code was last seen.
     let mut tids: Vec<u32> = t.apis.iter().map(|a| a.tid).collect();
     tids.sort_unstable();
@@ -722,7 +730,11 @@ fn nccl_from_calls(t: &Trace, tid: u32, launch_ts: u64) -> Option<HangNccl> {
         .nccl
         .iter()
         .rfind(|n| n.start <= launch_ts && !is_group(n.op) && (tid == 0 || n.tid == tid))
-        .or_else(|| t.nccl.iter().rfind(|n| n.start <= launch_ts && !is_group(n.op)))?;
+        .or_else(|| {
+            t.nccl
+                .iter()
+                .rfind(|n| n.start <= launch_ts && !is_group(n.op))
+        })?;
     Some(HangNccl {
         comm_id: format!("{:#x}", n.comm_id),
         op: fmt::nccl_op_name(n.op).to_string(),
@@ -814,13 +826,21 @@ fn thread_sentence(th: &HangThread, live: bool, inferred: bool) -> String {
             if live { "is waiting" } else { "waited" },
             call_name(c)
         )),
-        None => s.push_str(if live { " is in no CUDA call" } else { " was in no CUDA call" }),
+        None => s.push_str(if live {
+            " is in no CUDA call"
+        } else {
+            " was in no CUDA call"
+        }),
     }
     if let Some(p) = &th.place {
         s.push_str(&format!(" at `{}`", p.short()));
     }
     if let Some(at) = th.call_start_ns {
-        s.push_str(&format!(" {} +{}", if inferred { "at" } else { "from" }, secs(at)));
+        s.push_str(&format!(
+            " {} +{}",
+            if inferred { "at" } else { "from" },
+            secs(at)
+        ));
     }
     s
 }
@@ -1044,7 +1064,12 @@ pub fn fix(h: &Hang) -> String {
             .nccl
             .as_ref()
             .filter(|n| !n.never_arrived.is_empty())
-            .map(|n| format!("{} never arrived: look at where its host was and at its trace; ", n.never_arrived.join(", ")))
+            .map(|n| {
+                format!(
+                    "{} never arrived: look at where its host was and at its trace; ",
+                    n.never_arrived.join(", ")
+                )
+            })
             .unwrap_or_default();
         return format!(
             "A collective that never completes: {who}a rank that never arrived (crashed, stuck in its own work, or took another code path: a collective called on some ranks only, or in a different order) holds every other rank. Check each rank's trace and log, run with NCCL_DEBUG=INFO (and NCCL_DEBUG_SUBSYS=COLL), and set a watchdog timeout (TORCH_NCCL_ASYNC_ERROR_HANDLING=1 with a timeout in init_process_group) so the job fails instead of hanging."
@@ -1115,7 +1140,8 @@ fn host_at_end(t: &Trace) -> Option<String> {
             } else {
                 format!("in `{}`", th.call)
             },
-            p.map(|p| format!(" at `{}`", p.short())).unwrap_or_default()
+            p.map(|p| format!(" at `{}`", p.short()))
+                .unwrap_or_default()
         ));
     }
     let a = t.apis.last()?;

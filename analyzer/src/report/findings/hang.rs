@@ -25,7 +25,8 @@ pub(super) fn detect(cx: &FindingCx) -> Option<Finding> {
     f.summary = sentence(h, false);
     f.evidence = evidence(h, false);
     f.fix = fix(h);
-    f.metrics.insert("stuck_for_ns".into(), h.stuck_for_ns as f64);
+    f.metrics
+        .insert("stuck_for_ns".into(), h.stuck_for_ns as f64);
     f.metrics.insert("outstanding".into(), h.outstanding as f64);
     f.metrics
         .insert("last_progress_ns".into(), h.last_progress_ns as f64);
