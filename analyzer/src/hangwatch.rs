@@ -129,11 +129,61 @@ impl Drop for Watcher {
     }
 }
 
-/// Whether the file's chunks hold stall reports (from the chunk headers' tag census).
+/// Whether the file's chunks hold stall reports (the reader's tag census of every chunk).
 fn has_stalls(p: &std::path::Path) -> bool {
     fmt::open_file(p)
         .map(|mut r| r.census().of(&[fmt::TAG_STALL]) > 0)
         .unwrap_or(false)
+}
+
+/// What a pass over the chunks a file gained found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Scan {
+    /// A stall report in a new chunk.
+    Stalls,
+    /// No stall report in the new chunks.
+    Nothing,
+    /// Cannot tell from the headers (an uncompressed chunk, or something that is not a
+    /// sane chunk header): the reader's census decides.
+    Unknown,
+}
+
+/// Reads the headers of the whole chunks written since `pos` (the file offset where the
+/// last pass stopped; 0 at first) and the tag census compressed chunks carry, and moves
+/// `pos` past them. A chunk still being written is left for the next pass.
+fn scan_new(path: &std::path::Path, pos: &mut u64) -> std::io::Result<Scan> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut f = std::fs::File::open(path)?;
+    let len = f.metadata()?.len();
+    *pos = (*pos).max(fmt::HEADER_LEN as u64);
+    let head = fmt::CHUNK_HEADER_LEN as u64;
+    let mut found = Scan::Nothing;
+    while *pos + head <= len {
+        f.seek(SeekFrom::Start(*pos))?;
+        let mut h = [0u8; fmt::CHUNK_HEADER_LEN];
+        f.read_exact(&mut h)?;
+        let payload = u32::from_le_bytes([h[4], h[5], h[6], h[7]]) as u64;
+        if &h[..4] != fmt::CHUNK_MAGIC || payload > fmt::MAX_CHUNK_PAYLOAD as u64 {
+            return Ok(Scan::Unknown);
+        }
+        if *pos + head + payload > len {
+            break;
+        }
+        if h[12] == fmt::ChunkKind::EventsZstd as u8 {
+            // raw_len u32 | tags u8 | (tag u8, count u32) x tags | zstd frame
+            let mut c = vec![0u8; payload.min(5 + 255 * 5) as usize];
+            f.read_exact(&mut c)?;
+            let tags = c.get(4).copied().unwrap_or(0) as usize;
+            let census = c.get(5..5 + tags * 5).unwrap_or(&[]);
+            if census.chunks_exact(5).any(|e| e[0] == fmt::TAG_STALL) {
+                found = Scan::Stalls;
+            }
+        } else if h[12] == fmt::ChunkKind::Events as u8 && found == Scan::Nothing {
+            found = Scan::Unknown;
+        }
+        *pos += head + payload;
+    }
+    Ok(found)
 }
 
 fn watch(
@@ -143,7 +193,8 @@ fn watch(
     say: impl Fn(&[String]),
 ) {
     let timeout_ns = timeout.as_nanos().min(u64::MAX as u128) as u64;
-    let mut sizes: HashMap<PathBuf, u64> = HashMap::new();
+    // Per file: its size when last looked at, and where the chunk scan stopped.
+    let mut seen: HashMap<PathBuf, (u64, u64)> = HashMap::new();
     let mut reported: HashSet<(PathBuf, u64)> = HashSet::new();
     let (m, cv) = &*stop;
     loop {
@@ -160,7 +211,18 @@ fn watch(
             let Ok(size) = std::fs::metadata(&p).map(|m| m.len()) else {
                 continue;
             };
-            if sizes.insert(p.clone(), size) == Some(size) || !has_stalls(&p) {
+            let (last_size, pos) = seen.entry(p.clone()).or_insert((u64::MAX, 0));
+            if *last_size == size {
+                continue;
+            }
+            *last_size = size;
+            // Decoded only when a new stall report came (or the headers cannot say).
+            let load = match scan_new(&p, pos).unwrap_or(Scan::Unknown) {
+                Scan::Stalls => true,
+                Scan::Nothing => false,
+                Scan::Unknown => has_stalls(&p),
+            };
+            if !load {
                 continue;
             }
             // One decode worker: the job is running beside us.
@@ -190,6 +252,67 @@ mod tests {
         assert_eq!(parse_timeout("2m"), Ok(Duration::from_secs(120)));
         assert!(parse_timeout("soon").is_err());
         assert!(parse_timeout("-1s").is_err());
+    }
+
+    /// A trace written in pieces: the scan sees the stall report only once its chunk is
+    /// whole, and not again.
+    #[test]
+    fn the_chunk_scan_finds_new_stall_reports_only() {
+        let meta = fmt::Meta::default();
+        let mut w = fmt::ChunkWriter::new(Vec::new(), &meta).unwrap();
+        let chunk = |w: &mut fmt::ChunkWriter<Vec<u8>>, ev: &[fmt::Event], kind| {
+            let mut e = fmt::Encoder::new();
+            for x in ev {
+                e.push(x);
+            }
+            if kind == fmt::ChunkKind::EventsZstd {
+                w.write_events(&mut e).unwrap();
+            } else {
+                let (p, n) = e.take();
+                w.write_chunk(kind, &p, n).unwrap();
+            }
+        };
+        let state = fmt::Event::State {
+            ts: 5,
+            state: 1,
+            reason: 0,
+        };
+        let stall = fmt::Event::Stall(fmt::Stall {
+            ts: 10,
+            since: 1,
+            id: 1,
+            ..Default::default()
+        });
+        chunk(
+            &mut w,
+            std::slice::from_ref(&state),
+            fmt::ChunkKind::EventsZstd,
+        );
+        let first = w.get_ref().len();
+        chunk(&mut w, &[state.clone(), stall], fmt::ChunkKind::EventsZstd);
+        let second = w.get_ref().len();
+        chunk(&mut w, &[state], fmt::ChunkKind::Events);
+        let bytes = w.into_inner();
+        let dir = std::env::temp_dir().join(format!("gputrace-hangwatch-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("t.gtrace");
+        let mut pos = 0;
+        // Up to the first chunk, then half of the second: nothing yet.
+        std::fs::write(&p, &bytes[..first]).unwrap();
+        assert_eq!(scan_new(&p, &mut pos).unwrap(), Scan::Nothing);
+        assert_eq!(pos, first as u64);
+        std::fs::write(&p, &bytes[..(first + second) / 2]).unwrap();
+        assert_eq!(scan_new(&p, &mut pos).unwrap(), Scan::Nothing);
+        assert_eq!(pos, first as u64);
+        // The second whole: its stall is seen, once.
+        std::fs::write(&p, &bytes[..second]).unwrap();
+        assert_eq!(scan_new(&p, &mut pos).unwrap(), Scan::Stalls);
+        assert_eq!(scan_new(&p, &mut pos).unwrap(), Scan::Nothing);
+        // An uncompressed chunk: the headers cannot say.
+        std::fs::write(&p, &bytes).unwrap();
+        assert_eq!(scan_new(&p, &mut pos).unwrap(), Scan::Unknown);
+        assert!(has_stalls(&p));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

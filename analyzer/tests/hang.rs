@@ -654,7 +654,19 @@ fn run_reports_a_hang_while_the_job_still_runs_and_leaves_it_running() {
     let dir = std::env::temp_dir().join(format!("gputrace-hangrun-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    let prepared = write(&dir, "prepared.bin", &stuck_kernel(None));
+    // Compressed chunks, as the library writes them (their headers carry a tag census).
+    let b = stuck_kernel(None);
+    let mut w = fmt::ChunkWriter::new(Vec::new(), &b.meta).unwrap();
+    let mut enc = fmt::Encoder::new();
+    for e in b.events() {
+        enc.push(e);
+        if enc.len() > 8192 {
+            w.write_events(&mut enc).unwrap();
+        }
+    }
+    w.write_events(&mut enc).unwrap();
+    let prepared = dir.join("prepared.bin");
+    std::fs::write(&prepared, w.into_inner()).unwrap();
     let out = dir.join("traces");
     let pidfile = dir.join("job.pid");
     let stallms = dir.join("stall_ms");

@@ -529,7 +529,7 @@ fn analyze_with(traces: &[Trace], timelines: bool) -> (Report, Vec<Option<Timeli
             trace_set = trace_set.and_then(|s| s.linked_by_collectives());
         }
     }
-    if multi {
+    if multi && !trace_set.as_ref().is_some_and(|s| s.rules_out_one_job()) {
         // Which rank never arrived at a stuck collective: every rank's NCCL calls.
         let tails: Vec<hang::NcclTail> = order
             .iter()
