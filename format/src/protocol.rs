@@ -40,6 +40,7 @@ pub mod settings {
     pub const HOST_TREE_MS: &str = "GPUTRACE_HOST_TREE_MS";
     pub const PYSTACK: &str = "GPUTRACE_PYSTACK";
     pub const PYSAMPLE_MS: &str = "GPUTRACE_PYSAMPLE_MS";
+    pub const STALL_MS: &str = "GPUTRACE_STALL_MS";
     pub const RANK: &str = "GPUTRACE_RANK";
     pub const PER_THREAD_BUFFERS: &str = "GPUTRACE_PER_THREAD_BUFFERS";
     pub const NVML_SKIP: &str = "GPUTRACE_NVML_SKIP";
@@ -138,6 +139,7 @@ pub const SETTINGS: &[Setting] = &[
     s(n::HOST_TREE_MS, "100", "host sampler period for the process tree and the machine, ms (10-10000)", Library),
     s(n::PYSTACK, "1", "Python call sites: the calling thread's Python stack at synchronising calls, copies, allocations and NCCL calls, in CPython 3.9-3.13 (0: off; 2-16: frames kept, 1 or on: 16)", Library),
     s(n::PYSAMPLE_MS, "10", "Python stack samples of the threads that issue CUDA work during a trace window, every this many ms (1-1000; 0: off); taken by the host sampler, so off with it", Library),
+    s(n::STALL_MS, "5000", "launched GPU work that makes no progress for this long is a stall: CUPTI is flushed (forced) so every completed record reaches the file, and a stall report (outstanding operations, every thread's call and Python stack) is written, again every period while it lasts (100-3600000; 0: no watchdog)", Library),
     s(n::RANK, "off", "this process's rank in its job (a whole number); before RANK, SLURM_PROCID, ...", Library),
     x(n::NVML_SKIP, "none", "NVML reads the sampler leaves out, comma-separated: events, procs, ecc, pcie, ticks (for finding a read that misbehaves)"),
     x(n::PER_THREAD_BUFFERS, "0", "CUPTI per-thread activity buffers"),

@@ -22,6 +22,13 @@
  *   profiler-early  the same session, started before the first CUDA call (the
  *               program loads libcupti itself first, as a framework linking it would);
  *               see run_profiler()
+ *   hang N MODE FILE  N launches of _Z4stepv (grid (1,1,1), block (32,1,1)), one of
+ *               _Z5stuckv on stream 1 (grid (7,1,1), block (128,1,1); with
+ *               FAKE_CUDA_STUCK=_Z5stuckv it never completes), N more of _Z4stepv; then
+ *               prints "hang: launched 2N" and writes "stuck" to FILE, and by MODE:
+ *               `sync` waits in cudaDeviceSynchronize (forever when stuck); `handler`
+ *               first installs a SIGINT handler of its own that calls exit(42), then
+ *               the same; `abort` calls abort() 200 ms later
  *   exec        2 launches of _Z6beforev, then execs itself as `app basic`
  *   retcodes    checks the fake runtime's documented return values and errno
  *   pm WAIT     5 launches of _Z6streamv, a device sync; with WAIT=1 it then waits (at
@@ -36,6 +43,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -304,6 +312,37 @@ static void run_spin(double secs) {
         usleep(1000);
     }
     printf("spin: done\n");
+}
+
+static void exit_42(int sig) {
+    (void)sig;
+    exit(42);
+}
+
+static void run_hang(int n, const char *mode, const char *path) {
+    const dim3 g = {1, 1, 1}, b = {32, 1, 1}, gs = {7, 1, 1}, bs = {128, 1, 1};
+    cudaStream_t s1 = NULL;
+    OK(rt.StreamCreate(&s1));
+    for (int i = 0; i < n; i++)
+        OK(launch("_Z4stepv", g, b, 0, NULL));
+    OK(launch("_Z5stuckv", gs, bs, 0, s1));
+    for (int i = 0; i < n; i++)
+        OK(launch("_Z4stepv", g, b, 0, NULL));
+    if (strcmp(mode, "handler") == 0)
+        signal(SIGINT, exit_42);
+    printf("hang: launched %d\n", 2 * n);
+    fflush(stdout);
+    FILE *f = fopen(path, "w");
+    if (f) {
+        fputs("stuck\n", f);
+        fclose(f);
+    }
+    if (strcmp(mode, "abort") == 0) {
+        usleep(200 * 1000);
+        abort();
+    }
+    OK(rt.DeviceSynchronize());
+    printf("hang: synchronized\n");
 }
 
 static void run_steady(const char *path) {
@@ -619,6 +658,8 @@ int main(int argc, char **argv) {
         run_spin(argc > 2 ? atof(argv[2]) : 0);
     else if (strcmp(s, "steady") == 0 && argc > 2)
         run_steady(argv[2]);
+    else if (strcmp(s, "hang") == 0 && argc > 4)
+        run_hang(atoi(argv[2]), argv[3], argv[4]);
     else if (strcmp(s, "profiler") == 0)
         run_profiler(0);
     else if (strcmp(s, "profiler-early") == 0)

@@ -564,6 +564,24 @@ static void emit_sync(uint32_t corr, uint32_t type, uint32_t stream, uint64_t st
     cupti.sync(&y);
 }
 
+/* FAKE_CUDA_STUCK=NAME: a launch of kernel NAME never completes. Its record goes to
+ * CUPTI incomplete (a start, no end), so CUPTI holds its buffer back, and every later
+ * cudaStreamSynchronize / cudaDeviceSynchronize waits forever, as on a GPU spinning in
+ * that kernel. Other kernels complete as usual. */
+static _Atomic int stuck;
+
+static int is_stuck_kernel(const char *name) {
+    const char *e = getenv("FAKE_CUDA_STUCK");
+    return e && *e && name && strcmp(e, name) == 0;
+}
+
+static void wait_forever_if_stuck(void) {
+    while (atomic_load(&stuck)) {
+        struct timespec t = {.tv_sec = 0, .tv_nsec = 10 * 1000 * 1000};
+        nanosleep(&t, NULL);
+    }
+}
+
 EXPORT cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
     struct cudaStreamSynchronize_params p = {stream};
     struct call c;
@@ -571,6 +589,7 @@ EXPORT cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
     uint32_t id = stream_id(stream);
     if (id == 0)
         return leave(&c, 400, 44);
+    wait_forever_if_stuck();
     emit_sync(c.corr, SYNC_TYPE_STREAM_SYNCHRONIZE, id, now());
     return leave(&c, 0, 0);
 }
@@ -579,6 +598,7 @@ EXPORT cudaError_t cudaDeviceSynchronize(void) {
     struct cudaDeviceSynchronize_params p = {0};
     struct call c;
     enter(&c, CBID_cudaDeviceSynchronize, "cudaDeviceSynchronize", &p, NULL);
+    wait_forever_if_stuck();
     emit_sync(c.corr, SYNC_TYPE_CONTEXT_SYNCHRONIZE, SYNC_INVALID_VALUE, now());
     return leave(&c, 0, 0);
 }
@@ -591,6 +611,9 @@ EXPORT cudaError_t cudaLaunchKernel(const void *func, dim3 gridDim, dim3 blockDi
     enter(&c, CBID_cudaLaunchKernel, "cudaLaunchKernel", &p, name);
     if (gridDim.x == 0)
         return leave(&c, 9, 22);
+    int never = is_stuck_kernel(name);
+    if (never)
+        atomic_store(&stuck, 1);
     if (cupti.kernel) {
         uint64_t start = now();
         struct fake_kernel k = {
@@ -599,7 +622,7 @@ EXPORT cudaError_t cudaLaunchKernel(const void *func, dim3 gridDim, dim3 blockDi
             .context = FAKE_CONTEXT_ID,
             .stream = stream_id(stream),
             .start = start,
-            .end = now(),
+            .end = never ? 0 : now(),
             .name = name,
             .grid = {gridDim.x, gridDim.y, gridDim.z},
             .block = {blockDim.x, blockDim.y, blockDim.z},

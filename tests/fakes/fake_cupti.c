@@ -18,6 +18,13 @@
  *   - cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER): unless
  *     the client promised zeroed buffers the fake clears each one it receives, as CUPTI
  *     does; when promised, it checks, and reports a non-zero buffer on stderr;
+ *   - a kernel record with no end (the fake runtime's FAKE_CUDA_STUCK kernel, which
+ *     never completes) is incomplete: a default or periodic flush does not hand over
+ *     the buffer that holds it (nor anything else in that buffer); a forced flush
+ *     (CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) does, the record as it is (end 0), and the
+ *     record is never handed over again (cupti_activity.h: a forced flush "returns all
+ *     the activity buffers including the ones which have one or more incomplete
+ *     activity records"); a buffer that fills up is handed over as it is;
  *   - cuptiActivityGetNextRecord walks a buffer record by record, each by the size of
  *     its kind's struct in this flavour, and says CUPTI_ERROR_MAX_LIMIT_REACHED at
  *     the end.
@@ -376,6 +383,7 @@ static CUpti_BuffersCallbackRequestFunc req_cb;
 static CUpti_BuffersCallbackCompleteFunc done_cb;
 static uint8_t *cur_buf;
 static size_t cur_size, cur_used, cur_records, cur_max_records;
+static size_t cur_incomplete; /* incomplete records in cur_buf */
 static size_t dropped;
 static uint64_t kinds_enabled; /* bit per activity kind (all the fake knows are < 64) */
 
@@ -429,6 +437,7 @@ static void deliver_locked(void) {
     size_t size = cur_size, used = cur_used;
     cur_buf = NULL;
     cur_size = cur_used = cur_records = cur_max_records = 0;
+    cur_incomplete = 0;
     if (b && done_cb)
         done_cb(NULL, 0, b, size, used);
 }
@@ -483,6 +492,9 @@ static void emit(uint32_t kind, const void *rec, size_t size) {
             memcpy(cur_buf + cur_used, rec, size);
             cur_used += size;
             cur_records++;
+            if (kind == FAKE_KIND_CONCURRENT_KERNEL &&
+                ((const struct kernel_rec *)rec)->end == 0)
+                cur_incomplete++;
         } else {
             dropped++;
         }
@@ -490,9 +502,9 @@ static void emit(uint32_t kind, const void *rec, size_t size) {
     pthread_mutex_unlock(&mu);
 }
 
-static void flush_all(void) {
+static void flush_all(int forced) {
     pthread_mutex_lock(&mu);
-    if (cur_buf && cur_used > 0)
+    if (cur_buf && cur_used > 0 && (forced || cur_incomplete == 0))
         deliver_locked();
     pthread_mutex_unlock(&mu);
 }
@@ -508,7 +520,7 @@ static void *flusher(void *arg) {
         }
         nanosleep(&ts, NULL);
         if (atomic_load(&flush_period_ms))
-            flush_all();
+            flush_all(0);
     }
     return NULL;
 }
@@ -655,10 +667,9 @@ EXPORT CUptiResult cuptiActivityDisable(uint32_t kind) {
 }
 
 EXPORT CUptiResult cuptiActivityFlushAll(uint32_t flag) {
-    /* Every record the fake writes is complete, so a default flush (0) and a forced
-     * one (CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) both hand over every non-empty buffer. */
-    (void)flag;
-    flush_all();
+    /* A default flush (0) hands over the buffer unless a record in it is incomplete; a
+     * forced one (CUPTI_ACTIVITY_FLAG_FLUSH_FORCED, 1) hands it over whatever it holds. */
+    flush_all((flag & 1) != 0);
     return CUPTI_SUCCESS;
 }
 

@@ -891,6 +891,8 @@ fn name_refs(e: &Event) -> Vec<u32> {
         Event::Thread { name, .. } => vec![*name],
         Event::Fact(f) => vec![f.key, f.value],
         Event::GpuProcess(p) => vec![p.name],
+        Event::StallOp(o) => vec![o.name],
+        Event::StallThread(t) => vec![t.call],
         Event::PyStack(st) => st
             .frames
             .iter()

@@ -71,6 +71,33 @@ pub fn set_errno(v: i32) {
     unsafe { *libc::__errno_location() = v };
 }
 
+/// The signals whose default action ends the process and that the library flushes the
+/// trace for before that action (`runtime::hang`).
+pub const END_SIGNALS: [libc::c_int; 7] = [
+    libc::SIGTERM,
+    libc::SIGINT,
+    libc::SIGHUP,
+    libc::SIGQUIT,
+    libc::SIGABRT,
+    libc::SIGSEGV,
+    libc::SIGBUS,
+];
+
+/// Blocks [`END_SIGNALS`] in the calling thread (the library's own threads that the
+/// handlers wait for), so the kernel delivers them to another thread.
+pub fn block_end_signals() {
+    // SAFETY: a zeroed sigset_t is a valid argument to sigemptyset, which initialises
+    // it; pthread_sigmask only changes the calling thread's mask.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for s in END_SIGNALS {
+            libc::sigaddset(&mut set, s);
+        }
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

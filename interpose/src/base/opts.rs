@@ -95,6 +95,10 @@ pub struct Opts {
     pub compress: bool,
     /// Longest wait at exit for the trace to be written (`GPUTRACE_EXIT_WAIT_MS`).
     pub exit_wait_ms: u64,
+    /// No GPU progress for this long while work is outstanding is a stall: a forced
+    /// CUPTI flush and a stall report (`GPUTRACE_STALL_MS`, default
+    /// [`STALL_MS_DEFAULT`]; 0: no watchdog).
+    pub stall_ms: u64,
     /// Production mode triggers: `GPUTRACE_SIGNAL` (SIGUSR1/SIGUSR2), and a timed window
     /// `GPUTRACE_START_AFTER` + `GPUTRACE_DURATION`.
     pub signal: Option<String>,
@@ -153,6 +157,7 @@ impl Default for Opts {
             cupti_flush_ms: None,
             compress: true,
             exit_wait_ms: 3000,
+            stall_ms: STALL_MS_DEFAULT,
             signal: None,
             start_after: None,
             duration: None,
@@ -173,6 +178,12 @@ impl Default for Opts {
         }
     }
 }
+
+/// `GPUTRACE_STALL_MS`'s default: longer than any kernel of a healthy training or
+/// inference step (microseconds to milliseconds; the longest are collectives waiting a
+/// few seconds for a late peer), short enough that a job a scheduler kills minutes
+/// later leaves the evidence (docs/recording.md).
+pub const STALL_MS_DEFAULT: u64 = 5000;
 
 /// Python stack frames kept by default (`GPUTRACE_PYSTACK=1`).
 pub const PYSTACK_DEPTH: usize = 16;
@@ -337,6 +348,10 @@ impl Opts {
                         o.host.thread_period = std::time::Duration::from_millis(n)
                     }
                     _ => bad("milliseconds between 1 and 100"),
+                },
+                set::STALL_MS => match v.trim().parse::<u64>() {
+                    Ok(n) if n == 0 || (100..=3_600_000).contains(&n) => o.stall_ms = n,
+                    _ => bad("milliseconds between 100 and 3600000, or 0 for no watchdog"),
                 },
                 set::PYSAMPLE_MS => match v.trim().parse::<u64>() {
                     Ok(n) if n <= 1000 => o.host.py_period = std::time::Duration::from_millis(n),

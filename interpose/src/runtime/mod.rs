@@ -12,10 +12,13 @@
 //! * `trace.rs`: opening a trace (file, writer, sessions) and finishing it;
 //! * `window.rs`: a trace window of a dormant process, and NVTX step counting;
 //! * `control.rs`: what opens windows (the control socket, a signal, a timer);
-//! * `blind.rs`: stepping aside while the program uses CUPTI itself.
+//! * `blind.rs`: stepping aside while the program uses CUPTI itself;
+//! * `hang.rs`: the progress watchdog (stall reports) and the flush at an abnormal end
+//!   (a terminating signal, an abort, a crash).
 
 pub mod blind;
 pub mod control;
+pub mod hang;
 pub mod settings;
 pub mod trace;
 pub mod window;
@@ -185,6 +188,8 @@ pub fn after_fork() {
     crate::session::pystack::after_fork();
     crate::session::pm::forget_after_fork();
     crate::session::pystack::sample::reset_after_fork();
+    crate::session::stall::forget_after_fork();
+    hang::forget_after_fork();
     control::forget_after_fork();
     let s = state::get();
     if s != state::DISABLED {

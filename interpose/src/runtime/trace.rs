@@ -6,7 +6,7 @@ use crate::base::{clock, discover, log, state};
 use crate::rings::source::RingSource;
 use crate::session::cupti::source::CuptiSource;
 use crate::session::cupti::{self, buffers, foreign, Collector};
-use crate::session::{env, host, pm, pystack};
+use crate::session::{env, host, pm, pystack, stall};
 use crate::writer::{self, Source};
 use gputrace_format::protocol::TraceFileName;
 use gputrace_format::{CollectorState, Meta};
@@ -139,10 +139,14 @@ pub fn start_tracing(started_by: &str, dir: Option<&Path>) -> Result<PathBuf, Tr
     sources.push(Box::new(RingSource::with_stacks(Box::new(
         pystack::resolve::Resolver::new(o.pystack),
     ))));
+    // After the CUPTI session and the rings: a report sees the records a forced flush
+    // just delivered and the Python stacks sampled for it.
+    sources.push(Box::new(stall::StallSource::new()));
     sources.push(Box::new(env::EnvSource));
     sources.push(Box::new(host::HostSource::new()));
     sources.push(Box::new(pm::PmSource));
     writer::start(file, meta, sources, o.flush_ms, o.compress).map_err(TraceError::Writer)?;
+    super::hang::start();
     env::start(o);
     host::start(o.host);
     // The window opens when collection is switched on, before CUPTI starts recording.
@@ -207,6 +211,8 @@ pub fn finish() {
     pm::release();
     state::set(state::STOPPED);
     stop_env();
+    // What never completed (a kernel still running at exit), after the last flush.
+    super::hang::end_report();
     let wait = Duration::from_millis(opts().exit_wait_ms);
     if !writer::finish(wait) {
         log::warn(

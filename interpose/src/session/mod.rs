@@ -23,3 +23,4 @@ pub mod env;
 pub mod host;
 pub mod pm;
 pub mod pystack;
+pub mod stall;

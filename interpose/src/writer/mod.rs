@@ -21,7 +21,7 @@ use gputrace_format::{ChunkWriter, CollectorState, Encoder, Event, Meta};
 use intern::Interner;
 use std::fs::File;
 use std::io;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -36,6 +36,22 @@ static STOP: AtomicBool = AtomicBool::new(false);
 static DONE: Mutex<bool> = Mutex::new(false);
 static DONE_CV: Condvar = Condvar::new();
 static RUNNING: AtomicBool = AtomicBool::new(false);
+/// A chunk is wanted now (a stall report): written at the next pass, whatever the time.
+static WRITE_NOW: AtomicBool = AtomicBool::new(false);
+/// The signal that is ending the process (0: none), for the end record's reason.
+static END_SIGNAL: AtomicI32 = AtomicI32::new(0);
+
+/// Asks the writer to write what it has at its next pass (a stall report, which a
+/// SIGKILL may follow), and wakes it.
+pub fn write_soon() {
+    WRITE_NOW.store(true, Ordering::Release);
+    wake();
+}
+
+/// The process is ending by signal `sig`: the end record says so.
+pub fn note_end_signal(sig: i32) {
+    END_SIGNAL.store(sig, Ordering::Release);
+}
 
 /// Wakes the writer early (a CUPTI buffer completed, a state changed).
 pub fn wake() {
@@ -82,6 +98,8 @@ pub fn start(
         .name("gputrace-writer".into())
         .spawn(move || {
             internal::mark_thread_internal();
+            // The end-of-process handlers wait for this thread: they never run on it.
+            crate::base::ffi::block_end_signals();
             let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 Writer::new(out, sources, flush_ms).run()
             }));
@@ -135,6 +153,8 @@ pub fn finish(wait: Duration) -> bool {
 /// In a forked child: the parent's writer thread does not exist here.
 pub fn forget_after_fork() {
     RUNNING.store(false, Ordering::Release);
+    WRITE_NOW.store(false, Ordering::Release);
+    END_SIGNAL.store(0, Ordering::Release);
     STOP.store(false, Ordering::Release);
     inbox::forget_after_fork();
     if let Ok(mut d) = DONE.try_lock() {
@@ -178,6 +198,7 @@ impl Writer {
             let stopping = STOP.load(Ordering::Acquire);
             self.collect();
             if stopping
+                || WRITE_NOW.swap(false, Ordering::AcqRel)
                 || self.enc.len() >= CHUNK_BYTES
                 || self.last_write.elapsed() >= self.flush_every
             {
@@ -191,7 +212,13 @@ impl Writer {
                 self.collect();
                 self.checkpoint();
                 let ts = clock::now_ns();
-                let reason = self.names.intern("exit", &mut self.evs);
+                let sig = END_SIGNAL.load(Ordering::Acquire);
+                let reason = if sig > 0 {
+                    gputrace_format::end_reason_signal(sig)
+                } else {
+                    gputrace_format::END_EXIT.to_string()
+                };
+                let reason = self.names.intern(&reason, &mut self.evs);
                 self.evs.push(Event::State {
                     ts,
                     state: CollectorState::Stopped as u8,

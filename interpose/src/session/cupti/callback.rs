@@ -5,7 +5,7 @@
 use crate::base::ffi::entry;
 use crate::base::{apis, clock, internal, state, tsc};
 use crate::rings::{self, HostRecord, REC_API};
-use crate::session::pystack;
+use crate::session::{pystack, stall};
 use cupti_sys as sys;
 use gputrace_format::{DOMAIN_DRIVER, DOMAIN_RUNTIME};
 use std::ffi::c_void;
@@ -44,6 +44,8 @@ pub unsafe extern "C" fn api_callback(
             let t0 = tsc::stamp();
             // SAFETY: correlationData is a per-call u64 slot CUPTI keeps from ENTER to EXIT.
             unsafe { *d.correlationData = t0 };
+            // Which call this thread is inside, for a stall report.
+            stall::call_enter(dom, cbid, t0);
             if site {
                 // The caller's Python stack, taken on entry, held until EXIT.
                 pystack::hold(t0);
@@ -51,6 +53,7 @@ pub unsafe extern "C" fn api_callback(
             return;
         }
         let end = tsc::stamp();
+        stall::call_exit();
         // SAFETY: as above; written by our ENTER callback of the same call.
         let start = unsafe { *d.correlationData };
         let tid = clock::tid();
@@ -73,6 +76,9 @@ pub unsafe extern "C" fn api_callback(
         // for; CUPTI may deliver the first kernel record only at the end of a short run).
         if result == 0 && info.is_some_and(|i| i.class == apis::Class::Launch) {
             super::work::note_launch_returned(d.context);
+            // SAFETY: functionParams is the parameter struct of exactly this call.
+            let dims = unsafe { launch_dims(dom, cbid, d.functionParams as *const u8) };
+            stall::note_launch(d.correlationId, tid, end, d.symbolName, dims);
         }
         // Laid out as rings::record says for API records.
         rings::push(&HostRecord {
@@ -86,4 +92,23 @@ pub unsafe extern "C" fn api_callback(
             x: [bytes, arg, result, 0],
         });
     })
+}
+
+/// Grid and block of a runtime launch whose parameters are (func, gridDim, blockDim,
+/// ...): cudaLaunchKernel and cudaLaunchCooperativeKernel (and their _ptsz forms);
+/// zeros for other launches.
+///
+/// # Safety
+/// `params` must be NULL or the parameter struct of call (`dom`, `cbid`).
+unsafe fn launch_dims(dom: u8, cbid: u32, params: *const u8) -> [u32; 6] {
+    let mut out = [0u32; 6];
+    if dom != DOMAIN_RUNTIME || params.is_null() || !matches!(cbid, 211 | 214 | 269 | 270) {
+        return out;
+    }
+    for (i, o) in out.iter_mut().enumerate() {
+        // SAFETY: gridDim (3 x u32) sits at offset 8 and blockDim right after it, at 20,
+        // in these calls' parameter structs (after the 8-byte function pointer).
+        *o = unsafe { (params.add(8 + 4 * i) as *const u32).read_unaligned() };
+    }
+    out
 }

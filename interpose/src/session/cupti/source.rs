@@ -102,6 +102,7 @@ impl CuptiSource {
                 }
             }
         }
+        note_progress(out.events, first);
     }
 }
 
@@ -130,5 +131,68 @@ impl Source for CuptiSource {
             mono_ns,
             real_ns,
         });
+    }
+}
+
+/// Tells the stall tracker about the GPU records just decoded (`events[first..]`): a
+/// completed one marks its launch done; one CUPTI handed over before it completed (a
+/// forced flush: no end, or an end before its start) is taken out of the events and
+/// kept as an outstanding operation, never written with a made-up end.
+fn note_progress(events: &mut Vec<Event>, first: usize) {
+    use crate::session::stall::{self, Incomplete};
+    let incomplete = |start: u64, end: u64| end == 0 || end < start;
+    let mut i = first;
+    while i < events.len() {
+        let op = match &events[i] {
+            Event::Kernel(k) if incomplete(k.start, k.end) => Some(Incomplete {
+                kind: fmt::STALL_OP_KERNEL,
+                device: k.device,
+                stream: k.stream,
+                corr: k.corr,
+                name: k.name,
+                start: k.start,
+                bytes: 0,
+                grid: k.grid,
+                block: k.block,
+            }),
+            Event::Memcpy(c) if incomplete(c.start, c.end) => Some(Incomplete {
+                kind: fmt::STALL_OP_MEMCPY,
+                device: c.device,
+                stream: c.stream,
+                corr: c.corr,
+                start: c.start,
+                bytes: c.bytes,
+                ..Default::default()
+            }),
+            Event::Memset(s) if incomplete(s.start, s.end) => Some(Incomplete {
+                kind: fmt::STALL_OP_MEMSET,
+                device: s.device,
+                stream: s.stream,
+                corr: s.corr,
+                start: s.start,
+                bytes: s.bytes,
+                ..Default::default()
+            }),
+            Event::Kernel(k) => {
+                stall::note_completed(k.corr, k.end);
+                None
+            }
+            Event::Memcpy(c) => {
+                stall::note_completed(c.corr, c.end);
+                None
+            }
+            Event::Memset(s) => {
+                stall::note_completed(s.corr, s.end);
+                None
+            }
+            _ => None,
+        };
+        match op {
+            Some(op) => {
+                stall::note_incomplete(op);
+                events.remove(i);
+            }
+            None => i += 1,
+        }
     }
 }
