@@ -19,9 +19,11 @@ use std::time::Duration;
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The library's stall setting, and its threshold when unset (milliseconds of no GPU
-/// progress before it writes a stall report).
-pub const STALL_MS_VAR: &str = "GPUTRACE_STALL_MS";
+/// progress before it writes a stall report, and between two reports of one stall).
+pub const STALL_MS_VAR: &str = protocol::settings::STALL_MS;
 pub const STALL_MS_DEFAULT: u64 = 5_000;
+/// The smallest `GPUTRACE_STALL_MS` the library takes.
+pub const STALL_MS_MIN: u64 = 100;
 
 /// Reads a `--hang-timeout`: a duration (`60s`, `90`, `2m`, `500ms`), or `0` / `off`
 /// for no watching.
@@ -41,7 +43,7 @@ pub fn stall_ms_for(timeout: Duration, user: Option<&std::ffi::OsStr>) -> Option
         return None;
     }
     let ms = timeout.as_millis() as u64;
-    (ms < 2 * STALL_MS_DEFAULT).then_some((ms / 2).max(1))
+    (ms < 2 * STALL_MS_DEFAULT).then_some((ms / 2).max(STALL_MS_MIN))
 }
 
 /// What to watch.
@@ -323,6 +325,7 @@ mod tests {
         assert_eq!(stall_ms_for(s(6), None), Some(3000));
         assert_eq!(stall_ms_for(s(2), None), Some(1000));
         assert_eq!(stall_ms_for(Duration::ZERO, None), None);
+        assert_eq!(stall_ms_for(Duration::from_millis(50), None), Some(100));
         // The user's own setting stands.
         assert_eq!(stall_ms_for(s(2), Some("7000".as_ref())), None);
         assert_eq!(stall_ms_for(s(2), Some("".as_ref())), Some(1000));

@@ -718,7 +718,7 @@ fn run_reports_a_hang_while_the_job_still_runs_and_leaves_it_running() {
     let guard = std::time::Duration::from_secs(120);
     while !got
         .iter()
-        .any(|l: &String| l.contains("the job is still running"))
+        .any(|l: &String| l.contains("gputrace leaves it be"))
     {
         match rx.recv_timeout(guard) {
             Ok(l) => got.push(l),

@@ -56,7 +56,10 @@ fn assert_all_kernels(t: &Trace) {
     let steps = t.kernels_named("_Z4stepv");
     assert_eq!(steps.len(), 2 * N, "kernels recorded vs launched");
     assert!(steps.iter().all(|k| k.end >= k.start && k.start > 0));
-    assert!(t.kernels_named(STUCK).is_empty(), "the stuck kernel got a made-up end");
+    assert!(
+        t.kernels_named(STUCK).is_empty(),
+        "the stuck kernel got a made-up end"
+    );
 }
 
 /// The stall operations that name the stuck kernel, with its launch shape.
@@ -113,7 +116,11 @@ fn ended_by(sig: i32, name: &str) {
     assert!(op.flags & fmt::STALL_OP_FLAG_INCOMPLETE != 0, "{op:?}");
     assert!(op.start > 0 && op.launch_ts > 0);
     let s = stalls(&t);
-    assert!(s.iter().any(|s| s.flags & fmt::STALL_END != 0 && s.outstanding == 1), "{s:?}");
+    assert!(
+        s.iter()
+            .any(|s| s.flags & fmt::STALL_END != 0 && s.outstanding == 1),
+        "{s:?}"
+    );
 }
 
 #[test]
@@ -147,7 +154,11 @@ fn abort_keeps_every_completed_kernel() {
     let marker = w.dir.path().join("stuck");
     let child = start(&w, "abort", "600000", &marker);
     let (status, _out, err) = wait(child);
-    assert_eq!(status.signal(), Some(libc::SIGABRT), "{status:?}; stderr:\n{err}");
+    assert_eq!(
+        status.signal(),
+        Some(libc::SIGABRT),
+        "{status:?}; stderr:\n{err}"
+    );
     let t = only_trace(&w);
     assert_all_kernels(&t);
     assert_eq!(end_reason(&t).as_deref(), Some("signal SIGABRT 6"));
@@ -172,7 +183,10 @@ fn a_sigkill_after_the_stall_was_reported_keeps_the_evidence() {
     assert!(seen.is_some(), "no stall report; stderr:\n{err}");
     assert_eq!(status.signal(), Some(9));
     let t = only_trace(&w);
-    assert!(end_reason(&t).is_none(), "a killed process wrote an end record");
+    assert!(
+        end_reason(&t).is_none(),
+        "a killed process wrote an end record"
+    );
     assert_all_kernels(&t);
     let s = stalls(&t);
     let first = s.first().expect("a stall");
@@ -191,8 +205,12 @@ fn a_sigkill_after_the_stall_was_reported_keeps_the_evidence() {
         })
         .collect();
     assert!(!waiting.is_empty(), "no thread in cudaDeviceSynchronize");
-    assert!(waiting.iter().all(|x| x.call_start > 0 && x.call_start <= x.ts));
-    assert!(waiting.iter().all(|x| x.tid == t.apis_named("cudaLaunchKernel")[0].tid));
+    assert!(waiting
+        .iter()
+        .all(|x| x.call_start > 0 && x.call_start <= x.ts));
+    assert!(waiting
+        .iter()
+        .all(|x| x.tid == t.apis_named("cudaLaunchKernel")[0].tid));
 }
 
 #[test]
@@ -214,7 +232,10 @@ fn without_the_flush_the_fake_holds_the_kernels_back() {
     assert!(seen.is_some());
     assert_eq!(status.signal(), Some(9));
     let t = only_trace(&w);
-    assert!(t.kernels_named("_Z4stepv").len() <= N, "the buffer was handed over");
+    assert!(
+        t.kernels_named("_Z4stepv").len() <= N,
+        "the buffer was handed over"
+    );
 }
 
 #[test]
@@ -228,6 +249,9 @@ fn a_healthy_run_has_no_stall() {
     let t = o.only_trace();
     assert!(!t.kernels().is_empty());
     assert!(stalls(&t).is_empty(), "{:?}", stalls(&t));
-    assert!(!t.events().iter().any(|e| matches!(e, Event::StallOp(_) | Event::StallThread(_))));
+    assert!(!t
+        .events()
+        .iter()
+        .any(|e| matches!(e, Event::StallOp(_) | Event::StallThread(_))));
     assert_eq!(end_reason(&t).as_deref(), Some("exit"));
 }

@@ -572,6 +572,8 @@ pub fn detect(t: &Trace, t0: u64) -> Detected {
             let threads = last
                 .threads
                 .iter()
+                // The tracer's own threads are not the job's.
+                .filter(|th| !thread_name(t, th.tid).starts_with("gputrace-"))
                 .map(|th| HangThread {
                     tid: th.tid,
                     name: thread_name(t, th.tid),
@@ -1007,7 +1009,11 @@ pub fn evidence(h: &Hang, live: bool) -> Vec<String> {
         )),
     }
     let inferred = h.source == "end_of_trace";
-    for th in &h.threads {
+    // Threads in a call, or whose Python line is known, or the main thread; the others
+    // are counted.
+    let said = |th: &&HangThread| th.main || th.call.is_some() || th.place.is_some();
+    let idle = h.threads.iter().filter(|th| !said(th)).count();
+    for th in h.threads.iter().filter(said) {
         let mut line = thread_sentence(th, live, inferred);
         if let Some(s) = &th.state {
             line.push_str(&format!(" (state {s})"));
@@ -1016,6 +1022,12 @@ pub fn evidence(h: &Hang, live: bool) -> Vec<String> {
             line.push_str(&format!(", in {}", p.function));
         }
         ev.push(line);
+    }
+    if idle > 0 {
+        ev.push(format!(
+            "{idle} other thread{} in no CUDA call",
+            if idle == 1 { "" } else { "s" }
+        ));
     }
     if let Some(n) = &h.nccl {
         for r in &n.ranks {

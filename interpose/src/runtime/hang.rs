@@ -132,7 +132,11 @@ fn mono_ms() -> i64 {
 /// The end handler: wake the watchdog thread, wait for it (bounded), then the signal's
 /// default action. Only async-signal-safe calls: atomics, write, poll, clock_gettime,
 /// getpid, sigaction, sigprocmask, raise.
-extern "C" fn on_end_signal(sig: libc::c_int, _info: *mut libc::siginfo_t, _ctx: *mut libc::c_void) {
+extern "C" fn on_end_signal(
+    sig: libc::c_int,
+    _info: *mut libc::siginfo_t,
+    _ctx: *mut libc::c_void,
+) {
     entry!({
         let saved = ffi::errno();
         // SAFETY: getpid is async-signal-safe.

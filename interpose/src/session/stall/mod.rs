@@ -267,8 +267,10 @@ fn my_slot() -> Option<&'static CallSlot> {
 pub fn call_enter(domain: u8, cbid: u32, stamp: u64) {
     if let Some(s) = my_slot() {
         s.since.store(stamp, Ordering::Relaxed);
-        s.call
-            .store(((domain as u32) << 16 | (cbid & 0xffff)) + 1, Ordering::Release);
+        s.call.store(
+            ((domain as u32) << 16 | (cbid & 0xffff)) + 1,
+            Ordering::Release,
+        );
     }
 }
 

@@ -59,7 +59,10 @@ impl StallSource {
             } else {
                 // SAFETY: the launch callback's symbol name: NULL or a NUL-terminated
                 // name CUDA keeps for as long as its module is loaded.
-                unsafe { out.names.intern_cstr(o.name as *const libc::c_char, out.events) }
+                unsafe {
+                    out.names
+                        .intern_cstr(o.name as *const libc::c_char, out.events)
+                }
             };
             let mut flags = 0;
             if o.at_launch {
@@ -79,7 +82,11 @@ impl StallSource {
                     fmt::STALL_OP_KERNEL
                 },
                 flags,
-                device: if o.record.is_some() { r.device } else { u32::MAX },
+                device: if o.record.is_some() {
+                    r.device
+                } else {
+                    u32::MAX
+                },
                 stream: r.stream,
                 corr: o.corr,
                 name,
