@@ -316,6 +316,54 @@ fn a_long_kernel_that_completed_is_no_hang() {
     assert!(hang(&r).is_none(), "{}", text(&r));
 }
 
+/// A job killed mid-step: the library's report at the end lists the kernel in flight.
+/// Not a hang when its GPU made progress within the watchdog's threshold; a hang when it
+/// made none for longer (the watchdog off: the end report is all there is).
+#[test]
+fn work_in_flight_at_a_kill_is_a_hang_only_after_the_stall_threshold() {
+    let build = |gap: u64| {
+        let mut b = B::new();
+        let t = startup(&mut b, 40 * GIB);
+        let last = steps(&mut b, t, 40);
+        let corr = b.api(TID, last, 5 * US, LAUNCH, "cudaLaunchKernel", 0, 0);
+        let name = b.s("fwd_gemm");
+        let op = fmt::StallOp {
+            kind: fmt::STALL_OP_KERNEL,
+            device: 0,
+            stream: 7,
+            corr,
+            name,
+            tid: TID,
+            launch_ts: last,
+            start: last + 10 * US,
+            ..Default::default()
+        };
+        let at = last + gap;
+        b.ev.push(Event::Stall(fmt::Stall {
+            ts: at,
+            since: last,
+            id: 1,
+            seq: 0,
+            outstanding: 1,
+            flags: fmt::STALL_END | fmt::STALL_FORCED_FLUSH,
+        }));
+        b.ev.push(Event::StallOp(fmt::StallOp {
+            ts: at,
+            stall: 1,
+            seq: 0,
+            ..op
+        }));
+        end(&mut b, at, &fmt::end_reason_signal(15));
+        b.build()
+    };
+    let r = analyze(&[build(3 * MS)]);
+    assert!(hang(&r).is_none(), "{}", text(&r));
+    let r = analyze(&[build(20 * S)]);
+    let f = hang(&r).unwrap_or_else(|| panic!("no hang\n{}", text(&r)));
+    assert!(f.summary.contains("kernel `fwd_gemm`"), "{}", f.summary);
+    assert!(f.summary.contains("SIGTERM"), "{}", f.summary);
+}
+
 const COMM: u64 = 0xC0FFEE;
 const GOOD_STEPS: u64 = 20;
 

@@ -63,6 +63,8 @@ pub struct StallIn {
     pub outstanding: u64,
     /// The stall is over: GPU work completed again at `ts`.
     pub resolved: bool,
+    /// Made as the process ended (not by the watchdog's threshold).
+    pub end: bool,
     pub ops: Vec<OpIn>,
     pub threads: Vec<ThreadIn>,
 }
@@ -312,6 +314,7 @@ pub fn stalls(t: &Trace) -> Vec<StallIn> {
                 seq: s.seq as u64,
                 outstanding: s.outstanding as u64,
                 resolved: s.flags & fmt::STALL_RESOLVED != 0,
+                end: s.flags & fmt::STALL_END != 0,
                 ops,
                 threads,
             }
@@ -386,6 +389,20 @@ pub fn last_ts(t: &Trace) -> u64 {
         see(s.ts)
     }
     hi
+}
+
+/// The library's stall threshold for this trace: its recorded `GPUTRACE_STALL_MS`, else
+/// the default (5 s).
+fn stall_threshold(t: &Trace) -> u64 {
+    const DEFAULT_NS: u64 = 5_000_000_000;
+    t.meta
+        .options
+        .iter()
+        .find(|(k, _)| k == fmt::protocol::settings::STALL_MS)
+        .and_then(|(_, v)| v.trim().parse::<u64>().ok())
+        .filter(|&ms| ms > 0)
+        .map(|ms| ms.saturating_mul(1_000_000))
+        .unwrap_or(DEFAULT_NS)
 }
 
 /// Correlation ids of GPU work that completed (a record with both timestamps).
@@ -510,6 +527,13 @@ pub fn detect(t: &Trace, t0: u64) -> Detected {
                 .filter(|s| !s.resolved)
                 .min_by_key(|s| (s.seq, s.ts))
                 .copied();
+            // Only reports made as the process ended: work in flight at the end, a hang
+            // only when no progress came for the watchdog's threshold (a shorter wait is
+            // a job ended mid-step, or the watchdog was off and it was not long).
+            let only_end = group.iter().filter(|s| !s.resolved).all(|s| s.end);
+            if only_end && last.ts.saturating_sub(last.since) < stall_threshold(t) {
+                continue;
+            }
             // A stall the library saw end, or whose work all completed later: a long
             // operation.
             let resolved = group.iter().filter(|s| s.resolved).map(|s| s.ts).max();
