@@ -405,14 +405,26 @@ fn stall_threshold(t: &Trace) -> u64 {
         .unwrap_or(DEFAULT_NS)
 }
 
-/// Correlation ids of GPU work that completed (a record with both timestamps).
-fn completed(t: &Trace) -> HashSet<u32> {
-    let mut c = HashSet::new();
-    c.extend(t.kernels.iter().map(|k| k.corr));
-    c.extend(t.memcpys.iter().map(|k| k.corr));
-    c.extend(t.memsets.iter().map(|k| k.corr));
-    c.remove(&0);
-    c
+/// Those of the correlation ids `wanted` whose GPU work completed (a record with both
+/// timestamps): one pass over the GPU tables, holding only the few ids asked about.
+fn completed(t: &Trace, wanted: impl IntoIterator<Item = u32>) -> HashSet<u32> {
+    let mut wanted: HashSet<u32> = wanted.into_iter().filter(|&c| c != 0).collect();
+    let mut done = HashSet::new();
+    let corrs = t
+        .kernels
+        .iter()
+        .map(|k| k.corr)
+        .chain(t.memcpys.iter().map(|k| k.corr))
+        .chain(t.memsets.iter().map(|k| k.corr));
+    for c in corrs {
+        if wanted.is_empty() {
+            break;
+        }
+        if wanted.remove(&c) {
+            done.insert(c);
+        }
+    }
+    done
 }
 
 /// Whether an outstanding operation completed later in the trace.
@@ -504,7 +516,7 @@ pub fn detect(t: &Trace, t0: u64) -> Detected {
     };
     let reports = stalls(t);
     if !reports.is_empty() {
-        let done = completed(t);
+        let done = completed(t, reports.iter().flat_map(|s| s.ops.iter().map(|o| o.corr)));
         // Group the reports by stall id; the hang is the latest stall with work that never
         // completed.
         let mut by_id: BTreeMap<u64, Vec<&StallIn>> = BTreeMap::new();
@@ -657,7 +669,6 @@ fn from_end(t: &Trace, t0: u64, until: u64) -> Option<Hang> {
         .chain(t.memsets.iter().map(|m| m.end))
         .max()
         .unwrap_or(0);
-    let done = completed(t);
     let launches_work = |a: &fmt::Api| {
         matches!(
             classify::api_kind(a, t.str(a.name)),
@@ -665,9 +676,11 @@ fn from_end(t: &Trace, t0: u64, until: u64) -> Option<Hang> {
         )
     };
     let from = t.apis.partition_point(|a| a.start < last_gpu);
-    let unanswered: Vec<&fmt::Api> = t.apis[from..]
-        .iter()
-        .filter(|a| launches_work(a) && !done.contains(&a.corr))
+    let launched: Vec<&fmt::Api> = t.apis[from..].iter().filter(|a| launches_work(a)).collect();
+    let done = completed(t, launched.iter().map(|a| a.corr));
+    let unanswered: Vec<&fmt::Api> = launched
+        .into_iter()
+        .filter(|a| !done.contains(&a.corr))
         .collect();
     // The host's last launch before it fell silent: the work it then waited for.
     let stuck = *unanswered.last()?;
