@@ -28,7 +28,8 @@
  *               prints "hang: launched 2N" and writes "stuck" to FILE, and by MODE:
  *               `sync` waits in cudaDeviceSynchronize (forever when stuck); `handler`
  *               first installs a SIGINT handler of its own that calls exit(42), then
- *               the same; `abort` calls abort() 200 ms later
+ *               the same; `abort` calls abort() 200 ms later; `segv` writes to an
+ *               unmapped address 200 ms later
  *   exec        2 launches of _Z6beforev, then execs itself as `app basic`
  *   retcodes    checks the fake runtime's documented return values and errno
  *   pm WAIT     5 launches of _Z6streamv, a device sync; with WAIT=1 it then waits (at
@@ -340,6 +341,10 @@ static void run_hang(int n, const char *mode, const char *path) {
     if (strcmp(mode, "abort") == 0) {
         usleep(200 * 1000);
         abort();
+    }
+    if (strcmp(mode, "segv") == 0) {
+        usleep(200 * 1000);
+        *(volatile int *)(uintptr_t)8 = 1; /* a crash: a write to an unmapped page */
     }
     OK(rt.DeviceSynchronize());
     printf("hang: synchronized\n");

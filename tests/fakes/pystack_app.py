@@ -6,7 +6,7 @@ as PyTorch does around its operators. The lines that make the calls are marked w
 `# SITE:<name>` comments: the tests find the expected file:line there.
 
 Usage: pystack_app.py sites [steps] | stress [rounds] | bench [calls] [depth] | idle [ms]
-       | sampled [ms] [depth] | loader [steps] [ms]
+       | sampled [ms] [depth] | loader [steps] [ms] | hang MARKER
 """
 
 import ctypes
@@ -144,6 +144,19 @@ def loader(steps, ms):
     print("done loader")
 
 
+# ---- hang: a kernel that never completes, the host waiting for it ----
+
+
+def hang(marker):
+    # With FAKE_CUDA_STUCK=_Z5stuckv the kernel never completes and the wait never ends.
+    forward()
+    lib.cudaLaunchKernel(b"_Z5stuckv", Dim3(7, 1, 1), Dim3(128, 1, 1), None, 0, None)
+    with open(marker, "w") as f:
+        f.write("stuck\n")
+    wait_for_gpu()
+    print("done hang")
+
+
 # ---- stress: frames that change under other threads' captures ----
 
 
@@ -231,5 +244,7 @@ if __name__ == "__main__":
         loader(int(sys.argv[2]), int(sys.argv[3]))
     elif mode == "bench":
         bench(int(sys.argv[2]), int(sys.argv[3]))
+    elif mode == "hang":
+        hang(sys.argv[2])
     else:
         sys.exit("unknown mode " + mode)

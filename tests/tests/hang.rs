@@ -18,7 +18,7 @@ const STUCK: &str = "_Z5stuckv";
 
 /// Starts `app hang N MODE FILE` with the stuck kernel, and waits until it has launched
 /// everything (FILE written).
-fn start<'a>(w: &'a Wheel, mode: &str, stall_ms: &str, marker: &Path) -> Running {
+fn start(w: &Wheel, mode: &str, stall_ms: &str, marker: &Path) -> Running {
     let child = w
         .app(&["hang", &N.to_string(), mode, marker.to_str().unwrap()])
         .env("FAKE_CUDA_STUCK", STUCK)
@@ -86,8 +86,7 @@ fn stalls(t: &Trace) -> Vec<&fmt::Stall> {
 fn end_reason(t: &Trace) -> Option<String> {
     t.states()
         .into_iter()
-        .filter(|s| s.1 == CollectorState::Stopped)
-        .last()
+        .rfind(|s| s.1 == CollectorState::Stopped)
         .map(|s| s.2)
 }
 
@@ -162,6 +161,28 @@ fn abort_keeps_every_completed_kernel() {
     let t = only_trace(&w);
     assert_all_kernels(&t);
     assert_eq!(end_reason(&t).as_deref(), Some("signal SIGABRT 6"));
+    assert_eq!(stuck_ops(&t).len(), 1);
+}
+
+#[test]
+fn sighup_with_the_default_action_does_the_same() {
+    ended_by(libc::SIGHUP, "SIGHUP");
+}
+
+#[test]
+fn a_crash_keeps_every_completed_kernel_and_still_crashes() {
+    let w = Wheel::new(Cuda::V13, Layout::Flat);
+    let marker = w.dir.path().join("stuck");
+    let child = start(&w, "segv", "600000", &marker);
+    let (status, _out, err) = wait(child);
+    assert_eq!(
+        status.signal(),
+        Some(libc::SIGSEGV),
+        "{status:?}; stderr:\n{err}"
+    );
+    let t = only_trace(&w);
+    assert_all_kernels(&t);
+    assert_eq!(end_reason(&t).as_deref(), Some("signal SIGSEGV 11"));
     assert_eq!(stuck_ops(&t).len(), 1);
 }
 

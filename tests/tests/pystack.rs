@@ -466,3 +466,49 @@ fn a_stack_cut_short_names_the_library_frame_nearest_the_user() {
     );
     assert_eq!(top.function, "_next_data", "{places:?}");
 }
+
+#[test]
+fn a_stall_report_gives_the_python_stack_of_the_waiting_thread() {
+    let marks = sites();
+    for python in pythons() {
+        let w = Wheel::new(Cuda::V13, Layout::Flat);
+        let marker = w.dir.path().join("stuck");
+        let script = script();
+        let child = w
+            .program(
+                &python,
+                &[script.to_str().unwrap(), "hang", marker.to_str().unwrap()],
+            )
+            .env("FAKE_CUDA_STUCK", "_Z5stuckv")
+            .env("GPUTRACE_STALL_MS", "300")
+            .spawn();
+        // Until a stall report gives a thread in the synchronize with its stack.
+        let found = gputrace_tests::poll(std::time::Duration::from_secs(60), || {
+            let f = w.trace_files().into_iter().next()?;
+            let t = Trace::from_data(gputrace_format::read_all(&f).ok()?);
+            let waiting = t.events().iter().find_map(|e| match e {
+                Event::StallThread(x)
+                    if t.str(x.call) == "cudaStreamSynchronize" && x.stack != 0 =>
+                {
+                    Some(x.stack)
+                }
+                _ => None,
+            })?;
+            Some((t, waiting))
+        });
+        let (_status, _out, err) = child.kill();
+        let (t, stack) = found.unwrap_or_else(|| panic!("{python:?}: no stack; {err}"));
+        let s = sites_of(&t);
+        let frames = s.stacks.get(&stack).expect("the stack is defined");
+        let (line, function) = &marks["sync"];
+        assert_eq!(
+            (frames[0].0.as_str(), frames[0].2, &frames[0].1),
+            ("pystack_app.py", *line, function),
+            "{python:?}: {frames:?}"
+        );
+        assert!(
+            frames.iter().any(|f| f.1 == "hang"),
+            "{python:?}: {frames:?}"
+        );
+    }
+}

@@ -559,6 +559,16 @@ mod tests {
     }
 
     #[test]
+    fn the_stall_watchdog_setting() {
+        assert_eq!(o(&[]).stall_ms, STALL_MS_DEFAULT);
+        assert_eq!(o(&[("GPUTRACE_STALL_MS", "0")]).stall_ms, 0);
+        assert_eq!(o(&[("GPUTRACE_STALL_MS", "250")]).stall_ms, 250);
+        let d = o(&[("GPUTRACE_STALL_MS", "5")]);
+        assert_eq!(d.stall_ms, STALL_MS_DEFAULT);
+        assert!(!d.warnings.is_empty());
+    }
+
+    #[test]
     fn bad_values_warn_and_keep_defaults() {
         let d = o(&[
             ("GPUTRACE_MODE", "sometimes"),
@@ -612,7 +622,8 @@ mod tests {
                 | set::EXIT_WAIT_MS
                 | set::NVML_MS
                 | set::PM_US
-                | set::HOST_TREE_MS => "100",
+                | set::HOST_TREE_MS
+                | set::STALL_MS => "100",
                 _ => "1",
             };
             let d = o(&[(s.name, value)]);

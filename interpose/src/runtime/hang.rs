@@ -44,13 +44,27 @@ static ENDING: AtomicI32 = AtomicI32::new(0);
 static OWNER: AtomicU32 = AtomicU32::new(0);
 static STARTED: AtomicBool = AtomicBool::new(false);
 
+/// Held by the watchdog thread while it uses CUPTI; taken by the end of a window before
+/// CUPTI is finalized ([`wait_idle`]).
+static CUPTI_USE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Waits until the watchdog thread is not using CUPTI; once the state is no longer
+/// tracing, it will not start again.
+pub fn wait_idle() {
+    drop(crate::base::worker::lock(&CUPTI_USE));
+}
+
 /// The stall being reported (0: none), its last report, and the next stall's id.
 static CUR_ID: AtomicU32 = AtomicU32::new(0);
 static CUR_SEQ: AtomicU32 = AtomicU32::new(0);
 static NEXT_ID: AtomicU32 = AtomicU32::new(1);
 
-/// Starts the watchdog thread and installs the end handlers, once per process.
+/// Starts the watchdog thread and installs the end handlers, once per process; stall
+/// ids start again from 1 in each trace file.
 pub fn start() {
+    CUR_ID.store(0, Ordering::Release);
+    CUR_SEQ.store(0, Ordering::Release);
+    NEXT_ID.store(1, Ordering::Release);
     if STARTED.swap(true, Ordering::AcqRel) {
         return;
     }
@@ -93,8 +107,9 @@ fn install_handlers() {
         let default = unsafe {
             let mut old: libc::sigaction = std::mem::zeroed();
             libc::sigaction(sig, std::ptr::null(), &mut old) == 0
-                && old.sa_flags & libc::SA_SIGINFO == 0
-                && old.sa_sigaction == libc::SIG_DFL
+                && ((old.sa_flags & libc::SA_SIGINFO == 0 && old.sa_sigaction == libc::SIG_DFL)
+                    // Ours already (a forked child tracing on its own): kept, now its own.
+                    || old.sa_sigaction == on_end_signal as *const () as usize)
         };
         if !default {
             log::debug(&format!(
@@ -126,7 +141,7 @@ fn mono_ms() -> i64 {
     };
     // SAFETY: clock_gettime writes the timespec we own; it is async-signal-safe.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as i64 * 1000 + ts.tv_nsec as i64 / 1_000_000
+    ts.tv_sec * 1000 + ts.tv_nsec / 1_000_000
 }
 
 /// The end handler: wake the watchdog thread, wait for it (bounded), then the signal's
@@ -225,19 +240,21 @@ fn finish_for_signal(sig: i32) {
     let _g = internal::Internal::enter();
     writer::note_end_signal(sig);
     let s = state::get();
-    if s != state::TRACING && s != state::BLIND {
-        return;
-    }
     if s == state::TRACING {
+        // Not waiting for the lock: a stall report's flush may be what hangs.
         if let Some(c) = cupti::active() {
             c.flush(true);
         }
     }
-    pystack::sample::take();
-    end_report();
-    state::set(state::STOPPED);
+    if s == state::TRACING || s == state::BLIND {
+        pystack::sample::take();
+        end_report();
+        state::set(state::STOPPED);
+    }
+    // Also when the exit handler was already finishing the trace: its writer's last
+    // chunk is waited for before the signal ends the process.
     let wait = Duration::from_millis((END_WAIT_MS as u64).min(opts().exit_wait_ms.max(100)));
-    if !writer::finish(wait) {
+    if writer::is_running() && !writer::finish(wait) {
         log::warn("the trace writer did not finish in time after a signal");
     }
 }
@@ -301,9 +318,14 @@ impl Dog {
         let now = clock::now_ns();
         self.conv.tick();
         let (n, oldest, newest) = stall::outstanding_launches();
+        // A thread inside a CUDA call (a synchronize, a blocking copy) for a whole period.
+        let blocked = stall::calls_in_flight()
+            .iter()
+            .any(|c| now.saturating_sub(self.conv.to_real(c.3)) >= self.stall_ns);
         if let Some((id, seq, found, next)) = self.active {
             // A GPU record that ended after the stall was found: the GPU moves again.
-            if n == 0 || stall::last_end() > found {
+            // Or nothing is outstanding and nobody waits any more.
+            if stall::last_end() > found || (n == 0 && !blocked) {
                 stall::request(now, Request::Resolved { id });
                 stall::forget_outstanding();
                 CUR_ID.store(0, Ordering::Release);
@@ -316,21 +338,21 @@ impl Dog {
             }
             return;
         }
-        if n == 0 {
-            return;
-        }
-        let quiet_since = stall::last_completion().max(self.conv.to_real(oldest));
-        if now.saturating_sub(quiet_since) < self.stall_ns {
-            return;
-        }
-        // The host waits too: it launched nothing lately, or a thread is in a CUDA call
-        // (a synchronize, a blocking copy) for as long. A host that keeps launching is
-        // feeding a busy GPU whose records CUPTI has not handed over yet.
-        let idle_host = now.saturating_sub(self.conv.to_real(newest)) >= self.stall_ns;
-        let blocked = stall::calls_in_flight()
-            .iter()
-            .any(|c| now.saturating_sub(self.conv.to_real(c.3)) >= self.stall_ns);
-        if !idle_host && !blocked {
+        let quiet = |since: u64| now.saturating_sub(since) >= self.stall_ns;
+        let stalled = if n > 0 {
+            // Launches outstanding and nothing completed since the oldest of them, while
+            // the host waits too: it launched nothing lately, or a thread is blocked in a
+            // call. A host that keeps launching is feeding a busy GPU whose records CUPTI
+            // has not handed over yet.
+            quiet(stall::last_completion().max(self.conv.to_real(oldest)))
+                && (quiet(self.conv.to_real(newest)) || blocked)
+        } else {
+            // Launches the callbacks do not see (driver-API launches: CuPy, Triton):
+            // a thread blocked in a call with nothing completing is a stall too; the
+            // forced flush hands over the incomplete record of what runs.
+            blocked && quiet(stall::last_completion())
+        };
+        if !stalled {
             return;
         }
         let id = NEXT_ID.fetch_add(1, Ordering::AcqRel);
@@ -342,7 +364,8 @@ impl Dog {
     fn report(&mut self, id: u32, seq: u32, now: u64) {
         {
             let _g = internal::Internal::enter();
-            if let Some(c) = cupti::active() {
+            let _u = crate::base::worker::lock(&CUPTI_USE);
+            if let Some(c) = cupti::active().filter(|_| state::is_tracing()) {
                 c.flush(true);
             }
         }

@@ -141,7 +141,7 @@ pub fn start_tracing(started_by: &str, dir: Option<&Path>) -> Result<PathBuf, Tr
     ))));
     // After the CUPTI session and the rings: a report sees the records a forced flush
     // just delivered and the Python stacks sampled for it.
-    sources.push(Box::new(stall::StallSource::new()));
+    sources.push(Box::new(stall::source::StallSource::new()));
     sources.push(Box::new(env::EnvSource));
     sources.push(Box::new(host::HostSource::new()));
     sources.push(Box::new(pm::PmSource));

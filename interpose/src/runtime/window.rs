@@ -76,6 +76,8 @@ pub fn run_window(
     if !state::advance(s, state::STOPPED) || (s != state::TRACING && s != state::BLIND) {
         return Ok(path);
     }
+    // A stall report's flush in progress ends before CUPTI is finalized.
+    super::hang::wait_idle();
     super::trace::stop_counters();
     if let Some(c) = cupti::active() {
         if s == state::TRACING {

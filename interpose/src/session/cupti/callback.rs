@@ -78,7 +78,7 @@ pub unsafe extern "C" fn api_callback(
             super::work::note_launch_returned(d.context);
             // SAFETY: functionParams is the parameter struct of exactly this call.
             let dims = unsafe { launch_dims(dom, cbid, d.functionParams as *const u8) };
-            stall::note_launch(d.correlationId, tid, end, d.symbolName, dims);
+            stall::note_launch(d.correlationId, tid, start, d.symbolName, dims);
         }
         // Laid out as rings::record says for API records.
         rings::push(&HostRecord {

@@ -17,8 +17,6 @@
 
 pub mod source;
 
-pub use source::StallSource;
-
 use crate::base::worker::lock;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -32,7 +30,7 @@ struct Slot {
     /// Equal to `corr` once its GPU record completed.
     done: AtomicU32,
     tid: AtomicU32,
-    /// The launch call's exit stamp (`tsc::stamp`).
+    /// The launch call's entry stamp (`tsc::stamp`).
     stamp: AtomicU64,
     /// The kernel's name as the callback gave it (a `const char *` CUDA keeps).
     name: AtomicUsize,
@@ -84,6 +82,12 @@ pub fn note_completed(corr: u32, end: u64) {
     if s.corr.load(Ordering::Acquire) == corr {
         s.done.store(corr, Ordering::Release);
     }
+    // A record handed over incomplete earlier, complete now after all.
+    if HAS_INCOMPLETE.load(Ordering::Acquire) {
+        let mut v = lock(&INCOMPLETE);
+        v.retain(|o| o.corr != corr);
+        HAS_INCOMPLETE.store(!v.is_empty(), Ordering::Release);
+    }
     LAST_END.fetch_max(end, Ordering::AcqRel);
     LAST_COMPLETION.store(crate::base::clock::now_ns(), Ordering::Release);
 }
@@ -109,6 +113,8 @@ pub struct Incomplete {
 }
 
 static INCOMPLETE: Mutex<Vec<Incomplete>> = Mutex::new(Vec::new());
+/// Whether INCOMPLETE has anything (so a completion need not take its lock).
+static HAS_INCOMPLETE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 /// The most incomplete records kept (the newest are dropped beyond it).
 const MAX_INCOMPLETE: usize = 4096;
 
@@ -119,6 +125,7 @@ pub fn note_incomplete(op: Incomplete) {
         return;
     }
     v.push(op);
+    HAS_INCOMPLETE.store(true, Ordering::Release);
 }
 
 /// One outstanding operation, as the slots and the incomplete records say.
@@ -208,6 +215,7 @@ pub fn forget_outstanding() {
         }
     }
     lock(&INCOMPLETE).clear();
+    HAS_INCOMPLETE.store(false, Ordering::Release);
 }
 
 // ---------------------------------------------------------------------------------
@@ -346,6 +354,7 @@ pub fn forget_after_fork() {
     if let Ok(mut v) = INCOMPLETE.try_lock() {
         v.clear();
     }
+    HAS_INCOMPLETE.store(false, Ordering::Relaxed);
     if let Ok(mut v) = REQUESTS.try_lock() {
         v.clear();
     }
@@ -371,6 +380,21 @@ mod tests {
         assert!(outstanding().iter().all(|o| o.corr != 9_000_001));
         assert!(last_end() >= 500);
         assert!(last_completion() > 0);
+    }
+
+    #[test]
+    fn an_incomplete_record_is_outstanding_until_a_complete_one_comes() {
+        note_incomplete(Incomplete {
+            kind: gputrace_format::STALL_OP_KERNEL,
+            corr: 9_100_001,
+            start: 5,
+            ..Default::default()
+        });
+        let o = outstanding();
+        let me = o.iter().find(|o| o.corr == 9_100_001).expect("outstanding");
+        assert!(!me.at_launch && me.record.as_ref().is_some_and(|r| r.start == 5));
+        note_completed(9_100_001, 10);
+        assert!(outstanding().iter().all(|o| o.corr != 9_100_001));
     }
 
     #[test]

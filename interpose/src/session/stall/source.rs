@@ -7,14 +7,12 @@ use super::{calls_in_flight, outstanding, take_requests, Request};
 use crate::base::{apis, tsc};
 use crate::writer::{Sink, Source};
 use gputrace_format::{self as fmt, Event};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 pub struct StallSource {
     conv: tsc::Converter,
     /// The latest Python stack sample of each thread: (tid -> (ts, stack id)).
     py: HashMap<u32, (u64, u32)>,
-    /// Threads already named in this trace.
-    named: HashSet<u32>,
 }
 
 impl Default for StallSource {
@@ -28,7 +26,6 @@ impl StallSource {
         StallSource {
             conv: tsc::Converter::new(),
             py: HashMap::new(),
-            named: HashSet::new(),
         }
     }
 
@@ -103,11 +100,7 @@ impl StallSource {
             }));
         }
         let calls = calls_in_flight();
-        for (tid, state, comm) in tasks() {
-            if self.named.insert(tid) && !comm.is_empty() {
-                let name = out.intern(&comm);
-                out.push(Event::Thread { tid, name });
-            }
+        for (tid, state) in tasks() {
             let (call, call_start) = match calls.iter().find(|c| c.0 == tid) {
                 Some(&(_, dom, cbid, since)) => {
                     let name = apis::find(dom, cbid).map(|a| a.name).unwrap_or("cuda call");
@@ -167,8 +160,8 @@ impl Source for StallSource {
     }
 }
 
-/// (tid, scheduler state letter, name) of every thread of this process.
-fn tasks() -> Vec<(u32, u8, String)> {
+/// (tid, scheduler state letter) of every thread of this process.
+fn tasks() -> Vec<(u32, u8)> {
     let mut v = Vec::new();
     let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
         return v;
@@ -178,8 +171,7 @@ fn tasks() -> Vec<(u32, u8, String)> {
             continue;
         };
         let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
-        let (comm, state) = parse_stat(&stat);
-        v.push((tid, state, comm));
+        v.push((tid, parse_stat(&stat).1));
     }
     v.sort_by_key(|t| t.0);
     v
