@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # `gputrace run --hang-timeout` on the H200: a PyTorch loop stuck in a kernel that never
-# ends (scripts/workloads/hang_live/stuck_train.py) must get its hang report on stderr
+# ends (scripts/workloads/hang/hang_job.py in its `spin` mode: a ten-minute
+# torch.cuda._sleep, i.e. `spin_kernel`, then torch.cuda.synchronize()) must get its hang
+# report on stderr
 # while it still runs, the job must be left running, and after we end it with SIGTERM the
 # report must lead with the hang (the kernel, the launch and wait lines, the SIGTERM).
 # Time budget: 150 s (one device call). Builds nothing: carries
@@ -21,9 +23,10 @@ G=$ROOT/target/release/gputrace
 HANG_TIMEOUT=${HANG_TIMEOUT:-20}
 WAIT_S=${WAIT_S:-90}        # longest wait for the live report
 W=/tmp/hang-live; rm -rf "$W"; mkdir -p "$W"
-WL=$ROOT/scripts/workloads/hang_live/stuck_train.py
-LAUNCH_LINE=$(grep -n '# LAUNCH' "$WL" | cut -d: -f1)
-WAIT_LINE=$(grep -n '# WAIT' "$WL" | cut -d: -f1)
+WL=$ROOT/scripts/workloads/hang/hang_job.py
+# The lines the report should name: the spin kernel's launch and the wait after it.
+LAUNCH_LINE=$(grep -n 'torch.cuda._sleep(int(cycles_per_s \* 600))' "$WL" | head -1 | cut -d: -f1)
+WAIT_LINE=$(awk -v l="$LAUNCH_LINE" 'NR > l && /torch.cuda.synchronize\(\)/ { print NR; exit }' "$WL")
 summary() { # key=json-value pairs appended to summary.json (rewritten whole each time)
   for kv in "$@"; do echo "$kv" >>"$W/kv"; done
   "$PY" - "$W/kv" "$D/summary.json" <<'PYEOF'
@@ -41,8 +44,8 @@ PYEOF
 summary "hang_timeout_s=$HANG_TIMEOUT" "launch_line=$LAUNCH_LINE" "wait_line=$WAIT_LINE"
 
 start=$SECONDS
-STEPS=${STEPS:-300} PYTHONUNBUFFERED=1 "$G" run --hang-timeout "$HANG_TIMEOUT" -o "$W/traces" -- \
-  "$PY" "$WL" >"$W/stdout.txt" 2>"$D/stderr.log" &
+PYTHONUNBUFFERED=1 "$G" run --hang-timeout "$HANG_TIMEOUT" -o "$W/traces" -- \
+  "$PY" "$WL" spin "${STEPS:-300}" "$W/marker" >"$W/stdout.txt" 2>"$D/stderr.log" &
 GPID=$!
 reported=false; after=null
 while [ $(( SECONDS - start )) -lt "$WAIT_S" ]; do
@@ -59,8 +62,11 @@ if [ -n "$JPID" ] && kill -0 "$JPID" 2>/dev/null && ! grep -q ') Z ' "/proc/$JPI
 fi
 summary "reported_while_running=$reported" "report_after_s=$after" "job_alive_after_report=$alive"
 
-# End it as a scheduler would: SIGTERM to gputrace, which passes it on.
+# End it as a scheduler would: SIGTERM to gputrace, which passes it on; a job still there
+# after 20 s is killed (its GPU work never ends).
 kill -TERM "$GPID" 2>/dev/null
+for _ in $(seq 20); do kill -0 "$GPID" 2>/dev/null || break; sleep 1; done
+[ -n "$JPID" ] && kill -KILL "$JPID" 2>/dev/null
 wait "$GPID"; code=$?
 summary "gputrace_exit_code=$code" "live_reports=$(grep -c '======== HANG' "$D/stderr.log")"
 cp "$W/stdout.txt" "$D/report.txt"
@@ -75,8 +81,8 @@ print("verdict=" + json.dumps(r["verdict"]))
 print("hang_finding=" + json.dumps(f is not None))
 print("hang_first=" + json.dumps(bool(r["findings"]) and r["findings"][0]["id"] == "hang"))
 print("names_spin_kernel=" + json.dumps("spin_kernel" in s))
-print("names_launch_line=" + json.dumps(f"stuck_train.py:{sys.argv[2]}" in s))
-print("names_wait_line=" + json.dumps(f"stuck_train.py:{sys.argv[3]}" in s))
+print("names_launch_line=" + json.dumps(f"hang_job.py:{sys.argv[2]}" in s))
+print("names_wait_line=" + json.dumps(f"hang_job.py:{sys.argv[3]}" in s))
 print("names_sigterm=" + json.dumps("SIGTERM" in s))
 print("source=" + json.dumps(h.get("source")))
 print("stuck_for_s=" + json.dumps(round(h.get("stuck_for_ns", 0) / 1e9, 2)))
