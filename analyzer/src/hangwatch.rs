@@ -231,13 +231,50 @@ fn watch(
             let Ok(t) = Trace::load_with(&p, 1, |_, _| {}) else {
                 continue;
             };
-            if let Some((id, lines)) = hang::live(&t, timeout_ns) {
-                if reported.insert((p.clone(), id)) {
-                    say(&lines);
-                }
+            let Some((id, gap, h)) = hang::live(&t, timeout_ns) else {
+                continue;
+            };
+            if !reported.insert((p.clone(), id)) {
+                continue;
+            }
+            let (pid, path) = (t.meta.pid, t.path.clone());
+            // A stuck collective: what the other ranks' traces say (which never arrived).
+            let h = if h.op.nccl_kernel || h.nccl.is_some() {
+                with_other_ranks(&what, t).unwrap_or(h)
+            } else {
+                h
+            };
+            say(&hang::live_lines(&h, pid, &path, gap));
+        }
+    }
+}
+
+/// The hang of trace `t` as the report on every process trace in the watched place
+/// gives it: with each rank's NCCL state on the stuck communicator. None when there is
+/// no other trace, or the report has no hang for `t`.
+fn with_other_ranks(what: &Watch, t: Trace) -> Option<hang::Hang> {
+    let others: Vec<PathBuf> = what.files().into_iter().filter(|f| *f != t.path).collect();
+    if others.is_empty() {
+        return None;
+    }
+    let path = t.path.display().to_string();
+    let mut traces = vec![t];
+    for f in others {
+        if let Ok(x) = Trace::load_with(&f, 1, |_, _| {}) {
+            if !x.meta.is_environment() {
+                traces.push(x);
             }
         }
     }
+    if traces.len() < 2 {
+        return None;
+    }
+    let r = crate::report::analyze(&traces);
+    let f = r.findings.iter().find(|f| {
+        f.id == crate::report::FindingId::Hang
+            && f.process.and_then(|i| r.processes.get(i)).map(|p| &p.path) == Some(&path)
+    })?;
+    f.hang.as_deref().cloned()
 }
 
 #[cfg(test)]

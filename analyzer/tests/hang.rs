@@ -372,6 +372,11 @@ const GOOD_STEPS: u64 = 20;
 /// spin for the rank that never comes; rank 1 is in its data loader (data.py:77) and
 /// never calls it. SIGTERM ends all three at +40 s.
 fn nccl_job() -> Vec<Trace> {
+    nccl_job_events(true).into_iter().map(B::build).collect()
+}
+
+/// [`nccl_job`]'s traces, with the end records when `ended` (else still being written).
+fn nccl_job_events(ended: bool) -> Vec<B> {
     (0..3u32)
         .map(|r| {
             let mut b = B::new();
@@ -465,8 +470,10 @@ fn nccl_job() -> Vec<Trace> {
                     }));
                 }
             }
-            end(&mut b, T0 + 40 * S, &fmt::end_reason_signal(15));
-            b.build()
+            if ended {
+                end(&mut b, T0 + 40 * S, &fmt::end_reason_signal(15));
+            }
+            b
         })
         .collect()
 }
@@ -690,20 +697,9 @@ fn libc_path() -> PathBuf {
     std::fs::canonicalize(&name).unwrap_or_else(|e| panic!("{name}: {e}"))
 }
 
-/// `gputrace run --hang-timeout 2s` on a job whose trace shows a stuck kernel: the hang
-/// report comes on stderr while the job runs, and the job is still running after it
-/// (this test ends it). The job here writes a prepared trace and sleeps: what matters is
-/// what gputrace does while it runs.
-#[test]
-fn run_reports_a_hang_while_the_job_still_runs_and_leaves_it_running() {
-    use std::io::{BufRead, BufReader, Read};
-    use std::os::unix::process::CommandExt;
-    use std::process::{Command, Stdio};
-    let dir = std::env::temp_dir().join(format!("gputrace-hangrun-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    // Compressed chunks, as the library writes them (their headers carry a tag census).
-    let b = stuck_kernel(None);
+/// A trace file's bytes in compressed chunks of about 8 KiB, as the library writes them
+/// (their headers carry a tag census).
+fn compressed(b: &B) -> Vec<u8> {
     let mut w = fmt::ChunkWriter::new(Vec::new(), &b.meta).unwrap();
     let mut enc = fmt::Encoder::new();
     for e in b.events() {
@@ -713,16 +709,55 @@ fn run_reports_a_hang_while_the_job_still_runs_and_leaves_it_running() {
         }
     }
     w.write_events(&mut enc).unwrap();
-    let prepared = dir.join("prepared.bin");
-    std::fs::write(&prepared, w.into_inner()).unwrap();
+    w.into_inner()
+}
+
+/// What a `gputrace run --hang-timeout 2s` of a job that writes the given traces saw.
+struct Live {
+    /// gputrace's stderr up to the end of the `reports`-th live report.
+    live: String,
+    /// The job was running after them (not ended, not a zombie).
+    job_alive: bool,
+    /// The GPUTRACE_STALL_MS the job was started with.
+    stall_ms: String,
+    /// After the test ended the job with SIGTERM through gputrace.
+    status: std::process::ExitStatus,
+    stderr: String,
+    stdout: String,
+}
+
+/// Runs `gputrace run --hang-timeout 2s` on a job that copies `files` into its trace
+/// directory and then sleeps (what matters is what gputrace does while it runs); waits
+/// for `reports` hang reports, checks the job is still running, then ends it.
+fn run_live(files: &[(&str, &B)], reports: usize) -> Live {
+    use std::io::{BufRead, BufReader, Read};
+    use std::os::unix::process::CommandExt;
+    use std::process::{Command, Stdio};
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static N: AtomicU32 = AtomicU32::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "gputrace-hangrun-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut copies = String::new();
+    for (name, b) in files {
+        let prepared = dir.join(format!("{name}.bin"));
+        std::fs::write(&prepared, compressed(b)).unwrap();
+        copies.push_str(&format!(
+            "cp '{}' \"$GPUTRACE_DIR/{name}.gtrace\"; ",
+            prepared.display()
+        ));
+    }
     let out = dir.join("traces");
     let pidfile = dir.join("job.pid");
     let stallms = dir.join("stall_ms");
     let script = format!(
-        "echo \"$GPUTRACE_STALL_MS\" > '{}'; echo $$ > '{}'; cp '{}' \"$GPUTRACE_DIR/stuck.gtrace\"; exec sleep 120",
+        "echo \"$GPUTRACE_STALL_MS\" > '{}'; echo $$ > '{}'; {copies}exec sleep 120",
         stallms.display(),
         pidfile.display(),
-        prepared.display()
     );
     let mut c = Command::new(env!("CARGO_BIN_EXE_gputrace"));
     c.args(["run", "--hang-timeout", "2s", "-o"])
@@ -760,15 +795,16 @@ fn run_reports_a_hang_while_the_job_still_runs_and_leaves_it_running() {
         let _ = stdout.read_to_string(&mut s);
         s
     });
-    // Wait for the report's heading and its sentence (a guard against a hung test, not a
-    // measure: the report comes once the watcher has read the file).
-    let mut got = Vec::new();
-    let guard = std::time::Duration::from_secs(120);
-    while !got
+    // Until the reports' last lines (a guard against a hung test, not a measure: a
+    // report comes once the watcher has read the files).
+    let mut got: Vec<String> = Vec::new();
+    while got
         .iter()
-        .any(|l: &String| l.contains("gputrace leaves it be"))
+        .filter(|l| l.contains("gputrace leaves it be"))
+        .count()
+        < reports
     {
-        match rx.recv_timeout(guard) {
+        match rx.recv_timeout(std::time::Duration::from_secs(120)) {
             Ok(l) => got.push(l),
             Err(_) => {
                 let _ = child.kill();
@@ -776,7 +812,46 @@ fn run_reports_a_hang_while_the_job_still_runs_and_leaves_it_running() {
             }
         }
     }
-    let all = got.join("\n");
+    let pid: i32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    // SAFETY: signal 0 only checks that the process exists.
+    let exists = unsafe { libc::kill(pid, 0) } == 0;
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let state = stat
+        .rsplit(')')
+        .next()
+        .and_then(|r| r.split_whitespace().next())
+        .unwrap_or("");
+    let job_alive = exists && state != "Z" && child.try_wait().unwrap().is_none();
+    // Now end it (gputrace passes SIGTERM on); the report afterwards follows.
+    // SAFETY: a signal to the child we started.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let status = child.wait().unwrap();
+    let live = Live {
+        live: got.join("\n"),
+        job_alive,
+        stall_ms: std::fs::read_to_string(&stallms)
+            .unwrap_or_default()
+            .trim()
+            .to_string(),
+        status,
+        stderr: reader.join().unwrap(),
+        stdout: out_reader.join().unwrap(),
+    };
+    let _ = std::fs::remove_dir_all(&dir);
+    live
+}
+
+/// `gputrace run --hang-timeout 2s` on a job whose trace shows a stuck kernel: the hang
+/// report comes on stderr while the job runs, once, and the job is still running after
+/// it (this test ends it).
+#[test]
+fn run_reports_a_hang_while_the_job_still_runs_and_leaves_it_running() {
+    let l = run_live(&[("stuck", &stuck_kernel(None))], 1);
+    let all = &l.live;
     assert!(all.contains("gputrace: ======== HANG in pid"), "{all}");
     assert!(
         all.contains("The GPU has run kernel `spin_kernel` for")
@@ -784,38 +859,44 @@ fn run_reports_a_hang_while_the_job_still_runs_and_leaves_it_running() {
         "{all}"
     );
     assert!(all.contains("cudaDeviceSynchronize"), "{all}");
-    // The job is running: not killed, not a zombie.
-    let pid: i32 = std::fs::read_to_string(&pidfile)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    // SAFETY: signal 0 only checks that the process exists.
-    assert_eq!(unsafe { libc::kill(pid, 0) }, 0, "the job is gone");
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-    let state = stat
-        .rsplit(')')
-        .next()
-        .unwrap()
-        .split_whitespace()
-        .next()
-        .unwrap();
-    assert_ne!(state, "Z", "the job ended: {stat}");
-    assert!(child.try_wait().unwrap().is_none(), "gputrace ended");
+    assert!(l.job_alive, "the job ended after the report");
     // The job was told to report stalls at half the timeout.
-    assert_eq!(std::fs::read_to_string(&stallms).unwrap().trim(), "1000");
-    // Now end it (gputrace passes SIGTERM on), and the report afterwards says the same.
-    // SAFETY: a signal to the child we started.
-    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-    let status = child.wait().unwrap();
-    let err = reader.join().unwrap();
-    let report = out_reader.join().unwrap();
-    assert_eq!(status.code(), Some(143), "{err}");
+    assert_eq!(l.stall_ms, "1000");
+    assert_eq!(l.status.code(), Some(143), "{}", l.stderr);
     assert_eq!(
-        err.matches("======== HANG").count(),
+        l.stderr.matches("======== HANG").count(),
         1,
-        "one report per stall: {err}"
+        "one report per stall: {}",
+        l.stderr
     );
-    assert!(report.contains("VERDICT: HANG: "), "{report}\n{err}");
-    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        l.stdout.contains("VERDICT: HANG: "),
+        "{}\n{}",
+        l.stdout,
+        l.stderr
+    );
+}
+
+/// Ranks stuck in a collective, run together: each live report says which rank never
+/// arrived, from the other ranks' traces.
+#[test]
+fn run_says_live_which_rank_never_arrived() {
+    let ranks = nccl_job_events(false);
+    let files: Vec<(String, &B)> = ranks
+        .iter()
+        .enumerate()
+        .map(|(i, b)| (format!("rank{i}"), b))
+        .collect();
+    let files: Vec<(&str, &B)> = files.iter().map(|(n, b)| (n.as_str(), *b)).collect();
+    let l = run_live(&files, 2);
+    assert!(l.job_alive);
+    let heads = l.live.matches("======== HANG in pid").count();
+    assert_eq!(heads, 2, "ranks 0 and 2: {}", l.live);
+    assert_eq!(
+        l.live.matches("rank 1 never arrived at it").count(),
+        2,
+        "{}",
+        l.live
+    );
+    assert!(l.live.contains("`ncclAllReduce` #21"), "{}", l.live);
 }

@@ -1260,11 +1260,12 @@ pub(crate) fn job(procs: &[ProcessReport], tails: &[NcclTail], all: &mut [Findin
 
 /// A hang to report while the job runs: the latest stall report of `t` (a trace still
 /// being written) shows no GPU progress for `timeout_ns` or more, and work outstanding
-/// in it never completed. Returns the stall's id and the report's lines (a heading, the
-/// sentence, the evidence, the fix).
-pub fn live(t: &Trace, timeout_ns: u64) -> Option<(u64, Vec<String>)> {
+/// in it never completed. Returns the stall's id, how long the GPU made no progress, and
+/// the hang.
+pub fn live(t: &Trace, timeout_ns: u64) -> Option<(u64, u64, Hang)> {
     let last = t.stalls.last()?;
-    if last.flags & fmt::STALL_RESOLVED != 0 || last.ts.saturating_sub(last.since) < timeout_ns {
+    let gap = last.ts.saturating_sub(last.since);
+    if last.flags & fmt::STALL_RESOLVED != 0 || gap < timeout_ns {
         return None;
     }
     let ctx = super::Ctx::new(t);
@@ -1272,22 +1273,26 @@ pub fn live(t: &Trace, timeout_ns: u64) -> Option<(u64, Vec<String>)> {
     if h.stall_id != Some(last.id as u64) {
         return None;
     }
-    let file = t
-        .path
+    Some((last.id as u64, gap, h))
+}
+
+/// The lines of a live hang report of process `pid` (trace `path`): a heading, the
+/// sentence, the evidence, the fix, and that the job is left running.
+pub fn live_lines(h: &Hang, pid: u32, path: &std::path::Path, gap: u64) -> Vec<String> {
+    let file = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     let mut lines = vec![format!(
-        "======== HANG in pid {} ({file}): no GPU progress for {} ========",
-        t.meta.pid,
-        dur(last.ts.saturating_sub(last.since))
+        "======== HANG in pid {pid} ({file}): no GPU progress for {} ========",
+        dur(gap)
     )];
-    lines.push(sentence(&h, true));
-    lines.extend(evidence(&h, true).into_iter().map(|e| format!("  - {e}")));
-    lines.push(format!("  fix: {}", fix(&h)));
+    lines.push(sentence(h, true));
+    lines.extend(evidence(h, true).into_iter().map(|e| format!("  - {e}")));
+    lines.push(format!("  fix: {}", fix(h)));
     lines.push(format!(
         "the job is still running: gputrace leaves it be (stop it yourself; `gputrace report {}` tells the same afterwards)",
-        t.path.display()
+        path.display()
     ));
-    Some((last.id as u64, lines))
+    lines
 }
