@@ -502,6 +502,10 @@ fn the_rank_that_never_arrived_at_a_stuck_collective_is_named() {
         assert!(n.untraced_ranks.is_empty());
         let r1 = n.ranks.iter().find(|x| x.rank == 1).unwrap();
         assert_eq!((r1.last_seq, r1.arrived), (GOOD_STEPS, false));
+        assert_eq!(
+            (r1.last_op.as_str(), r1.last_bytes),
+            ("ncclAllReduce", 4 << 20)
+        );
         let h1 = r1.host.as_deref().unwrap_or("");
         assert!(h1.contains("data.py:77"), "{h1}");
         assert!(n.ranks.iter().filter(|x| x.arrived).count() == 2);

@@ -195,6 +195,7 @@ pub struct RankNccl {
     /// Its last call on the communicator: sequence number, operation, when.
     pub last_seq: u64,
     pub last_op: String,
+    pub last_bytes: u64,
     pub last_call_ns: u64,
     /// It called the stuck collective (its last sequence number reaches it).
     pub arrived: bool,
@@ -1069,11 +1070,12 @@ pub fn evidence(h: &Hang, live: bool) -> Vec<String> {
     if let Some(n) = &h.nccl {
         for r in &n.ranks {
             ev.push(format!(
-                "{}: last call on {} was {} #{} at +{}{}{}",
+                "{}: last call on {} was {} #{} ({}) at +{}{}{}",
                 r.label,
                 n.comm_id,
                 r.last_op,
                 r.last_seq,
+                super::text::bytes(r.last_bytes),
                 ts(r.last_call_ns),
                 if r.arrived {
                     ", stuck in the collective"
@@ -1146,7 +1148,8 @@ pub fn fix(h: &Hang) -> String {
 #[derive(Clone, Debug, Default)]
 pub struct NcclTail {
     pub rank_by_comm: BTreeMap<u64, (i32, i32)>,
-    pub last: BTreeMap<u64, (u64, u8, u64)>,
+    /// (seq, op, start, bytes) by communicator id.
+    pub last: BTreeMap<u64, (u64, u8, u64, u64)>,
     /// Where its host was: the main thread's (or the first busy thread's) words.
     pub host: Option<String>,
 }
@@ -1159,9 +1162,9 @@ pub fn nccl_tail(t: &Trace, hang: Option<&Hang>) -> NcclTail {
             continue;
         }
         tail.rank_by_comm.insert(n.comm_id, (n.rank, n.nranks));
-        let e = tail.last.entry(n.comm_id).or_insert((0, 0, 0));
+        let e = tail.last.entry(n.comm_id).or_insert((0, 0, 0, 0));
         if n.seq >= e.0 {
-            *e = (n.seq, n.op, n.start);
+            *e = (n.seq, n.op, n.start, n.bytes);
         }
     }
     tail.host = match hang {
@@ -1226,13 +1229,16 @@ pub(crate) fn job(procs: &[ProcessReport], tails: &[NcclTail], all: &mut [Findin
                 continue;
             };
             seen.insert(rank);
-            let (seq, op, start) = tail.last[&comm];
+            let Some(&(seq, op, start, bytes)) = tail.last.get(&comm) else {
+                continue;
+            };
             ranks.push(RankNccl {
                 process: p.index,
                 label: p.label.clone(),
                 rank,
                 last_seq: seq,
                 last_op: fmt::nccl_op_name(op).to_string(),
+                last_bytes: bytes,
                 last_call_ns: start.saturating_sub(p.trace_start_ns),
                 arrived: seq >= n.seq,
                 host: tail.host.clone(),
