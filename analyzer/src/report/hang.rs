@@ -1302,3 +1302,77 @@ pub fn live_lines(h: &Hang, pid: u32, path: &std::path::Path, gap: u64) -> Vec<S
     ));
     lines
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn end_reasons_read_as_the_library_writes_them() {
+        let e = |r: &str| end_from_reason(r, false);
+        assert_eq!(
+            e(&fmt::end_reason_signal(15)),
+            EndIn::Signal("SIGTERM".into())
+        );
+        assert_eq!(
+            e(&fmt::end_reason_signal(2)),
+            EndIn::Signal("SIGINT".into())
+        );
+        assert_eq!(e(&fmt::end_reason_signal(6)), EndIn::Abort);
+        assert_eq!(e("signal SIG? 40"), EndIn::Signal("signal 40".into()));
+        assert_eq!(e(fmt::END_EXIT), EndIn::Exit);
+        assert_eq!(e("end of window"), EndIn::Window);
+        assert_eq!(end_from_reason("exit", true), EndIn::Window);
+        assert_eq!(e("signal 9"), EndIn::Signal("SIGKILL".into()));
+        assert_eq!(e("abort"), EndIn::Abort);
+        assert_eq!(e(""), EndIn::Exit);
+        assert!(!EndIn::Exit.abnormal() && !EndIn::Window.abnormal());
+        assert!(EndIn::CutShort.abnormal() && EndIn::Abort.abnormal());
+    }
+
+    #[test]
+    fn odd_text_never_panics() {
+        for r in [
+            "signal",
+            "signal ",
+            "SIG",
+            "signalé 3",
+            "é",
+            "signal SIGTERM",
+            "xSIG",
+        ] {
+            let _ = end_from_reason(r, false);
+        }
+        let h = Hang {
+            source: "stall_records".into(),
+            stall_id: Some(1),
+            reports: 1,
+            op: HangOp {
+                kind: "kernel".into(),
+                name: String::new(),
+                nccl_kernel: false,
+                device: None,
+                stream: None,
+                corr: 0,
+                launched_at_ns: None,
+                started_at_ns: None,
+                grid: None,
+                block: None,
+                launch_tid: None,
+                launch_site: None,
+            },
+            outstanding: 0,
+            last_progress_ns: 10,
+            detected_at_ns: None,
+            stuck_for_ns: 0,
+            until_ns: 0,
+            threads: Vec::new(),
+            end: None,
+            nccl: None,
+        };
+        assert_eq!(h.stake_ns(), 0);
+        assert!(sentence(&h, false).starts_with("A kernel, launched at +0.0 s"));
+        assert!(!evidence(&h, true).is_empty());
+        assert!(!fix(&h).is_empty());
+    }
+}
