@@ -711,7 +711,8 @@ fn from_end(t: &Trace, t0: u64, until: u64) -> Option<Hang> {
                 tid,
                 name: thread_name(t, tid),
                 main: tid == t.meta.pid && tid != 0,
-                call: Some(format!("{} (its last recorded call)", t.str(a.name))),
+                // Without stall records: its last recorded call (it may have returned).
+                call: Some(t.str(a.name).to_string()),
                 call_start_ns: Some(rel(a.start)),
                 state: None,
                 place,
