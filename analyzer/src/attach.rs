@@ -141,10 +141,32 @@ pub fn attach_sampled(
     warn: &dyn Fn(&str),
     started: impl FnOnce(&Path),
 ) -> Result<(Window, Option<PathBuf>), AttachError> {
+    attach_watched(pid, req, nvml, warn, Duration::ZERO, started)
+}
+
+/// [`attach_sampled`], with the window's trace watched for a hang while it is open
+/// (`crate::hangwatch`): once a stall shows no GPU progress for `hang_timeout`, its
+/// report goes to stderr; the process is left as it is. Zero: no watching.
+pub fn attach_watched(
+    pid: u32,
+    req: &WindowReq,
+    nvml: &env_record::Settings,
+    warn: &dyn Fn(&str),
+    hang_timeout: Duration,
+    started: impl FnOnce(&Path),
+) -> Result<(Window, Option<PathBuf>), AttachError> {
     let mut recorder = None;
+    let mut watcher = None;
     let (duration, steps, at_ms, dir) = (req.duration, req.steps, req.at_ms, req.dir.as_deref());
     let window = attach(pid, duration, steps, at_ms, dir, |trace| {
         let dir = trace_dir(pid, trace);
+        if let Some(name) = trace.file_name() {
+            watcher = crate::hangwatch::Watcher::start(
+                crate::hangwatch::Watch::File(dir.join(name)),
+                hang_timeout,
+                crate::run::say_hang,
+            );
+        }
         let job = env_record::Job {
             pid,
             cmdline: cmdline_of(pid),
@@ -159,6 +181,9 @@ pub fn attach_sampled(
         }
         started(trace)
     });
+    if let Some(w) = watcher {
+        w.stop();
+    }
     let env_file = recorder.map(|r| r.finish(env_record::LAST_TICK_WAIT));
     match window {
         Ok(w) => Ok((w, env_file)),

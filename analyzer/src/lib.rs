@@ -15,6 +15,7 @@ pub mod env_merge;
 pub mod env_record;
 pub mod error;
 pub mod export;
+pub mod hangwatch;
 pub mod job;
 pub mod load;
 pub mod par;

@@ -28,13 +28,14 @@
 //! gputrace too), gputrace ends by SIGINT itself after its report, as a shell does, so a
 //! calling script stops as it would for the bare command (its `$?` is 130 either way).
 
-use crate::env_record;
+use crate::{env_record, hangwatch};
 use gputrace_format::protocol::{self, settings};
 use std::collections::HashSet;
 use std::ffi::OsString;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::Duration;
 
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
@@ -258,6 +259,20 @@ pub fn run(
     extra_env: &[(String, String)],
     nvml: &env_record::Settings,
 ) -> Result<RunOutcome, RunError> {
+    run_watched(lib, dir, cmd, extra_env, nvml, Duration::ZERO)
+}
+
+/// [`run`], with the traces the command writes watched for a hang while it runs
+/// (`crate::hangwatch`): once a stall shows no GPU progress for `hang_timeout`, its
+/// report goes to stderr and the command goes on. Zero: no watching.
+pub fn run_watched(
+    lib: &Path,
+    dir: &Path,
+    cmd: &[OsString],
+    extra_env: &[(String, String)],
+    nvml: &env_record::Settings,
+    hang_timeout: Duration,
+) -> Result<RunOutcome, RunError> {
     let Some(program) = cmd.first() else {
         return Err(RunError::Spawn(
             OsString::new(),
@@ -267,7 +282,19 @@ pub fn run(
     let created = make_dir(dir).map_err(|e| RunError::Dir(dir.to_path_buf(), e))?;
     let canon = std::fs::canonicalize(dir).unwrap_or(dir.to_path_buf());
     let before = traces_in(&canon);
-    let result = run_in(lib, &canon, program, &cmd[1..], extra_env, nvml);
+    let watch = hangwatch::Watch::Dir {
+        dir: canon.clone(),
+        before: before.clone(),
+    };
+    let result = run_in(
+        lib,
+        &canon,
+        program,
+        &cmd[1..],
+        extra_env,
+        nvml,
+        (watch, hang_timeout),
+    );
     let env_file = result.as_ref().ok().and_then(|r| r.env_file.clone());
     let mut traces: Vec<PathBuf> = traces_in(&canon)
         .difference(&before)
@@ -317,6 +344,7 @@ fn run_in(
     args: &[OsString],
     extra_env: &[(String, String)],
     nvml: &env_record::Settings,
+    (watch, hang_timeout): (hangwatch::Watch, Duration),
 ) -> Result<Ran, RunError> {
     let mut preload = OsString::from(lib.as_os_str());
     if let Some(old) = std::env::var_os("LD_PRELOAD") {
@@ -357,7 +385,11 @@ fn run_in(
         ));
         None
     });
+    let watcher = hangwatch::Watcher::start(watch, hang_timeout, say_hang);
     let exited = signals::wait_exited(pid);
+    if let Some(w) = watcher {
+        w.stop();
+    }
     // The command is a zombie now (or waitid failed): stop forwarding before it is reaped
     // so its pid cannot be reused under a late signal.
     let interrupted = relay.stop();
@@ -374,6 +406,15 @@ fn run_in(
         env_file,
         notes,
     })
+}
+
+/// Prints a hang report on stderr, each line marked as gputrace's, in one piece.
+pub fn say_hang(lines: &[String]) {
+    let mut e = std::io::stderr().lock();
+    for l in lines {
+        let _ = writeln!(e, "gputrace: {l}");
+    }
+    let _ = e.flush();
 }
 
 /// Ends the `gputrace run` process after its report as the command's end asks: returns
@@ -398,6 +439,7 @@ pub fn run_and_report(
     out: &Path,
     cmd: &[OsString],
     extra_env: &[(String, String)],
+    hang_timeout: Duration,
     report: impl FnOnce(&[PathBuf]) -> anyhow::Result<()>,
 ) -> i32 {
     let say = |m: &dyn std::fmt::Display| {
@@ -409,8 +451,14 @@ pub fn run_and_report(
     if let Some(w) = warning {
         say(&w);
     }
+    // Stall reports in time for a short --hang-timeout, unless the user set their own.
+    let mut env = extra_env.to_vec();
+    let user = std::env::var_os(hangwatch::STALL_MS_VAR);
+    if let Some(ms) = hangwatch::stall_ms_for(hang_timeout, user.as_deref()) {
+        env.push((hangwatch::STALL_MS_VAR.into(), ms.to_string()));
+    }
     let outcome = find_library(explicit.map(PathBuf::from), std::env::current_exe().ok())
-        .and_then(|lib| run(&lib, out, cmd, extra_env, &nvml));
+        .and_then(|lib| run_watched(&lib, out, cmd, &env, &nvml, hang_timeout));
     let o = match outcome {
         Ok(o) => o,
         Err(e) => {

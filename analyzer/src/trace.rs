@@ -70,6 +70,11 @@ pub struct Trace {
     /// Periodic samples of the CUDA-issuing threads' Python stacks (format 2.3),
     /// sorted by thread, then time (see [`Trace::py_samples_in`]).
     pub py_samples: Vec<fmt::PySample>,
+    /// Stall reports (format 2.4), in time order: each `Stall`, its outstanding
+    /// operations and the process's threads at that report (see `report::hang`).
+    pub stalls: Vec<fmt::Stall>,
+    pub stall_ops: Vec<fmt::StallOp>,
+    pub stall_threads: Vec<fmt::StallThread>,
 }
 
 /// One NVTX range: a push/pop pair (same thread) or a start/end pair (same id).
@@ -259,8 +264,9 @@ impl Trace {
             Event::CallSite(c) => self.call_sites.push(c),
             Event::CounterSample(c) => self.counter_samples.push(c),
             Event::PySample(x) => self.py_samples.push(x),
-            // Stall reports: read by `gputrace dump`; not kept in the loaded trace yet.
-            Event::Stall(_) | Event::StallOp(_) | Event::StallThread(_) => {}
+            Event::Stall(x) => self.stalls.push(x),
+            Event::StallOp(x) => self.stall_ops.push(x),
+            Event::StallThread(x) => self.stall_threads.push(x),
         }
     }
 
@@ -306,6 +312,10 @@ impl Trace {
             call_sites,
             counter_samples,
             py_samples,
+            // Few: they come through `rest`.
+            stalls: _,
+            stall_ops: _,
+            stall_threads: _,
         } = &mut p.tables;
         self.kernels.append(kernels);
         self.memcpys.append(memcpys);
@@ -371,6 +381,9 @@ impl Trace {
         self.counter_samples
             .sort_by_key(|c| (c.start, c.end, c.device));
         self.nvtx_ranges = self.pair_nvtx();
+        self.stalls.sort_by_key(|x| (x.ts, x.id, x.seq));
+        self.stall_ops.sort_by_key(|x| (x.stall, x.seq, x.ts));
+        self.stall_threads.sort_by_key(|x| (x.stall, x.seq, x.ts));
         self.thread_cpu.sort_by_key(|x| (x.ts, x.tid));
         self.proc_samples.sort_by_key(|x| (x.ts, x.pid, x.flags));
         self.machine.sort_by_key(|x| x.ts);
@@ -691,7 +704,10 @@ impl fmt::ChunkSink for Part {
             | Event::Dropped { .. }
             | Event::State { .. }
             | Event::Thread { .. }
-            | Event::PyStack(_) => self.rest.push(e),
+            | Event::PyStack(_)
+            | Event::Stall(_)
+            | Event::StallOp(_)
+            | Event::StallThread(_) => self.rest.push(e),
             e => self.tables.add(e),
         }
     }

@@ -4,7 +4,7 @@ use anyhow::Result;
 use clap::{Parser, Subcommand};
 use gputrace_analyzer::export::Format;
 use gputrace_analyzer::load::LoadOptions;
-use gputrace_analyzer::{app, attach, doctor, env_record, run, Error};
+use gputrace_analyzer::{app, attach, doctor, env_record, hangwatch, run, Error};
 use gputrace_format::protocol::{self, settings};
 use std::ffi::OsString;
 use std::io::{BufWriter, Write};
@@ -34,6 +34,11 @@ enum Cmd {
         /// or a timer opens a window).
         #[arg(long)]
         dormant: bool,
+        /// While the command runs, print a hang report on stderr once its GPU has made no
+        /// progress for this long (60s, 90, 2m; 0 turns it off). The command is left
+        /// running.
+        #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = hangwatch::parse_timeout)]
+        hang_timeout: std::time::Duration,
         /// The command and its arguments.
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
         cmd: Vec<OsString>,
@@ -121,6 +126,11 @@ enum Cmd {
         /// Only print the trace's path.
         #[arg(long)]
         no_report: bool,
+        /// While the window is open, print a hang report on stderr once the process's GPU
+        /// has made no progress for this long (0 turns it off). The process is left as it
+        /// is.
+        #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = hangwatch::parse_timeout)]
+        hang_timeout: std::time::Duration,
     },
 }
 
@@ -176,6 +186,7 @@ fn run_cli(cli: Cli) -> Result<i32> {
             json,
             summary,
             dormant,
+            hang_timeout,
             cmd,
         } => {
             let env: Vec<(String, String)> = if dormant {
@@ -184,14 +195,20 @@ fn run_cli(cli: Cli) -> Result<i32> {
                 Vec::new()
             };
             // The command's exit code (or its end by SIGINT, see `run::finish`).
-            Ok(run::run_and_report(&out, &cmd, &env, |traces| {
-                // A report that fails is said here, with its hint line where there is
-                // one; the command's exit code stands either way.
-                if let Err(e) = report_on(traces, json, summary) {
-                    print_error(&e.into());
-                }
-                Ok(())
-            }))
+            Ok(run::run_and_report(
+                &out,
+                &cmd,
+                &env,
+                hang_timeout,
+                |traces| {
+                    // A report that fails is said here, with its hint line where there is
+                    // one; the command's exit code stands either way.
+                    if let Err(e) = report_on(traces, json, summary) {
+                        print_error(&e.into());
+                    }
+                    Ok(())
+                },
+            ))
         }
         Cmd::Summary { traces, json } => {
             Ok(app::summary(&traces, format(json), &mut stdout(), &warn)?.exit_code())
@@ -207,6 +224,7 @@ fn run_cli(cli: Cli) -> Result<i32> {
             out,
             json,
             no_report,
+            hang_timeout,
         } => {
             let duration = duration.unwrap_or(std::time::Duration::from_secs(if steps.is_some() {
                 600
@@ -230,7 +248,8 @@ fn run_cli(cli: Cli) -> Result<i32> {
                 at_ms,
                 dir: out,
             };
-            let (w, env_file) = attach::attach_sampled(pid, &req, &nvml, &warn, started)?;
+            let (w, env_file) =
+                attach::attach_watched(pid, &req, &nvml, &warn, hang_timeout, started)?;
             println!("trace: {}", w.trace.display());
             if no_report {
                 return Ok(0);
@@ -400,6 +419,54 @@ mod tests {
             .cmd
         {
             Cmd::Run { summary, .. } => assert!(summary),
+            _ => panic!("wrong subcommand"),
+        }
+    }
+
+    #[test]
+    fn hang_timeout_is_on_by_default_and_zero_turns_it_off() {
+        let secs = std::time::Duration::from_secs;
+        let run = |args: &[&str]| match Cli::try_parse_from(args).map(|c| c.cmd) {
+            Ok(Cmd::Run { hang_timeout, .. }) | Ok(Cmd::Attach { hang_timeout, .. }) => {
+                Ok(hang_timeout)
+            }
+            Ok(_) => panic!("wrong subcommand"),
+            Err(e) => Err(e),
+        };
+        assert_eq!(run(&["gputrace", "run", "--", "x"]).unwrap(), secs(60));
+        assert_eq!(
+            run(&["gputrace", "run", "--hang-timeout", "2s", "--", "x"]).unwrap(),
+            secs(2)
+        );
+        assert_eq!(
+            run(&["gputrace", "run", "--hang-timeout", "0", "--", "x"]).unwrap(),
+            secs(0)
+        );
+        assert_eq!(
+            run(&["gputrace", "run", "--hang-timeout=90", "--", "x"]).unwrap(),
+            secs(90)
+        );
+        assert!(run(&["gputrace", "run", "--hang-timeout", "never", "--", "x"]).is_err());
+        assert_eq!(run(&["gputrace", "attach", "42"]).unwrap(), secs(60));
+        assert_eq!(
+            run(&["gputrace", "attach", "42", "--hang-timeout", "off"]).unwrap(),
+            secs(0)
+        );
+        assert_eq!(
+            run(&["gputrace", "attach", "42", "--hang-timeout", "500ms"]).unwrap(),
+            std::time::Duration::from_millis(500)
+        );
+        // After the command, it is the command's.
+        match Cli::try_parse_from(["gputrace", "run", "--", "x", "--hang-timeout", "1s"])
+            .unwrap()
+            .cmd
+        {
+            Cmd::Run {
+                hang_timeout, cmd, ..
+            } => {
+                assert_eq!(hang_timeout, secs(60));
+                assert_eq!(cmd, vec!["x", "--hang-timeout", "1s"]);
+            }
             _ => panic!("wrong subcommand"),
         }
     }

@@ -16,6 +16,7 @@ pub mod counters;
 pub mod ctx;
 pub mod damage;
 mod findings;
+pub mod hang;
 pub mod host;
 pub mod hostfind;
 pub mod idle;
@@ -107,6 +108,10 @@ pub struct Finding {
     /// the periodic stack samples (format 2.3; absent without them).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub host_was_in: Vec<pysamples::HostPlace>,
+    /// The `hang` finding's details: the stuck operation, each thread's call and line,
+    /// how the job ended, the collective per rank (absent for other findings).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hang: Option<Box<hang::Hang>>,
 }
 
 #[derive(Serialize, Clone, Debug, Default, PartialEq)]
@@ -527,6 +532,21 @@ fn analyze_with(traces: &[Trace], timelines: bool) -> (Report, Vec<Option<Timeli
             trace_set = trace_set.and_then(|s| s.linked_by_collectives());
         }
     }
+    if multi && !trace_set.as_ref().is_some_and(|s| s.rules_out_one_job()) {
+        // Which rank never arrived at a stuck collective: every rank's NCCL calls.
+        let tails: Vec<hang::NcclTail> = order
+            .iter()
+            .enumerate()
+            .map(|(p, &i)| {
+                let h = all
+                    .iter()
+                    .find(|f| f.id == FindingId::Hang && f.process == Some(p))
+                    .and_then(|f| f.hang.as_deref());
+                hang::nccl_tail(&traces[i], h)
+            })
+            .collect();
+        hang::job(&processes, &tails, &mut all);
+    }
     findings::rank(&mut all);
     let (verdict, top) = findings::verdict(&processes, &all);
     let verdict = damage::qualify(verdict, &processes);
@@ -842,6 +862,8 @@ fn analyze_process(
     if kstats.no_device_info {
         notes.push("some kernels ran on devices without a device record: their grid fill (small_grid) is not computed".into());
     }
+    let hung = hang::detect(t, ctx.t0);
+    notes.extend(hung.notes);
     let damage = TraceDamage::of(t, ctx.t0);
     if let Some(d) = &damage {
         notes.push(d.summary.clone());
@@ -1077,6 +1099,7 @@ fn analyze_process(
         comm: cm,
         counters,
         report: &report,
+        hang: hung.hang,
     };
     let f = findings::process(&cx);
     (report, f, rank_input, tl)

@@ -408,9 +408,15 @@ fn finding(
         String::new()
     } else {
         format!(
-            "  {} at stake, {:.1}% of steady wall time{est}",
+            "  {} at stake, {:.1}% of {}{est}",
             dur(f.at_stake_ns),
-            f.at_stake_pct
+            f.at_stake_pct,
+            // A hang's share is of the whole trace: a hung job may have no steady state.
+            if f.id == FindingId::Hang {
+                "the trace"
+            } else {
+                "steady wall time"
+            }
         )
     };
     let _ = writeln!(

@@ -49,6 +49,7 @@ pub(super) fn finding(id: FindingId, title: &str, ns: u64, wall: u64) -> Finding
         subcause: None,
         call_sites: Vec::new(),
         host_was_in: Vec::new(),
+        hang: None,
     }
 }
 

@@ -38,6 +38,8 @@ pub(crate) struct FindingCx<'c, 'a> {
     pub counters: CounterStats,
     /// The process's section of the report, filled in: the numbers it shows.
     pub report: &'c ProcessReport,
+    /// GPU work that never completed, if the trace shows it (`crate::report::hang`).
+    pub hang: Option<crate::report::hang::Hang>,
 }
 
 /// Which calls a finding's call sites are those of.

@@ -33,6 +33,9 @@ macro_rules! ids {
 }
 
 ids! {
+    /// GPU work that never completed: the GPU stuck in a kernel, a collective or a copy
+    /// (from the library's stall records, or inferred at an abnormal end).
+    Hang = "hang",
     /// GPU idle while no host thread was issuing CUDA work (with host samples: while the
     /// feeding thread was blocked).
     DataStarvation = "data_starvation",
@@ -109,6 +112,8 @@ pub enum Stake {
     Collective,
     /// GPU time busy but poorly used (estimated, or other findings' time summed).
     Busy,
+    /// GPU time with no progress: from the last progress to the end of the trace.
+    Stuck,
     /// Not lost time: what the trace says about its own coverage.
     Coverage,
 }
@@ -130,6 +135,7 @@ impl FindingId {
         use Layer::*;
         use Stake::*;
         let (layer, stake, overlaps): (Layer, Stake, &'static [FindingId]) = match self {
+            Hang => (CommunicationAndSync, Stuck, &[]),
             DataStarvation => (DataSupply, Idle(Cause::DataStarvation), &[]),
             CpuBound => (CpuPreprocessing, Idle(Cause::CpuBound), &[]),
             PageableMemcpy => (DataSupply, Idle(Cause::PageableMemcpy), &[]),

@@ -34,6 +34,7 @@ mod env_shared_gpu;
 mod env_throttled;
 mod env_trace_damaged;
 mod env_xid;
+mod hang;
 mod implicit_sync;
 mod kernel_fragmentation;
 mod launch_bound;
@@ -68,6 +69,7 @@ fn detector(id: FindingId) -> Detector {
     use Detector::{Always, Job, Steady};
     use FindingId::*;
     match id {
+        Hang => Always(hang::detect),
         DataStarvation => Steady(data_starvation::detect),
         CpuBound => Steady(cpu_bound::detect),
         PageableMemcpy => Steady(pageable_memcpy::detect),

@@ -25,9 +25,12 @@ pub(crate) fn rank(all: &mut [Finding]) {
         })
         .collect();
     let mut idx: Vec<usize> = (0..all.len()).collect();
+    // A hang leads whatever its time: the job makes no progress at all.
+    let hang = |i: usize| all[i].id == FindingId::Hang;
     idx.sort_by(|&a, &b| {
-        key[b]
-            .cmp(&key[a])
+        hang(b)
+            .cmp(&hang(a))
+            .then(key[b].cmp(&key[a]))
             .then(all[b].severity.cmp(&all[a].severity))
             .then(all[a].id.as_str().cmp(all[b].id.as_str()))
             .then(all[a].process.cmp(&all[b].process))
@@ -38,6 +41,20 @@ pub(crate) fn rank(all: &mut [Finding]) {
 
 /// The one-line verdict and the id it names.
 pub(crate) fn verdict(procs: &[ProcessReport], all: &[Finding]) -> (String, Option<FindingId>) {
+    // A hang leads, whether or not any GPU work was recorded.
+    if let Some(f) = all.iter().find(|f| f.id == FindingId::Hang) {
+        let who = if procs.len() > 1 {
+            format!(" on {}", f.rank)
+        } else {
+            String::new()
+        };
+        let est = if f.estimated {
+            " (inferred from the end of the trace)"
+        } else {
+            ""
+        };
+        return (format!("HANG{who}{est}: {}", f.summary), Some(f.id));
+    }
     let with_gpu: Vec<&ProcessReport> = procs.iter().filter(|p| !p.devices.is_empty()).collect();
     if with_gpu.is_empty() {
         return (crate::report::damage::NO_GPU.into(), None);
