@@ -28,10 +28,11 @@
 #                                #  samples and PM on the MLP and ResNet-50 steps
 #   PART=f scripts/gpu-wave.sh   # ~9 min: hangs and abnormal ends (scripts/gpu-hang.sh: a
 #                                #  stuck kernel ended by SIGTERM, SIGKILL, os.abort(), the
-#                                #  forced flush on a long healthy kernel), GPU metrics from
-#                                #  NVML GPM (scripts/gpu-gpm.sh: memory-bound vs tensor-bound
-#                                #  workloads, the period), the bundled example re-recorded;
-#                                #  A/B of the stall watchdog and signal handlers on/off
+#                                #  forced flush on a long healthy kernel; gpu-hang-live.sh:
+#                                #  gputrace run --hang-timeout reporting while the job hangs),
+#                                #  the bundled example re-recorded (with GPM samples); A/B of
+#                                #  the stall watchdog and signal handlers on/off.
+#                                #  PARTS="gpm:200 ..." adds scripts/gpu-gpm.sh
 # Everything bulky goes into $OUT/wave-<part>.tgz (the device returns at most 8 files);
 # $OUT/wave-<part>.txt is the short table, printed last.
 set -u
@@ -237,7 +238,7 @@ if [ "$PART" = d ]; then
   ( cd "$W" && tar czf "$OUT/wave-d.tgz" $(ls -d example-* wheel wheel.log pm pm.log suite2 suite2.log ab ab.txt 2>/dev/null) )
 fi
 if [ "$PART" = f ]; then
-  for part in hang:${HANG_S:-170} gpm:${GPM_S:-200}; do
+  for part in ${PARTS:-hang:150 hang-live:170}; do
     name=${part%%:*}; lim=${part#*:}
     if [ -x "$ROOT/scripts/gpu-$name.sh" ]; then
       OUT="$W" timeout "$lim" "$ROOT/scripts/gpu-$name.sh" >"$W/$name.log" 2>&1
