@@ -9,8 +9,10 @@
 #   scripts/check-identical.sh            build the analyzer (debug), compare
 #   scripts/check-identical.sh --update   rewrite the sums (an intended output change)
 #
-# GPUTRACE=path uses that binary instead of building one (the release and debug builds
-# write the same bytes).
+# The sums are of the debug build (what scripts/test.sh builds). GPUTRACE=path uses
+# another binary; a release build writes other Perfetto bytes (the same trace): the
+# Perfetto exporter interns static names by address, and the optimiser merges equal
+# string literals.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SUMS=tests/golden/outputs.sha256
