@@ -70,7 +70,7 @@
 
 use super::{EventExporter, TraceContext, TraceEvent};
 use crate::trace::demangle;
-use gputrace_format::{self as fmt, CopyKind, MemKind, SyncKind};
+use gputrace_format::{self as fmt, CopyKind, MemKind, SyncKind, Value};
 use serde::Serialize;
 use std::collections::HashMap;
 use std::io::{self, Write};
@@ -162,6 +162,44 @@ impl Line {
         self.out.extend_from_slice(b"}\n");
         out.write_all(&self.out)
     }
+}
+
+/// The line of an event as its definition in the event table has it: typed by the
+/// kind's name, `ts_ns` and `dur_ns` from its first time field and its end, then every
+/// other field under its own name (interned strings resolved, values not available
+/// left out).
+fn generic(m: &mut Line, cx: &TraceContext<'_>, pid: u32, ev: &fmt::Event) {
+    let (ts, end) = ev.span().unwrap_or_default();
+    m.start(ev.name(), pid, ts, end.map(|e| e.saturating_sub(ts)));
+    #[derive(Serialize)]
+    struct Frame<'a> {
+        file: &'a str,
+        function: &'a str,
+        line: u32,
+    }
+    // The times already given as `ts_ns` and `dur_ns`.
+    let mut times = 1 + end.is_some() as usize;
+    ev.fields(&mut |k, v| match v {
+        Value::Time(_) if times > 0 => times -= 1,
+        Value::Time(t) => m.put(k, &t),
+        Value::U(x) => m.put(k, &x),
+        Value::I(x) => m.put(k, &x),
+        Value::Str(id) => m.put(k, cx.str(id)),
+        Value::Text(t) => m.put(k, t),
+        Value::Array(a) => m.put(k, a),
+        Value::Frames(frames) => {
+            let frames: Vec<Frame<'_>> = frames
+                .iter()
+                .map(|f| Frame {
+                    file: cx.str(f.file),
+                    function: cx.str(f.function),
+                    line: f.line,
+                })
+                .collect();
+            m.put(k, &frames)
+        }
+        Value::Na => {}
+    });
 }
 
 fn dur(start: u64, end: u64) -> Option<u64> {
@@ -545,40 +583,12 @@ impl EventExporter for Jsonl {
                 m.env64("nvlink_tx_bytes", x.nvlink_tx_bytes);
             }
             TraceEvent::Thread { tid, name } => {
-                m.start("thread", pid, 0, None);
-                m.put("tid", &tid);
-                m.put("name", cx.str(name));
+                generic(m, cx, pid, &fmt::Event::Thread { tid, name })
             }
-            TraceEvent::PyStack(st) => {
-                #[derive(Serialize)]
-                struct Frame<'a> {
-                    file: &'a str,
-                    function: &'a str,
-                    line: u32,
-                }
-                let frames: Vec<Frame<'_>> = st
-                    .frames
-                    .iter()
-                    .map(|f| Frame {
-                        file: cx.str(f.file),
-                        function: cx.str(f.function),
-                        line: f.line,
-                    })
-                    .collect();
-                m.start("py_stack", pid, 0, None);
-                m.put("id", &st.id);
-                m.put("frames", &frames);
-            }
-            TraceEvent::CallSite(c) => {
-                m.start("call_site", pid, c.ts, None);
-                m.put("tid", &c.tid);
-                m.put("stack", &c.stack);
-            }
-            TraceEvent::PySample(x) => {
-                m.start("py_sample", pid, x.ts, None);
-                m.put("tid", &x.tid);
-                m.put("stack", &x.stack);
-            }
+            TraceEvent::PyStack(st) => generic(m, cx, pid, &fmt::Event::PyStack(st.clone())),
+            TraceEvent::CallSite(c) => generic(m, cx, pid, &fmt::Event::CallSite(c.clone())),
+            TraceEvent::PySample(x) => generic(m, cx, pid, &fmt::Event::PySample(x.clone())),
+            TraceEvent::Other(e) => generic(m, cx, pid, e),
         }
         m.finish(out)
     }

@@ -431,6 +431,8 @@ enum Kind {
     CallSite,
     PyStack,
     PySample,
+    /// Kinds without a variant of their own ([`TraceEvent::Other`]).
+    Other,
 }
 
 /// Where an event goes in the output: timestamp, kind, its table's sort key, then its
@@ -473,6 +475,8 @@ enum Rec {
     /// Boxed, as GPU samples.
     CounterSample(Box<fmt::CounterSample>),
     PySample(fmt::PySample),
+    /// A kind without a variant of its own.
+    Other(Box<Event>),
 }
 
 fn pair(hi: u32, lo: u32) -> u64 {
@@ -512,6 +516,8 @@ impl Rec {
             | Event::Dropped { .. }
             | Event::State { .. }
             | Event::Thread { .. } => return None,
+            #[allow(unreachable_patterns)]
+            e => Rec::Other(Box::new(e)),
         })
     }
 
@@ -551,6 +557,7 @@ impl Rec {
             Rec::CallSite(c) => c.ts,
             Rec::CounterSample(x) => x.start,
             Rec::PySample(x) => x.ts,
+            Rec::Other(e) => e.ts().unwrap_or(0),
         }
     }
 
@@ -598,6 +605,10 @@ impl Rec {
             Rec::CallSite(c) => (Kind::CallSite, [c.ts, c.tid as u64, c.stack as u64, 0]),
             Rec::CounterSample(x) => (Kind::CounterSample, [x.start, x.end, x.device as u64, 0]),
             Rec::PySample(x) => (Kind::PySample, [x.tid as u64, x.ts, x.stack as u64, 0]),
+            Rec::Other(e) => {
+                let (start, end) = e.span().unwrap_or_default();
+                (Kind::Other, [e.tag() as u64, start, end.unwrap_or(0), 0])
+            }
         }
     }
 
@@ -628,6 +639,7 @@ impl Rec {
             Rec::CallSite(c) => f(&TraceEvent::CallSite(c)),
             Rec::CounterSample(x) => f(&TraceEvent::CounterSample(x)),
             Rec::PySample(x) => f(&TraceEvent::PySample(x)),
+            Rec::Other(e) => f(&TraceEvent::Other(e)),
         }
     }
 }
