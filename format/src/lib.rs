@@ -44,7 +44,7 @@ pub use event::*;
 pub use read::{
     open, open_file, read_all, Census, ChunkReader, ChunkSink, NotATrace, ReadError, TraceData,
 };
-pub use table::Value;
+pub use table::{Fields, Value};
 pub use write::ChunkWriter;
 
 /// File magic, the first 8 bytes of every trace.

@@ -48,6 +48,36 @@ pub enum Value<'a> {
     Na,
 }
 
+/// What every event of the table has, whatever its kind (the generic exporters' view):
+/// implemented by each kind's struct and by [`crate::Event`].
+pub trait Fields {
+    /// The kind's name (`kernel`, `host_copy`, ...), as `gputrace dump` types its lines.
+    fn kind_name(&self) -> &'static str;
+    /// The first timestamp field and, for a span, its end (`None`: no time field).
+    fn span(&self) -> Option<(u64, Option<u64>)>;
+    /// Calls `f` with the name and value of each field, in wire order.
+    fn fields(&self, f: &mut dyn FnMut(&'static str, Value<'_>));
+}
+
+/// Gathers a span from the time fields, in order: the first start, the first end.
+#[doc(hidden)]
+#[derive(Default)]
+pub struct Span(Option<u64>, Option<u64>);
+
+impl Span {
+    #[inline(always)]
+    pub fn add(&mut self, t: Option<(bool, u64)>) {
+        match t {
+            Some((true, v)) if self.0.is_none() => self.0 = Some(v),
+            Some((false, v)) if self.1.is_none() => self.1 = Some(v),
+            _ => {}
+        }
+    }
+    pub fn get(self) -> Option<(u64, Option<u64>)> {
+        self.0.map(|s| (s, self.1))
+    }
+}
+
 /// How one field of type `T` is written and read.
 pub trait Codec<T> {
     /// Appended to an older kind: absent from older bodies, read as the default.
@@ -466,6 +496,27 @@ macro_rules! define_events {
                     $S { $( $f: $crate::__field_default!($ft $(, $fd)?), )* }
                 }
             }
+            impl $S {
+                /// The kind's tag.
+                pub const TAG: u8 = $stag;
+                /// The kind's name.
+                pub const NAME: &'static str = $sname;
+            }
+            impl $crate::Fields for $S {
+                fn kind_name(&self) -> &'static str {
+                    $sname
+                }
+                fn span(&self) -> Option<(u64, Option<u64>)> {
+                    use $crate::table::Codec;
+                    let mut s = $crate::table::Span::default();
+                    $( s.add(<$fc as Codec<$ft>>::time(&self.$f)); )*
+                    s.get()
+                }
+                fn fields(&self, f: &mut dyn FnMut(&'static str, $crate::Value<'_>)) {
+                    use $crate::table::Codec;
+                    $( f(stringify!($f), <$fc as Codec<$ft>>::value(&self.$f)); )*
+                }
+            }
         )*
         $( pub const $ITAG: u8 = $itag; )*
 
@@ -542,22 +593,15 @@ macro_rules! define_events {
             /// a kind without a timestamp field).
             pub fn span(&self) -> Option<(u64, Option<u64>)> {
                 use $crate::table::Codec;
-                let mut start = None;
-                let mut end = None;
-                let mut t = |x: Option<(bool, u64)>| match x {
-                    Some((true, v)) if start.is_none() => start = Some(v),
-                    Some((false, v)) if end.is_none() => end = Some(v),
-                    _ => {}
-                };
+                use $crate::Fields as _;
                 match self {
                     $( Event::$I { $( $g ),* } => {
-                        $( t(<$gc as Codec<$gt>>::time($g)); )*
+                        let mut s = $crate::table::Span::default();
+                        $( s.add(<$gc as Codec<$gt>>::time($g)); )*
+                        s.get()
                     } )*
-                    $( Event::$S(x) => {
-                        $( t(<$fc as Codec<$ft>>::time(&x.$f)); )*
-                    } )*
+                    $( Event::$S(x) => x.span(), )*
                 }
-                start.map(|s| (s, end))
             }
 
             /// Calls `f` with the name and value of each field, in wire order.
@@ -567,10 +611,20 @@ macro_rules! define_events {
                     $( Event::$I { $( $g ),* } => {
                         $( f(stringify!($g), <$gc as Codec<$gt>>::value($g)); )*
                     } )*
-                    $( Event::$S(x) => {
-                        $( f(stringify!($f), <$fc as Codec<$ft>>::value(&x.$f)); )*
-                    } )*
+                    $( Event::$S(x) => $crate::Fields::fields(x, f), )*
                 }
+            }
+        }
+
+        impl $crate::Fields for Event {
+            fn kind_name(&self) -> &'static str {
+                self.name()
+            }
+            fn span(&self) -> Option<(u64, Option<u64>)> {
+                Event::span(self)
+            }
+            fn fields(&self, f: &mut dyn FnMut(&'static str, $crate::Value<'_>)) {
+                Event::fields(self, f)
             }
         }
     };
