@@ -592,24 +592,21 @@ macro_rules! define_events {
             /// The event's first timestamp field and, for a span, its end (`None`:
             /// a kind without a timestamp field).
             pub fn span(&self) -> Option<(u64, Option<u64>)> {
-                use $crate::table::Codec;
-                use $crate::Fields as _;
                 match self {
                     $( Event::$I { $( $g ),* } => {
                         let mut s = $crate::table::Span::default();
-                        $( s.add(<$gc as Codec<$gt>>::time($g)); )*
+                        $( s.add(<$gc as $crate::table::Codec<$gt>>::time($g)); )*
                         s.get()
                     } )*
-                    $( Event::$S(x) => x.span(), )*
+                    $( Event::$S(x) => $crate::Fields::span(x), )*
                 }
             }
 
             /// Calls `f` with the name and value of each field, in wire order.
             pub fn fields(&self, f: &mut dyn FnMut(&'static str, $crate::Value<'_>)) {
-                use $crate::table::Codec;
                 match self {
                     $( Event::$I { $( $g ),* } => {
-                        $( f(stringify!($g), <$gc as Codec<$gt>>::value($g)); )*
+                        $( f(stringify!($g), <$gc as $crate::table::Codec<$gt>>::value($g)); )*
                     } )*
                     $( Event::$S(x) => $crate::Fields::fields(x, f), )*
                 }
