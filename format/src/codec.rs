@@ -414,34 +414,33 @@ impl<'a> Decoder<'a> {
     }
 
     /// A compact kernel: its own fields, and its shape from the shapes defined.
+    #[inline(always)]
     fn compact_kernel(&mut self, b: &mut Body) -> Result<Kernel, DecodeError> {
         let d = &mut self.delta;
-        let own = Kernel {
-            start: Ts::get(d, b)?,
-            end: End::get(d, b)?,
-            device: V::get(d, b)?,
-            stream: V::get(d, b)?,
-            corr: Corr::get(d, b)?,
-            ..Default::default()
-        };
+        let start = Ts::get(d, b)?;
+        let end = End::get(d, b)?;
+        let device = V::get(d, b)?;
+        let stream = V::get(d, b)?;
+        let corr = Corr::get(d, b)?;
         let id = b.v32()?;
         // Built once, from its shape where known (the hot path).
-        Ok(match (self.shapes.get(id), &mut self.deferred) {
-            (Some(shape), _) => Kernel {
-                start: own.start,
-                end: own.end,
-                device: own.device,
-                stream: own.stream,
-                corr: own.corr,
-                ..shape.clone()
-            },
+        let shape = match (self.shapes.get(id), &mut self.deferred) {
+            (Some(shape), _) => shape.clone(),
             // Deferred: shapes past the snapshot are filled in by the reader.
             (None, Some(ops)) => {
                 let nth = self.kernels;
                 ops.push(ShapeOp::Use { nth, id });
-                own
+                Kernel::default()
             }
             (None, None) => return Err(DecodeError::BadShape(id)),
+        };
+        Ok(Kernel {
+            start,
+            end,
+            device,
+            stream,
+            corr,
+            ..shape
         })
     }
 

@@ -73,6 +73,7 @@ impl Span {
             _ => {}
         }
     }
+    #[inline(always)]
     pub fn get(self) -> Option<(u64, Option<u64>)> {
         self.0.map(|s| (s, self.1))
     }
@@ -85,6 +86,9 @@ pub trait Codec<T> {
     fn put(d: &mut Delta, out: &mut Vec<u8>, v: &T);
     fn get(d: &mut Delta, b: &mut Body) -> Result<T, DecodeError>;
     fn value(v: &T) -> Value<'_>;
+    /// Whether `time` can give something (known at compile time: the span accessors
+    /// look only at these fields).
+    const TIME: bool = false;
     /// The value, for the codecs of times: `(true, t)` for a start or a point in time
     /// ([`Ts`]), `(false, t)` for an end ([`End`]).
     #[inline(always)]
@@ -185,6 +189,7 @@ impl Codec<u8> for U8 {
 /// A timestamp: zigzag delta against the chunk's previous one.
 pub struct Ts;
 impl Codec<u64> for Ts {
+    const TIME: bool = true;
     #[inline(always)]
     fn put(d: &mut Delta, out: &mut Vec<u8>, v: &u64) {
         let delta = v.wrapping_sub(d.last_ts) as i64;
@@ -208,6 +213,7 @@ impl Codec<u64> for Ts {
 /// The end of a span whose start (a [`Ts`]) is the field before: the duration.
 pub struct End;
 impl Codec<u64> for End {
+    const TIME: bool = true;
     #[inline(always)]
     fn put(d: &mut Delta, out: &mut Vec<u8>, v: &u64) {
         put_var(out, v.saturating_sub(d.last_ts));
@@ -406,6 +412,7 @@ impl Codec<Vec<PyFrame>> for Frames {
 pub struct Opt<C>(PhantomData<C>);
 impl<T, C: Codec<T>> Codec<T> for Opt<C> {
     const OPTIONAL: bool = true;
+    const TIME: bool = C::TIME;
     #[inline(always)]
     fn put(d: &mut Delta, out: &mut Vec<u8>, v: &T) {
         C::put(d, out, v)
@@ -506,10 +513,13 @@ macro_rules! define_events {
                 fn kind_name(&self) -> &'static str {
                     $sname
                 }
+                #[inline(always)]
                 fn span(&self) -> Option<(u64, Option<u64>)> {
                     use $crate::table::Codec;
                     let mut s = $crate::table::Span::default();
-                    $( s.add(<$fc as Codec<$ft>>::time(&self.$f)); )*
+                    $( if <$fc as Codec<$ft>>::TIME {
+                        s.add(<$fc as Codec<$ft>>::time(&self.$f));
+                    } )*
                     s.get()
                 }
                 fn fields(&self, f: &mut dyn FnMut(&'static str, $crate::Value<'_>)) {
@@ -595,7 +605,9 @@ macro_rules! define_events {
                 match self {
                     $( Event::$I { $( $g ),* } => {
                         let mut s = $crate::table::Span::default();
-                        $( s.add(<$gc as $crate::table::Codec<$gt>>::time($g)); )*
+                        $( if <$gc as $crate::table::Codec<$gt>>::TIME {
+                            s.add(<$gc as $crate::table::Codec<$gt>>::time($g));
+                        } )*
                         s.get()
                     } )*
                     $( Event::$S(x) => $crate::Fields::span(x), )*
