@@ -7,3 +7,6 @@ cargo build -p gputrace-interpose
 # Among them the fault matrix (analyzer/tests/fault_matrix.rs: damaged variants of the
 # bundled traces), which prints its counts, and the SIGKILL test (tests/tests/kill.rs).
 cargo test --workspace
+# The analyzer's outputs of the bundled examples, byte for byte against the recorded
+# sums (tests/golden/outputs.sha256).
+scripts/check-identical.sh

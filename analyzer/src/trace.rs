@@ -230,11 +230,8 @@ impl Trace {
                 mono_ns,
                 real_ns,
             } => self.clocks.push((cupti_ns, mono_ns, real_ns)),
-            Event::Device(d) => {
-                if !self.devices.iter().any(|x| x.id == d.id) {
-                    self.devices.push(d)
-                }
-            }
+            // The first record of each device (a repeat falls to the last arm).
+            Event::Device(d) if !self.devices.iter().any(|x| x.id == d.id) => self.devices.push(d),
             Event::Kernel(k) => self.kernels.push(k),
             Event::Memcpy(m) => self.memcpys.push(m),
             Event::Memset(m) => self.memsets.push(m),
@@ -267,6 +264,9 @@ impl Trace {
             Event::Stall(x) => self.stalls.push(x),
             Event::StallOp(x) => self.stall_ops.push(x),
             Event::StallThread(x) => self.stall_threads.push(x),
+            // A kind the analysis has no table for: not kept (dump and the exports read
+            // it from the file, see `export::stream`).
+            _ => {}
         }
     }
 

@@ -1,5 +1,6 @@
 //! The event vocabulary of a trace. Append-only: a tag, once given, never changes.
 
+use crate::table::{Arr, Corr, Dev, End, Frames, Na, Opt, Sid, Text, Ts, Zz, U8, V};
 use serde::{Deserialize, Serialize};
 
 /// Metadata written once, in the first chunk, as JSON.
@@ -144,58 +145,7 @@ impl CopyKind {
     }
 }
 
-/// A kernel execution (CUPTI CONCURRENT_KERNEL record).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Kernel {
-    pub start: u64,
-    pub end: u64,
-    pub device: u32,
-    pub stream: u32,
-    pub corr: u32,
-    /// Interned mangled name, see [`Event::Str`].
-    pub name: u32,
-    pub grid: [u32; 3],
-    pub block: [u32; 3],
-    pub static_smem: u32,
-    pub dynamic_smem: u32,
-    pub registers: u32,
-    /// Non-zero when the kernel ran as part of a CUDA graph.
-    pub graph_id: u32,
-}
-
-/// A memory copy (CUPTI MEMCPY record).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Memcpy {
-    pub start: u64,
-    pub end: u64,
-    pub device: u32,
-    pub stream: u32,
-    pub corr: u32,
-    pub bytes: u64,
-    /// [`CopyKind`] as u8.
-    pub copy_kind: u8,
-    /// [`MemKind`] as u8.
-    pub src_kind: u8,
-    pub dst_kind: u8,
-    /// Bit 0: the copy was issued by an asynchronous API call.
-    pub flags: u8,
-}
-
 pub const MEMCPY_FLAG_ASYNC: u8 = 1;
-
-/// A memset on the device (CUPTI MEMSET record).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Memset {
-    pub start: u64,
-    pub end: u64,
-    pub device: u32,
-    pub stream: u32,
-    pub corr: u32,
-    pub bytes: u64,
-    pub value: u32,
-    pub mem_kind: u8,
-    pub flags: u8,
-}
 
 /// What a host-side synchronisation waited for (CUPTI SYNCHRONIZATION record).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -229,77 +179,12 @@ impl SyncKind {
     }
 }
 
-/// A synchronisation (CUPTI SYNCHRONIZATION record): host time spent waiting.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Sync {
-    pub start: u64,
-    pub end: u64,
-    pub device: u32,
-    /// u32::MAX when the sync is not tied to a stream.
-    pub stream: u32,
-    pub corr: u32,
-    /// [`SyncKind`] as u8.
-    pub kind: u8,
-}
-
-/// A device memory allocation or free (CUPTI MEMORY2 record).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Memory {
-    pub ts: u64,
-    pub device: u32,
-    pub corr: u32,
-    pub address: u64,
-    pub bytes: u64,
-    /// 1 = allocation, 2 = release.
-    pub op: u8,
-    pub mem_kind: u8,
-}
-
 pub const MEMORY_OP_ALLOC: u8 = 1;
 pub const MEMORY_OP_FREE: u8 = 2;
 
 /// API domain of a host call.
 pub const DOMAIN_RUNTIME: u8 = 1;
 pub const DOMAIN_DRIVER: u8 = 2;
-
-/// Host side of a CUDA API call, from a CUPTI callback: who called, when, and the
-/// correlation id that links the call to the GPU work it produced.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Api {
-    pub start: u64,
-    pub end: u64,
-    pub tid: u32,
-    pub corr: u32,
-    /// [`DOMAIN_RUNTIME`] or [`DOMAIN_DRIVER`].
-    pub domain: u8,
-    /// The CUPTI callback id (`CUPTI_RUNTIME_TRACE_CBID_*` / `CUPTI_DRIVER_TRACE_CBID_*`).
-    pub cbid: u32,
-    /// Interned API function name.
-    pub name: u32,
-    /// Bytes moved, for copies and memsets; 0 otherwise.
-    pub bytes: u64,
-    /// Copy direction for copies (cudaMemcpyKind), 0 otherwise.
-    pub arg: u32,
-    /// Return code of the call.
-    pub result: u32,
-}
-
-/// Properties of a device, written once per device.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Device {
-    pub id: u32,
-    /// Interned name.
-    pub name: u32,
-    pub sm_count: u32,
-    pub max_blocks_per_sm: u32,
-    pub max_threads_per_sm: u32,
-    pub max_warps_per_sm: u32,
-    pub global_memory: u64,
-    pub cc_major: u32,
-    pub cc_minor: u32,
-    pub max_regs_per_sm: u32,
-    pub max_smem_per_sm: u32,
-}
 
 /// Collector states, for [`Event::State`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -379,37 +264,6 @@ pub fn hostcopy_api_name(api: u8) -> &'static str {
     }
 }
 
-/// A host-side copy call seen by the symbol hooks, with its host memory classified.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct HostCopy {
-    pub start: u64,
-    pub end: u64,
-    pub tid: u32,
-    /// `HOSTCOPY_MEMCPY*`.
-    pub api: u8,
-    /// [`CopyKind`] as u8 (from the call's cudaMemcpyKind; `PtoP` for peer copies,
-    /// `Unknown` for cudaMemcpyDefault).
-    pub copy_kind: u8,
-    /// [`MemKind`] as u8 of the host side: `Pinned`, `Pageable`, `Device` (no host side)
-    /// or `Unknown` (cudaMemcpyDefault with no registered pointer).
-    pub host_kind: u8,
-    /// `CLASS_SOURCE_*`: where `host_kind` comes from.
-    pub source: u8,
-    /// `HOSTCOPY_FLAG_*`.
-    pub flags: u8,
-    /// Bytes moved (width x height for 2D copies).
-    pub bytes: u64,
-    /// The `cudaStream_t` handle (0 = legacy default stream, or a synchronous call).
-    pub stream: u64,
-    pub dst: u64,
-    pub src: u64,
-    /// Peer copies: the devices; `u32::MAX` otherwise.
-    pub dst_device: u32,
-    pub src_device: u32,
-    /// The call's return code (cudaError_t).
-    pub result: u32,
-}
-
 /// [`HostCall::call`] values: runtime calls recorded by the symbol hooks while CUPTI's
 /// callbacks are not recording them (CUPTI off, failed, or blind).
 pub const HOSTCALL_STREAM_SYNCHRONIZE: u16 = 1;
@@ -450,28 +304,6 @@ pub fn hostcall_info(call: u16) -> (&'static str, HostCallClass) {
     }
 }
 
-/// A CUDA runtime call (sync, memset, launch) seen by the symbol hooks.
-///
-/// Arguments by call: syncs: `stream` (StreamSynchronize, StreamWaitEvent), `arg0` =
-/// event (EventSynchronize, StreamWaitEvent), `arg1` = flags (StreamWaitEvent).
-/// Memsets: `arg0` = bytes, `arg1` = device pointer, `arg2` = value. Launches: `arg0`
-/// = kernel / function handle (graph exec for cudaGraphLaunch), `arg1` = blocks in the
-/// grid, `arg2` = threads per block.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct HostCall {
-    pub start: u64,
-    pub end: u64,
-    pub tid: u32,
-    /// `HOSTCALL_*`.
-    pub call: u16,
-    pub stream: u64,
-    pub arg0: u64,
-    pub arg1: u64,
-    pub arg2: u64,
-    /// The call's return code (cudaError_t).
-    pub result: u32,
-}
-
 /// [`HostAlloc::op`] values: the pinned host memory calls.
 pub const HOSTALLOC_HOST_ALLOC: u8 = 1;
 pub const HOSTALLOC_MALLOC_HOST: u8 = 2;
@@ -489,24 +321,6 @@ pub fn hostalloc_op_name(op: u8) -> &'static str {
         HOSTALLOC_HOST_UNREGISTER => "cudaHostUnregister",
         _ => "unknown",
     }
-}
-
-/// Pinned host memory made, registered, freed or unregistered.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct HostAlloc {
-    pub start: u64,
-    pub end: u64,
-    pub tid: u32,
-    /// `HOSTALLOC_*`.
-    pub op: u8,
-    pub ptr: u64,
-    /// Size asked for; for frees and unregisters, the size the registry had for `ptr`
-    /// (0 if it had none).
-    pub bytes: u64,
-    /// The call's flags argument (cudaHostAlloc, cudaHostRegister), else 0.
-    pub flags: u32,
-    /// The call's return code (cudaError_t).
-    pub result: u32,
 }
 
 /// [`Nccl::op`] values.
@@ -578,39 +392,6 @@ pub fn nccl_redop_name(op: u8) -> &'static str {
     }
 }
 
-/// One NCCL call (a collective, point-to-point, or group bracket), from the host side.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Nccl {
-    pub start: u64,
-    pub end: u64,
-    pub tid: u32,
-    /// `NCCL_*` op.
-    pub op: u8,
-    /// The `cudaStream_t` handle the operation was queued on.
-    pub stream: u64,
-    /// Element count as passed (sendcount for AllGather, recvcount for ReduceScatter).
-    pub count: u64,
-    /// `count` x the datatype's size.
-    pub bytes: u64,
-    /// `ncclDataType_t` ([`NCCL_NO_DATATYPE`] for groups).
-    pub datatype: u8,
-    /// `ncclRedOp_t` (0-4), [`NCCL_CUSTOM_REDOP`], or [`NCCL_NO_REDOP`].
-    pub redop: u8,
-    /// Root (Reduce, Broadcast) or peer (Send, Recv); -1 otherwise.
-    pub peer_or_root: i32,
-    /// Communicator id, the same on every rank (0 = not known, e.g. made before
-    /// tracing started or by a call the hooks do not see).
-    pub comm_id: u64,
-    /// This process's rank in the communicator and its size (-1 when not known).
-    pub rank: i32,
-    pub nranks: i32,
-    /// Per-communicator sequence number of this call, from 1: the n-th collective of a
-    /// communicator on one rank matches the n-th on every other rank.
-    pub seq: u64,
-    /// The call's return code (ncclResult_t).
-    pub result: u32,
-}
-
 /// [`NcclComm::op`] values.
 pub const NCCL_COMM_INIT_RANK: u8 = 1;
 pub const NCCL_COMM_INIT_RANK_CONFIG: u8 = 2;
@@ -632,29 +413,6 @@ pub fn nccl_comm_op_name(op: u8) -> &'static str {
         NCCL_COMM_INIT_RANK_SCALABLE => "ncclCommInitRankScalable",
         _ => "unknown",
     }
-}
-
-/// A communicator made or ended. `ncclCommInitAll` gives one event per device.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct NcclComm {
-    pub start: u64,
-    pub end: u64,
-    pub tid: u32,
-    /// `NCCL_COMM_*`.
-    pub op: u8,
-    /// The `ncclComm_t` handle (process-local).
-    pub comm: u64,
-    /// Communicator id, the same on every rank: a hash of the ncclUniqueId; for a split,
-    /// of the parent's id and the color. 0 when not known.
-    pub comm_id: u64,
-    /// Splits: the parent communicator's id; 0 otherwise.
-    pub parent_id: u64,
-    pub rank: i32,
-    pub nranks: i32,
-    /// Splits: the color (and 0 otherwise).
-    pub color: i32,
-    /// The call's return code (ncclResult_t).
-    pub result: u32,
 }
 
 /// [`Nvtx::kind`] values.
@@ -679,48 +437,12 @@ pub fn nvtx_kind_name(kind: u8) -> &'static str {
 /// [`Nvtx::flags`]: the text was cut (only its first bytes are kept).
 pub const NVTX_FLAG_TRUNCATED: u8 = 1;
 
-/// One NVTX call (libgputrace is the NVTX injection library).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Nvtx {
-    pub ts: u64,
-    pub tid: u32,
-    /// `NVTX_*` kind.
-    pub kind: u8,
-    /// `NVTX_FLAG_*`.
-    pub flags: u8,
-    /// Start / end: the range id (the same on both, which may be on different threads).
-    /// Push: the nesting level of the new range (0 = outermost); pop: the level of the
-    /// range it ends. Mark: 0.
-    pub id: u64,
-    /// Interned text (0 = none: pops, ends, marks without a message).
-    pub text: u32,
-}
-
 // ---------------------------------------------------------------------------------
 // Host samples: what the CPU side of the job was doing, read from /proc by the
 // library's sampler while a trace window is open (never in dormant mode).
 
 /// [`ThreadCpu::state`] when the state was not read.
 pub const STATE_UNKNOWN: u8 = 0;
-
-/// One thread's scheduler counters (`/proc/self/task/TID/schedstat`, and the state
-/// letter of its `stat`), sampled every few ms for the threads that issue CUDA work
-/// and the main thread. Counters are cumulative since the thread started: the
-/// difference between two samples of a thread is what it did in between.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ThreadCpu {
-    pub ts: u64,
-    pub tid: u32,
-    /// Time on a CPU, ns (schedstat field 1).
-    pub cpu_ns: u64,
-    /// Time runnable but waiting for a CPU (run queue), ns (schedstat field 2).
-    pub wait_ns: u64,
-    /// Times the thread was switched onto a CPU (schedstat field 3): voluntary and
-    /// involuntary context switches together.
-    pub slices: u64,
-    /// Scheduler state letter (`R`, `S`, `D`, ...) as a byte; [`STATE_UNKNOWN`] if not read.
-    pub state: u8,
-}
 
 /// [`ProcSample::flags`]: the sample is a thread of the traced process (`pid` is its
 /// tid, `ppid` the traced process); CPU time from its schedstat, no I/O counters.
@@ -730,76 +452,10 @@ pub const PROC_FLAG_SELF: u8 = 2;
 /// [`ProcSample::flags`]: `/proc/PID/io` could not be read (the I/O fields are 0).
 pub const PROC_FLAG_NO_IO: u8 = 4;
 
-/// One process of the traced process's tree (itself, its children such as DataLoader
-/// workers, and theirs) or one of its own threads, sampled every 50-100 ms from
-/// `/proc/PID/stat` and `/proc/PID/io`. Counters are cumulative.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ProcSample {
-    pub ts: u64,
-    pub pid: u32,
-    pub ppid: u32,
-    /// Interned `comm` (the kernel's 15-byte name).
-    pub comm: u32,
-    /// `PROC_FLAG_*`.
-    pub flags: u8,
-    /// Scheduler state letter as a byte ([`STATE_UNKNOWN`] if not read).
-    pub state: u8,
-    /// Threads in the process (1 for a thread sample).
-    pub threads: u32,
-    /// User + system CPU time, ns (whole process: all its threads; from clock ticks, so
-    /// to 10 ms at USER_HZ 100).
-    pub cpu_ns: u64,
-    /// Bytes passed to read()-like calls (`rchar`: files, pipes, sockets, page cache).
-    pub rchar: u64,
-    /// Bytes fetched from storage (`read_bytes`) and sent to it (`write_bytes`).
-    pub read_bytes: u64,
-    pub write_bytes: u64,
-}
-
 /// [`MachineSample::flags`]: the PSI fields were read (`/proc/pressure/*`).
 pub const MACHINE_FLAG_PSI: u8 = 1;
 /// [`MachineSample::flags`]: the cgroup fields were read (`cpu.stat` of cgroup v2).
 pub const MACHINE_FLAG_CGROUP: u8 = 2;
-
-/// The machine's CPU and I/O-wait counters, sampled with the process tree. All
-/// cumulative: `/proc/stat`'s aggregate line in ns summed over the CPUs, PSI stall
-/// totals in us, the job's cgroup CPU usage and throttled time in us.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct MachineSample {
-    pub ts: u64,
-    /// user + nice + system + irq + softirq.
-    pub busy_ns: u64,
-    pub idle_ns: u64,
-    pub iowait_ns: u64,
-    pub steal_ns: u64,
-    /// `MACHINE_FLAG_*`.
-    pub flags: u8,
-    /// `some` totals of /proc/pressure/cpu and /proc/pressure/io, `full` of io.
-    pub psi_cpu_some_us: u64,
-    pub psi_io_some_us: u64,
-    pub psi_io_full_us: u64,
-    /// cgroup v2 `cpu.stat`: `usage_usec` and `throttled_usec`.
-    pub cgroup_usage_us: u64,
-    pub cgroup_throttled_us: u64,
-}
-
-/// The CPU resources the job may use, written once per trace when sampling starts.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct CpuLimits {
-    pub ts: u64,
-    /// CPUs online on the machine.
-    pub online_cpus: u32,
-    /// CPUs in the traced process's affinity mask.
-    pub affinity_cpus: u32,
-    /// cgroup CPU quota per period (`cpu.max`, or v1 `cfs_quota_us`), us; 0 = no quota.
-    pub quota_us: u64,
-    pub period_us: u64,
-    /// cgroup memory limit, bytes; 0 = none found.
-    pub memory_limit: u64,
-    /// The sampler's periods, us: CUDA threads, and process tree / machine.
-    pub thread_period_us: u32,
-    pub tree_period_us: u32,
-}
 
 impl CpuLimits {
     /// CPUs the job can use at once: the affinity mask, capped by the cgroup quota
@@ -828,19 +484,6 @@ pub const ENV_NA: u32 = u32::MAX;
 pub const ENV_NA64: u64 = u64::MAX;
 /// [`Fact::device`] of a fact about the process or the host rather than one GPU.
 pub const FACT_HOST: u32 = u32::MAX;
-
-/// One fact about the environment, written once per trace: a key and a value, both
-/// interned (`driver_version` = `580.159.04`, `cuda_runtime_version` = `13.0.96`,
-/// `persistence_mode` = `on` for GPU 0, ...). The keys are listed in the
-/// `gputrace-env` crate (`facts.rs`).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Fact {
-    pub ts: u64,
-    /// The GPU (NVML index) the fact is about, or [`FACT_HOST`].
-    pub device: u32,
-    pub key: u32,
-    pub value: u32,
-}
 
 /// `nvmlClocksEventReasons` bits (the "throttle reasons" of older NVML versions).
 pub const CLOCK_REASON_GPU_IDLE: u64 = 0x1;
@@ -884,64 +527,6 @@ pub fn clock_reason_names(mask: u64) -> Vec<&'static str> {
         .collect()
 }
 
-/// One NVML sample of one GPU. Fields NVML did not give are [`ENV_NA`] / [`ENV_NA64`].
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct GpuSample {
-    pub ts: u64,
-    /// NVML device index.
-    pub device: u32,
-    pub sm_clock_mhz: u32,
-    pub sm_clock_max_mhz: u32,
-    pub mem_clock_mhz: u32,
-    pub mem_clock_max_mhz: u32,
-    /// `CLOCK_REASON_*` bits in force when sampled.
-    pub clock_reasons: u64,
-    pub power_mw: u32,
-    /// The enforced power limit.
-    pub power_limit_mw: u32,
-    pub temperature_c: u32,
-    /// nvidia-smi's GPU-Util and memory-util: share of the last sample period in which
-    /// a kernel ran / device memory was read or written, in percent.
-    pub gpu_util_pct: u32,
-    pub mem_util_pct: u32,
-    pub mem_used: u64,
-    pub mem_total: u64,
-    pub pcie_gen: u32,
-    pub pcie_gen_max: u32,
-    pub pcie_width: u32,
-    pub pcie_width_max: u32,
-    /// PCIe throughput in KB/s (NVML samples it over 20 ms; not every sample has it).
-    pub pcie_tx_kbs: u32,
-    pub pcie_rx_kbs: u32,
-}
-
-impl Default for GpuSample {
-    fn default() -> GpuSample {
-        GpuSample {
-            ts: 0,
-            device: 0,
-            sm_clock_mhz: ENV_NA,
-            sm_clock_max_mhz: ENV_NA,
-            mem_clock_mhz: ENV_NA,
-            mem_clock_max_mhz: ENV_NA,
-            clock_reasons: ENV_NA64,
-            power_mw: ENV_NA,
-            power_limit_mw: ENV_NA,
-            temperature_c: ENV_NA,
-            gpu_util_pct: ENV_NA,
-            mem_util_pct: ENV_NA,
-            mem_used: ENV_NA64,
-            mem_total: ENV_NA64,
-            pcie_gen: ENV_NA,
-            pcie_gen_max: ENV_NA,
-            pcie_width: ENV_NA,
-            pcie_width_max: ENV_NA,
-            pcie_tx_kbs: ENV_NA,
-            pcie_rx_kbs: ENV_NA,
-        }
-    }
-}
-
 /// [`GpuProcess::flags`]: NVML listed the process as a compute process on the GPU.
 pub const GPU_PROC_LISTED: u8 = 1;
 /// [`GpuProcess::flags`]: NVML had utilisation samples of the process since the last
@@ -949,40 +534,6 @@ pub const GPU_PROC_LISTED: u8 = 1;
 pub const GPU_PROC_UTIL: u8 = 2;
 /// [`GpuProcess::flags`]: the process is the traced process itself.
 pub const GPU_PROC_SELF: u8 = 4;
-
-/// One process using a GPU, as NVML saw it at one sample.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct GpuProcess {
-    pub ts: u64,
-    pub device: u32,
-    /// As NVML reports it (the host's pid namespace).
-    pub pid: u32,
-    /// Interned command name (`/proc/PID/comm`; 0 when not readable from here).
-    pub name: u32,
-    /// Device memory the process holds ([`ENV_NA64`] when not known).
-    pub used_memory: u64,
-    /// Its share of the time SMs were busy / memory was accessed since the last
-    /// sample, in percent ([`ENV_NA`] without `GPU_PROC_UTIL`).
-    pub sm_pct: u32,
-    pub mem_pct: u32,
-    /// `GPU_PROC_*`.
-    pub flags: u8,
-}
-
-impl Default for GpuProcess {
-    fn default() -> GpuProcess {
-        GpuProcess {
-            ts: 0,
-            device: 0,
-            pid: 0,
-            name: 0,
-            used_memory: ENV_NA64,
-            sm_pct: ENV_NA,
-            mem_pct: ENV_NA,
-            flags: 0,
-        }
-    }
-}
 
 /// [`GpuEvent::kind`] values.
 pub const GPU_EVENT_XID: u8 = 1;
@@ -999,17 +550,6 @@ pub fn gpu_event_name(kind: u8) -> &'static str {
         GPU_EVENT_ECC_UNCORRECTED => "ecc_uncorrected",
         _ => "unknown",
     }
-}
-
-/// An error the driver reported on a GPU: an Xid (`data` = the Xid number) or new
-/// ECC errors (`data` = how many).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct GpuEvent {
-    pub ts: u64,
-    pub device: u32,
-    /// `GPU_EVENT_*`.
-    pub kind: u8,
-    pub data: u64,
 }
 
 // Python call sites (format 2.2): the Python stack of the thread that made a host call
@@ -1029,69 +569,16 @@ pub struct PyFrame {
 /// The most frames a [`PyStack`] holds (`GPUTRACE_PYSTACK`'s largest setting).
 pub const PYSTACK_MAX_FRAMES: u32 = 16;
 
-/// A Python stack, defined once per file before its first use: the innermost frames
-/// of the calling thread, innermost first (at most the library's depth setting).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct PyStack {
-    pub id: u32,
-    pub frames: Vec<PyFrame>,
-}
+/// A kernel's launch shape (name, grid, block, shared memory, registers, graph), defined
+/// once per file; compact kernel records refer to it by id. Internal to the codec:
+/// readers see only [`Event::Kernel`].
+pub const TAG_KERNEL_SHAPE: u8 = 19;
+/// A kernel record that refers to a [`TAG_KERNEL_SHAPE`] (what writers emit).
+pub const TAG_KERNEL_COMPACT: u8 = 20;
 
-/// Where a host call was made from: the host event of thread `tid` whose start is `ts`
-/// (an [`Api`], [`HostCall`], [`HostCopy`] or [`Nccl`] event, written just before
-/// this one) was called from Python stack `stack`.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct CallSite {
-    pub ts: u64,
-    pub tid: u32,
-    pub stack: u32,
-}
-
-/// One sample of the GPU's performance counters over `start..end` (trace clock):
-/// NVML GPM read by the environment sampler of `gputrace run` / `attach`, or (older
-/// traces) CUPTI PM sampling inside the process. Percentages are in hundredths of a
-/// percent of the unit's peak, bytes are totals over the sample; a metric the GPU could
-/// not give is [`ENV_NA`] / [`ENV_NA64`].
-///
-/// The fields from `fp64_active` on were appended to the encoded body later: a shorter
-/// (older) body decodes with them "not available", its source [`COUNTER_SOURCE_PM`] and
-/// its instance the whole GPU.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CounterSample {
-    pub start: u64,
-    pub end: u64,
-    /// The device: a CUDA ordinal in a process trace (PM samples, and GPM samples once
-    /// given to the trace); an NVML index in an environment file.
-    pub device: u32,
-    /// SMs with at least one warp resident (`sm__cycles_active`; GPM SM util), of elapsed cycles.
-    pub sm_active: u32,
-    /// Warps resident per SM of the maximum, over active cycles (achieved occupancy).
-    pub occupancy: u32,
-    /// Tensor pipe busy (any precision), of elapsed cycles.
-    pub tensor_active: u32,
-    /// DRAM throughput, of peak.
-    pub dram: u32,
-    pub pcie_read_bytes: u64,
-    pub pcie_write_bytes: u64,
-    pub nvlink_rx_bytes: u64,
-    pub nvlink_tx_bytes: u64,
-    /// Non-tensor FP64 / FP32 / FP16 pipes busy, of elapsed cycles.
-    pub fp64_active: u32,
-    pub fp32_active: u32,
-    pub fp16_active: u32,
-    /// Integer pipe busy, of elapsed cycles.
-    pub integer_active: u32,
-    /// Tensor pipes by precision (NVML GPM's DFMA: FP64, HMMA: FP16/BF16/TF32/FP8,
-    /// IMMA: integer), of elapsed cycles.
-    pub tensor_dfma: u32,
-    pub tensor_hmma: u32,
-    pub tensor_imma: u32,
-    /// Who measured it: [`COUNTER_SOURCE_PM`] or [`COUNTER_SOURCE_GPM`].
-    pub source: u8,
-    /// The MIG GPU instance sampled; [`ENV_NA`] for the whole GPU.
-    pub instance: u32,
-}
-
+// The event table: every kind of event, once. Fields are listed in the order they are
+// written; a field appended to an existing kind goes last, as `Opt<codec>` (older
+// bodies end before it). Codecs: see `table.rs`. Docs: docs/adding-an-event-kind.md.
 /// [`CounterSample::source`]: CUPTI PM sampling inside the process (older traces).
 pub const COUNTER_SOURCE_PM: u8 = 0;
 /// [`CounterSample::source`]: NVML GPM, read from outside the job.
@@ -1108,66 +595,6 @@ impl CounterSample {
     }
 }
 
-impl Default for CounterSample {
-    fn default() -> CounterSample {
-        CounterSample {
-            start: 0,
-            end: 0,
-            device: 0,
-            sm_active: ENV_NA,
-            occupancy: ENV_NA,
-            tensor_active: ENV_NA,
-            dram: ENV_NA,
-            pcie_read_bytes: ENV_NA64,
-            pcie_write_bytes: ENV_NA64,
-            nvlink_rx_bytes: ENV_NA64,
-            nvlink_tx_bytes: ENV_NA64,
-            fp64_active: ENV_NA,
-            fp32_active: ENV_NA,
-            fp16_active: ENV_NA,
-            integer_active: ENV_NA,
-            tensor_dfma: ENV_NA,
-            tensor_hmma: ENV_NA,
-            tensor_imma: ENV_NA,
-            source: COUNTER_SOURCE_PM,
-            instance: ENV_NA,
-        }
-    }
-}
-
-/// A periodic sample of a CUDA-issuing thread's Python stack during a trace window
-/// (format 2.3): thread `tid` was running Python stack `stack` (a [`PyStack`] id) at `ts`.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct PySample {
-    pub ts: u64,
-    pub tid: u32,
-    pub stack: u32,
-}
-
-// ---------------------------------------------------------------------------------
-// Stalls (format 2.4): launched GPU work that made no progress for a while, as the
-// library's progress watchdog saw it, and what every thread of the process was doing.
-// One report is a `Stall`, then one `StallOp` per outstanding operation, then one
-// `StallThread` per thread, all with the same `stall` id and `seq`. A stall is reported
-// again (the next `seq`) while it lasts, so that a process killed later still leaves it.
-
-/// A stall report. `id` numbers the stalls of one trace from 1; `seq` numbers the
-/// reports of one stall from 0.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Stall {
-    /// When the report was made (trace clock).
-    pub ts: u64,
-    /// The last GPU progress seen: the latest end of a completed GPU record, or the
-    /// earliest outstanding launch when no record completed since it (trace clock).
-    pub since: u64,
-    pub id: u32,
-    pub seq: u32,
-    /// GPU operations launched and not seen complete.
-    pub outstanding: u32,
-    /// `STALL_*` flags.
-    pub flags: u8,
-}
-
 /// The report was made as the process ended (a signal, an abort, an exit) rather than
 /// by the watchdog's threshold: `outstanding` operations never completed.
 pub const STALL_END: u8 = 1;
@@ -1182,62 +609,11 @@ pub const STALL_OP_KERNEL: u8 = 1;
 pub const STALL_OP_MEMCPY: u8 = 2;
 pub const STALL_OP_MEMSET: u8 = 3;
 
-/// One outstanding GPU operation of a stall report: launched, not complete.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct StallOp {
-    /// The report's time (its [`Stall`]'s `ts`).
-    pub ts: u64,
-    /// The [`Stall`] id and report.
-    pub stall: u32,
-    pub seq: u32,
-    /// `STALL_OP_*`.
-    pub kind: u8,
-    /// `STALL_OP_FLAG_*`.
-    pub flags: u8,
-    /// CUDA device ordinal (`u32::MAX` when not known).
-    pub device: u32,
-    /// CUPTI stream id (0 when not known).
-    pub stream: u32,
-    /// CUPTI correlation id of the launch.
-    pub corr: u32,
-    /// Interned name (the kernel's mangled name), 0 when not known.
-    pub name: u32,
-    /// The launching thread.
-    pub tid: u32,
-    /// When the launch call was made (host, trace clock; 0 when not known).
-    pub launch_ts: u64,
-    /// When the operation started on the GPU (trace clock), 0 when not known.
-    pub start: u64,
-    /// Bytes of a copy or memset (0 for kernels or when not known).
-    pub bytes: u64,
-    pub grid: [u32; 3],
-    pub block: [u32; 3],
-}
-
 /// The operation was seen at its launch (the API callback).
 pub const STALL_OP_FLAG_LAUNCH: u8 = 1;
 /// CUPTI handed over an incomplete record of it on a forced flush (its `start` is from
 /// that record when non-zero).
 pub const STALL_OP_FLAG_INCOMPLETE: u8 = 2;
-
-/// One thread of the process at a stall report.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct StallThread {
-    /// The report's time (its [`Stall`]'s `ts`).
-    pub ts: u64,
-    /// The [`Stall`] id and report.
-    pub stall: u32,
-    pub seq: u32,
-    pub tid: u32,
-    /// Interned name of the CUDA / NCCL call the thread is inside, 0 when none.
-    pub call: u32,
-    /// When that call began (trace clock), 0 when none.
-    pub call_start: u64,
-    /// The thread's Python stack (a [`PyStack`] id), 0 when none was read.
-    pub stack: u32,
-    /// Scheduler state letter as a byte ([`STATE_UNKNOWN`] if not read).
-    pub state: u8,
-}
 
 // ---------------------------------------------------------------------------------
 // How a process ended: the `reason` of the last `Stopped` [`Event::State`].
@@ -1284,167 +660,559 @@ pub fn signal_name(sig: i32) -> &'static str {
     }
 }
 
-/// One trace event. Tags (the `TAG_*` constants) are append-only.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Event {
-    /// An interned string: `id` is used by later events in this file.
-    Str {
-        id: u32,
-        text: String,
-    },
-    /// A clock pair: CUPTI's timestamp, CLOCK_MONOTONIC and CLOCK_REALTIME, read together.
-    Clock {
-        cupti_ns: u64,
-        mono_ns: u64,
-        real_ns: u64,
-    },
-    Device(Device),
-    Kernel(Kernel),
-    Memcpy(Memcpy),
-    Memset(Memset),
-    Sync(Sync),
-    Memory(Memory),
-    Api(Api),
-    /// Records lost at `source` (a `DROP_*` constant) since the previous such event.
-    Dropped {
-        ts: u64,
-        source: u8,
-        count: u64,
-    },
-    /// The collector changed state at `ts`; `reason` is an interned string (0 = none).
-    State {
-        ts: u64,
-        state: u8,
-        reason: u32,
-    },
-    /// A thread's name, interned.
-    Thread {
-        tid: u32,
-        name: u32,
-    },
-    /// A copy call seen by the symbol hooks, with its host memory classified.
-    HostCopy(HostCopy),
-    /// A runtime sync / memset / launch call seen by the symbol hooks.
-    HostCall(HostCall),
-    /// Pinned host memory made or released.
-    HostAlloc(HostAlloc),
-    /// An NCCL collective, point-to-point call or group bracket.
-    Nccl(Nccl),
-    /// An NCCL communicator made or ended.
-    NcclComm(NcclComm),
-    /// An NVTX push, pop, range start or end, or mark.
-    Nvtx(Nvtx),
-    /// A CUDA-issuing thread's CPU counters (host sampler).
-    ThreadCpu(ThreadCpu),
-    /// A process of the traced process's tree, or one of its threads (host sampler).
-    ProcSample(ProcSample),
-    /// The machine's CPU and I/O-wait counters (host sampler).
-    MachineSample(MachineSample),
-    /// The CPUs and memory the job may use (host sampler, once).
-    CpuLimits(CpuLimits),
-    /// A fact about the environment (versions, modes, limits), once per trace.
-    Fact(Fact),
-    /// An NVML sample of one GPU.
-    GpuSample(GpuSample),
-    /// A process on a GPU, at one NVML sample.
-    GpuProcess(GpuProcess),
-    /// An Xid or ECC error reported by the driver.
-    GpuEvent(GpuEvent),
-    /// A Python stack, defined once (format 2.2).
-    PyStack(PyStack),
-    /// The Python stack a host call was made from (format 2.2).
-    CallSite(CallSite),
-    /// GPU hardware counters over a short interval (CUPTI PM sampling).
-    CounterSample(CounterSample),
-    /// A periodic sample of a thread's Python stack (format 2.3).
-    PySample(PySample),
-    /// A stall report (format 2.4).
-    Stall(Stall),
-    /// An outstanding GPU operation of a stall report (format 2.4).
-    StallOp(StallOp),
-    /// A thread of the process at a stall report (format 2.4).
-    StallThread(StallThread),
+crate::define_events! {
+    structs {
+        /// Properties of a device, written once per device.
+        Device(TAG_DEVICE = 3, "device") {
+            id: u32 => V,
+            /// Interned name.
+            name: u32 => Sid,
+            sm_count: u32 => V,
+            max_blocks_per_sm: u32 => V,
+            max_threads_per_sm: u32 => V,
+            max_warps_per_sm: u32 => V,
+            global_memory: u64 => V,
+            cc_major: u32 => V,
+            cc_minor: u32 => V,
+            max_regs_per_sm: u32 => V,
+            max_smem_per_sm: u32 => V,
+        }
+        /// A kernel execution (CUPTI CONCURRENT_KERNEL record). The table gives the
+        /// self-contained form of format 1.0 ([`TAG_KERNEL`]), which readers still
+        /// read; writers intern the launch shape instead ([`TAG_KERNEL_SHAPE`],
+        /// [`TAG_KERNEL_COMPACT`], in the codec).
+        Kernel(TAG_KERNEL = 4, "kernel") {
+            start: u64 => Ts,
+            end: u64 => End,
+            device: u32 => V,
+            stream: u32 => V,
+            corr: u32 => Corr,
+            /// Interned mangled name, see [`Event::Str`].
+            name: u32 => Sid,
+            grid: [u32; 3] => Arr,
+            block: [u32; 3] => Arr,
+            static_smem: u32 => V,
+            dynamic_smem: u32 => V,
+            registers: u32 => V,
+            /// Non-zero when the kernel ran as part of a CUDA graph.
+            graph_id: u32 => V,
+        }
+        /// A memory copy (CUPTI MEMCPY record).
+        Memcpy(TAG_MEMCPY = 5, "memcpy") {
+            start: u64 => Ts,
+            end: u64 => End,
+            device: u32 => V,
+            stream: u32 => V,
+            corr: u32 => Corr,
+            bytes: u64 => V,
+            /// [`CopyKind`] as u8.
+            copy_kind: u8 => U8,
+            /// [`MemKind`] as u8.
+            src_kind: u8 => U8,
+            dst_kind: u8 => U8,
+            /// Bit 0: the copy was issued by an asynchronous API call.
+            flags: u8 => U8,
+        }
+        /// A memset on the device (CUPTI MEMSET record).
+        Memset(TAG_MEMSET = 6, "memset") {
+            start: u64 => Ts,
+            end: u64 => End,
+            device: u32 => V,
+            stream: u32 => V,
+            corr: u32 => Corr,
+            bytes: u64 => V,
+            value: u32 => V,
+            mem_kind: u8 => U8,
+            flags: u8 => U8,
+        }
+        /// A synchronisation (CUPTI SYNCHRONIZATION record): host time spent waiting.
+        Sync(TAG_SYNC = 7, "sync") {
+            start: u64 => Ts,
+            end: u64 => End,
+            device: u32 => V,
+            /// u32::MAX when the sync is not tied to a stream.
+            stream: u32 => V,
+            corr: u32 => Corr,
+            /// [`SyncKind`] as u8.
+            kind: u8 => U8,
+        }
+        /// A device memory allocation or free (CUPTI MEMORY2 record).
+        Memory(TAG_MEMORY = 8, "memory") {
+            ts: u64 => Ts,
+            device: u32 => V,
+            corr: u32 => Corr,
+            address: u64 => V,
+            bytes: u64 => V,
+            /// 1 = allocation, 2 = release.
+            op: u8 => U8,
+            mem_kind: u8 => U8,
+        }
+        /// Host side of a CUDA API call, from a CUPTI callback: who called, when, and
+        /// the correlation id that links the call to the GPU work it produced.
+        Api(TAG_API = 9, "api") {
+            start: u64 => Ts,
+            end: u64 => End,
+            tid: u32 => V,
+            corr: u32 => Corr,
+            /// [`DOMAIN_RUNTIME`] or [`DOMAIN_DRIVER`].
+            domain: u8 => U8,
+            /// The CUPTI callback id (`CUPTI_RUNTIME_TRACE_CBID_*` /
+            /// `CUPTI_DRIVER_TRACE_CBID_*`).
+            cbid: u32 => V,
+            /// Interned API function name.
+            name: u32 => Sid,
+            /// Bytes moved, for copies and memsets; 0 otherwise.
+            bytes: u64 => V,
+            /// Copy direction for copies (cudaMemcpyKind), 0 otherwise.
+            arg: u32 => V,
+            /// Return code of the call.
+            result: u32 => V,
+        }
+        /// A host-side copy call seen by the symbol hooks, with its host memory
+        /// classified.
+        HostCopy(TAG_HOST_COPY = 13, "host_copy") {
+            start: u64 => Ts,
+            end: u64 => End,
+            tid: u32 => V,
+            /// `HOSTCOPY_MEMCPY*`.
+            api: u8 => U8,
+            /// [`CopyKind`] as u8 (from the call's cudaMemcpyKind; `PtoP` for peer
+            /// copies, `Unknown` for cudaMemcpyDefault).
+            copy_kind: u8 => U8,
+            /// [`MemKind`] as u8 of the host side: `Pinned`, `Pageable`, `Device` (no
+            /// host side) or `Unknown` (cudaMemcpyDefault with no registered pointer).
+            host_kind: u8 => U8,
+            /// `CLASS_SOURCE_*`: where `host_kind` comes from.
+            source: u8 => U8,
+            /// `HOSTCOPY_FLAG_*`.
+            flags: u8 => U8,
+            /// Bytes moved (width x height for 2D copies).
+            bytes: u64 => V,
+            /// The `cudaStream_t` handle (0 = legacy default stream, or a synchronous
+            /// call).
+            stream: u64 => V,
+            dst: u64 => V,
+            src: u64 => V,
+            /// Peer copies: the devices; `u32::MAX` otherwise.
+            dst_device: u32 => Dev,
+            src_device: u32 => Dev,
+            /// The call's return code (cudaError_t).
+            result: u32 => V,
+        }
+        /// A CUDA runtime call (sync, memset, launch) seen by the symbol hooks.
+        ///
+        /// Arguments by call: syncs: `stream` (StreamSynchronize, StreamWaitEvent),
+        /// `arg0` = event (EventSynchronize, StreamWaitEvent), `arg1` = flags
+        /// (StreamWaitEvent). Memsets: `arg0` = bytes, `arg1` = device pointer, `arg2`
+        /// = value. Launches: `arg0` = kernel / function handle (graph exec for
+        /// cudaGraphLaunch), `arg1` = blocks in the grid, `arg2` = threads per block.
+        HostCall(TAG_HOST_CALL = 14, "host_call") {
+            start: u64 => Ts,
+            end: u64 => End,
+            tid: u32 => V,
+            /// `HOSTCALL_*`.
+            call: u16 => V,
+            stream: u64 => V,
+            arg0: u64 => V,
+            arg1: u64 => V,
+            arg2: u64 => V,
+            /// The call's return code (cudaError_t).
+            result: u32 => V,
+        }
+        /// Pinned host memory made, registered, freed or unregistered.
+        HostAlloc(TAG_HOST_ALLOC = 15, "host_alloc") {
+            start: u64 => Ts,
+            end: u64 => End,
+            tid: u32 => V,
+            /// `HOSTALLOC_*`.
+            op: u8 => U8,
+            ptr: u64 => V,
+            /// Size asked for; for frees and unregisters, the size the registry had for
+            /// `ptr` (0 if it had none).
+            bytes: u64 => V,
+            /// The call's flags argument (cudaHostAlloc, cudaHostRegister), else 0.
+            flags: u32 => V,
+            /// The call's return code (cudaError_t).
+            result: u32 => V,
+        }
+        /// One NCCL call (a collective, point-to-point, or group bracket), from the
+        /// host side.
+        Nccl(TAG_NCCL = 16, "nccl") {
+            start: u64 => Ts,
+            end: u64 => End,
+            tid: u32 => V,
+            /// `NCCL_*` op.
+            op: u8 => U8,
+            /// `ncclDataType_t` ([`NCCL_NO_DATATYPE`] for groups).
+            datatype: u8 => U8,
+            /// `ncclRedOp_t` (0-4), [`NCCL_CUSTOM_REDOP`], or [`NCCL_NO_REDOP`].
+            redop: u8 => U8,
+            /// The `cudaStream_t` handle the operation was queued on.
+            stream: u64 => V,
+            /// Element count as passed (sendcount for AllGather, recvcount for
+            /// ReduceScatter).
+            count: u64 => V,
+            /// `count` x the datatype's size.
+            bytes: u64 => V,
+            /// Root (Reduce, Broadcast) or peer (Send, Recv); -1 otherwise.
+            peer_or_root: i32 => Zz,
+            /// Communicator id, the same on every rank (0 = not known, e.g. made before
+            /// tracing started or by a call the hooks do not see).
+            comm_id: u64 => V,
+            /// This process's rank in the communicator and its size (-1 when not known).
+            rank: i32 => Zz,
+            nranks: i32 => Zz,
+            /// Per-communicator sequence number of this call, from 1: the n-th
+            /// collective of a communicator on one rank matches the n-th on every other
+            /// rank.
+            seq: u64 => V,
+            /// The call's return code (ncclResult_t).
+            result: u32 => V,
+        }
+        /// A communicator made or ended. `ncclCommInitAll` gives one event per device.
+        NcclComm(TAG_NCCL_COMM = 17, "nccl_comm") {
+            start: u64 => Ts,
+            end: u64 => End,
+            tid: u32 => V,
+            /// `NCCL_COMM_*`.
+            op: u8 => U8,
+            /// The `ncclComm_t` handle (process-local).
+            comm: u64 => V,
+            /// Communicator id, the same on every rank: a hash of the ncclUniqueId; for
+            /// a split, of the parent's id and the color. 0 when not known.
+            comm_id: u64 => V,
+            /// Splits: the parent communicator's id; 0 otherwise.
+            parent_id: u64 => V,
+            rank: i32 => Zz,
+            nranks: i32 => Zz,
+            /// Splits: the color (and 0 otherwise).
+            color: i32 => Zz,
+            /// The call's return code (ncclResult_t).
+            result: u32 => V,
+        }
+        /// One NVTX call (libgputrace is the NVTX injection library).
+        Nvtx(TAG_NVTX = 18, "nvtx") {
+            ts: u64 => Ts,
+            tid: u32 => V,
+            /// `NVTX_*` kind.
+            kind: u8 => U8,
+            /// `NVTX_FLAG_*`.
+            flags: u8 => U8,
+            /// Start / end: the range id (the same on both, which may be on different
+            /// threads). Push: the nesting level of the new range (0 = outermost); pop:
+            /// the level of the range it ends. Mark: 0.
+            id: u64 => V,
+            /// Interned text (0 = none: pops, ends, marks without a message).
+            text: u32 => Sid,
+        }
+        /// One thread's scheduler counters (`/proc/self/task/TID/schedstat`, and the
+        /// state letter of its `stat`), sampled every few ms for the threads that
+        /// issue CUDA work and the main thread. Counters are cumulative since the
+        /// thread started: the difference between two samples of a thread is what it
+        /// did in between.
+        ThreadCpu(TAG_THREAD_CPU = 21, "thread_cpu") {
+            ts: u64 => Ts,
+            tid: u32 => V,
+            /// Time on a CPU, ns (schedstat field 1).
+            cpu_ns: u64 => V,
+            /// Time runnable but waiting for a CPU (run queue), ns (schedstat field 2).
+            wait_ns: u64 => V,
+            /// Times the thread was switched onto a CPU (schedstat field 3): voluntary
+            /// and involuntary context switches together.
+            slices: u64 => V,
+            /// Scheduler state letter (`R`, `S`, `D`, ...) as a byte; [`STATE_UNKNOWN`]
+            /// if not read.
+            state: u8 => U8,
+        }
+        /// One process of the traced process's tree (itself, its children such as
+        /// DataLoader workers, and theirs) or one of its own threads, sampled every
+        /// 50-100 ms from `/proc/PID/stat` and `/proc/PID/io`. Counters are cumulative.
+        ProcSample(TAG_PROC_SAMPLE = 22, "proc_sample") {
+            ts: u64 => Ts,
+            pid: u32 => V,
+            ppid: u32 => V,
+            /// Interned `comm` (the kernel's 15-byte name).
+            comm: u32 => Sid,
+            /// `PROC_FLAG_*`.
+            flags: u8 => U8,
+            /// Scheduler state letter as a byte ([`STATE_UNKNOWN`] if not read).
+            state: u8 => U8,
+            /// Threads in the process (1 for a thread sample).
+            threads: u32 => V,
+            /// User + system CPU time, ns (whole process: all its threads; from clock
+            /// ticks, so to 10 ms at USER_HZ 100).
+            cpu_ns: u64 => V,
+            /// Bytes passed to read()-like calls (`rchar`: files, pipes, sockets, page
+            /// cache).
+            rchar: u64 => V,
+            /// Bytes fetched from storage (`read_bytes`) and sent to it (`write_bytes`).
+            read_bytes: u64 => V,
+            write_bytes: u64 => V,
+        }
+        /// The machine's CPU and I/O-wait counters, sampled with the process tree. All
+        /// cumulative: `/proc/stat`'s aggregate line in ns summed over the CPUs, PSI
+        /// stall totals in us, the job's cgroup CPU usage and throttled time in us.
+        MachineSample(TAG_MACHINE_SAMPLE = 23, "machine_sample") {
+            ts: u64 => Ts,
+            /// user + nice + system + irq + softirq.
+            busy_ns: u64 => V,
+            idle_ns: u64 => V,
+            iowait_ns: u64 => V,
+            steal_ns: u64 => V,
+            /// `MACHINE_FLAG_*`.
+            flags: u8 => U8,
+            /// `some` totals of /proc/pressure/cpu and /proc/pressure/io, `full` of io.
+            psi_cpu_some_us: u64 => V,
+            psi_io_some_us: u64 => V,
+            psi_io_full_us: u64 => V,
+            /// cgroup v2 `cpu.stat`: `usage_usec` and `throttled_usec`.
+            cgroup_usage_us: u64 => V,
+            cgroup_throttled_us: u64 => V,
+        }
+        /// The CPU resources the job may use, written once per trace when sampling
+        /// starts.
+        CpuLimits(TAG_CPU_LIMITS = 24, "cpu_limits") {
+            ts: u64 => Ts,
+            /// CPUs online on the machine.
+            online_cpus: u32 => V,
+            /// CPUs in the traced process's affinity mask.
+            affinity_cpus: u32 => V,
+            /// cgroup CPU quota per period (`cpu.max`, or v1 `cfs_quota_us`), us; 0 =
+            /// no quota.
+            quota_us: u64 => V,
+            period_us: u64 => V,
+            /// cgroup memory limit, bytes; 0 = none found.
+            memory_limit: u64 => V,
+            /// The sampler's periods, us: CUDA threads, and process tree / machine.
+            thread_period_us: u32 => V,
+            tree_period_us: u32 => V,
+        }
+        /// One fact about the environment, written once per trace: a key and a value,
+        /// both interned (`driver_version` = `580.159.04`, `cuda_runtime_version` =
+        /// `13.0.96`, `persistence_mode` = `on` for GPU 0, ...). The keys are listed in
+        /// the `gputrace-env` crate (`facts.rs`).
+        Fact(TAG_FACT = 25, "fact") {
+            ts: u64 => Ts,
+            /// The GPU (NVML index) the fact is about, or [`FACT_HOST`].
+            device: u32 => Na = 0,
+            key: u32 => Sid,
+            value: u32 => Sid,
+        }
+        /// One NVML sample of one GPU. Fields NVML did not give are [`ENV_NA`] /
+        /// [`ENV_NA64`].
+        GpuSample(TAG_GPU_SAMPLE = 26, "gpu_sample") {
+            ts: u64 => Ts,
+            /// NVML device index.
+            device: u32 => V,
+            sm_clock_mhz: u32 => Na = ENV_NA,
+            sm_clock_max_mhz: u32 => Na = ENV_NA,
+            mem_clock_mhz: u32 => Na = ENV_NA,
+            mem_clock_max_mhz: u32 => Na = ENV_NA,
+            /// `CLOCK_REASON_*` bits in force when sampled.
+            clock_reasons: u64 => Na = ENV_NA64,
+            power_mw: u32 => Na = ENV_NA,
+            /// The enforced power limit.
+            power_limit_mw: u32 => Na = ENV_NA,
+            temperature_c: u32 => Na = ENV_NA,
+            /// nvidia-smi's GPU-Util and memory-util: share of the last sample period
+            /// in which a kernel ran / device memory was read or written, in percent.
+            gpu_util_pct: u32 => Na = ENV_NA,
+            mem_util_pct: u32 => Na = ENV_NA,
+            mem_used: u64 => Na = ENV_NA64,
+            mem_total: u64 => Na = ENV_NA64,
+            pcie_gen: u32 => Na = ENV_NA,
+            pcie_gen_max: u32 => Na = ENV_NA,
+            pcie_width: u32 => Na = ENV_NA,
+            pcie_width_max: u32 => Na = ENV_NA,
+            /// PCIe throughput in KB/s (NVML samples it over 20 ms; not every sample
+            /// has it).
+            pcie_tx_kbs: u32 => Na = ENV_NA,
+            pcie_rx_kbs: u32 => Na = ENV_NA,
+        }
+        /// One process using a GPU, as NVML saw it at one sample.
+        GpuProcess(TAG_GPU_PROCESS = 27, "gpu_process") {
+            ts: u64 => Ts,
+            device: u32 => V,
+            /// As NVML reports it (the host's pid namespace).
+            pid: u32 => V,
+            /// Interned command name (`/proc/PID/comm`; 0 when not readable from here).
+            name: u32 => Sid,
+            /// Device memory the process holds ([`ENV_NA64`] when not known).
+            used_memory: u64 => Na = ENV_NA64,
+            /// Its share of the time SMs were busy / memory was accessed since the last
+            /// sample, in percent ([`ENV_NA`] without `GPU_PROC_UTIL`).
+            sm_pct: u32 => Na = ENV_NA,
+            mem_pct: u32 => Na = ENV_NA,
+            /// `GPU_PROC_*`.
+            flags: u8 => U8,
+        }
+        /// An error the driver reported on a GPU: an Xid (`data` = the Xid number) or
+        /// new ECC errors (`data` = how many).
+        GpuEvent(TAG_GPU_EVENT = 28, "gpu_event") {
+            ts: u64 => Ts,
+            device: u32 => V,
+            /// `GPU_EVENT_*`.
+            kind: u8 => U8,
+            data: u64 => V,
+        }
+        /// A Python stack, defined once per file before its first use: the innermost
+        /// frames of the calling thread, innermost first (at most the library's depth
+        /// setting).
+        PyStack(TAG_PY_STACK = 29, "py_stack") {
+            id: u32 => V,
+            frames: Vec<PyFrame> => Frames,
+        }
+        /// Where a host call was made from: the host event of thread `tid` whose start
+        /// is `ts` (an [`Api`], [`HostCall`], [`HostCopy`] or [`Nccl`] event, written
+        /// just before this one) was called from Python stack `stack`.
+        CallSite(TAG_CALL_SITE = 30, "call_site") {
+            ts: u64 => Ts,
+            tid: u32 => V,
+            stack: u32 => V,
+        }
+        /// One sample of the GPU's performance counters over `start..end` (trace
+        /// clock): NVML GPM read by the environment sampler of `gputrace run` /
+        /// `attach`, or (older traces) CUPTI PM sampling inside the process.
+        /// Percentages are in hundredths of a percent of the unit's peak, bytes are
+        /// totals over the sample; a metric the GPU could not give is [`ENV_NA`] /
+        /// [`ENV_NA64`]. The fields from `fp64_active` on were appended later: a
+        /// shorter (older) body decodes with them "not available", its source
+        /// [`COUNTER_SOURCE_PM`] and its instance the whole GPU.
+        CounterSample(TAG_COUNTER_SAMPLE = 31, "counter_sample") {
+            start: u64 => Ts,
+            end: u64 => End,
+            /// The device: a CUDA ordinal in a process trace (PM samples, and GPM
+            /// samples once given to the trace); an NVML index in an environment file.
+            device: u32 => V,
+            /// SMs with at least one warp resident (`sm__cycles_active`; GPM SM
+            /// util), of elapsed cycles.
+            sm_active: u32 => Na = ENV_NA,
+            /// Warps resident per SM of the maximum, over active cycles (achieved
+            /// occupancy).
+            occupancy: u32 => Na = ENV_NA,
+            /// Tensor pipe busy (any precision), of elapsed cycles.
+            tensor_active: u32 => Na = ENV_NA,
+            /// DRAM throughput, of peak.
+            dram: u32 => Na = ENV_NA,
+            pcie_read_bytes: u64 => Na = ENV_NA64,
+            pcie_write_bytes: u64 => Na = ENV_NA64,
+            nvlink_rx_bytes: u64 => Na = ENV_NA64,
+            nvlink_tx_bytes: u64 => Na = ENV_NA64,
+            /// Non-tensor FP64 / FP32 / FP16 pipes busy, of elapsed cycles.
+            fp64_active: u32 => Opt<Na> = ENV_NA,
+            fp32_active: u32 => Opt<Na> = ENV_NA,
+            fp16_active: u32 => Opt<Na> = ENV_NA,
+            /// Integer pipe busy, of elapsed cycles.
+            integer_active: u32 => Opt<Na> = ENV_NA,
+            /// Tensor pipes by precision (NVML GPM's DFMA: FP64, HMMA:
+            /// FP16/BF16/TF32/FP8, IMMA: integer), of elapsed cycles.
+            tensor_dfma: u32 => Opt<Na> = ENV_NA,
+            tensor_hmma: u32 => Opt<Na> = ENV_NA,
+            tensor_imma: u32 => Opt<Na> = ENV_NA,
+            /// Who measured it: [`COUNTER_SOURCE_PM`] or [`COUNTER_SOURCE_GPM`].
+            source: u8 => Opt<V> = COUNTER_SOURCE_PM,
+            /// The MIG GPU instance sampled; [`ENV_NA`] for the whole GPU.
+            instance: u32 => Opt<Na> = ENV_NA,
+        }
+        /// A periodic sample of a CUDA-issuing thread's Python stack during a trace
+        /// window (format 2.3): thread `tid` was running Python stack `stack` (a
+        /// [`PyStack`] id) at `ts`.
+        PySample(TAG_PY_SAMPLE = 32, "py_sample") {
+            ts: u64 => Ts,
+            tid: u32 => V,
+            stack: u32 => V,
+        }
+        /// A stall report (format 2.4): launched GPU work that made no progress for a
+        /// while, as the library's progress watchdog saw it. One report is a `Stall`,
+        /// then one [`StallOp`] per outstanding operation, then one [`StallThread`] per
+        /// thread, all with the same `stall` id and `seq`; a stall is reported again
+        /// (the next `seq`) while it lasts, so a process killed later still leaves it.
+        /// `id` numbers the stalls of one trace from 1; `seq` the reports of one stall
+        /// from 0.
+        Stall(TAG_STALL = 33, "stall") {
+            /// When the report was made (trace clock).
+            ts: u64 => Ts,
+            /// The last GPU progress seen: the latest end of a completed GPU record, or
+            /// the earliest outstanding launch when no record completed since it.
+            since: u64 => Ts,
+            id: u32 => V,
+            seq: u32 => V,
+            /// GPU operations launched and not seen complete.
+            outstanding: u32 => V,
+            /// `STALL_*` flags.
+            flags: u8 => U8,
+        }
+        /// One outstanding GPU operation of a stall report: launched, not complete.
+        StallOp(TAG_STALL_OP = 34, "stall_op") {
+            /// The report's time (its [`Stall`]'s `ts`).
+            ts: u64 => Ts,
+            /// The [`Stall`] id and report.
+            stall: u32 => V,
+            seq: u32 => V,
+            /// `STALL_OP_*`.
+            kind: u8 => U8,
+            /// `STALL_OP_FLAG_*`.
+            flags: u8 => U8,
+            /// CUDA device ordinal (`u32::MAX` when not known).
+            device: u32 => Dev,
+            /// CUPTI stream id (0 when not known).
+            stream: u32 => V,
+            /// CUPTI correlation id of the launch.
+            corr: u32 => Corr,
+            /// Interned name (the kernel's mangled name), 0 when not known.
+            name: u32 => Sid,
+            /// The launching thread.
+            tid: u32 => V,
+            /// When the launch call was made (host, trace clock; 0 when not known).
+            launch_ts: u64 => Ts,
+            /// When the operation started on the GPU (trace clock), 0 when not known.
+            start: u64 => Ts,
+            /// Bytes of a copy or memset (0 for kernels or when not known).
+            bytes: u64 => V,
+            grid: [u32; 3] => Arr,
+            block: [u32; 3] => Arr,
+        }
+        /// One thread of the process at a stall report.
+        StallThread(TAG_STALL_THREAD = 35, "stall_thread") {
+            /// The report's time (its [`Stall`]'s `ts`).
+            ts: u64 => Ts,
+            /// The [`Stall`] id and report.
+            stall: u32 => V,
+            seq: u32 => V,
+            tid: u32 => V,
+            /// Interned name of the CUDA / NCCL call the thread is inside, 0 when none.
+            call: u32 => Sid,
+            /// When that call began (trace clock), 0 when none.
+            call_start: u64 => Ts,
+            /// The thread's Python stack (a [`PyStack`] id), 0 when none was read.
+            stack: u32 => V,
+            /// Scheduler state letter as a byte ([`STATE_UNKNOWN`] if not read).
+            state: u8 => U8,
+        }
+    }
+    inline {
+        /// An interned string: `id` is used by later events in this file.
+        Str(TAG_STR = 1, "str") { id: u32 => V, text: String => Text }
+        /// A clock pair: CUPTI's timestamp, CLOCK_MONOTONIC and CLOCK_REALTIME, read
+        /// together.
+        Clock(TAG_CLOCK = 2, "clock") { cupti_ns: u64 => V, mono_ns: u64 => V, real_ns: u64 => V }
+        /// Records lost at `source` (a `DROP_*` constant) since the previous such event.
+        Dropped(TAG_DROPPED = 10, "dropped") { ts: u64 => Ts, source: u8 => U8, count: u64 => V }
+        /// The collector changed state at `ts`; `reason` is an interned string (0 =
+        /// none).
+        State(TAG_STATE = 11, "state") { ts: u64 => Ts, state: u8 => U8, reason: u32 => Sid }
+        /// A thread's name, interned.
+        Thread(TAG_THREAD = 12, "thread") { tid: u32 => V, name: u32 => Sid }
+    }
 }
 
-pub const TAG_STR: u8 = 1;
-pub const TAG_CLOCK: u8 = 2;
-pub const TAG_DEVICE: u8 = 3;
-pub const TAG_KERNEL: u8 = 4;
-pub const TAG_MEMCPY: u8 = 5;
-pub const TAG_MEMSET: u8 = 6;
-pub const TAG_SYNC: u8 = 7;
-pub const TAG_MEMORY: u8 = 8;
-pub const TAG_API: u8 = 9;
-pub const TAG_DROPPED: u8 = 10;
-pub const TAG_STATE: u8 = 11;
-pub const TAG_THREAD: u8 = 12;
-pub const TAG_HOST_COPY: u8 = 13;
-pub const TAG_HOST_CALL: u8 = 14;
-pub const TAG_HOST_ALLOC: u8 = 15;
-pub const TAG_NCCL: u8 = 16;
-pub const TAG_NCCL_COMM: u8 = 17;
-pub const TAG_NVTX: u8 = 18;
-/// A kernel's launch shape (name, grid, block, shared memory, registers, graph), defined
-/// once per file; compact kernel records refer to it by id. Internal to the codec:
-/// readers see only [`Event::Kernel`].
-pub const TAG_KERNEL_SHAPE: u8 = 19;
-/// A kernel record that refers to a [`TAG_KERNEL_SHAPE`] (what writers emit).
-pub const TAG_KERNEL_COMPACT: u8 = 20;
-/// Host samples (format 2.1).
-pub const TAG_THREAD_CPU: u8 = 21;
-pub const TAG_PROC_SAMPLE: u8 = 22;
-pub const TAG_MACHINE_SAMPLE: u8 = 23;
-pub const TAG_CPU_LIMITS: u8 = 24;
-pub const TAG_FACT: u8 = 25;
-pub const TAG_GPU_SAMPLE: u8 = 26;
-pub const TAG_GPU_PROCESS: u8 = 27;
-pub const TAG_GPU_EVENT: u8 = 28;
-/// Python call sites (format 2.2).
-pub const TAG_PY_STACK: u8 = 29;
-pub const TAG_CALL_SITE: u8 = 30;
-/// GPU hardware counter samples (format 2.3, PM sampling).
-pub const TAG_COUNTER_SAMPLE: u8 = 31;
-/// Python stack samples (format 2.3).
-pub const TAG_PY_SAMPLE: u8 = 32;
-/// Stall reports (format 2.4).
-pub const TAG_STALL: u8 = 33;
-pub const TAG_STALL_OP: u8 = 34;
-pub const TAG_STALL_THREAD: u8 = 35;
-
 impl Event {
-    /// The event's primary timestamp, if it has one.
+    /// The event's primary timestamp, if it has one: its first time field (a clock
+    /// pair: its CLOCK_MONOTONIC reading).
     pub fn ts(&self) -> Option<u64> {
         match self {
-            Event::Str { .. } | Event::Device(_) | Event::Thread { .. } | Event::PyStack(_) => None,
             Event::Clock { mono_ns, .. } => Some(*mono_ns),
-            Event::Kernel(k) => Some(k.start),
-            Event::Memcpy(m) => Some(m.start),
-            Event::Memset(m) => Some(m.start),
-            Event::Sync(s) => Some(s.start),
-            Event::Memory(m) => Some(m.ts),
-            Event::Api(a) => Some(a.start),
-            Event::Dropped { ts, .. } => Some(*ts),
-            Event::State { ts, .. } => Some(*ts),
-            Event::HostCopy(c) => Some(c.start),
-            Event::HostCall(c) => Some(c.start),
-            Event::HostAlloc(a) => Some(a.start),
-            Event::Nccl(n) => Some(n.start),
-            Event::NcclComm(n) => Some(n.start),
-            Event::Nvtx(n) => Some(n.ts),
-            Event::ThreadCpu(x) => Some(x.ts),
-            Event::ProcSample(x) => Some(x.ts),
-            Event::MachineSample(x) => Some(x.ts),
-            Event::CpuLimits(x) => Some(x.ts),
-            Event::Fact(f) => Some(f.ts),
-            Event::GpuSample(g) => Some(g.ts),
-            Event::GpuProcess(p) => Some(p.ts),
-            Event::GpuEvent(e) => Some(e.ts),
-            Event::CallSite(c) => Some(c.ts),
-            Event::CounterSample(c) => Some(c.start),
-            Event::PySample(x) => Some(x.ts),
-            Event::Stall(x) => Some(x.ts),
-            Event::StallOp(x) => Some(x.ts),
-            Event::StallThread(x) => Some(x.ts),
+            e => e.span().map(|s| s.0),
         }
     }
 

@@ -33,14 +33,18 @@ mod damage;
 mod event;
 pub mod protocol;
 mod read;
+mod table;
 mod write;
 
+#[doc(hidden)]
+pub use codec::{Body, Delta};
 pub use codec::{DecodeError, Decoder, Encoder, ShapeOp, Shapes};
 pub use damage::{human_bytes, Loss, LossKind, ReadStats};
 pub use event::*;
 pub use read::{
     open, open_file, read_all, Census, ChunkReader, ChunkSink, NotATrace, ReadError, TraceData,
 };
+pub use table::{Fields, Value};
 pub use write::ChunkWriter;
 
 /// File magic, the first 8 bytes of every trace.

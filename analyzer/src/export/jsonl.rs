@@ -74,7 +74,7 @@
 
 use super::{EventExporter, TraceContext, TraceEvent};
 use crate::trace::demangle;
-use gputrace_format::{self as fmt, CopyKind, MemKind, SyncKind};
+use gputrace_format::{self as fmt, CopyKind, MemKind, SyncKind, Value};
 use serde::Serialize;
 use std::collections::HashMap;
 use std::io::{self, Write};
@@ -118,19 +118,6 @@ impl Line {
         self.fields.push((key, from..self.values.len()));
     }
 
-    /// An environment value, left out when NVML did not give it.
-    fn env(&mut self, key: &'static str, v: u32) {
-        if v != fmt::ENV_NA {
-            self.put(key, &v);
-        }
-    }
-
-    fn env64(&mut self, key: &'static str, v: u64) {
-        if v != fmt::ENV_NA64 {
-            self.put(key, &v);
-        }
-    }
-
     /// A scheduler state letter, null when it was not read.
     fn state(&mut self, key: &'static str, s: u8) {
         if s == fmt::STATE_UNKNOWN {
@@ -168,8 +155,43 @@ impl Line {
     }
 }
 
-fn dur(start: u64, end: u64) -> Option<u64> {
-    Some(end.saturating_sub(start))
+/// The line of an event as its definition in the event table has it: typed by the
+/// kind's name, `ts_ns` and `dur_ns` from its first time field and its end, then every
+/// other field under its own name (interned strings resolved, values not available
+/// left out), but those named in `own` (the caller writes them its own way).
+fn generic(m: &mut Line, cx: &TraceContext<'_>, pid: u32, ev: &dyn fmt::Fields, own: &[&str]) {
+    let (ts, end) = ev.span().unwrap_or_default();
+    m.start(ev.kind_name(), pid, ts, end.map(|e| e.saturating_sub(ts)));
+    #[derive(Serialize)]
+    struct Frame<'a> {
+        file: &'a str,
+        function: &'a str,
+        line: u32,
+    }
+    // The times already given as `ts_ns` and `dur_ns`.
+    let mut times = 1 + end.is_some() as usize;
+    ev.fields(&mut |k, v| match v {
+        Value::Time(_) if times > 0 => times -= 1,
+        _ if own.contains(&k) => {}
+        Value::Time(t) => m.put(k, &t),
+        Value::U(x) => m.put(k, &x),
+        Value::I(x) => m.put(k, &x),
+        Value::Str(id) => m.put(k, cx.str(id)),
+        Value::Text(t) => m.put(k, t),
+        Value::Array(a) => m.put(k, a),
+        Value::Frames(frames) => {
+            let frames: Vec<Frame<'_>> = frames
+                .iter()
+                .map(|f| Frame {
+                    file: cx.str(f.file),
+                    function: cx.str(f.function),
+                    line: f.line,
+                })
+                .collect();
+            m.put(k, &frames)
+        }
+        Value::Na => {}
+    });
 }
 
 impl EventExporter for Jsonl {
@@ -187,46 +209,35 @@ impl EventExporter for Jsonl {
     ) -> io::Result<()> {
         let m = &mut self.line;
         let pid = cx.meta.pid;
+        // Most kinds: the generic line of the event table's definition, less the fields
+        // named, which the arm writes its own way.
+        let mut line = |e: &dyn fmt::Fields, own: &[&str]| generic(m, cx, pid, e, own);
         match *ev {
             TraceEvent::Device(d) => {
-                m.start("device", pid, 0, None);
+                let own = [
+                    "id",
+                    "cc_major",
+                    "cc_minor",
+                    "max_regs_per_sm",
+                    "max_smem_per_sm",
+                ];
+                line(d, &own);
                 m.put("device", &d.id);
-                m.put("name", cx.str(d.name));
-                m.put("sm_count", &d.sm_count);
-                m.put("max_blocks_per_sm", &d.max_blocks_per_sm);
-                m.put("max_threads_per_sm", &d.max_threads_per_sm);
-                m.put("max_warps_per_sm", &d.max_warps_per_sm);
-                m.put("global_memory", &d.global_memory);
-                m.put(
-                    "compute_capability",
-                    &format!("{}.{}", d.cc_major, d.cc_minor),
-                );
+                let cc = format!("{}.{}", d.cc_major, d.cc_minor);
+                m.put("compute_capability", &cc);
             }
             TraceEvent::Kernel(k) => {
-                m.start("kernel", pid, k.start, dur(k.start, k.end));
+                line(k, &["name"]);
                 let name = cx.str(k.name);
-                m.put("device", &k.device);
-                m.put("stream", &k.stream);
-                m.put("corr", &k.corr);
                 let pretty = self
                     .demangled
                     .entry(k.name)
                     .or_insert_with(|| demangle(name));
                 m.put("name", pretty.as_str());
                 m.put("mangled", name);
-                m.put("grid", &k.grid);
-                m.put("block", &k.block);
-                m.put("static_smem", &k.static_smem);
-                m.put("dynamic_smem", &k.dynamic_smem);
-                m.put("registers", &k.registers);
-                m.put("graph_id", &k.graph_id);
             }
             TraceEvent::Memcpy(c) => {
-                m.start("memcpy", pid, c.start, dur(c.start, c.end));
-                m.put("device", &c.device);
-                m.put("stream", &c.stream);
-                m.put("corr", &c.corr);
-                m.put("bytes", &c.bytes);
+                line(c, &["copy_kind", "src_kind", "dst_kind", "flags"]);
                 m.put("kind", CopyKind::from_u8(c.copy_kind).name());
                 m.put("src_kind", MemKind::from_u8(c.src_kind).name());
                 m.put("dst_kind", MemKind::from_u8(c.dst_kind).name());
@@ -234,51 +245,26 @@ impl EventExporter for Jsonl {
                 m.put("async", &(c.flags & fmt::MEMCPY_FLAG_ASYNC != 0));
             }
             TraceEvent::Memset(s) => {
-                m.start("memset", pid, s.start, dur(s.start, s.end));
-                m.put("device", &s.device);
-                m.put("stream", &s.stream);
-                m.put("corr", &s.corr);
-                m.put("bytes", &s.bytes);
-                m.put("value", &s.value);
+                line(s, &["mem_kind", "flags"]);
                 m.put("memory_kind", MemKind::from_u8(s.mem_kind).name());
             }
             TraceEvent::Sync(s) => {
-                m.start("sync", pid, s.start, dur(s.start, s.end));
+                line(s, &["device", "stream", "kind"]);
                 if s.stream != u32::MAX {
                     m.put("stream", &s.stream);
                 }
-                m.put("corr", &s.corr);
                 m.put("kind", SyncKind::from_u8(s.kind).name());
             }
             TraceEvent::Memory(a) => {
-                m.start("memory", pid, a.ts, None);
-                m.put("device", &a.device);
-                m.put("corr", &a.corr);
-                let op = if a.op == fmt::MEMORY_OP_FREE {
-                    "free"
-                } else {
-                    "alloc"
-                };
-                m.put("op", op);
-                m.put("address", &a.address);
-                m.put("bytes", &a.bytes);
+                line(a, &["op", "mem_kind"]);
+                let free = a.op == fmt::MEMORY_OP_FREE;
+                m.put("op", if free { "free" } else { "alloc" });
                 m.put("memory_kind", MemKind::from_u8(a.mem_kind).name());
             }
             TraceEvent::Api(a) => {
-                m.start("api", pid, a.start, dur(a.start, a.end));
-                m.put("tid", &a.tid);
-                m.put("corr", &a.corr);
-                m.put("name", cx.str(a.name));
-                let domain = if a.domain == fmt::DOMAIN_DRIVER {
-                    "driver"
-                } else {
-                    "runtime"
-                };
-                m.put("domain", domain);
-                m.put("cbid", &a.cbid);
-                m.put("bytes", &a.bytes);
-                m.put("arg", &a.arg);
-                m.put("result", &a.result);
+                line(a, &["domain"]);
+                let driver = a.domain == fmt::DOMAIN_DRIVER;
+                m.put("domain", if driver { "driver" } else { "runtime" });
             }
             TraceEvent::State { ts, state, reason } => {
                 m.start("state", pid, ts, None);
@@ -310,81 +296,59 @@ impl EventExporter for Jsonl {
                 m.put("real_ns", &real_ns);
             }
             TraceEvent::HostCopy(c) => {
-                m.start("host_copy", pid, c.start, dur(c.start, c.end));
-                m.put("tid", &c.tid);
-                m.put("stream", &c.stream);
+                let own = [
+                    "api",
+                    "copy_kind",
+                    "host_kind",
+                    "source",
+                    "flags",
+                    "dst_device",
+                    "src_device",
+                ];
+                line(c, &own);
                 m.put("api", fmt::hostcopy_api_name(c.api));
                 m.put("kind", CopyKind::from_u8(c.copy_kind).name());
-                m.put("bytes", &c.bytes);
                 m.put("host_memory", MemKind::from_u8(c.host_kind).name());
-                m.put(
-                    "host_memory_source",
-                    crate::summary::class_source_name(c.source),
-                );
+                let source = crate::summary::class_source_name(c.source);
+                m.put("host_memory_source", source);
                 m.put("async", &(c.flags & fmt::HOSTCOPY_FLAG_ASYNC != 0));
                 m.put("cupti_api", &(c.flags & fmt::HOSTCOPY_FLAG_CUPTI_API != 0));
-                m.put("dst", &c.dst);
-                m.put("src", &c.src);
-                m.put("result", &c.result);
                 if c.dst_device != u32::MAX || c.src_device != u32::MAX {
                     m.put("dst_device", &c.dst_device);
                     m.put("src_device", &c.src_device);
                 }
             }
             TraceEvent::HostCall(c) => {
-                m.start("host_call", pid, c.start, dur(c.start, c.end));
+                line(c, &["call", "arg0", "arg1", "arg2"]);
                 let (name, class) = fmt::hostcall_info(c.call);
-                m.put("tid", &c.tid);
-                m.put("stream", &c.stream);
                 m.put("name", name);
-                m.put("result", &c.result);
-                match class {
-                    fmt::HostCallClass::Sync => {
-                        m.put("event", &c.arg0);
-                        m.put("flags", &c.arg1);
+                let (class, keys) = match class {
+                    fmt::HostCallClass::Sync => ("sync", ["event", "flags", ""]),
+                    fmt::HostCallClass::Memset => ("memset", ["bytes", "ptr", "value"]),
+                    fmt::HostCallClass::Launch => {
+                        ("launch", ["function", "grid_blocks", "block_threads"])
                     }
-                    fmt::HostCallClass::Memset => {
-                        m.put("value", &c.arg2);
-                        m.put("bytes", &c.arg0);
-                        m.put("ptr", &c.arg1);
+                    fmt::HostCallClass::Unknown => {
+                        ("unknown", ["function", "grid_blocks", "block_threads"])
                     }
-                    _ => {
-                        m.put("block_threads", &c.arg2);
-                        m.put("function", &c.arg0);
-                        m.put("grid_blocks", &c.arg1);
+                };
+                for (k, v) in keys.into_iter().zip([c.arg0, c.arg1, c.arg2]) {
+                    if !k.is_empty() {
+                        m.put(k, &v);
                     }
                 }
-                let class = match class {
-                    fmt::HostCallClass::Sync => "sync",
-                    fmt::HostCallClass::Memset => "memset",
-                    fmt::HostCallClass::Launch => "launch",
-                    fmt::HostCallClass::Unknown => "unknown",
-                };
                 m.put("class", class);
             }
             TraceEvent::HostAlloc(a) => {
-                m.start("host_alloc", pid, a.start, dur(a.start, a.end));
-                m.put("tid", &a.tid);
+                line(a, &["op"]);
                 m.put("op", fmt::hostalloc_op_name(a.op));
-                m.put("ptr", &a.ptr);
-                m.put("bytes", &a.bytes);
-                m.put("flags", &a.flags);
-                m.put("result", &a.result);
             }
             TraceEvent::Nccl(n) => {
-                m.start("nccl", pid, n.start, dur(n.start, n.end));
-                m.put("tid", &n.tid);
-                m.put("stream", &n.stream);
+                line(n, &["op", "datatype", "redop", "comm_id", "peer_or_root"]);
                 m.put("op", fmt::nccl_op_name(n.op));
-                m.put("count", &n.count);
-                m.put("bytes", &n.bytes);
                 m.put("datatype", fmt::nccl_datatype(n.datatype).1);
                 m.put("redop", fmt::nccl_redop_name(n.redop));
                 m.hex("comm_id", n.comm_id);
-                m.put("rank", &n.rank);
-                m.put("nranks", &n.nranks);
-                m.put("seq", &n.seq);
-                m.put("result", &n.result);
                 match n.op {
                     fmt::NCCL_REDUCE | fmt::NCCL_BROADCAST => m.put("root", &n.peer_or_root),
                     fmt::NCCL_SEND | fmt::NCCL_RECV => m.put("peer", &n.peer_or_root),
@@ -392,90 +356,45 @@ impl EventExporter for Jsonl {
                 }
             }
             TraceEvent::NcclComm(n) => {
-                m.start("nccl_comm", pid, n.start, dur(n.start, n.end));
-                m.put("tid", &n.tid);
+                line(n, &["op", "comm", "comm_id", "parent_id"]);
                 m.put("op", fmt::nccl_comm_op_name(n.op));
                 m.hex("comm", n.comm);
                 m.hex("comm_id", n.comm_id);
                 m.hex("parent_id", n.parent_id);
-                m.put("rank", &n.rank);
-                m.put("nranks", &n.nranks);
-                m.put("color", &n.color);
-                m.put("result", &n.result);
             }
             TraceEvent::Nvtx(n) => {
-                m.start("nvtx", pid, n.ts, None);
-                m.put("tid", &n.tid);
+                line(n, &["kind", "flags"]);
                 m.put("kind", fmt::nvtx_kind_name(n.kind));
-                m.put("id", &n.id);
-                m.put("text", cx.str(n.text));
                 m.put("truncated", &(n.flags & fmt::NVTX_FLAG_TRUNCATED != 0));
             }
-            TraceEvent::Fact(f) => {
-                m.start("fact", pid, f.ts, None);
-                if f.device != fmt::FACT_HOST {
-                    m.put("device", &f.device);
-                }
-                m.put("key", cx.str(f.key));
-                m.put("value", cx.str(f.value));
-            }
+            // Fields NVML did not give are left out (the generic line does that).
+            TraceEvent::Fact(f) => line(f, &[]),
             TraceEvent::GpuSample(g) => {
-                m.start("gpu_sample", pid, g.ts, None);
-                m.put("device", &g.device);
-                m.env("sm_clock_mhz", g.sm_clock_mhz);
-                m.env("sm_clock_max_mhz", g.sm_clock_max_mhz);
-                m.env("mem_clock_mhz", g.mem_clock_mhz);
-                m.env("mem_clock_max_mhz", g.mem_clock_max_mhz);
+                line(g, &["clock_reasons"]);
                 if g.clock_reasons != fmt::ENV_NA64 {
                     m.put("clock_reasons", &fmt::clock_reason_names(g.clock_reasons));
                     m.put("clock_reasons_mask", &g.clock_reasons);
                 }
-                m.env("power_mw", g.power_mw);
-                m.env("power_limit_mw", g.power_limit_mw);
-                m.env("temperature_c", g.temperature_c);
-                m.env("gpu_util_pct", g.gpu_util_pct);
-                m.env("mem_util_pct", g.mem_util_pct);
-                m.env64("mem_used", g.mem_used);
-                m.env64("mem_total", g.mem_total);
-                m.env("pcie_gen", g.pcie_gen);
-                m.env("pcie_gen_max", g.pcie_gen_max);
-                m.env("pcie_width", g.pcie_width);
-                m.env("pcie_width_max", g.pcie_width_max);
-                m.env("pcie_tx_kbs", g.pcie_tx_kbs);
-                m.env("pcie_rx_kbs", g.pcie_rx_kbs);
             }
             TraceEvent::GpuProcess(p) => {
                 // `pid` is the process on the GPU, which need not be the traced one.
-                m.start("gpu_process", p.pid, p.ts, None);
-                m.put("device", &p.device);
-                m.put("name", cx.str(p.name));
-                m.env64("used_memory", p.used_memory);
-                m.env("sm_pct", p.sm_pct);
-                m.env("mem_pct", p.mem_pct);
+                generic(m, cx, p.pid, p, &["pid", "flags"]);
                 m.put("listed", &(p.flags & fmt::GPU_PROC_LISTED != 0));
                 m.put("self", &(p.flags & fmt::GPU_PROC_SELF != 0));
             }
             TraceEvent::GpuEvent(e) => {
-                m.start("gpu_event", pid, e.ts, None);
-                m.put("device", &e.device);
+                line(e, &["kind", "data"]);
                 m.put("kind", fmt::gpu_event_name(e.kind));
-                let k = if e.kind == fmt::GPU_EVENT_XID {
-                    "xid"
-                } else {
-                    "count"
-                };
-                m.put(k, &e.data);
+                let xid = e.kind == fmt::GPU_EVENT_XID;
+                m.put(if xid { "xid" } else { "count" }, &e.data);
             }
             TraceEvent::ThreadCpu(x) => {
-                m.start("thread_cpu", pid, x.ts, None);
-                m.put("tid", &x.tid);
-                m.put("cpu_ns", &x.cpu_ns);
-                m.put("wait_ns", &x.wait_ns);
-                m.put("slices", &x.slices);
+                line(x, &["state"]);
                 m.state("state", x.state);
             }
             TraceEvent::ProcSample(x) => {
-                m.start("proc_sample", pid, x.ts, None);
+                let io = ["rchar", "read_bytes", "write_bytes"];
+                line(x, &["pid", "flags", "state", io[0], io[1], io[2]]);
                 let thread = x.flags & fmt::PROC_FLAG_THREAD != 0;
                 let role = if thread {
                     "thread"
@@ -485,55 +404,34 @@ impl EventExporter for Jsonl {
                     "child"
                 };
                 m.put(if thread { "tid" } else { "sample_pid" }, &x.pid);
-                m.put("ppid", &x.ppid);
-                m.put("comm", cx.str(x.comm));
                 m.put("role", role);
                 m.state("state", x.state);
-                m.put("threads", &x.threads);
-                m.put("cpu_ns", &x.cpu_ns);
                 if !thread && x.flags & fmt::PROC_FLAG_NO_IO == 0 {
-                    m.put("rchar", &x.rchar);
-                    m.put("read_bytes", &x.read_bytes);
-                    m.put("write_bytes", &x.write_bytes);
+                    m.put(io[0], &x.rchar);
+                    m.put(io[1], &x.read_bytes);
+                    m.put(io[2], &x.write_bytes);
                 }
             }
             TraceEvent::MachineSample(x) => {
-                m.start("machine_sample", pid, x.ts, None);
-                m.put("busy_ns", &x.busy_ns);
-                m.put("idle_ns", &x.idle_ns);
-                m.put("iowait_ns", &x.iowait_ns);
-                m.put("steal_ns", &x.steal_ns);
+                let psi = ["psi_cpu_some_us", "psi_io_some_us", "psi_io_full_us"];
+                let cgroup = ["cgroup_usage_us", "cgroup_throttled_us"];
+                line(x, &["flags", psi[0], psi[1], psi[2], cgroup[0], cgroup[1]]);
                 if x.flags & fmt::MACHINE_FLAG_PSI != 0 {
-                    m.put("psi_cpu_some_us", &x.psi_cpu_some_us);
-                    m.put("psi_io_some_us", &x.psi_io_some_us);
-                    m.put("psi_io_full_us", &x.psi_io_full_us);
+                    m.put(psi[0], &x.psi_cpu_some_us);
+                    m.put(psi[1], &x.psi_io_some_us);
+                    m.put(psi[2], &x.psi_io_full_us);
                 }
                 if x.flags & fmt::MACHINE_FLAG_CGROUP != 0 {
-                    m.put("cgroup_usage_us", &x.cgroup_usage_us);
-                    m.put("cgroup_throttled_us", &x.cgroup_throttled_us);
+                    m.put(cgroup[0], &x.cgroup_usage_us);
+                    m.put(cgroup[1], &x.cgroup_throttled_us);
                 }
             }
             TraceEvent::CpuLimits(x) => {
-                m.start("cpu_limits", pid, x.ts, None);
-                m.put("online_cpus", &x.online_cpus);
-                m.put("affinity_cpus", &x.affinity_cpus);
-                m.put("quota_us", &x.quota_us);
-                m.put("period_us", &x.period_us);
+                line(x, &[]);
                 m.put("cpus_available", &x.cpus_available());
-                m.put("memory_limit", &x.memory_limit);
-                m.put("thread_period_us", &x.thread_period_us);
-                m.put("tree_period_us", &x.tree_period_us);
             }
             TraceEvent::CounterSample(x) => {
-                m.start(
-                    "counter_sample",
-                    pid,
-                    x.start,
-                    Some(x.end.saturating_sub(x.start)),
-                );
-                m.put("device", &x.device);
-                let pct = |v: u32| (v != fmt::ENV_NA).then(|| v as f64 / 100.0);
-                for (k, v) in [
+                let pct = [
                     ("sm_active_pct", x.sm_active),
                     ("occupancy_pct", x.occupancy),
                     ("tensor_active_pct", x.tensor_active),
@@ -545,69 +443,46 @@ impl EventExporter for Jsonl {
                     ("tensor_dfma_pct", x.tensor_dfma),
                     ("tensor_hmma_pct", x.tensor_hmma),
                     ("tensor_imma_pct", x.tensor_imma),
-                ] {
-                    if let Some(p) = pct(v) {
-                        m.put(k, &p);
+                ];
+                let own = [
+                    "sm_active",
+                    "occupancy",
+                    "tensor_active",
+                    "dram",
+                    "fp64_active",
+                    "fp32_active",
+                    "fp16_active",
+                    "integer_active",
+                    "tensor_dfma",
+                    "tensor_hmma",
+                    "tensor_imma",
+                    "source",
+                    "instance",
+                ];
+                line(x, &own);
+                for (k, v) in pct {
+                    if v != fmt::ENV_NA {
+                        m.put(k, &(v as f64 / 100.0));
                     }
                 }
-                m.env64("pcie_read_bytes", x.pcie_read_bytes);
-                m.env64("pcie_write_bytes", x.pcie_write_bytes);
-                m.env64("nvlink_rx_bytes", x.nvlink_rx_bytes);
-                m.env64("nvlink_tx_bytes", x.nvlink_tx_bytes);
                 m.put("source", x.source_name());
                 if x.instance != fmt::ENV_NA {
                     m.put("gpu_instance", &x.instance);
                 }
             }
-            TraceEvent::Thread { tid, name } => {
-                m.start("thread", pid, 0, None);
-                m.put("tid", &tid);
-                m.put("name", cx.str(name));
-            }
-            TraceEvent::PyStack(st) => {
-                #[derive(Serialize)]
-                struct Frame<'a> {
-                    file: &'a str,
-                    function: &'a str,
-                    line: u32,
-                }
-                let frames: Vec<Frame<'_>> = st
-                    .frames
-                    .iter()
-                    .map(|f| Frame {
-                        file: cx.str(f.file),
-                        function: cx.str(f.function),
-                        line: f.line,
-                    })
-                    .collect();
-                m.start("py_stack", pid, 0, None);
-                m.put("id", &st.id);
-                m.put("frames", &frames);
-            }
-            TraceEvent::CallSite(c) => {
-                m.start("call_site", pid, c.ts, None);
-                m.put("tid", &c.tid);
-                m.put("stack", &c.stack);
-            }
-            TraceEvent::PySample(x) => {
-                m.start("py_sample", pid, x.ts, None);
-                m.put("tid", &x.tid);
-                m.put("stack", &x.stack);
-            }
-            TraceEvent::Stall(x) => {
-                m.start("stall", pid, x.ts, None);
-                m.put("id", &x.id);
-                m.put("seq", &x.seq);
+            TraceEvent::Thread { tid, name } => line(&fmt::Event::Thread { tid, name }, &[]),
+            TraceEvent::PyStack(st) => line(st, &[]),
+            TraceEvent::CallSite(c) => line(c, &[]),
+            TraceEvent::PySample(x) => line(x, &[]),
+            TraceEvent::Other(fmt::Event::Stall(x)) => {
+                line(x, &["since", "flags"]);
                 m.put("since_ns", &x.since);
-                m.put("outstanding", &x.outstanding);
                 m.put("end", &(x.flags & fmt::STALL_END != 0));
                 m.put("resolved", &(x.flags & fmt::STALL_RESOLVED != 0));
                 m.put("forced_flush", &(x.flags & fmt::STALL_FORCED_FLUSH != 0));
             }
-            TraceEvent::StallOp(x) => {
-                m.start("stall_op", pid, x.ts, None);
-                m.put("stall", &x.stall);
-                m.put("seq", &x.seq);
+            TraceEvent::Other(fmt::Event::StallOp(x)) => {
+                line(x, &["kind", "flags", "corr", "launch_ts", "start"]);
                 let kind = match x.kind {
                     fmt::STALL_OP_KERNEL => "kernel",
                     fmt::STALL_OP_MEMCPY => "memcpy",
@@ -615,34 +490,19 @@ impl EventExporter for Jsonl {
                     _ => "other",
                 };
                 m.put("kind", kind);
-                if x.device != u32::MAX {
-                    m.put("device", &x.device);
-                }
-                m.put("stream", &x.stream);
                 m.put("correlation", &x.corr);
-                m.put("name", cx.str(x.name));
-                m.put("tid", &x.tid);
                 m.put("launch_ns", &x.launch_ts);
                 m.put("start_ns", &x.start);
-                m.put("bytes", &x.bytes);
-                m.put("grid", &x.grid);
-                m.put("block", &x.block);
                 m.put("at_launch", &(x.flags & fmt::STALL_OP_FLAG_LAUNCH != 0));
-                m.put(
-                    "incomplete_record",
-                    &(x.flags & fmt::STALL_OP_FLAG_INCOMPLETE != 0),
-                );
+                let incomplete = x.flags & fmt::STALL_OP_FLAG_INCOMPLETE != 0;
+                m.put("incomplete_record", &incomplete);
             }
-            TraceEvent::StallThread(x) => {
-                m.start("stall_thread", pid, x.ts, None);
-                m.put("stall", &x.stall);
-                m.put("seq", &x.seq);
-                m.put("tid", &x.tid);
-                m.put("call", cx.str(x.call));
+            TraceEvent::Other(fmt::Event::StallThread(x)) => {
+                line(x, &["call_start", "state"]);
                 m.put("call_start_ns", &x.call_start);
-                m.put("stack", &x.stack);
                 m.state("state", x.state);
             }
+            TraceEvent::Other(e) => line(e, &[]),
         }
         m.finish(out)
     }

@@ -16,12 +16,17 @@
 //! A new kind of event in the trace format (an `Event` variant with its own tag) reaches
 //! the event exporters in these places, in the same order everywhere (the order equal
 //! timestamps are written in):
+//! Nowhere, to begin with: a kind without a [`TraceEvent`] variant of its own reaches
+//! every exporter as [`TraceEvent::Other`], shown from its definition in the event
+//! table (dump: a line typed by its name, with its fields; timelines: an instant or a
+//! slice with its fields as arguments). A kind that deserves more (its own track, its
+//! own line format, a table of the analysis) gets, in the same order everywhere (the
+//! order equal timestamps are written in):
 //! 1. [`TraceEvent`]: a variant, and its timestamp in [`TraceEvent::ts`].
 //! 2. [`stream`]: a `Kind`, a `Rec` variant (boxed if larger than the others: the
-//!    reorder buffer's entry size is tested), and `Rec::of`, `raw_ts`, `kind_tie` (the
-//!    key [`crate::trace::Trace`] sorts that table by) and `with_event`.
-//! 3. Every event exporter's `event` ([`jsonl`]: the line and its fields in the module
-//!    documentation).
+//!    reorder buffer's entry size is tested), and `Rec::of`, `kind_tie` (the key
+//!    [`crate::trace::Trace`] sorts that table by) and `with_event`.
+//! 3. The exporters that show it differently from the generic way.
 //! 4. The test oracle `analyzer/tests/common/legacy_dump.rs` (the same line from the
 //!    trace's table) and the random traces of `analyzer/tests/dump.rs`, which compare
 //!    the two byte for byte.
@@ -267,10 +272,10 @@ pub enum TraceEvent<'a> {
     CallSite(&'a fmt::CallSite),
     /// A periodic sample of a thread's Python stack.
     PySample(&'a fmt::PySample),
-    /// A stall report, its outstanding GPU operations and the process's threads.
-    Stall(&'a fmt::Stall),
-    StallOp(&'a fmt::StallOp),
-    StallThread(&'a fmt::StallThread),
+    /// An event of a kind without a variant of its own: exporters show it through the
+    /// event table's accessors ([`fmt::Event::name`], [`fmt::Event::span`],
+    /// [`fmt::Event::fields`]). Sorts after every kind above at equal times.
+    Other(&'a fmt::Event),
 }
 
 impl TraceEvent<'_> {
@@ -304,9 +309,7 @@ impl TraceEvent<'_> {
             TraceEvent::CallSite(c) => c.ts,
             TraceEvent::CounterSample(x) => x.start,
             TraceEvent::PySample(x) => x.ts,
-            TraceEvent::Stall(x) => x.ts,
-            TraceEvent::StallOp(x) => x.ts,
-            TraceEvent::StallThread(x) => x.ts,
+            TraceEvent::Other(e) => e.ts().unwrap_or(0),
         }
     }
 }

@@ -243,6 +243,32 @@ pub fn submits(a: &fmt::Api, name: &str) -> bool {
     )
 }
 
+/// An event of a kind without a variant of its own, as its definition in the event
+/// table has it: named by its kind, over its span (an instant for a point in time), on
+/// its thread's track if it has a `tid` field (else the collector's), with its other
+/// fields as arguments.
+fn generic<'a>(cx: &TraceContext<'a>, e: &fmt::Event) -> Shown<'a> {
+    let Some((start, end)) = e.span() else {
+        return Shown::Nothing;
+    };
+    let mut s = slice(
+        Track::Collector,
+        start,
+        end.unwrap_or(start),
+        Name::Static(e.name()),
+        Cat::Collector,
+    );
+    e.fields(&mut |k, v| match v {
+        fmt::Value::U(x) if k == "tid" => (s.track, s.cat) = (Track::Thread(x as u32), Cat::Host),
+        fmt::Value::U(x) => s.args.push(Arg::U(k, x)),
+        fmt::Value::I(x) => s.args.push(Arg::I(k, x)),
+        fmt::Value::Str(id) => s.args.push(Arg::S(k, cx.str(id))),
+        fmt::Value::Array(&[a, b, c]) => s.args.push(Arg::Dim3(k, [a, b, c])),
+        _ => {}
+    });
+    Shown::Slice(s)
+}
+
 /// How `ev` shows on a timeline.
 pub fn describe<'a>(cx: &TraceContext<'a>, ev: &TraceEvent<'a>) -> Shown<'a> {
     use Arg::*;
@@ -368,10 +394,7 @@ pub fn describe<'a>(cx: &TraceContext<'a>, ev: &TraceEvent<'a>) -> Shown<'a> {
         TraceEvent::PyStack(_) | TraceEvent::CallSite(_) | TraceEvent::PySample(_) => {
             Shown::Nothing
         }
-        // Stall reports are in the report's findings.
-        TraceEvent::Stall(_) | TraceEvent::StallOp(_) | TraceEvent::StallThread(_) => {
-            Shown::Nothing
-        }
+        TraceEvent::Other(e) => generic(cx, e),
         TraceEvent::Api(a) => {
             let cat = if a.domain == fmt::DOMAIN_DRIVER {
                 Cat::Driver

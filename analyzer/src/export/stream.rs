@@ -431,9 +431,8 @@ enum Kind {
     CallSite,
     PyStack,
     PySample,
-    Stall,
-    StallOp,
-    StallThread,
+    /// Kinds without a variant of their own ([`TraceEvent::Other`]).
+    Other,
 }
 
 /// Where an event goes in the output: timestamp, kind, its table's sort key, then its
@@ -476,9 +475,8 @@ enum Rec {
     /// Boxed, as GPU samples.
     CounterSample(Box<fmt::CounterSample>),
     PySample(fmt::PySample),
-    Stall(fmt::Stall),
-    StallOp(Box<fmt::StallOp>),
-    StallThread(fmt::StallThread),
+    /// A kind without a variant of its own.
+    Other(Box<Event>),
 }
 
 fn pair(hi: u32, lo: u32) -> u64 {
@@ -511,9 +509,6 @@ impl Rec {
             Event::CallSite(c) => Rec::CallSite(c),
             Event::CounterSample(x) => Rec::CounterSample(Box::new(x)),
             Event::PySample(x) => Rec::PySample(x),
-            Event::Stall(x) => Rec::Stall(x),
-            Event::StallOp(x) => Rec::StallOp(Box::new(x)),
-            Event::StallThread(x) => Rec::StallThread(x),
             Event::Str { .. }
             | Event::PyStack(_)
             | Event::Clock { .. }
@@ -521,6 +516,8 @@ impl Rec {
             | Event::Dropped { .. }
             | Event::State { .. }
             | Event::Thread { .. } => return None,
+            #[allow(unreachable_patterns)]
+            e => Rec::Other(Box::new(e)),
         })
     }
 
@@ -560,9 +557,7 @@ impl Rec {
             Rec::CallSite(c) => c.ts,
             Rec::CounterSample(x) => x.start,
             Rec::PySample(x) => x.ts,
-            Rec::Stall(x) => x.ts,
-            Rec::StallOp(x) => x.ts,
-            Rec::StallThread(x) => x.ts,
+            Rec::Other(e) => e.ts().unwrap_or(0),
         }
     }
 
@@ -610,10 +605,10 @@ impl Rec {
             Rec::CallSite(c) => (Kind::CallSite, [c.ts, c.tid as u64, c.stack as u64, 0]),
             Rec::CounterSample(x) => (Kind::CounterSample, [x.start, x.end, x.device as u64, 0]),
             Rec::PySample(x) => (Kind::PySample, [x.tid as u64, x.ts, x.stack as u64, 0]),
-            // A report's events keep their file order (the tie is the same for all).
-            Rec::Stall(x) => (Kind::Stall, [x.id as u64, x.seq as u64, 0, 0]),
-            Rec::StallOp(x) => (Kind::StallOp, [x.stall as u64, x.seq as u64, 0, 0]),
-            Rec::StallThread(x) => (Kind::StallThread, [x.stall as u64, x.seq as u64, 0, 0]),
+            Rec::Other(e) => {
+                let (start, end) = e.span().unwrap_or_default();
+                (Kind::Other, [e.tag() as u64, start, end.unwrap_or(0), 0])
+            }
         }
     }
 
@@ -644,9 +639,7 @@ impl Rec {
             Rec::CallSite(c) => f(&TraceEvent::CallSite(c)),
             Rec::CounterSample(x) => f(&TraceEvent::CounterSample(x)),
             Rec::PySample(x) => f(&TraceEvent::PySample(x)),
-            Rec::Stall(x) => f(&TraceEvent::Stall(x)),
-            Rec::StallOp(x) => f(&TraceEvent::StallOp(x)),
-            Rec::StallThread(x) => f(&TraceEvent::StallThread(x)),
+            Rec::Other(e) => f(&TraceEvent::Other(e)),
         }
     }
 }
