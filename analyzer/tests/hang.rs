@@ -711,6 +711,8 @@ fn traces_under(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
+/// Every bundled example but the one recorded stuck on purpose (examples/stuck, checked
+/// in h200_examples.rs) reads without a hang.
 #[test]
 fn no_bundled_example_hangs() {
     let mut files = Vec::new();
@@ -721,7 +723,7 @@ fn no_bundled_example_hangs() {
     let mut seen = 0;
     for p in files {
         let t = Trace::load(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
-        if t.meta.is_environment() {
+        if t.meta.is_environment() || p.parent().is_some_and(|d| d.ends_with("stuck")) {
             continue;
         }
         seen += 1;

@@ -270,9 +270,9 @@ pub fn start_dormant(o: &Opts) {
         .name("gputrace-control".into())
         .spawn(move || {
             internal::mark_thread_internal();
-            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            crate::base::ffi::thread_body("the control thread", || {
                 control_loop(start_after, duration)
-            }));
+            });
         });
     if let Err(e) = r {
         log::warn(&format!("cannot start the control thread: {e}"));

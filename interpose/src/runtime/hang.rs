@@ -87,9 +87,7 @@ pub fn start() {
         .spawn(move || {
             internal::mark_thread_internal();
             ffi::block_end_signals();
-            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                Dog::new(stall_ms).run(wake, done)
-            }));
+            ffi::thread_body("the stall watchdog", || Dog::new(stall_ms).run(wake, done));
         });
     if let Err(e) = r {
         log::warn(&format!("cannot start the watchdog thread: {e}"));

@@ -56,10 +56,7 @@ pub fn start(s: HostSettings) {
         .spawn(move || {
             mark_thread_internal();
             block_signals();
-            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(s)));
-            if r.is_err() {
-                log::warn("internal error in the host sampler; host samples stop here");
-            }
+            crate::base::ffi::thread_body("the host sampler", || run(s));
             RUNNING.store(false, Ordering::Release);
         });
     if let Err(e) = spawned {
