@@ -585,6 +585,25 @@ pub const COUNTER_SOURCE_PM: u8 = 0;
 pub const COUNTER_SOURCE_GPM: u8 = 1;
 
 impl CounterSample {
+    /// Its percentages (hundredths, [`ENV_NA`] where not given), in this order: SM
+    /// active, occupancy, tensor (any), DRAM, FP64, FP32, FP16, integer, tensor DFMA,
+    /// HMMA, IMMA.
+    pub fn percentages(&self) -> [u32; 11] {
+        [
+            self.sm_active,
+            self.occupancy,
+            self.tensor_active,
+            self.dram,
+            self.fp64_active,
+            self.fp32_active,
+            self.fp16_active,
+            self.integer_active,
+            self.tensor_dfma,
+            self.tensor_hmma,
+            self.tensor_imma,
+        ]
+    }
+
     /// The source as a word: `pm`, `gpm`.
     pub fn source_name(&self) -> &'static str {
         match self.source {

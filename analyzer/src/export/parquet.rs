@@ -582,19 +582,7 @@ impl TimelineExporter for Parquet {
                 .s(c.source_name())
                 .u(v.at(c.start))
                 .u(v.at(c.end));
-            for x in [
-                c.sm_active,
-                c.occupancy,
-                c.tensor_active,
-                c.dram,
-                c.fp64_active,
-                c.fp32_active,
-                c.fp16_active,
-                c.integer_active,
-                c.tensor_dfma,
-                c.tensor_hmma,
-                c.tensor_imma,
-            ] {
+            for x in c.percentages() {
                 t.f(if x == fmt::ENV_NA {
                     -1.0
                 } else {

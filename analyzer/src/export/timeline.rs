@@ -608,19 +608,7 @@ pub fn sampled_counters(t: &Trace, nvml: &[bool], mut f: impl FnMut(Sampled, &st
         "tensor IMMA % (counters)",
     ];
     for c in &t.counter_samples {
-        let values = [
-            c.sm_active,
-            c.occupancy,
-            c.tensor_active,
-            c.dram,
-            c.fp64_active,
-            c.fp32_active,
-            c.fp16_active,
-            c.integer_active,
-            c.tensor_dfma,
-            c.tensor_hmma,
-            c.tensor_imma,
-        ];
+        let values = c.percentages();
         for (which, v) in values.into_iter().enumerate() {
             if v != fmt::ENV_NA {
                 let key = Sampled::GpuCounter {

@@ -85,19 +85,7 @@ const N: usize = 11;
 
 /// A sample's percentages (hundredths), [`fmt::ENV_NA`] where not given.
 fn values(c: &CounterSample) -> [u32; N] {
-    [
-        c.sm_active,
-        c.occupancy,
-        c.tensor_active,
-        c.dram,
-        c.fp64_active,
-        c.fp32_active,
-        c.fp16_active,
-        c.integer_active,
-        c.tensor_dfma,
-        c.tensor_hmma,
-        c.tensor_imma,
-    ]
+    c.percentages()
 }
 
 /// Time-weighted means of the metrics (percent of peak; `None`: not measured).
