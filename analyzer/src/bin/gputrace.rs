@@ -51,7 +51,7 @@ enum Cmd {
         /// Trace files (*.gtrace), or directories of them (`gputrace run -o DIR`).
         #[arg(required = true)]
         traces: Vec<PathBuf>,
-        /// Print JSON instead of text (schema in docs/json-schema.md).
+        /// Print the summaries as JSON instead of text: an array, one object per trace.
         #[arg(long)]
         json: bool,
     },
