@@ -68,8 +68,8 @@ impl AttachError {
     }
 }
 
-/// Whether the process's memory maps name the preload library (`None`: the maps could
-/// not be read, the error says why).
+/// Whether the process's memory maps name the preload library (an error: the maps could
+/// not be read, as for another user's process).
 fn has_library(pid: u32) -> Result<bool, std::io::Error> {
     let maps = std::fs::read(format!("/proc/{pid}/maps"))?;
     Ok(maps.split(|b| *b == b'\n').any(|line| {
