@@ -29,9 +29,9 @@ measure() { # name, command...: wall s and peak RSS MiB, median of 3 by wall
   rm -f "$W"/time.*
 }
 measure report "$G" report "$T"
-measure perfetto "$G" export --format perfetto -o "$W/out.pftrace" "$T"
-measure chrome "$G" export --format chrome -o "$W/out.json" "$T"
-measure parquet "$G" export --format parquet -o "$W/parquet" "$T"
+measure perfetto "$G" export --force --format perfetto -o "$W/out.pftrace" "$T"
+measure chrome "$G" export --force --format chrome -o "$W/out.json" "$T"
+measure parquet "$G" export --force --format parquet -o "$W/parquet" "$T"
 size() { du -sb "$1" | cut -f1; }
 EVENTS=$(sed -n 's/^events *\([0-9]*\).*/\1/p' "$W/report-bench.txt")
 python3 - "$W" "${EVENTS:-$N}" "$(size "$T")" "$(size "$W/out.pftrace")" "$(size "$W/out.json")" "$(size "$W/parquet")" "$RESULT" "$SAMPLED" <<'PY'

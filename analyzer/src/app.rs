@@ -20,7 +20,7 @@ pub struct Options {
     pub exiting: bool,
 }
 
-/// Exit status of `report`, `summary` and `dump` after their output when a trace it
+/// Exit status of `report`, `summary`, `dump` and `export` after their output when a trace it
 /// covers was damaged (bytes inside the file are not what was written, so records may
 /// be missing from anywhere in it). A trace merely cut short (the process killed, the
 /// disk full) is read to its end as usual: 0.
@@ -163,21 +163,49 @@ pub struct Exported {
     pub processes: usize,
     /// Events streamed, over every trace.
     pub events: u64,
+    /// A trace was damaged: what could be read of it was written (what was lost was
+    /// said through `warn` as it was read).
+    pub outcome: Outcome,
+}
+
+/// Refuses an output that exists (a file, or a directory with something in it) unless
+/// `force`: an export never replaces earlier work silently.
+fn check_output(target: &Path, force: bool) -> Result<(), Error> {
+    if force {
+        return Ok(());
+    }
+    let taken = match std::fs::read_dir(target) {
+        Ok(mut rd) => rd.next().is_some(),
+        Err(_) => target.symlink_metadata().is_ok(),
+    };
+    if taken {
+        return Err(Error::OutputExists(target.to_path_buf()));
+    }
+    Ok(())
 }
 
 /// `gputrace export --format perfetto|chrome|parquet`: the job's traces analysed
 /// together (as `report` does), what the analysis placed on each process's timeline
 /// handed to the exporter, the traces dropped, then each trace's events streamed from
 /// its file (see [`crate::export::timeline`]). `out`: where to write (default beside the
-/// first trace, [`export::timeline_output`]).
+/// first trace, [`export::timeline_output`]). An output that exists is refused unless
+/// `force` (before the traces are read when `out` is given). A damaged trace is
+/// exported as far as it could be read; [`Exported::outcome`] says so.
 pub fn export(
     paths: &[PathBuf],
     format: Format,
     out: Option<&Path>,
+    force: bool,
     opts: &Options,
     warn: Warn<'_>,
 ) -> Result<Exported, Error> {
+    if let Some(p) = out {
+        check_output(p, force)?;
+    }
     let traces = load::load_set(paths, &opts.load, warn)?;
+    let outcome = Outcome {
+        damaged: traces.iter().any(|t| t.stats.damaged()),
+    };
     let n = traces.len();
     let target = match out {
         Some(p) => p.to_path_buf(),
@@ -190,6 +218,9 @@ pub fn export(
             n,
         ),
     };
+    if out.is_none() {
+        check_output(&target, force)?;
+    }
     let mut exporter = match export::timeline_exporter(format, &target, n) {
         Some(Ok(e)) => e,
         Some(Err(e)) => return Err(Error::Output(e)),
@@ -237,6 +268,7 @@ pub fn export(
         paths,
         processes: n,
         events,
+        outcome,
     })
 }
 

@@ -10,7 +10,20 @@ use std::time::Duration;
 
 #[derive(Debug, thiserror::Error)]
 pub enum AttachError {
-    #[error("no gputrace control socket for pid {pid} (looked at: {looked}); was it started with {mode}=dormant (or `gputrace run --dormant`) and has it initialised CUDA?", mode = protocol::settings::MODE)]
+    #[error("no process with pid {0}")]
+    NoProcess(u32),
+    #[error("pid {0} does not have libgputrace.so loaded: attaching to a process started without it is not supported yet")]
+    NotPreloaded(u32),
+    #[error("cannot tell whether pid {pid} has libgputrace.so loaded: cannot read /proc/{pid}/maps: {}", crate::error::io_message(.error))]
+    CannotInspect { pid: u32, error: std::io::Error },
+    #[error("pid {pid} has libgputrace.so loaded but was not started dormant ({setting}): it has no control socket (a process traced from its start writes its trace when it exits)")]
+    NotDormant {
+        pid: u32,
+        /// The mode setting as the process has it (`GPUTRACE_MODE=trace`, `GPUTRACE_MODE
+        /// not set`).
+        setting: String,
+    },
+    #[error("pid {pid} has libgputrace.so loaded but no control socket yet (looked at: {looked})")]
     NoSocket { pid: u32, looked: String },
     #[error("cannot talk to pid {0}: {1}")]
     Io(u32, std::io::Error),
@@ -20,6 +33,95 @@ pub enum AttachError {
     Closed(u32),
 }
 
+impl AttachError {
+    /// What to do about it, when there is something to say.
+    pub fn hint(&self) -> Option<String> {
+        let start = || {
+            let lib = crate::run::find_library(
+                std::env::var_os(protocol::settings::LIB)
+                    .filter(|v| !v.is_empty())
+                    .map(PathBuf::from),
+                std::env::current_exe().ok(),
+            )
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|_| "/path/to/libgputrace.so".into());
+            format!(
+                "start the program with `gputrace run --dormant -- CMD` or `LD_PRELOAD={lib} {}=dormant CMD`, then attach to it",
+                protocol::settings::MODE
+            )
+        };
+        match self {
+            AttachError::NoProcess(_) => {
+                Some("check the PID: `ps -ef` or `pgrep -f NAME` lists the running ones".into())
+            }
+            AttachError::NotPreloaded(_) => Some(start()),
+            AttachError::NotDormant { .. } => Some(start()),
+            AttachError::CannotInspect { .. } => Some(
+                "attach as the user the process runs as (its socket answers that user only)"
+                    .into(),
+            ),
+            AttachError::NoSocket { .. } => Some(
+                "a dormant process makes its socket when it initialises CUDA (its first CUDA call): retry once the program has done so".into(),
+            ),
+            _ => None,
+        }
+    }
+}
+
+/// Whether the process's memory maps name the preload library (an error: the maps could
+/// not be read, as for another user's process).
+fn has_library(pid: u32) -> Result<bool, std::io::Error> {
+    let maps = std::fs::read(format!("/proc/{pid}/maps"))?;
+    Ok(maps.split(|b| *b == b'\n').any(|line| {
+        let path = line.rsplit(|b| *b == b' ').next().unwrap_or_default();
+        let name = path.rsplit(|b| *b == b'/').next().unwrap_or_default();
+        name.starts_with(b"libgputrace") && name.windows(3).any(|w| w == b".so")
+    }))
+}
+
+/// The value of `var` in the process's environment as it started, where readable.
+fn env_of(pid: u32, var: &str) -> Option<String> {
+    let env = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
+    env.split(|b| *b == 0).find_map(|kv| {
+        let s = std::str::from_utf8(kv).ok()?;
+        let (k, v) = s.split_once('=')?;
+        (k == var).then(|| v.to_string())
+    })
+}
+
+/// Why there is no control socket for `pid`: no such process, no library in it, a
+/// library tracing from the start, or a dormant one that has not made its socket yet.
+fn why_no_socket(pid: u32, looked: String) -> AttachError {
+    if !Path::new(&format!("/proc/{pid}")).exists() {
+        return AttachError::NoProcess(pid);
+    }
+    match has_library(pid) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => AttachError::NoProcess(pid),
+        Err(error) => AttachError::CannotInspect { pid, error },
+        Ok(false) => AttachError::NotPreloaded(pid),
+        Ok(true) => {
+            use protocol::settings::{DURATION, MODE, START_AFTER};
+            // The library is dormant (and makes a socket) with GPUTRACE_MODE=dormant,
+            // or with a timer set; an environment that cannot be read says nothing.
+            let readable = std::fs::read(format!("/proc/{pid}/environ")).is_ok();
+            let mode = env_of(pid, MODE);
+            let timer = env_of(pid, START_AFTER).is_some() || env_of(pid, DURATION).is_some();
+            let dormant = mode
+                .as_deref()
+                .is_some_and(|m| m.trim().eq_ignore_ascii_case("dormant"));
+            if readable && !dormant && !timer {
+                let setting = match mode {
+                    Some(m) => format!("{MODE}={m}"),
+                    None => format!("{MODE} not set"),
+                };
+                AttachError::NotDormant { pid, setting }
+            } else {
+                AttachError::NoSocket { pid, looked }
+            }
+        }
+    }
+}
+
 fn uid_of(pid: u32) -> Option<u32> {
     let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let line = s.lines().find(|l| l.starts_with("Uid:"))?;
@@ -27,12 +129,7 @@ fn uid_of(pid: u32) -> Option<u32> {
 }
 
 fn xdg_of(pid: u32) -> Option<PathBuf> {
-    let env = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
-    env.split(|b| *b == 0).find_map(|kv| {
-        let s = std::str::from_utf8(kv).ok()?;
-        let (k, v) = s.split_once('=')?;
-        (k == protocol::RUNTIME_DIR_VAR).then(|| PathBuf::from(v))
-    })
+    env_of(pid, protocol::RUNTIME_DIR_VAR).map(PathBuf::from)
 }
 
 /// Where the process's control socket may be, most likely first.
@@ -60,17 +157,16 @@ pub fn candidate_sockets(pid: u32) -> Vec<PathBuf> {
 
 fn connect(pid: u32) -> Result<UnixStream, AttachError> {
     let cands = candidate_sockets(pid);
-    let sock = cands
-        .iter()
-        .find(|p| p.exists())
-        .ok_or_else(|| AttachError::NoSocket {
+    let sock = cands.iter().find(|p| p.exists()).ok_or_else(|| {
+        why_no_socket(
             pid,
-            looked: cands
+            cands
                 .iter()
                 .map(|p| p.display().to_string())
                 .collect::<Vec<_>>()
                 .join(", "),
-        })?;
+        )
+    })?;
     UnixStream::connect(sock).map_err(|e| AttachError::Io(pid, e))
 }
 

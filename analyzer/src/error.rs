@@ -23,6 +23,10 @@ pub enum Error {
     /// error: `gputrace dump x | head`).
     #[error("cannot write the output: {}", io_message(.0))]
     Output(io::Error),
+    /// The output an export would write exists already (a file, or a directory with
+    /// files in it): left as it is.
+    #[error("{} exists already: not overwritten", .0.display())]
+    OutputExists(PathBuf),
 }
 
 impl Error {
@@ -46,6 +50,9 @@ impl Error {
             } if source.kind() == io::ErrorKind::PermissionDenied => {
                 Some("traces are written readable by their owner only (0600)".into())
             }
+            Error::OutputExists(_) => {
+                Some("add --force to replace it, or name another output with -o".into())
+            }
             _ => None,
         }
     }
@@ -68,6 +75,12 @@ pub fn io_message(e: &io::Error) -> String {
 }
 
 impl Error {
+    /// Whether the command was asked for something it will not do as asked (as a
+    /// wrong argument is): exit status 2, not 1.
+    pub fn is_usage(&self) -> bool {
+        matches!(self, Error::OutputExists(_))
+    }
+
     /// A trace at `path` could not be read.
     pub fn read(path: &Path, source: ReadError) -> Error {
         Error::Read {

@@ -470,7 +470,7 @@ pub fn run_and_report(
         say(n);
     }
     if o.traces.is_empty() {
-        say(&"the command wrote no trace (it did not use CUDA, or tracing was off)");
+        say(&no_trace_message(o.signal));
     } else {
         let files: Vec<PathBuf> = o.traces.iter().chain(&o.env_file).cloned().collect();
         if let Err(e) = report(&files) {
@@ -478,6 +478,19 @@ pub fn run_and_report(
         }
     }
     finish(&o)
+}
+
+/// What `gputrace run` says when the command wrote no trace: the signal that killed it,
+/// where one did (a trace is written at exit, so a program killed before then, by
+/// SIGKILL above all, leaves none), else the usual reasons.
+pub fn no_trace_message(signal: Option<i32>) -> String {
+    match signal {
+        Some(sig) => match gputrace_format::signal_name(sig) {
+            "SIG?" => format!("the command was killed by signal {sig} and wrote no trace"),
+            name => format!("the command was killed by {name} (signal {sig}) and wrote no trace"),
+        },
+        None => "the command wrote no trace (it did not use CUDA, or tracing was off)".into(),
+    }
 }
 
 /// The process-wide signal handling of a run.

@@ -377,3 +377,84 @@ fn joined_traces_are_not_mixed() {
         assert!(v.contains("second trace joined"), "{name}: {v}");
     }
 }
+
+#[test]
+fn attach_to_a_pid_that_does_not_exist_says_so() {
+    // Above the highest pid the kernel hands out: no such process, ever.
+    let max: u64 = std::fs::read_to_string("/proc/sys/kernel/pid_max")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(4_194_304);
+    let pid = (max + 1).to_string();
+    let (code, out, err) = gputrace(&["attach", &pid]);
+    assert_eq!(code, 1, "{err}");
+    assert!(out.is_empty(), "{out}");
+    assert!(
+        err.starts_with(&format!("gputrace: no process with pid {pid}\n")),
+        "{err}"
+    );
+    assert!(err.contains("check the PID"), "{err}");
+    assert!(!err.contains("socket"), "{err}");
+}
+
+#[test]
+fn attach_to_a_process_without_the_library_says_how_to_start_it() {
+    let mut child = Command::new("sleep")
+        .arg("30")
+        .env_remove("LD_PRELOAD")
+        .spawn()
+        .expect("start sleep");
+    let pid = child.id().to_string();
+    let (code, _, err) = gputrace(&["attach", &pid]);
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains(&format!(
+            "pid {pid} does not have libgputrace.so loaded: attaching to a process started without it is not supported yet"
+        )),
+        "{err}"
+    );
+    assert!(
+        err.contains("gputrace run --dormant") && err.contains("GPUTRACE_MODE=dormant"),
+        "{err}"
+    );
+    assert!(!err.contains("no process with pid"), "{err}");
+}
+
+#[test]
+fn top_level_help_lists_one_line_per_command() {
+    let (code, out, err) = gputrace(&["--help"]);
+    assert_eq!(code, 0, "{err}");
+    let list: Vec<&str> = out
+        .lines()
+        .skip_while(|l| *l != "Commands:")
+        .skip(1)
+        .take_while(|l| !l.is_empty())
+        .collect();
+    let names: Vec<&str> = list
+        .iter()
+        .map(|l| l.split_whitespace().next().unwrap_or(""))
+        .collect();
+    assert_eq!(
+        names,
+        ["run", "summary", "report", "dump", "diff", "export", "doctor", "attach", "help"],
+        "{out}"
+    );
+    for l in &list {
+        // Two-space indent, the name, its one-line description; nothing continues on
+        // the next line (a continuation would be a line of its own above).
+        assert!(l.starts_with("  ") && !l.starts_with("   "), "{l:?}");
+        assert!(l.split_whitespace().count() > 1, "no description: {l:?}");
+        assert!(l.len() <= 100, "too long for one line: {l:?}");
+    }
+    // The longer text is in each command's own help.
+    let (code, out, _) = gputrace(&["report", "--help"]);
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("Several traces are analysed together"),
+        "{out}"
+    );
+    assert!(out.contains("docs/json-schema.md"), "{out}");
+    assert!(!out.contains("README.md"), "{out}");
+}

@@ -112,6 +112,47 @@ fn a_damaged_trace_says_so_in_its_verdict_and_exit_status() {
 }
 
 #[test]
+fn a_damaged_trace_is_exported_as_far_as_it_reads_and_exits_3() {
+    let dir = Dir::new("export");
+    let mut d = example("torch-mlp.gtrace");
+    let c = chunks(&d);
+    let (s, e) = *c[1..].iter().max_by_key(|(s, e)| e - s).unwrap();
+    d[(s + e) / 2] ^= 0x55;
+    let p = dir.file("flip.gtrace", &d);
+    let intact = dir.file("intact.gtrace", &example("torch-mlp.gtrace"));
+    for format in ["perfetto", "chrome", "parquet"] {
+        let out = dir.0.join(format!("flip.{format}"));
+        let o = out.to_str().unwrap();
+        let (code, _, err) = gputrace(&["export", "--format", format, "-o", o, &p]);
+        assert_eq!(code, 3, "{format}: {err}");
+        // What was lost is said, and what was written too.
+        assert!(
+            err.contains("trace damaged") && err.contains(&format!("at byte {s}")),
+            "{format}: {err}"
+        );
+        assert!(err.contains(&format!("wrote {o}")), "{format}: {err}");
+        let size = |p: &Path| match std::fs::read_dir(p) {
+            Ok(rd) => rd.flatten().map(|e| e.metadata().unwrap().len()).sum(),
+            Err(_) => std::fs::metadata(p).unwrap().len(),
+        };
+        assert!(size(&out) > 0, "{format}: nothing written");
+        // The intact copy exports with 0, and more than the damaged one holds.
+        let whole = dir.0.join(format!("intact.{format}"));
+        let (code, _, err) = gputrace(&[
+            "export",
+            "--format",
+            format,
+            "-o",
+            whole.to_str().unwrap(),
+            &intact,
+        ]);
+        assert_eq!(code, 0, "{format}: {err}");
+        assert!(!err.contains("trace damaged"), "{format}: {err}");
+        assert!(size(&whole) > size(&out), "{format}");
+    }
+}
+
+#[test]
 fn a_cut_trace_without_gpu_records_is_not_called_idle() {
     let dir = Dir::new("cut");
     let d = example("torch-mlp.gtrace");

@@ -251,6 +251,63 @@ fn export_refuses_what_it_cannot_write() {
 }
 
 #[test]
+fn export_never_overwrites_without_force() {
+    let d = tmpdir("force");
+    let t = write(&d, "h.gtrace", &healthy(5));
+    let t = t.to_str().unwrap();
+    let export = |format: &str, out: &Path, force: bool| {
+        let mut args = vec!["export", "--format", format, "-o", out.to_str().unwrap()];
+        if force {
+            args.push("--force");
+        }
+        args.push(t);
+        gputrace(&args)
+    };
+    // A file (perfetto, chrome with one trace): refused, with exit 2, and left as it was.
+    for format in ["perfetto", "chrome"] {
+        let out = d.join(format!("out.{format}"));
+        std::fs::write(&out, b"earlier work").unwrap();
+        let (code, _, err) = export(format, &out, false);
+        assert_eq!(code, 2, "{format}: {err}");
+        assert!(
+            err.contains(&format!(
+                "{} exists already: not overwritten",
+                out.display()
+            )),
+            "{err}"
+        );
+        assert!(err.contains("--force"), "{err}");
+        assert_eq!(std::fs::read(&out).unwrap(), b"earlier work", "{format}");
+        // With --force it is replaced by the export.
+        let (code, _, err) = export(format, &out, true);
+        assert_eq!(code, 0, "{format}: {err}");
+        assert_ne!(std::fs::read(&out).unwrap(), b"earlier work", "{format}");
+        // The default output beside the trace is refused the same way.
+        let (code, _, err) = gputrace(&["export", "--format", format, t]);
+        assert_eq!(code, 0, "{format}: {err}");
+        let (code, _, err) = gputrace(&["export", "--format", format, t]);
+        assert_eq!(code, 2, "{format}: {err}");
+        assert!(err.contains("exists already"), "{err}");
+    }
+    // A directory (parquet): an empty one is written into; one with files in it is
+    // refused, its files untouched, unless --force.
+    let pq = d.join("tables");
+    std::fs::create_dir_all(&pq).unwrap();
+    let (code, _, err) = export("parquet", &pq, false);
+    assert_eq!(code, 0, "{err}");
+    let kernels = pq.join("kernels.parquet");
+    let before = std::fs::read(&kernels).unwrap();
+    std::fs::write(&kernels, b"earlier work").unwrap();
+    let (code, _, err) = export("parquet", &pq, false);
+    assert_eq!(code, 2, "{err}");
+    assert_eq!(std::fs::read(&kernels).unwrap(), b"earlier work");
+    let (code, _, err) = export("parquet", &pq, true);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(std::fs::read(&kernels).unwrap(), before);
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
 fn nvml_samples_become_counters_and_a_table() {
     let d = tmpdir("nvml");
     let mut b = healthy(10);

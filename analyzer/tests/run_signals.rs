@@ -185,7 +185,7 @@ fn kill(pid: libc::pid_t, sig: libc::c_int) {
     assert_eq!(unsafe { libc::kill(pid, sig) }, 0, "kill({pid}, {sig})");
 }
 
-const NO_TRACE: &str = "the command wrote no trace";
+const NO_TRACE: &str = "wrote no trace";
 
 /// A pseudo-terminal: the master side stays here, the slave becomes gputrace's
 /// controlling terminal. The slave stays open here too: with no slave open, reading the
@@ -379,6 +379,12 @@ fn signals_sent_to_gputrace_reach_the_command_and_give_128_plus_n() {
             o.status
         );
         assert!(o.stderr.contains(NO_TRACE), "signal {sig}: {}", o.stderr);
+        // The signal is named, by name and number.
+        let named = format!(
+            "the command was killed by {} (signal {sig}) and wrote no trace",
+            gputrace_format::signal_name(sig)
+        );
+        assert!(o.stderr.contains(&named), "signal {sig}: {}", o.stderr);
     }
 }
 

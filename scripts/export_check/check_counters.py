@@ -56,7 +56,7 @@ def main():
     procs = [f for f in files if f not in envs]
     assert len(envs) == 1 and len(procs) == 1, f"{d}: one process trace and its environment file"
     out = os.path.join(out_dir, "counters.pftrace")
-    run([gputrace, "export", "--format", "perfetto", "-o", out, *files])
+    run([gputrace, "export", "--force", "--format", "perfetto", "-o", out, *files])
     t = pb.Trace()
     with open(out, "rb") as f:
         t.ParseFromString(f.read())
@@ -161,7 +161,7 @@ def main():
             gpm_shown += 1
     # The same counters in the Parquet table.
     pqd = os.path.join(out_dir, "counters-parquet")
-    run([gputrace, "export", "--format", "parquet", "-o", pqd, *files])
+    run([gputrace, "export", "--force", "--format", "parquet", "-o", pqd, *files])
     c = pq.read_table(os.path.join(pqd, "counters.parquet")).to_pylist()
     n_pf = sum(len(values[u]) for u, d in counters.items()
                if d.name.endswith("%") or d.name.endswith(" (counters)"))

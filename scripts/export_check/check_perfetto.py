@@ -26,7 +26,7 @@ def run(args):
 def main():
     gputrace, trace, out_dir = sys.argv[1:4]
     out = f"{out_dir}/check.pftrace"
-    run([gputrace, "export", "--format", "perfetto", "-o", out, trace])
+    run([gputrace, "export", "--force", "--format", "perfetto", "-o", out, trace])
     t = pb.Trace()
     with open(out, "rb") as f:
         t.ParseFromString(f.read())

@@ -273,6 +273,62 @@ fn timer_opens_one_window() {
     assert!(!t.kernels().is_empty());
 }
 
+/// `gputrace attach PID` on a process whose control socket is not there: (exit code,
+/// stderr), once the process has the library mapped.
+fn attach_without_socket(pid: u32) -> (Option<i32>, String) {
+    poll(Duration::from_secs(20), || {
+        let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
+        maps.contains("libgputrace").then_some(())
+    })
+    .unwrap_or_else(|| panic!("pid {pid} never mapped libgputrace.so"));
+    let o = std::process::Command::new(gputrace_bin())
+        .args(["attach", &pid.to_string()])
+        .output()
+        .unwrap();
+    (
+        o.status.code(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn attach_says_why_a_process_with_the_library_has_no_socket() {
+    let w = Wheel::new(Cuda::V13, Layout::Flat);
+    // Dormant, but no CUDA yet: the socket comes at cuInit.
+    let run = w
+        .program("sleep", &["30"])
+        .env("GPUTRACE_MODE", "dormant")
+        .spawn();
+    let pid = run.id();
+    let (code, err) = attach_without_socket(pid);
+    drop(run);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains(&format!(
+            "pid {pid} has libgputrace.so loaded but no control socket yet"
+        )),
+        "{err}"
+    );
+    assert!(
+        err.contains("makes its socket when it initialises CUDA")
+            && err.contains("retry once the program has done so"),
+        "{err}"
+    );
+    // Traced from the start (no GPUTRACE_MODE): it never makes one.
+    let run = w.program("sleep", &["30"]).spawn();
+    let pid = run.id();
+    let (code, err) = attach_without_socket(pid);
+    drop(run);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains(&format!(
+            "pid {pid} has libgputrace.so loaded but was not started dormant (GPUTRACE_MODE not set)"
+        )),
+        "{err}"
+    );
+    assert!(err.contains("gputrace run --dormant"), "{err}");
+}
+
 extern "C" {
     #[link_name = "geteuid"]
     fn libc_geteuid() -> u32;

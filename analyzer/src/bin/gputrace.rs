@@ -20,6 +20,9 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Cmd {
     /// Run a command with tracing, then report on the traces it wrote.
+    #[command(
+        long_about = "Run a command with tracing, then report on the traces it wrote.\n\nThe command runs with libgputrace.so preloaded; its traces go to the --out directory, and the report (or, with --summary, the per-device summary) is printed when it ends. gputrace exits with the command's exit code."
+    )]
     Run {
         /// Directory for the trace files.
         #[arg(short = 'o', long = "out", default_value = protocol::DEFAULT_TRACE_DIR)]
@@ -45,38 +48,54 @@ enum Cmd {
     },
     /// Per-device summary of one or more traces.
     Summary {
+        /// Trace files (*.gtrace), or directories of them (`gputrace run -o DIR`).
         #[arg(required = true)]
         traces: Vec<PathBuf>,
+        /// Print the summaries as JSON instead of text: an array, one object per trace.
         #[arg(long)]
         json: bool,
     },
     /// What the GPU was waiting for: findings, ranked, with the time breakdown.
-    /// Several traces are analysed together as the ranks of one job (traces that cannot
-    /// be one job's ranks are reported side by side, with a note saying why).
+    #[command(
+        long_about = "What the GPU was waiting for: findings, ranked, with the time breakdown.\n\nSeveral traces are analysed together as the ranks of one job (traces that cannot be one job's ranks are reported side by side, with a note saying why)."
+    )]
     Report {
+        /// Trace files (*.gtrace) of one job, or directories of them (`gputrace run -o
+        /// DIR`).
         #[arg(required = true)]
         traces: Vec<PathBuf>,
-        /// Print the report as JSON (schema in README.md).
+        /// Print the report as JSON (schema in docs/json-schema.md).
         #[arg(long)]
         json: bool,
     },
-    /// Every event of a trace as one JSON object per line, in time order, written as
-    /// the trace is read (memory stays bounded whatever its size).
-    Dump { trace: PathBuf },
-    /// What changed between two runs: step time, busy share, each idle cause's time, the
-    /// top kernels and copies, findings gained and lost. Each run is a trace or a saved
-    /// `gputrace report --json`.
+    /// Every event of a trace as JSON lines, in time order.
+    #[command(
+        long_about = "Every event of a trace as one JSON object per line, in time order, written as the trace is read (memory stays bounded whatever its size)."
+    )]
+    Dump {
+        /// The trace file (*.gtrace).
+        trace: PathBuf,
+    },
+    /// What changed between two runs.
+    #[command(
+        long_about = "What changed between two runs: step time, busy share, each idle cause's time, the top kernels and copies, findings gained and lost. Each run is a trace or a saved `gputrace report --json`."
+    )]
     Diff {
+        /// The earlier run: a trace, a directory of traces, or a saved `report --json`.
         before: PathBuf,
+        /// The later run, given the same way.
         after: PathBuf,
         /// Print the comparison as JSON.
         #[arg(long)]
         json: bool,
     },
-    /// Write the traces of a job as a timeline (Perfetto, Chrome/Kineto JSON) or as
-    /// Parquet tables, with what the analysis found placed on it: every idle gap named
-    /// by its cause, the steps, the findings.
+    /// Write a job's traces as a Perfetto or Chrome timeline, or as Parquet tables.
+    #[command(
+        long_about = "Write the traces of a job as a timeline (Perfetto, Chrome/Kineto JSON) or as Parquet tables, with what the analysis found placed on it: every idle gap named by its cause, the steps, the findings.\n\nAn output that exists already is left as it is unless --force is given."
+    )]
     Export {
+        /// Trace files (*.gtrace) of one job, or directories of them (`gputrace run -o
+        /// DIR`).
         #[arg(required = true)]
         traces: Vec<PathBuf>,
         /// perfetto (ui.perfetto.dev), chrome (chrome://tracing, Holistic Trace
@@ -87,11 +106,17 @@ enum Cmd {
         /// (parquet; chrome with several traces). Default: beside the first trace.
         #[arg(short = 'o', long = "out")]
         out: Option<PathBuf>,
+        /// Replace the output if it exists already (a file, or a directory with files in
+        /// it).
+        #[arg(short = 'f', long)]
+        force: bool,
     },
-    /// Check the environment with no job running: GPUs, driver and CUDA runtimes,
-    /// clocks and throttle reasons, power, PCIe and GPU-to-GPU links, processes on the
-    /// GPUs, CPUs and memory. Each line OK / WARN (with the fix) / INFO.
+    /// Check the GPUs, driver, CUDA runtimes and machine before tracing.
+    #[command(
+        long_about = "Check the environment with no job running: GPUs, driver and CUDA runtimes, clocks and throttle reasons, power, PCIe and GPU-to-GPU links, processes on the GPUs, CPUs and memory. Each line OK / WARN (with the fix) / INFO."
+    )]
     Doctor {
+        /// Print the checks as JSON instead of text.
         #[arg(long)]
         json: bool,
         /// The NVML library to load (default: GPUTRACE_NVML, else libnvidia-ml.so.1).
@@ -101,9 +126,12 @@ enum Cmd {
         #[arg(long = "site-packages")]
         site_packages: Vec<PathBuf>,
     },
-    /// Trace a window of a running process started dormant (GPUTRACE_MODE=dormant or
-    /// `gputrace run --dormant`), then print where the trace is and its report.
+    /// Trace a window of a running process started dormant.
+    #[command(
+        long_about = "Trace a window of a running process started dormant (GPUTRACE_MODE=dormant or `gputrace run --dormant`), then print where the trace is and its report."
+    )]
     Attach {
+        /// The process id of the dormant program.
         pid: u32,
         /// How long to trace: 10s, 500ms, 2m (default 10s; with --steps, the longest
         /// the window may last, default 10m).
@@ -276,9 +304,10 @@ fn run_cli(cli: Cli) -> Result<i32> {
             traces,
             format,
             out,
+            force,
         } => {
             let t = std::time::Instant::now();
-            let e = app::export(&traces, format, out.as_deref(), &options(), &warn)?;
+            let e = app::export(&traces, format, out.as_deref(), force, &options(), &warn)?;
             for p in &e.paths {
                 let size = dir_size(p);
                 warn(&format!(
@@ -291,7 +320,7 @@ fn run_cli(cli: Cli) -> Result<i32> {
                     t.elapsed().as_secs_f64()
                 ));
             }
-            Ok(0)
+            Ok(e.outcome.exit_code())
         }
         Cmd::Doctor {
             json,
@@ -350,14 +379,30 @@ fn print_error(e: &anyhow::Error) {
         }
     }
     eprintln!("gputrace: {msg}");
-    if let Some(h) = e.downcast_ref::<Error>().and_then(Error::hint) {
+    let hint = match e.downcast_ref::<Error>() {
+        Some(e) => e.hint(),
+        None => e
+            .downcast_ref::<attach::AttachError>()
+            .and_then(attach::AttachError::hint),
+    };
+    if let Some(h) = hint {
         eprintln!("gputrace: {h}");
+    }
+}
+
+/// The exit status of a command that failed: 2 for what is wrong usage (as clap's own
+/// errors are), else 1.
+fn error_code(e: &anyhow::Error) -> i32 {
+    match e.downcast_ref::<Error>() {
+        Some(e) if e.is_usage() => 2,
+        _ => 1,
     }
 }
 
 /// Exit codes: 0 done (also when the reader of the output closed it early), 1 the
 /// command failed (a trace that cannot be read, a process that cannot be attached
-/// to, ...), 2 wrong usage, 3 (`report`, `summary`, `dump`, `attach`) done, but a trace
+/// to, ...), 2 wrong usage (also an `export` output that exists, without --force), 3
+/// (`report`, `summary`, `dump`, `export`, `attach`) done, but a trace
 /// was damaged and the output covers what could be read of it (a trace merely cut
 /// short gives 0); `run` exits with its command's code, or as a shell would when the
 /// command could not be started (125, 126, 127; see `gputrace_analyzer::run`).
@@ -367,7 +412,7 @@ fn main() {
         Ok(code) => code,
         Err(e) => {
             print_error(&e);
-            1
+            error_code(&e)
         }
     };
     std::process::exit(code);
@@ -381,6 +426,43 @@ mod tests {
     #[test]
     fn cli_is_well_formed() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn every_command_and_argument_has_a_help_text() {
+        let mut cli = Cli::command();
+        cli.build();
+        let mut seen = 0;
+        for sub in cli.get_subcommands().filter(|s| s.get_name() != "help") {
+            let name = sub.get_name();
+            let about = sub.get_about().map(|a| a.to_string()).unwrap_or_default();
+            assert!(!about.is_empty(), "{name}: no about");
+            assert!(
+                !about.contains('\n') && about.len() <= 80,
+                "{name}: the list's line is one short line: {about:?}"
+            );
+            for arg in sub.get_arguments() {
+                let help = arg.get_help().map(|h| h.to_string()).unwrap_or_default();
+                assert!(
+                    !help.trim().is_empty(),
+                    "{name} {}: no help text",
+                    arg.get_id()
+                );
+                seen += 1;
+            }
+        }
+        // Every subcommand's arguments were walked (not an empty tree).
+        assert!(seen > 30, "{seen}");
+        let report = cli.find_subcommand("report").unwrap();
+        let json = report
+            .get_arguments()
+            .find(|a| a.get_id() == "json")
+            .unwrap();
+        assert!(json
+            .get_help()
+            .unwrap()
+            .to_string()
+            .contains("docs/json-schema.md"));
     }
 
     #[test]
