@@ -32,21 +32,6 @@ fn stack(b: &mut B, id: u32, file: &str, function: &str, line: u32) {
     }));
 }
 
-/// `steps` steps of 4 kernels of 2.5 ms from `t`, the host far ahead; the last end.
-fn steps(b: &mut B, t: u64, steps: usize) -> u64 {
-    let mut gpu = t + 100 * US;
-    let mut host = t;
-    for _ in 0..steps {
-        for name in STEP_KERNELS {
-            let start = gpu.max(host + 10 * US);
-            b.launch(host, 5 * US, start, 2500 * US, name, BIG);
-            gpu = start + 2500 * US + US;
-            host += 50 * US;
-        }
-    }
-    gpu
-}
-
 fn end(b: &mut B, ts: u64, reason: &str) {
     let r = b.s(reason);
     b.ev.push(Event::State {
@@ -110,7 +95,7 @@ pub fn stuck_kernel(end_reason: Option<&str>) -> B {
     let mut b = B::new();
     b.meta.pid = TID;
     let t = startup(&mut b, 40 * GIB);
-    let last = steps(&mut b, t, 40);
+    let last = healthy_steps(&mut b, t, 40);
     assert!(last < T0 + LAUNCH_AT);
     let threads_name = b.s("pt_data_worker");
     b.ev.push(Event::Thread {
@@ -250,7 +235,7 @@ fn killed_with_no_end_record_the_hang_says_so() {
 fn a_long_kernel_that_completed_is_no_hang() {
     let mut b = B::new();
     let t = startup(&mut b, 40 * GIB);
-    let last = steps(&mut b, t, 40);
+    let last = healthy_steps(&mut b, t, 40);
     // A 12 s kernel: the library reports a stall at 5 and 10 s, then it completes.
     let corr = b.api(TID, last, 5 * US, LAUNCH, "cudaLaunchKernel", 0, 0);
     b.kernel_shape(last + 10 * US, 12 * S, "long_reduce", corr, BIG);
@@ -277,7 +262,7 @@ fn a_long_kernel_that_completed_is_no_hang() {
             &[(TID, "cudaStreamSynchronize", last + 20 * US, 0, b'S')],
         );
     }
-    let after = steps(&mut b, last + 12 * S + MS, 10);
+    let after = healthy_steps(&mut b, last + 12 * S + MS, 10);
     end(&mut b, after + MS, fmt::END_EXIT);
     let r = analyze(&[b.build()]);
     assert!(hang(&r).is_none(), "{}", text(&r));
@@ -292,7 +277,7 @@ fn a_long_kernel_that_completed_is_no_hang() {
     // A stall the library saw resolve is no hang either, even without the record.
     let mut b2 = B::new();
     let t = startup(&mut b2, 40 * GIB);
-    let last = steps(&mut b2, t, 40);
+    let last = healthy_steps(&mut b2, t, 40);
     let corr = b2.api(TID, last, 5 * US, LAUNCH, "cudaLaunchKernel", 0, 0);
     let op = fmt::StallOp {
         kind: fmt::STALL_OP_KERNEL,
@@ -323,7 +308,7 @@ fn a_long_kernel_that_completed_is_no_hang() {
 fn a_long_kernel_whose_record_a_forced_flush_lost_is_no_hang() {
     let mut b = B::new();
     let t = startup(&mut b, 40 * GIB);
-    let last = steps(&mut b, t, 40);
+    let last = healthy_steps(&mut b, t, 40);
     let corr = b.api(TID, last, 5 * US, LAUNCH, "cudaLaunchKernel", 0, 0);
     let name = b.s("spin_kernel");
     let op = fmt::StallOp {
@@ -343,7 +328,7 @@ fn a_long_kernel_whose_record_a_forced_flush_lost_is_no_hang() {
         stall_report(&mut b, at, last, 1, seq, op.clone(), &th);
     }
     // The kernel ended at +3 s; ten steps ran on the same stream after it.
-    let after = steps(&mut b, last + 3 * S, 10);
+    let after = healthy_steps(&mut b, last + 3 * S, 10);
     // The report made at exit still lists it (its record never came).
     b.ev.push(Event::Stall(fmt::Stall {
         ts: after + MS,
@@ -373,7 +358,7 @@ fn work_in_flight_at_a_kill_is_a_hang_only_after_the_stall_threshold() {
     let build = |gap: u64| {
         let mut b = B::new();
         let t = startup(&mut b, 40 * GIB);
-        let last = steps(&mut b, t, 40);
+        let last = healthy_steps(&mut b, t, 40);
         let corr = b.api(TID, last, 5 * US, LAUNCH, "cudaLaunchKernel", 0, 0);
         let name = b.s("fwd_gemm");
         let op = fmt::StallOp {
@@ -598,7 +583,7 @@ fn ended_after_launches(reason: Option<&str>) -> B {
     let mut b = B::new();
     b.meta.pid = TID;
     let t = startup(&mut b, 40 * GIB);
-    let last = steps(&mut b, t, 40);
+    let last = healthy_steps(&mut b, t, 40);
     stack(&mut b, 1, "/home/u/train.py", "main", 52);
     for i in 0..3 {
         b.api(
@@ -672,7 +657,7 @@ fn a_normal_trace_cut_short_is_no_hang() {
     // Killed while it ran normally: the host called until the end.
     let mut b = B::new();
     let t = startup(&mut b, 40 * GIB);
-    let last = steps(&mut b, t, 40);
+    let last = healthy_steps(&mut b, t, 40);
     b.api(
         TID,
         last + 10 * US,

@@ -1112,19 +1112,7 @@ mod tests {
 
     #[test]
     fn truncated_host_samples_are_errors_not_panics() {
-        let mut enc = Encoder::new();
-        for e in host_sample_events() {
-            enc.push(&e);
-        }
-        let (buf, _) = enc.take();
-        for cut in 0..buf.len() {
-            let mut dec = Decoder::new(&buf[..cut]);
-            while let Some(r) = dec.next() {
-                if r.is_err() {
-                    break;
-                }
-            }
-        }
+        decode_every_prefix(&host_sample_events());
     }
 
     #[test]
@@ -1179,12 +1167,11 @@ mod tests {
         assert_eq!(dec.skipped, 1);
     }
 
-    #[test]
-    fn truncated_body_is_an_error_not_a_panic() {
+    /// Encodes `evs` into one chunk and decodes every prefix of it: a cut anywhere is an
+    /// error or a shorter read, never a panic.
+    pub(crate) fn decode_every_prefix(evs: &[Event]) {
         let mut enc = Encoder::new();
-        for e in sample_events() {
-            enc.push(&e);
-        }
+        evs.iter().for_each(|e| enc.push(e));
         let (buf, _) = enc.take();
         for cut in 0..buf.len() {
             let mut dec = Decoder::new(&buf[..cut]);
@@ -1194,6 +1181,11 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn truncated_body_is_an_error_not_a_panic() {
+        decode_every_prefix(&sample_events());
     }
 
     #[test]
@@ -1387,19 +1379,7 @@ mod table_tests {
 
     #[test]
     fn truncated_stall_events_are_errors_not_panics() {
-        let mut enc = Encoder::new();
-        for e in stall_events() {
-            enc.push(&e);
-        }
-        let (buf, _) = enc.take();
-        for cut in 0..buf.len() {
-            let mut dec = Decoder::new(&buf[..cut]);
-            while let Some(r) = dec.next() {
-                if r.is_err() {
-                    break;
-                }
-            }
-        }
+        decode_every_prefix(&stall_events());
     }
 
     #[test]

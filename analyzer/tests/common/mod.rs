@@ -274,6 +274,13 @@ pub const STEP_KERNELS: [&str; 4] = ["fwd_gemm", "fwd_relu", "bwd_gemm", "adam_s
 pub fn healthy(steps: usize) -> B {
     let mut b = B::new();
     let t = startup(&mut b, 120 * GIB);
+    healthy_steps(&mut b, t, steps);
+    b
+}
+
+/// `steps` healthy steps from `t` (the host far ahead, kernels of 2.5 ms back to back);
+/// the end of the last kernel.
+pub fn healthy_steps(b: &mut B, t: u64, steps: usize) -> u64 {
     let mut gpu = t + 100 * US;
     let mut host = t;
     for _ in 0..steps {
@@ -284,7 +291,7 @@ pub fn healthy(steps: usize) -> B {
             host += 50 * US;
         }
     }
-    b
+    gpu
 }
 
 /// Data starvation: each step the host is quiet for 8 ms (loading data), then launches 4
