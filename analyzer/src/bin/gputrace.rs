@@ -2,9 +2,11 @@
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
+use gputrace_analyzer::commands::{app, attach, doctor, hangwatch, run};
 use gputrace_analyzer::export::Format;
-use gputrace_analyzer::load::LoadOptions;
-use gputrace_analyzer::{app, attach, doctor, env_record, hangwatch, run, Error};
+use gputrace_analyzer::model::load::LoadOptions;
+use gputrace_analyzer::recording::nvml as recorder;
+use gputrace_analyzer::Error;
 use gputrace_format::protocol::{self, settings};
 use std::ffi::OsString;
 use std::io::{BufWriter, Write};
@@ -259,7 +261,7 @@ fn run_cli(cli: Cli) -> Result<i32> {
             } else {
                 10
             }));
-            let (nvml, warning) = env_record::Settings::from_env();
+            let (nvml, warning) = recorder::Settings::from_env();
             if let Some(w) = warning {
                 warn(&w);
             }
@@ -405,7 +407,7 @@ fn error_code(e: &anyhow::Error) -> i32 {
 /// (`report`, `summary`, `dump`, `export`, `attach`) done, but a trace
 /// was damaged and the output covers what could be read of it (a trace merely cut
 /// short gives 0); `run` exits with its command's code, or as a shell would when the
-/// command could not be started (125, 126, 127; see `gputrace_analyzer::run`).
+/// command could not be started (125, 126, 127; see `gputrace_analyzer::commands::run`).
 fn main() {
     let cli = Cli::parse();
     let code = match run_cli(cli) {

@@ -3,7 +3,7 @@
 
 use super::common::dur;
 use super::{FindingCx, FindingId};
-use crate::env;
+use crate::report::environment;
 use crate::report::{Finding, Severity};
 
 /// Clocks this much below their maximum make a throttled period count.
@@ -11,7 +11,7 @@ const MIN_DROP_PCT: f64 = 5.0;
 
 pub(super) fn detect(cx: &FindingCx) -> Option<Finding> {
     let (s0, s1) = cx.steps.steady;
-    let th = env::throttled(cx.ctx.t, s0, s1);
+    let th = environment::throttled(cx.ctx.t, s0, s1);
     let w = th.iter().max_by_key(|t| t.throttled_ns)?;
     if w.clock_drop_pct < MIN_DROP_PCT {
         return None;
@@ -26,7 +26,7 @@ pub(super) fn detect(cx: &FindingCx) -> Option<Finding> {
     // works (an H200 running bf16 matmuls at 1500 of 1980 MHz, 400 W of 700 W, said
     // sw_power_cap): worth knowing, not a fault. A lowered limit, heat or a hardware
     // slowdown is.
-    let limit = |k| env::fact(cx.ctx.t, w.device, k).and_then(|v| v.parse::<u64>().ok());
+    let limit = |k| environment::fact(cx.ctx.t, w.device, k).and_then(|v| v.parse::<u64>().ok());
     let lowered = matches!(
         (limit("power_limit_mw"), limit("power_default_limit_mw")),
         (Some(l), Some(d)) if l < d

@@ -8,7 +8,7 @@
 //! before it on the same device (the sampler's tick), so time is counted over those
 //! periods, clipped to the range asked about.
 
-use crate::trace::Trace;
+use crate::model::trace::Trace;
 use gputrace_format::{self as fmt, FACT_HOST};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};

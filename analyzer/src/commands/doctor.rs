@@ -180,12 +180,12 @@ pub fn run(o: &Options) -> Doctor {
     let mut all_facts = facts::host_facts();
     // GPUTRACE_NVML as `gputrace run` reads it; the doctor loads NVML whatever it says.
     let nvml_path =
-        o.nvml
-            .clone()
-            .or_else(|| match crate::env_record::Settings::from_env().0.nvml {
-                crate::env_record::NvmlChoice::Command(path) => path,
+        o.nvml.clone().or_else(
+            || match crate::recording::nvml::Settings::from_env().0.nvml {
+                crate::recording::nvml::NvmlChoice::Command(path) => path,
                 _ => None,
-            });
+            },
+        );
     let nvml = Nvml::load(nvml_path.as_deref());
     let mut topology = Topology::default();
     let mut driver_cuda = None;

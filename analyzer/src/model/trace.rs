@@ -55,7 +55,7 @@ pub struct Trace {
     pub proc_samples: Vec<fmt::ProcSample>,
     pub machine: Vec<fmt::MachineSample>,
     pub cpu_limits: Vec<fmt::CpuLimits>,
-    /// The environment (see `crate::env`): facts read once, NVML samples of each GPU
+    /// The environment (see `crate::report::environment`): facts read once, NVML samples of each GPU
     /// and of the processes on it, driver-reported errors.
     pub facts: Vec<fmt::Fact>,
     pub gpu_samples: Vec<fmt::GpuSample>,

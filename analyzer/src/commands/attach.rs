@@ -1,7 +1,7 @@
 //! `gputrace attach PID`: asks a dormant process for a trace window over its control
 //! socket (where it is and what is said over it: `gputrace_format::protocol`).
 
-use crate::env_record;
+use crate::recording::nvml as recorder;
 use gputrace_format::protocol::{self, Reply, Request, WindowReq};
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
@@ -37,7 +37,7 @@ impl AttachError {
     /// What to do about it, when there is something to say.
     pub fn hint(&self) -> Option<String> {
         let start = || {
-            let lib = crate::run::find_library(
+            let lib = crate::commands::run::find_library(
                 std::env::var_os(protocol::settings::LIB)
                     .filter(|v| !v.is_empty())
                     .map(PathBuf::from),
@@ -227,13 +227,13 @@ pub fn attach(
 }
 
 /// [`attach`], with NVML sampled from this process while the window is open (as `nvml`
-/// says, see `crate::env_record`) into an environment file beside the window's trace.
+/// says, see `crate::recording::nvml`) into an environment file beside the window's trace.
 /// Returns the window and that file (`None` when sampling here is off); a file that
 /// could not be made is said through `warn` and the window goes on without it.
 pub fn attach_sampled(
     pid: u32,
     req: &WindowReq,
-    nvml: &env_record::Settings,
+    nvml: &recorder::Settings,
     warn: &dyn Fn(&str),
     started: impl FnOnce(&Path),
 ) -> Result<(Window, Option<PathBuf>), AttachError> {
@@ -241,12 +241,12 @@ pub fn attach_sampled(
 }
 
 /// [`attach_sampled`], with the window's trace watched for a hang while it is open
-/// (`crate::hangwatch`): once a stall shows no GPU progress for `hang_timeout`, its
+/// (`crate::commands::hangwatch`): once a stall shows no GPU progress for `hang_timeout`, its
 /// report goes to stderr; the process is left as it is. Zero: no watching.
 pub fn attach_watched(
     pid: u32,
     req: &WindowReq,
-    nvml: &env_record::Settings,
+    nvml: &recorder::Settings,
     warn: &dyn Fn(&str),
     hang_timeout: Duration,
     started: impl FnOnce(&Path),
@@ -257,18 +257,18 @@ pub fn attach_watched(
     let window = attach(pid, duration, steps, at_ms, dir, |trace| {
         let dir = trace_dir(pid, trace);
         if let Some(name) = trace.file_name() {
-            watcher = crate::hangwatch::Watcher::start(
-                crate::hangwatch::Watch::File(dir.join(name)),
+            watcher = crate::commands::hangwatch::Watcher::start(
+                crate::commands::hangwatch::Watch::File(dir.join(name)),
                 hang_timeout,
-                crate::run::say_hang,
+                crate::commands::run::say_hang,
             );
         }
-        let job = env_record::Job {
+        let job = recorder::Job {
             pid,
             cmdline: cmdline_of(pid),
             started_by: "gputrace attach",
         };
-        match env_record::Recorder::start(&dir, job, nvml) {
+        match recorder::Recorder::start(&dir, job, nvml) {
             Ok(r) => recorder = r,
             Err(e) => warn(&format!(
                 "no NVML samples: cannot write the environment file in {}: {e}",
@@ -280,7 +280,7 @@ pub fn attach_watched(
     if let Some(w) = watcher {
         w.stop();
     }
-    let env_file = recorder.map(|r| r.finish(env_record::LAST_TICK_WAIT));
+    let env_file = recorder.map(|r| r.finish(recorder::LAST_TICK_WAIT));
     match window {
         Ok(w) => Ok((w, env_file)),
         Err(e) => {
