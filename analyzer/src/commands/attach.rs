@@ -12,7 +12,7 @@ use std::time::Duration;
 pub enum AttachError {
     #[error("no process with pid {0}")]
     NoProcess(u32),
-    #[error("pid {0} does not have libgputrace.so loaded: attaching to a process started without it is not supported yet")]
+    #[error("pid {0} does not have libgputrace.so loaded, and --no-load says not to load it")]
     NotPreloaded(u32),
     #[error("cannot tell whether pid {pid} has libgputrace.so loaded: cannot read /proc/{pid}/maps: {}", crate::error::io_message(.error))]
     CannotInspect { pid: u32, error: std::io::Error },
@@ -31,6 +31,13 @@ pub enum AttachError {
     Refused(u32, String),
     #[error("pid {0} closed the connection before the window ended (did it exit?)")]
     Closed(u32),
+    #[error("cannot load libgputrace.so into pid {pid}: {error}")]
+    Load {
+        pid: u32,
+        error: crate::commands::inject::InjectError,
+    },
+    #[error("pid {pid}: libgputrace.so was loaded (thread {tid}) but made no control socket within {secs} s")]
+    LoadedNoSocket { pid: u32, tid: u32, secs: u64 },
 }
 
 impl AttachError {
@@ -55,6 +62,10 @@ impl AttachError {
                 Some("check the PID: `ps -ef` or `pgrep -f NAME` lists the running ones".into())
             }
             AttachError::NotPreloaded(_) => Some(start()),
+            AttachError::Load { error, .. } => error.hint().or_else(|| Some(start())),
+            AttachError::LoadedNoSocket { .. } => Some(
+                "run again with GPUTRACE_DEBUG=1 in the job's environment to see the library's messages, or start the job with `gputrace run --dormant`".into(),
+            ),
             AttachError::NotDormant { .. } => Some(start()),
             AttachError::CannotInspect { .. } => Some(
                 "attach as the user the process runs as (its socket answers that user only)"
@@ -153,6 +164,54 @@ pub fn candidate_sockets(pid: u32) -> Vec<PathBuf> {
     }
     v.dedup();
     v
+}
+
+/// Makes sure `pid` has the library and its control socket: a process started without
+/// it gets it loaded now (`crate::commands::inject`) unless `allow` is false. Returns
+/// what the load did, when there was one.
+pub fn load_if_needed(
+    pid: u32,
+    allow: bool,
+) -> Result<Option<crate::commands::inject::Injected>, AttachError> {
+    use crate::commands::inject;
+    let cands = candidate_sockets(pid);
+    if cands.iter().any(|p| p.exists()) {
+        return Ok(None);
+    }
+    match why_no_socket(pid, String::new()) {
+        AttachError::NotPreloaded(_) if allow => {}
+        AttachError::NoSocket { .. } => return Ok(None),
+        e => return Err(e),
+    }
+    let lib = crate::commands::run::find_library(
+        std::env::var_os(protocol::settings::LIB)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from),
+        std::env::current_exe().ok(),
+    )
+    .map_err(|e| AttachError::Load {
+        pid,
+        error: inject::InjectError::DlopenFailed {
+            pid,
+            why: e.to_string(),
+        },
+    })?;
+    let marker = inject::marker_for(&cands[0], pid);
+    let done =
+        inject::inject(pid, &lib, &marker).map_err(|error| AttachError::Load { pid, error })?;
+    let limit = Duration::from_secs(5);
+    let t0 = std::time::Instant::now();
+    while t0.elapsed() < limit {
+        if candidate_sockets(pid).iter().any(|p| p.exists()) {
+            return Ok(Some(done));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    Err(AttachError::LoadedNoSocket {
+        pid,
+        tid: done.tid,
+        secs: limit.as_secs(),
+    })
 }
 
 fn connect(pid: u32) -> Result<UnixStream, AttachError> {

@@ -4,4 +4,5 @@ pub mod app;
 pub mod attach;
 pub mod doctor;
 pub mod hangwatch;
+pub mod inject;
 pub mod run;
