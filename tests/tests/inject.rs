@@ -55,6 +55,15 @@ fn attach_loads_the_library_into_a_process_started_without_it() {
     let path = first.trim().strip_prefix("trace: ").expect("trace path");
     let t = Trace::read(std::path::Path::new(path));
     assert!(!t.kernels().is_empty(), "no kernels in the first window");
+    let rep =
+        gputrace_analyzer::analyze(&[
+            gputrace_analyzer::Trace::load(std::path::Path::new(path)).expect("load")
+        ]);
+    let text = gputrace_analyzer::render_text(&rep);
+    assert!(
+        text.contains("loaded into the running program by `gputrace attach`"),
+        "{text}"
+    );
 
     // Then windows over the control socket, the library reused, until the program has
     // a few seconds left.

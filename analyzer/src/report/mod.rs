@@ -835,6 +835,14 @@ fn analyze_process(
             "no host API events in this trace (host callbacks unavailable): idle causes come from GPU-only heuristics".to_string(),
         ),
     }
+    if t.meta
+        .started_by
+        .ends_with(gputrace_format::protocol::LOADED_LATE)
+    {
+        notes.push(
+            "libgputrace.so was loaded into the running program by `gputrace attach`: kernels already running at the load, NVTX ranges (so steps come from the GPU's rhythm), NCCL call arguments and pinned host memory allocated before the load are not in this trace".to_string(),
+        );
+    }
     if let Some((lo, hi)) = t.window {
         notes.push(format!(
             "trace window on request ({}): {:.3} s; {} GPU records began before it (clipped to its start), {} were still running when it closed (no timestamps: left out)",

@@ -47,7 +47,7 @@ pub fn run_window(
         return Err(TraceError::Busy);
     }
     let _g = internal::Internal::enter();
-    let path = match start_tracing(reason, dir) {
+    let path = match start_tracing(&super::window_reason(reason), dir) {
         Ok(p) => p,
         Err(e) => {
             state::set(state::DORMANT);
