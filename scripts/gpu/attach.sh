@@ -17,7 +17,13 @@ S=$D/summary.jsonl
 unset LD_PRELOAD
 note() { echo "$*" | tee -a "$D/log.txt"; }
 wait_for() { # FILE PATTERN SECONDS
-  local i=0; while ! grep -q "$2" "$1" 2>/dev/null; do sleep 0.2; i=$((i+1)); [ $i -gt $(( $3 * 5 )) ] && return 1; done; }
+  local i=0
+  while ! grep -q "$2" "$1" 2>/dev/null; do
+    sleep 0.2; i=$((i+1))
+    if [ $i -gt $(( $3 * 5 )) ]; then return 1; fi
+  done
+  return 0
+}
 
 for kind in torch jax; do
   L=$D/$kind.log; : >"$L"
