@@ -44,7 +44,7 @@ for kind in torch jax; do
   timeout 60 "$G" attach $pid --duration 5s -o "$D/$kind-win" >"$D/$kind-attach.txt" 2>&1
   rc=$?; t1=$(date +%s%N)
   note "$kind: 5 s window rc=$rc in $(( (t1 - t0) / 1000000 )) ms: $(grep -m1 'loaded libgputrace' "$D/$kind-attach.txt")"
-  tr=$(ls "$D/$kind-win"/*.gtrace 2>/dev/null | head -1)
+  tr=$(ls "$D/$kind-win"/*.gtrace 2>/dev/null | grep -v /gputrace-env- | head -1)
   if [ -n "$tr" ]; then
     "$G" dump "$tr" >"$D/$kind-dump.jsonl" 2>/dev/null
     "$PY" - "$D/$kind-dump.jsonl" "$L" "$kind" "$t0" "$t1" "$rc" <<'PYEOF' >>"$S"

@@ -37,7 +37,7 @@ pub fn on_load() -> bool {
     let late = loaded_late();
     if late {
         settings::set_loaded_late();
-        LOADED_LATE.store(true, Ordering::Relaxed);
+        state::set_loaded_late();
     }
     let o = opts();
     log::set_debug(o.debug);
@@ -76,13 +76,10 @@ pub fn on_load() -> bool {
     true
 }
 
-/// Set when `gputrace attach` loaded the library into a running program.
-static LOADED_LATE: AtomicBool = AtomicBool::new(false);
-
 /// How a window's trace names what opened it: "attach, loaded late" when the library
 /// came in through `gputrace attach` (the analyzer says what such a trace cannot hold).
 pub fn window_reason(reason: &str) -> String {
-    if LOADED_LATE.load(Ordering::Relaxed) && reason == "attach" {
+    if state::loaded_late() && reason == "attach" {
         format!("{reason}, {}", protocol::LOADED_LATE)
     } else {
         reason.to_string()

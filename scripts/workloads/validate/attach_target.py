@@ -29,13 +29,14 @@ if kind == "torch":
     from torch.profiler import profile, ProfilerActivity
     log.write("profiling\n")
     n = 30
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         for _ in range(n):
             step()
         sync()
         time.sleep(3.0)  # a window asked meanwhile meets a CUPTI that is taken
-    kern = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA
-            and not e.name.startswith(("Memcpy", "Memset"))]
+    kern = [e for e in prof.profiler.kineto_results.events()
+            if e.device_type() == torch.autograd.DeviceType.CUDA
+            and not e.name().startswith(("Memcpy", "Memset"))]
     log.write(f"profiler {len(kern)} {n}\n")
 else:
     import jax, jax.numpy as jnp

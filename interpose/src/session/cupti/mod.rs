@@ -121,6 +121,8 @@ pub enum Error {
         err: CuptiError,
         text: String,
     },
+    /// Loaded late into a program that already has a CUPTI subscriber of its own.
+    Busy,
 }
 
 impl std::fmt::Display for Error {
@@ -130,6 +132,10 @@ impl std::fmt::Display for Error {
                 write!(f, "no usable CUPTI library; tried: {}", tried.join("; "))
             }
             Error::Call { call, text, .. } => write!(f, "{call} failed: {text}"),
+            Error::Busy => write!(
+                f,
+                "the program uses CUPTI itself right now (torch.profiler, Kineto on demand, or another tool subscribed): no window while it does, so its records stay its own; try again when it is done"
+            ),
         }
     }
 }
@@ -216,6 +222,15 @@ impl Collector {
     /// Switches collection on: buffers, activity kinds, callbacks.
     pub fn start(&self) -> Result<(), Error> {
         let _g = internal::Internal::enter();
+        if state::loaded_late() && (self.runtime_api || self.driver_api) {
+            // Loaded into a running program, we cannot see whether it uses CUPTI itself
+            // (torch.profiler, Kineto on demand): a subscriber already there says it
+            // does, and its activity records must stay its own. No window then.
+            self.subscribe();
+            if self.subscriber.load(Ordering::Acquire) == 0 {
+                return Err(Error::Busy);
+            }
+        }
         call!(
             self.cupti,
             cuptiActivityRegisterCallbacks(Some(buffer_requested), Some(buffer_completed))
@@ -331,7 +346,7 @@ impl Collector {
                 "CUPTI callbacks unavailable ({}); recording GPU activity without host API calls until the other subscriber leaves",
                 self.result_string(e)
             );
-            if SAID.swap(true, Ordering::Relaxed) {
+            if SAID.swap(true, Ordering::Relaxed) || state::loaded_late() {
                 log::debug(&msg);
             } else {
                 log::warn(&msg);
