@@ -11,24 +11,26 @@ G=$ROOT/target/release/gputrace
 LIB=$ROOT/target/release/libgputrace.so
 S=$D/summary.jsonl
 wait_for() { local i=0; while ! grep -q "$2" "$1" 2>/dev/null; do sleep 0.2; i=$((i+1)); if [ $i -gt $(( $3 * 5 )) ]; then return 1; fi; done; return 0; }
-# name | environment of the job
-for v in "graphs|" "no_graphs|XLA_FLAGS=--xla_gpu_enable_command_buffer=" "unzeroed|GPUTRACE_ZEROED_BUFFERS=0" "kernel_only|GPUTRACE_ACTIVITY=kernel"; do
-  name=${v%%|*}; envs=${v#*|}
+# name | how it starts (pre: preloaded, dormant; late: no preload, attach loads it) | environment
+for v in "graphs1|pre|" "graphs2|pre|" "kernel_only|pre|GPUTRACE_ACTIVITY=kernel" "late|late|"; do
+  name=${v%%|*}; rest=${v#*|}; how=${rest%%|*}; envs=${rest#*|}
   L=$D/$name.log; : >"$L"
+  pre="LD_PRELOAD=$LIB GPUTRACE_MODE=dormant"; [ "$how" = late ] && pre=""
   # shellcheck disable=SC2086
-  env $envs LD_PRELOAD="$LIB" GPUTRACE_MODE=dormant GPUTRACE_DIR="$D/$name-t" \
-    "$PY" "$ROOT/scripts/workloads/validate/attach_target.py" "$L" 12 jax >"$D/$name.out" 2>&1 &
+  env $envs $pre GPUTRACE_DIR="$D/$name-t" \
+    "$PY" "$ROOT/scripts/workloads/validate/attach_target.py" "$L" 14 jax >"$D/$name.out" 2>&1 &
   pid=$!
+  arcs=""
   if wait_for "$L" ready 90; then
-    sleep 1
-    timeout 40 "$G" attach $pid --duration 2s --no-report >"$D/$name-attach.txt" 2>&1
-    arc=$?
-  else
-    arc=-1
+    for w in 1 2 3; do
+      sleep 1
+      timeout 40 "$G" attach $pid --duration 1500ms --no-report -o "$D/$name-t" >>"$D/$name-attach.txt" 2>&1
+      arcs="$arcs$?,"
+    done
   fi
   wait $pid; rc=$?
   steps=$(grep -c '^step' "$L")
-  echo "{\"variant\":\"$name\",\"env\":\"$envs\",\"attach_rc\":$arc,\"job_rc\":$rc,\"steps\":$steps}" | tee -a "$S"
+  echo "{\"variant\":\"$name\",\"start\":\"$how\",\"env\":\"$envs\",\"attach_rcs\":\"$arcs\",\"job_rc\":$rc,\"steps\":$steps}" | tee -a "$S"
 done
 echo "== closing a window on a graph-replaying JAX job"
 cat "$S"

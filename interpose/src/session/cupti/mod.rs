@@ -121,8 +121,6 @@ pub enum Error {
         err: CuptiError,
         text: String,
     },
-    /// Loaded late into a program that already has a CUPTI subscriber of its own.
-    Busy,
 }
 
 impl std::fmt::Display for Error {
@@ -132,15 +130,18 @@ impl std::fmt::Display for Error {
                 write!(f, "no usable CUPTI library; tried: {}", tried.join("; "))
             }
             Error::Call { call, text, .. } => write!(f, "{call} failed: {text}"),
-            Error::Busy => write!(
-                f,
-                "the program uses CUPTI itself right now (torch.profiler, Kineto on demand, or another tool subscribed): no window while it does, so its records stay its own; try again when it is done"
-            ),
         }
     }
 }
 
 impl std::error::Error for Error {}
+
+/// Set once a kernel of a CUDA graph was recorded (sticky: the program replays graphs).
+static GRAPH_SEEN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+fn note_graph_seen() {
+    GRAPH_SEEN.store(true, Ordering::Relaxed);
+}
 
 impl Collector {
     /// Finds and loads the CUPTI that matches the process's CUDA runtime.
@@ -222,15 +223,6 @@ impl Collector {
     /// Switches collection on: buffers, activity kinds, callbacks.
     pub fn start(&self) -> Result<(), Error> {
         let _g = internal::Internal::enter();
-        if state::loaded_late() && (self.runtime_api || self.driver_api) {
-            // Loaded into a running program, we cannot see whether it uses CUPTI itself
-            // (torch.profiler, Kineto on demand): a subscriber already there says it
-            // does, and its activity records must stay its own. No window then.
-            self.subscribe();
-            if self.subscriber.load(Ordering::Acquire) == 0 {
-                return Err(Error::Busy);
-            }
-        }
         call!(
             self.cupti,
             cuptiActivityRegisterCallbacks(Some(buffer_requested), Some(buffer_completed))
@@ -324,6 +316,23 @@ impl Collector {
         .is_ok()
     }
 
+    /// Whether CUPTI takes a subscriber now (none of the program's own holds it): tried
+    /// and undone at once.
+    pub fn can_subscribe(&self) -> bool {
+        let _g = internal::Internal::enter();
+        let mut sub: sys::CUpti_SubscriberHandle = std::ptr::null_mut();
+        if call!(
+            self.cupti,
+            cuptiSubscribe(&mut sub, Some(api_callback), std::ptr::null_mut())
+        )
+        .is_err()
+        {
+            return false;
+        }
+        let _ = call!(self.cupti, cuptiUnsubscribe(sub));
+        true
+    }
+
     /// Subscribes for the API callbacks if we are not subscribed (the program's own
     /// subscriber, which kept us out, may have gone).
     pub fn ensure_subscribed(&self) {
@@ -346,7 +355,7 @@ impl Collector {
                 "CUPTI callbacks unavailable ({}); recording GPU activity without host API calls until the other subscriber leaves",
                 self.result_string(e)
             );
-            if SAID.swap(true, Ordering::Relaxed) || state::loaded_late() {
+            if SAID.swap(true, Ordering::Relaxed) {
                 log::debug(&msg);
             } else {
                 log::warn(&msg);
@@ -457,8 +466,15 @@ impl Collector {
     }
 
     /// Releases CUPTI (end of a window), where this CUPTI supports it. Jobs were seen
-    /// to stay slower after profiling ended when CUPTI was left initialised.
+    /// to stay slower after profiling ended when CUPTI was left initialised. Not in a
+    /// program that has replayed CUDA graphs: on the H200, JAX jobs (XLA replays
+    /// command buffers) died with CUDA_ERROR_LAUNCH_FAILED at the end of 3 windows of 6
+    /// there; CUPTI then stays initialised, with no activity kind on and no subscriber.
     pub fn finalize(&self) {
+        if GRAPH_SEEN.load(Ordering::Relaxed) {
+            log::debug("CUDA graphs seen: CUPTI left initialised at the end of the window");
+            return;
+        }
         let _g = internal::Internal::enter();
         if let Err(e) = call!(self.cupti, cuptiFinalize()) {
             log::debug(&format!("cuptiFinalize: {}", self.result_string(e)));
