@@ -715,6 +715,10 @@ crate::define_events! {
             registers: u32 => V,
             /// Non-zero when the kernel ran as part of a CUDA graph.
             graph_id: u32 => V,
+            /// The CUDA graph node that launched it (CUPTI `graphNodeId`, the same node
+            /// in every replay); [`ENV_NA64`] when it did not run in a graph. Added in
+            /// 2.x for graph replays; written in the kernel's shape.
+            graph_node_id: u64 => Opt<Na> = ENV_NA64,
         }
         /// A memory copy (CUPTI MEMCPY record).
         Memcpy(TAG_MEMCPY = 5, "memcpy") {

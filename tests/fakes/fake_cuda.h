@@ -89,6 +89,23 @@ enum fake_memcpy_kind {
 #define CBID_cudaStreamSynchronize 131u
 #define CBID_cudaDeviceSynchronize 165u
 #define CBID_cudaLaunchKernel 211u
+#define CBID_cudaGraphLaunch 311u
+#define CBID_cudaGraphUpload 348u
+#define CBID_cudaGraphInstantiate 443u
+
+/* A fake CUDA graph. The fake has no stream capture: the app describes the graph and
+ * passes a pointer to this as cudaGraph_t; cudaGraphInstantiate hands the same pointer
+ * back as the cudaGraphExec_t. Each cudaGraphLaunch of it runs `nodes` kernels named
+ * `name` on the launch's stream, in node order, between the call's ENTER and EXIT
+ * callbacks: kernel i has graphId `id`, graphNodeId FAKE_GRAPH_NODE(id, i) and the
+ * launch's correlation id, and the next kernel starts `gap_us` after it ends. */
+struct fake_graph {
+    uint32_t id;
+    uint32_t nodes;
+    const char *name;
+    uint32_t gap_us;
+};
+#define FAKE_GRAPH_NODE(id, i) ((((uint64_t)(id)) << 32) | (uint64_t)((i) + 1))
 
 /* ---- Control interface of the fake libcupti, used by the fake runtime ----
  * Plain descriptions of one GPU record each; fake_cupti.c lays them out as the
@@ -102,6 +119,7 @@ struct fake_kernel {
     uint32_t static_smem, dynamic_smem;
     uint16_t registers;
     uint32_t graph_id;
+    uint64_t graph_node_id;
 };
 
 struct fake_memcpy {

@@ -824,6 +824,7 @@ EXPORT void fake_cupti_emit_kernel(const struct fake_kernel *k) {
     r.gridId = (int64_t)k->corr * 10;
     r.name = k->name;
     r.graphId = k->graph_id;
+    r.graphNodeId = k->graph_node_id;
     r.channelType = 1;
     r.clusterX = r.clusterY = r.clusterZ = 1;
     r.isDeviceLaunched = 0;

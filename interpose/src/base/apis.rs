@@ -13,6 +13,8 @@ pub enum Class {
     Memset,
     Sync,
     Alloc,
+    /// CUDA graph set-up (instantiate, upload): rare calls, timed for the start-up cost.
+    Graph,
 }
 
 /// Where the byte count and copy kind sit in the call's parameter struct.
@@ -92,10 +94,22 @@ pub static RUNTIME: &[ApiInfo] = &[
     wait(247, "cudaStreamWaitEvent_ptsz"),
     api(269, "cudaLaunchCooperativeKernel", C::Launch, A::None),
     api(270, "cudaLaunchCooperativeKernel_ptsz", C::Launch, A::None),
+    api(310, "cudaGraphInstantiate", C::Graph, A::None),
     api(311, "cudaGraphLaunch", C::Launch, A::None),
     api(312, "cudaGraphLaunch_ptsz", C::Launch, A::None),
+    api(348, "cudaGraphUpload", C::Graph, A::None),
+    api(349, "cudaGraphUpload_ptsz", C::Graph, A::None),
+    api(418, "cudaGraphInstantiateWithFlags", C::Graph, A::None),
     api(430, "cudaLaunchKernelExC", C::Launch, A::None),
     api(431, "cudaLaunchKernelExC_ptsz", C::Launch, A::None),
+    api(436, "cudaGraphInstantiateWithParams", C::Graph, A::None),
+    api(
+        437,
+        "cudaGraphInstantiateWithParams_ptsz",
+        C::Graph,
+        A::None,
+    ),
+    api(443, "cudaGraphInstantiate", C::Graph, A::None),
     api(505, "__cudaLaunchKernel", C::Launch, A::None),
     api(506, "__cudaLaunchKernel_ptsz", C::Launch, A::None),
 ];
@@ -107,10 +121,17 @@ pub static DRIVER: &[ApiInfo] = &[
     api(442, "cuLaunchKernel_ptsz", C::Launch, A::None),
     api(477, "cuLaunchCooperativeKernel", C::Launch, A::None),
     api(478, "cuLaunchCooperativeKernel_ptsz", C::Launch, A::None),
+    api(513, "cuGraphInstantiate", C::Graph, A::None),
     api(514, "cuGraphLaunch", C::Launch, A::None),
     api(515, "cuGraphLaunch_ptsz", C::Launch, A::None),
+    api(578, "cuGraphInstantiate_v2", C::Graph, A::None),
+    api(580, "cuGraphUpload", C::Graph, A::None),
+    api(581, "cuGraphUpload_ptsz", C::Graph, A::None),
+    api(643, "cuGraphInstantiateWithFlags", C::Graph, A::None),
     api(652, "cuLaunchKernelEx", C::Launch, A::None),
     api(653, "cuLaunchKernelEx_ptsz", C::Launch, A::None),
+    api(656, "cuGraphInstantiateWithParams", C::Graph, A::None),
+    api(657, "cuGraphInstantiateWithParams_ptsz", C::Graph, A::None),
 ];
 
 /// Index into [`RUNTIME`] / [`DRIVER`] by callback id (255 = not ours), built at compile

@@ -29,6 +29,7 @@ pub struct Layout {
     pub k_registers: usize,
     pub k_name: usize,
     pub k_graph_id: usize,
+    pub k_graph_node_id: usize,
     pub memcpy_size: usize,
     pub c_copy_kind: usize,
     pub c_src_kind: usize,
@@ -103,6 +104,7 @@ macro_rules! layout_for {
             k_registers: offset_of!($k, registersPerThread),
             k_name: offset_of!($k, name),
             k_graph_id: offset_of!($k, graphId),
+            k_graph_node_id: offset_of!($k, graphNodeId),
             memcpy_size: std::mem::size_of::<$c>(),
             c_copy_kind: offset_of!($c, copyKind),
             c_src_kind: offset_of!($c, srcKind),
@@ -208,6 +210,7 @@ mod tests {
             l.k_corr,
             l.k_name,
             l.k_graph_id,
+            l.k_graph_node_id,
         ];
         assert!(k.iter().all(|o| o + 8 <= l.kernel_size));
         assert!(l.c_corr + 4 <= l.memcpy_size && l.c_bytes + 8 <= l.memcpy_size);
@@ -216,5 +219,6 @@ mod tests {
         assert!(l.d_cc_minor + 4 <= l.device_size && l.d_name + 8 <= l.device_size);
         assert!(l.m_corr + 4 <= l.memory_size && l.m_ts + 8 <= l.memory_size);
         assert_eq!(l.k_corr, LAYOUT_13.k_corr);
+        assert_eq!(l.k_graph_node_id, 144);
     }
 }

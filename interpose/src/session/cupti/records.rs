@@ -46,6 +46,7 @@ pub unsafe fn decode(
             let name_ptr: usize = r.get(l.k_name);
             // SAFETY: CUPTI's record field is NULL or a NUL-terminated name.
             let name = unsafe { names.intern_cstr(name_ptr as *const libc::c_char, out) };
+            let graph_id: u32 = r.get(l.k_graph_id);
             out.push(Event::Kernel(fmt::Kernel {
                 start: r.get(l.k_start),
                 end: r.get(l.k_end),
@@ -66,7 +67,12 @@ pub unsafe fn decode(
                 static_smem: r.get::<i32>(l.k_static_smem) as u32,
                 dynamic_smem: r.get::<i32>(l.k_dynamic_smem) as u32,
                 registers: r.get::<u16>(l.k_registers) as u32,
-                graph_id: r.get(l.k_graph_id),
+                graph_id,
+                // CUPTI gives 0 for a kernel launched outside a graph.
+                graph_node_id: match r.get::<u64>(l.k_graph_node_id) {
+                    0 => fmt::ENV_NA64,
+                    n => n.min(fmt::ENV_NA64 - 1),
+                },
             }));
         }
         CUpti_ActivityKind_CUPTI_ACTIVITY_KIND_MEMCPY => {
