@@ -315,7 +315,7 @@ fn graph_lines(o: &mut String, g: &super::graphs::GraphsReport) {
         }
         let _ = writeln!(
             o,
-            "     graph {} (device {}): {} replays, {} kernels per replay, GPU {} and gaps {} per replay ({:.0}% of its span); launch call median {}",
+            "     graph {} (device {}): {} replays, {} kernels per replay, GPU {} and gaps {} per replay ({:.0}% of its span); {}",
             x.graph_id,
             x.device,
             x.replays,
@@ -323,7 +323,10 @@ fn graph_lines(o: &mut String, g: &super::graphs::GraphsReport) {
             dur(x.gpu_ns_per_replay),
             dur(x.gap_ns_per_replay),
             x.gap_pct,
-            dur(x.launch_call_ns_p50)
+            match &x.launch_call {
+                Some(c) => format!("{c} median {}", dur(x.launch_call_ns_p50)),
+                None => "launch call not recorded".into(),
+            }
         );
     }
 }

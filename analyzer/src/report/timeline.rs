@@ -141,7 +141,10 @@ impl QueueTracker {
         let later_node = graph && *graph_corr == w.corr;
         *graph_corr = if graph { w.corr } else { 0 };
         if in_window && later_node {
-            self.linked += 1;
+            match ctx.api_by_corr.get(w.corr) {
+                Some(_) => self.linked += 1,
+                None => self.unlinked += 1,
+            }
             q.works += 1;
             q.gpu_ns += w.end - w.start;
         } else if in_window {

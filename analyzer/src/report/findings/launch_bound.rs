@@ -23,6 +23,14 @@ pub(super) fn detect(cx: &FindingCx) -> Option<Finding> {
         share(ns, cx.wall)
     );
     match cx.graphs() {
+        // Launched through calls that were not recorded (driver API).
+        Some(g) if l.launch_calls == 0 => x.evidence.push(format!(
+            "{} CUDA graph replays ({} kernels) in {}, median kernel {}; their launch calls were not recorded (driver-API launches: GPUTRACE_DRIVER_API=1 records them)",
+            g.replays,
+            g.kernels,
+            dur(cx.report.steady.wall_ns),
+            dur(k.p50_ns)
+        )),
         // A graph launch is one host call for all its kernels: count calls, not kernels.
         Some(g) => x.evidence.push(format!(
             "{} launch calls in {}, {} of them CUDA graph replays ({} kernels, {:.0}% of the kernels); the host made a launch call every {} (median call {}), median kernel {}",
@@ -64,9 +72,9 @@ pub(super) fn detect(cx: &FindingCx) -> Option<Finding> {
     );
     x.metrics
         .insert("empty_queue_pct".into(), l.empty_queue_pct);
-    x.metrics
-        .insert("launch_calls".into(), l.launch_calls as f64);
     if let Some(g) = cx.graphs() {
+        x.metrics
+            .insert("launch_calls".into(), l.launch_calls as f64);
         x.metrics.insert("graph_replays".into(), g.replays as f64);
         x.summary = format!(
             "The host issued graph replays and launches back to back but could not keep up: the GPU finished each replay before the host submitted the next, idle {} of the steady state.",
