@@ -273,3 +273,62 @@ fn without_graphs_launch_bound_still_advises_them() {
     let f = get(&r, FindingId::LaunchBound);
     assert!(f.fix.contains("CUDA graph"), "{}", f.fix);
 }
+
+#[test]
+fn replays_are_slices_around_their_kernels_on_the_timelines() {
+    let d = std::env::temp_dir().join(format!("gputrace-graphs-export-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    let t = write(&d, "graphs.gtrace", &reduce_overhead(20));
+    let chrome = d.join("graphs.json");
+    let (code, _, err) = gputrace(&[
+        "export",
+        "--format",
+        "chrome",
+        "-o",
+        chrome.to_str().unwrap(),
+        t.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&chrome).unwrap()).unwrap();
+    let ev = v["traceEvents"].as_array().unwrap();
+    let x = |cat: &str| -> Vec<&serde_json::Value> {
+        ev.iter()
+            .filter(|e| e["cat"] == cat && e["ph"] == "X")
+            .collect()
+    };
+    let (replays, kernels) = (x("cuda_graph"), x("kernel"));
+    assert_eq!(replays.len(), 20);
+    assert_eq!(kernels.len(), 20 * 30);
+    for r in &replays {
+        assert_eq!(r["name"], "graph 5 replay");
+        assert_eq!(r["args"]["kernels"], 30);
+        let (s, e) = (
+            r["ts"].as_f64().unwrap(),
+            r["ts"].as_f64().unwrap() + r["dur"].as_f64().unwrap(),
+        );
+        let inside = kernels
+            .iter()
+            .filter(|k| k["tid"] == r["tid"] && k["pid"] == r["pid"])
+            .filter(|k| {
+                let ks = k["ts"].as_f64().unwrap();
+                ks >= s && ks + k["dur"].as_f64().unwrap() <= e
+            })
+            .count();
+        assert_eq!(inside, 30, "{r}");
+    }
+    let perfetto = d.join("graphs.perfetto-trace");
+    let (code, _, err) = gputrace(&[
+        "export",
+        "--format",
+        "perfetto",
+        "-o",
+        perfetto.to_str().unwrap(),
+        t.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let bytes = std::fs::read(&perfetto).unwrap();
+    assert!(bytes.windows(14).any(|w| w == b"graph 5 replay"));
+    let _ = std::fs::remove_dir_all(&d);
+}

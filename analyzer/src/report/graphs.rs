@@ -24,6 +24,8 @@ pub const MAX_GRAPHS: usize = 8;
 pub struct Replay {
     pub graph_id: u32,
     pub device: u32,
+    /// The stream of its first kernel.
+    pub stream: u32,
     /// Correlation id of the launch call (0: not known).
     pub corr: u32,
     pub start: u64,
@@ -76,6 +78,7 @@ pub fn replays(ctx: &Ctx) -> (Vec<Replay>, HashMap<(u32, u32), usize>) {
                 out.push(Replay {
                     graph_id: k.graph_id,
                     device: k.device,
+                    stream: k.stream,
                     corr: k.corr,
                     start: s,
                     end: e,

@@ -475,6 +475,8 @@ pub struct Timeline {
     pub tail: (u64, u64),
     /// Every idle piece of every analysed device, in time order per device.
     pub idle: Vec<idle::IdlePiece>,
+    /// Every CUDA graph replay, in start order.
+    pub replays: Vec<graphs::Replay>,
 }
 
 /// [`analyze`], and each process's [`Timeline`] (in the order of `processes`).
@@ -1111,6 +1113,11 @@ fn analyze_process(
         steady: st.steady,
         tail: st.tail,
         idle,
+        replays: if t.kernels.iter().any(|k| k.graph_id != 0) {
+            graphs::replays(&ctx).0
+        } else {
+            Vec::new()
+        },
     });
     let cx = findings::FindingCx {
         ctx: &ctx,
