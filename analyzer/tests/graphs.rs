@@ -332,3 +332,53 @@ fn replays_are_slices_around_their_kernels_on_the_timelines() {
     assert!(bytes.windows(14).any(|w| w == b"graph 5 replay"));
     let _ = std::fs::remove_dir_all(&d);
 }
+
+#[test]
+fn graph_level_records_are_replays_of_one_kernel_each() {
+    // The reduce-overhead loop recorded with graph-level tracing: one GraphTrace per
+    // replay (its 148 us span), no node kernels.
+    let mut b = B::new();
+    let t = setup(&mut b, 2 * GIB);
+    for i in 0..400u64 {
+        let at = t + i * 150 * US;
+        let c = b.api(TID, at, 120 * US, GRAPH_LAUNCH, "cudaGraphLaunch", 0, 0);
+        b.ev.push(Event::GraphTrace(fmt::GraphTrace {
+            start: at + 10 * US,
+            end: at + 158 * US,
+            device: 0,
+            stream: 7,
+            corr: c,
+            graph_id: GRAPH,
+        }));
+    }
+    // Read from a file too (chunks decoded on workers).
+    let d = std::env::temp_dir().join(format!("gputrace-graph-level-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    let f = write(&d, "level.gtrace", &b);
+    let (code, json, err) = gputrace(&["report", "--json", f.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["processes"][0]["graphs"]["graph_level"], true);
+    assert_eq!(
+        v["processes"][0]["graphs"]["graphs"][0]["replays_total"],
+        400
+    );
+    let _ = std::fs::remove_dir_all(&d);
+    let r = analyze(&[b.build()]);
+    let p = &r.processes[0];
+    assert_eq!(p.steps.source, "graph_replay");
+    let g = p.graphs.as_ref().unwrap();
+    assert!(g.graph_level);
+    let x = &g.graphs[0];
+    assert_eq!(
+        (x.replays_total, x.kernels_per_replay, x.gap_ns_per_replay),
+        (400, 1, 0)
+    );
+    assert_eq!(x.gpu_ns_per_replay, 148 * US);
+    assert_eq!(x.launch_latency_ns_p50, 10 * US);
+    assert!(find(&r, FindingId::LaunchBound).is_none_or(|l| l.severity == Severity::Info));
+    assert_no_graph_advice(&r);
+    let text = gputrace_analyzer::render_text(&r);
+    assert!(text.contains("graph-level tracing"), "{text}");
+}

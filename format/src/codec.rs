@@ -1494,6 +1494,15 @@ mod table_tests {
     fn every_tag_in_the_table_round_trips_and_is_named() {
         let mut evs = kinds_of_2_3();
         evs.extend(later_kinds());
+        // Graph-level replays (tag 36), after the kinds the byte-identity test pins.
+        evs.push(Event::GraphTrace(GraphTrace {
+            start: 50_000,
+            end: 75_000,
+            device: 1,
+            stream: 13,
+            corr: 4_000_000_000,
+            graph_id: 9,
+        }));
         assert_round_trip(&evs);
         let mut tags: Vec<u8> = evs.iter().map(|e| e.tag()).collect();
         tags.sort_unstable();

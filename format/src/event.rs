@@ -1212,6 +1212,18 @@ crate::define_events! {
             /// Scheduler state letter as a byte ([`STATE_UNKNOWN`] if not read).
             state: u8 => U8,
         }
+        /// One replay of a CUDA graph as CUPTI's graph-level tracing records it
+        /// (`GRAPH_TRACE`, with `GPUTRACE_ACTIVITY=...,graph`): the replay's span on the
+        /// device, in place of a kernel record per node.
+        GraphTrace(TAG_GRAPH_TRACE = 36, "graph_trace") {
+            start: u64 => Ts,
+            end: u64 => End,
+            device: u32 => V,
+            stream: u32 => V,
+            /// The launch call's correlation id.
+            corr: u32 => Corr,
+            graph_id: u32 => V,
+        }
     }
     inline {
         /// An interned string: `id` is used by later events in this file.

@@ -8,8 +8,9 @@
 #    graph_host_behind.py, reduce_overhead.py) through `gputrace run`, reported, and checked
 #    with check.py against expect.json (graph_replay steps, graph_gaps, launch_bound only where
 #    the host is behind, no advice to use CUDA graphs, compile workers counted not listed).
-# 2. The cost of node-level tracing (every kernel of every replay, the default) on
-#    cuda_graphs.py: untraced vs traced, 3 interleaved rounds, the loop's own time.
+# 2. The cost of node-level tracing (every kernel of every replay, the default) and of
+#    graph-level tracing (GPUTRACE_ACTIVITY=...,graph) on cuda_graphs.py: untraced vs both,
+#    3 interleaved rounds, the loop's own time; what each recorded.
 # Each result is appended to summary.txt as soon as it is measured; the table is printed last.
 set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -42,13 +43,22 @@ done
   --out "$OUT/check.json" >"$OUT/check.txt" 2>&1
 cat "$OUT/check.txt" >>"$SUM"
 
-# 2. Node-level tracing cost on cuda_graphs.py (its printed loop time "s").
+# 2. Tracing cost on cuda_graphs.py (its printed loop time "s"), interleaved: untraced,
+#    node-level (the default: a kernel record per node) and graph-level
+#    (GPUTRACE_ACTIVITY=...,graph: one record per replay).
 loop_s() { grep -o '"s": [0-9.]*' "$1" | tail -1 | awk '{print $2}'; }
 for round in 1 2 3; do
   "$PY" "$W/cuda_graphs.py" >"$OUT/ab-none-$round.out" 2>&1
-  rm -rf "$OUT/ab-traces-$round"
-  GPUTRACE_DIR="$OUT/ab-traces-$round" LD_PRELOAD="$LIB" "$PY" "$W/cuda_graphs.py" >"$OUT/ab-node-$round.out" 2>&1
-  note "ab round $round: untraced $(loop_s "$OUT/ab-none-$round.out") s, node-level traced $(loop_s "$OUT/ab-node-$round.out") s"
+  rm -rf "$OUT/ab-node-$round" "$OUT/ab-graph-$round"
+  GPUTRACE_DIR="$OUT/ab-node-$round" LD_PRELOAD="$LIB" "$PY" "$W/cuda_graphs.py" >"$OUT/ab-node-$round.out" 2>&1
+  GPUTRACE_DIR="$OUT/ab-graph-$round" GPUTRACE_ACTIVITY=kernel,memcpy,memset,device,memory,graph \
+    LD_PRELOAD="$LIB" "$PY" "$W/cuda_graphs.py" >"$OUT/ab-graph-$round.out" 2>&1
+  note "ab round $round: untraced $(loop_s "$OUT/ab-none-$round.out") s, node-level $(loop_s "$OUT/ab-node-$round.out") s, graph-level $(loop_s "$OUT/ab-graph-$round.out") s"
+done
+# What each level recorded (last round): kernels and graph_trace records.
+for lvl in node graph; do
+  t=$(ls "$OUT/ab-$lvl-3"/*.gtrace 2>/dev/null | head -1)
+  [ -n "$t" ] && note "$lvl-level trace: $("$G" dump "$t" 2>/dev/null | grep -o '"type":"[a-z_]*"' | sort | uniq -c | grep -E 'kernel|graph_trace' | tr -s ' ' | tr '\n' ';') $(du -k "$t" | cut -f1) KiB"
 done
 
 echo

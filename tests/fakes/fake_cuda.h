@@ -73,6 +73,7 @@ enum fake_memcpy_kind {
 #define FAKE_KIND_CONCURRENT_KERNEL 10u
 #define FAKE_KIND_SYNCHRONIZATION 38u
 #define FAKE_KIND_MEMORY2 49u
+#define FAKE_KIND_GRAPH_TRACE 51u
 
 /* CUPTI_RUNTIME_TRACE_CBID_* values of the calls the fake runtime implements. */
 #define CBID_cudaGetDeviceCount 3u
@@ -147,6 +148,14 @@ struct fake_device {
     const char *name;
 };
 
+/* One replay of a graph as CUPTI's graph-level tracing (GRAPH_TRACE) records it: while
+ * that kind is enabled, CUPTI gives this record per replay and no kernel records for
+ * the graph's nodes. */
+struct fake_graph_trace {
+    uint32_t corr, device, context, stream, graph_id;
+    uint64_t start, end;
+};
+
 struct fake_memory {
     uint32_t corr, device, context, stream, op, mem_kind;
     uint64_t address, bytes, ts;
@@ -177,5 +186,7 @@ typedef void (*fake_cupti_emit_sync_fn)(const struct fake_sync *);
 typedef void (*fake_cupti_emit_device_fn)(const struct fake_device *);
 typedef void (*fake_cupti_emit_memory_fn)(const struct fake_memory *);
 typedef uint64_t (*fake_cupti_now_fn)(void);
+/* Stores the graph-level record if GRAPH_TRACE is enabled; returns whether it is. */
+typedef int (*fake_cupti_emit_graph_trace_fn)(const struct fake_graph_trace *);
 
 #endif

@@ -60,3 +60,49 @@ fn graph_replays_link_kernels_to_their_launch_and_node() {
             .all(|k| k.graph_id == 0 && k.graph_node_id == fmt::ENV_NA64));
     }
 }
+
+/// With graph-level tracing (`GPUTRACE_ACTIVITY=...,graph`), each replay is one record
+/// with its launch's correlation id and no kernel record is made for its nodes.
+#[test]
+fn graph_level_tracing_records_one_record_per_replay() {
+    for cuda in [Cuda::V13, Cuda::V12] {
+        let w = Wheel::new(cuda, Layout::Flat);
+        let out = w
+            .app(&["graphs", &REPLAYS.to_string()])
+            .env(
+                "GPUTRACE_ACTIVITY",
+                "kernel,memcpy,memset,device,memory,graph",
+            )
+            .run();
+        out.assert_ok();
+        assert!(out.stderr.is_empty(), "{}", out.stderr);
+        let t = out.only_trace();
+        t.assert_complete();
+        let replays: Vec<&fmt::GraphTrace> = t
+            .events()
+            .iter()
+            .filter_map(|e| match e {
+                fmt::Event::GraphTrace(g) => Some(g),
+                _ => None,
+            })
+            .collect();
+        let launches: Vec<u32> = t
+            .apis_named("cudaGraphLaunch")
+            .iter()
+            .map(|a| a.corr)
+            .collect();
+        assert_eq!(
+            replays.iter().map(|g| g.corr).collect::<Vec<_>>(),
+            launches,
+            "{cuda:?}"
+        );
+        assert!(replays
+            .iter()
+            .all(|g| g.graph_id == GRAPH_ID && g.stream == 13 && g.start <= g.end && g.end > 0));
+        assert!(
+            t.kernels_named("_Z4nodev").is_empty(),
+            "{cuda:?}: no node kernels"
+        );
+        assert_eq!(t.kernels_named("_Z5eagerv").len(), REPLAYS);
+    }
+}

@@ -161,6 +161,10 @@ pub struct GraphsReport {
     pub upload_ns: u64,
     /// The most replayed graphs first (at most [`MAX_GRAPHS`]).
     pub graphs: Vec<GraphReport>,
+    /// Recorded by CUPTI's graph-level tracing (one record per replay, no kernel per
+    /// node): a replay counts as one kernel, and its gaps are not seen.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub graph_level: bool,
 }
 
 impl GraphsReport {
@@ -200,7 +204,13 @@ pub fn report(ctx: &Ctx, steady: (u64, u64), steady_kernels: u64) -> Option<Grap
         return None;
     }
     let (all, nodes) = replays(ctx);
-    let mut out = GraphsReport::default();
+    let mut out = GraphsReport {
+        graph_level: t
+            .kernels
+            .iter()
+            .any(|k| k.graph_id != 0 && t.str(k.name) == crate::trace::GRAPH_REPLAY_TEXT),
+        ..Default::default()
+    };
     for a in &t.apis {
         let Some((s, e)) = ctx.sane(a.start, a.end) else {
             continue;

@@ -296,14 +296,23 @@ fn graph_lines(o: &mut String, g: &super::graphs::GraphsReport) {
     } else {
         String::new()
     };
-    let _ = writeln!(
-        o,
-        "   graphs     {} CUDA graph replays in the steady state ({:.0}% of its kernels), {} idle between nodes inside them{}",
-        g.replays,
-        g.kernel_pct,
-        dur(g.gap_ns),
-        setup
-    );
+    if g.graph_level {
+        let _ = writeln!(
+            o,
+            "   graphs     {} CUDA graph replays in the steady state, recorded one record per replay (graph-level tracing: the kernels and gaps inside a replay are not seen){}",
+            g.replays,
+            setup
+        );
+    } else {
+        let _ = writeln!(
+            o,
+            "   graphs     {} CUDA graph replays in the steady state ({:.0}% of its kernels), {} idle between nodes inside them{}",
+            g.replays,
+            g.kernel_pct,
+            dur(g.gap_ns),
+            setup
+        );
+    }
     for x in &g.graphs {
         if x.replays == 0 {
             let _ = writeln!(

@@ -77,10 +77,17 @@ pub struct Layout {
     pub m_ts: usize,
     pub m_device: usize,
     pub m_corr: usize,
+    pub graph_size: usize,
+    pub g_start: usize,
+    pub g_end: usize,
+    pub g_device: usize,
+    pub g_stream: usize,
+    pub g_corr: usize,
+    pub g_graph_id: usize,
 }
 
 macro_rules! layout_for {
-    ($major:expr, $k:ty, $c:ty, $s:ty, $y:ty, $d:ty, $m:ty) => {
+    ($major:expr, $k:ty, $c:ty, $s:ty, $y:ty, $d:ty, $m:ty, $g:ty) => {
         Layout {
             major: $major,
             kernel_size: std::mem::size_of::<$k>(),
@@ -152,6 +159,13 @@ macro_rules! layout_for {
             m_ts: offset_of!($m, timestamp),
             m_device: offset_of!($m, deviceId),
             m_corr: offset_of!($m, correlationId),
+            graph_size: std::mem::size_of::<$g>(),
+            g_start: offset_of!($g, start),
+            g_end: offset_of!($g, end),
+            g_device: offset_of!($g, deviceId),
+            g_stream: offset_of!($g, streamId),
+            g_corr: offset_of!($g, correlationId),
+            g_graph_id: offset_of!($g, graphId),
         }
     };
 }
@@ -167,7 +181,8 @@ const fn layout_13() -> Layout {
         sys::CUpti_ActivityMemset4,
         sys::CUpti_ActivitySynchronization2,
         sys::CUpti_ActivityDevice5,
-        sys::CUpti_ActivityMemory4
+        sys::CUpti_ActivityMemory4,
+        sys::CUpti_ActivityGraphTrace2
     )
 }
 
@@ -189,6 +204,8 @@ pub static LAYOUT_12: Layout = Layout {
     sync_size: 40,
     device_size: 176,
     memory_size: 120,
+    // CUpti_ActivityGraphTrace: GraphTrace2 without its last two fields.
+    graph_size: 48,
     ..LAYOUT_13_COPY
 };
 
@@ -220,5 +237,18 @@ mod tests {
         assert!(l.m_corr + 4 <= l.memory_size && l.m_ts + 8 <= l.memory_size);
         assert_eq!(l.k_corr, LAYOUT_13.k_corr);
         assert_eq!(l.k_graph_node_id, 144);
+        let g = [
+            l.g_start,
+            l.g_end,
+            l.g_device,
+            l.g_stream,
+            l.g_corr,
+            l.g_graph_id,
+        ];
+        assert!(g.iter().all(|o| o + 4 <= l.graph_size) && l.g_end + 8 <= l.graph_size);
+        assert_eq!(
+            (l.g_corr, l.g_device, l.g_graph_id, l.g_stream),
+            (4, 24, 28, 36)
+        );
     }
 }

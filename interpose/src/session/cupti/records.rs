@@ -107,6 +107,17 @@ pub unsafe fn decode(
                 flags: (flags & 1) as u8,
             }));
         }
+        CUpti_ActivityKind_CUPTI_ACTIVITY_KIND_GRAPH_TRACE => {
+            let r = r(l.graph_size);
+            out.push(Event::GraphTrace(fmt::GraphTrace {
+                start: r.get(l.g_start),
+                end: r.get(l.g_end),
+                device: r.get(l.g_device),
+                stream: r.get(l.g_stream),
+                corr: r.get(l.g_corr),
+                graph_id: r.get(l.g_graph_id),
+            }));
+        }
         CUpti_ActivityKind_CUPTI_ACTIVITY_KIND_SYNCHRONIZATION => {
             let r = r(l.sync_size);
             out.push(Event::Sync(fmt::Sync {
