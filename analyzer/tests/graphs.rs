@@ -84,6 +84,35 @@ fn setup(b: &mut B, mem: u64) -> u64 {
     t
 }
 
+/// The instantiation's Python stack (setup's cudaGraphInstantiate): torch's capture_end
+/// under `train.py:42 in capture`.
+fn instantiate_site(b: &mut B) {
+    let t = T0 + 2 * S;
+    let (torch, train) = (
+        b.s("/venv/lib/python3.12/site-packages/torch/cuda/graphs.py"),
+        b.s("/work/train.py"),
+    );
+    let (exit, capture, main) = (b.s("__exit__"), b.s("capture"), b.s("<module>"));
+    let f = |file, function, line| fmt::PyFrame {
+        file,
+        function,
+        line,
+    };
+    b.ev.push(Event::PyStack(fmt::PyStack {
+        id: 1,
+        frames: vec![
+            f(torch, exit, 186),
+            f(train, capture, 42),
+            f(train, main, 80),
+        ],
+    }));
+    b.ev.push(Event::CallSite(fmt::CallSite {
+        ts: t - 10 * MS,
+        tid: TID,
+        stack: 1,
+    }));
+}
+
 /// torch.compile(mode="reduce-overhead") on a small MLP: every step replays a graph of
 /// 30 tiny kernels (3 us, 2 us apart on the device). The host issues a replay every
 /// 150 us and each cudaGraphLaunch call lasts 120 us: the replay's nodes run while the
@@ -381,4 +410,21 @@ fn graph_level_records_are_replays_of_one_kernel_each() {
     assert_no_graph_advice(&r);
     let text = gputrace_analyzer::render_text(&r);
     assert!(text.contains("graph-level tracing"), "{text}");
+}
+
+#[test]
+fn a_graph_names_the_python_line_where_it_was_captured() {
+    let r = analyze(&[manual_step(20).build()]);
+    let x = &r.processes[0].graphs.as_ref().unwrap().graphs[0];
+    assert_eq!(x.instantiated_at, None, "no call sites in the trace");
+    let mut b = manual_step(20);
+    instantiate_site(&mut b);
+    let r = analyze(&[b.build()]);
+    let x = &r.processes[0].graphs.as_ref().unwrap().graphs[0];
+    assert_eq!(x.instantiated_at.as_deref(), Some("train.py:42 in capture"));
+    let text = gputrace_analyzer::render_text(&r);
+    assert!(
+        text.contains("captured at train.py:42 in capture"),
+        "{text}"
+    );
 }

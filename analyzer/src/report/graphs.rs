@@ -138,6 +138,11 @@ pub struct GraphReport {
     /// Median host time inside that call, and from its entry to the first kernel.
     pub launch_call_ns_p50: u64,
     pub launch_latency_ns_p50: u64,
+    /// Where the graph was captured: the Python call site (`train.py:42 in step`) of the
+    /// last graph instantiation that returned before the graph's first replay was
+    /// launched (traces of CPython processes with call sites; absent otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub instantiated_at: Option<String>,
 }
 
 /// The job's CUDA graphs: present when any kernel ran in a graph.
@@ -204,6 +209,37 @@ pub fn report(ctx: &Ctx, steady: (u64, u64), steady_kernels: u64) -> Option<Grap
         return None;
     }
     let (all, nodes) = replays(ctx);
+    // Instantiation calls with a Python call site: (end, place), in end order.
+    let mut made: Vec<(u64, String)> = Vec::new();
+    if super::callsites::Tally::possible(t) {
+        for a in &t.apis {
+            if graph_call(a.domain, a.cbid, t.str(a.name)) != 1 {
+                continue;
+            }
+            // The user's innermost frame, as findings name their call sites.
+            let mut tally = super::callsites::Tally::new(t);
+            tally.add(a.tid, a.start, a.end, t.str(a.name));
+            if let Some(site) = tally.finish().first() {
+                made.push((a.end, site.place()));
+            }
+        }
+        made.sort();
+    }
+    // The first replay of each graph: when its launch call began (else its first kernel).
+    let mut first: HashMap<(u32, u32), u64> = HashMap::new();
+    for r in &all {
+        let at = (r.corr != 0)
+            .then(|| ctx.api_for(r.corr))
+            .flatten()
+            .map_or(r.start, |a| a.start.min(r.start));
+        let e = first.entry((r.device, r.graph_id)).or_insert(at);
+        *e = (*e).min(at);
+    }
+    let site_of = |key: &(u32, u32)| -> Option<String> {
+        let at = *first.get(key)?;
+        let i = made.partition_point(|m| m.0 <= at);
+        i.checked_sub(1).map(|i| made[i].1.clone())
+    };
     let mut out = GraphsReport {
         graph_level: t
             .kernels
@@ -285,6 +321,7 @@ pub fn report(ctx: &Ctx, steady: (u64, u64), steady_kernels: u64) -> Option<Grap
             launch_call: call.map(|n| t.str(n).to_string()),
             launch_call_ns_p50: median(&mut call_ns),
             launch_latency_ns_p50: median(&mut latency),
+            instantiated_at: site_of(key),
         });
     }
     // Graphs replayed only outside the steady state are still listed (0 replays).
@@ -295,6 +332,7 @@ pub fn report(ctx: &Ctx, steady: (u64, u64), steady_kernels: u64) -> Option<Grap
                 device: key.0,
                 replays_total: *n,
                 nodes: nodes.get(key).copied().unwrap_or(0) as u64,
+                instantiated_at: site_of(key),
                 ..Default::default()
             });
         }

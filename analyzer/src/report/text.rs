@@ -337,6 +337,9 @@ fn graph_lines(o: &mut String, g: &super::graphs::GraphsReport) {
                 None => "launch call not recorded".into(),
             }
         );
+        if let Some(at) = &x.instantiated_at {
+            let _ = writeln!(o, "       captured at {at}");
+        }
     }
 }
 

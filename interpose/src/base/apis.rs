@@ -39,7 +39,8 @@ pub struct ApiInfo {
     pub class: Class,
     pub args: Args,
     /// The caller's Python stack is recorded with the call (session/pystack): the calls
-    /// a finding can be about (syncs that block, copies, allocations), never a launch.
+    /// a finding can be about (syncs that block, copies, allocations) and the rare CUDA
+    /// graph set-up calls (where a graph was captured), never a launch.
     pub site: bool,
 }
 
@@ -49,7 +50,10 @@ const fn api(cbid: u32, name: &'static str, class: Class, args: Args) -> ApiInfo
         name,
         class,
         args,
-        site: matches!(class, Class::Memcpy | Class::Sync | Class::Alloc),
+        site: matches!(
+            class,
+            Class::Memcpy | Class::Sync | Class::Alloc | Class::Graph
+        ),
     }
 }
 
@@ -217,12 +221,16 @@ mod tests {
     #[test]
     fn call_sites_are_blocking_calls_copies_and_allocations_never_launches() {
         for a in RUNTIME.iter().chain(DRIVER) {
-            let want = matches!(a.class, Class::Memcpy | Class::Sync | Class::Alloc)
-                && !a.name.starts_with("cudaStreamWaitEvent");
+            let want = matches!(
+                a.class,
+                Class::Memcpy | Class::Sync | Class::Alloc | Class::Graph
+            ) && !a.name.starts_with("cudaStreamWaitEvent");
             assert_eq!(a.site, want, "{}", a.name);
         }
         assert!(find(gputrace_format::DOMAIN_RUNTIME, 131).unwrap().site);
         assert!(!find(gputrace_format::DOMAIN_RUNTIME, 211).unwrap().site);
+        assert!(!find(gputrace_format::DOMAIN_RUNTIME, 311).unwrap().site);
+        assert!(find(gputrace_format::DOMAIN_RUNTIME, 443).unwrap().site);
     }
 
     #[test]
