@@ -141,6 +141,8 @@ fn process_header(o: &mut String, p: &ProcessReport, multi: bool) {
     let st = &p.steady;
     let steps = if let Some(n) = &p.steps.nvtx_range {
         format!("{} steps (NVTX range \"{n}\")", p.steps.count)
+    } else if let Some(g) = p.steps.graph_id {
+        format!("{} steps (replays of CUDA graph {g})", p.steps.count)
     } else if p.steps.detected {
         format!(
             "{} steps of {} GPU ops",
@@ -210,6 +212,9 @@ fn process_header(o: &mut String, p: &ProcessReport, multi: bool) {
             l.mean_queue_depth
         );
     }
+    if let Some(g) = &p.graphs {
+        graph_lines(o, g);
+    }
     match &p.measured {
         Some(m) => {
             let v = |x: Option<f64>| x.map(pct_str).unwrap_or_else(|| "?".into());
@@ -278,6 +283,66 @@ fn process_header(o: &mut String, p: &ProcessReport, multi: bool) {
 
 /// The environment in one line: versions, then each GPU's clocks, power, temperature,
 /// link and the processes beside the job.
+/// The CUDA graphs: replays in the steady state, then one line per graph.
+fn graph_lines(o: &mut String, g: &super::graphs::GraphsReport) {
+    let setup = if g.instantiate_calls + g.upload_calls > 0 {
+        format!(
+            "; set-up {} instantiate ({}), {} upload ({})",
+            g.instantiate_calls,
+            dur(g.instantiate_ns),
+            g.upload_calls,
+            dur(g.upload_ns)
+        )
+    } else {
+        String::new()
+    };
+    if g.graph_level {
+        let _ = writeln!(
+            o,
+            "   graphs     {} CUDA graph replays in the steady state, recorded one record per replay (graph-level tracing: the kernels and gaps inside a replay are not seen){}",
+            g.replays,
+            setup
+        );
+    } else {
+        let _ = writeln!(
+            o,
+            "   graphs     {} CUDA graph replays in the steady state ({:.0}% of its kernels), {} idle between nodes inside them{}",
+            g.replays,
+            g.kernel_pct,
+            dur(g.gap_ns),
+            setup
+        );
+    }
+    for x in &g.graphs {
+        if x.replays == 0 {
+            let _ = writeln!(
+                o,
+                "     graph {} (device {}): {} replays, none in the steady state",
+                x.graph_id, x.device, x.replays_total
+            );
+            continue;
+        }
+        let _ = writeln!(
+            o,
+            "     graph {} (device {}): {} replays, {} kernels per replay, GPU {} and gaps {} per replay ({:.0}% of its span); {}",
+            x.graph_id,
+            x.device,
+            x.replays,
+            x.kernels_per_replay,
+            dur(x.gpu_ns_per_replay),
+            dur(x.gap_ns_per_replay),
+            x.gap_pct,
+            match &x.launch_call {
+                Some(c) => format!("{c} median {}", dur(x.launch_call_ns_p50)),
+                None => "launch call not recorded".into(),
+            }
+        );
+        if let Some(at) = &x.instantiated_at {
+            let _ = writeln!(o, "       captured at {at}");
+        }
+    }
+}
+
 fn env_line(o: &mut String, e: &crate::report::environment::EnvSummary) {
     let mut parts: Vec<String> = Vec::new();
     if let Some(d) = &e.driver {
@@ -503,6 +568,14 @@ pub fn render_text(r: &Report) -> String {
         if multi { "s" } else { "" }
     );
     let _ = writeln!(o, "VERDICT: {}", r.verdict);
+    if r.processes_without_cuda > 0 {
+        let n = r.processes_without_cuda;
+        let _ = writeln!(
+            o,
+            "NOTE: {n} more process{} never used CUDA (no GPU work, no CUDA call: compile workers, tokenizers); not listed",
+            if n == 1 { "" } else { "es" }
+        );
+    }
     if let Some(ts) = &r.trace_set {
         wrap(&mut o, "NOTE: ", &ts.note(r.processes.len()), 100);
     }
