@@ -363,6 +363,7 @@ pub fn format_cpulist(cpus: &[u32]) -> String {
 pub fn process_affinity() -> Option<Vec<u32>> {
     // SAFETY: cpu_set_t is plain data; sched_getaffinity writes at most its size.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `set` is a valid cpu_set_t of the size passed.
     let r = unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
     if r != 0 {
         return None;
