@@ -25,7 +25,6 @@ pub mod window;
 
 use crate::base::opts::Mode;
 use crate::base::{clock, discover, ffi::entry, internal, log, state, tsc};
-use crate::session::cupti;
 use crate::{rings, writer};
 use gputrace_format::protocol;
 use settings::opts;
@@ -184,13 +183,8 @@ pub fn after_fork() {
     clock::reset_tid_after_fork();
     state::note_cupti_callbacks(false);
     rings::reset_after_fork();
-    cupti::forget_after_fork();
     writer::forget_after_fork();
-    crate::session::env::forget_after_fork();
-    crate::session::host::forget_after_fork();
-    crate::session::pystack::after_fork();
-    crate::session::pystack::sample::reset_after_fork();
-    crate::session::stall::forget_after_fork();
+    crate::session::lifecycle::fork_child_all();
     hang::forget_after_fork();
     control::forget_after_fork();
     let s = state::get();

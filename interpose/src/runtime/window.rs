@@ -8,7 +8,6 @@ use super::trace::{start_tracing, TraceError};
 use crate::base::{internal, state};
 use crate::session::cupti;
 use crate::writer;
-use gputrace_format::CollectorState;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -78,14 +77,8 @@ pub fn run_window(
     }
     // A stall report's flush in progress ends before CUPTI is finalized.
     super::hang::wait_idle();
-    if let Some(c) = cupti::active() {
-        if s == state::TRACING {
-            c.stop();
-        }
-        writer::note_state(CollectorState::Stopped, "end of window");
-        c.finalize();
-    }
-    super::trace::stop_env();
+    // CUPTI stops and is released; the samplers end.
+    super::trace::stop_sessions(s == state::TRACING, true);
     let done = writer::finish(Duration::from_millis(opts().exit_wait_ms));
     state::set(state::DORMANT);
     if !done {
