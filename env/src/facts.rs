@@ -69,6 +69,12 @@ pub mod keys {
     /// `no_permission: ...`, `driver_too_old: ...`, `error: ...`); written by the
     /// environment sampler that reads GPM.
     pub const GPM: &str = "gpm";
+    /// What the process's Python call sites are (`CPython 3.12.3, 8 frames`), or why
+    /// there are none; written by the library's Python-stack session.
+    pub const PYTHON_CALL_SITES: &str = "python_call_sites";
+    /// CUPTI PM sampling's state (`on: ...`, `refused: ...`): written by builds that
+    /// sampled PM counters in the process; still read from their traces.
+    pub const PM_SAMPLING: &str = "pm_sampling";
 }
 
 /// One fact: the device it is about ([`FACT_HOST`] for none), key, value.
