@@ -33,6 +33,11 @@
 #                                #  the bundled example re-recorded (with GPM samples); A/B of
 #                                #  the stall watchdog and signal handlers on/off.
 #                                #  PARTS="gpm:200 ..." adds scripts/gpu-gpm.sh
+#   PART=g scripts/gpu-wave.sh   # the checks under scripts/gpu/ (PARTS="graphs:150
+#                                #  contention:200 overhead:240": each NAME:LIMIT_S runs
+#                                #  scripts/gpu/NAME.sh with OUT=$W, its table into
+#                                #  wave-g.txt, its folder packed as wave-g-NAME.tgz); then,
+#                                #  with EXAMPLE=1, the bundled example re-recorded
 # Everything bulky goes into $OUT/wave-<part>.tgz (the device returns at most 8 files);
 # $OUT/wave-<part>.txt is the short table, printed last.
 set -u
@@ -261,6 +266,29 @@ if [ "$PART" = f ]; then
   settings_ab "${AB_STEPS:-launch,mlp}" "${AB_PAIRS:-4}" "${AB_END_S:-560}" "${AB:-GPUTRACE_STALL_MS=5000:0}"
   { echo; echo "== A/B (interleaved)"; cat "$W/ab.txt"; } >>"$T"
   ( cd "$W" && tar czf "$OUT/wave-f-ab.tgz" ab ab.txt 2>/dev/null )
+fi
+if [ "$PART" = g ]; then
+  for part in ${PARTS:-graphs:150 contention:200 overhead:240}; do
+    name=${part%%:*}; lim=${part#*:}
+    if [ -x "$ROOT/scripts/gpu/$name.sh" ]; then
+      OUT="$W" timeout "$lim" "$ROOT/scripts/gpu/$name.sh" >"$W/$name.log" 2>&1
+      echo "gpu/$name rc=$?" >>"$W/$name.log"
+      { echo; echo "== $name"; tail -30 "$W/$name.log"; } >>"$T"
+      ( cd "$W" && tar czf "$OUT/wave-g-$name.tgz" $(ls -d "$name" "$name.log" 2>/dev/null) )
+    else
+      echo "no scripts/gpu/$name.sh" >>"$T"
+    fi
+    echo "$name done at ${SECONDS}s" | tee -a "$T"
+  done
+  if [ "${EXAMPLE:-0}" = 1 ]; then
+    d=$W/example; mkdir -p "$d"
+    ( cd "$d" && timeout 120 "$G" run -o "$d/train" -- "$PY" "$ROOT/scripts/workloads/example/train.py" ) >"$d/run.log" 2>&1
+    echo "rc=$?" >>"$d/run.log"
+    "$G" report "$d"/train >"$d/report.txt" 2>&1
+    { echo; echo "== example"; grep -m1 VERDICT "$d/report.txt"; grep -E "^ [0-9]+\. |^   (host|env|gpu) " "$d/report.txt" | head -12; tail -1 "$d/run.log"; } >>"$T"
+    ( cd "$W" && tar czf "$OUT/wave-g-example.tgz" example )
+    echo "example done at ${SECONDS}s" | tee -a "$T"
+  fi
 fi
 echo "finished at ${SECONDS}s" >>"$T"
 cat "$T"

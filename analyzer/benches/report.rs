@@ -461,7 +461,7 @@ fn main() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(5)
         .max(1);
-    let workers = gputrace_analyzer::trace::decode_workers(1);
+    let workers = gputrace_analyzer::model::trace::decode_workers(1);
     let load1 = |f: &std::path::Path| Trace::load_with(f, 1, |_, _| {}).unwrap();
     let (mut loads, mut analyses, mut par_loads) = (Vec::new(), Vec::new(), Vec::new());
     let mut par_peak = 0;

@@ -398,28 +398,41 @@ fn attach_to_a_pid_that_does_not_exist_says_so() {
 }
 
 #[test]
-fn attach_to_a_process_without_the_library_says_how_to_start_it() {
+fn attach_to_a_process_without_the_library_says_why_it_cannot_load_it() {
     let mut child = Command::new("sleep")
         .arg("30")
         .env_remove("LD_PRELOAD")
         .spawn()
         .expect("start sleep");
     let pid = child.id().to_string();
+    // By default the library is loaded into it, but `sleep` has no CUDA.
     let (code, _, err) = gputrace(&["attach", &pid]);
+    // With --no-load, nothing is tried: how to start it instead.
+    let (code2, _, err2) = gputrace(&["attach", &pid, "--no-load"]);
+    let alive = std::fs::metadata(format!("/proc/{pid}")).is_ok();
     let _ = child.kill();
     let _ = child.wait();
+    assert!(alive, "the process must be left running");
     assert_eq!(code, 1, "{err}");
     assert!(
         err.contains(&format!(
-            "pid {pid} does not have libgputrace.so loaded: attaching to a process started without it is not supported yet"
+            "cannot load libgputrace.so into pid {pid}: pid {pid} has no CUDA library loaded"
         )),
         "{err}"
     );
+    assert!(err.contains("first CUDA call"), "{err}");
+    assert_eq!(code2, 1, "{err2}");
     assert!(
-        err.contains("gputrace run --dormant") && err.contains("GPUTRACE_MODE=dormant"),
-        "{err}"
+        err2.contains(&format!(
+            "pid {pid} does not have libgputrace.so loaded, and --no-load says not to load it"
+        )),
+        "{err2}"
     );
-    assert!(!err.contains("no process with pid"), "{err}");
+    assert!(
+        err2.contains("gputrace run --dormant") && err2.contains("GPUTRACE_MODE=dormant"),
+        "{err2}"
+    );
+    assert!(!err2.contains("no process with pid"), "{err2}");
 }
 
 #[test]

@@ -25,7 +25,7 @@ mod legacy_dump;
 use gputrace_analyzer::export::jsonl::Jsonl;
 use gputrace_analyzer::export::stream::{EventStream, DEFAULT_MAX_PENDING};
 use gputrace_analyzer::report::{analyze, render_text};
-use gputrace_analyzer::{summary, Trace};
+use gputrace_analyzer::{report::summary, Trace};
 use gputrace_format::{self as fmt, Event};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -290,6 +290,17 @@ pub fn socket_tmp_path(dir: &Path, pid: u32) -> PathBuf {
     dir.join(format!("{pid}{SOCKET_TMP_SUFFIX}"))
 }
 
+/// Appended to a window's `started_by` ("attach, loaded late") when the library was
+/// loaded into the running program by `gputrace attach`.
+pub const LOADED_LATE: &str = "loaded late";
+
+/// The file `gputrace attach` makes in the socket directory before it loads the library
+/// into a process started without it: the library's constructor, finding it, knows it
+/// was loaded late (the program is running, CUDA is up) and starts dormant.
+pub fn inject_marker_path(dir: &Path, pid: u32) -> PathBuf {
+    dir.join(format!("{pid}.inject"))
+}
+
 /// The pid a file name in [`socket_dir`] belongs to (`123.sock` or `123.sock.new`).
 pub fn socket_owner(file_name: &str) -> Option<u32> {
     let pid = file_name

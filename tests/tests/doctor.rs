@@ -3,7 +3,7 @@
 //! failure. (In this process: the fake reads FAKE_NVML_SCENARIO at every call, so
 //! the tests take turns.)
 
-use gputrace_analyzer::doctor::{self, Doctor, Options, Status};
+use gputrace_analyzer::commands::doctor::{self, Doctor, Options, Status};
 use gputrace_tests::*;
 use std::sync::Mutex;
 

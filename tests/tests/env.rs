@@ -3,7 +3,7 @@
 //! that state implies, and the analyzer must find what it is about. A missing or
 //! refusing NVML never fails anything: one fact says why.
 
-use gputrace_analyzer::env;
+use gputrace_analyzer::report::environment;
 use gputrace_format::{self as fmt, Event};
 use gputrace_tests::*;
 use std::process::{Command, Stdio};
@@ -29,7 +29,7 @@ fn analyzed(o: &Output) -> gputrace_analyzer::Trace {
 }
 
 fn full_range(t: &gputrace_analyzer::Trace) -> (u64, u64) {
-    env::sample_range(t).expect("NVML samples in the trace")
+    environment::sample_range(t).expect("NVML samples in the trace")
 }
 
 #[test]
@@ -40,21 +40,24 @@ fn a_healthy_gpu_gives_facts_samples_and_no_complaint() {
     assert!(o.gputrace_lines().is_empty(), "{}", o.stderr);
     let raw = o.only_trace();
     let t = analyzed(&o);
-    assert_eq!(env::fact(&t, fmt::FACT_HOST, "nvml"), Some("ok"));
+    assert_eq!(environment::fact(&t, fmt::FACT_HOST, "nvml"), Some("ok"));
     assert_eq!(
-        env::fact(&t, fmt::FACT_HOST, "driver_version"),
+        environment::fact(&t, fmt::FACT_HOST, "driver_version"),
         Some("580.159.04")
     );
     assert_eq!(
-        env::fact(&t, fmt::FACT_HOST, "cuda_driver_version"),
+        environment::fact(&t, fmt::FACT_HOST, "cuda_driver_version"),
         Some("13.0")
     );
-    assert_eq!(env::fact(&t, 0, "name"), Some("Fake NVIDIA H200"));
-    assert_eq!(env::fact(&t, 0, "persistence_mode"), Some("on"));
-    assert_eq!(env::fact(&t, 0, "pci_bus_id"), Some("00000000:17:00.0"));
+    assert_eq!(environment::fact(&t, 0, "name"), Some("Fake NVIDIA H200"));
+    assert_eq!(environment::fact(&t, 0, "persistence_mode"), Some("on"));
+    assert_eq!(
+        environment::fact(&t, 0, "pci_bus_id"),
+        Some("00000000:17:00.0")
+    );
     // The app's own runtime, read from the library it loaded.
     assert_eq!(
-        env::fact(&t, fmt::FACT_HOST, "cuda_runtime_version"),
+        environment::fact(&t, fmt::FACT_HOST, "cuda_runtime_version"),
         Some("13")
     );
     // A first sample when the trace opened and a last one when it closed.
@@ -68,10 +71,10 @@ fn a_healthy_gpu_gives_facts_samples_and_no_complaint() {
     assert!(!me.is_empty());
     assert!(me.iter().all(|p| p.flags & fmt::GPU_PROC_SELF != 0));
     let (lo, hi) = full_range(&t);
-    assert!(env::shared_gpu(&t, lo, hi).is_empty());
-    assert!(env::throttled(&t, lo, hi).is_empty());
-    assert!(env::pcie_degraded(&t, lo, hi).is_empty());
-    assert!(env::gpu_errors(&t, lo, hi + 1).is_empty());
+    assert!(environment::shared_gpu(&t, lo, hi).is_empty());
+    assert!(environment::throttled(&t, lo, hi).is_empty());
+    assert!(environment::pcie_degraded(&t, lo, hi).is_empty());
+    assert!(environment::gpu_errors(&t, lo, hi + 1).is_empty());
     // Every string the environment events use was interned before its use.
     assert!(raw
         .events()
@@ -87,7 +90,7 @@ fn throttled_clocks_are_found_with_their_reasons() {
     let (_w, o) = run_with("throttled", &[]);
     let t = analyzed(&o);
     let (lo, hi) = full_range(&t);
-    let th = env::throttled(&t, lo, hi);
+    let th = environment::throttled(&t, lo, hi);
     assert_eq!(th.len(), 1, "{th:?}");
     assert_eq!(th[0].reasons, vec!["sw_power_cap", "hw_slowdown"]);
     assert_eq!((th[0].sm_clock_mhz, th[0].sm_clock_max_mhz), (1200, 1980));
@@ -109,7 +112,7 @@ fn another_process_on_the_gpu_is_named_with_its_share() {
     let _ = other.wait();
     let t = analyzed(&o);
     let (lo, hi) = full_range(&t);
-    let sh = env::shared_gpu(&t, lo, hi);
+    let sh = environment::shared_gpu(&t, lo, hi);
     assert_eq!(sh.len(), 1, "{sh:?}");
     assert_eq!(sh[0].pid.to_string(), pid);
     assert_eq!(sh[0].name, "sleep");
@@ -124,7 +127,7 @@ fn a_degraded_pcie_link_is_found_where_copies_ran() {
     let (_w, o) = run_with("pcie", &[]);
     let t = analyzed(&o);
     let (lo, hi) = full_range(&t);
-    let p = env::pcie_degraded(&t, lo, hi);
+    let p = environment::pcie_degraded(&t, lo, hi);
     assert_eq!(p.len(), 1, "{p:?}");
     assert_eq!(
         (p[0].gen, p[0].gen_max, p[0].width, p[0].width_max),
@@ -156,12 +159,12 @@ fn a_missing_nvml_is_one_fact_and_nothing_else() {
     assert!(o.gputrace_lines().is_empty(), "{}", o.stderr);
     assert!(o.stdout.contains("basic: 8 launches"));
     let t = analyzed(&o);
-    let why = env::nvml_unavailable(&t).expect("an nvml fact");
+    let why = environment::nvml_unavailable(&t).expect("an nvml fact");
     assert!(why.starts_with("missing: "), "{why}");
     assert!(why.contains("/nonexistent/libnvidia-ml.so.1"), "{why}");
     assert!(t.gpu_samples.is_empty());
     // The host facts are still there, and the GPU work too.
-    assert!(env::fact(&t, fmt::FACT_HOST, "kernel_release").is_some());
+    assert!(environment::fact(&t, fmt::FACT_HOST, "kernel_release").is_some());
     assert_eq!(t.kernels.len(), 8);
 }
 
@@ -170,7 +173,7 @@ fn nvml_refusing_access_is_one_fact() {
     let (_w, o) = run_with("noperm", &[]);
     assert!(o.gputrace_lines().is_empty(), "{}", o.stderr);
     let t = analyzed(&o);
-    let why = env::nvml_unavailable(&t).expect("an nvml fact");
+    let why = environment::nvml_unavailable(&t).expect("an nvml fact");
     assert!(why.starts_with("no_permission: "), "{why}");
     assert!(t.gpu_samples.is_empty());
     assert_eq!(t.kernels.len(), 8);
@@ -182,10 +185,12 @@ fn nvml_off_and_sampling_off_are_honoured() {
     let o = w.app(&["basic"]).env("GPUTRACE_NVML", "0").run();
     o.assert_ok();
     let t = analyzed(&o);
-    assert!(env::nvml_unavailable(&t).unwrap().starts_with("off"));
+    assert!(environment::nvml_unavailable(&t)
+        .unwrap()
+        .starts_with("off"));
     let (_w, o) = run_with("healthy", &[("GPUTRACE_NVML_MS", "0")]);
     let t = analyzed(&o);
-    assert_eq!(env::fact(&t, fmt::FACT_HOST, "nvml"), Some("ok"));
+    assert_eq!(environment::fact(&t, fmt::FACT_HOST, "nvml"), Some("ok"));
     assert!(t.gpu_samples.is_empty());
 }
 
@@ -281,24 +286,24 @@ fn gputrace_run_samples_nvml_beside_the_job_and_reports_another_process() {
     assert!(name.starts_with("gputrace-env-"), "{name}");
     assert!(e.path.starts_with(&w.traces));
     assert_ne!(e.meta.pid, job);
-    assert_eq!(env::fact(e, fmt::FACT_HOST, "nvml"), Some("ok"));
+    assert_eq!(environment::fact(e, fmt::FACT_HOST, "nvml"), Some("ok"));
     assert!(e.gpu_samples.len() >= 2, "a first and a last tick");
     let mine: Vec<_> = e.gpu_processes.iter().filter(|x| x.pid == job).collect();
     assert!(!mine.is_empty(), "the job's process never listed");
     assert!(mine.iter().all(|x| x.flags & fmt::GPU_PROC_SELF != 0));
     // The job did not sample NVML itself: one NVML session in all, gputrace's.
     assert!(p.gpu_samples.is_empty() && p.gpu_processes.is_empty());
-    assert!(env::nvml_unavailable(p).unwrap().starts_with("off"));
+    assert!(environment::nvml_unavailable(p).unwrap().starts_with("off"));
     let calls = std::fs::read_to_string(&log_file).expect("the fake NVML's log");
     assert_eq!(calls.lines().collect::<Vec<_>>(), vec!["init", "shutdown"]);
     // Read as a set, the process trace has the samples, its own process as itself.
-    let set = gputrace_analyzer::load::load_set(&o.traces, &Default::default(), &|_| {})
+    let set = gputrace_analyzer::model::load::load_set(&o.traces, &Default::default(), &|_| {})
         .expect("read the set");
     assert_eq!(set.len(), 1, "the environment file is no process");
     let t = &set[0];
     assert!(!t.gpu_samples.is_empty());
-    let (lo, hi) = gputrace_analyzer::env_merge::time_range(t).unwrap();
-    let shared = env::shared_gpu(t, lo, hi);
+    let (lo, hi) = gputrace_analyzer::model::env_files::time_range(t).unwrap();
+    let shared = environment::shared_gpu(t, lo, hi);
     assert_eq!(shared.len(), 1, "{shared:?}");
     assert_eq!(shared[0].pid.to_string(), other_pid);
     assert_eq!(shared[0].name, "sleep");
@@ -343,7 +348,10 @@ fn a_stuck_nvml_never_holds_the_job_or_its_report_up() {
     assert!(o.stdout.contains("basic: 8 launches"), "{}", o.stdout);
     let (procs, envs) = split_files(&o);
     assert_eq!((procs.len(), envs.len()), (1, 1), "{:?}", o.traces);
-    assert_eq!(env::fact(&envs[0], fmt::FACT_HOST, "nvml"), Some("ok"));
+    assert_eq!(
+        environment::fact(&envs[0], fmt::FACT_HOST, "nvml"),
+        Some("ok")
+    );
     assert!(envs[0].gpu_samples.is_empty());
     let r = report_json(&o);
     assert_eq!(r["processes"].as_array().map(|a| a.len()), Some(1), "{r}");
@@ -355,7 +363,9 @@ fn gputrace_run_with_nvml_off_writes_no_environment_file() {
     let o = gputrace_run(&w, Some("0"), &[]);
     let (procs, envs) = split_files(&o);
     assert_eq!((procs.len(), envs.len()), (1, 0), "{:?}", o.traces);
-    assert!(env::nvml_unavailable(&procs[0]).unwrap().starts_with("off"));
+    assert!(environment::nvml_unavailable(&procs[0])
+        .unwrap()
+        .starts_with("off"));
     let ids = report_json(&o)["findings"].to_string();
     assert!(!ids.contains("env_nvml_unavailable"), "{ids}");
 }
@@ -372,7 +382,7 @@ fn gputrace_run_with_nvml_missing_says_so_once_and_runs_on() {
     );
     let (procs, envs) = split_files(&o);
     assert_eq!((procs.len(), envs.len()), (1, 1), "{:?}", o.traces);
-    let why = env::nvml_unavailable(&envs[0]).expect("the nvml fact");
+    let why = environment::nvml_unavailable(&envs[0]).expect("the nvml fact");
     assert!(why.starts_with("missing: "), "{why}");
     let findings = report_json(&o)["findings"].clone();
     let nvml: Vec<_> = findings
@@ -402,7 +412,10 @@ fn inprocess_leaves_nvml_to_the_job() {
     );
     let (procs, envs) = split_files(&o);
     assert_eq!((procs.len(), envs.len()), (1, 0), "{:?}", o.traces);
-    assert_eq!(env::fact(&procs[0], fmt::FACT_HOST, "nvml"), Some("ok"));
+    assert_eq!(
+        environment::fact(&procs[0], fmt::FACT_HOST, "nvml"),
+        Some("ok")
+    );
     assert!(!procs[0].gpu_samples.is_empty());
 }
 
@@ -480,7 +493,7 @@ fn gpm_samples_reach_the_environment_file_and_make_a_memory_bound_job_memory_bou
     let (procs, envs) = split_files(&o);
     assert_eq!((procs.len(), envs.len()), (1, 1), "{:?}", o.traces);
     let e = &envs[0];
-    assert_eq!(env::fact(e, 0, "gpm"), Some("ok"));
+    assert_eq!(environment::fact(e, 0, "gpm"), Some("ok"));
     let c = &e.counter_samples;
     assert!(c.len() >= 3, "{c:?}\n{}", o.stderr);
     for s in c {
@@ -544,7 +557,7 @@ fn a_gpu_without_gpm_or_refusing_it_costs_nothing_and_says_why() {
         let (procs, envs) = split_files(&o);
         assert_eq!((procs.len(), envs.len()), (1, 1), "{gpm}: {:?}", o.traces);
         let e = &envs[0];
-        let fact = env::fact(e, 0, "gpm").unwrap_or_default();
+        let fact = environment::fact(e, 0, "gpm").unwrap_or_default();
         assert!(fact.starts_with(why), "{gpm}: {fact}");
         assert!(e.counter_samples.is_empty(), "{gpm}");
         assert!(

@@ -297,7 +297,7 @@ fn every_hooked_call_is_traced_with_its_arguments() {
     assert!(t.nvtx_ranges.iter().all(|r| !r.open));
 
     // The summary counts them.
-    let sum = gputrace_analyzer::summary::summarize(t);
+    let sum = gputrace_analyzer::report::summary::summarize(t);
     let pinned = sum
         .host_copies
         .iter()

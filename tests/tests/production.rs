@@ -1,7 +1,7 @@
 //! Production mode: a dormant process records nothing until `gputrace attach` opens a
 //! window; each window is its own complete trace; strangers are refused.
 
-use gputrace_analyzer::attach;
+use gputrace_analyzer::commands::attach;
 use gputrace_format::{protocol, CollectorState, Event};
 use gputrace_tests::*;
 use std::io::{Read, Write};
@@ -108,7 +108,7 @@ fn attach_opens_windows_and_only_their_calls_are_traced() {
 
 #[test]
 fn attach_samples_nvml_beside_the_window_it_opens() {
-    use gputrace_analyzer::env_record::{NvmlChoice, Settings};
+    use gputrace_analyzer::recording::nvml::{NvmlChoice, Settings};
     let w = Wheel::new(Cuda::V13, Layout::Flat);
     let (run, pid, _) = start_dormant(&w, "30");
     let nvml = Settings {
@@ -133,7 +133,7 @@ fn attach_samples_nvml_beside_the_window_it_opens() {
     drop(run);
     let env_file = env_file.expect("an environment file");
     assert_eq!(env_file.parent(), win.trace.parent());
-    let set = gputrace_analyzer::load::load_set(
+    let set = gputrace_analyzer::model::load::load_set(
         &[win.trace.clone(), env_file],
         &Default::default(),
         &|_| {},
@@ -145,7 +145,7 @@ fn attach_samples_nvml_beside_the_window_it_opens() {
         "no samples given to the window"
     );
     assert_eq!(
-        gputrace_analyzer::env::fact(&set[0], gputrace_format::FACT_HOST, "nvml"),
+        gputrace_analyzer::report::environment::fact(&set[0], gputrace_format::FACT_HOST, "nvml"),
         Some("ok")
     );
 }

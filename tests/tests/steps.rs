@@ -1,6 +1,6 @@
 //! `gputrace attach --steps N`: a window that closes after N NVTX step ranges.
 
-use gputrace_analyzer::attach;
+use gputrace_analyzer::commands::attach;
 use gputrace_format::{self as fmt, Event};
 use gputrace_tests::hooks::run_scenario;
 use gputrace_tests::poll;

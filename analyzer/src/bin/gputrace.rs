@@ -2,9 +2,11 @@
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
+use gputrace_analyzer::commands::{app, attach, doctor, hangwatch, run};
 use gputrace_analyzer::export::Format;
-use gputrace_analyzer::load::LoadOptions;
-use gputrace_analyzer::{app, attach, doctor, env_record, hangwatch, run, Error};
+use gputrace_analyzer::model::load::LoadOptions;
+use gputrace_analyzer::recording::nvml as recorder;
+use gputrace_analyzer::Error;
 use gputrace_format::protocol::{self, settings};
 use std::ffi::OsString;
 use std::io::{BufWriter, Write};
@@ -126,12 +128,12 @@ enum Cmd {
         #[arg(long = "site-packages")]
         site_packages: Vec<PathBuf>,
     },
-    /// Trace a window of a running process started dormant.
+    /// Trace a window of a running CUDA process (dormant, or started without gputrace).
     #[command(
-        long_about = "Trace a window of a running process started dormant (GPUTRACE_MODE=dormant or `gputrace run --dormant`), then print where the trace is and its report."
+        long_about = "Trace a window of a running CUDA process, then print where the trace is and its report. A process started dormant (GPUTRACE_MODE=dormant or `gputrace run --dormant`) is asked over its control socket; a process started without libgputrace.so gets it loaded first (ptrace; one of its waiting threads is stopped for a few milliseconds), and keeps it, dormant, for later windows."
     )]
     Attach {
-        /// The process id of the dormant program.
+        /// The process id of the CUDA program.
         pid: u32,
         /// How long to trace: 10s, 500ms, 2m (default 10s; with --steps, the longest
         /// the window may last, default 10m).
@@ -159,6 +161,11 @@ enum Cmd {
         /// is.
         #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = hangwatch::parse_timeout)]
         hang_timeout: std::time::Duration,
+        /// Refuse a process started without libgputrace.so instead of loading the
+        /// library into it (through ptrace: root or CAP_SYS_PTRACE, or the same user
+        /// where kernel.yama.ptrace_scope allows it).
+        #[arg(long)]
+        no_load: bool,
     },
 }
 
@@ -253,13 +260,14 @@ fn run_cli(cli: Cli) -> Result<i32> {
             json,
             no_report,
             hang_timeout,
+            no_load,
         } => {
             let duration = duration.unwrap_or(std::time::Duration::from_secs(if steps.is_some() {
                 600
             } else {
                 10
             }));
-            let (nvml, warning) = env_record::Settings::from_env();
+            let (nvml, warning) = recorder::Settings::from_env();
             if let Some(w) = warning {
                 warn(&w);
             }
@@ -270,6 +278,14 @@ fn run_cli(cli: Cli) -> Result<i32> {
                     p.display()
                 ))
             };
+            if let Some(l) = attach::load_if_needed(pid, !no_load)? {
+                warn(&format!(
+                    "loaded libgputrace.so into pid {pid} (it was started without it): its thread {} was stopped {:.1} ms{}",
+                    l.tid,
+                    l.stalled.as_secs_f64() * 1e3,
+                    if l.was_waiting { " while it waited" } else { "" }
+                ));
+            }
             let req = protocol::WindowReq {
                 duration,
                 steps,
@@ -405,7 +421,7 @@ fn error_code(e: &anyhow::Error) -> i32 {
 /// (`report`, `summary`, `dump`, `export`, `attach`) done, but a trace
 /// was damaged and the output covers what could be read of it (a trace merely cut
 /// short gives 0); `run` exits with its command's code, or as a shell would when the
-/// command could not be started (125, 126, 127; see `gputrace_analyzer::run`).
+/// command could not be started (125, 126, 127; see `gputrace_analyzer::commands::run`).
 fn main() {
     let cli = Cli::parse();
     let code = match run_cli(cli) {

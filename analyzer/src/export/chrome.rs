@@ -18,7 +18,7 @@
 use super::slices::{self, Arg, Cat, Flow, Name, Nvtx, Shown, Slice, Track};
 use super::timeline::{self, ProcessView, TimelineExporter};
 use super::{EventExporter, TraceContext, TraceEvent};
-use crate::trace::demangle;
+use crate::model::trace::demangle;
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::{self, BufWriter, Write};

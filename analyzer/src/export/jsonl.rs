@@ -73,7 +73,7 @@
 //!   `tree_period_us`.
 
 use super::{EventExporter, TraceContext, TraceEvent};
-use crate::trace::demangle;
+use crate::model::trace::demangle;
 use gputrace_format::{self as fmt, CopyKind, MemKind, SyncKind, Value};
 use serde::Serialize;
 use std::collections::HashMap;
@@ -241,7 +241,7 @@ impl EventExporter for Jsonl {
                 m.put("kind", CopyKind::from_u8(c.copy_kind).name());
                 m.put("src_kind", MemKind::from_u8(c.src_kind).name());
                 m.put("dst_kind", MemKind::from_u8(c.dst_kind).name());
-                m.put("host_memory", crate::summary::copy_class(c));
+                m.put("host_memory", crate::report::summary::copy_class(c));
                 m.put("async", &(c.flags & fmt::MEMCPY_FLAG_ASYNC != 0));
             }
             TraceEvent::Memset(s) => {
@@ -309,7 +309,7 @@ impl EventExporter for Jsonl {
                 m.put("api", fmt::hostcopy_api_name(c.api));
                 m.put("kind", CopyKind::from_u8(c.copy_kind).name());
                 m.put("host_memory", MemKind::from_u8(c.host_kind).name());
-                let source = crate::summary::class_source_name(c.source);
+                let source = crate::report::summary::class_source_name(c.source);
                 m.put("host_memory_source", source);
                 m.put("async", &(c.flags & fmt::HOSTCOPY_FLAG_ASYNC != 0));
                 m.put("cupti_api", &(c.flags & fmt::HOSTCOPY_FLAG_CUPTI_API != 0));

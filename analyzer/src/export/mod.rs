@@ -25,7 +25,7 @@
 //! 1. [`TraceEvent`]: a variant, and its timestamp in [`TraceEvent::ts`].
 //! 2. [`stream`]: a `Kind`, a `Rec` variant (boxed if larger than the others: the
 //!    reorder buffer's entry size is tested), and `Rec::of`, `kind_tie` (the key
-//!    [`crate::trace::Trace`] sorts that table by) and `with_event`.
+//!    [`crate::model::trace::Trace`] sorts that table by) and `with_event`.
 //! 3. The exporters that show it differently from the generic way.
 //! 4. The test oracle `analyzer/tests/common/legacy_dump.rs` (the same line from the
 //!    trace's table) and the random traces of `analyzer/tests/dump.rs`, which compare
@@ -42,8 +42,8 @@ pub mod stream;
 pub mod text;
 pub mod timeline;
 
+use crate::report::summary::Summary;
 use crate::report::Report;
-use crate::summary::Summary;
 use gputrace_format::{self as fmt, Meta};
 use std::collections::HashMap;
 use std::io::{self, Write};
@@ -103,7 +103,7 @@ pub enum Document<'a> {
     /// One summary per trace, in the order given.
     Summaries(&'a [Summary]),
     /// Two runs compared (`gputrace diff`).
-    Diff(&'a crate::diff::Diff),
+    Diff(&'a crate::report::diff::Diff),
 }
 
 /// Writes whole documents in one format.

@@ -26,7 +26,7 @@
 //! besides the index, whatever the file; only the number of passes grows.
 
 use super::{EventExporter, TraceContext, TraceEvent};
-use crate::trace::{clip_start, untimed, window_of};
+use crate::model::trace::{clip_start, untimed, window_of};
 use gputrace_format::{self as fmt, ChunkReader, Event, Meta, ReadError, ReadStats};
 use std::cell::Cell;
 use std::cmp::Ordering;

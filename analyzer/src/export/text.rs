@@ -13,11 +13,11 @@ impl DocumentExporter for Text {
             Document::Report(r) => out.write_all(crate::report::render_text(r).as_bytes()),
             Document::Summaries(all) => {
                 for s in all {
-                    writeln!(out, "{}", crate::summary::render(s))?;
+                    writeln!(out, "{}", crate::report::summary::render(s))?;
                 }
                 Ok(())
             }
-            Document::Diff(d) => out.write_all(crate::diff::render_text(d).as_bytes()),
+            Document::Diff(d) => out.write_all(crate::report::diff::render_text(d).as_bytes()),
         }
     }
 }

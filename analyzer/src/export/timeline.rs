@@ -4,7 +4,7 @@
 //! piece with its cause, findings), plus the series computed from its loaded trace
 //! (queue depth per stream, device memory in use).
 //!
-//! The order of an export ([`crate::app::export`]): the traces are loaded and analysed
+//! The order of an export ([`crate::commands::app::export`]): the traces are loaded and analysed
 //! together, as `gputrace report` does; each process is handed to the exporter with
 //! [`TimelineExporter::process`] while its trace is loaded; the traces are dropped; then
 //! each trace's events are streamed from its file ([`super::stream`]) after
@@ -13,17 +13,17 @@
 //!
 //! The samplers' series are counters written with the process, from its loaded trace
 //! (not from the stream): there they include what an environment file of the set gave
-//! the trace ([`crate::env_merge`]). NVML's readings are [`Series::Nvml`]
+//! the trace ([`crate::model::env_files`]). NVML's readings are [`Series::Nvml`]
 //! ([`nvml_counters`]); the host sampler's CPU shares and NVML's per-process SM shares
 //! are [`Sampled`] percentages ([`sampled_counters`]). Samples that one environment file
 //! gave to several processes of a host are shown by the first of them only
 //! ([`ProcessView::nvml_samples`]).
 
 use super::EventExporter;
+use crate::model::trace::Trace;
 use crate::report::classify::{self, ApiKind};
 use crate::report::keymap::FxMap;
 use crate::report::{Finding, ProcessReport, Report, Timeline};
-use crate::trace::Trace;
 use gputrace_format::{self as fmt, MemKind};
 use std::collections::{HashMap, HashSet};
 use std::io;

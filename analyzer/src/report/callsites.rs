@@ -6,7 +6,7 @@
 //! with nothing else is tallied by its innermost frame), with the calls made from each
 //! and the host time spent inside them. The full stacks go into `--json`.
 
-use crate::trace::Trace;
+use crate::model::trace::Trace;
 use gputrace_format as fmt;
 use serde::Serialize;
 use std::collections::HashMap;

@@ -111,7 +111,7 @@ fn strip_mangling(name: &str) -> &str {
 
 /// Host memory kind of a copy as one of "pageable", "pinned", "device", "managed", "other".
 pub fn host_memory(m: &fmt::Memcpy) -> &'static str {
-    crate::summary::copy_class(m)
+    crate::report::summary::copy_class(m)
 }
 
 /// Direction of a copy as a short word.

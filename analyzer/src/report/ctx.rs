@@ -3,7 +3,7 @@
 
 use super::classify::{self, ApiKind};
 use super::keymap::KeyMap;
-use crate::trace::Trace;
+use crate::model::trace::Trace;
 use gputrace_format::{self as fmt, CopyKind, MemKind};
 
 /// Records further than this from the bulk of the trace are treated as corrupt.

@@ -3,7 +3,7 @@
 //! activity" of a trace that lost records).
 
 use super::ProcessReport;
-use crate::trace::Trace;
+use crate::model::trace::Trace;
 use gputrace_format::LossKind;
 use serde::Serialize;
 

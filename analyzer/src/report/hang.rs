@@ -20,7 +20,7 @@ use super::callsites::{is_library, short_file};
 use super::classify::{self, ApiKind};
 use super::text::{dur, ts};
 use super::{Finding, FindingId, ProcessReport};
-use crate::trace::Trace;
+use crate::model::trace::Trace;
 use gputrace_format as fmt;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashSet};
@@ -804,7 +804,7 @@ fn nccl_from_calls(t: &Trace, tid: u32, launch_ts: u64) -> Option<HangNccl> {
 
 /// A kernel name as the report shows it (demangled, at most 60 characters).
 fn short_name(raw: &str) -> String {
-    let d = crate::trace::demangle(raw);
+    let d = crate::model::trace::demangle(raw);
     if d.chars().count() <= 60 {
         return d;
     }

@@ -17,7 +17,7 @@
 //!   with the state letter telling I/O waits (`D`) apart.
 
 use super::idle::Cause;
-use crate::trace::Trace;
+use crate::model::trace::Trace;
 use gputrace_format::{self as fmt, CpuLimits};
 
 /// A quiet stretch this short whose feeding thread was on a CPU is the host's cost of

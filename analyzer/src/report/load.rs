@@ -1,6 +1,6 @@
 //! Loading a trace while telling a callback how far it got (for a progress bar).
 
-use crate::trace::Trace;
+use crate::model::trace::Trace;
 use gputrace_format::ReadError;
 use std::path::Path;
 

@@ -15,6 +15,8 @@ pub mod copies;
 pub mod counters;
 pub mod ctx;
 pub mod damage;
+pub mod diff;
+pub mod environment;
 mod findings;
 pub mod hang;
 pub mod host;
@@ -26,6 +28,7 @@ pub mod keymap;
 pub mod load;
 pub mod pysamples;
 pub mod steps;
+pub mod summary;
 pub mod syncfix;
 mod text;
 pub mod timeline;
@@ -36,7 +39,7 @@ pub use findings::{About, FindingId, Layer, Stake, UnknownFindingId};
 pub use idle::Cause;
 pub use text::render_text;
 
-use crate::trace::{demangle, Trace};
+use crate::model::trace::{demangle, Trace};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -353,7 +356,7 @@ pub struct ProcessReport {
     /// Versions and the GPUs' clocks, power, temperature and link over the steady
     /// state, from the environment facts and NVML samples; absent without them.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub environment: Option<crate::env::EnvSummary>,
+    pub environment: Option<crate::report::environment::EnvSummary>,
 }
 
 #[derive(Serialize, Clone, Debug, PartialEq)]
@@ -391,7 +394,7 @@ pub struct Report {
     /// Present only when several traces were given that do not look like the ranks of
     /// one job: why not (they are then reported side by side, without `cluster`).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub trace_set: Option<crate::job::TraceSetCheck>,
+    pub trace_set: Option<crate::model::job::TraceSetCheck>,
     pub processes: Vec<ProcessReport>,
     pub cluster: Option<ClusterReport>,
     /// All findings, ranked by GPU time at stake.
@@ -440,7 +443,7 @@ fn rank_of(t: &Trace) -> (Option<u32>, String) {
 }
 
 /// Analyses one trace per process. Several traces are treated as the ranks of one job,
-/// unless they do not look like one ([`crate::job`]).
+/// unless they do not look like one ([`crate::model::job`]).
 pub fn analyze(traces: &[Trace]) -> Report {
     analyze_with(traces, false).0
 }
@@ -569,8 +572,8 @@ fn job_check(
     traces: &[Trace],
     order: &[usize],
     processes: &[ProcessReport],
-) -> Option<crate::job::TraceSetCheck> {
-    let members: Vec<crate::job::Member> = order
+) -> Option<crate::model::job::TraceSetCheck> {
+    let members: Vec<crate::model::job::Member> = order
         .iter()
         .zip(processes)
         .map(|(&i, p)| {
@@ -580,7 +583,7 @@ fn job_check(
             } else {
                 (t.meta.start_real_ns > 0).then_some((t.meta.start_real_ns, t.meta.start_real_ns))
             };
-            crate::job::Member {
+            crate::model::job::Member {
                 name: t
                     .path
                     .file_name()
@@ -594,7 +597,7 @@ fn job_check(
             }
         })
         .collect();
-    crate::job::check(&members)
+    crate::model::job::check(&members)
 }
 
 fn breakdown(att: &idle::Attribution, wall: u64) -> Breakdown {
@@ -831,6 +834,14 @@ fn analyze_process(
         idle::Method::GpuOnly => notes.push(
             "no host API events in this trace (host callbacks unavailable): idle causes come from GPU-only heuristics".to_string(),
         ),
+    }
+    if t.meta
+        .started_by
+        .ends_with(gputrace_format::protocol::LOADED_LATE)
+    {
+        notes.push(
+            "libgputrace.so was loaded into the running program by `gputrace attach`: kernels already running at the load, NVTX ranges (so steps come from the GPU's rhythm), NCCL call arguments and pinned host memory allocated before the load are not in this trace".to_string(),
+        );
     }
     if let Some((lo, hi)) = t.window {
         notes.push(format!(
@@ -1069,7 +1080,7 @@ fn analyze_process(
         notes,
         damage,
         host_cpu,
-        environment: crate::env::summary(t, st.steady.0, st.steady.1),
+        environment: crate::report::environment::summary(t, st.steady.0, st.steady.1),
     };
     let rank_input = comm::RankInput {
         host: t.meta.host.clone(),

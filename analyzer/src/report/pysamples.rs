@@ -7,7 +7,7 @@
 //! DataLoader"). Traces without samples give nothing, and reports do not change.
 
 use super::callsites::{is_library, short_file, Frame};
-use crate::trace::Trace;
+use crate::model::trace::Trace;
 use gputrace_format as fmt;
 use serde::Serialize;
 use std::collections::HashMap;
@@ -121,7 +121,7 @@ pub fn cut_short_note(t: &Trace, places: &[HostPlace]) -> Option<String> {
     let top = places.first().filter(|p| !p.user_code)?;
     // The depth from whichever `python_call_sites` fact says it ("CPython 3.12.3, 8
     // frames"; others say why there were none).
-    let n: u32 = crate::env::facts(t)
+    let n: u32 = crate::report::environment::facts(t)
         .into_iter()
         .filter(|(_, k, _)| *k == gputrace_env::facts::keys::PYTHON_CALL_SITES)
         .find_map(|(_, _, v)| v.rsplit(", ").next()?.strip_suffix(" frames")?.parse().ok())?;

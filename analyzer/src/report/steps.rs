@@ -61,7 +61,7 @@ pub const MEMCPY_NAME: u32 = u32::MAX - 16;
 pub const MEMSET_NAME: u32 = u32::MAX - 32;
 
 /// What an anchor id names: a kernel's name id, or a copy or memset.
-pub fn anchor_label(t: &crate::trace::Trace, id: u32) -> String {
+pub fn anchor_label(t: &crate::model::trace::Trace, id: u32) -> String {
     if id == MEMSET_NAME {
         "memset".into()
     } else if id > MEMSET_NAME && id <= MEMCPY_NAME {
@@ -70,7 +70,7 @@ pub fn anchor_label(t: &crate::trace::Trace, id: u32) -> String {
             gputrace_format::CopyKind::from_u8((MEMCPY_NAME - id) as u8).name()
         )
     } else {
-        crate::trace::demangle(t.str(id))
+        crate::model::trace::demangle(t.str(id))
     }
 }
 

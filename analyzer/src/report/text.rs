@@ -46,7 +46,7 @@ pub fn share(part: u64, whole: u64) -> String {
 }
 
 pub fn bytes(b: u64) -> String {
-    crate::summary::bytes(b)
+    crate::report::summary::bytes(b)
 }
 
 fn sev(s: Severity) -> &'static str {
@@ -278,7 +278,7 @@ fn process_header(o: &mut String, p: &ProcessReport, multi: bool) {
 
 /// The environment in one line: versions, then each GPU's clocks, power, temperature,
 /// link and the processes beside the job.
-fn env_line(o: &mut String, e: &crate::env::EnvSummary) {
+fn env_line(o: &mut String, e: &crate::report::environment::EnvSummary) {
     let mut parts: Vec<String> = Vec::new();
     if let Some(d) = &e.driver {
         match &e.cuda_driver {

@@ -2,7 +2,7 @@
 //! Kept as the definition of the output the streamed dump must reproduce byte for byte.
 #![allow(dead_code)]
 
-use gputrace_analyzer::trace::demangle;
+use gputrace_analyzer::model::trace::demangle;
 use gputrace_analyzer::Trace;
 use gputrace_format::{self as fmt, CopyKind, MemKind, SyncKind};
 use serde_json::{json, Map, Value};
@@ -94,7 +94,7 @@ pub fn legacy_events(t: &Trace) -> Vec<Value> {
                 ("dst_kind", json!(MemKind::from_u8(c.dst_kind).name())),
                 (
                     "host_memory",
-                    json!(gputrace_analyzer::summary::copy_class(c)),
+                    json!(gputrace_analyzer::report::summary::copy_class(c)),
                 ),
                 ("async", json!(c.flags & fmt::MEMCPY_FLAG_ASYNC != 0)),
             ],
@@ -350,7 +350,9 @@ fn hook_events(t: &Trace, out: &mut Vec<(u64, Value)>) {
                 ("host_memory", json!(MemKind::from_u8(c.host_kind).name())),
                 (
                     "host_memory_source",
-                    json!(gputrace_analyzer::summary::class_source_name(c.source)),
+                    json!(gputrace_analyzer::report::summary::class_source_name(
+                        c.source
+                    )),
                 ),
                 ("async", json!(c.flags & fmt::HOSTCOPY_FLAG_ASYNC != 0)),
                 (

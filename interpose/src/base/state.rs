@@ -45,6 +45,18 @@ pub fn set(to: u8) {
 
 static HOOKS_OFF: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
+static LOADED_LATE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// The library was loaded into the running program by `gputrace attach` (not preloaded).
+pub fn set_loaded_late() {
+    LOADED_LATE.store(true, Ordering::Relaxed);
+}
+
+/// Whether `gputrace attach` loaded the library into the running program.
+pub fn loaded_late() -> bool {
+    LOADED_LATE.load(Ordering::Relaxed)
+}
+
 /// Switches the symbol hooks off for good (`GPUTRACE_HOOKS=0`, the CUPTI floor mode).
 pub fn disable_hooks() {
     HOOKS_OFF.store(true, Ordering::Relaxed);

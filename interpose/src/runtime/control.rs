@@ -176,13 +176,20 @@ fn remove_stale(dir: &Path) {
     }
 }
 
+/// The directory of this process's control socket (by its user and runtime directory).
+pub fn own_socket_dir() -> PathBuf {
+    // SAFETY: getuid has no preconditions.
+    let uid = unsafe { libc::getuid() };
+    let xdg = std::env::var_os(protocol::RUNTIME_DIR_VAR).map(PathBuf::from);
+    protocol::socket_dir(xdg.as_deref(), uid)
+}
+
 fn bind() -> Option<UnixListener> {
     use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
     use std::os::unix::io::AsRawFd;
     // SAFETY: getuid has no preconditions.
     let uid = unsafe { libc::getuid() };
-    let xdg = std::env::var_os(protocol::RUNTIME_DIR_VAR).map(PathBuf::from);
-    let dir = protocol::socket_dir(xdg.as_deref(), uid);
+    let dir = own_socket_dir();
     if let Err(e) = std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)

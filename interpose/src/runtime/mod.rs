@@ -33,6 +33,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 /// Runs from the library constructor. Returns whether the library is on at all (the
 /// fork handler is wanted).
 pub fn on_load() -> bool {
+    let late = loaded_late();
+    if late {
+        settings::set_loaded_late();
+        state::set_loaded_late();
+    }
     let o = opts();
     log::set_debug(o.debug);
     // One line, however many settings are wrong: it is printed by every process.
@@ -50,6 +55,17 @@ pub fn on_load() -> bool {
     if !o.hooks {
         state::disable_hooks();
     }
+    if late {
+        // Loaded by `gputrace attach` into a running program: CUDA is up already, so no
+        // injection variable to set (and the environment is not ours to change while
+        // other threads run); dormant at once, with the control socket made now.
+        log::debug("loaded into a running process by `gputrace attach`: dormant");
+        if state::advance(state::IDLE, state::DORMANT) {
+            register_exit_handler();
+            control::start_dormant(o);
+        }
+        return true;
+    }
     ensure_injection_path();
     if o.hooks {
         // The hooks' clock is chosen now, while the process has one thread.
@@ -57,6 +73,14 @@ pub fn on_load() -> bool {
         ensure_nvtx_injection_path();
     }
     true
+}
+
+/// Whether `gputrace attach` loaded this library into a running process: it leaves a
+/// marker beside the control socket first (`protocol::inject_marker_path`). The marker
+/// is removed, so a later load (a child after exec) does not take it for its own.
+fn loaded_late() -> bool {
+    let marker = protocol::inject_marker_path(&control::own_socket_dir(), std::process::id());
+    std::fs::remove_file(marker).is_ok()
 }
 
 /// This library's own file.

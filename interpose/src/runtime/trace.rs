@@ -22,6 +22,8 @@ pub enum TraceError {
     Busy,
     /// The writer did not finish the window's trace in time.
     Unfinished(PathBuf),
+    /// The program holds a CUPTI subscription of its own (a late-loaded library only).
+    CuptiTaken,
 }
 
 impl std::fmt::Display for TraceError {
@@ -34,6 +36,10 @@ impl std::fmt::Display for TraceError {
             TraceError::Busy => {
                 write!(f, "a window is already running (or the process is exiting)")
             }
+            TraceError::CuptiTaken => write!(
+                f,
+                "the program uses CUPTI itself right now (torch.profiler, Kineto on demand, or another tool): no window while it does, so its records stay its own; try again when it is done"
+            ),
             TraceError::Unfinished(p) => {
                 write!(f, "the trace writer did not finish {}", p.display())
             }
@@ -64,6 +70,13 @@ pub fn start_tracing(started_by: &str, dir: Option<&Path>) -> Result<PathBuf, Tr
     let o = opts();
     // Loaded before the file is made: the trace's metadata names it.
     let c = lifecycle::collector(o).ok();
+    if let Some(c) = c.filter(|_| state::loaded_late()) {
+        // Loaded into a running program: a CUPTI subscriber of its own (torch.profiler)
+        // cannot be seen coming, only found here; its records stay its own.
+        if !c.can_subscribe() {
+            return Err(TraceError::CuptiTaken);
+        }
+    }
     let pid = std::process::id();
     TRACED_PID.store(pid, Ordering::Release);
     let host = hostname();

@@ -30,6 +30,16 @@ pub fn is_step_name(text: &[u8]) -> bool {
     text.windows(4).any(|w| w.eq_ignore_ascii_case(b"step"))
 }
 
+/// How a window's trace names what opened it: "attach, loaded late" when the library
+/// came in through `gputrace attach` (the analyzer says what such a trace cannot hold).
+pub fn window_reason(reason: &str) -> String {
+    if state::loaded_late() && reason == "attach" {
+        format!("{reason}, {}", gputrace_format::protocol::LOADED_LATE)
+    } else {
+        reason.to_string()
+    }
+}
+
 /// Records for `duration` (or until `steps` NVTX step ranges have begun and the next
 /// begins, whichever comes first) into a new trace file, then switches CUPTI off and
 /// releases it, back to dormant. `on_started` gets the path as soon as recording
@@ -46,7 +56,7 @@ pub fn run_window(
         return Err(TraceError::Busy);
     }
     let _g = internal::Internal::enter();
-    let path = match start_tracing(reason, dir) {
+    let path = match start_tracing(&window_reason(reason), dir) {
         Ok(p) => p,
         Err(e) => {
             state::set(state::DORMANT);

@@ -1,8 +1,8 @@
 //! What detectors share: the severity rule, the finding skeleton, and evidence formatting.
 
 use super::FindingId;
+use crate::model::trace::demangle;
 use crate::report::{pct, Example, Finding, Severity};
-use crate::trace::demangle;
 use std::collections::BTreeMap;
 
 pub(super) use crate::report::text::{bytes, dur, pct_str, share, ts};

@@ -2,11 +2,11 @@
 //! (another NUMA node than the GPU's local CPUs).
 
 use super::{FindingCx, FindingId};
-use crate::env;
+use crate::report::environment;
 use crate::report::{Finding, Severity};
 
 pub(super) fn detect(cx: &FindingCx) -> Option<Finding> {
-    let all = env::cpu_affinity(cx.ctx.t);
+    let all = environment::cpu_affinity(cx.ctx.t);
     let a = all.first()?;
     let mut x = cx.finding(FindingId::EnvCpuAffinity, "CPUs far from the GPU", 0, false);
     x.severity = if a.local_pct == 0.0 {

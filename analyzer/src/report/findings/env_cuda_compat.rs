@@ -2,11 +2,11 @@
 //! build do not fit (from the trace's facts).
 
 use super::{FindingCx, FindingId};
-use crate::env;
+use crate::report::environment;
 use crate::report::{Finding, Severity};
 
 pub(super) fn detect(cx: &FindingCx) -> Option<Finding> {
-    let issues = env::cuda_compat(cx.ctx.t);
+    let issues = environment::cuda_compat(cx.ctx.t);
     let first = issues.first()?;
     let mut x = cx.finding(
         FindingId::EnvCudaCompat,

@@ -3,11 +3,11 @@
 //! never a failure.
 
 use super::{FindingCx, FindingId};
-use crate::env;
+use crate::report::environment;
 use crate::report::{Finding, Severity};
 
 pub(super) fn detect(cx: &FindingCx) -> Option<Finding> {
-    let why = env::nvml_unavailable(cx.ctx.t)?;
+    let why = environment::nvml_unavailable(cx.ctx.t)?;
     if why.starts_with("off") {
         return None;
     }

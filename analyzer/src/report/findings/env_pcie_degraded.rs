@@ -4,12 +4,12 @@
 
 use super::common::dur;
 use super::{FindingCx, FindingId};
-use crate::env;
+use crate::report::environment;
 use crate::report::Finding;
 
 pub(super) fn detect(cx: &FindingCx) -> Option<Finding> {
     let (s0, s1) = cx.steps.steady;
-    let all = env::pcie_degraded(cx.ctx.t, s0, s1);
+    let all = environment::pcie_degraded(cx.ctx.t, s0, s1);
     let p = all.iter().max_by_key(|p| p.copy_ns_degraded)?;
     // At full link rate the copies would have taken link_pct% of the time (an estimate
     // for copies that are link-bound).

@@ -5,13 +5,13 @@
 
 use super::common::{bytes, dur};
 use super::{FindingCx, FindingId};
-use crate::env;
+use crate::report::environment;
 use crate::report::{pct, Finding, Severity};
 
 pub(super) fn detect(cx: &FindingCx) -> Option<Finding> {
     let t = cx.ctx.t;
     let (s0, s1) = cx.steps.steady;
-    let all = env::shared_gpu(t, s0, s1);
+    let all = environment::shared_gpu(t, s0, s1);
     let o = all.iter().find(|o| !o.idle)?;
     // The job's idle time while the other process ran was the other's GPU time; of its
     // busy time, the measured slowdown where same-name kernels ran both with and

@@ -3,7 +3,7 @@
 
 use super::common::dur;
 use super::{FindingCx, FindingId};
-use crate::env;
+use crate::report::environment;
 use crate::report::{Finding, Severity};
 
 /// Clocks this much below their maximum make a throttled period count.
@@ -11,7 +11,7 @@ const MIN_DROP_PCT: f64 = 5.0;
 
 pub(super) fn detect(cx: &FindingCx) -> Option<Finding> {
     let (s0, s1) = cx.steps.steady;
-    let th = env::throttled(cx.ctx.t, s0, s1);
+    let th = environment::throttled(cx.ctx.t, s0, s1);
     let w = th.iter().max_by_key(|t| t.throttled_ns)?;
     if w.clock_drop_pct < MIN_DROP_PCT {
         return None;
@@ -26,7 +26,7 @@ pub(super) fn detect(cx: &FindingCx) -> Option<Finding> {
     // works (an H200 running bf16 matmuls at 1500 of 1980 MHz, 400 W of 700 W, said
     // sw_power_cap): worth knowing, not a fault. A lowered limit, heat or a hardware
     // slowdown is.
-    let power = env::rules::power_limit(cx.ctx.t, w.device);
+    let power = environment::rules::power_limit(cx.ctx.t, w.device);
     let lowered = power.is_some_and(|p| p.lowered());
     let only_power_cap = w.reasons.iter().all(|r| r == "sw_power_cap");
     let normal = only_power_cap && !lowered;
@@ -60,7 +60,7 @@ pub(super) fn detect(cx: &FindingCx) -> Option<Finding> {
         .push("time at stake estimated: busy time while throttled x the clock drop".into());
     x.metrics.insert("throttled_pct".into(), w.throttled_pct);
     x.metrics.insert("clock_drop_pct".into(), w.clock_drop_pct);
-    if let Some(env::rules::PowerLimit {
+    if let Some(environment::rules::PowerLimit {
         limit_mw: l,
         default_mw: d,
     }) = power

@@ -2,7 +2,7 @@
 //! the trace was open.
 
 use super::{FindingCx, FindingId};
-use crate::env;
+use crate::report::environment;
 use crate::report::{Example, Finding, Severity};
 use gputrace_format as fmt;
 
@@ -10,7 +10,7 @@ use gputrace_format as fmt;
 const MAX_XIDS: usize = 5;
 
 pub(super) fn detect(cx: &FindingCx) -> Option<Finding> {
-    let errs = env::gpu_errors(cx.ctx.t, 0, u64::MAX);
+    let errs = environment::gpu_errors(cx.ctx.t, 0, u64::MAX);
     let first = errs.first()?;
     let mut x = cx.finding(
         FindingId::EnvXid,

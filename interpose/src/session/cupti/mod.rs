@@ -136,6 +136,13 @@ impl std::fmt::Display for Error {
 
 impl std::error::Error for Error {}
 
+/// Set once a kernel of a CUDA graph was recorded (sticky: the program replays graphs).
+static GRAPH_SEEN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+fn note_graph_seen() {
+    GRAPH_SEEN.store(true, Ordering::Relaxed);
+}
+
 impl Collector {
     /// Finds and loads the CUPTI that matches the process's CUDA runtime.
     pub fn load(opts: &Opts) -> Result<Collector, Error> {
@@ -309,6 +316,23 @@ impl Collector {
         .is_ok()
     }
 
+    /// Whether CUPTI takes a subscriber now (none of the program's own holds it): tried
+    /// and undone at once.
+    pub fn can_subscribe(&self) -> bool {
+        let _g = internal::Internal::enter();
+        let mut sub: sys::CUpti_SubscriberHandle = std::ptr::null_mut();
+        if call!(
+            self.cupti,
+            cuptiSubscribe(&mut sub, Some(api_callback), std::ptr::null_mut())
+        )
+        .is_err()
+        {
+            return false;
+        }
+        let _ = call!(self.cupti, cuptiUnsubscribe(sub));
+        true
+    }
+
     /// Subscribes for the API callbacks if we are not subscribed (the program's own
     /// subscriber, which kept us out, may have gone).
     pub fn ensure_subscribed(&self) {
@@ -442,8 +466,15 @@ impl Collector {
     }
 
     /// Releases CUPTI (end of a window), where this CUPTI supports it. Jobs were seen
-    /// to stay slower after profiling ended when CUPTI was left initialised.
+    /// to stay slower after profiling ended when CUPTI was left initialised. Not in a
+    /// program that has replayed CUDA graphs: on the H200, JAX jobs (XLA replays
+    /// command buffers) died with CUDA_ERROR_LAUNCH_FAILED at the end of 3 windows of 6
+    /// there; CUPTI then stays initialised, with no activity kind on and no subscriber.
     pub fn finalize(&self) {
+        if GRAPH_SEEN.load(Ordering::Relaxed) {
+            log::debug("CUDA graphs seen: CUPTI left initialised at the end of the window");
+            return;
+        }
         let _g = internal::Internal::enter();
         if let Err(e) = call!(self.cupti, cuptiFinalize()) {
             log::debug(&format!("cuptiFinalize: {}", self.result_string(e)));

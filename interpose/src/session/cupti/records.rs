@@ -66,7 +66,13 @@ pub unsafe fn decode(
                 static_smem: r.get::<i32>(l.k_static_smem) as u32,
                 dynamic_smem: r.get::<i32>(l.k_dynamic_smem) as u32,
                 registers: r.get::<u16>(l.k_registers) as u32,
-                graph_id: r.get(l.k_graph_id),
+                graph_id: {
+                    let g: u32 = r.get(l.k_graph_id);
+                    if g != 0 {
+                        super::note_graph_seen();
+                    }
+                    g
+                },
             }));
         }
         CUpti_ActivityKind_CUPTI_ACTIVITY_KIND_MEMCPY => {

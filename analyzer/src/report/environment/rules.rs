@@ -13,7 +13,7 @@ pub trait Facts {
     fn fact(&self, device: u32, key: &str) -> Option<&str>;
 }
 
-impl Facts for crate::trace::Trace {
+impl Facts for crate::model::trace::Trace {
     fn fact(&self, device: u32, key: &str) -> Option<&str> {
         super::fact(self, device, key)
     }

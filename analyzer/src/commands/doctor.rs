@@ -4,7 +4,7 @@
 //! against the driver, and the CPUs and memory this shell may use. Each line is OK,
 //! WARN (with the fix) or INFO. Reads only: it never changes a setting.
 
-use crate::env::rules::{self, Mismatch};
+use crate::report::environment::rules::{self, Mismatch};
 use gputrace_env::facts::{self, keys, Fact};
 use gputrace_env::nvml::{self, Device, Nvml};
 use gputrace_format::{self as fmt, FACT_HOST};
@@ -180,12 +180,12 @@ pub fn run(o: &Options) -> Doctor {
     let mut checks = Vec::new();
     // GPUTRACE_NVML as `gputrace run` reads it; the doctor loads NVML whatever it says.
     let nvml_path =
-        o.nvml
-            .clone()
-            .or_else(|| match crate::env_record::Settings::from_env().0.nvml {
-                crate::env_record::NvmlChoice::Command(path) => path,
+        o.nvml.clone().or_else(
+            || match crate::recording::nvml::Settings::from_env().0.nvml {
+                crate::recording::nvml::NvmlChoice::Command(path) => path,
                 _ => None,
-            });
+            },
+        );
     let nvml = Nvml::load(nvml_path.as_deref());
     // The facts a trace would record here; the rules below read them as the report
     // reads a trace's.

@@ -1,6 +1,6 @@
 //! `gputrace summary`: what the GPU did, per device.
 
-use crate::trace::{demangle, union_len, Trace};
+use crate::model::trace::{demangle, union_len, Trace};
 use gputrace_format::{self as fmt, CopyKind, MemKind};
 use serde::Serialize;
 use std::collections::HashMap;

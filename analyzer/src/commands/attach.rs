@@ -1,7 +1,7 @@
 //! `gputrace attach PID`: asks a dormant process for a trace window over its control
 //! socket (where it is and what is said over it: `gputrace_format::protocol`).
 
-use crate::env_record;
+use crate::recording::nvml as recorder;
 use gputrace_format::protocol::{self, Reply, Request, WindowReq};
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
@@ -12,7 +12,7 @@ use std::time::Duration;
 pub enum AttachError {
     #[error("no process with pid {0}")]
     NoProcess(u32),
-    #[error("pid {0} does not have libgputrace.so loaded: attaching to a process started without it is not supported yet")]
+    #[error("pid {0} does not have libgputrace.so loaded, and --no-load says not to load it")]
     NotPreloaded(u32),
     #[error("cannot tell whether pid {pid} has libgputrace.so loaded: cannot read /proc/{pid}/maps: {}", crate::error::io_message(.error))]
     CannotInspect { pid: u32, error: std::io::Error },
@@ -31,13 +31,20 @@ pub enum AttachError {
     Refused(u32, String),
     #[error("pid {0} closed the connection before the window ended (did it exit?)")]
     Closed(u32),
+    #[error("cannot load libgputrace.so into pid {pid}: {error}")]
+    Load {
+        pid: u32,
+        error: crate::commands::inject::InjectError,
+    },
+    #[error("pid {pid}: libgputrace.so was loaded (thread {tid}) but made no control socket within {secs} s")]
+    LoadedNoSocket { pid: u32, tid: u32, secs: u64 },
 }
 
 impl AttachError {
     /// What to do about it, when there is something to say.
     pub fn hint(&self) -> Option<String> {
         let start = || {
-            let lib = crate::run::find_library(
+            let lib = crate::commands::run::find_library(
                 std::env::var_os(protocol::settings::LIB)
                     .filter(|v| !v.is_empty())
                     .map(PathBuf::from),
@@ -55,6 +62,10 @@ impl AttachError {
                 Some("check the PID: `ps -ef` or `pgrep -f NAME` lists the running ones".into())
             }
             AttachError::NotPreloaded(_) => Some(start()),
+            AttachError::Load { error, .. } => error.hint().or_else(|| Some(start())),
+            AttachError::LoadedNoSocket { .. } => Some(
+                "run again with GPUTRACE_DEBUG=1 in the job's environment to see the library's messages, or start the job with `gputrace run --dormant`".into(),
+            ),
             AttachError::NotDormant { .. } => Some(start()),
             AttachError::CannotInspect { .. } => Some(
                 "attach as the user the process runs as (its socket answers that user only)"
@@ -155,6 +166,54 @@ pub fn candidate_sockets(pid: u32) -> Vec<PathBuf> {
     v
 }
 
+/// Makes sure `pid` has the library and its control socket: a process started without
+/// it gets it loaded now (`crate::commands::inject`) unless `allow` is false. Returns
+/// what the load did, when there was one.
+pub fn load_if_needed(
+    pid: u32,
+    allow: bool,
+) -> Result<Option<crate::commands::inject::Injected>, AttachError> {
+    use crate::commands::inject;
+    let cands = candidate_sockets(pid);
+    if cands.iter().any(|p| p.exists()) {
+        return Ok(None);
+    }
+    match why_no_socket(pid, String::new()) {
+        AttachError::NotPreloaded(_) if allow => {}
+        AttachError::NoSocket { .. } => return Ok(None),
+        e => return Err(e),
+    }
+    let lib = crate::commands::run::find_library(
+        std::env::var_os(protocol::settings::LIB)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from),
+        std::env::current_exe().ok(),
+    )
+    .map_err(|e| AttachError::Load {
+        pid,
+        error: inject::InjectError::DlopenFailed {
+            pid,
+            why: e.to_string(),
+        },
+    })?;
+    let marker = inject::marker_for(&cands[0], pid);
+    let done =
+        inject::inject(pid, &lib, &marker).map_err(|error| AttachError::Load { pid, error })?;
+    let limit = Duration::from_secs(5);
+    let t0 = std::time::Instant::now();
+    while t0.elapsed() < limit {
+        if candidate_sockets(pid).iter().any(|p| p.exists()) {
+            return Ok(Some(done));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    Err(AttachError::LoadedNoSocket {
+        pid,
+        tid: done.tid,
+        secs: limit.as_secs(),
+    })
+}
+
 fn connect(pid: u32) -> Result<UnixStream, AttachError> {
     let cands = candidate_sockets(pid);
     let sock = cands.iter().find(|p| p.exists()).ok_or_else(|| {
@@ -227,13 +286,13 @@ pub fn attach(
 }
 
 /// [`attach`], with NVML sampled from this process while the window is open (as `nvml`
-/// says, see `crate::env_record`) into an environment file beside the window's trace.
+/// says, see `crate::recording::nvml`) into an environment file beside the window's trace.
 /// Returns the window and that file (`None` when sampling here is off); a file that
 /// could not be made is said through `warn` and the window goes on without it.
 pub fn attach_sampled(
     pid: u32,
     req: &WindowReq,
-    nvml: &env_record::Settings,
+    nvml: &recorder::Settings,
     warn: &dyn Fn(&str),
     started: impl FnOnce(&Path),
 ) -> Result<(Window, Option<PathBuf>), AttachError> {
@@ -241,12 +300,12 @@ pub fn attach_sampled(
 }
 
 /// [`attach_sampled`], with the window's trace watched for a hang while it is open
-/// (`crate::hangwatch`): once a stall shows no GPU progress for `hang_timeout`, its
+/// (`crate::commands::hangwatch`): once a stall shows no GPU progress for `hang_timeout`, its
 /// report goes to stderr; the process is left as it is. Zero: no watching.
 pub fn attach_watched(
     pid: u32,
     req: &WindowReq,
-    nvml: &env_record::Settings,
+    nvml: &recorder::Settings,
     warn: &dyn Fn(&str),
     hang_timeout: Duration,
     started: impl FnOnce(&Path),
@@ -257,18 +316,18 @@ pub fn attach_watched(
     let window = attach(pid, duration, steps, at_ms, dir, |trace| {
         let dir = trace_dir(pid, trace);
         if let Some(name) = trace.file_name() {
-            watcher = crate::hangwatch::Watcher::start(
-                crate::hangwatch::Watch::File(dir.join(name)),
+            watcher = crate::commands::hangwatch::Watcher::start(
+                crate::commands::hangwatch::Watch::File(dir.join(name)),
                 hang_timeout,
-                crate::run::say_hang,
+                crate::commands::run::say_hang,
             );
         }
-        let job = env_record::Job {
+        let job = recorder::Job {
             pid,
             cmdline: cmdline_of(pid),
             started_by: "gputrace attach",
         };
-        match env_record::Recorder::start(&dir, job, nvml) {
+        match recorder::Recorder::start(&dir, job, nvml) {
             Ok(r) => recorder = r,
             Err(e) => warn(&format!(
                 "no NVML samples: cannot write the environment file in {}: {e}",
@@ -280,7 +339,7 @@ pub fn attach_watched(
     if let Some(w) = watcher {
         w.stop();
     }
-    let env_file = recorder.map(|r| r.finish(env_record::LAST_TICK_WAIT));
+    let env_file = recorder.map(|r| r.finish(recorder::LAST_TICK_WAIT));
     match window {
         Ok(w) => Ok((w, env_file)),
         Err(e) => {

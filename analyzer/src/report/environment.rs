@@ -10,7 +10,7 @@
 
 pub mod rules;
 
-use crate::trace::Trace;
+use crate::model::trace::Trace;
 use gputrace_env::facts::keys;
 use gputrace_format::{self as fmt, FACT_HOST};
 use serde::Serialize;

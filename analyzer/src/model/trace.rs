@@ -55,7 +55,7 @@ pub struct Trace {
     pub proc_samples: Vec<fmt::ProcSample>,
     pub machine: Vec<fmt::MachineSample>,
     pub cpu_limits: Vec<fmt::CpuLimits>,
-    /// The environment (see `crate::env`): facts read once, NVML samples of each GPU
+    /// The environment (see `crate::report::environment`): facts read once, NVML samples of each GPU
     /// and of the processes on it, driver-reported errors.
     pub facts: Vec<fmt::Fact>,
     pub gpu_samples: Vec<fmt::GpuSample>,
@@ -658,7 +658,7 @@ pub(crate) fn untimed(start: u64, end: u64) -> bool {
 /// Tracing state to its last Stopped one (`u64::MAX` while still open). `states` are
 /// time-sorted. `None` for a trace of the whole run.
 pub(crate) fn window_of(meta: &Meta, states: &[(u64, u8, u32)]) -> Option<(u64, u64)> {
-    let is_window = matches!(meta.started_by.as_str(), "attach")
+    let is_window = meta.started_by.starts_with("attach")
         || meta.started_by.starts_with("signal")
         || meta.started_by.starts_with("timer");
     if !is_window {

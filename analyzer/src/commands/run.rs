@@ -28,7 +28,8 @@
 //! gputrace too), gputrace ends by SIGINT itself after its report, as a shell does, so a
 //! calling script stops as it would for the bare command (its `$?` is 130 either way).
 
-use crate::{env_record, hangwatch};
+use crate::commands::hangwatch;
+use crate::recording::nvml as recorder;
 use gputrace_format::protocol::{self, settings};
 use std::collections::HashSet;
 use std::ffi::OsString;
@@ -239,7 +240,7 @@ pub struct RunOutcome {
     /// Trace files the run produced, sorted.
     pub traces: Vec<PathBuf>,
     /// The environment file gputrace wrote beside them (NVML sampled from its own
-    /// process, `crate::env_record`); none when sampling here was off or the command
+    /// process, `crate::recording::nvml`); none when sampling here was off or the command
     /// wrote no trace.
     pub env_file: Option<PathBuf>,
     /// What went wrong with the environment file, for the caller to say.
@@ -257,20 +258,20 @@ pub fn run(
     dir: &Path,
     cmd: &[OsString],
     extra_env: &[(String, String)],
-    nvml: &env_record::Settings,
+    nvml: &recorder::Settings,
 ) -> Result<RunOutcome, RunError> {
     run_watched(lib, dir, cmd, extra_env, nvml, Duration::ZERO)
 }
 
 /// [`run`], with the traces the command writes watched for a hang while it runs
-/// (`crate::hangwatch`): once a stall shows no GPU progress for `hang_timeout`, its
+/// (`crate::commands::hangwatch`): once a stall shows no GPU progress for `hang_timeout`, its
 /// report goes to stderr and the command goes on. Zero: no watching.
 pub fn run_watched(
     lib: &Path,
     dir: &Path,
     cmd: &[OsString],
     extra_env: &[(String, String)],
-    nvml: &env_record::Settings,
+    nvml: &recorder::Settings,
     hang_timeout: Duration,
 ) -> Result<RunOutcome, RunError> {
     let Some(program) = cmd.first() else {
@@ -343,7 +344,7 @@ fn run_in(
     program: &OsString,
     args: &[OsString],
     extra_env: &[(String, String)],
-    nvml: &env_record::Settings,
+    nvml: &recorder::Settings,
     (watch, hang_timeout): (hangwatch::Watch, Duration),
 ) -> Result<Ran, RunError> {
     let mut preload = OsString::from(lib.as_os_str());
@@ -370,7 +371,7 @@ fn run_in(
     let pid = child.id();
     relay.forward_to(pid);
     let mut notes = Vec::new();
-    let job = env_record::Job {
+    let job = recorder::Job {
         pid,
         cmdline: std::iter::once(program)
             .chain(args)
@@ -378,7 +379,7 @@ fn run_in(
             .collect(),
         started_by: "gputrace run",
     };
-    let recorder = env_record::Recorder::start(dir, job, nvml).unwrap_or_else(|e| {
+    let recorder = recorder::Recorder::start(dir, job, nvml).unwrap_or_else(|e| {
         notes.push(format!(
             "no NVML samples: cannot write the environment file in {}: {e}",
             dir.display()
@@ -396,7 +397,7 @@ fn run_in(
     drop(relay);
     // The last tick, bounded, before the reaping (the command's processes are still
     // listed as they ended).
-    let env_file = recorder.map(|r| r.finish(env_record::LAST_TICK_WAIT));
+    let env_file = recorder.map(|r| r.finish(recorder::LAST_TICK_WAIT));
     let status = exited
         .and_then(|()| child.wait())
         .map_err(|e| RunError::Wait(pid, e))?;
@@ -447,7 +448,7 @@ pub fn run_and_report(
     };
     // An empty GPUTRACE_LIB counts as unset, as an empty LD_PRELOAD does.
     let explicit = std::env::var_os(settings::LIB).filter(|v| !v.is_empty());
-    let (nvml, warning) = env_record::Settings::from_env();
+    let (nvml, warning) = recorder::Settings::from_env();
     if let Some(w) = warning {
         say(&w);
     }
@@ -712,11 +713,11 @@ mod tests {
     }
 
     /// No NVML sampling from the test process.
-    fn no_nvml() -> env_record::Settings {
-        env_record::Settings {
-            nvml: env_record::NvmlChoice::Off,
-            period: env_record::DEFAULT_PERIOD,
-            gpm_period: env_record::DEFAULT_GPM_PERIOD,
+    fn no_nvml() -> recorder::Settings {
+        recorder::Settings {
+            nvml: recorder::NvmlChoice::Off,
+            period: recorder::DEFAULT_PERIOD,
+            gpm_period: recorder::DEFAULT_GPM_PERIOD,
         }
     }
 
@@ -912,10 +913,10 @@ mod tests {
     fn the_environment_file_is_written_beside_traces_only() {
         let t = Tmp::new("envfile");
         let lib = Path::new("/nonexistent-lib.so");
-        let nvml = env_record::Settings {
-            nvml: env_record::NvmlChoice::Command(Some("/nonexistent/libnvidia-ml.so.1".into())),
-            period: env_record::DEFAULT_PERIOD,
-            gpm_period: env_record::DEFAULT_GPM_PERIOD,
+        let nvml = recorder::Settings {
+            nvml: recorder::NvmlChoice::Command(Some("/nonexistent/libnvidia-ml.so.1".into())),
+            period: recorder::DEFAULT_PERIOD,
+            gpm_period: recorder::DEFAULT_GPM_PERIOD,
         };
         // The command is told not to sample NVML itself.
         let script = "echo \"$GPUTRACE_NVML\" > \"$GPUTRACE_DIR/x.gtrace\"";

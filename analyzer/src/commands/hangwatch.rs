@@ -6,8 +6,8 @@
 //! it holds stall reports (the reader takes every intact chunk of a file still being
 //! written, so a partial file is read as far as it goes).
 
+use crate::model::trace::Trace;
 use crate::report::hang;
-use crate::trace::Trace;
 use gputrace_format::{self as fmt, protocol};
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;

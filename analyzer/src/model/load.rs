@@ -3,7 +3,7 @@
 //! reading takes more than a second, and read problems passed on as warnings.
 
 use crate::error::Error;
-use crate::trace::Trace;
+use crate::model::trace::Trace;
 use gputrace_format::ReadStats;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -69,7 +69,7 @@ pub fn check_path(p: &Path) -> Result<(), Error> {
 
 /// Passes on what reading a trace found wrong (records lost to damage or to an end cut
 /// short), if anything. True if the trace was damaged, not merely cut short: the
-/// commands then exit with [`crate::app::DAMAGED_EXIT`] after their output.
+/// commands then exit with [`crate::commands::app::DAMAGED_EXIT`] after their output.
 pub fn pass_on_loss(path: &Path, stats: &ReadStats, warn: Warn<'_>) -> bool {
     if let Some(w) = stats.warning() {
         warn(&format!("{}: {w}", path.display()));
@@ -89,7 +89,7 @@ pub fn load(path: &Path, warn: Warn<'_>) -> Result<Trace, Error> {
 /// Reads the traces of a set, each file once: distinct files in parallel, then
 /// copies of one trace under different names (same host, pid and start time) kept
 /// once, and environment files (`gputrace run`'s NVML samples) given to the process
-/// traces they cover ([`crate::env_merge`]): only process traces are returned. The first
+/// traces they cover ([`crate::model::env_files`]): only process traces are returned. The first
 /// error stops it; a set of environment files only is one.
 pub fn load_set(
     paths: &[PathBuf],
@@ -101,7 +101,7 @@ pub fn load_set(
         check_path(p)?;
     }
     let traces = read_all(&paths, opts, warn)?;
-    crate::env_merge::give_environment(distinct_traces(traces, warn))
+    crate::model::env_files::give_environment(distinct_traces(traces, warn))
 }
 
 /// A directory in a set stands for the trace files in it (`*.gtrace`, sorted by name):
@@ -167,7 +167,8 @@ fn read_all(paths: &[PathBuf], opts: &LoadOptions, warn: Warn<'_>) -> Result<Vec
         .sum();
     let bar = Bar::start(opts.progress, total, paths);
     let read = AtomicU64::new(0);
-    let per_file = (opts.workers / paths.len().max(1)).clamp(1, crate::trace::MAX_DECODE_WORKERS);
+    let per_file =
+        (opts.workers / paths.len().max(1)).clamp(1, crate::model::trace::MAX_DECODE_WORKERS);
     let loaded = crate::par::map(paths, opts.workers, |_, p| {
         let mut mine = 0u64;
         let r = Trace::load_with(p, per_file, |d, _| {

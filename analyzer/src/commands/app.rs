@@ -6,7 +6,7 @@
 use crate::error::Error;
 use crate::export::stream::{EventStream, StreamError, StreamStats, DEFAULT_MAX_PENDING};
 use crate::export::{self, Document, Format};
-use crate::load::{self, LoadOptions, Warn};
+use crate::model::load::{self, LoadOptions, Warn};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
@@ -94,7 +94,7 @@ pub fn summary(
             env_file.get_or_insert(p);
             continue;
         }
-        all.push(crate::summary::summarize(&t));
+        all.push(crate::report::summary::summarize(&t));
     }
     if let (true, Some(p)) = (all.is_empty(), env_file) {
         return Err(Error::EnvironmentOnly(p));
@@ -274,7 +274,11 @@ pub fn export(
 
 /// One side of `gputrace diff`: a report saved as JSON (`gputrace report --json`), or
 /// a trace analysed now.
-pub fn diff_side(path: &Path, opts: &Options, warn: Warn<'_>) -> Result<crate::diff::Side, Error> {
+pub fn diff_side(
+    path: &Path,
+    opts: &Options,
+    warn: Warn<'_>,
+) -> Result<crate::report::diff::Side, Error> {
     let name = path.display().to_string();
     // A run's directory is its traces (and environment file), analysed below.
     if !path.is_dir() && is_json_report(path)? {
@@ -285,7 +289,7 @@ pub fn diff_side(path: &Path, opts: &Options, warn: Warn<'_>) -> Result<crate::d
                 format!("{name}: {e}"),
             ))
         })?;
-        return crate::diff::Side::from_json(&name, v).map_err(|e| {
+        return crate::report::diff::Side::from_json(&name, v).map_err(|e| {
             Error::Output(io::Error::new(
                 io::ErrorKind::InvalidData,
                 format!("{name}: {e}"),
@@ -294,7 +298,7 @@ pub fn diff_side(path: &Path, opts: &Options, warn: Warn<'_>) -> Result<crate::d
     }
     let traces = load::load_set(&[path.to_path_buf()], &opts.load, warn)?;
     let r = crate::report::analyze(&traces);
-    Ok(crate::diff::Side::from_report(&name, &r))
+    Ok(crate::report::diff::Side::from_report(&name, &r))
 }
 
 /// Whether a file given to `diff` is a saved `report --json` (its first non-blank byte
@@ -326,6 +330,6 @@ pub fn diff(
 ) -> Result<(), Error> {
     let b = diff_side(before, opts, warn)?;
     let a = diff_side(after, opts, warn)?;
-    let d = crate::diff::diff(b, a);
+    let d = crate::report::diff::diff(b, a);
     written(export::write_document(format, Document::Diff(&d), out).and_then(|_| out.flush()))
 }

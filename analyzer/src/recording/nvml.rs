@@ -9,7 +9,7 @@
 //! `GPUTRACE_NVML_MS` one [`Sampler::tick`] of the GPUs the job uses, as the events the
 //! library writes (tags 25-28), a chunk at least every [`FLUSH`] so a killed run keeps
 //! what it had. Readers give its events to the process traces of the same host and time
-//! (`crate::env_merge`).
+//! (`crate::model::env_files`).
 //!
 //! The sampler never holds the job up: it starts after the job was spawned, on a thread
 //! of its own, and at the job's end gets at most a bounded wait for its last tick.
@@ -665,7 +665,7 @@ mod tests {
         assert!(t.meta.is_environment());
         assert_eq!(t.meta.pid, std::process::id());
         assert!(!t.stats.cut_short(), "{:?}", t.stats);
-        let why = crate::env::nvml_unavailable(&t).expect("the nvml fact");
+        let why = crate::report::environment::nvml_unavailable(&t).expect("the nvml fact");
         assert!(why.starts_with("missing: "), "{why}");
         assert!(t.gpu_samples.is_empty());
         // Off, or left to the job: no file.

@@ -2,7 +2,7 @@
 //! process traces they describe.
 //!
 //! `gputrace run` samples NVML from its own process into an environment file beside the
-//! job's traces (`crate::env_record`). The environment checks (`crate::env`) read a
+//! job's traces (`crate::recording::nvml`). The environment checks (`crate::report::environment`) read a
 //! process trace's own tables, so each process trace of the same host whose time the
 //! file covers gets a copy of its events, as if it had sampled them itself:
 //! * the samples (GPUs, processes on them, driver errors) from the trace's beginning to
@@ -28,7 +28,7 @@
 //! files then leave the set: they are no process.
 
 use crate::error::Error;
-use crate::trace::Trace;
+use crate::model::trace::Trace;
 use gputrace_env::facts::{is_nvml_fact, keys};
 use gputrace_format::{self as fmt, FACT_HOST};
 use std::collections::{HashMap, HashSet};
@@ -85,7 +85,8 @@ pub fn give_environment(traces: Vec<Trace>) -> Result<Vec<Trace>, Error> {
 
 /// NVML data the trace recorded itself (samples, or facts read with NVML on).
 fn has_own_nvml(t: &Trace) -> bool {
-    !t.gpu_samples.is_empty() || crate::env::fact(t, FACT_HOST, keys::NVML) == Some("ok")
+    !t.gpu_samples.is_empty()
+        || crate::report::environment::fact(t, FACT_HOST, keys::NVML) == Some("ok")
 }
 
 /// The time a process trace covers: its window, else from its opening (or first
@@ -239,10 +240,11 @@ pub fn cuda_ordinals(t: &Trace, e: &Trace) -> HashMap<u32, u32> {
         v.dedup();
         v
     };
-    let Some(visible) = crate::env::fact(t, FACT_HOST, keys::CUDA_VISIBLE_DEVICES) else {
+    let Some(visible) = crate::report::environment::fact(t, FACT_HOST, keys::CUDA_VISIBLE_DEVICES)
+    else {
         return gpus.iter().map(|&i| (i, i)).collect();
     };
-    let uuid_of = |i: u32| crate::env::fact(e, i, keys::UUID).unwrap_or("");
+    let uuid_of = |i: u32| crate::report::environment::fact(e, i, keys::UUID).unwrap_or("");
     let mut out = HashMap::new();
     for (ordinal, entry) in visible.split(',').map(str::trim).enumerate() {
         let index = if let Ok(n) = entry.parse::<u32>() {
@@ -471,18 +473,27 @@ mod tests {
         let ts: Vec<u64> = p.gpu_samples.iter().map(|g| g.ts / MS).collect();
         assert_eq!(ts, (1..=10).map(|i| i * 100).collect::<Vec<_>>());
         // NVML's facts from the file, the process's own facts its own.
-        assert_eq!(crate::env::fact(p, FACT_HOST, "nvml"), Some("ok"));
         assert_eq!(
-            crate::env::fact(p, FACT_HOST, "driver_version"),
+            crate::report::environment::fact(p, FACT_HOST, "nvml"),
+            Some("ok")
+        );
+        assert_eq!(
+            crate::report::environment::fact(p, FACT_HOST, "driver_version"),
             Some("580.159.04")
         );
-        assert_eq!(crate::env::fact(p, 0, "name"), Some("Fake H200"));
         assert_eq!(
-            crate::env::fact(p, FACT_HOST, "cuda_runtime_version"),
+            crate::report::environment::fact(p, 0, "name"),
+            Some("Fake H200")
+        );
+        assert_eq!(
+            crate::report::environment::fact(p, FACT_HOST, "cuda_runtime_version"),
             Some("13.0.96")
         );
-        assert_eq!(crate::env::fact(p, FACT_HOST, "pid"), Some("100"));
-        assert_eq!(crate::env::nvml_unavailable(p), None);
+        assert_eq!(
+            crate::report::environment::fact(p, FACT_HOST, "pid"),
+            Some("100")
+        );
+        assert_eq!(crate::report::environment::nvml_unavailable(p), None);
         // Itself, and the other trace's process left out; pid 200 is another process.
         for t in &got {
             let me = t.meta.pid;
@@ -493,7 +504,7 @@ mod tests {
                 .collect();
             assert_eq!(seen, HashSet::from([(me, true), (200, false)]), "pid {me}");
             let (lo, hi) = time_range(t).unwrap();
-            let shared = crate::env::shared_gpu(t, lo, hi);
+            let shared = crate::report::environment::shared_gpu(t, lo, hi);
             assert_eq!(shared.len(), 1, "pid {me}: {shared:?}");
             assert_eq!((shared[0].pid, shared[0].name.as_str()), (200, "matmul"));
             assert_eq!(shared[0].sm_share_pct, 40.0);
@@ -510,7 +521,7 @@ mod tests {
         let got = give_environment(vec![own, env_file("h", 1200, "580")]).unwrap();
         assert_eq!(got[0].gpu_samples.len(), 1);
         assert!(got[0].gpu_processes.is_empty());
-        assert!(crate::env::nvml_unavailable(&got[0])
+        assert!(crate::report::environment::nvml_unavailable(&got[0])
             .unwrap()
             .starts_with("off"));
     }
@@ -526,7 +537,7 @@ mod tests {
         assert_eq!(got.len(), 1);
         let t = &got[0];
         assert_eq!(
-            crate::env::fact(t, FACT_HOST, "driver_version"),
+            crate::report::environment::fact(t, FACT_HOST, "driver_version"),
             Some("long")
         );
         assert_eq!(t.gpu_samples.len(), 10, "one file's samples, not both");

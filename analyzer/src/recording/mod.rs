@@ -1,0 +1,3 @@
+//! What the `gputrace` command records itself while the job it runs is traced.
+
+pub mod nvml;
