@@ -69,6 +69,12 @@ pub mod keys {
     /// `no_permission: ...`, `driver_too_old: ...`, `error: ...`); written by the
     /// environment sampler that reads GPM.
     pub const GPM: &str = "gpm";
+    /// What the process's Python call sites are (`CPython 3.12.3, 8 frames`), or why
+    /// there are none; written by the library's Python-stack session.
+    pub const PYTHON_CALL_SITES: &str = "python_call_sites";
+    /// CUPTI PM sampling's state (`on: ...`, `refused: ...`): written by builds that
+    /// sampled PM counters in the process; still read from their traces.
+    pub const PM_SAMPLING: &str = "pm_sampling";
 }
 
 /// One fact: the device it is about ([`FACT_HOST`] for none), key, value.
@@ -363,6 +369,7 @@ pub fn format_cpulist(cpus: &[u32]) -> String {
 pub fn process_affinity() -> Option<Vec<u32>> {
     // SAFETY: cpu_set_t is plain data; sched_getaffinity writes at most its size.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `set` is a valid cpu_set_t of the size passed.
     let r = unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
     if r != 0 {
         return None;

@@ -460,12 +460,12 @@ impl Nvml {
     }
 
     pub fn driver_version(&self) -> Option<String> {
-        // SAFETY (all the closures below): the entry point's C signature, with valid
-        // out-pointers or buffers of the length passed.
+        // SAFETY: nvml.h's signature; `b` is a zeroed buffer of `n` bytes.
         self.string(|f, b, n| f.nvmlSystemGetDriverVersion.map(|g| unsafe { g(b, n) }))
     }
 
     pub fn nvml_version(&self) -> Option<String> {
+        // SAFETY: nvml.h's signature; `b` is a zeroed buffer of `n` bytes.
         self.string(|f, b, n| f.nvmlSystemGetNVMLVersion.map(|g| unsafe { g(b, n) }))
     }
 
@@ -474,16 +474,19 @@ impl Nvml {
         self.get(|f, v: &mut c_int| {
             f.nvmlSystemGetCudaDriverVersion_v2
                 .or(f.nvmlSystemGetCudaDriverVersion)
+                // SAFETY: nvml.h's signature; `v` is a valid out-pointer.
                 .map(|g| unsafe { g(v) })
         })
         .filter(|v| *v > 0)
     }
 
     pub fn name(&self, d: Device) -> Option<String> {
+        // SAFETY: nvml.h's signature; a device handle NVML gave and a zeroed buffer of `n` bytes.
         self.string(|f, b, n| f.nvmlDeviceGetName.map(|g| unsafe { g(d.0, b, n) }))
     }
 
     pub fn uuid(&self, d: Device) -> Option<String> {
+        // SAFETY: nvml.h's signature; a device handle NVML gave and a zeroed buffer of `n` bytes.
         self.string(|f, b, n| f.nvmlDeviceGetUUID.map(|g| unsafe { g(d.0, b, n) }))
     }
 
@@ -501,6 +504,7 @@ impl Nvml {
         let r = self
             .f
             .nvmlDeviceGetPciInfo_v3
+            // SAFETY: nvml.h's signature; a device handle NVML gave and a zeroed PciInfo to fill.
             .map(|g| unsafe { g(d.0, &mut p) });
         (r == Some(SUCCESS)).then_some(p)
     }
@@ -508,6 +512,7 @@ impl Nvml {
     pub fn clock(&self, d: Device, which: c_uint) -> Option<u32> {
         self.get(|f, v| {
             f.nvmlDeviceGetClockInfo
+                // SAFETY: nvml.h's signature; an NVML device handle, a valid out-pointer.
                 .map(|g| unsafe { g(d.0, which, v) })
         })
     }
@@ -515,6 +520,7 @@ impl Nvml {
     pub fn max_clock(&self, d: Device, which: c_uint) -> Option<u32> {
         self.get(|f, v| {
             f.nvmlDeviceGetMaxClockInfo
+                // SAFETY: nvml.h's signature; an NVML device handle, a valid out-pointer.
                 .map(|g| unsafe { g(d.0, which, v) })
         })
     }
@@ -524,17 +530,20 @@ impl Nvml {
         self.get(|f, v| {
             f.nvmlDeviceGetCurrentClocksEventReasons
                 .or(f.nvmlDeviceGetCurrentClocksThrottleReasons)
+                // SAFETY: nvml.h's signature; an NVML device handle, a valid out-pointer.
                 .map(|g| unsafe { g(d.0, v) })
         })
     }
 
     pub fn power_mw(&self, d: Device) -> Option<u32> {
+        // SAFETY: nvml.h's signature; an NVML device handle, a valid out-pointer.
         self.get(|f, v| f.nvmlDeviceGetPowerUsage.map(|g| unsafe { g(d.0, v) }))
     }
 
     pub fn power_limit_mw(&self, d: Device) -> Option<u32> {
         self.get(|f, v| {
             f.nvmlDeviceGetEnforcedPowerLimit
+                // SAFETY: nvml.h's signature; an NVML device handle, a valid out-pointer.
                 .map(|g| unsafe { g(d.0, v) })
         })
     }
@@ -542,6 +551,7 @@ impl Nvml {
     pub fn power_default_limit_mw(&self, d: Device) -> Option<u32> {
         self.get(|f, v| {
             f.nvmlDeviceGetPowerManagementDefaultLimit
+                // SAFETY: nvml.h's signature; an NVML device handle, a valid out-pointer.
                 .map(|g| unsafe { g(d.0, v) })
         })
     }
@@ -549,6 +559,7 @@ impl Nvml {
     pub fn temperature_c(&self, d: Device) -> Option<u32> {
         self.get(|f, v| {
             f.nvmlDeviceGetTemperature
+                // SAFETY: nvml.h's signature; an NVML device handle, a valid out-pointer.
                 .map(|g| unsafe { g(d.0, TEMPERATURE_GPU, v) })
         })
     }
@@ -556,11 +567,13 @@ impl Nvml {
     pub fn utilization(&self, d: Device) -> Option<Utilization> {
         self.get(|f, v| {
             f.nvmlDeviceGetUtilizationRates
+                // SAFETY: nvml.h's signature; an NVML device handle, a valid out-pointer.
                 .map(|g| unsafe { g(d.0, v) })
         })
     }
 
     pub fn memory(&self, d: Device) -> Option<Memory> {
+        // SAFETY: nvml.h's signature; an NVML device handle, a valid out-pointer.
         self.get(|f, v| f.nvmlDeviceGetMemoryInfo.map(|g| unsafe { g(d.0, v) }))
     }
 
@@ -569,18 +582,22 @@ impl Nvml {
         [
             self.get(|f, v| {
                 f.nvmlDeviceGetCurrPcieLinkGeneration
+                    // SAFETY: nvml.h's signature; an NVML device handle, a valid out-pointer.
                     .map(|g| unsafe { g(d.0, v) })
             }),
             self.get(|f, v| {
                 f.nvmlDeviceGetMaxPcieLinkGeneration
+                    // SAFETY: nvml.h's signature; an NVML device handle, a valid out-pointer.
                     .map(|g| unsafe { g(d.0, v) })
             }),
             self.get(|f, v| {
                 f.nvmlDeviceGetCurrPcieLinkWidth
+                    // SAFETY: nvml.h's signature; an NVML device handle, a valid out-pointer.
                     .map(|g| unsafe { g(d.0, v) })
             }),
             self.get(|f, v| {
                 f.nvmlDeviceGetMaxPcieLinkWidth
+                    // SAFETY: nvml.h's signature; an NVML device handle, a valid out-pointer.
                     .map(|g| unsafe { g(d.0, v) })
             }),
         ]
@@ -591,10 +608,12 @@ impl Nvml {
         (
             self.get(|f, v| {
                 f.nvmlDeviceGetPcieThroughput
+                    // SAFETY: nvml.h's signature; an NVML device handle, a valid out-pointer.
                     .map(|g| unsafe { g(d.0, PCIE_TX, v) })
             }),
             self.get(|f, v| {
                 f.nvmlDeviceGetPcieThroughput
+                    // SAFETY: nvml.h's signature; an NVML device handle, a valid out-pointer.
                     .map(|g| unsafe { g(d.0, PCIE_RX, v) })
             }),
         )
@@ -673,6 +692,7 @@ impl Nvml {
     }
 
     pub fn persistence_mode(&self, d: Device) -> Option<bool> {
+        // SAFETY: nvml.h's signature; an NVML device handle, a valid out-pointer.
         self.get(|f, v: &mut c_int| f.nvmlDeviceGetPersistenceMode.map(|g| unsafe { g(d.0, v) }))
             .map(|v| v == 1)
     }
@@ -680,6 +700,7 @@ impl Nvml {
     /// `nvmlComputeMode_t` as a word.
     pub fn compute_mode(&self, d: Device) -> Option<&'static str> {
         let v =
+            // SAFETY: nvml.h's signature; an NVML device handle, a valid out-pointer.
             self.get(|f, v: &mut c_int| f.nvmlDeviceGetComputeMode.map(|g| unsafe { g(d.0, v) }))?;
         Some(match v {
             0 => "default",
@@ -697,6 +718,7 @@ impl Nvml {
         let r = self
             .f
             .nvmlDeviceGetMigMode
+            // SAFETY: nvml.h's signature; a device handle NVML gave and two valid out-pointers.
             .map(|g| unsafe { g(d.0, &mut cur, &mut pend) });
         (r == Some(SUCCESS)).then_some((cur == 1, pend == 1))
     }
@@ -708,6 +730,7 @@ impl Nvml {
         let r = self
             .f
             .nvmlDeviceGetCpuAffinity
+            // SAFETY: nvml.h's signature; `set` has room for the WORDS words passed.
             .map(|g| unsafe { g(d.0, WORDS as c_uint, set.as_mut_ptr()) });
         if r != Some(SUCCESS) {
             return None;
@@ -724,6 +747,7 @@ impl Nvml {
     pub fn topology(&self, a: Device, b: Device) -> Option<i32> {
         self.get(|f, v: &mut c_int| {
             f.nvmlDeviceGetTopologyCommonAncestor
+                // SAFETY: nvml.h's signature; two device handles NVML gave and a valid out-pointer.
                 .map(|g| unsafe { g(a.0, b.0, v) })
         })
     }
@@ -734,6 +758,7 @@ impl Nvml {
         for link in 0..NVLINK_MAX_LINKS {
             let active = self.get(|f, v: &mut c_int| {
                 f.nvmlDeviceGetNvLinkState
+                    // SAFETY: nvml.h's signature; an NVML device handle, a valid out-pointer.
                     .map(|g| unsafe { g(d.0, link, v) })
             });
             if active != Some(1) {
@@ -744,6 +769,7 @@ impl Nvml {
             let r = self
                 .f
                 .nvmlDeviceGetNvLinkRemotePciInfo_v2
+                // SAFETY: nvml.h's signature; a device handle NVML gave and a zeroed PciInfo to fill.
                 .map(|g| unsafe { g(d.0, link, &mut p) });
             let id = if r == Some(SUCCESS) {
                 // SAFETY: NVML NUL-terminates busId in a zeroed struct.
@@ -762,6 +788,7 @@ impl Nvml {
     pub fn ecc_errors(&self, d: Device, kind: c_uint) -> Option<u64> {
         self.get(|f, v| {
             f.nvmlDeviceGetTotalEccErrors
+                // SAFETY: nvml.h's signature; an NVML device handle, a valid out-pointer.
                 .map(|g| unsafe { g(d.0, kind, ECC_VOLATILE, v) })
         })
     }
@@ -988,6 +1015,7 @@ fn object_path(h: *mut c_void) -> Option<PathBuf> {
     }
     // SAFETY: Dl_info is plain data; dladdr fills it for an address in a loaded object.
     let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+    // SAFETY: `sym` is an address in a loaded object; `info` is a valid out-pointer.
     if unsafe { libc::dladdr(sym, &mut info) } == 0 || info.dli_fname.is_null() {
         return None;
     }

@@ -4,6 +4,7 @@
 //! against the driver, and the CPUs and memory this shell may use. Each line is OK,
 //! WARN (with the fix) or INFO. Reads only: it never changes a setting.
 
+use crate::report::environment::rules::{self, Mismatch};
 use gputrace_env::facts::{self, keys, Fact};
 use gputrace_env::nvml::{self, Device, Nvml};
 use gputrace_format::{self as fmt, FACT_HOST};
@@ -177,7 +178,6 @@ fn check(
 /// Runs every check.
 pub fn run(o: &Options) -> Doctor {
     let mut checks = Vec::new();
-    let mut all_facts = facts::host_facts();
     // GPUTRACE_NVML as `gputrace run` reads it; the doctor loads NVML whatever it says.
     let nvml_path =
         o.nvml.clone().or_else(
@@ -187,12 +187,13 @@ pub fn run(o: &Options) -> Doctor {
             },
         );
     let nvml = Nvml::load(nvml_path.as_deref());
+    // The facts a trace would record here; the rules below read them as the report
+    // reads a trace's.
+    let all_facts = gputrace_env::sampler::trace_facts(nvml.as_ref());
     let mut topology = Topology::default();
-    let mut driver_cuda = None;
     match &nvml {
-        Ok(n) => {
-            all_facts.extend(facts::nvml_facts(n));
-            driver_cuda = n.cuda_driver_version();
+        Ok(n) if rules::nvml_unavailable(all_facts.as_slice()).is_none() => {
+            let driver_cuda = n.cuda_driver_version();
             checks.push(check(
                 "nvml",
                 None,
@@ -211,8 +212,10 @@ pub fn run(o: &Options) -> Doctor {
             gpu_checks(n, &all_facts, &mut checks);
             topology = topology_of(n);
         }
-        Err(e) => {
-            let fix = match e.kind() {
+        _ => {
+            let why = rules::nvml_unavailable(all_facts.as_slice()).unwrap_or("error");
+            let (kind, text) = why.split_once(": ").unwrap_or((why, why));
+            let fix = match kind {
                 "no_permission" => "Run as a user allowed to open /dev/nvidia* (the video group), or give the container the utility capability (NVIDIA_DRIVER_CAPABILITIES=compute,utility).",
                 "missing" => "Install the NVIDIA driver's utilities, or mount them into the container (the NVIDIA container toolkit: --gpus all); GPUTRACE_NVML or --nvml names the library if it is elsewhere.",
                 _ => "Check that the NVIDIA driver is loaded (nvidia-smi should work).",
@@ -221,13 +224,13 @@ pub fn run(o: &Options) -> Doctor {
                 "nvml",
                 None,
                 Status::Warn,
-                format!("NVML is not usable: {e}; GPU checks skipped"),
+                format!("NVML is not usable: {text}; GPU checks skipped"),
                 Some(fix),
             ));
         }
     }
     let runtimes = installed_runtimes(&o.site_packages);
-    runtime_checks(&runtimes, driver_cuda, &mut checks);
+    runtime_checks(&runtimes, &all_facts, &mut checks);
     host_checks(&all_facts, &mut checks);
     let bottom_line = bottom_line(&checks, driver_loads(o.cuda_driver.as_deref()));
     Doctor {
@@ -280,8 +283,9 @@ fn gpu_checks(n: &Nvml, all: &[Fact], out: &mut Vec<Check>) {
             None,
         ));
         clock_check(n, d, i, out);
-        if let (Some(lim), Some(def)) = (n.power_limit_mw(d), n.power_default_limit_mw(d)) {
-            if lim + 1000 < def {
+        if let Some(p) = rules::power_limit(all, i) {
+            let (lim, def) = (p.limit_mw, p.default_mw);
+            if p.lowered() {
                 out.push(check(
                     "power_limit",
                     g,
@@ -497,7 +501,8 @@ fn pcie_check(n: &Nvml, d: Device, i: u32, out: &mut Vec<Check>) {
         return;
     };
     let msg = format!("PCIe link gen {gen} x{w} (maximum gen {gmax} x{wmax})");
-    if w < wmax {
+    let below = rules::pcie_below_max(gen, gmax, w, wmax);
+    if below.is_some_and(|(narrow, _)| narrow) {
         out.push(check(
             "pcie",
             Some(i),
@@ -505,7 +510,7 @@ fn pcie_check(n: &Nvml, d: Device, i: u32, out: &mut Vec<Check>) {
             msg,
             Some("The link trained narrower than it can: reseat the card or check the slot and riser (lspci -vv shows LnkSta)."),
         ));
-    } else if gen < gmax {
+    } else if below.is_some() {
         // GPUs lower the link generation when idle to save power.
         let idle = n.clock_reasons(d).unwrap_or(0) & fmt::CLOCK_REASON_GPU_IDLE != 0;
         out.push(check(
@@ -722,15 +727,9 @@ pub fn installed_runtimes(extra_site_packages: &[PathBuf]) -> Vec<Runtime> {
     out
 }
 
-fn major_minor(v: &str) -> Option<(u32, u32)> {
-    let mut it = v.split('.');
-    Some((
-        it.next()?.parse().ok()?,
-        it.next().and_then(|s| s.parse().ok()).unwrap_or(0),
-    ))
-}
-
-fn runtime_checks(rts: &[Runtime], driver_cuda: Option<i32>, out: &mut Vec<Check>) {
+/// The CUDA-version rules of the report ([`rules::cuda_versions`]) on each runtime
+/// installed, and on torch's build, as if a process had loaded them.
+fn runtime_checks(rts: &[Runtime], all: &[Fact], out: &mut Vec<Check>) {
     if rts.is_empty() {
         out.push(check(
             "cuda_runtime",
@@ -741,18 +740,25 @@ fn runtime_checks(rts: &[Runtime], driver_cuda: Option<i32>, out: &mut Vec<Check
         ));
         return;
     }
-    let drv = driver_cuda.map(|v| ((v / 1000) as u32, ((v % 1000) / 10) as u32));
+    let versions =
+        |host: &[(&'static str, &str)]| rules::cuda_versions(&rules::With { base: all, host });
     for r in rts {
         let msg = format!("CUDA runtime {} ({}): {}", r.version, r.owner, r.path);
-        match (major_minor(&r.version), drv) {
-            (Some(rv), Some(dv)) if rv.0 > dv.0 => out.push(check(
+        let newer = versions(&[(keys::CUDA_RUNTIME_VERSION, &r.version)])
+            .into_iter()
+            .find_map(|m| match m {
+                Mismatch::RuntimeNewerThanDriver { driver, .. } => Some((m.serious(), driver)),
+                _ => None,
+            });
+        match newer {
+            Some((true, dv)) => out.push(check(
                 "cuda_runtime",
                 None,
                 Status::Warn,
                 format!("{msg}: newer than the driver supports (CUDA {}.{})", dv.0, dv.1),
                 Some("Upgrade the driver, or install the build of your framework for the driver's CUDA (e.g. a torch wheel for that cuXYZ)."),
             )),
-            (Some(rv), Some(dv)) if rv > dv => out.push(check(
+            Some((false, dv)) => out.push(check(
                 "cuda_runtime",
                 None,
                 Status::Warn,
@@ -773,11 +779,11 @@ fn runtime_checks(rts: &[Runtime], driver_cuda: Option<i32>, out: &mut Vec<Check
                 cuda.as_deref().unwrap_or("none: a CPU build"),
                 sp.display()
             );
-            let too_new = cuda
-                .as_deref()
-                .and_then(major_minor)
-                .zip(drv)
-                .is_some_and(|(t, d)| t.0 > d.0);
+            let mut facts = vec![(keys::TORCH_VERSION, v.as_str())];
+            facts.extend(cuda.as_deref().map(|c| (keys::TORCH_CUDA, c)));
+            let too_new = versions(&facts)
+                .iter()
+                .any(|m| matches!(m, Mismatch::TorchNewerThanDriver { .. }));
             out.push(check(
                 "torch",
                 None,
@@ -807,11 +813,7 @@ fn host_checks(all: &[Fact], out: &mut Vec<Check>) {
         Some(c) => msg.push_str(&format!("; cgroup CPU quota {c} CPUs (cpu.max)")),
         None => {}
     }
-    let gpus: f64 = f(keys::GPU_COUNT)
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0.0);
-    let limit: Option<f64> = cg.and_then(|c| c.parse().ok());
-    let few = limit.is_some_and(|l| gpus > 0.0 && l < 2.0 * gpus);
+    let few = rules::cpu_quota_short(all).is_some();
     out.push(check(
         "cpus",
         None,
@@ -819,29 +821,27 @@ fn host_checks(all: &[Fact], out: &mut Vec<Check>) {
         msg,
         few.then_some("Under two CPUs per GPU: input pipelines (DataLoader workers) will starve the GPUs; ask for more CPUs."),
     ));
-    // Pinned away from every GPU's local CPUs?
-    if let Some(me) = f(keys::PROCESS_CPUS).and_then(facts::parse_cpulist) {
-        for fa in all
-            .iter()
-            .filter(|x| x.key == keys::LOCAL_CPUS && x.device != FACT_HOST)
-        {
-            if let Some(local) = facts::parse_cpulist(&fa.value) {
-                if !me.is_empty() && !me.iter().any(|c| local.contains(c)) {
-                    out.push(check(
-                        "affinity",
-                        Some(fa.device),
-                        Status::Warn,
-                        format!(
-                            "this shell runs on CPUs {} and none is close to GPU {} (local CPUs {})",
-                            facts::format_cpulist(&me),
-                            fa.device,
-                            fa.value
-                        ),
-                        Some("Pin the job to the GPU's NUMA node (numactl --cpunodebind, or the launcher's --cpu-bind)."),
-                    ));
-                }
-            }
-        }
+    // Pinned (mostly) away from a GPU's local CPUs: the report's rule.
+    let gpus: Vec<u32> = all
+        .iter()
+        .filter(|x| x.key == keys::LOCAL_CPUS && x.device != FACT_HOST)
+        .map(|x| x.device)
+        .collect();
+    for a in rules::far_cpus(all, &gpus) {
+        let none = a.local_pct == 0.0;
+        out.push(check(
+            "affinity",
+            Some(a.device),
+            if none { Status::Warn } else { Status::Info },
+            format!(
+                "this shell runs on CPUs {}, {:.0}% of them close to GPU {} (local CPUs {})",
+                facts::format_cpulist(&a.process_cpus),
+                a.local_pct,
+                a.device,
+                facts::format_cpulist(&a.local_cpus)
+            ),
+            Some("Pin the job to the GPU's NUMA node (numactl --cpunodebind, or the launcher's --cpu-bind)."),
+        ));
     }
     let mem = f(keys::HOST_MEMORY)
         .and_then(|v| v.parse::<u64>().ok())
@@ -952,16 +952,24 @@ mod tests {
             version: v.into(),
             owner: "torch".into(),
         };
+        // The driver's CUDA, as the facts say it.
+        let driver = |v: &str| {
+            vec![Fact {
+                device: FACT_HOST,
+                key: keys::CUDA_DRIVER_VERSION,
+                value: v.into(),
+            }]
+        };
         let mut out = Vec::new();
         runtime_checks(
             &[rt("13.0.96"), rt("12.8.90"), rt("13.1.4")],
-            Some(13000),
+            &driver("13.0"),
             &mut out,
         );
         let st: Vec<Status> = out.iter().take(3).map(|c| c.status).collect();
         assert_eq!(st, vec![Status::Ok, Status::Ok, Status::Warn]);
         let mut out = Vec::new();
-        runtime_checks(&[rt("13.0.96")], Some(12080), &mut out);
+        runtime_checks(&[rt("13.0.96")], &driver("12.8"), &mut out);
         assert_eq!(out[0].status, Status::Warn);
         assert!(
             out[0].message.contains("newer than the driver"),

@@ -8,7 +8,10 @@
 //! before it on the same device (the sampler's tick), so time is counted over those
 //! periods, clipped to the range asked about.
 
+pub mod rules;
+
 use crate::model::trace::Trace;
+use gputrace_env::facts::keys;
 use gputrace_format::{self as fmt, FACT_HOST};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
@@ -36,8 +39,7 @@ pub fn recorded(t: &Trace) -> bool {
 
 /// NVML's state in the trace: `None` when NVML was used, else why not.
 pub fn nvml_unavailable(t: &Trace) -> Option<String> {
-    let v = fact(t, FACT_HOST, "nvml")?;
-    (v != "ok").then(|| v.to_string())
+    rules::nvml_unavailable(t).map(str::to_string)
 }
 
 /// Each sample's period on its device: (device, from, to, index into gpu_samples).
@@ -426,10 +428,9 @@ pub fn pcie_degraded(t: &Trace, lo: u64, hi: u64) -> Vec<PcieDegraded> {
     let mut out: BTreeMap<u32, PcieDegraded> = BTreeMap::new();
     for &(d, from, to, i) in &periods(t) {
         let g = &t.gpu_samples[i];
-        let known = [g.pcie_gen, g.pcie_gen_max, g.pcie_width, g.pcie_width_max]
-            .iter()
-            .all(|v| *v != fmt::ENV_NA && *v > 0);
-        if !known || (g.pcie_gen >= g.pcie_gen_max && g.pcie_width >= g.pcie_width_max) {
+        if rules::pcie_below_max(g.pcie_gen, g.pcie_gen_max, g.pcie_width, g.pcie_width_max)
+            .is_none()
+        {
             continue;
         }
         let c = overlap(&[(from.max(lo), to.min(hi))], &copies);
@@ -476,70 +477,63 @@ pub fn link_rate(gen: u32, width: u32) -> f64 {
 /// CUDA versions that do not fit together.
 #[derive(Serialize, Clone, Debug, PartialEq)]
 pub struct Compat {
-    /// `runtime_newer_than_driver`, `forward_compat_libcuda`, `torch_runtime_mismatch`.
+    /// [`rules::Mismatch::kind`]: `runtime_newer_than_driver`, `forward_compat_libcuda`,
+    /// `torch_runtime_mismatch`, `torch_newer_than_driver`.
     pub kind: String,
     pub detail: String,
+    /// Whether it breaks CUDA rather than runs in a compatibility mode.
+    pub serious: bool,
 }
 
-fn major_minor(v: &str) -> Option<(u32, u32)> {
-    let mut it = v.split('.');
-    let a = it.next()?.trim().parse().ok()?;
-    let b = it.next().and_then(|s| s.trim().parse().ok()).unwrap_or(0);
-    Some((a, b))
-}
-
-/// Checks the recorded versions against each other.
+/// Checks the recorded versions against each other ([`rules::cuda_versions`]).
 pub fn cuda_compat(t: &Trace) -> Vec<Compat> {
     let f = |k| fact(t, FACT_HOST, k);
-    let mut out = Vec::new();
-    let rt = f("cuda_runtime_version").and_then(major_minor);
-    let drv = f("cuda_driver_version").and_then(major_minor);
-    if let (Some(r), Some(d)) = (rt, drv) {
-        if r > d {
-            out.push(Compat {
-                kind: "runtime_newer_than_driver".into(),
-                detail: format!(
+    rules::cuda_versions(t)
+        .into_iter()
+        .map(|m| {
+            use rules::Mismatch::*;
+            let detail = match &m {
+                RuntimeNewerThanDriver { runtime: r, driver: d } => format!(
                     "the CUDA runtime is {}.{} but the driver ({}) supports CUDA up to {}.{}: {}",
                     r.0,
                     r.1,
-                    f("driver_version").unwrap_or("?"),
+                    f(keys::DRIVER_VERSION).unwrap_or("?"),
                     d.0,
                     d.1,
-                    if r.0 > d.0 {
+                    if m.serious() {
                         "it needs the forward-compatibility package, or fails with cudaErrorInsufficientDriver"
                     } else {
                         "minor-version compatibility mode (newer PTX cannot be JIT-compiled; some features are off)"
                     }
                 ),
-            });
-        }
-    }
-    if let (Some(lib), Some(drv)) = (f("libcuda_version"), f("driver_version")) {
-        if lib != drv {
-            out.push(Compat {
-                kind: "forward_compat_libcuda".into(),
-                detail: format!(
-                    "the process loaded libcuda {lib} while the kernel driver is {drv} (a CUDA forward-compatibility libcuda)"
+                ForwardCompatLibcuda { libcuda, driver } => format!(
+                    "the process loaded libcuda {libcuda} while the kernel driver is {driver} (a CUDA forward-compatibility libcuda)"
                 ),
-            });
-        }
-    }
-    if let (Some(tc), Some(r)) = (f("torch_cuda").and_then(major_minor), rt) {
-        if tc.0 != r.0 {
-            out.push(Compat {
-                kind: "torch_runtime_mismatch".into(),
-                detail: format!(
+                TorchRuntimeMismatch { torch_cuda: tc, runtime: r } => format!(
                     "torch {} was built for CUDA {}.{} but the process loaded CUDA runtime {}.{}",
-                    f("torch_version").unwrap_or("?"),
+                    f(keys::TORCH_VERSION).unwrap_or("?"),
                     tc.0,
                     tc.1,
                     r.0,
                     r.1
                 ),
-            });
-        }
-    }
-    out
+                TorchNewerThanDriver { torch_cuda: tc, driver: d } => format!(
+                    "torch {} was built for CUDA {}.{} but the driver ({}) supports CUDA up to {}.{}",
+                    f(keys::TORCH_VERSION).unwrap_or("?"),
+                    tc.0,
+                    tc.1,
+                    f(keys::DRIVER_VERSION).unwrap_or("?"),
+                    d.0,
+                    d.1
+                ),
+            };
+            Compat {
+                kind: m.kind().into(),
+                detail,
+                serious: m.serious(),
+            }
+        })
+        .collect()
 }
 
 /// The process's CPUs against the CPUs close to its GPU.
@@ -552,34 +546,19 @@ pub struct Affinity {
     pub local_pct: f64,
 }
 
-/// Processes pinned (in part or whole) to CPUs far from their GPU.
+/// Processes pinned (in part or whole) to CPUs far from their GPU ([`rules::far_cpus`]
+/// over the job's own GPUs).
 pub fn cpu_affinity(t: &Trace) -> Vec<Affinity> {
-    use gputrace_env::facts::parse_cpulist;
-    let Some(proc_cpus) = fact(t, FACT_HOST, "process_cpus").and_then(parse_cpulist) else {
-        return Vec::new();
-    };
-    let host = fact(t, FACT_HOST, "host_cpus").and_then(|v| v.parse::<usize>().ok());
-    let mut out = Vec::new();
-    for d in own_devices(t) {
-        let Some(local) = fact(t, d, "local_cpus").and_then(parse_cpulist) else {
-            continue;
-        };
-        if proc_cpus.is_empty() || host.is_some_and(|h| local.len() >= h) {
-            // Every CPU is local (one socket): nothing can be far.
-            continue;
-        }
-        let n = proc_cpus.iter().filter(|c| local.contains(c)).count();
-        let pct = 100.0 * n as f64 / proc_cpus.len() as f64;
-        if pct < 50.0 {
-            out.push(Affinity {
-                device: d,
-                process_cpus: gputrace_env::facts::format_cpulist(&proc_cpus),
-                local_cpus: gputrace_env::facts::format_cpulist(&local),
-                local_pct: pct,
-            });
-        }
-    }
-    out
+    use gputrace_env::facts::format_cpulist;
+    rules::far_cpus(t, &own_devices(t))
+        .into_iter()
+        .map(|a| Affinity {
+            device: a.device,
+            process_cpus: format_cpulist(&a.process_cpus),
+            local_cpus: format_cpulist(&a.local_cpus),
+            local_pct: a.local_pct,
+        })
+        .collect()
 }
 
 /// Xid and ECC errors within `[lo, hi)` (all of them when the range is the trace's).
@@ -647,10 +626,10 @@ pub fn summary(t: &Trace, lo: u64, hi: u64) -> Option<EnvSummary> {
     }
     let host = |k| fact(t, FACT_HOST, k).map(str::to_string);
     let mut s = EnvSummary {
-        driver: host("driver_version"),
-        cuda_driver: host("cuda_driver_version"),
-        cuda_runtime: host("cuda_runtime_version"),
-        torch: host("torch_version"),
+        driver: host(keys::DRIVER_VERSION),
+        cuda_driver: host(keys::CUDA_DRIVER_VERSION),
+        cuda_runtime: host(keys::CUDA_RUNTIME_VERSION),
+        torch: host(keys::TORCH_VERSION),
         nvml_unavailable: nvml_unavailable(t),
         gpus: Vec::new(),
     };

@@ -123,7 +123,7 @@ pub fn cut_short_note(t: &Trace, places: &[HostPlace]) -> Option<String> {
     // frames"; others say why there were none).
     let n: u32 = crate::report::environment::facts(t)
         .into_iter()
-        .filter(|(_, k, _)| *k == "python_call_sites")
+        .filter(|(_, k, _)| *k == gputrace_env::facts::keys::PYTHON_CALL_SITES)
         .find_map(|(_, _, v)| v.rsplit(", ").next()?.strip_suffix(" frames")?.parse().ok())?;
     // Only when stacks did reach that depth (so the cut is what hid the user's code).
     let cut = t.py_stacks.iter().any(|st| st.frames.len() as u32 >= n);

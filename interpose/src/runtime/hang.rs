@@ -25,7 +25,7 @@ use super::settings::opts;
 use crate::base::ffi::{self, entry, END_SIGNALS};
 use crate::base::{clock, internal, log, state, tsc};
 use crate::session::stall::{self, Request};
-use crate::session::{cupti, pystack};
+use crate::session::{cupti, lifecycle};
 use crate::writer;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, Ordering};
 use std::time::Duration;
@@ -238,14 +238,10 @@ fn finish_for_signal(sig: i32) {
     let _g = internal::Internal::enter();
     writer::note_end_signal(sig);
     let s = state::get();
-    if s == state::TRACING {
-        // Not waiting for the lock: a stall report's flush may be what hangs.
-        if let Some(c) = cupti::active() {
-            c.flush(true);
-        }
-    }
     if s == state::TRACING || s == state::BLIND {
-        pystack::sample::take();
+        // A forced CUPTI flush (while tracing) and the Python stacks. Not waiting for
+        // the lock: a stall report's flush may be what hangs.
+        lifecycle::flush_all();
         end_report();
         state::set(state::STOPPED);
     }
@@ -361,13 +357,11 @@ impl Dog {
     /// A forced flush, the Python stacks, then the report request.
     fn report(&mut self, id: u32, seq: u32, now: u64) {
         {
+            // A forced CUPTI flush (while tracing), then the Python stacks.
             let _g = internal::Internal::enter();
             let _u = crate::base::worker::lock(&CUPTI_USE);
-            if let Some(c) = cupti::active().filter(|_| state::is_tracing()) {
-                c.flush(true);
-            }
+            lifecycle::flush_all();
         }
-        pystack::sample::take();
         CUR_ID.store(id, Ordering::Release);
         CUR_SEQ.store(seq, Ordering::Release);
         if seq == 0 {

@@ -25,7 +25,6 @@ pub mod window;
 
 use crate::base::opts::Mode;
 use crate::base::{clock, discover, ffi::entry, internal, log, state, tsc};
-use crate::session::cupti;
 use crate::{rings, writer};
 use gputrace_format::protocol;
 use settings::opts;
@@ -74,16 +73,6 @@ pub fn on_load() -> bool {
         ensure_nvtx_injection_path();
     }
     true
-}
-
-/// How a window's trace names what opened it: "attach, loaded late" when the library
-/// came in through `gputrace attach` (the analyzer says what such a trace cannot hold).
-pub fn window_reason(reason: &str) -> String {
-    if state::loaded_late() && reason == "attach" {
-        format!("{reason}, {}", protocol::LOADED_LATE)
-    } else {
-        reason.to_string()
-    }
 }
 
 /// Whether `gputrace attach` loaded this library into a running process: it leaves a
@@ -218,13 +207,8 @@ pub fn after_fork() {
     clock::reset_tid_after_fork();
     state::note_cupti_callbacks(false);
     rings::reset_after_fork();
-    cupti::forget_after_fork();
     writer::forget_after_fork();
-    crate::session::env::forget_after_fork();
-    crate::session::host::forget_after_fork();
-    crate::session::pystack::after_fork();
-    crate::session::pystack::sample::reset_after_fork();
-    crate::session::stall::forget_after_fork();
+    crate::session::lifecycle::fork_child_all();
     hang::forget_after_fork();
     control::forget_after_fork();
     let s = state::get();

@@ -3,16 +3,12 @@
 
 use super::settings::opts;
 use crate::base::{clock, discover, log, state};
-use crate::rings::source::RingSource;
-use crate::session::cupti::source::CuptiSource;
-use crate::session::cupti::{self, buffers, foreign, Collector};
-use crate::session::{env, host, pystack, stall};
+use crate::session::lifecycle::{self, Closing, Opening, SESSIONS};
 use crate::writer::{self, Source};
 use gputrace_format::protocol::TraceFileName;
-use gputrace_format::{CollectorState, Meta};
+use gputrace_format::Meta;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::OnceLock;
 use std::time::Duration;
 
 /// Why a trace (or a window) could not be had.
@@ -69,38 +65,11 @@ fn hostname() -> String {
     TraceFileName::host_part(&String::from_utf8_lossy(&buf[..n]))
 }
 
-static CUPTI_ERROR: OnceLock<cupti::Error> = OnceLock::new();
-
-/// The collector, loaded on first use; `Err` (remembered) when CUPTI is unusable.
-fn collector_once() -> Result<&'static Collector, cupti::Error> {
-    if let Some(c) = cupti::active() {
-        return Ok(c);
-    }
-    if let Some(e) = CUPTI_ERROR.get() {
-        return Err(e.clone());
-    }
-    let o = opts();
-    match Collector::load(o) {
-        Ok(c) => {
-            buffers::configure(o.buffer_bytes, o.pool_bytes);
-            Ok(cupti::install(c))
-        }
-        Err(e) => {
-            let _ = CUPTI_ERROR.set(e.clone());
-            Err(e)
-        }
-    }
-}
-
 /// Opens a trace file and starts recording; returns the file's path.
 pub fn start_tracing(started_by: &str, dir: Option<&Path>) -> Result<PathBuf, TraceError> {
     let o = opts();
-    // Without CUPTI we still trace what the symbol hooks see (copies, NCCL, NVTX), and
-    // the trace says GPU activity was not recorded.
-    let (c, cupti_err) = match collector_once() {
-        Ok(c) => (Some(c), None),
-        Err(e) => (None, Some(e)),
-    };
+    // Loaded before the file is made: the trace's metadata names it.
+    let c = lifecycle::collector(o).ok();
     if let Some(c) = c.filter(|_| state::loaded_late()) {
         // Loaded into a running program: a CUPTI subscriber of its own (torch.profiler)
         // cannot be seen coming, only found here; its records stay its own.
@@ -141,55 +110,19 @@ pub fn start_tracing(started_by: &str, dir: Option<&Path>) -> Result<PathBuf, Tr
         options: o.raw.clone(),
         kind: String::new(),
     };
-    // Python call sites: the interpreter is looked for (once) before the rings' source
-    // is made, so the trace says from its first drain whether it has them.
-    pystack::start(o.pystack);
-    // What the writer drains: the CUPTI session's buffers, then the host rings.
-    let mut sources: Vec<Box<dyn Source>> = Vec::new();
-    if let Some(c) = c {
-        sources.push(Box::new(CuptiSource::new(c)));
-    }
-    sources.push(Box::new(RingSource::with_stacks(Box::new(
-        pystack::resolve::Resolver::new(o.pystack),
-    ))));
-    // After the CUPTI session and the rings: a report sees the records a forced flush
-    // just delivered and the Python stacks sampled for it.
-    sources.push(Box::new(stall::source::StallSource::new()));
-    sources.push(Box::new(env::EnvSource));
-    sources.push(Box::new(host::HostSource::new()));
+    // What the writer drains: each session's source, in the sessions' order.
+    let sources: Vec<Box<dyn Source>> = SESSIONS.iter().filter_map(|s| s.open(o)).collect();
     writer::start(file, meta, sources, o.flush_ms, o.compress).map_err(TraceError::Writer)?;
     super::hang::start();
-    env::start(o);
-    host::start(o.host);
-    // The window opens when collection is switched on, before CUPTI starts recording.
-    let opened = clock::now_ns();
-    state::set(state::TRACING);
-    let blind = match (c, cupti_err) {
-        // The program started a CUPTI session of its own before CUDA initialised (a
-        // profiler started first): leave it alone; we take CUPTI when it is done.
-        (Some(_), _) if foreign::holds_cupti() => {
-            state::set(state::BLIND);
-            writer::note_state(
-                CollectorState::Blind,
-                "the program was using CUPTI itself when CUDA started",
-            );
-            return Ok(path);
-        }
-        (Some(c), _) => c.start().err(),
-        (None, e) => e,
+    // The samplers first; the CUPTI session, started last, opens the window.
+    let opening = Opening {
+        opts: o,
+        started_by,
     };
-    if let Some(e) = blind {
-        // Keep the host-side hooks; GPU activity is not seen.
-        if let Some(c) = c {
-            c.stop();
-        }
-        writer::note_state(CollectorState::Blind, &format!("no GPU activity: {e}"));
-        log::warn(&format!(
-            "{e}; GPU activity is not recorded (the program runs on unchanged)"
-        ));
-    } else {
-        writer::note_state_at(opened, CollectorState::Tracing, started_by);
+    for s in SESSIONS.iter().rev() {
+        s.start(&opening);
     }
+    log::debug(&format!("sessions: {}", lifecycle::describe_all(o)));
     log::debug(&format!(
         "tracing to {}{}",
         path.display(),
@@ -210,13 +143,8 @@ pub fn finish() {
     if s != state::TRACING && s != state::BLIND {
         return;
     }
-    if let Some(c) = cupti::active() {
-        if s == state::TRACING {
-            c.stop();
-        }
-    }
     state::set(state::STOPPED);
-    stop_env();
+    stop_sessions(s == state::TRACING, false);
     // What never completed (a kernel still running at exit), after the last flush.
     super::hang::end_report();
     let wait = Duration::from_millis(opts().exit_wait_ms);
@@ -227,12 +155,14 @@ pub fn finish() {
     }
 }
 
-/// Ends the sampling sessions (host, environment), waiting at most a second (or
-/// GPUTRACE_EXIT_WAIT_MS if shorter) for each one's last sample, so the writer's last
-/// pass has it.
-pub(super) fn stop_env() {
-    let wait = Duration::from_millis(opts().exit_wait_ms.min(1000));
-    pystack::stop();
-    host::stop(wait);
-    env::stop(wait);
+/// Ends every session (CUPTI first: it stops collecting; at the end of a window it is
+/// released), giving the samplers at most a second (or GPUTRACE_EXIT_WAIT_MS if
+/// shorter) each for their last sample, so the writer's last pass has it.
+pub(super) fn stop_sessions(was_tracing: bool, end_of_window: bool) {
+    let closing = Closing {
+        was_tracing,
+        end_of_window,
+        wait: Duration::from_millis(opts().exit_wait_ms.min(1000)),
+    };
+    lifecycle::stop_all(&closing);
 }

@@ -8,7 +8,6 @@ use super::trace::{start_tracing, TraceError};
 use crate::base::{internal, state};
 use crate::session::cupti;
 use crate::writer;
-use gputrace_format::CollectorState;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -31,6 +30,16 @@ pub fn is_step_name(text: &[u8]) -> bool {
     text.windows(4).any(|w| w.eq_ignore_ascii_case(b"step"))
 }
 
+/// How a window's trace names what opened it: "attach, loaded late" when the library
+/// came in through `gputrace attach` (the analyzer says what such a trace cannot hold).
+pub fn window_reason(reason: &str) -> String {
+    if state::loaded_late() && reason == "attach" {
+        format!("{reason}, {}", gputrace_format::protocol::LOADED_LATE)
+    } else {
+        reason.to_string()
+    }
+}
+
 /// Records for `duration` (or until `steps` NVTX step ranges have begun and the next
 /// begins, whichever comes first) into a new trace file, then switches CUPTI off and
 /// releases it, back to dormant. `on_started` gets the path as soon as recording
@@ -47,7 +56,7 @@ pub fn run_window(
         return Err(TraceError::Busy);
     }
     let _g = internal::Internal::enter();
-    let path = match start_tracing(&super::window_reason(reason), dir) {
+    let path = match start_tracing(&window_reason(reason), dir) {
         Ok(p) => p,
         Err(e) => {
             state::set(state::DORMANT);
@@ -78,14 +87,8 @@ pub fn run_window(
     }
     // A stall report's flush in progress ends before CUPTI is finalized.
     super::hang::wait_idle();
-    if let Some(c) = cupti::active() {
-        if s == state::TRACING {
-            c.stop();
-        }
-        writer::note_state(CollectorState::Stopped, "end of window");
-        c.finalize();
-    }
-    super::trace::stop_env();
+    // CUPTI stops and is released; the samplers end.
+    super::trace::stop_sessions(s == state::TRACING, true);
     let done = writer::finish(Duration::from_millis(opts().exit_wait_ms));
     state::set(state::DORMANT);
     if !done {

@@ -4,23 +4,26 @@
 //! [`cupti`]: GPU activity and the host side of CUDA API calls; [`env`]: the
 //! environment (versions, limits, NVML samples of clocks, power, PCIe, other processes);
 //! [`host`]: the host side from /proc (the CUDA threads' CPU time, the process tree,
-//! the machine's CPU); [`pystack`]: the Python stacks of the calls that matter. The
-//! GPU's performance counters are read from outside the process (NVML GPM, by
+//! the machine's CPU); [`pystack`]: the Python stacks of the calls that matter;
+//! [`stall`]: the launches outstanding and the calls threads are in, for stall reports.
+//! The GPU's performance counters are read from outside the process (NVML GPM, by
 //! `gputrace run` / `attach`), not by a session here.
-//! A new session (NVML counters, host /proc samples, Python stacks) goes next to it as
-//! `session/<name>/`, and needs:
-//! * a way to start and stop, called from `runtime::start_tracing` and
-//!   `runtime::finish` / the end of `runtime::window` next to the CUPTI session's;
-//! * its records handed to the writer as a `writer::Source` (given to `writer::start`
-//!   in `runtime::start_tracing`), decoded on the writer thread: either its own queue of
-//!   typed records, like CUPTI's completed buffers, or the host rings
-//!   (`rings::push`) for records made on the program's threads;
-//! * a reset for a forked child, called from `runtime::after_fork`.
+//!
+//! Every session implements [`lifecycle::Session`] (open, start, flush, stop, fork
+//! child, describe), and the runtime iterates over [`lifecycle::SESSIONS`]. A new
+//! session goes next to the others as `session/<name>/`, and needs:
+//! * its own start and stop, and a reset for a forked child;
+//! * its records handed to the writer as a `writer::Source`, decoded on the writer
+//!   thread: either its own queue of typed records, like CUPTI's completed buffers, or
+//!   the host rings (`rings::push`) for records made on the program's threads;
+//! * an adapter in `lifecycle.rs` implementing `Session` with those, and a place in
+//!   `SESSIONS` (the writer drains the sources in that order).
 //!
 //! A session may use the rings, the writer and `base`; never the runtime or the exports.
 
 pub mod cupti;
 pub mod env;
 pub mod host;
+pub mod lifecycle;
 pub mod pystack;
 pub mod stall;

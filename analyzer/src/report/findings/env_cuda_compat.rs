@@ -14,11 +14,7 @@ pub(super) fn detect(cx: &FindingCx) -> Option<Finding> {
         0,
         false,
     );
-    let serious = issues.iter().any(|c| {
-        c.kind == "torch_runtime_mismatch"
-            || (c.kind == "runtime_newer_than_driver"
-                && c.detail.contains("forward-compatibility package"))
-    });
+    let serious = issues.iter().any(|c| c.serious);
     x.severity = if serious {
         Severity::Warn
     } else {

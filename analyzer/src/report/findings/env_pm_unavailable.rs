@@ -4,6 +4,7 @@
 
 use super::{FindingCx, FindingId};
 use crate::report::{Finding, Severity};
+use gputrace_env::facts::keys;
 
 pub(super) fn detect(cx: &FindingCx) -> Option<Finding> {
     let t = cx.ctx.t;
@@ -14,7 +15,7 @@ pub(super) fn detect(cx: &FindingCx) -> Option<Finding> {
             // Not "on: ...", nor "not started" (no kernel ran in the window), nor the
             // clock note: a refusal or a failure.
             let v = t.str(f.value);
-            t.str(f.key) == "pm_sampling"
+            t.str(f.key) == keys::PM_SAMPLING
                 && ["refused", "not supported", "failed", "stopped"]
                     .iter()
                     .any(|p| v.starts_with(p))

@@ -26,11 +26,8 @@ pub(super) fn detect(cx: &FindingCx) -> Option<Finding> {
     // works (an H200 running bf16 matmuls at 1500 of 1980 MHz, 400 W of 700 W, said
     // sw_power_cap): worth knowing, not a fault. A lowered limit, heat or a hardware
     // slowdown is.
-    let limit = |k| environment::fact(cx.ctx.t, w.device, k).and_then(|v| v.parse::<u64>().ok());
-    let lowered = matches!(
-        (limit("power_limit_mw"), limit("power_default_limit_mw")),
-        (Some(l), Some(d)) if l < d
-    );
+    let power = environment::rules::power_limit(cx.ctx.t, w.device);
+    let lowered = power.is_some_and(|p| p.lowered());
     let only_power_cap = w.reasons.iter().all(|r| r == "sw_power_cap");
     let normal = only_power_cap && !lowered;
     if x.severity < Severity::Warn && w.throttled_pct >= 10.0 && !normal {
@@ -63,7 +60,11 @@ pub(super) fn detect(cx: &FindingCx) -> Option<Finding> {
         .push("time at stake estimated: busy time while throttled x the clock drop".into());
     x.metrics.insert("throttled_pct".into(), w.throttled_pct);
     x.metrics.insert("clock_drop_pct".into(), w.clock_drop_pct);
-    if let (Some(l), Some(d)) = (limit("power_limit_mw"), limit("power_default_limit_mw")) {
+    if let Some(environment::rules::PowerLimit {
+        limit_mw: l,
+        default_mw: d,
+    }) = power
+    {
         x.evidence.push(if lowered {
             format!(
                 "power limit lowered: {} W, the default is {} W",

@@ -24,7 +24,7 @@ use gputrace_format::{self as fmt, Event, PyFrame, PyStack};
 use std::collections::HashMap;
 
 /// The fact's key.
-pub const FACT_KEY: &str = "python_call_sites";
+pub const FACT_KEY: &str = gputrace_env::facts::keys::PYTHON_CALL_SITES;
 
 /// Longest file name or function name read (characters).
 const MAX_STR: u64 = 1024;
