@@ -9,7 +9,7 @@ pub fn dur(ns: u64) -> String {
     if ns < 1_000 {
         format!("{ns} ns")
     } else if ns < 1_000_000 {
-        format!("{:.1} us", v / 1e3)
+        format!("{:.1} µs", v / 1e3)
     } else if ns < 10_000_000 {
         format!("{:.2} ms", v / 1e6)
     } else if ns < 1_000_000_000 {
@@ -202,15 +202,15 @@ fn process_header(o: &mut String, p: &ProcessReport, multi: bool) {
     }
     let l = &p.launches;
     if l.linked > 0 {
-        let _ = writeln!(
-            o,
-            "   launches   {} GPU works linked to their calls; launch latency median {} (p90 {}); {:.0}% found their stream idle, mean queue depth {:.1}",
+        let line = format!(
+            "{} GPU operations (kernels, copies, memsets) linked to the calls that submitted them; launch latency (call start to kernel start) median {} (p90 {}); {:.0}% found their stream empty; mean queue depth {:.1} (operations already waiting on the stream at each submission)",
             l.linked,
             dur(l.latency_p50_ns),
             dur(l.latency_p90_ns),
             l.empty_queue_pct,
             l.mean_queue_depth
         );
+        wrap(o, "   launches   ", &line, 100);
     }
     if let Some(g) = &p.graphs {
         graph_lines(o, g);
@@ -262,7 +262,7 @@ fn process_header(o: &mut String, p: &ProcessReport, multi: bool) {
         None => {
             let _ = writeln!(
                 o,
-                "   nvidia-smi GPU-Util would read {:.0}%; SM fill actually achieved ~{} (estimated from grid sizes)",
+                "   nvidia-smi GPU-Util would read {:.0}%; SM fill (block slots occupied) actually achieved ~{} (estimated from grid sizes)",
                 p.gpu_util_pct,
                 p.sm_fill_pct
                     .map(pct_str)
@@ -557,6 +557,28 @@ fn breakdown(o: &mut String, title: &str, b: &Breakdown) {
     );
 }
 
+/// Under a process's breakdown: the findings whose time at stake is more than the idle
+/// time charged to them above (GPU time they would also save, such as slow copies), so
+/// that the two figures are not read as disagreeing.
+fn at_stake_beyond_idle(o: &mut String, r: &Report, p: &super::ProcessReport) {
+    for f in r.findings.iter().filter(|f| f.process == Some(p.index)) {
+        let id = f.id.as_str();
+        let Some(c) = p.breakdown.causes.iter().find(|c| c.cause == id) else {
+            continue;
+        };
+        if f.at_stake_ns > c.ns {
+            let _ = writeln!(
+                o,
+                "   ({id}: {} at stake = {} idle above + {} of busy time it would also save{})",
+                dur(f.at_stake_ns),
+                dur(c.ns),
+                dur(f.at_stake_ns - c.ns),
+                if f.estimated { ", estimated" } else { "" }
+            );
+        }
+    }
+}
+
 /// The whole report as text.
 pub fn render_text(r: &Report) -> String {
     let mut o = String::new();
@@ -629,6 +651,7 @@ pub fn render_text(r: &Report) -> String {
             ),
             &p.breakdown,
         );
+        at_stake_beyond_idle(&mut o, r, p);
         let sb = &p.startup_breakdown;
         let top: Vec<String> = sb
             .causes

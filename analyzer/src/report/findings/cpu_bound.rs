@@ -41,7 +41,9 @@ fn fill(x: &mut Finding, r: &HostReport, f: &FindingCx) {
     let touched = f.gaps_touched(Cause::CpuBound);
     let mut notes: Vec<String> = Vec::new();
     if touched > gaps {
-        notes.push(format!("the largest share of {gaps} of them"));
+        notes.push(format!(
+            "{gaps} of them charged mostly to cpu_bound, as the time breakdown counts them"
+        ));
     }
     if let Some(m) = cpu.checked_div(touched) {
         notes.push(format!("mean {} of CPU time per gap", dur(m)));

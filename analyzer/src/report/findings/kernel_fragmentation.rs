@@ -24,7 +24,7 @@ pub(super) fn detect(cx: &FindingCx) -> Option<Finding> {
         x.severity = Severity::Info;
     }
     x.summary = format!(
-        "{:.0}% of kernels run under 10 us ({:.0}% of kernel time); the gaps between queued kernels alone cost {} of the steady state.",
+        "{:.0}% of kernels run under 10 µs ({:.0}% of kernel time); the gaps between queued kernels alone cost {} of the steady state.",
         k.under_10us_count_pct,
         k.under_10us_time_pct,
         share(ns, cx.wall)

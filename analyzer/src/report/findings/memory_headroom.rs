@@ -75,7 +75,7 @@ fn evidence(cx: &FindingCx, m: &MemoryUse, used: f64, x: &mut Finding) {
         }
     ));
     x.evidence.push(format!(
-        "median kernel {}, SM fill ~{}; time at stake is that of {}",
+        "median kernel {}, SM fill (block slots occupied) ~{}; time at stake is that of {}",
         dur(cx.report.kernels.p50_ns),
         cx.report
             .sm_fill_pct
