@@ -5,9 +5,9 @@
 //! dropped (the stream's own bound is tested in `dump_memory.rs`). (One test in this
 //! binary: the counter is process-wide.)
 
-use gputrace_analyzer::app::{self, Options};
+use gputrace_analyzer::commands::app::{self, Options};
 use gputrace_analyzer::export::Format;
-use gputrace_analyzer::load::LoadOptions;
+use gputrace_analyzer::model::load::LoadOptions;
 use gputrace_analyzer::Trace;
 use gputrace_format::{self as fmt, Event, Meta};
 use std::alloc::{GlobalAlloc, Layout, System};

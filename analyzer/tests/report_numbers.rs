@@ -11,7 +11,7 @@
 //!   breakdown's;
 //! - times under a millisecond are in µs, never "us".
 
-use gputrace_analyzer::load::{load_set, LoadOptions};
+use gputrace_analyzer::model::load::{load_set, LoadOptions};
 use gputrace_analyzer::report::{analyze, render_text};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
