@@ -211,7 +211,7 @@ pub fn evidence(sites: &[CallSite]) -> Option<String> {
                 if s.user_code { "" } else { " [library]" },
                 s.apis.first().map(String::as_str).unwrap_or("calls"),
                 s.calls,
-                crate::report::text::dur(s.host_ns)
+                super::units::dur(s.host_ns)
             )
         })
         .collect();
