@@ -45,7 +45,7 @@ SITE=$TMP/site
 G=$SITE/bin/gputrace
 ls -l "$SITE/bin"
 "$G" --version || fail "the installed gputrace does not start"
-python3 "$ROOT/python/gputrace_wheel.py" check "$G" "$SITE/bin/libgputrace.so"
+python3 "$ROOT/python/gputrace_build.py" check "$G" "$SITE/bin/libgputrace.so"
 
 cat >"$TMP/job.py" <<'EOF'
 # A short PyTorch job: 20 MLP training steps, then 2000 one-kernel add_ calls.

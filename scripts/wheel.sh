@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# The Python wheel (built by python/gputrace_wheel.py, the backend python/pyproject.toml names).
+# The Python wheel (maturin, through python/gputrace_build.py, the backend python/pyproject.toml
+# names: it builds libgputrace.so into maturin's data directory first).
 #   scripts/wheel.sh build [DIR]   builds it into DIR (default .whl-gputrace/) with pip, after
-#                                  installing the build's requirements (cargo-zigbuild, ziglang)
-#                                  from PyPI into target/wheel-tools/
+#                                  installing the build's requirements (maturin, cargo-zigbuild,
+#                                  ziglang) from PyPI into target/wheel-tools/; then builds the
+#                                  sdist and checks that it holds the library's packages
 #   scripts/wheel.sh test [DIR]    installs DIR's wheel into a fresh virtual environment with pip
 #                                  and tests the installed copy: the glibc baseline of both
 #                                  binaries, `gputrace report` on a bundled trace (identical to
@@ -33,10 +35,25 @@ with open("python/pyproject.toml", "rb") as f:
     echo "wheel.sh: the build failed; its whole output is in $log" >&2
     exit 1
   fi
-  grep -E '^ *(gputrace_wheel:|Finished)' "$log"
+  grep -E '^ *(gputrace_build:|Finished)' "$log"
   local whl
   whl=$(one_wheel)
   echo "wheel: $whl, $(stat -c %s "$whl") bytes, built in $((SECONDS - t0)) s"
+  echo "== the sdist (no compiling): maturin's, with the library's packages added"
+  rm -f "$DIR"/gputrace-*.tar.gz
+  (cd python && "$OLDPWD/$TOOLS/bin/python" -c '
+import sys, gputrace_build
+print(gputrace_build.build_sdist(sys.argv[1]))' "$OLDPWD/$DIR") 2>>"$log"
+  local sd=("$DIR"/gputrace-*.tar.gz) listing
+  listing=$(tar tzf "${sd[0]}")
+  for f in interpose/Cargo.toml interpose/src/lib.rs cupti-sys/Cargo.toml analyzer/Cargo.toml \
+    format/Cargo.toml gputrace_build.py; do
+    grep -q "^gputrace-[^/]*/$f\$" <<<"$listing" || {
+      echo "wheel.sh: the sdist lacks $f" >&2
+      exit 1
+    }
+  done
+  echo "sdist: ${sd[0]}, $(stat -c %s "${sd[0]}") bytes"
 }
 
 one_wheel() {
@@ -58,8 +75,8 @@ test_wheel() {
   "$tmp/venv/bin/python" -m pip install "${PIPQ[@]}" --no-index "$whl"
   local g=$tmp/venv/bin/gputrace lib=$tmp/venv/bin/libgputrace.so
 
-  echo "== glibc baseline, libraries, stripped (ELF read by gputrace_wheel.py check)"
-  python3 python/gputrace_wheel.py check "$g" "$lib"
+  echo "== glibc baseline (gputrace_build.py check; maturin checked the command's libraries)"
+  python3 python/gputrace_build.py check "$g" "$lib"
   echo "== the same, read by objdump -T: newest GLIBC_ version must be 2.17 or older"
   local f newest
   for f in "$g" "$lib"; do
@@ -89,6 +106,16 @@ assert gputrace.library() == sys.argv[1], gputrace.library()' "$(realpath "$lib"
   python3 -m pip install "${PIPQ[@]}" --no-index --target "$tmp/site" "$whl"
   (cd "$tmp" && env -u GPUTRACE_LIB "$tmp/site/bin/gputrace" run -o "$tmp/traces" -- true)
   PYTHONPATH=$tmp/site python3 -m gputrace --version
+  echo "== without cargo: pip stops with one clear line"
+  local nocargo=$tmp/nocargo.log
+  if env PATH=/usr/bin:/bin "$PWD/$TOOLS/bin/python" -m pip wheel -q --disable-pip-version-check \
+    --no-build-isolation --no-deps -w "$tmp/none" ./python >"$nocargo" 2>&1 \
+    || ! grep -q "cargo not found; install the wheel instead" "$nocargo"; then
+    cat "$nocargo" >&2
+    echo "FAIL: without cargo the build should stop with 'cargo not found; install the wheel instead'" >&2
+    exit 1
+  fi
+  grep -m1 "cargo not found" "$nocargo"
   echo "wheel: all checks passed"
 }
 

@@ -258,6 +258,7 @@ fn synthesize(target: u64, sampled: bool, gap: u64) -> (Vec<u8>, u64) {
                     dynamic_smem: (j % 4) * 16384,
                     registers: 32 + j % 64,
                     graph_id: 0,
+                    graph_node_id: fmt::ENV_NA64,
                 }),
                 &mut enc,
                 &mut w,

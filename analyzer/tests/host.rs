@@ -607,7 +607,7 @@ fn computing_after_a_sync_counts_every_gap_it_is_in() {
         .find(|l| l.contains("runnable but waiting"))
         .expect("the CPU line");
     assert!(
-        line.contains(" idle gaps (the largest share of 0 of them; mean "),
+        line.contains(" idle gaps (0 of them charged mostly to cpu_bound, as the time breakdown counts them; mean "),
         "{line}\n{}",
         gputrace_analyzer::render_text(&r)
     );

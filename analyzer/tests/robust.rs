@@ -109,6 +109,7 @@ fn absurd_ids_and_values() {
             dynamic_smem: u32::MAX,
             registers: u32::MAX,
             graph_id: u32::MAX,
+            graph_node_id: u64::MAX - 1,
         }));
         b.ev.push(Event::Api(fmt::Api {
             start: s,
@@ -240,6 +241,7 @@ fn random_event(r: &mut Rng) -> Event {
             dynamic_smem: small(r, 250_000),
             registers: small(r, 256),
             graph_id: small(r, 2),
+            graph_node_id: small(r, 3) as u64,
         }),
         4..=6 => Event::Api(fmt::Api {
             start: ts,

@@ -48,3 +48,48 @@ fn a_job_passes_unremarked() {
     assert!(r.cluster.is_some());
     assert_eq!(r.trace_set, None);
 }
+
+/// A process trace with nothing in it: a compile worker that never used CUDA.
+fn no_cuda_child(pid: u32) -> gputrace_analyzer::Trace {
+    let mut b = B::bare();
+    b.meta.pid = pid;
+    b.meta.cmdline = vec!["python".into(), "-m".into(), "compile_worker".into()];
+    b.build()
+}
+
+#[test]
+fn children_that_never_used_cuda_are_counted_not_listed() {
+    let traces = vec![
+        no_cuda_child(2001),
+        healthy(20).build(),
+        no_cuda_child(2002),
+    ];
+    let r = analyze(&traces);
+    assert_eq!(r.processes.len(), 1, "{:?}", r.processes);
+    assert_eq!(r.processes[0].pid, 1000);
+    assert_eq!(r.processes_without_cuda, 2);
+    assert!(r.cluster.is_none() && r.trace_set.is_none());
+    let text = gputrace_analyzer::render_text(&r);
+    assert!(text.starts_with("gputrace report: 1 trace\n"), "{text}");
+    assert!(
+        text.contains("NOTE: 2 more processes never used CUDA"),
+        "{text}"
+    );
+    let json = serde_json::to_value(&r).unwrap();
+    assert_eq!(json["processes_without_cuda"], 2);
+
+    // A child that made one CUDA call is listed; so is a damaged child (it may have lost
+    // exactly its CUDA records); a lone trace without CUDA is still reported.
+    let mut called = B::bare();
+    called.meta.pid = 2003;
+    called.api(TID, T0, 5 * US, MALLOC, "cudaMalloc", 1 << 20, 0);
+    let mut damaged = no_cuda_child(2004);
+    damaged.stats.truncated_tail = true;
+    let r = analyze(&[healthy(20).build(), called.build(), damaged]);
+    assert_eq!(r.processes.len(), 3);
+    assert_eq!(r.processes_without_cuda, 0);
+    let json = serde_json::to_value(&r).unwrap();
+    assert!(json.get("processes_without_cuda").is_none());
+    let r = analyze(&[no_cuda_child(2005)]);
+    assert_eq!((r.processes.len(), r.processes_without_cuda), (1, 0));
+}

@@ -6,7 +6,7 @@
 //! chunk; the state resets at every chunk boundary.
 
 use crate::event::*;
-use crate::table::{put_var, Arr, Codec, Corr, End, Sid, Ts, V};
+use crate::table::{put_var, Arr, Codec, Corr, End, Na, Sid, Ts, V};
 
 /// Encodes events into one chunk payload.
 #[derive(Default)]
@@ -30,8 +30,8 @@ pub struct Delta {
 }
 
 /// What a kernel launch shape is made of: (name, grid, block, static smem, dynamic
-/// smem, registers, graph id).
-type ShapeKey = (u32, [u32; 3], [u32; 3], u32, u32, u32, u32);
+/// smem, registers, graph id, graph node id).
+type ShapeKey = (u32, [u32; 3], [u32; 3], u32, u32, u32, u32, u64);
 
 fn shape_of(k: &Kernel) -> ShapeKey {
     (
@@ -42,6 +42,7 @@ fn shape_of(k: &Kernel) -> ShapeKey {
         k.dynamic_smem,
         k.registers,
         k.graph_id,
+        k.graph_node_id,
     )
 }
 
@@ -109,6 +110,11 @@ impl Encoder {
                 Arr::put(d, b, &k.block);
                 for x in [k.static_smem, k.dynamic_smem, k.registers, k.graph_id] {
                     put_var(b, x as u64);
+                }
+                // Appended, and only for a graph node: shapes of kernels launched
+                // outside graphs keep the bytes they always had.
+                if k.graph_node_id != ENV_NA64 {
+                    Na::put(d, b, &k.graph_node_id);
                 }
                 self.emit(TAG_KERNEL_SHAPE);
                 self.body.clear();
@@ -404,6 +410,12 @@ impl<'a> Decoder<'a> {
             dynamic_smem: b.v32()?,
             registers: b.v32()?,
             graph_id: b.v32()?,
+            // A graph node's id, when the shape has one (shapes end before it otherwise).
+            graph_node_id: if b.pos < b.b.len() {
+                Na::get(d, b)?
+            } else {
+                ENV_NA64
+            },
             ..Default::default()
         };
         if let Some(ops) = &mut self.deferred {
@@ -543,6 +555,7 @@ mod tests {
                 dynamic_smem: 1024,
                 registers: 32,
                 graph_id: 0,
+                graph_node_id: ENV_NA64,
             }),
             Event::Api(Api {
                 start: 9_000,
@@ -1209,6 +1222,52 @@ mod tests {
         }
     }
 
+    /// Kernels replayed from a CUDA graph: each node's id comes back, nodes of one graph
+    /// get a shape each, and a kernel outside graphs is written as it always was.
+    #[test]
+    fn graph_kernels_keep_their_node_ids() {
+        let k = |start: u64, node: u64, graph: u32| {
+            Event::Kernel(Kernel {
+                start,
+                end: start + 2_000,
+                stream: 7,
+                corr: 9,
+                name: 3,
+                grid: [4, 1, 1],
+                block: [128, 1, 1],
+                graph_id: graph,
+                graph_node_id: node,
+                ..Default::default()
+            })
+        };
+        let evs = vec![
+            k(1_000, 1, 5),
+            k(4_000, 2, 5),
+            k(7_000, 1, 5),
+            k(9_000, (1 << 40) + 3, 5),
+            k(12_000, ENV_NA64, 0),
+        ];
+        assert_round_trip(&evs);
+        // The shape of a kernel outside graphs has the bytes of format 2.0 (no node id):
+        // id, name, grid, block, static smem, dynamic smem, registers, graph id.
+        let mut enc = Encoder::new();
+        enc.push(&k(12_000, ENV_NA64, 0));
+        let (buf, _) = enc.take();
+        assert_eq!(buf[0], TAG_KERNEL_SHAPE);
+        // (128 is two varint bytes.)
+        assert_eq!(&buf[1..15], &[13, 0, 3, 4, 1, 1, 128, 1, 1, 1, 0, 0, 0, 0]);
+        assert_eq!(
+            buf[15], TAG_KERNEL_COMPACT,
+            "the shape ends at its graph id"
+        );
+        // A graph node's shape is one byte longer: node id + 1.
+        let mut enc = Encoder::new();
+        enc.push(&k(1_000, 1, 5));
+        let (buf, _) = enc.take();
+        assert_eq!(&buf[..2], &[TAG_KERNEL_SHAPE, 14]);
+        assert_eq!(&buf[14..17], &[5, 2, TAG_KERNEL_COMPACT]);
+    }
+
     #[test]
     fn kernel_event_is_compact() {
         // Back-to-back kernels of one stream: the delta coding keeps each small.
@@ -1227,6 +1286,7 @@ mod tests {
                 dynamic_smem: 0,
                 registers: 16,
                 graph_id: 0,
+                graph_node_id: ENV_NA64,
             }));
         }
         let per = enc.len() as f64 / 1000.0;
@@ -1434,6 +1494,15 @@ mod table_tests {
     fn every_tag_in_the_table_round_trips_and_is_named() {
         let mut evs = kinds_of_2_3();
         evs.extend(later_kinds());
+        // Graph-level replays (tag 36), after the kinds the byte-identity test pins.
+        evs.push(Event::GraphTrace(GraphTrace {
+            start: 50_000,
+            end: 75_000,
+            device: 1,
+            stream: 13,
+            corr: 4_000_000_000,
+            graph_id: 9,
+        }));
         assert_round_trip(&evs);
         let mut tags: Vec<u8> = evs.iter().map(|e| e.tag()).collect();
         tags.sort_unstable();

@@ -715,6 +715,10 @@ crate::define_events! {
             registers: u32 => V,
             /// Non-zero when the kernel ran as part of a CUDA graph.
             graph_id: u32 => V,
+            /// The CUDA graph node that launched it (CUPTI `graphNodeId`, the same node
+            /// in every replay); [`ENV_NA64`] when it did not run in a graph. Added in
+            /// 2.x for graph replays; written in the kernel's shape.
+            graph_node_id: u64 => Opt<Na> = ENV_NA64,
         }
         /// A memory copy (CUPTI MEMCPY record).
         Memcpy(TAG_MEMCPY = 5, "memcpy") {
@@ -1207,6 +1211,18 @@ crate::define_events! {
             stack: u32 => V,
             /// Scheduler state letter as a byte ([`STATE_UNKNOWN`] if not read).
             state: u8 => U8,
+        }
+        /// One replay of a CUDA graph as CUPTI's graph-level tracing records it
+        /// (`GRAPH_TRACE`, with `GPUTRACE_ACTIVITY=...,graph`): the replay's span on the
+        /// device, in place of a kernel record per node.
+        GraphTrace(TAG_GRAPH_TRACE = 36, "graph_trace") {
+            start: u64 => Ts,
+            end: u64 => End,
+            device: u32 => V,
+            stream: u32 => V,
+            /// The launch call's correlation id.
+            corr: u32 => Corr,
+            graph_id: u32 => V,
         }
     }
     inline {

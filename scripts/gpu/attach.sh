@@ -27,17 +27,9 @@ wait_for() { # FILE PATTERN SECONDS
 
 for kind in torch jax; do
   L=$D/$kind.log; : >"$L"
-  secs=70; [ $kind = jax ] && secs=45
+  secs=50; [ $kind = jax ] && secs=35
   "$PY" "$ROOT/scripts/workloads/validate/attach_target.py" "$L" $secs $kind >"$D/$kind.out" 2>&1 &
   pid=$!
-  if [ $kind = torch ]; then
-    wait_for "$L" profiling 120 || { note "$kind: the target never reached its profiler"; kill $pid; continue; }
-    sleep 0.5
-    timeout 60 "$G" attach $pid --duration 1s --no-report -o "$D/$kind-busy" >"$D/$kind-busy.txt" 2>&1
-    rc=$?
-    note "$kind: attach while torch.profiler holds CUPTI: rc=$rc: $(tr '\n' ' ' <"$D/$kind-busy.txt" | cut -c1-400)"
-    echo "{\"kind\":\"$kind\",\"check\":\"busy_cupti\",\"rc\":$rc}" >>"$S"
-  fi
   wait_for "$L" ready 120 || { note "$kind: the target never got ready"; kill $pid; continue; }
   sleep 8   # steps before the load
   t0=$(date +%s%N)
@@ -47,6 +39,35 @@ for kind in torch jax; do
   tr=$(ls "$D/$kind-win"/*.gtrace 2>/dev/null | grep -v /gputrace-env- | head -1)
   if [ -n "$tr" ]; then
     "$G" dump "$tr" >"$D/$kind-dump.jsonl" 2>/dev/null
+    "$G" report "$tr" >"$D/$kind-report.txt" 2>&1
+  fi
+  sleep 6   # steps after the window
+  n=50; [ $kind = jax ] && n=20
+  ok=0; worst=0
+  for i in $(seq 1 $n); do
+    a=$(date +%s%N)
+    timeout 30 "$G" attach $pid --duration 100ms --no-report -o "$D/$kind-cycles" >>"$D/$kind-cycles.txt" 2>&1 && ok=$((ok+1))
+    b=$(( ($(date +%s%N) - a) / 1000000 )); [ $b -gt $worst ] && worst=$b
+  done
+  rm -rf "$D/$kind-cycles"
+  note "$kind: $ok of $n short windows ok, the slowest attach took $worst ms"
+  echo "{\"kind\":\"$kind\",\"check\":\"cycles\",\"ok\":$ok,\"of\":$n,\"slowest_ms\":$worst}" >>"$S"
+  if [ $kind = torch ]; then
+    touch "$L.profile"
+    wait_for "$L" profiling 60 && sleep 0.5
+    timeout 60 "$G" attach $pid --duration 1s --no-report -o "$D/$kind-busy" >"$D/$kind-busy.txt" 2>&1
+    rc=$?
+    note "$kind: attach while torch.profiler holds CUPTI: rc=$rc: $(tr '\n' ' ' <"$D/$kind-busy.txt" | cut -c1-400)"
+    echo "{\"kind\":\"$kind\",\"check\":\"busy_cupti\",\"rc\":$rc}" >>"$S"
+    wait_for "$L" "^profiler" 60
+    note "$kind: $(grep '^profiler' "$L")"
+    sleep 2
+    timeout 60 "$G" attach $pid --duration 1s --no-report -o "$D/$kind-after" >"$D/$kind-after.txt" 2>&1
+    note "$kind: attach after torch.profiler ended: rc=$?: $(tr '\n' ' ' <"$D/$kind-after.txt" | cut -c1-300)"
+  fi
+  wait $pid; rc=$?
+  note "$kind: the target exited $rc: $(tail -1 "$D/$kind.out")"
+  if [ -s "$D/$kind-dump.jsonl" ]; then
     "$PY" - "$D/$kind-dump.jsonl" "$L" "$kind" "$t0" "$t1" "$rc" <<'PYEOF' >>"$S"
 import json, sys, statistics as st
 dump, log, kind, t0, t1, rc = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6])
@@ -81,21 +102,7 @@ if pre and post:
 print(json.dumps(out))
 PYEOF
     tail -1 "$S" | tee -a "$D/log.txt"
-    "$G" report "$tr" >"$D/$kind-report.txt" 2>&1
   fi
-  sleep 6   # steps after the window
-  n=50; [ $kind = jax ] && n=20
-  ok=0; worst=0
-  for i in $(seq 1 $n); do
-    a=$(date +%s%N)
-    timeout 30 "$G" attach $pid --duration 100ms --no-report -o "$D/$kind-cycles" >>"$D/$kind-cycles.txt" 2>&1 && ok=$((ok+1))
-    b=$(( ($(date +%s%N) - a) / 1000000 )); [ $b -gt $worst ] && worst=$b
-  done
-  rm -rf "$D/$kind-cycles"
-  note "$kind: $ok of $n short windows ok, the slowest attach took $worst ms"
-  echo "{\"kind\":\"$kind\",\"check\":\"cycles\",\"ok\":$ok,\"of\":$n,\"slowest_ms\":$worst}" >>"$S"
-  wait $pid; rc=$?
-  note "$kind: the target exited $rc: $(tail -1 "$D/$kind.out")"
   echo "{\"kind\":\"$kind\",\"check\":\"target_exit\",\"rc\":$rc}" >>"$S"
 done
 echo "== attach without the preload"

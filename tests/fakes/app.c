@@ -70,6 +70,9 @@ static struct {
     cudaError_t (*StreamSynchronize)(cudaStream_t);
     cudaError_t (*DeviceSynchronize)(void);
     cudaError_t (*LaunchKernel)(const void *, dim3, dim3, void **, size_t, cudaStream_t);
+    cudaError_t (*GraphInstantiate)(void **, const void *, unsigned long long);
+    cudaError_t (*GraphUpload)(const void *, cudaStream_t);
+    cudaError_t (*GraphLaunch)(const void *, cudaStream_t);
 } rt;
 
 static int failures;
@@ -146,6 +149,9 @@ static void load_runtime(void) {
     *(void **)&rt.StreamSynchronize = must_sym(h, "cudaStreamSynchronize");
     *(void **)&rt.DeviceSynchronize = must_sym(h, "cudaDeviceSynchronize");
     *(void **)&rt.LaunchKernel = must_sym(h, "cudaLaunchKernel");
+    *(void **)&rt.GraphInstantiate = must_sym(h, "cudaGraphInstantiate");
+    *(void **)&rt.GraphUpload = must_sym(h, "cudaGraphUpload");
+    *(void **)&rt.GraphLaunch = must_sym(h, "cudaGraphLaunch");
 }
 
 /* A launch of the fake kernel `name` (the fake runtime reads the name from `func`). */
@@ -635,6 +641,27 @@ static void run_retcodes(void) {
         printf("retcodes: all %d checks passed\n", checks);
 }
 
+/*
+ * graphs N: one graph of 4 nodes (kernel _Z4nodev, graph id 3) instantiated and
+ * uploaded once, then replayed N times on stream 13, each replay followed by one eager
+ * launch of _Z5eagerv on the same stream; a cudaStreamSynchronize at the end.
+ */
+static void run_graphs(int n) {
+    static const struct fake_graph g = {.id = 3, .nodes = 4, .name = "_Z4nodev", .gap_us = 0};
+    const dim3 one = {1, 1, 1}, b = {32, 1, 1};
+    cudaStream_t s = NULL;
+    void *exec = NULL;
+    CHECK(rt.StreamCreate(&s) == 0, "cudaStreamCreate");
+    CHECK(rt.GraphInstantiate(&exec, &g, 0) == 0 && exec, "cudaGraphInstantiate");
+    CHECK(rt.GraphUpload(exec, s) == 0, "cudaGraphUpload");
+    for (int i = 0; i < n; i++) {
+        CHECK(rt.GraphLaunch(exec, s) == 0, "cudaGraphLaunch");
+        CHECK(launch("_Z5eagerv", one, b, 0, s) == 0, "eager launch");
+    }
+    CHECK(rt.StreamSynchronize(s) == 0, "cudaStreamSynchronize");
+    printf("graphs: %d replays of %u nodes\n", n, g.nodes);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: app SCENARIO [ARGS]\n");
@@ -676,6 +703,8 @@ int main(int argc, char **argv) {
         run_retcodes();
     else if (strcmp(s, "pm") == 0)
         run_pm();
+    else if (strcmp(s, "graphs") == 0)
+        run_graphs(argc > 2 ? atoi(argv[2]) : 5);
     else {
         fprintf(stderr, "app: unknown scenario %s\n", s);
         return 2;

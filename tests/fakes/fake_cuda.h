@@ -73,6 +73,7 @@ enum fake_memcpy_kind {
 #define FAKE_KIND_CONCURRENT_KERNEL 10u
 #define FAKE_KIND_SYNCHRONIZATION 38u
 #define FAKE_KIND_MEMORY2 49u
+#define FAKE_KIND_GRAPH_TRACE 51u
 
 /* CUPTI_RUNTIME_TRACE_CBID_* values of the calls the fake runtime implements. */
 #define CBID_cudaGetDeviceCount 3u
@@ -89,6 +90,23 @@ enum fake_memcpy_kind {
 #define CBID_cudaStreamSynchronize 131u
 #define CBID_cudaDeviceSynchronize 165u
 #define CBID_cudaLaunchKernel 211u
+#define CBID_cudaGraphLaunch 311u
+#define CBID_cudaGraphUpload 348u
+#define CBID_cudaGraphInstantiate 443u
+
+/* A fake CUDA graph. The fake has no stream capture: the app describes the graph and
+ * passes a pointer to this as cudaGraph_t; cudaGraphInstantiate hands the same pointer
+ * back as the cudaGraphExec_t. Each cudaGraphLaunch of it runs `nodes` kernels named
+ * `name` on the launch's stream, in node order, between the call's ENTER and EXIT
+ * callbacks: kernel i has graphId `id`, graphNodeId FAKE_GRAPH_NODE(id, i) and the
+ * launch's correlation id, and the next kernel starts `gap_us` after it ends. */
+struct fake_graph {
+    uint32_t id;
+    uint32_t nodes;
+    const char *name;
+    uint32_t gap_us;
+};
+#define FAKE_GRAPH_NODE(id, i) ((((uint64_t)(id)) << 32) | (uint64_t)((i) + 1))
 
 /* ---- Control interface of the fake libcupti, used by the fake runtime ----
  * Plain descriptions of one GPU record each; fake_cupti.c lays them out as the
@@ -102,6 +120,7 @@ struct fake_kernel {
     uint32_t static_smem, dynamic_smem;
     uint16_t registers;
     uint32_t graph_id;
+    uint64_t graph_node_id;
 };
 
 struct fake_memcpy {
@@ -127,6 +146,14 @@ struct fake_device {
     uint32_t max_regs_per_sm, max_smem_per_sm, cc_major, cc_minor;
     uint64_t global_memory;
     const char *name;
+};
+
+/* One replay of a graph as CUPTI's graph-level tracing (GRAPH_TRACE) records it: while
+ * that kind is enabled, CUPTI gives this record per replay and no kernel records for
+ * the graph's nodes. */
+struct fake_graph_trace {
+    uint32_t corr, device, context, stream, graph_id;
+    uint64_t start, end;
 };
 
 struct fake_memory {
@@ -159,5 +186,7 @@ typedef void (*fake_cupti_emit_sync_fn)(const struct fake_sync *);
 typedef void (*fake_cupti_emit_device_fn)(const struct fake_device *);
 typedef void (*fake_cupti_emit_memory_fn)(const struct fake_memory *);
 typedef uint64_t (*fake_cupti_now_fn)(void);
+/* Stores the graph-level record if GRAPH_TRACE is enabled; returns whether it is. */
+typedef int (*fake_cupti_emit_graph_trace_fn)(const struct fake_graph_trace *);
 
 #endif

@@ -147,6 +147,7 @@ static struct {
     fake_cupti_emit_device_fn device;
     fake_cupti_emit_memory_fn memory;
     fake_cupti_now_fn now;
+    fake_cupti_emit_graph_trace_fn graph_trace;
 } cupti;
 static _Atomic uint32_t last_corr;
 
@@ -204,6 +205,7 @@ static void driver_init(void) {
         *(void **)&cupti.device = dlsym(h, "fake_cupti_emit_device");
         *(void **)&cupti.memory = dlsym(h, "fake_cupti_emit_memory");
         *(void **)&cupti.now = dlsym(h, "fake_cupti_now");
+        *(void **)&cupti.graph_trace = dlsym(h, "fake_cupti_emit_graph_trace");
     }
     if (cupti.device) {
         struct fake_device d = {
@@ -635,6 +637,86 @@ EXPORT cudaError_t cudaLaunchKernel(const void *func, dim3 gridDim, dim3 blockDi
             .dynamic_smem = (uint32_t)sharedMem,
             .registers = FAKE_KERNEL_REGISTERS,
             .graph_id = 0,
+        };
+        cupti.kernel(&k);
+    }
+    return leave(&c, 0, 0);
+}
+
+/* ---- CUDA graphs (see struct fake_graph in fake_cuda.h) ---- */
+struct cudaGraphInstantiate_params {
+    void **pGraphExec;
+    const void *graph;
+    unsigned long long flags;
+};
+struct cudaGraphUpload_params {
+    const void *graphExec;
+    cudaStream_t stream;
+};
+struct cudaGraphLaunch_params {
+    const void *graphExec;
+    cudaStream_t stream;
+};
+
+EXPORT cudaError_t cudaGraphInstantiate(void **exec, const void *graph, unsigned long long flags) {
+    struct cudaGraphInstantiate_params p = {exec, graph, flags};
+    struct call c;
+    enter(&c, CBID_cudaGraphInstantiate, "cudaGraphInstantiate", &p, NULL);
+    if (exec)
+        *exec = (void *)graph;
+    return leave(&c, 0, 0);
+}
+
+EXPORT cudaError_t cudaGraphUpload(const void *exec, cudaStream_t stream) {
+    struct cudaGraphUpload_params p = {exec, stream};
+    struct call c;
+    enter(&c, CBID_cudaGraphUpload, "cudaGraphUpload", &p, NULL);
+    return leave(&c, 0, 0);
+}
+
+EXPORT cudaError_t cudaGraphLaunch(const void *exec, cudaStream_t stream) {
+    struct cudaGraphLaunch_params p = {exec, stream};
+    const struct fake_graph *g = exec;
+    struct call c;
+    enter(&c, CBID_cudaGraphLaunch, "cudaGraphLaunch", &p, NULL);
+    if (!g)
+        return leave(&c, 400, 0);
+    /* Graph-level tracing: one record for the replay, none for its nodes. */
+    uint64_t replay_start = now();
+    if (cupti.graph_trace) {
+        for (uint32_t i = 1; i < g->nodes && g->gap_us > 0; i++)
+            usleep((useconds_t)g->gap_us);
+        struct fake_graph_trace r = {
+            .corr = c.corr,
+            .device = 0,
+            .context = FAKE_CONTEXT_ID,
+            .stream = stream_id(stream),
+            .graph_id = g->id,
+            .start = replay_start,
+            .end = now(),
+        };
+        if (cupti.graph_trace(&r))
+            return leave(&c, 0, 0);
+    }
+    for (uint32_t i = 0; cupti.kernel && i < g->nodes; i++) {
+        if (i > 0 && g->gap_us > 0)
+            usleep((useconds_t)g->gap_us);
+        uint64_t start = now();
+        struct fake_kernel k = {
+            .corr = c.corr,
+            .device = 0,
+            .context = FAKE_CONTEXT_ID,
+            .stream = stream_id(stream),
+            .start = start,
+            .end = now(),
+            .name = g->name,
+            .grid = {2, 1, 1},
+            .block = {64, 1, 1},
+            .static_smem = FAKE_KERNEL_STATIC_SMEM,
+            .dynamic_smem = 0,
+            .registers = FAKE_KERNEL_REGISTERS,
+            .graph_id = g->id,
+            .graph_node_id = FAKE_GRAPH_NODE(g->id, i),
         };
         cupti.kernel(&k);
     }

@@ -81,6 +81,7 @@ typedef void (*CUpti_BuffersCallbackCompleteFunc)(CUcontext context, uint32_t st
 #define SYNC_SIZE 40         /* CUpti_ActivitySynchronization */
 #define DEVICE_SIZE 176      /* CUpti_ActivityDevice4 */
 #define MEMORY_SIZE 120      /* CUpti_ActivityMemory3 */
+#define GRAPH_SIZE 48        /* CUpti_ActivityGraphTrace */
 #else
 #define FAKE_API_VERSION 130001u /* cuptiGetVersion of CUPTI 13.0 */
 #define KERNEL_SIZE 216          /* CUpti_ActivityKernel10 */
@@ -89,6 +90,7 @@ typedef void (*CUpti_BuffersCallbackCompleteFunc)(CUcontext context, uint32_t st
 #define SYNC_SIZE 56             /* CUpti_ActivitySynchronization2 */
 #define DEVICE_SIZE 184          /* CUpti_ActivityDevice5 */
 #define MEMORY_SIZE 128          /* CUpti_ActivityMemory4 */
+#define GRAPH_SIZE 56            /* CUpti_ActivityGraphTrace2 */
 #endif
 
 /* ---- Record structs: the 13.0 layouts. A 12.0 record is the first *_SIZE bytes of
@@ -353,6 +355,27 @@ _Static_assert(offsetof(struct memory_rec, name) == 64, "m name");
 _Static_assert(offsetof(struct memory_rec, memoryPoolConfig) == 80, "m pool");
 _Static_assert(offsetof(struct memory_rec, source) == 120, "m source");
 
+/* CUpti_ActivityGraphTrace2 (13.0); the 12.x CUpti_ActivityGraphTrace is its first 48
+ * bytes (no endDeviceId / endContextId). */
+struct graph_rec {
+    uint32_t kind;
+    uint32_t correlationId;
+    uint64_t start;
+    uint64_t end;
+    uint32_t deviceId;
+    uint32_t graphId;
+    uint32_t contextId;
+    uint32_t streamId;
+    void *reserved;
+    uint32_t endDeviceId;
+    uint32_t endContextId;
+};
+_Static_assert(sizeof(struct graph_rec) == 56, "GraphTrace2 size");
+_Static_assert(offsetof(struct graph_rec, deviceId) == 24, "g device");
+_Static_assert(offsetof(struct graph_rec, graphId) == 28, "g graph");
+_Static_assert(offsetof(struct graph_rec, streamId) == 36, "g stream");
+_Static_assert(GRAPH_SIZE <= sizeof(struct graph_rec) && GRAPH_SIZE % 8 == 0, "graph size");
+
 _Static_assert(KERNEL_SIZE <= sizeof(struct kernel_rec), "kernel size");
 _Static_assert(MEMCPY_SIZE <= sizeof(struct memcpy_rec), "memcpy size");
 _Static_assert(SYNC_SIZE <= sizeof(struct sync_rec), "sync size");
@@ -426,6 +449,8 @@ static size_t record_size(uint32_t kind) {
         return DEVICE_SIZE;
     case FAKE_KIND_MEMORY2:
         return MEMORY_SIZE;
+    case FAKE_KIND_GRAPH_TRACE:
+        return GRAPH_SIZE;
     default:
         return 0;
     }
@@ -824,6 +849,7 @@ EXPORT void fake_cupti_emit_kernel(const struct fake_kernel *k) {
     r.gridId = (int64_t)k->corr * 10;
     r.name = k->name;
     r.graphId = k->graph_id;
+    r.graphNodeId = k->graph_node_id;
     r.channelType = 1;
     r.clusterX = r.clusterY = r.clusterZ = 1;
     r.isDeviceLaunched = 0;
@@ -881,6 +907,28 @@ EXPORT void fake_cupti_emit_sync(const struct fake_sync *y) {
     r.cudaEventSyncId = 0xFFFFFFFFFFFFFFFFull;
     r.returnValue = y->result;
     emit(r.kind, &r, SYNC_SIZE);
+}
+
+EXPORT int fake_cupti_emit_graph_trace(const struct fake_graph_trace *g) {
+    pthread_mutex_lock(&mu);
+    int on = (kinds_enabled & (1ull << FAKE_KIND_GRAPH_TRACE)) != 0;
+    pthread_mutex_unlock(&mu);
+    if (!on)
+        return 0;
+    struct graph_rec r;
+    memset(&r, 0, sizeof r);
+    r.kind = FAKE_KIND_GRAPH_TRACE;
+    r.correlationId = g->corr;
+    r.start = g->start;
+    r.end = g->end;
+    r.deviceId = g->device;
+    r.graphId = g->graph_id;
+    r.contextId = g->context;
+    r.streamId = g->stream;
+    r.endDeviceId = g->device;
+    r.endContextId = g->context;
+    emit(r.kind, &r, GRAPH_SIZE);
+    return 1;
 }
 
 EXPORT void fake_cupti_emit_device(const struct fake_device *d) {

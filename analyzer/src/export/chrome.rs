@@ -405,6 +405,10 @@ impl TimelineExporter for Chrome {
                 &overlay(Track::Steps, w[0], w[1], Name::Text(&name), Cat::Step),
             )?;
         }
+        for r in &tl.replays {
+            let name = format!("graph {} replay", r.graph_id);
+            f.slice(None, &slices::replay_slice(r, &name))?;
+        }
         for p in &tl.idle {
             f.slice(
                 None,

@@ -815,6 +815,10 @@ impl TimelineExporter for Perfetto {
                 },
             )?;
         }
+        for r in &tl.replays {
+            let name = format!("graph {} replay", r.graph_id);
+            self.slice(None, &slices::replay_slice(r, &name))?;
+        }
         for piece in &tl.idle {
             self.slice(
                 None,

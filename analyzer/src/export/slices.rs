@@ -52,6 +52,8 @@ pub enum Cat {
     Step,
     Finding,
     Python,
+    /// A CUDA graph replay (its kernels lie inside it on their stream's track).
+    Graph,
 }
 
 impl Cat {
@@ -72,6 +74,7 @@ impl Cat {
             Cat::Step => "step",
             Cat::Finding => "finding",
             Cat::Python => "python_sample",
+            Cat::Graph => "cuda_graph",
         }
     }
 }
@@ -642,4 +645,25 @@ impl Flows {
             Flow::Work(_) | Flow::None => Flow::None,
         }
     }
+}
+
+/// A CUDA graph replay as a slice on its stream's track, around its kernels: it starts
+/// 1 ns before its first kernel and ends 1 ns after its last, so that every viewer nests
+/// the kernels inside it whatever order it sorts equal times in.
+pub fn replay_slice<'a>(r: &crate::report::view::Replay, name: &'a str) -> Slice<'a> {
+    let mut s = slice(
+        Track::Stream {
+            device: r.device,
+            stream: r.stream,
+        },
+        r.start.saturating_sub(1),
+        r.end.saturating_add(1),
+        Name::Text(name),
+        Cat::Graph,
+    );
+    s.args.push(Arg::U("graph", r.graph_id as u64));
+    s.args.push(Arg::U("kernels", r.kernels as u64));
+    s.args.push(Arg::U("correlation", r.corr as u64));
+    s.args.push(Arg::U("gaps inside (ns)", r.gap_ns()));
+    s
 }

@@ -218,6 +218,29 @@ pub fn check(members: &[Member<'_>]) -> Option<TraceSetCheck> {
     })
 }
 
+/// Whether a process trace shows no sign of CUDA at all: no GPU work, no device, no CUDA
+/// or NCCL call, no stall report, and nothing lost from the file (a damaged trace could
+/// have lost exactly that). A compile worker or tokenizer started under the preload
+/// leaves such a trace; a job of several processes lists them on one line, not as
+/// processes.
+pub fn never_used_cuda(t: &crate::model::trace::Trace) -> bool {
+    t.kernels.is_empty()
+        && t.memcpys.is_empty()
+        && t.memsets.is_empty()
+        && t.syncs.is_empty()
+        && t.memory.is_empty()
+        && t.devices.is_empty()
+        && t.apis.is_empty()
+        && t.host_calls.is_empty()
+        && t.host_copies.is_empty()
+        && t.host_allocs.is_empty()
+        && t.nccl.is_empty()
+        && t.nccl_comms.is_empty()
+        && t.stalls.is_empty()
+        && t.stall_ops.is_empty()
+        && !t.stats.lost_records()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,6 +4,11 @@ use gputrace_format::{self as fmt, Event, Meta, ReadError, ReadStats};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
+/// The name id a replay from a graph-level record has until `finish` names it.
+const GRAPH_REPLAY_NAME: u32 = u32::MAX - 1;
+/// The name a replay from a graph-level record (`GRAPH_TRACE`) has as a kernel.
+pub const GRAPH_REPLAY_TEXT: &str = "CUDA graph replay (graph-level record)";
+
 /// One process's trace, decoded.
 #[derive(Debug, Default, Clone)]
 pub struct Trace {
@@ -264,6 +269,18 @@ impl Trace {
             Event::Stall(x) => self.stalls.push(x),
             Event::StallOp(x) => self.stall_ops.push(x),
             Event::StallThread(x) => self.stall_threads.push(x),
+            // Graph-level tracing: a replay stands as one kernel of its graph, named in
+            // `finish` (once the file's strings are all read).
+            Event::GraphTrace(g) => self.kernels.push(fmt::Kernel {
+                start: g.start,
+                end: g.end,
+                device: g.device,
+                stream: g.stream,
+                corr: g.corr,
+                name: GRAPH_REPLAY_NAME,
+                graph_id: g.graph_id,
+                ..Default::default()
+            }),
             // A kind the analysis has no table for: not kept (dump and the exports read
             // it from the file, see `export::stream`).
             _ => {}
@@ -346,6 +363,18 @@ impl Trace {
     }
 
     fn finish(&mut self) {
+        // Replays from graph-level records get their name, after the file's strings.
+        if self.kernels.iter().any(|k| k.name == GRAPH_REPLAY_NAME) {
+            let id = self.strings.len() as u32;
+            self.strings.push(GRAPH_REPLAY_TEXT.to_string());
+            for k in self
+                .kernels
+                .iter_mut()
+                .filter(|k| k.name == GRAPH_REPLAY_NAME)
+            {
+                k.name = id;
+            }
+        }
         // In place (a stable sort would take half a table more memory), on keys that
         // leave only records alike in every field we use in arrival-independent order.
         self.kernels
@@ -707,7 +736,9 @@ impl fmt::ChunkSink for Part {
             | Event::PyStack(_)
             | Event::Stall(_)
             | Event::StallOp(_)
-            | Event::StallThread(_) => self.rest.push(e),
+            | Event::StallThread(_)
+            // Kept out of the chunk's kernel table (deferred shapes index it).
+            | Event::GraphTrace(_) => self.rest.push(e),
             e => self.tables.add(e),
         }
     }

@@ -285,7 +285,7 @@ fn ms(ns: f64) -> String {
     } else if ns >= 1e6 {
         format!("{:.2} ms", ns / 1e6)
     } else {
-        format!("{:.0} us", ns / 1e3)
+        format!("{:.0} µs", ns / 1e3)
     }
 }
 

@@ -3,8 +3,8 @@
 //!
 //! Rules, in order, for an idle interval [a, b) that ends when work W starts:
 //! 1. W had been fully submitted before a (its API call returned, or W is a CUDA-graph
-//!    kernel from the same launch as the work before the gap): the GPU was not waiting
-//!    for the host. Short gaps (<= 20 us) are the device-side cost of running many
+//!    kernel from the same launch as the work before the gap, even while that launch
+//!    call is still running on the host): the GPU was not waiting for the host. Short gaps (<= 20 us) are the device-side cost of running many
 //!    tiny kernels (`kernel_fragmentation`); longer ones are waits on something else
 //!    (events, other streams, peers): unattributed, `queued_work_waiting`.
 //! 2. A host thread was blocked in a sync or blocking copy when the GPU drained at a:
@@ -737,10 +737,15 @@ impl State<'_, '_, '_> {
                     .get(w.index)
                     .is_some_and(|k| k.graph_id != 0)
         };
-        // (The graph rule needs no host events: it holds in every method.)
-        let queued = next.is_some_and(|w| match self.ctx.api_for(w.corr) {
-            Some(api) if host_api => api.end <= a + 1_000 && api.end + 60_000_000_000 >= a,
-            _ => same_graph_launch(&w),
+        // (The graph rule needs no host events: it holds in every method, and it holds
+        // while the host is still inside the launch call: one call submitted the whole
+        // graph, so a gap between its nodes is the device's, never the host's.)
+        let queued = next.is_some_and(|w| {
+            same_graph_launch(&w)
+                || match self.ctx.api_for(w.corr) {
+                    Some(api) if host_api => api.end <= a + 1_000 && api.end + 60_000_000_000 >= a,
+                    _ => false,
+                }
         });
         // The next work came from a call that was not recorded (driver-API launches such
         // as cuBLAS's or JAX's): a short quiet gap before it is that launch, not idleness.

@@ -19,6 +19,7 @@ pub mod damage;
 pub mod diff;
 pub mod environment;
 mod findings;
+pub mod graphs;
 pub mod hang;
 pub mod host;
 pub mod hostfind;
@@ -194,6 +195,9 @@ pub struct StepsReport {
     pub busy_pct_min: f64,
     pub busy_pct_max: f64,
     pub list: Vec<StepRow>,
+    /// The CUDA graph whose replays mark the steps (source `graph_replay`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub graph_id: Option<u32>,
 }
 
 #[derive(Serialize, Clone, Debug, PartialEq)]
@@ -360,6 +364,10 @@ pub struct ProcessReport {
     /// state, from the environment facts and NVML samples; absent without them.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub environment: Option<crate::report::environment::EnvSummary>,
+    /// CUDA graph replays: per graph, replays, kernels, GPU time and gaps per replay, and
+    /// the set-up calls; absent when no kernel ran in a graph.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub graphs: Option<graphs::GraphsReport>,
 }
 
 #[derive(Serialize, Clone, Debug, PartialEq)]
@@ -399,6 +407,10 @@ pub struct Report {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub trace_set: Option<crate::model::job::TraceSetCheck>,
     pub processes: Vec<ProcessReport>,
+    /// Traces given of processes that never used CUDA (no GPU work, no CUDA call: compile
+    /// workers, tokenizers), beside processes that did: counted, not listed.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub processes_without_cuda: usize,
     pub cluster: Option<ClusterReport>,
     /// All findings, ranked by GPU time at stake.
     pub findings: Vec<Finding>,
@@ -409,6 +421,10 @@ impl Report {
     pub fn worst(&self) -> Option<Severity> {
         self.findings.iter().map(|f| f.severity).max()
     }
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 pub(crate) fn pct(part: u64, whole: u64) -> f64 {
@@ -465,6 +481,8 @@ pub struct Timeline {
     pub tail: (u64, u64),
     /// Every idle piece of every analysed device, in time order per device.
     pub idle: Vec<idle::IdlePiece>,
+    /// Every CUDA graph replay, in start order.
+    pub replays: Vec<graphs::Replay>,
 }
 
 /// [`analyze`], and each process's [`Timeline`] (in the order of `processes`).
@@ -476,6 +494,16 @@ pub fn analyze_timelines(traces: &[Trace]) -> (Report, Vec<Timeline>) {
 fn analyze_with(traces: &[Trace], timelines: bool) -> (Report, Vec<Option<Timeline>>) {
     // Stable order: by rank when known, else by host and pid, else input order.
     let mut order: Vec<usize> = (0..traces.len()).collect();
+    // Processes that never used CUDA are left out when others did.
+    let without_cuda: Vec<bool> = traces
+        .iter()
+        .map(crate::model::job::never_used_cuda)
+        .collect();
+    let mut processes_without_cuda = 0;
+    if without_cuda.iter().any(|n| !n) {
+        order.retain(|&i| !without_cuda[i]);
+        processes_without_cuda = traces.len() - order.len();
+    }
     order.sort_by_key(|&i| {
         let (r, _) = rank_of(&traces[i]);
         (
@@ -485,7 +513,7 @@ fn analyze_with(traces: &[Trace], timelines: bool) -> (Report, Vec<Option<Timeli
             i,
         )
     });
-    let multi = traces.len() > 1;
+    let multi = order.len() > 1;
     let mut processes = Vec::new();
     let mut all = Vec::new();
     let mut inputs = Vec::new();
@@ -563,6 +591,7 @@ fn analyze_with(traces: &[Trace], timelines: bool) -> (Report, Vec<Option<Timeli
         top_finding: top,
         trace_set,
         processes,
+        processes_without_cuda,
         cluster,
         findings: all,
     };
@@ -745,6 +774,7 @@ fn steps_report(ctx: &Ctx, s: &steps::Steps, step_busy: &[u64]) -> StepsReport {
         source: match s.source {
             steps::StepSource::KernelPeriod => "kernel_period".into(),
             steps::StepSource::Nvtx => "nvtx".into(),
+            steps::StepSource::GraphReplay => "graph_replay".into(),
             steps::StepSource::None => "none".into(),
         },
         anchor_kernel: s.anchor.map(|n| steps::anchor_label(ctx.t, n)),
@@ -753,6 +783,7 @@ fn steps_report(ctx: &Ctx, s: &steps::Steps, step_busy: &[u64]) -> StepsReport {
         count: s.count(),
         warmup_steps: s.warmup_steps,
         irregular_boundaries: s.irregular,
+        graph_id: s.graph_id,
         ..Default::default()
     };
     if s.count() == 0 {
@@ -1084,6 +1115,7 @@ fn analyze_process(
         damage,
         host_cpu,
         environment: crate::report::environment::summary(t, st.steady.0, st.steady.1),
+        graphs: graphs::report(&ctx, st.steady, kstats.count),
     };
     let rank_input = comm::RankInput {
         host: t.meta.host.clone(),
@@ -1098,6 +1130,11 @@ fn analyze_process(
         steady: st.steady,
         tail: st.tail,
         idle,
+        replays: if t.kernels.iter().any(|k| k.graph_id != 0) {
+            graphs::replays(&ctx).0
+        } else {
+            Vec::new()
+        },
     });
     let cx = findings::FindingCx {
         ctx: &ctx,

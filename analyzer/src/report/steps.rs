@@ -22,6 +22,8 @@ pub enum StepSource {
     Nvtx,
     /// The repeating kernel sequence.
     KernelPeriod,
+    /// The replays of a CUDA graph that runs once per step.
+    GraphReplay,
     /// No repeating structure was found.
     None,
 }
@@ -35,6 +37,8 @@ pub struct Steps {
     pub nvtx_text: Option<u32>,
     /// Kernels per step on the device used.
     pub period: Option<u32>,
+    /// The graph whose replays mark the steps (source `GraphReplay`).
+    pub graph_id: Option<u32>,
     /// Step start times; step i is [bounds[i], bounds[i+1]).
     pub bounds: Vec<u64>,
     /// Slow leading steps counted as warm-up (part of start-up).
@@ -81,6 +85,7 @@ pub fn detect(ctx: &Ctx) -> Steps {
         anchor: None,
         nvtx_text: None,
         period: None,
+        graph_id: None,
         bounds: Vec::new(),
         warmup_steps: 0,
         irregular: 0,
@@ -97,6 +102,7 @@ pub fn detect(ctx: &Ctx) -> Steps {
             anchor: None,
             nvtx_text: Some(text),
             period: None,
+            graph_id: None,
             bounds,
             warmup_steps: warm,
             irregular: 0,
@@ -108,6 +114,25 @@ pub fn detect(ctx: &Ctx) -> Steps {
     let Some(dev) = ctx.primary else {
         return none(t0, t1);
     };
+    // A job that replays one CUDA graph per step: each replay starts a step.
+    if let Some((graph, bounds)) = super::graphs::replay_steps(ctx, dev, MIN_STEPS) {
+        let (bounds, warm) = drop_warmup(bounds);
+        let s0 = bounds[0];
+        let s1 = *bounds.last().unwrap();
+        return Steps {
+            source: StepSource::GraphReplay,
+            anchor: None,
+            nvtx_text: None,
+            period: None,
+            graph_id: Some(graph),
+            bounds,
+            warmup_steps: warm,
+            irregular: 0,
+            startup: (t0.min(s0), s0),
+            steady: (s0, s1),
+            tail: (s1, t1.max(s1)),
+        };
+    }
     let t = ctx.t;
     // The primary device's work in start order: the kernel table itself when the device
     // has no copies or memsets and the table needs no filtering; else kernels, copies and
@@ -262,6 +287,7 @@ pub fn detect(ctx: &Ctx) -> Steps {
                 anchor: Some(anchor),
                 nvtx_text: None,
                 period: Some(p as u32),
+                graph_id: None,
                 bounds,
                 warmup_steps: warm,
                 irregular,

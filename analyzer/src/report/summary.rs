@@ -417,7 +417,7 @@ pub fn render(s: &Summary) -> String {
                 let pct = 100.0 * k.total_ns as f64 / d.kernel_ns.max(1) as f64;
                 let _ = writeln!(
                     o,
-                    "    {:>12} {:>5.1}% {:>8}x {:>10.1} us  {}",
+                    "    {:>12} {:>5.1}% {:>8}x {:>10.1} µs  {}",
                     ms(k.total_ns),
                     pct,
                     k.count,

@@ -125,6 +125,8 @@ fn process_header(o: &mut String, p: &ProcessReport, multi: bool) {
     let st = &p.steady;
     let steps = if let Some(n) = &p.steps.nvtx_range {
         format!("{} steps (NVTX range \"{n}\")", p.steps.count)
+    } else if let Some(g) = p.steps.graph_id {
+        format!("{} steps (replays of CUDA graph {g})", p.steps.count)
     } else if p.steps.detected {
         format!(
             "{} steps of {} GPU ops",
@@ -184,15 +186,18 @@ fn process_header(o: &mut String, p: &ProcessReport, multi: bool) {
     }
     let l = &p.launches;
     if l.linked > 0 {
-        let _ = writeln!(
-            o,
-            "   launches   {} GPU works linked to their calls; launch latency median {} (p90 {}); {:.0}% found their stream idle, mean queue depth {:.1}",
+        let line = format!(
+            "{} GPU operations (kernels, copies, memsets) linked to the calls that submitted them; launch latency (call start to kernel start) median {} (p90 {}); {:.0}% found their stream empty; mean queue depth {:.1} (operations already waiting on the stream at each submission)",
             l.linked,
             dur(l.latency_p50_ns),
             dur(l.latency_p90_ns),
             l.empty_queue_pct,
             l.mean_queue_depth
         );
+        wrap(o, "   launches   ", &line, 100);
+    }
+    if let Some(g) = &p.graphs {
+        graph_lines(o, g);
     }
     match &p.measured {
         Some(m) => {
@@ -241,7 +246,7 @@ fn process_header(o: &mut String, p: &ProcessReport, multi: bool) {
         None => {
             let _ = writeln!(
                 o,
-                "   nvidia-smi GPU-Util would read {:.0}%; SM fill actually achieved ~{} (estimated from grid sizes)",
+                "   nvidia-smi GPU-Util would read {:.0}%; SM fill (block slots occupied) actually achieved ~{} (estimated from grid sizes)",
                 p.gpu_util_pct,
                 p.sm_fill_pct
                     .map(pct_str)
@@ -262,6 +267,66 @@ fn process_header(o: &mut String, p: &ProcessReport, multi: bool) {
 
 /// The environment in one line: versions, then each GPU's clocks, power, temperature,
 /// link and the processes beside the job.
+/// The CUDA graphs: replays in the steady state, then one line per graph.
+fn graph_lines(o: &mut String, g: &super::graphs::GraphsReport) {
+    let setup = if g.instantiate_calls + g.upload_calls > 0 {
+        format!(
+            "; set-up {} instantiate ({}), {} upload ({})",
+            g.instantiate_calls,
+            dur(g.instantiate_ns),
+            g.upload_calls,
+            dur(g.upload_ns)
+        )
+    } else {
+        String::new()
+    };
+    if g.graph_level {
+        let _ = writeln!(
+            o,
+            "   graphs     {} CUDA graph replays in the steady state, recorded one record per replay (graph-level tracing: the kernels and gaps inside a replay are not seen){}",
+            g.replays,
+            setup
+        );
+    } else {
+        let _ = writeln!(
+            o,
+            "   graphs     {} CUDA graph replays in the steady state ({:.0}% of its kernels), {} idle between nodes inside them{}",
+            g.replays,
+            g.kernel_pct,
+            dur(g.gap_ns),
+            setup
+        );
+    }
+    for x in &g.graphs {
+        if x.replays == 0 {
+            let _ = writeln!(
+                o,
+                "     graph {} (device {}): {} replays, none in the steady state",
+                x.graph_id, x.device, x.replays_total
+            );
+            continue;
+        }
+        let _ = writeln!(
+            o,
+            "     graph {} (device {}): {} replays, {} kernels per replay, GPU {} and gaps {} per replay ({:.0}% of its span); {}",
+            x.graph_id,
+            x.device,
+            x.replays,
+            x.kernels_per_replay,
+            dur(x.gpu_ns_per_replay),
+            dur(x.gap_ns_per_replay),
+            x.gap_pct,
+            match &x.launch_call {
+                Some(c) => format!("{c} median {}", dur(x.launch_call_ns_p50)),
+                None => "launch call not recorded".into(),
+            }
+        );
+        if let Some(at) = &x.instantiated_at {
+            let _ = writeln!(o, "       captured at {at}");
+        }
+    }
+}
+
 fn env_line(o: &mut String, e: &crate::report::environment::EnvSummary) {
     let mut parts: Vec<String> = Vec::new();
     if let Some(d) = &e.driver {
@@ -476,6 +541,28 @@ fn breakdown(o: &mut String, title: &str, b: &Breakdown) {
     );
 }
 
+/// Under a process's breakdown: the findings whose time at stake is more than the idle
+/// time charged to them above (GPU time they would also save, such as slow copies), so
+/// that the two figures are not read as disagreeing.
+fn at_stake_beyond_idle(o: &mut String, r: &Report, p: &super::ProcessReport) {
+    for f in r.findings.iter().filter(|f| f.process == Some(p.index)) {
+        let id = f.id.as_str();
+        let Some(c) = p.breakdown.causes.iter().find(|c| c.cause == id) else {
+            continue;
+        };
+        if f.at_stake_ns > c.ns {
+            let _ = writeln!(
+                o,
+                "   ({id}: {} at stake = {} idle above + {} of busy time it would also save{})",
+                dur(f.at_stake_ns),
+                dur(c.ns),
+                dur(f.at_stake_ns - c.ns),
+                if f.estimated { ", estimated" } else { "" }
+            );
+        }
+    }
+}
+
 /// The whole report as text.
 pub fn render_text(r: &Report) -> String {
     let mut o = String::new();
@@ -487,6 +574,14 @@ pub fn render_text(r: &Report) -> String {
         if multi { "s" } else { "" }
     );
     let _ = writeln!(o, "VERDICT: {}", r.verdict);
+    if r.processes_without_cuda > 0 {
+        let n = r.processes_without_cuda;
+        let _ = writeln!(
+            o,
+            "NOTE: {n} more process{} never used CUDA (no GPU work, no CUDA call: compile workers, tokenizers); not listed",
+            if n == 1 { "" } else { "es" }
+        );
+    }
     if let Some(ts) = &r.trace_set {
         wrap(&mut o, "NOTE: ", &ts.note(r.processes.len()), 100);
     }
@@ -540,6 +635,7 @@ pub fn render_text(r: &Report) -> String {
             ),
             &p.breakdown,
         );
+        at_stake_beyond_idle(&mut o, r, p);
         let sb = &p.startup_breakdown;
         let top: Vec<String> = sb
             .causes

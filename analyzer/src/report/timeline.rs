@@ -89,7 +89,9 @@ fn hist() -> Histogram<u64> {
 /// the idle pass (one walk over the work serves both).
 pub struct QueueTracker {
     window: (u64, u64),
-    queues: KeyMap<(StreamQueue, VecDeque<u64>)>,
+    /// Per stream: its queue, the ends of work still pending, and the correlation id
+    /// of the last CUDA graph kernel (the later nodes of a replay are not submissions).
+    queues: KeyMap<(StreamQueue, VecDeque<u64>, u32)>,
     pub linked: u64,
     pub unlinked: u64,
     pub latency: Histogram<u64>,
@@ -118,20 +120,34 @@ impl QueueTracker {
             return;
         }
         let t = ctx.t;
-        let (q, pending) = self
-            .queues
-            .entry(((dev as u64) << 32) | w.stream as u64, || {
-                (
-                    StreamQueue {
-                        device: dev,
-                        stream: w.stream,
-                        ..Default::default()
-                    },
-                    VecDeque::new(),
-                )
-            });
+        let (q, pending, graph_corr) =
+            self.queues
+                .entry(((dev as u64) << 32) | w.stream as u64, || {
+                    (
+                        StreamQueue {
+                            device: dev,
+                            stream: w.stream,
+                            ..Default::default()
+                        },
+                        VecDeque::new(),
+                        0,
+                    )
+                });
         let in_window = w.start >= w0;
-        if in_window {
+        // A CUDA graph replay is one submission (its launch call), not one per node.
+        let graph = w.kind == WorkKind::Kernel
+            && w.corr != 0
+            && t.kernels.get(w.index).is_some_and(|k| k.graph_id != 0);
+        let later_node = graph && *graph_corr == w.corr;
+        *graph_corr = if graph { w.corr } else { 0 };
+        if in_window && later_node {
+            match ctx.api_by_corr.get(w.corr) {
+                Some(_) => self.linked += 1,
+                None => self.unlinked += 1,
+            }
+            q.works += 1;
+            q.gpu_ns += w.end - w.start;
+        } else if in_window {
             match ctx.api_by_corr.get(w.corr) {
                 Some(ai) => {
                     let a = &t.apis[ai];

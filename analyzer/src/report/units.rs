@@ -7,7 +7,7 @@ pub fn dur(ns: u64) -> String {
     if ns < 1_000 {
         format!("{ns} ns")
     } else if ns < 1_000_000 {
-        format!("{:.1} us", v / 1e3)
+        format!("{:.1} µs", v / 1e3)
     } else if ns < 10_000_000 {
         format!("{:.2} ms", v / 1e6)
     } else if ns < 1_000_000_000 {

@@ -1,13 +1,15 @@
 //! What the exporters read of the analysis, in one place: the report and each
 //! process's [`Timeline`] (from [`super::analyze_timelines`]), and the analysis's own
-//! answers about single records, so that an exporter labels a call or a stack as the
-//! report does and never works it out again. The exporters (`export/`) import this and
-//! the report's public types, nothing else of `report/`.
+//! answers about single records (a CUDA graph replay, a Python stack's place, whether a
+//! call submits GPU work), so that an exporter labels them as the report does and never
+//! works them out again. The exporters (`export/`) import this, the report's public
+//! types and its documents (`summary`, `diff`), nothing else of `report/`.
 
 use super::classify::{self, ApiKind};
 use gputrace_format as fmt;
 
 pub use super::callsites::short_file;
+pub use super::graphs::Replay;
 pub use super::keymap::{Fx, FxMap};
 pub use super::pysamples::place_of;
 pub use super::{Finding, ProcessReport, Report, Timeline};

@@ -119,6 +119,7 @@ impl B {
             dynamic_smem: 0,
             registers: sh.regs,
             graph_id: 0,
+            graph_node_id: fmt::ENV_NA64,
         }));
     }
 

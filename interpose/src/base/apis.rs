@@ -13,6 +13,8 @@ pub enum Class {
     Memset,
     Sync,
     Alloc,
+    /// CUDA graph set-up (instantiate, upload): rare calls, timed for the start-up cost.
+    Graph,
 }
 
 /// Where the byte count and copy kind sit in the call's parameter struct.
@@ -37,7 +39,8 @@ pub struct ApiInfo {
     pub class: Class,
     pub args: Args,
     /// The caller's Python stack is recorded with the call (session/pystack): the calls
-    /// a finding can be about (syncs that block, copies, allocations), never a launch.
+    /// a finding can be about (syncs that block, copies, allocations) and the rare CUDA
+    /// graph set-up calls (where a graph was captured), never a launch.
     pub site: bool,
 }
 
@@ -47,7 +50,10 @@ const fn api(cbid: u32, name: &'static str, class: Class, args: Args) -> ApiInfo
         name,
         class,
         args,
-        site: matches!(class, Class::Memcpy | Class::Sync | Class::Alloc),
+        site: matches!(
+            class,
+            Class::Memcpy | Class::Sync | Class::Alloc | Class::Graph
+        ),
     }
 }
 
@@ -92,10 +98,22 @@ pub static RUNTIME: &[ApiInfo] = &[
     wait(247, "cudaStreamWaitEvent_ptsz"),
     api(269, "cudaLaunchCooperativeKernel", C::Launch, A::None),
     api(270, "cudaLaunchCooperativeKernel_ptsz", C::Launch, A::None),
+    api(310, "cudaGraphInstantiate", C::Graph, A::None),
     api(311, "cudaGraphLaunch", C::Launch, A::None),
     api(312, "cudaGraphLaunch_ptsz", C::Launch, A::None),
+    api(348, "cudaGraphUpload", C::Graph, A::None),
+    api(349, "cudaGraphUpload_ptsz", C::Graph, A::None),
+    api(418, "cudaGraphInstantiateWithFlags", C::Graph, A::None),
     api(430, "cudaLaunchKernelExC", C::Launch, A::None),
     api(431, "cudaLaunchKernelExC_ptsz", C::Launch, A::None),
+    api(436, "cudaGraphInstantiateWithParams", C::Graph, A::None),
+    api(
+        437,
+        "cudaGraphInstantiateWithParams_ptsz",
+        C::Graph,
+        A::None,
+    ),
+    api(443, "cudaGraphInstantiate", C::Graph, A::None),
     api(505, "__cudaLaunchKernel", C::Launch, A::None),
     api(506, "__cudaLaunchKernel_ptsz", C::Launch, A::None),
 ];
@@ -107,10 +125,17 @@ pub static DRIVER: &[ApiInfo] = &[
     api(442, "cuLaunchKernel_ptsz", C::Launch, A::None),
     api(477, "cuLaunchCooperativeKernel", C::Launch, A::None),
     api(478, "cuLaunchCooperativeKernel_ptsz", C::Launch, A::None),
+    api(513, "cuGraphInstantiate", C::Graph, A::None),
     api(514, "cuGraphLaunch", C::Launch, A::None),
     api(515, "cuGraphLaunch_ptsz", C::Launch, A::None),
+    api(578, "cuGraphInstantiate_v2", C::Graph, A::None),
+    api(580, "cuGraphUpload", C::Graph, A::None),
+    api(581, "cuGraphUpload_ptsz", C::Graph, A::None),
+    api(643, "cuGraphInstantiateWithFlags", C::Graph, A::None),
     api(652, "cuLaunchKernelEx", C::Launch, A::None),
     api(653, "cuLaunchKernelEx_ptsz", C::Launch, A::None),
+    api(656, "cuGraphInstantiateWithParams", C::Graph, A::None),
+    api(657, "cuGraphInstantiateWithParams_ptsz", C::Graph, A::None),
 ];
 
 /// Index into [`RUNTIME`] / [`DRIVER`] by callback id (255 = not ours), built at compile
@@ -196,12 +221,16 @@ mod tests {
     #[test]
     fn call_sites_are_blocking_calls_copies_and_allocations_never_launches() {
         for a in RUNTIME.iter().chain(DRIVER) {
-            let want = matches!(a.class, Class::Memcpy | Class::Sync | Class::Alloc)
-                && !a.name.starts_with("cudaStreamWaitEvent");
+            let want = matches!(
+                a.class,
+                Class::Memcpy | Class::Sync | Class::Alloc | Class::Graph
+            ) && !a.name.starts_with("cudaStreamWaitEvent");
             assert_eq!(a.site, want, "{}", a.name);
         }
         assert!(find(gputrace_format::DOMAIN_RUNTIME, 131).unwrap().site);
         assert!(!find(gputrace_format::DOMAIN_RUNTIME, 211).unwrap().site);
+        assert!(!find(gputrace_format::DOMAIN_RUNTIME, 311).unwrap().site);
+        assert!(find(gputrace_format::DOMAIN_RUNTIME, 443).unwrap().site);
     }
 
     #[test]

@@ -192,7 +192,9 @@ pub const PYSTACK_DEPTH: usize = 16;
 pub const PYSTACK_MAX: usize = 16;
 
 /// Names accepted by `GPUTRACE_ACTIVITY`.
-pub const ACTIVITY_NAMES: &[&str] = &["kernel", "memcpy", "memset", "sync", "device", "memory"];
+pub const ACTIVITY_NAMES: &[&str] = &[
+    "kernel", "memcpy", "memset", "sync", "device", "memory", "graph",
+];
 /// Kinds on by default: all but SYNCHRONIZATION, which cost more on a launch-bound loop
 /// than any other kind (1.40x against 1.21x for kernel records alone, H200 sweep in
 /// bench/RESULTS.md) and adds nothing the runtime callbacks on the sync calls do not

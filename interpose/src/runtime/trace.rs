@@ -38,7 +38,7 @@ impl std::fmt::Display for TraceError {
             }
             TraceError::CuptiTaken => write!(
                 f,
-                "the program uses CUPTI itself right now (torch.profiler, Kineto on demand, or another tool): no window while it does, so its records stay its own; try again when it is done"
+                "the program holds a CUPTI subscription of its own (torch.profiler running, or run before in this process, Kineto on demand, another tool): no window while it does, so its records stay its own; start the job with `gputrace run --dormant` to trace it beside its profiler"
             ),
             TraceError::Unfinished(p) => {
                 write!(f, "the trace writer did not finish {}", p.display())

@@ -88,6 +88,19 @@ for name, want in expect.items():
         bad = [i for i in want.get("not", []) if sev.get(i, -1) >= 1]
         if bad:
             ok, why = False, why + "; must not warn: " + ",".join(bad)
+        src = want.get("steps_source")
+        if src and rep.get("processes"):
+            p0 = max(rep["processes"], key=lambda p: p["steady"]["wall_ns"])
+            if p0["steps"]["source"] != src:
+                ok, why = False, why + "; steps from %s, not %s" % (p0["steps"]["source"], src)
+            else:
+                why += "; steps from %s" % src
+        if want.get("no_graph_advice"):
+            # A job that replays CUDA graphs is never told to capture them.
+            advise = [f["id"] for f in rep.get("findings", [])
+                      if any(w in f.get("fix", "") for w in ("reduce-overhead", "CUDAGraph", "capture the step"))]
+            if advise:
+                ok, why = False, why + "; advises CUDA graphs: " + ",".join(advise)
         steady = want.get("steady")
         if steady and rep.get("processes"):
             p0 = max(rep["processes"], key=lambda p: p["steady"]["wall_ns"])

@@ -41,7 +41,9 @@ fn fill(x: &mut Finding, r: &HostReport, f: &FindingCx) {
     let touched = f.gaps_touched(Cause::CpuBound);
     let mut notes: Vec<String> = Vec::new();
     if touched > gaps {
-        notes.push(format!("the largest share of {gaps} of them"));
+        notes.push(format!(
+            "{gaps} of them charged mostly to cpu_bound, as the time breakdown counts them"
+        ));
     }
     if let Some(m) = cpu.checked_div(touched) {
         notes.push(format!("mean {} of CPU time per gap", dur(m)));
@@ -94,6 +96,7 @@ fn fill(x: &mut Finding, r: &HostReport, f: &FindingCx) {
             dur(r.runq_ns)
         ),
         "main_process_work" => "The main process computes for long stretches while the GPU waits: move data loading and augmentation into DataLoader workers (num_workers=N, pin_memory=True) or onto the GPU, precompute what does not change per step, and keep per-step host work (Python loops over samples, logging, metrics, checkpointing) out of the step or asynchronous.".into(),
+        _ if f.graphs().is_some() => "Python and framework overhead between graph replays keeps the GPU waiting (the job already replays CUDA graphs): give each replay more work (a larger batch, more of the step inside one graph), and move per-step Python work on tensors (loops over elements, .tolist(), logging) out of the loop or make it asynchronous.".into(),
         _ => "Python and framework overhead between steps keeps the GPU waiting: capture the step with torch.compile(model, mode=\"reduce-overhead\") or CUDA graphs, give each step more work (a larger batch), and avoid per-step Python work on tensors (loops over elements, .tolist(), building many small tensors).".into(),
     };
 }

@@ -64,6 +64,12 @@ pub(crate) struct JobCx<'a> {
 }
 
 impl FindingCx<'_, '_> {
+    /// The job's CUDA graph replays in the steady state, when it replays graphs: a
+    /// finding then never advises capturing CUDA graphs.
+    pub fn graphs(&self) -> Option<&crate::report::graphs::GraphsReport> {
+        self.report.graphs.as_ref().filter(|g| g.replays_graphs())
+    }
+
     /// Whether the process ran GPU work in a steady state (else only coverage findings).
     pub fn has_steady_gpu(&self) -> bool {
         self.wall > 0 && !self.ctx.devices.is_empty()

@@ -75,17 +75,16 @@ fn with_host_samples(x: &mut Finding, r: &HostReport, wall: u64) {
     x.evidence.insert(
         0,
         format!(
-            "{who} was blocked (not on a CPU) for {} of the idle time with no CUDA call{}; on a CPU {} (reported as cpu_bound / launch_bound){}",
+            "{who} was blocked (not on a CPU) for {} of the idle time with no CUDA call{}; on a CPU {} and waiting for one {} (cpu_bound), {} in short stretches between launches (launch_bound){}",
             dur(r.blocked_ns),
             if r.io_blocked_ns > 0 {
                 format!(", {} of it in I/O wait (D state)", dur(r.io_blocked_ns))
             } else {
                 String::new()
             },
-            dur(r
-                .on_cpu_ns
-                .saturating_add(r.runq_ns)
-                .saturating_add(r.launch_overhead_ns)),
+            dur(r.on_cpu_ns),
+            dur(r.runq_ns),
+            dur(r.launch_overhead_ns),
             if r.unmeasured_ns > 0 {
                 format!("; {} not covered by host samples", dur(r.unmeasured_ns))
             } else {

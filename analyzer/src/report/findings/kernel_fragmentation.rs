@@ -24,7 +24,7 @@ pub(super) fn detect(cx: &FindingCx) -> Option<Finding> {
         x.severity = Severity::Info;
     }
     x.summary = format!(
-        "{:.0}% of kernels run under 10 us ({:.0}% of kernel time); the gaps between queued kernels alone cost {} of the steady state.",
+        "{:.0}% of kernels run under 10 µs ({:.0}% of kernel time); the gaps between queued kernels alone cost {} of the steady state.",
         k.under_10us_count_pct,
         k.under_10us_time_pct,
         share(ns, cx.wall)
@@ -61,6 +61,34 @@ pub(super) fn detect(cx: &FindingCx) -> Option<Finding> {
     x.metrics
         .insert("under_10us_time_pct".into(), k.under_10us_time_pct);
     x.metrics.insert("p50_ns".into(), k.p50_ns as f64);
+    if let Some(g) = cx.graphs() {
+        // How much of the device-side gap time lies inside graph replays.
+        let inside = g.gap_ns.min(ns);
+        x.metrics.insert("graph_gap_ns".into(), g.gap_ns as f64);
+        x.metrics.insert("graph_replays".into(), g.replays as f64);
+        if let Some(top) = g.graphs.first() {
+            x.evidence.push(format!(
+                "inside CUDA graph replays: {} idle between nodes over {} replays; graph {} runs {} kernels per replay in {} of GPU time, with {} of gaps per replay ({:.0}% of its span)",
+                dur(g.gap_ns),
+                g.replays,
+                top.graph_id,
+                top.kernels_per_replay,
+                dur(top.gpu_ns_per_replay),
+                dur(top.gap_ns_per_replay),
+                top.gap_pct
+            ));
+        }
+        if inside * 2 >= ns && ns > 0 {
+            x.subcause = Some("graph_gaps".into());
+            x.summary = format!(
+                "The job replays CUDA graphs of tiny kernels: the device's node-to-node latency inside the replays costs {} of the steady state ({:.0}% of kernels run under 10 us).",
+                share(ns, cx.wall),
+                k.under_10us_count_pct
+            );
+        }
+        x.fix = "The gaps lie between the nodes of the job's CUDA graphs, on the device: a graph removes the host's launch cost but not the time from one node to the next. Make fewer, larger kernels: fuse (torch.compile's default or max-autotune mode, fused optimizers such as torch.optim.AdamW(fused=True)), grow each kernel's work (a larger batch), and batch many small tensor ops into few large ones.".into();
+        return Some(x);
+    }
     x.fix = "Fuse: torch.compile the model, use fused optimizers (torch.optim.AdamW(fused=True)), batch many small tensor ops into few large ones; CUDA graphs remove the launch cost but not the per-kernel gaps.".into();
     Some(x)
 }

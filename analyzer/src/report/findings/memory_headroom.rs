@@ -53,7 +53,11 @@ pub(super) fn detect(cx: &FindingCx) -> Option<Finding> {
     x.metrics
         .insert("capacity_bytes".into(), m.capacity_bytes as f64);
     x.metrics.insert("peak_pct".into(), used);
-    x.fix = "Increase the batch size until device memory is ~80-90% used (scale the learning rate with it); if the optimiser needs the small batch, keep it as the effective batch but run fewer, larger steps per launch (CUDA graphs, torch.compile) rather than gradient accumulation, which keeps every kernel small.".into();
+    x.fix = if cx.graphs().is_some() {
+        "Increase the batch size until device memory is ~80-90% used (scale the learning rate with it), and let the job's CUDA graphs be made again at that size: each replay then runs fewer, larger kernels; gradient accumulation would keep every kernel small.".into()
+    } else {
+        "Increase the batch size until device memory is ~80-90% used (scale the learning rate with it); if the optimiser needs the small batch, keep it as the effective batch but run fewer, larger steps per launch (CUDA graphs, torch.compile) rather than gradient accumulation, which keeps every kernel small.".into()
+    };
     Some(x)
 }
 
@@ -71,7 +75,7 @@ fn evidence(cx: &FindingCx, m: &MemoryUse, used: f64, x: &mut Finding) {
         }
     ));
     x.evidence.push(format!(
-        "median kernel {}, SM fill ~{}; time at stake is that of {}",
+        "median kernel {}, SM fill (block slots occupied) ~{}; time at stake is that of {}",
         dur(cx.report.kernels.p50_ns),
         cx.report
             .sm_fill_pct

@@ -24,10 +24,19 @@ pub(super) fn detect(cx: &FindingCx) -> Option<Finding> {
         ns,
         excess > 0,
     );
-    x.summary = format!(
-        "Host<->device copies from ordinary (pageable) memory are staged by the driver and block the host; they cost {} of the steady state.",
-        share(ns, cx.wall)
-    );
+    x.summary = if excess > 0 {
+        format!(
+            "Host<->device copies from ordinary (pageable) memory are staged by the driver and block the host; they cost an estimated {} of the steady state: {} of GPU idle while the host was inside them (the time breakdown's pageable_memcpy) plus {} of copy time beyond the pinned rate.",
+            share(ns, cx.wall),
+            dur(idle),
+            dur(excess)
+        )
+    } else {
+        format!(
+            "Host<->device copies from ordinary (pageable) memory are staged by the driver and block the host; they cost {} of the steady state (GPU idle while the host was inside them).",
+            share(ns, cx.wall)
+        )
+    };
     if pg.count > 0 {
         copy_evidence(cx, &mut x);
     }

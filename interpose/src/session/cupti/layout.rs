@@ -29,6 +29,7 @@ pub struct Layout {
     pub k_registers: usize,
     pub k_name: usize,
     pub k_graph_id: usize,
+    pub k_graph_node_id: usize,
     pub memcpy_size: usize,
     pub c_copy_kind: usize,
     pub c_src_kind: usize,
@@ -76,10 +77,17 @@ pub struct Layout {
     pub m_ts: usize,
     pub m_device: usize,
     pub m_corr: usize,
+    pub graph_size: usize,
+    pub g_start: usize,
+    pub g_end: usize,
+    pub g_device: usize,
+    pub g_stream: usize,
+    pub g_corr: usize,
+    pub g_graph_id: usize,
 }
 
 macro_rules! layout_for {
-    ($major:expr, $k:ty, $c:ty, $s:ty, $y:ty, $d:ty, $m:ty) => {
+    ($major:expr, $k:ty, $c:ty, $s:ty, $y:ty, $d:ty, $m:ty, $g:ty) => {
         Layout {
             major: $major,
             kernel_size: std::mem::size_of::<$k>(),
@@ -103,6 +111,7 @@ macro_rules! layout_for {
             k_registers: offset_of!($k, registersPerThread),
             k_name: offset_of!($k, name),
             k_graph_id: offset_of!($k, graphId),
+            k_graph_node_id: offset_of!($k, graphNodeId),
             memcpy_size: std::mem::size_of::<$c>(),
             c_copy_kind: offset_of!($c, copyKind),
             c_src_kind: offset_of!($c, srcKind),
@@ -150,6 +159,13 @@ macro_rules! layout_for {
             m_ts: offset_of!($m, timestamp),
             m_device: offset_of!($m, deviceId),
             m_corr: offset_of!($m, correlationId),
+            graph_size: std::mem::size_of::<$g>(),
+            g_start: offset_of!($g, start),
+            g_end: offset_of!($g, end),
+            g_device: offset_of!($g, deviceId),
+            g_stream: offset_of!($g, streamId),
+            g_corr: offset_of!($g, correlationId),
+            g_graph_id: offset_of!($g, graphId),
         }
     };
 }
@@ -165,7 +181,8 @@ const fn layout_13() -> Layout {
         sys::CUpti_ActivityMemset4,
         sys::CUpti_ActivitySynchronization2,
         sys::CUpti_ActivityDevice5,
-        sys::CUpti_ActivityMemory4
+        sys::CUpti_ActivityMemory4,
+        sys::CUpti_ActivityGraphTrace2
     )
 }
 
@@ -187,6 +204,8 @@ pub static LAYOUT_12: Layout = Layout {
     sync_size: 40,
     device_size: 176,
     memory_size: 120,
+    // CUpti_ActivityGraphTrace: GraphTrace2 without its last two fields.
+    graph_size: 48,
     ..LAYOUT_13_COPY
 };
 
@@ -208,6 +227,7 @@ mod tests {
             l.k_corr,
             l.k_name,
             l.k_graph_id,
+            l.k_graph_node_id,
         ];
         assert!(k.iter().all(|o| o + 8 <= l.kernel_size));
         assert!(l.c_corr + 4 <= l.memcpy_size && l.c_bytes + 8 <= l.memcpy_size);
@@ -216,5 +236,19 @@ mod tests {
         assert!(l.d_cc_minor + 4 <= l.device_size && l.d_name + 8 <= l.device_size);
         assert!(l.m_corr + 4 <= l.memory_size && l.m_ts + 8 <= l.memory_size);
         assert_eq!(l.k_corr, LAYOUT_13.k_corr);
+        assert_eq!(l.k_graph_node_id, 144);
+        let g = [
+            l.g_start,
+            l.g_end,
+            l.g_device,
+            l.g_stream,
+            l.g_corr,
+            l.g_graph_id,
+        ];
+        assert!(g.iter().all(|o| o + 4 <= l.graph_size) && l.g_end + 8 <= l.graph_size);
+        assert_eq!(
+            (l.g_corr, l.g_device, l.g_graph_id, l.g_stream),
+            (4, 24, 28, 36)
+        );
     }
 }

@@ -90,6 +90,13 @@ const KINDS: &[(K, &str, &str, bool)] = &[
         "memory",
         false,
     ),
+    // Graph-level tracing: one record per graph replay, no kernel records for its nodes.
+    (
+        sys::CUpti_ActivityKind_CUPTI_ACTIVITY_KIND_GRAPH_TRACE,
+        "GRAPH_TRACE",
+        "graph",
+        false,
+    ),
 ];
 
 /// Calls an optional CUPTI entry point through cupti-sys's result layer:

@@ -46,6 +46,10 @@ pub unsafe fn decode(
             let name_ptr: usize = r.get(l.k_name);
             // SAFETY: CUPTI's record field is NULL or a NUL-terminated name.
             let name = unsafe { names.intern_cstr(name_ptr as *const libc::c_char, out) };
+            let graph_id: u32 = r.get(l.k_graph_id);
+            if graph_id != 0 {
+                super::note_graph_seen();
+            }
             out.push(Event::Kernel(fmt::Kernel {
                 start: r.get(l.k_start),
                 end: r.get(l.k_end),
@@ -66,12 +70,11 @@ pub unsafe fn decode(
                 static_smem: r.get::<i32>(l.k_static_smem) as u32,
                 dynamic_smem: r.get::<i32>(l.k_dynamic_smem) as u32,
                 registers: r.get::<u16>(l.k_registers) as u32,
-                graph_id: {
-                    let g: u32 = r.get(l.k_graph_id);
-                    if g != 0 {
-                        super::note_graph_seen();
-                    }
-                    g
+                graph_id,
+                // CUPTI gives 0 for a kernel launched outside a graph.
+                graph_node_id: match r.get::<u64>(l.k_graph_node_id) {
+                    0 => fmt::ENV_NA64,
+                    n => n.min(fmt::ENV_NA64 - 1),
                 },
             }));
         }
@@ -105,6 +108,18 @@ pub unsafe fn decode(
                 value: r.get(l.s_value),
                 mem_kind: r.get::<u16>(l.s_mem_kind) as u8,
                 flags: (flags & 1) as u8,
+            }));
+        }
+        CUpti_ActivityKind_CUPTI_ACTIVITY_KIND_GRAPH_TRACE => {
+            super::note_graph_seen();
+            let r = r(l.graph_size);
+            out.push(Event::GraphTrace(fmt::GraphTrace {
+                start: r.get(l.g_start),
+                end: r.get(l.g_end),
+                device: r.get(l.g_device),
+                stream: r.get(l.g_stream),
+                corr: r.get(l.g_corr),
+                graph_id: r.get(l.g_graph_id),
             }));
         }
         CUpti_ActivityKind_CUPTI_ACTIVITY_KIND_SYNCHRONIZATION => {

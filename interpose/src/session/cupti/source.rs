@@ -177,6 +177,11 @@ fn note_progress(events: &mut Vec<Event>, first: usize) {
                 stall::note_completed(s.corr, s.end);
                 None
             }
+            // A graph-level record stands for the replay's kernels (graph tracing).
+            Event::GraphTrace(g) if g.end != 0 => {
+                stall::note_completed(g.corr, g.end);
+                None
+            }
             _ => None,
         };
         match op {
