@@ -18,10 +18,7 @@ use std::collections::{BTreeMap, HashMap};
 
 /// The value of a fact (`device`: an NVML index or [`FACT_HOST`]).
 pub fn fact<'t>(t: &'t Trace, device: u32, key: &str) -> Option<&'t str> {
-    t.facts
-        .iter()
-        .find(|f| f.device == device && t.str(f.key) == key)
-        .map(|f| t.str(f.value))
+    rules::Facts::fact(t, device, key)
 }
 
 /// Every fact as (device, key, value), in the order recorded.

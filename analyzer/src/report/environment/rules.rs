@@ -15,7 +15,10 @@ pub trait Facts {
 
 impl Facts for crate::model::trace::Trace {
     fn fact(&self, device: u32, key: &str) -> Option<&str> {
-        super::fact(self, device, key)
+        self.facts
+            .iter()
+            .find(|f| f.device == device && self.str(f.key) == key)
+            .map(|f| self.str(f.value))
     }
 }
 
