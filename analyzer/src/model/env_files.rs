@@ -85,8 +85,7 @@ pub fn give_environment(traces: Vec<Trace>) -> Result<Vec<Trace>, Error> {
 
 /// NVML data the trace recorded itself (samples, or facts read with NVML on).
 fn has_own_nvml(t: &Trace) -> bool {
-    !t.gpu_samples.is_empty()
-        || crate::report::environment::fact(t, FACT_HOST, keys::NVML) == Some("ok")
+    !t.gpu_samples.is_empty() || crate::model::trace::fact(t, FACT_HOST, keys::NVML) == Some("ok")
 }
 
 /// The time a process trace covers: its window, else from its opening (or first
@@ -240,11 +239,10 @@ pub fn cuda_ordinals(t: &Trace, e: &Trace) -> HashMap<u32, u32> {
         v.dedup();
         v
     };
-    let Some(visible) = crate::report::environment::fact(t, FACT_HOST, keys::CUDA_VISIBLE_DEVICES)
-    else {
+    let Some(visible) = crate::model::trace::fact(t, FACT_HOST, keys::CUDA_VISIBLE_DEVICES) else {
         return gpus.iter().map(|&i| (i, i)).collect();
     };
-    let uuid_of = |i: u32| crate::report::environment::fact(e, i, keys::UUID).unwrap_or("");
+    let uuid_of = |i: u32| crate::model::trace::fact(e, i, keys::UUID).unwrap_or("");
     let mut out = HashMap::new();
     for (ordinal, entry) in visible.split(',').map(str::trim).enumerate() {
         let index = if let Ok(n) = entry.parse::<u32>() {

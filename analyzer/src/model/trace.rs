@@ -846,6 +846,15 @@ pub fn union_len(iv: &mut [(u64, u64)]) -> u64 {
     total
 }
 
+/// The value of an environment fact of the trace (`device`: an NVML index or
+/// `gputrace_format::FACT_HOST`).
+pub fn fact<'t>(t: &'t Trace, device: u32, key: &str) -> Option<&'t str> {
+    t.facts
+        .iter()
+        .find(|f| f.device == device && t.str(f.key) == key)
+        .map(|f| t.str(f.value))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

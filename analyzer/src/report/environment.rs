@@ -16,10 +16,8 @@ use gputrace_format::{self as fmt, FACT_HOST};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 
-/// The value of a fact (`device`: an NVML index or [`FACT_HOST`]).
-pub fn fact<'t>(t: &'t Trace, device: u32, key: &str) -> Option<&'t str> {
-    rules::Facts::fact(t, device, key)
-}
+/// The value of a fact (it lives with the trace model, which reads it too).
+pub use crate::model::trace::fact;
 
 /// Every fact as (device, key, value), in the order recorded.
 pub fn facts(t: &Trace) -> Vec<(u32, &str, &str)> {

@@ -15,10 +15,7 @@ pub trait Facts {
 
 impl Facts for crate::model::trace::Trace {
     fn fact(&self, device: u32, key: &str) -> Option<&str> {
-        self.facts
-            .iter()
-            .find(|f| f.device == device && self.str(f.key) == key)
-            .map(|f| self.str(f.value))
+        crate::model::trace::fact(self, device, key)
     }
 }
 
