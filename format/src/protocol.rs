@@ -73,88 +73,272 @@ pub enum ReadBy {
     Developer,
 }
 
+/// What a setting's value is: how the library parses it, and the range it accepts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Value {
+    /// On or off: `1`/`0` (also `true`/`false`, `yes`/`no`, `on`/`off`; empty is off).
+    Flag,
+    /// A whole number from `min` to `max`, in `unit` (`ms`, `KiB`, `MiB`); `zero`, when
+    /// not empty, is what 0 means where it is allowed below `min`.
+    Number {
+        min: u64,
+        max: u64,
+        unit: &'static str,
+        zero: &'static str,
+    },
+    /// Anything else (a word from a list, a path, a duration): its reader parses it.
+    Text,
+}
+
 /// One `GPUTRACE_*` variable.
 #[derive(Clone, Copy, Debug)]
 pub struct Setting {
     pub name: &'static str,
-    /// The default, as a user would write it (`off`: unset means not used).
+    /// The default, as a user would write it (`off`: unset means not used). For a
+    /// [`Value::Flag`] or [`Value::Number`] read by the library it is the value the
+    /// library starts from (`default_number`, `default_flag`): written here only.
     pub default: &'static str,
+    pub value: Value,
     pub meaning: &'static str,
     pub read_by: ReadBy,
     /// For cost experiments only (not part of the user-facing list).
     pub experimental: bool,
 }
 
+impl Setting {
+    /// `v` as this setting's flag, if it is one it takes.
+    pub fn flag(&self, v: &str) -> Option<bool> {
+        match self.value {
+            Value::Flag => parse_flag(v),
+            _ => None,
+        }
+    }
+
+    /// `v` as this setting's number, if it is one in its range.
+    pub fn number(&self, v: &str) -> Option<u64> {
+        let Value::Number { min, max, zero, .. } = self.value else {
+            return None;
+        };
+        let n: u64 = v.trim().parse().ok()?;
+        ((min..=max).contains(&n) || (n == 0 && !zero.is_empty())).then_some(n)
+    }
+
+    /// What the setting takes, in the words of the library's warning
+    /// (`milliseconds between 10 and 1000`).
+    pub fn expected(&self) -> String {
+        match self.value {
+            Value::Flag => "0 or 1".into(),
+            Value::Number {
+                min,
+                max,
+                unit,
+                zero,
+            } => {
+                let unit = match unit {
+                    "ms" => "milliseconds".to_string(),
+                    u => format!("a size in {u}"),
+                };
+                let range = if min == 0 {
+                    format!("{unit} up to {max}")
+                } else {
+                    format!("{unit} between {min} and {max}")
+                };
+                if zero.is_empty() {
+                    range
+                } else {
+                    format!("{range}, or 0 ({zero})")
+                }
+            }
+            Value::Text => "a value it takes (docs/settings.md)".into(),
+        }
+    }
+}
+
+/// `1`/`0`, `true`/`false`, `yes`/`no`, `on`/`off` (any case; empty is off).
+pub fn parse_flag(v: &str) -> Option<bool> {
+    match v.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "yes" | "on" => Some(true),
+        "0" | "false" | "no" | "off" | "" => Some(false),
+        _ => None,
+    }
+}
+
+const fn same(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
+const fn entry(name: &str) -> &'static Setting {
+    let mut i = 0;
+    while i < SETTINGS.len() {
+        if same(SETTINGS[i].name, name) {
+            return &SETTINGS[i];
+        }
+        i += 1;
+    }
+    panic!("not a setting of the table")
+}
+
+/// The default of a [`Value::Number`] setting, at compile time: a build error where
+/// `name` is not in the table or its default is not a number.
+pub const fn default_number(name: &str) -> u64 {
+    let d = entry(name).default.as_bytes();
+    assert!(!d.is_empty(), "an empty default");
+    let mut n: u64 = 0;
+    let mut i = 0;
+    while i < d.len() {
+        assert!(d[i].is_ascii_digit(), "a default that is not a number");
+        n = n * 10 + (d[i] - b'0') as u64;
+        i += 1;
+    }
+    n
+}
+
+/// The range a [`Value::Number`] setting takes, `(min, max)`, at compile time.
+pub const fn number_range(name: &str) -> (u64, u64) {
+    match entry(name).value {
+        Value::Number { min, max, .. } => (min, max),
+        _ => panic!("not a number setting"),
+    }
+}
+
+/// The default of a [`Value::Flag`] setting, at compile time (`1` or `0`).
+pub const fn default_flag(name: &str) -> bool {
+    let d = entry(name).default.as_bytes();
+    assert!(
+        d.len() == 1 && (d[0] == b'0' || d[0] == b'1'),
+        "a flag's default is 0 or 1"
+    );
+    d[0] == b'1'
+}
+
 const fn s(
     name: &'static str,
     default: &'static str,
+    value: Value,
     meaning: &'static str,
     read_by: ReadBy,
 ) -> Setting {
     Setting {
         name,
         default,
+        value,
         meaning,
         read_by,
         experimental: false,
     }
 }
 
-const fn x(name: &'static str, default: &'static str, meaning: &'static str) -> Setting {
+const fn x(
+    name: &'static str,
+    default: &'static str,
+    value: Value,
+    meaning: &'static str,
+) -> Setting {
     Setting {
         name,
         default,
+        value,
         meaning,
         read_by: ReadBy::Library,
         experimental: true,
     }
 }
 
+const FLAG: Value = Value::Flag;
+const TEXT: Value = Value::Text;
+
+/// Milliseconds from `min` to `max`.
+const fn ms(min: u64, max: u64) -> Value {
+    Value::Number {
+        min,
+        max,
+        unit: "ms",
+        zero: "",
+    }
+}
+
+/// Milliseconds from `min` to `max`, or 0 (`zero`: what it means).
+const fn ms_or_0(min: u64, max: u64, zero: &'static str) -> Value {
+    Value::Number {
+        min,
+        max,
+        unit: "ms",
+        zero,
+    }
+}
+
+/// A size in `unit` (`KiB`, `MiB`) from `min` to `max`.
+const fn size(min: u64, max: u64, unit: &'static str) -> Value {
+    Value::Number {
+        min,
+        max,
+        unit,
+        zero: "",
+    }
+}
+
 use settings as n;
 use ReadBy::{Both, Command, Developer, Library};
 
-/// Every `GPUTRACE_*` variable. The library warns about any other `GPUTRACE_*` name.
+/// Every `GPUTRACE_*` variable: name, default, what it takes, meaning, who reads it.
+/// The library warns about any other `GPUTRACE_*` name; docs/settings.md documents each
+/// with its default (format/tests/settings_doc.rs checks it).
+#[rustfmt::skip]
 pub const SETTINGS: &[Setting] = &[
-    s(n::DIR, DEFAULT_TRACE_DIR, "where trace files go (directory mode 0700, files 0600)", Library),
-    s(n::MODE, "trace", "`trace`, `dormant` (loaded, recording nothing until a window opens) or `off`", Library),
-    s(n::CUPTI, "search", "the libcupti to use", Library),
-    s(n::API, "1", "record the host side of runtime API calls (CUPTI callbacks)", Library),
-    s(n::DRIVER_API, "0", "also record driver-API launches (`cuLaunchKernel*`, e.g. cuBLAS)", Library),
-    s(n::BUFFER_KB, "8192", "size of one CUPTI activity buffer (64-262144)", Library),
-    s(n::BUFFER_POOL_MB, "256", "most CUPTI buffer memory held at once; beyond it records are dropped and counted", Library),
-    s(n::FLUSH_MS, "500", "longest time between two writes of the trace file (10-1000)", Library),
-    s(n::EXIT_WAIT_MS, "3000", "longest wait at exit for the trace to be written (up to 60000)", Library),
-    s(n::ACTIVITY, "kernel,memcpy,memset,device,memory", "CUPTI kinds, comma-separated, from kernel,memcpy,memset,sync,device,memory (must include kernel)", Library),
-    s(n::HOOKS, "1", "record the symbol hooks' calls (NCCL, copies, NVTX, ...)", Library),
-    s(n::SIGNAL, "off", "`SIGUSR1` or `SIGUSR2`: opens a window in a dormant process", Library),
-    s(n::START_AFTER, "off", "opens a timed window this long after CUDA starts (a duration, see parse_duration)", Library),
-    s(n::DURATION, "10s", "length of a window opened by the timer or the signal (a duration)", Library),
-    s(n::COMPRESS, "1", "zstd-compress the trace's event chunks", Library),
-    s(n::DEBUG, "0", "print what the library does", Library),
-    s(n::NVML, "on from `gputrace run`/`attach`, off in the library", "NVML sampling: `gputrace run`/`attach` read it from their own process into an environment file beside the traces (unset/`1`: libnvidia-ml.so.1, a path: that library, `0`: none) and give the job `0`; `inprocess` (or, without the command, `1`/a path) samples in the traced process instead (it hung PyTorch on an H200)", Both),
-    s(n::NVML_MS, "100", "NVML sampling period, ms (10-60000; 0: facts only), of the `gputrace` command's sampler and of the library's", Both),
-    s(n::GPM_MS, "100", "NVML GPM sampling period, ms (10-60000; 0: off), of the `gputrace` command's sampler: the GPU's SM activity, occupancy, tensor/FP/integer pipes, DRAM bandwidth, PCIe and NVLink rates (Hopper and newer)", Command),
-    s(n::PM, "removed", "removed (CUPTI PM sampling in the process): accepted with a note; `gputrace run`/`attach` record the GPU's counters with NVML GPM (GPUTRACE_GPM_MS)", Library),
-    s(n::PM_US, "removed", "removed with GPUTRACE_PM; accepted and ignored", Library),
-    s(n::HOST, "1", "the host sampler: the CUDA threads' CPU time, the process tree, the machine's CPU (0: off)", Library),
-    s(n::HOST_THREAD_MS, "3", "host sampler period for the threads that issue CUDA work, ms (1-100)", Library),
-    s(n::HOST_TREE_MS, "100", "host sampler period for the process tree and the machine, ms (10-10000)", Library),
-    s(n::PYSTACK, "1", "Python call sites: the calling thread's Python stack at synchronising calls, copies, allocations and NCCL calls, in CPython 3.9-3.13 (0: off; 2-16: frames kept, 1 or on: 16)", Library),
-    s(n::PYSAMPLE_MS, "10", "Python stack samples of the threads that issue CUDA work during a trace window, every this many ms (1-1000; 0: off); taken by the host sampler, so off with it", Library),
-    s(n::STALL_MS, "5000", "launched GPU work that makes no progress for this long is a stall: CUPTI is flushed (forced) so every completed record reaches the file, and a stall report (outstanding operations, every thread's call and Python stack) is written, again every period while it lasts (100-3600000; 0: no watchdog)", Library),
-    s(n::RANK, "off", "this process's rank in its job (a whole number); before RANK, SLURM_PROCID, ...", Library),
-    x(n::NVML_SKIP, "none", "NVML reads the sampler leaves out, comma-separated: events, procs, ecc, pcie, ticks (for finding a read that misbehaves)"),
-    x(n::PER_THREAD_BUFFERS, "0", "CUPTI per-thread activity buffers"),
-    x(n::DEVICE_BUFFER_MB, "off", "CUPTI's device buffer size, MiB (1-4096)"),
-    x(n::CUPTI_FLUSH_MS, "GPUTRACE_FLUSH_MS", "CUPTI's flush period, ms (0: CUPTI's own policy)"),
-    x(n::ZEROED_BUFFERS, "1", "promise CUPTI buffers that are already zero"),
-    s(n::LIB, "next to `gputrace`", "the library `gputrace run` preloads", Command),
-    s(n::THREADS, "the cores available", "workers reading and analysing traces", Command),
-    s(n::TESTS_KEEP, "off", "keep the end-to-end tests' temporary directories", Developer),
-    s(n::BENCH_EVENTS, "10000000", "events in the analyzer benchmark's synthetic trace", Developer),
-    s(n::BENCH_REPS, "5", "repetitions of the analyzer benchmark", Developer),
-    s(n::BENCH_WRITE, "off", "also write the analyzer benchmark's synthetic trace to this file", Developer),
-    s(n::BENCH_SAMPLED, "0", "1: the analyzer benchmark's trace also has the samplers' data at their default rates (host, Python stacks and call sites); 2: that, and a 5 ms host wait after each step", Developer),
+    s(n::DIR, DEFAULT_TRACE_DIR, TEXT, "where trace files go (directory mode 0700, files 0600)", Library),
+    s(n::MODE, "trace", TEXT, "`trace`, `dormant` (loaded, recording nothing until a window opens) or `off`", Library),
+    s(n::CUPTI, "search", TEXT, "the libcupti to use", Library),
+    s(n::API, "1", TEXT, "record the host side of runtime API calls (CUPTI callbacks); `activity`: as CUPTI RUNTIME records instead", Library),
+    s(n::DRIVER_API, "0", FLAG, "also record driver-API launches (`cuLaunchKernel*`, e.g. cuBLAS)", Library),
+    s(n::BUFFER_KB, "8192", size(64, 262_144, "KiB"), "size of one CUPTI activity buffer", Library),
+    s(n::BUFFER_POOL_MB, "256", size(1, 65_536, "MiB"), "most CUPTI buffer memory held at once; beyond it records are dropped and counted", Library),
+    s(n::FLUSH_MS, "500", ms(10, 1000), "longest time between two writes of the trace file", Library),
+    s(n::EXIT_WAIT_MS, "3000", ms(0, 60_000), "longest wait at exit for the trace to be written", Library),
+    s(n::ACTIVITY, "kernel,memcpy,memset,device,memory", TEXT, "CUPTI kinds, comma-separated, from kernel,memcpy,memset,sync,device,memory (must include kernel)", Library),
+    s(n::HOOKS, "1", FLAG, "record the symbol hooks' calls (NCCL, copies, NVTX, ...)", Library),
+    s(n::SIGNAL, "off", TEXT, "`SIGUSR1` or `SIGUSR2`: opens a window in a dormant process", Library),
+    s(n::START_AFTER, "off", TEXT, "opens a timed window this long after CUDA starts (a duration, see parse_duration)", Library),
+    s(n::DURATION, "10s", TEXT, "length of a window opened by the timer or the signal (a duration)", Library),
+    s(n::COMPRESS, "1", FLAG, "zstd-compress the trace's event chunks", Library),
+    s(n::DEBUG, "0", FLAG, "print what the library does", Library),
+    s(n::NVML, "on from `gputrace run`/`attach`, off in the library", TEXT, "NVML sampling: `gputrace run`/`attach` read it from their own process into an environment file beside the traces (unset/`1`: libnvidia-ml.so.1, a path: that library, `0`: none) and give the job `0`; `inprocess` (or, without the command, `1`/a path) samples in the traced process instead (it hung PyTorch on an H200)", Both),
+    s(n::NVML_MS, "100", ms_or_0(10, 60_000, "facts only"), "NVML sampling period of the `gputrace` command's sampler and of the library's", Both),
+    s(n::GPM_MS, "100", ms_or_0(10, 60_000, "off"), "NVML GPM sampling period of the `gputrace` command's sampler: the GPU's SM activity, occupancy, tensor/FP/integer pipes, DRAM bandwidth, PCIe and NVLink rates (Hopper and newer)", Command),
+    s(n::PM, "removed", TEXT, "removed (CUPTI PM sampling in the process): accepted with a note; `gputrace run`/`attach` record the GPU's counters with NVML GPM (GPUTRACE_GPM_MS)", Library),
+    s(n::PM_US, "removed", TEXT, "removed with GPUTRACE_PM; accepted and ignored", Library),
+    s(n::HOST, "1", FLAG, "the host sampler: the CUDA threads' CPU time, the process tree, the machine's CPU (0: off)", Library),
+    s(n::HOST_THREAD_MS, "3", ms(1, 100), "host sampler period for the threads that issue CUDA work", Library),
+    s(n::HOST_TREE_MS, "100", ms(10, 10_000), "host sampler period for the process tree and the machine", Library),
+    s(n::PYSTACK, "1", TEXT, "Python call sites: the calling thread's Python stack at synchronising calls, copies, allocations and NCCL calls, in CPython 3.9-3.13 (0: off; 2-16: frames kept, 1 or on: 16)", Library),
+    s(n::PYSAMPLE_MS, "10", ms_or_0(1, 1000, "off"), "Python stack samples of the threads that issue CUDA work during a trace window, every this many ms; taken by the host sampler, so off with it", Library),
+    // 5 s: longer than any kernel of a healthy training or inference step (microseconds
+    // to milliseconds; the longest are collectives waiting a few seconds for a late
+    // peer), short enough that a job a scheduler kills minutes later leaves the evidence.
+    s(n::STALL_MS, "5000", ms_or_0(100, 3_600_000, "no watchdog"), "launched GPU work that makes no progress for this long is a stall: CUPTI is flushed (forced) so every completed record reaches the file, and a stall report (outstanding operations, every thread's call and Python stack) is written, again every period while it lasts", Library),
+    s(n::RANK, "off", TEXT, "this process's rank in its job (a whole number); before RANK, SLURM_PROCID, ...", Library),
+    x(n::NVML_SKIP, "none", TEXT, "NVML reads the sampler leaves out, comma-separated: events, procs, ecc, pcie, ticks (for finding a read that misbehaves)"),
+    x(n::PER_THREAD_BUFFERS, "0", FLAG, "CUPTI per-thread activity buffers"),
+    x(n::DEVICE_BUFFER_MB, "off", size(1, 4096, "MiB"), "CUPTI's device buffer size"),
+    x(n::CUPTI_FLUSH_MS, "GPUTRACE_FLUSH_MS", ms(0, 10_000), "CUPTI's flush period (0: CUPTI's own policy)"),
+    x(n::ZEROED_BUFFERS, "1", FLAG, "promise CUPTI buffers that are already zero"),
+    s(n::LIB, "next to `gputrace`", TEXT, "the library `gputrace run` preloads", Command),
+    s(n::THREADS, "the cores the process may use", TEXT, "workers reading and analysing traces", Command),
+    s(n::TESTS_KEEP, "off", TEXT, "keep the end-to-end tests' temporary directories", Developer),
+    s(n::BENCH_EVENTS, "10000000", TEXT, "events in the analyzer benchmark's synthetic trace", Developer),
+    s(n::BENCH_REPS, "5", TEXT, "repetitions of the analyzer benchmark", Developer),
+    s(n::BENCH_WRITE, "off", TEXT, "also write the analyzer benchmark's synthetic trace to this file", Developer),
+    s(n::BENCH_SAMPLED, "0", TEXT, "1: the analyzer benchmark's trace also has the samplers' data at their default rates (host, Python stacks and call sites); 2: that, and a 5 ms host wait after each step", Developer),
 ];
 
 /// The table entry for `name`, if it is one of ours.

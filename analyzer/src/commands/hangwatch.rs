@@ -21,9 +21,9 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 /// The library's stall setting, and its threshold when unset (milliseconds of no GPU
 /// progress before it writes a stall report, and between two reports of one stall).
 pub const STALL_MS_VAR: &str = protocol::settings::STALL_MS;
-pub const STALL_MS_DEFAULT: u64 = 5_000;
+pub const STALL_MS_DEFAULT: u64 = protocol::default_number(STALL_MS_VAR);
 /// The smallest `GPUTRACE_STALL_MS` the library takes.
-pub const STALL_MS_MIN: u64 = 100;
+pub const STALL_MS_MIN: u64 = protocol::number_range(STALL_MS_VAR).0;
 
 /// Reads a `--hang-timeout`: a duration (`60s`, `90`, `2m`, `500ms`), or `0` / `off`
 /// for no watching.

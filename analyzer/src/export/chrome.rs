@@ -45,7 +45,7 @@ struct File1 {
     base: u64,
     /// Names as JSON strings, by (kind, id): kernels (demangled), interned strings,
     /// static names (by address).
-    names: crate::report::keymap::FxMap<(u8, usize), Rc<str>>,
+    names: crate::report::view::FxMap<(u8, usize), Rc<str>>,
     line: Vec<u8>,
     named: std::collections::HashSet<(u64, u64)>,
     nvtx_open: HashMap<u64, (u32, u64)>,

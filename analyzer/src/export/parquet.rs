@@ -24,7 +24,7 @@ use super::slices::{Nvtx, Shown};
 use super::timeline::{self, ProcessView, TimelineExporter};
 use super::{EventExporter, TraceContext, TraceEvent};
 use crate::model::trace::demangle;
-use crate::report::pysamples::place_of;
+use crate::report::view::place_of;
 use gputrace_format::{self as fmt, CopyKind, MemKind};
 use parquet::basic::Compression;
 use parquet::data_type::{ByteArray, ByteArrayType, DoubleType, Int64Type};

@@ -26,7 +26,7 @@ use super::slices::{self, Arg, Args, Cat, Flow, Name, Nvtx, Shown, Slice, Track}
 use super::timeline::{self, ProcessView, Sampled, Series, TimelineExporter};
 use super::{EventExporter, TraceContext, TraceEvent};
 use crate::model::trace::demangle;
-use crate::report::keymap::FxMap;
+use crate::report::view::FxMap;
 use crate::report::Cause;
 use std::fs::File;
 use std::io::{self, BufWriter, Write};

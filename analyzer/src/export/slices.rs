@@ -4,7 +4,6 @@
 //! show the same things under the same names.
 
 use super::{TraceContext, TraceEvent};
-use crate::report::classify::{self, ApiKind};
 use gputrace_format::{self as fmt, CopyKind, MemKind, SyncKind};
 
 /// Where a slice goes, within its process.
@@ -240,10 +239,7 @@ fn copy_name(kind: u8) -> &'static str {
 
 /// Whether an API call submits GPU work (the start of a launch arrow).
 pub fn submits(a: &fmt::Api, name: &str) -> bool {
-    matches!(
-        classify::api_kind(a, name),
-        ApiKind::Launch | ApiKind::CopyAsync | ApiKind::CopySync | ApiKind::Memset
-    )
+    crate::report::view::submits_gpu_work(a, name)
 }
 
 /// An event of a kind without a variant of its own, as its definition in the event
@@ -629,7 +625,7 @@ pub fn track_name(t: Track) -> String {
 #[derive(Default)]
 pub struct Flows {
     launched:
-        std::collections::HashSet<u32, std::hash::BuildHasherDefault<crate::report::keymap::Fx>>,
+        std::collections::HashSet<u32, std::hash::BuildHasherDefault<crate::report::view::Fx>>,
 }
 
 impl Flows {
@@ -654,7 +650,7 @@ impl Flows {
 /// A CUDA graph replay as a slice on its stream's track, around its kernels: it starts
 /// 1 ns before its first kernel and ends 1 ns after its last, so that every viewer nests
 /// the kernels inside it whatever order it sorts equal times in.
-pub fn replay_slice<'a>(r: &crate::report::graphs::Replay, name: &'a str) -> Slice<'a> {
+pub fn replay_slice<'a>(r: &crate::report::view::Replay, name: &'a str) -> Slice<'a> {
     let mut s = slice(
         Track::Stream {
             device: r.device,

@@ -21,9 +21,7 @@
 
 use super::EventExporter;
 use crate::model::trace::Trace;
-use crate::report::classify::{self, ApiKind};
-use crate::report::keymap::FxMap;
-use crate::report::{Finding, ProcessReport, Report, Timeline};
+use crate::report::view::{Finding, FxMap, ProcessReport, Report, Timeline};
 use gputrace_format::{self as fmt, MemKind};
 use std::collections::{HashMap, HashSet};
 use std::io;
@@ -306,13 +304,7 @@ pub fn counters(t: &Trace, mut f: impl FnMut(Series, u64, i64)) {
     let subs: Vec<(u32, u64)> = t
         .apis
         .iter()
-        .filter(|a| {
-            a.corr != 0
-                && matches!(
-                    classify::api_kind(a, t.str(a.name)),
-                    ApiKind::Launch | ApiKind::CopyAsync | ApiKind::CopySync | ApiKind::Memset
-                )
-        })
+        .filter(|a| a.corr != 0 && crate::report::view::submits_gpu_work(a, t.str(a.name)))
         .map(|a| (a.corr, a.end))
         .collect();
     let lo = subs.iter().map(|s| s.0).min().unwrap_or(0);
@@ -633,7 +625,7 @@ pub fn default_output(first: &Path, suffix: &str) -> PathBuf {
 
 /// A stretch of time a thread's Python stack samples put in one place: consecutive
 /// samples whose place (the innermost frame of the user's code, see
-/// [`crate::report::pysamples::place_of`]) is the same.
+/// [`crate::report::view::place_of`]) is the same.
 pub struct PySpan {
     pub tid: u32,
     /// From the first sample to the next sample elsewhere (or, after the thread's last
@@ -675,8 +667,7 @@ fn key(x: &fmt::PyFrame) -> FrameKey {
 /// A sample more than three periods after the one before starts a new span (the
 /// sampler did not see the thread meanwhile).
 pub fn python_spans(t: &Trace, mut f: impl FnMut(&PySpan)) {
-    use crate::report::callsites::short_file;
-    use crate::report::pysamples::place_of;
+    use crate::report::view::{place_of, short_file};
     let name = |(file, line, function): FrameKey| {
         format!("{}:{line} in {}", short_file(t.str(file)), t.str(function))
     };

@@ -32,9 +32,11 @@ pub const FLUSH: Duration = Duration::from_millis(500);
 /// Longest wait for the last tick once the job (or window) ended.
 pub const LAST_TICK_WAIT: Duration = Duration::from_secs(1);
 /// The sampling period when `GPUTRACE_NVML_MS` is unset.
-pub const DEFAULT_PERIOD: Duration = Duration::from_millis(100);
+pub const DEFAULT_PERIOD: Duration =
+    Duration::from_millis(protocol::default_number(settings::NVML_MS));
 /// The GPM sampling period when `GPUTRACE_GPM_MS` is unset.
-pub const DEFAULT_GPM_PERIOD: Duration = Duration::from_millis(100);
+pub const DEFAULT_GPM_PERIOD: Duration =
+    Duration::from_millis(protocol::default_number(settings::GPM_MS));
 /// Longest wait at the end for the GPM thread's last pair (it may be stuck in NVML).
 const GPM_LAST_WAIT: Duration = Duration::from_millis(300);
 
@@ -87,22 +89,26 @@ pub struct Settings {
 }
 
 /// A period in ms from a setting: `None` (unset) is `default`; 0 is zero; otherwise
-/// 10-60000 ms, else the default and a warning naming the setting.
+/// A period setting of the table (`GPUTRACE_NVML_MS`, `GPUTRACE_GPM_MS`), parsed and
+/// range-checked by it; else the default and a warning naming the setting.
 fn period_ms(
     name: &str,
     v: Option<&OsStr>,
     default: Duration,
-    zero: &str,
     warning: &mut Option<String>,
 ) -> Duration {
     let Some(v) = v.map(|v| v.to_string_lossy()) else {
         return default;
     };
-    match v.trim().parse::<u64>() {
-        Ok(n) if n == 0 || (10..=60_000).contains(&n) => Duration::from_millis(n),
-        _ => {
+    let Some(setting) = protocol::setting(name) else {
+        return default;
+    };
+    match setting.number(&v) {
+        Some(n) => Duration::from_millis(n),
+        None => {
             let w = format!(
-                "{name}={v:?} is not 0 ({zero}) or milliseconds between 10 and 60000; {} ms used",
+                "{name}={v:?} is not {}; {} ms used",
+                setting.expected(),
                 default.as_millis()
             );
             *warning = Some(match warning.take() {
@@ -123,20 +129,8 @@ impl Settings {
         gpm_ms: Option<&OsStr>,
     ) -> (Settings, Option<String>) {
         let mut warning = None;
-        let period = period_ms(
-            settings::NVML_MS,
-            ms,
-            DEFAULT_PERIOD,
-            "facts only",
-            &mut warning,
-        );
-        let gpm_period = period_ms(
-            settings::GPM_MS,
-            gpm_ms,
-            DEFAULT_GPM_PERIOD,
-            "no GPM",
-            &mut warning,
-        );
+        let period = period_ms(settings::NVML_MS, ms, DEFAULT_PERIOD, &mut warning);
+        let gpm_period = period_ms(settings::GPM_MS, gpm_ms, DEFAULT_GPM_PERIOD, &mut warning);
         let s = Settings {
             nvml: NvmlChoice::parse(nvml),
             period,

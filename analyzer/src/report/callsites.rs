@@ -225,7 +225,7 @@ pub fn evidence(sites: &[CallSite]) -> Option<String> {
                 "{}{} ({calls} {} in the calls)",
                 s.place(),
                 if s.user_code { "" } else { " [library]" },
-                crate::report::text::dur(s.host_ns)
+                super::units::dur(s.host_ns)
             )
         })
         .collect();

@@ -16,7 +16,7 @@
 //! * off the CPU (sleeping, waiting on a queue, a lock or I/O): `data_starvation`,
 //!   with the state letter telling I/O waits (`D`) apart.
 
-use super::idle::Cause;
+use super::cause::Cause;
 use crate::model::trace::Trace;
 use gputrace_format::{self as fmt, CpuLimits};
 

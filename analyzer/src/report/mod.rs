@@ -9,6 +9,7 @@
 //! The JSON form is `serde_json::to_string(&report)` (schema in README.md).
 
 pub mod callsites;
+pub mod cause;
 pub mod classify;
 pub mod comm;
 pub mod copies;
@@ -33,6 +34,8 @@ pub mod summary;
 pub mod syncfix;
 mod text;
 pub mod timeline;
+pub mod units;
+pub mod view;
 
 pub use ctx::Ctx;
 pub use damage::TraceDamage;

@@ -3,23 +3,7 @@
 use super::{pct, Breakdown, Finding, FindingId, Layer, ProcessReport, Report, Severity};
 use std::fmt::Write;
 
-/// A duration with a unit that suits it.
-pub fn dur(ns: u64) -> String {
-    let v = ns as f64;
-    if ns < 1_000 {
-        format!("{ns} ns")
-    } else if ns < 1_000_000 {
-        format!("{:.1} µs", v / 1e3)
-    } else if ns < 10_000_000 {
-        format!("{:.2} ms", v / 1e6)
-    } else if ns < 1_000_000_000 {
-        format!("{:.1} ms", v / 1e6)
-    } else if ns < 100_000_000_000 {
-        format!("{:.3} s", v / 1e9)
-    } else {
-        format!("{:.1} s", v / 1e9)
-    }
-}
+pub use super::units::dur;
 
 /// A timestamp relative to the trace start, in seconds (to the microsecond).
 pub fn ts(ns: u64) -> String {

@@ -3,7 +3,9 @@
 //! the defaults kept, and said in one warning line per process; they never stop the
 //! host process.
 
-use gputrace_format::protocol::{self, settings as set};
+use gputrace_format::protocol::{
+    self, default_flag, default_number, settings as set, ReadBy, Value,
+};
 use std::path::PathBuf;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -32,10 +34,10 @@ pub struct HostSettings {
 impl Default for HostSettings {
     fn default() -> HostSettings {
         HostSettings {
-            on: true,
-            thread_period: std::time::Duration::from_millis(3),
-            tree_period: std::time::Duration::from_millis(100),
-            py_period: std::time::Duration::from_millis(10),
+            on: default_flag(set::HOST),
+            thread_period: std::time::Duration::from_millis(default_number(set::HOST_THREAD_MS)),
+            tree_period: std::time::Duration::from_millis(default_number(set::HOST_TREE_MS)),
+            py_period: std::time::Duration::from_millis(default_number(set::PYSAMPLE_MS)),
         }
     }
 }
@@ -50,8 +52,8 @@ pub enum NvmlLib {
     Off,
 }
 
-/// Default NVML sampling period.
-pub const NVML_MS_DEFAULT: u64 = 100;
+/// Default NVML sampling period (the settings table's).
+pub const NVML_MS_DEFAULT: u64 = default_number(set::NVML_MS);
 
 /// What the library says when `GPUTRACE_PM` is set.
 pub const PM_REMOVED: &str = "GPUTRACE_PM: in-process PM sampling was removed (it could crash the job at exit); `gputrace run` and `gputrace attach` record the GPU's SM activity, occupancy, tensor/FP pipes and DRAM bandwidth with NVML GPM from outside the job (GPUTRACE_GPM_MS)";
@@ -145,27 +147,28 @@ impl Default for Opts {
             mode: Mode::Trace,
             dir: PathBuf::from(protocol::DEFAULT_TRACE_DIR),
             cupti: None,
-            buffer_bytes: 8 << 20,
-            pool_bytes: 256 << 20,
-            flush_ms: 500,
-            driver_api: false,
+            // Every number and flag below comes from the settings table's defaults.
+            buffer_bytes: (default_number(set::BUFFER_KB) as usize) << 10,
+            pool_bytes: (default_number(set::BUFFER_POOL_MB) as usize) << 20,
+            flush_ms: default_number(set::FLUSH_MS),
+            driver_api: default_flag(set::DRIVER_API),
             activity: DEFAULT_ACTIVITY.iter().map(|s| s.to_string()).collect(),
-            hooks: true,
+            hooks: default_flag(set::HOOKS),
             runtime_api: true,
             api_activity: false,
-            per_thread_buffers: false,
+            per_thread_buffers: default_flag(set::PER_THREAD_BUFFERS),
             device_buffer_mb: None,
-            zeroed_buffers: true,
+            zeroed_buffers: default_flag(set::ZEROED_BUFFERS),
             cupti_flush_ms: None,
-            compress: true,
-            exit_wait_ms: 3000,
+            compress: default_flag(set::COMPRESS),
+            exit_wait_ms: default_number(set::EXIT_WAIT_MS),
             stall_ms: STALL_MS_DEFAULT,
             signal: None,
             start_after: None,
             duration: None,
             host: HostSettings::default(),
             pystack: PYSTACK_DEPTH,
-            debug: false,
+            debug: default_flag(set::DEBUG),
             // Off by default: on the H200, NVML sampling from a thread of the traced
             // process hung PyTorch at its first kernel launches (bench/results/2026-12-03-run5-wave).
             nvml: NvmlLib::Off,
@@ -180,11 +183,8 @@ impl Default for Opts {
     }
 }
 
-/// `GPUTRACE_STALL_MS`'s default: longer than any kernel of a healthy training or
-/// inference step (microseconds to milliseconds; the longest are collectives waiting a
-/// few seconds for a late peer), short enough that a job a scheduler kills minutes
-/// later leaves the evidence (docs/recording.md).
-pub const STALL_MS_DEFAULT: u64 = 5000;
+/// `GPUTRACE_STALL_MS`'s default (the settings table's, which says why).
+pub const STALL_MS_DEFAULT: u64 = default_number(set::STALL_MS);
 
 /// Python stack frames kept by default (`GPUTRACE_PYSTACK=1`).
 pub const PYSTACK_DEPTH: usize = 16;
@@ -201,13 +201,7 @@ pub const ACTIVITY_NAMES: &[&str] = &[
 /// record; `GPUTRACE_ACTIVITY=...,sync` brings it back.
 pub const DEFAULT_ACTIVITY: &[&str] = &["kernel", "memcpy", "memset", "device", "memory"];
 
-fn parse_bool(v: &str) -> Option<bool> {
-    match v.trim().to_ascii_lowercase().as_str() {
-        "1" | "true" | "yes" | "on" => Some(true),
-        "0" | "false" | "no" | "off" | "" => Some(false),
-        _ => None,
-    }
-}
+use protocol::parse_flag as parse_bool;
 
 impl Opts {
     /// Reads the settings from a list of (name, value) pairs (the environment).
@@ -223,176 +217,33 @@ impl Opts {
                 continue;
             }
             o.raw.push((k.clone(), v.clone()));
-            let mut bad = |what: &str| {
-                o.warnings
-                    .push(format!("{k}={v:?} ignored (expected {what})"))
+            let Some(setting) = protocol::setting(&k) else {
+                o.warnings.push(format!("{k} unknown, ignored"));
+                continue;
             };
-            match k.as_str() {
-                set::MODE => match v.trim().to_ascii_lowercase().as_str() {
-                    "trace" | "" => o.mode = Mode::Trace,
-                    "dormant" => o.mode = Mode::Dormant,
-                    "off" | "0" => o.mode = Mode::Off,
-                    _ => bad("trace, dormant or off"),
-                },
-                set::DIR => {
-                    if v.is_empty() {
-                        bad("a directory")
-                    } else {
-                        o.dir = PathBuf::from(v)
-                    }
-                }
-                set::CUPTI => {
-                    if !v.is_empty() {
-                        o.cupti = Some(PathBuf::from(v))
-                    }
-                }
-                set::BUFFER_KB => match v.trim().parse::<usize>() {
-                    Ok(n) if (64..=262_144).contains(&n) => o.buffer_bytes = n << 10,
-                    _ => bad("a size in KiB between 64 and 262144"),
-                },
-                set::BUFFER_POOL_MB => match v.trim().parse::<usize>() {
-                    Ok(n) if (1..=65_536).contains(&n) => o.pool_bytes = n << 20,
-                    _ => bad("a size in MiB between 1 and 65536"),
-                },
-                set::FLUSH_MS => match v.trim().parse::<u64>() {
-                    Ok(n) if (10..=1000).contains(&n) => o.flush_ms = n,
-                    _ => bad("milliseconds between 10 and 1000"),
-                },
-                set::EXIT_WAIT_MS => match v.trim().parse::<u64>() {
-                    Ok(n) if n <= 60_000 => o.exit_wait_ms = n,
-                    _ => bad("milliseconds up to 60000"),
-                },
-                set::DRIVER_API => match parse_bool(&v) {
-                    Some(b) => o.driver_api = b,
-                    None => bad("0 or 1"),
-                },
-                set::ACTIVITY => {
-                    let names: Vec<String> = v
-                        .split(',')
-                        .map(|s| s.trim().to_ascii_lowercase())
-                        .filter(|s| !s.is_empty())
-                        .collect();
-                    if names.iter().all(|n| ACTIVITY_NAMES.contains(&n.as_str()))
-                        && names.iter().any(|n| n == "kernel")
-                    {
-                        o.activity = names;
-                    } else {
-                        bad("a comma-separated list of kernel, memcpy, memset, sync, device, memory that includes kernel")
-                    }
-                }
-                set::HOOKS => match parse_bool(&v) {
-                    Some(b) => o.hooks = b,
-                    None => bad("0 or 1"),
-                },
-                set::API => match (parse_bool(&v), v.trim()) {
-                    (Some(b), _) => {
-                        o.runtime_api = b;
-                        o.api_activity = false;
-                    }
-                    (None, "callback" | "callbacks") => {
-                        o.runtime_api = true;
-                        o.api_activity = false;
-                    }
-                    (None, "activity") => {
-                        o.runtime_api = false;
-                        o.api_activity = true;
-                    }
-                    _ => bad("0, 1, callbacks or activity"),
-                },
-                set::PER_THREAD_BUFFERS => match parse_bool(&v) {
-                    Some(b) => o.per_thread_buffers = b,
-                    None => bad("0 or 1"),
-                },
-                set::COMPRESS => match parse_bool(&v) {
-                    Some(b) => o.compress = b,
-                    None => bad("0 or 1"),
-                },
-                set::ZEROED_BUFFERS => match parse_bool(&v) {
-                    Some(b) => o.zeroed_buffers = b,
-                    None => bad("0 or 1"),
-                },
-                set::DEVICE_BUFFER_MB => match v.trim().parse::<usize>() {
-                    Ok(n) if (1..=4096).contains(&n) => o.device_buffer_mb = Some(n),
-                    _ => bad("a size in MiB between 1 and 4096"),
-                },
-                set::CUPTI_FLUSH_MS => match v.trim().parse::<u64>() {
-                    Ok(n) if n <= 10_000 => o.cupti_flush_ms = Some(n),
-                    _ => bad("milliseconds up to 10000 (0: CUPTI's own policy)"),
-                },
-                set::DEBUG => match parse_bool(&v) {
-                    Some(b) => o.debug = b,
-                    None => bad("0 or 1"),
-                },
-                set::SIGNAL => match v.trim().trim_start_matches("SIG") {
-                    "" => {}
-                    "USR1" | "USR2" => o.signal = Some(v.trim().to_string()),
-                    _ => bad("SIGUSR1 or SIGUSR2"),
-                },
-                set::START_AFTER => match protocol::parse_duration(&v) {
-                    Ok(d) => o.start_after = Some(d),
-                    Err(_) => bad("a duration such as 30s, from 1ms to 24h"),
-                },
-                set::DURATION => match protocol::parse_duration(&v) {
-                    Ok(d) => o.duration = Some(d),
-                    Err(_) => bad("a duration such as 10s, from 1ms to 24h"),
-                },
-                set::HOST => match parse_bool(&v) {
-                    Some(b) => o.host.on = b,
-                    None => bad("0 or 1"),
-                },
-                set::PYSTACK => match (parse_bool(&v), v.trim().parse::<usize>()) {
-                    (_, Ok(n)) if (2..=PYSTACK_MAX).contains(&n) => o.pystack = n,
-                    (Some(true), _) => o.pystack = PYSTACK_DEPTH,
-                    (Some(false), _) => o.pystack = 0,
-                    _ => bad("0, 1, or frames to keep from 2 to 16"),
-                },
-                set::HOST_THREAD_MS => match v.trim().parse::<u64>() {
-                    Ok(n) if (1..=100).contains(&n) => {
-                        o.host.thread_period = std::time::Duration::from_millis(n)
-                    }
-                    _ => bad("milliseconds between 1 and 100"),
-                },
-                set::STALL_MS => match v.trim().parse::<u64>() {
-                    Ok(n) if n == 0 || (100..=3_600_000).contains(&n) => o.stall_ms = n,
-                    _ => bad("milliseconds between 100 and 3600000, or 0 for no watchdog"),
-                },
-                set::PYSAMPLE_MS => match v.trim().parse::<u64>() {
-                    Ok(n) if n <= 1000 => o.host.py_period = std::time::Duration::from_millis(n),
-                    _ => bad("milliseconds between 1 and 1000, or 0 for none"),
-                },
-                set::HOST_TREE_MS => match v.trim().parse::<u64>() {
-                    Ok(n) if (10..=10_000).contains(&n) => {
-                        o.host.tree_period = std::time::Duration::from_millis(n)
-                    }
-                    _ => bad("milliseconds between 10 and 10000"),
-                },
-                set::NVML => match v.trim() {
-                    "" => o.nvml = NvmlLib::Off,
-                    t if parse_bool(t) == Some(true) || t == protocol::NVML_IN_PROCESS => {
-                        o.nvml = NvmlLib::Default
-                    }
-                    t if parse_bool(t) == Some(false) => o.nvml = NvmlLib::Off,
-                    t => o.nvml = NvmlLib::Path(PathBuf::from(t)),
-                },
-                set::NVML_MS => match v.trim().parse::<u64>() {
-                    Ok(n) if n == 0 || (10..=60_000).contains(&n) => o.nvml_ms = n,
-                    _ => bad("0 (off) or milliseconds between 10 and 60000"),
-                },
-                // Removed; accepted so that no job fails or warns for asking.
-                set::PM => o.pm_removed = parse_bool(&v) != Some(false),
-                set::PM_US => {}
-                set::NVML_SKIP => match gputrace_env::sampler::Skip::parse(&v) {
-                    Some(k) => o.nvml_skip = k,
-                    None => bad("a comma-separated list from events, procs, ecc, pcie, ticks"),
-                },
-                set::RANK => {
-                    if v.trim().parse::<u32>().is_err() {
-                        bad("a whole number")
-                    }
-                }
+            if matches!(setting.read_by, ReadBy::Command | ReadBy::Developer) {
                 // Read by the `gputrace` command or the project's tests, not here.
-                name if protocol::setting(name).is_some() => {}
-                _ => o.warnings.push(format!("{k} unknown, ignored")),
+                continue;
+            }
+            // Flags and numbers are parsed and range-checked by the table; the rest here.
+            let taken = match setting.value {
+                Value::Flag => setting
+                    .flag(&v)
+                    .map(|b| o.set_flag(setting.name, b))
+                    .ok_or(()),
+                Value::Number { .. } => setting
+                    .number(&v)
+                    .map(|n| o.set_number(setting.name, n))
+                    .ok_or(()),
+                Value::Text => o.set_text(setting.name, &v).map_err(|_| ()),
+            };
+            if taken.is_err() {
+                let what = match setting.value {
+                    Value::Text => Opts::text_expected(setting.name).to_string(),
+                    _ => setting.expected(),
+                };
+                o.warnings
+                    .push(format!("{k}={v:?} ignored (expected {what})"));
             }
         }
         o.rank = protocol::rank_from(&o.raw, protocol::RANK_VARS).map(|(r, k)| (r, k.into()));
@@ -407,6 +258,139 @@ impl Opts {
             o.pool_bytes = o.buffer_bytes;
         }
         o
+    }
+
+    /// A flag of the table, parsed.
+    fn set_flag(&mut self, name: &str, b: bool) {
+        match name {
+            set::DRIVER_API => self.driver_api = b,
+            set::HOOKS => self.hooks = b,
+            set::PER_THREAD_BUFFERS => self.per_thread_buffers = b,
+            set::COMPRESS => self.compress = b,
+            set::ZEROED_BUFFERS => self.zeroed_buffers = b,
+            set::DEBUG => self.debug = b,
+            set::HOST => self.host.on = b,
+            // The command's or the tests'.
+            _ => {}
+        }
+    }
+
+    /// A number of the table, parsed and within its range.
+    fn set_number(&mut self, name: &str, n: u64) {
+        let ms = std::time::Duration::from_millis(n);
+        match name {
+            set::BUFFER_KB => self.buffer_bytes = (n as usize) << 10,
+            set::BUFFER_POOL_MB => self.pool_bytes = (n as usize) << 20,
+            set::FLUSH_MS => self.flush_ms = n,
+            set::EXIT_WAIT_MS => self.exit_wait_ms = n,
+            set::DEVICE_BUFFER_MB => self.device_buffer_mb = Some(n as usize),
+            set::CUPTI_FLUSH_MS => self.cupti_flush_ms = Some(n),
+            set::HOST_THREAD_MS => self.host.thread_period = ms,
+            set::HOST_TREE_MS => self.host.tree_period = ms,
+            set::PYSAMPLE_MS => self.host.py_period = ms,
+            set::STALL_MS => self.stall_ms = n,
+            set::NVML_MS => self.nvml_ms = n,
+            // The command's (GPUTRACE_GPM_MS).
+            _ => {}
+        }
+    }
+
+    /// What a text setting read here takes, for the warning.
+    fn text_expected(name: &str) -> &'static str {
+        match name {
+            set::MODE => "trace, dormant or off",
+            set::DIR => "a directory",
+            set::ACTIVITY => "a comma-separated list of kernel, memcpy, memset, sync, device, memory that includes kernel",
+            set::API => "0, 1, callbacks or activity",
+            set::SIGNAL => "SIGUSR1 or SIGUSR2",
+            set::START_AFTER => "a duration such as 30s, from 1ms to 24h",
+            set::DURATION => "a duration such as 10s, from 1ms to 24h",
+            set::PYSTACK => "0, 1, or frames to keep from 2 to 16",
+            set::NVML_SKIP => "a comma-separated list from events, procs, ecc, pcie, ticks",
+            set::RANK => "a whole number",
+            _ => "a value it takes (docs/settings.md)",
+        }
+    }
+
+    /// A text setting: parsed by its own rule; `Err` when it does not take `v`.
+    fn set_text(&mut self, name: &str, v: &str) -> Result<(), ()> {
+        match name {
+            set::MODE => match v.trim().to_ascii_lowercase().as_str() {
+                "trace" | "" => self.mode = Mode::Trace,
+                "dormant" => self.mode = Mode::Dormant,
+                "off" | "0" => self.mode = Mode::Off,
+                _ => return Err(()),
+            },
+            set::DIR => {
+                if v.is_empty() {
+                    return Err(());
+                }
+                self.dir = PathBuf::from(v)
+            }
+            set::CUPTI if !v.is_empty() => self.cupti = Some(PathBuf::from(v)),
+            set::ACTIVITY => {
+                let names: Vec<String> = v
+                    .split(',')
+                    .map(|s| s.trim().to_ascii_lowercase())
+                    .filter(|s| !s.is_empty())
+                    .collect();
+                if !(names.iter().all(|n| ACTIVITY_NAMES.contains(&n.as_str()))
+                    && names.iter().any(|n| n == "kernel"))
+                {
+                    return Err(());
+                }
+                self.activity = names;
+            }
+            set::API => match (parse_bool(v), v.trim()) {
+                (Some(b), _) => {
+                    self.runtime_api = b;
+                    self.api_activity = false;
+                }
+                (None, "callback" | "callbacks") => {
+                    self.runtime_api = true;
+                    self.api_activity = false;
+                }
+                (None, "activity") => {
+                    self.runtime_api = false;
+                    self.api_activity = true;
+                }
+                _ => return Err(()),
+            },
+            set::SIGNAL => match v.trim().trim_start_matches("SIG") {
+                "" => {}
+                "USR1" | "USR2" => self.signal = Some(v.trim().to_string()),
+                _ => return Err(()),
+            },
+            set::START_AFTER => {
+                self.start_after = Some(protocol::parse_duration(v).map_err(|_| ())?)
+            }
+            set::DURATION => self.duration = Some(protocol::parse_duration(v).map_err(|_| ())?),
+            set::PYSTACK => match (parse_bool(v), v.trim().parse::<usize>()) {
+                (_, Ok(n)) if (2..=PYSTACK_MAX).contains(&n) => self.pystack = n,
+                (Some(true), _) => self.pystack = PYSTACK_DEPTH,
+                (Some(false), _) => self.pystack = 0,
+                _ => return Err(()),
+            },
+            set::NVML => match v.trim() {
+                "" => self.nvml = NvmlLib::Off,
+                t if parse_bool(t) == Some(true) || t == protocol::NVML_IN_PROCESS => {
+                    self.nvml = NvmlLib::Default
+                }
+                t if parse_bool(t) == Some(false) => self.nvml = NvmlLib::Off,
+                t => self.nvml = NvmlLib::Path(PathBuf::from(t)),
+            },
+            // Removed; accepted so that no job fails or warns for asking.
+            set::PM => self.pm_removed = parse_bool(v) != Some(false),
+            set::PM_US => {}
+            set::NVML_SKIP => {
+                self.nvml_skip = gputrace_env::sampler::Skip::parse(v).ok_or(())?;
+            }
+            set::RANK => {
+                v.trim().parse::<u32>().map_err(|_| ())?;
+            }
+            _ => {}
+        }
+        Ok(())
     }
 
     /// Everything wrong with the settings, as one line (`None` when all is well).

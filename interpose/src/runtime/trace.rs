@@ -122,7 +122,10 @@ pub fn start_tracing(started_by: &str, dir: Option<&Path>) -> Result<PathBuf, Tr
     for s in SESSIONS.iter().rev() {
         s.start(&opening);
     }
-    log::debug(&format!("sessions: {}", lifecycle::describe_all(o)));
+    if o.debug {
+        // Made only when it is printed.
+        log::debug(&format!("sessions: {}", lifecycle::describe_all(o)));
+    }
     log::debug(&format!(
         "tracing to {}{}",
         path.display(),

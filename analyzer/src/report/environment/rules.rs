@@ -15,7 +15,7 @@ pub trait Facts {
 
 impl Facts for crate::model::trace::Trace {
     fn fact(&self, device: u32, key: &str) -> Option<&str> {
-        super::fact(self, device, key)
+        crate::model::trace::fact(self, device, key)
     }
 }
 

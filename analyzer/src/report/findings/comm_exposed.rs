@@ -2,7 +2,8 @@
 
 use super::common::{dur, share};
 use super::cx::Calls;
-use super::{FindingCx, FindingId};
+use super::cx::FindingCx;
+use super::id::FindingId;
 use crate::report::{pct, Example, Finding};
 
 pub(super) fn detect(cx: &FindingCx) -> Option<Finding> {

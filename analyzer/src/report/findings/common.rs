@@ -1,6 +1,6 @@
 //! What detectors share: the severity rule, the finding skeleton, and evidence formatting.
 
-use super::FindingId;
+use super::id::FindingId;
 use crate::model::trace::demangle;
 use crate::report::{pct, Example, Finding, Severity};
 use std::collections::BTreeMap;

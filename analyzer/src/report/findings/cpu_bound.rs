@@ -4,7 +4,8 @@
 //! between back-to-back launches are `launch_bound` (host.rs).
 
 use super::common::{dur, push_examples_line, share};
-use super::{FindingCx, FindingId};
+use super::cx::FindingCx;
+use super::id::FindingId;
 use crate::report::hostfind::{self, HostReport};
 use crate::report::idle::Cause;
 use crate::report::pysamples;

@@ -3,7 +3,8 @@
 //! samples measured and the fix it calls for (the thread's CPU time is `cpu_bound`).
 
 use super::common::{bytes, dur, push_examples_line, share};
-use super::{FindingCx, FindingId};
+use super::cx::FindingCx;
+use super::id::FindingId;
 use crate::report::hostfind::{self, HostReport};
 use crate::report::idle::Cause;
 use crate::report::pysamples;

@@ -2,7 +2,8 @@
 //! CUPTI user held the subscriber).
 
 use super::common::dur;
-use super::{FindingCx, FindingId};
+use super::cx::FindingCx;
+use super::id::FindingId;
 use crate::report::intervals::clip_len;
 use crate::report::{pct, Example, Finding, Severity};
 

@@ -2,7 +2,8 @@
 //! environment checks (other processes, clocks, PCIe) could not be made. One info line,
 //! never a failure.
 
-use super::{FindingCx, FindingId};
+use super::cx::FindingCx;
+use super::id::FindingId;
 use crate::report::environment;
 use crate::report::{Finding, Severity};
 

@@ -3,7 +3,8 @@
 //! the link speed to save power), and only when copies are a measurable share.
 
 use super::common::dur;
-use super::{FindingCx, FindingId};
+use super::cx::FindingCx;
+use super::id::FindingId;
 use crate::report::environment;
 use crate::report::Finding;
 

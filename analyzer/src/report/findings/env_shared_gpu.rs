@@ -4,7 +4,8 @@
 //! this finding's time includes what the idle causes would otherwise be blamed for.
 
 use super::common::{bytes, dur};
-use super::{FindingCx, FindingId};
+use super::cx::FindingCx;
+use super::id::FindingId;
 use crate::report::environment;
 use crate::report::{pct, Finding, Severity};
 

@@ -2,7 +2,8 @@
 //! slowdown (NVML's clock event reasons) during the steady state.
 
 use super::common::dur;
-use super::{FindingCx, FindingId};
+use super::cx::FindingCx;
+use super::id::FindingId;
 use crate::report::environment;
 use crate::report::{Finding, Severity};
 

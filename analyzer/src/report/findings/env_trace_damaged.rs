@@ -1,7 +1,8 @@
 //! `env_trace_damaged`: the trace file was damaged or cut short; the report covers what was
 //! read.
 
-use super::{FindingCx, FindingId};
+use super::cx::FindingCx;
+use super::id::FindingId;
 use crate::report::{Finding, Severity};
 
 pub(super) fn detect(cx: &FindingCx) -> Option<Finding> {

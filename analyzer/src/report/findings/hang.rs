@@ -4,7 +4,8 @@
 //! GPU is stuck makes no progress at all. The time at stake is the stall's length, from
 //! the last GPU progress to the end of the trace.
 
-use super::{FindingCx, FindingId};
+use super::cx::FindingCx;
+use super::id::FindingId;
 use crate::report::hang::{evidence, fix, sentence};
 use crate::report::{pct, Finding, Severity};
 

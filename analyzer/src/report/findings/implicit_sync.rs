@@ -3,7 +3,8 @@
 
 use super::common::{bytes, dur, push_examples_line, share};
 use super::cx::Calls;
-use super::{FindingCx, FindingId};
+use super::cx::FindingCx;
+use super::id::FindingId;
 use crate::report::classify::ApiKind;
 use crate::report::idle::Cause;
 use crate::report::syncfix::{self, SyncCause};

@@ -2,7 +2,8 @@
 //! to back and still could not keep the GPU fed.
 
 use super::common::{dur, push_examples_line, share};
-use super::{FindingCx, FindingId};
+use super::cx::FindingCx;
+use super::id::FindingId;
 use crate::report::idle::Cause;
 use crate::report::Finding;
 

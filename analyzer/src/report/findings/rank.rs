@@ -1,7 +1,7 @@
 //! The order of the findings and the one-line verdict that names the top one.
 
 use super::common::dur;
-use super::FindingId;
+use super::id::FindingId;
 use crate::report::{pct, Finding, ProcessReport, Severity};
 
 /// Ranks findings by GPU time at stake. A finding that overlaps others (its id's

@@ -2,7 +2,8 @@
 
 use super::common::{bytes, dur, push_examples_line, share};
 use super::cx::Calls;
-use super::{FindingCx, FindingId};
+use super::cx::FindingCx;
+use super::id::FindingId;
 use crate::report::idle::Cause;
 use crate::report::Finding;
 
