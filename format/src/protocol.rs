@@ -478,12 +478,10 @@ pub fn socket_tmp_path(dir: &Path, pid: u32) -> PathBuf {
 /// loaded into the running program by `gputrace attach`.
 pub const LOADED_LATE: &str = "loaded late";
 
-/// The file `gputrace attach` makes in the socket directory before it loads the library
-/// into a process started without it: the library's constructor, finding it, knows it
-/// was loaded late (the program is running, CUDA is up) and starts dormant.
-pub fn inject_marker_path(dir: &Path, pid: u32) -> PathBuf {
-    dir.join(format!("{pid}.inject"))
-}
+/// The name `gputrace attach` loads the library under (a link to it in a directory of
+/// its own) when the process was started without it: the library's constructor, seeing
+/// it, knows it was loaded late (the program is running, CUDA is up) and starts dormant.
+pub const LATE_LOAD_FILE: &str = "libgputrace-late.so";
 
 /// The pid a file name in [`socket_dir`] belongs to (`123.sock` or `123.sock.new`).
 pub fn socket_owner(file_name: &str) -> Option<u32> {

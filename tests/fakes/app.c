@@ -13,6 +13,11 @@
  *   fork        3 launches, fork a child that uses no CUDA and exits(0), 2 launches
  *   fork-cuda   fork first; the child makes 2 launches of _Z5childv, the parent,
  *               after the child exited, 3 launches of _Z6parentv
+ *   waiters S   `spin S` beside threads that wait the ways a late load must not
+ *               disturb: one with every signal blocked in poll(), one in epoll_wait(),
+ *               one in a timed condition wait; a SIGSEGV handler installed. At the end
+ *               it prints whether the handler and the first thread's mask are intact
+ *               and how many EINTRs the waiters saw (none, untraced or not)
  *   spin S      batches of 50 launches of _Z4spinv, 1 ms apart, for S seconds
  *               (S = 0: until killed); no other CUDA call
  *   steady FILE launches of _Z6steadyv, 100 us apart, until killed; after every 10th
@@ -43,12 +48,14 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -319,6 +326,74 @@ static void run_spin(double secs) {
         usleep(1000);
     }
     printf("spin: done\n");
+}
+
+/* waiters: see the scenario list at the top. */
+static volatile int waiters_stop;
+static int waiters_eintr;
+static sigset_t waiter_mask_seen;
+static void on_segv(int sig) { (void)sig; _exit(99); }
+static void *waiter_poll(void *arg) {
+    (void)arg;
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, NULL);
+    while (!waiters_stop) {
+        if (poll(NULL, 0, 50) < 0 && errno == EINTR)
+            __atomic_add_fetch(&waiters_eintr, 1, __ATOMIC_RELAXED);
+    }
+    pthread_sigmask(SIG_BLOCK, NULL, &waiter_mask_seen);
+    return NULL;
+}
+static void *waiter_epoll(void *arg) {
+    (void)arg;
+    int ep = epoll_create1(0);
+    struct epoll_event ev;
+    while (!waiters_stop) {
+        if (epoll_wait(ep, &ev, 1, 50) < 0 && errno == EINTR)
+            __atomic_add_fetch(&waiters_eintr, 1, __ATOMIC_RELAXED);
+    }
+    close(ep);
+    return NULL;
+}
+static void *waiter_cond(void *arg) {
+    (void)arg;
+    pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
+    pthread_cond_t c = PTHREAD_COND_INITIALIZER;
+    pthread_mutex_lock(&m);
+    while (!waiters_stop) {
+        struct timespec t;
+        clock_gettime(CLOCK_REALTIME, &t);
+        t.tv_nsec += 50000000;
+        if (t.tv_nsec >= 1000000000) {
+            t.tv_sec++;
+            t.tv_nsec -= 1000000000;
+        }
+        int r = pthread_cond_timedwait(&c, &m, &t);
+        if (r == EINTR)
+            __atomic_add_fetch(&waiters_eintr, 1, __ATOMIC_RELAXED);
+    }
+    pthread_mutex_unlock(&m);
+    return NULL;
+}
+static void run_waiters(double secs) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_segv;
+    sigaction(SIGSEGV, &sa, NULL);
+    pthread_t t[3];
+    pthread_create(&t[0], NULL, waiter_poll, NULL);
+    pthread_create(&t[1], NULL, waiter_epoll, NULL);
+    pthread_create(&t[2], NULL, waiter_cond, NULL);
+    run_spin(secs);
+    waiters_stop = 1;
+    for (int i = 0; i < 3; i++)
+        pthread_join(t[i], NULL);
+    struct sigaction now;
+    sigaction(SIGSEGV, NULL, &now);
+    printf("waiters: SIGSEGV handler %s\n", now.sa_handler == on_segv ? "intact" : "CHANGED");
+    printf("waiters: blocked mask %s\n", sigismember(&waiter_mask_seen, SIGSEGV) ? "intact" : "CHANGED");
+    printf("waiters: %d EINTR\n", waiters_eintr);
 }
 
 /* Kernels back to back for `secs` (with FAKE_KERNEL_US, a GPU busy the whole time). */
@@ -687,6 +762,8 @@ int main(int argc, char **argv) {
         run_fork_cuda();
     else if (strcmp(s, "spin") == 0)
         run_spin(argc > 2 ? atof(argv[2]) : 0);
+    else if (strcmp(s, "waiters") == 0)
+        run_waiters(argc > 2 ? atof(argv[2]) : 0);
     else if (strcmp(s, "busy") == 0)
         run_busy(argc > 2 ? atof(argv[2]) : 0.5);
     else if (strcmp(s, "steady") == 0 && argc > 2)

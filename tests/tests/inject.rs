@@ -18,11 +18,18 @@ fn attach_loads_the_library_into_a_process_started_without_it() {
     // The command loads the library beside it: built and fresh.
     let _ = libgputrace();
     let w = Wheel::new(Cuda::V13, Layout::Flat);
-    let secs = "20";
-    let base = w.app(&["spin", secs]).untraced().run();
+    let secs = "28";
+    let base = w.app(&["waiters", secs]).untraced().run();
     base.assert_ok();
+    assert!(
+        base.stdout.contains(
+            "waiters: SIGSEGV handler intact\nwaiters: blocked mask intact\nwaiters: 0 EINTR"
+        ),
+        "{}",
+        base.stdout
+    );
 
-    let run = w.app(&["spin", secs]).untraced().spawn();
+    let run = w.app(&["waiters", secs]).untraced().spawn();
     let pid = run.id();
     // The fake runtime is loaded at the program's start; attach once it is.
     poll(Duration::from_secs(10), || {
@@ -69,7 +76,7 @@ fn attach_loads_the_library_into_a_process_started_without_it() {
     // a few seconds left.
     let t0 = Instant::now();
     let mut counts = Vec::new();
-    while counts.len() < 200 && t0.elapsed() < Duration::from_secs(12) {
+    while counts.len() < 200 && t0.elapsed() < Duration::from_secs(20) {
         let win = attach::attach(pid, Duration::from_millis(10), None, None, None, |_| {})
             .expect("window");
         let t = Trace::read(&win.trace);

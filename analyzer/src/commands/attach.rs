@@ -196,9 +196,7 @@ pub fn load_if_needed(
             why: e.to_string(),
         },
     })?;
-    let marker = inject::marker_for(&cands[0], pid);
-    let done =
-        inject::inject(pid, &lib, &marker).map_err(|error| AttachError::Load { pid, error })?;
+    let done = inject::inject(pid, &lib).map_err(|error| AttachError::Load { pid, error })?;
     let limit = Duration::from_secs(5);
     let t0 = std::time::Instant::now();
     while t0.elapsed() < limit {

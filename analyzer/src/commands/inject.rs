@@ -3,20 +3,23 @@
 //!
 //! How, and why it is safe:
 //! - One thread of the target is stopped with `PTRACE_SEIZE` + `PTRACE_INTERRUPT`; the
-//!   others keep running, so a lock another thread holds is released as usual. The
-//!   thread chosen is one blocked in a waiting system call (futex, poll, epoll, sleep,
-//!   select): such a thread is not inside the allocator or the dynamic loader, whose
-//!   locks `dlopen` takes. Only when no thread waits (a single busy thread) is a thread
-//!   stopped in user code used, and only when it stopped outside libc and the loader.
+//!   others keep running, so a lock another thread holds is released as usual. Only a
+//!   thread blocked in a system call that the kernel restarts unseen after a stop
+//!   (futex, poll, select, nanosleep, clock_nanosleep) is used: such a thread is not
+//!   inside the allocator or the dynamic loader, whose locks `dlopen` takes. It must not
+//!   block SIGSEGV (the call's end, below, would reset the process's handler) and must
+//!   have room on its stack (not a small signal stack).
 //! - In that thread `dlopen(path, RTLD_NOW)` is called: its registers (general and
 //!   extended state) are saved, the path is written below its stack's red zone, the
 //!   return address is 0, so the call ends in a SIGSEGV stop at address 0 that is never
 //!   delivered. Then the registers and the bytes written are put back exactly and the
-//!   thread detached; a system call it was in is restarted by the kernel as after any
-//!   stop.
-//! - The library learns it was loaded late from a marker file beside the control socket
-//!   (`protocol::inject_marker_path`): it then starts dormant, sets no environment
-//!   variable (other threads run) and makes its control socket at once.
+//!   thread detached; the system call it was in is restarted by the kernel as after any
+//!   stop. A call that does not return in time is left to finish in a `pause()` that
+//!   its return lands in: the thread is lost, the process runs on.
+//! - The library learns it was loaded late from the name it is loaded under,
+//!   `protocol::LATE_LOAD_FILE`: a link to it in a fresh private directory, so nothing is
+//!   written where the process's user could redirect it. It then starts dormant, sets no
+//!   environment variable (other threads run) and makes its control socket at once.
 
 use gputrace_format::protocol;
 use std::ffi::CString;
@@ -33,9 +36,17 @@ pub enum InjectError {
     Seccomp { pid: u32, mode: String },
     #[error("not permitted to trace pid {pid} with ptrace: {why}")]
     NotPermitted { pid: u32, why: String },
-    #[error("cannot find dlopen in pid {pid}: {why}")]
-    NoDlopen { pid: u32, why: String },
-    #[error("no thread of pid {0} stopped at a point where loading a library is safe (every try found one inside libc or the loader)")]
+    #[error("pid {pid} is already traced by pid {tracer} (a debugger?)")]
+    Traced { pid: u32, tracer: u32 },
+    #[error("pid {0} ignores SIGSEGV: the end of the remote call would reset that for the whole process")]
+    SegvIgnored(u32),
+    #[error("cannot find {what} in pid {pid}: {why}")]
+    NoDlopen {
+        pid: u32,
+        what: &'static str,
+        why: String,
+    },
+    #[error("no thread of pid {0} was at a point where loading a library is safe (waiting in futex, poll, select or a sleep, SIGSEGV not blocked, room on its stack); try again")]
     NoSafeThread(u32),
     #[error("dlopen failed in pid {pid}: {why}")]
     DlopenFailed { pid: u32, why: String },
@@ -127,30 +138,23 @@ fn base_of<'a>(maps: &'a [Mapping], dev: &str, inode: u64) -> Option<&'a Mapping
         .find(|m| m.inode == inode && m.dev == dev && m.offset == 0)
 }
 
-/// Address ranges of libc and the dynamic loader (a thread stopped inside them may hold
-/// their locks).
-fn runtime_ranges(maps: &[Mapping]) -> Vec<(u64, u64)> {
-    maps.iter()
-        .filter(|m| {
-            let n = file_name(&m.path);
-            n.starts_with("libc.so")
-                || n.starts_with("libc-")
-                || n.starts_with("ld-linux")
-                || n.starts_with("libpthread")
-                || n.starts_with("libdl")
-        })
-        .map(|m| (m.start, m.end))
-        .collect()
-}
-
-/// Where `dlopen` is in the target: the same file as this process's dlopen (same
-/// device and inode), at the same offset from its base.
-fn remote_dlopen(pid: u32, maps: &[Mapping]) -> Result<u64, InjectError> {
-    let err = |why: String| InjectError::NoDlopen { pid, why };
+/// Where the C library function `name` is in the target: the same file as this
+/// process's (same device and inode), at the same offset from its base.
+fn remote_sym(
+    pid: u32,
+    maps: &[Mapping],
+    name: &'static std::ffi::CStr,
+) -> Result<u64, InjectError> {
+    let name_str: &'static str = name.to_str().unwrap_or("a symbol");
+    let err = |why: String| InjectError::NoDlopen {
+        pid,
+        what: name_str,
+        why,
+    };
     // SAFETY: dlsym with RTLD_DEFAULT and a NUL-terminated name has no preconditions.
-    let own = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"dlopen".as_ptr()) } as u64;
+    let own = unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) } as u64;
     if own == 0 {
-        return Err(err("this process has no dlopen".into()));
+        return Err(err("this process has none".into()));
     }
     let mine = std::fs::read_to_string("/proc/self/maps")
         .map(|t| parse_maps(&t))
@@ -158,9 +162,9 @@ fn remote_dlopen(pid: u32, maps: &[Mapping]) -> Result<u64, InjectError> {
     let m = mine
         .iter()
         .find(|m| m.start <= own && own < m.end)
-        .ok_or_else(|| err("this process's dlopen is in no mapped file".into()))?;
+        .ok_or_else(|| err("this process's copy is in no mapped file".into()))?;
     let my_base = base_of(&mine, &m.dev, m.inode)
-        .ok_or_else(|| err("cannot find the base of this process's libc".into()))?;
+        .ok_or_else(|| err("cannot find the base of this process's C library".into()))?;
     let theirs = base_of(maps, &m.dev, m.inode).ok_or_else(|| {
         err(format!(
             "it does not map {} (a different C library, as in another container image): run `gputrace attach` where the job runs (the same image)",
@@ -170,7 +174,9 @@ fn remote_dlopen(pid: u32, maps: &[Mapping]) -> Result<u64, InjectError> {
     Ok(theirs.start + (own - my_base.start))
 }
 
-/// System calls a thread waits in without holding the allocator's or the loader's lock.
+/// System calls a thread waits in without holding the allocator's or the loader's lock,
+/// and that the kernel restarts unseen after a ptrace stop (epoll_wait returns EINTR
+/// instead: not used).
 fn is_waiting_syscall(nr: u64) -> bool {
     matches!(
         nr,
@@ -178,44 +184,39 @@ fn is_waiting_syscall(nr: u64) -> bool {
         | 23   // select
         | 35   // nanosleep
         | 202  // futex
-        | 230  // clock_nanosleep
-        | 232  // epoll_wait
-        | 270  // pselect6
-        | 271  // ppoll
-        | 281  // epoll_pwait
-        | 441 // epoll_pwait2
+        | 230 // clock_nanosleep
     )
 }
 
-/// The threads of `pid`, those waiting in a system call first (by /proc's syscall file).
+/// The system call `tid` is blocked in, from /proc (None: running, or unreadable).
+fn syscall_of(pid: u32, tid: u32) -> Option<u64> {
+    let sc = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/syscall")).ok()?;
+    sc.split_whitespace().next()?.parse().ok()
+}
+
+/// The threads of `pid` now waiting in one of those system calls, the main thread last
+/// (stopping it would stall the program).
 fn candidate_threads(pid: u32) -> Vec<u32> {
     let mut waiting = Vec::new();
-    let mut other = Vec::new();
     if let Ok(rd) = std::fs::read_dir(format!("/proc/{pid}/task")) {
         for e in rd.flatten() {
             let Some(tid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
                 continue;
             };
-            let sc = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/syscall"))
-                .unwrap_or_default();
-            let nr = sc.split_whitespace().next().and_then(|s| s.parse().ok());
-            match nr {
-                Some(n) if is_waiting_syscall(n) => waiting.push(tid),
-                _ => other.push(tid),
+            if syscall_of(pid, tid).is_some_and(is_waiting_syscall) {
+                waiting.push(tid);
             }
         }
     }
-    // The main thread last among the waiting ones: stopping it stalls the program.
     waiting.sort_by_key(|t| (*t == pid, *t));
-    other.sort_by_key(|t| (*t != pid, *t));
-    waiting.extend(other);
     waiting
 }
 
-fn seccomp_mode(pid: u32) -> Option<String> {
+/// A field of /proc/PID/status.
+fn status_field(pid: u32, key: &str) -> Option<String> {
     let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let l = s.lines().find(|l| l.starts_with("Seccomp:"))?;
-    Some(l["Seccomp:".len()..].trim().to_string())
+    let l = s.lines().find(|l| l.starts_with(key))?;
+    Some(l[key.len()..].trim().to_string())
 }
 
 fn ptrace_scope() -> Option<String> {
@@ -224,9 +225,8 @@ fn ptrace_scope() -> Option<String> {
         .map(|s| s.trim().to_string())
 }
 
-/// Loads `lib` into `pid`. The marker file that tells the library it was loaded late is
-/// made first (and removed again if the load fails).
-pub fn inject(pid: u32, lib: &Path, marker: &Path) -> Result<Injected, InjectError> {
+/// Loads `lib` into `pid`, under the name that tells the library it was loaded late.
+pub fn inject(pid: u32, lib: &Path) -> Result<Injected, InjectError> {
     if !cfg!(all(target_arch = "x86_64", target_os = "linux")) {
         return Err(InjectError::Unsupported);
     }
@@ -236,59 +236,100 @@ pub fn inject(pid: u32, lib: &Path, marker: &Path) -> Result<Injected, InjectErr
     if !has_cuda(&maps) {
         return Err(InjectError::NoCuda(pid));
     }
-    if let Some(mode) = seccomp_mode(pid).filter(|m| m != "0") {
+    if let Some(mode) = status_field(pid, "Seccomp:").filter(|m| m != "0") {
         return Err(InjectError::Seccomp { pid, mode });
     }
-    let dlopen = remote_dlopen(pid, &maps)?;
-    let path = CString::new(lib.as_os_str().as_encoded_bytes()).map_err(|_| {
+    if let Some(tracer) = status_field(pid, "TracerPid:")
+        .and_then(|t| t.parse::<u32>().ok())
+        .filter(|t| *t != 0)
+    {
+        return Err(InjectError::Traced { pid, tracer });
+    }
+    let ignored = status_field(pid, "SigIgn:")
+        .and_then(|m| u64::from_str_radix(&m, 16).ok())
+        .unwrap_or(0);
+    if ignored & (1 << (libc::SIGSEGV - 1)) != 0 {
+        return Err(InjectError::SegvIgnored(pid));
+    }
+    let dlopen = remote_sym(pid, &maps, c"dlopen")?;
+    let pause = remote_sym(pid, &maps, c"pause")?;
+    let dlerror = remote_sym(pid, &maps, c"dlerror")?;
+    let io = |error| InjectError::Io { pid, error };
+    let lib = std::fs::canonicalize(lib).map_err(io)?;
+    let dir = LateDir::new().map_err(io)?;
+    let link = dir.0.join(protocol::LATE_LOAD_FILE);
+    std::os::unix::fs::symlink(&lib, &link).map_err(io)?;
+    let path = CString::new(link.as_os_str().as_encoded_bytes()).map_err(|_| {
         InjectError::DlopenFailed {
             pid,
             why: "the library path holds a NUL byte".into(),
         }
     })?;
-    write_marker(pid, marker).map_err(|error| InjectError::Io { pid, error })?;
-    let r = imp::call_dlopen(pid, dlopen, &path, &runtime_ranges(&maps));
-    if r.is_err() {
-        let _ = std::fs::remove_file(marker);
-    }
-    r
+    let stacks: Vec<(u64, u64, bool)> = maps
+        .iter()
+        .map(|m| (m.start, m.end, m.path == "[stack]"))
+        .collect();
+    imp::call_dlopen(
+        pid,
+        imp::Funcs {
+            dlopen,
+            pause,
+            dlerror,
+        },
+        &path,
+        &stacks,
+    )
 }
 
-/// The marker, owned by the process's user so that its library may remove it.
-fn write_marker(pid: u32, marker: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
-    let meta = std::fs::metadata(format!("/proc/{pid}"))?;
-    if let Some(dir) = marker.parent() {
-        if !dir.exists() {
-            std::fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(dir)?;
-            std::os::unix::fs::chown(dir, Some(meta.uid()), Some(meta.gid()))?;
+/// A fresh directory under /tmp holding the link the library is loaded through; removed
+/// when dropped (the library stays mapped).
+struct LateDir(PathBuf);
+
+impl LateDir {
+    fn new() -> std::io::Result<LateDir> {
+        use std::os::unix::fs::PermissionsExt;
+        let mut tmpl = *b"/tmp/gputrace-load-XXXXXX\0";
+        // SAFETY: a writable NUL-terminated template, as mkdtemp requires.
+        let p = unsafe { libc::mkdtemp(tmpl.as_mut_ptr().cast()) };
+        if p.is_null() {
+            return Err(std::io::Error::last_os_error());
         }
+        let dir = PathBuf::from(std::str::from_utf8(&tmpl[..tmpl.len() - 1]).unwrap_or("/tmp"));
+        // Readable by the process's user (it opens the library through it), writable by
+        // us only.
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755))?;
+        Ok(LateDir(dir))
     }
-    std::fs::write(marker, b"")?;
-    std::os::unix::fs::chown(marker, Some(meta.uid()), Some(meta.gid()))
 }
 
-/// The marker path for `pid`, in the socket directory its library will use.
-pub fn marker_for(socket: &Path, pid: u32) -> PathBuf {
-    let dir = socket.parent().unwrap_or(Path::new("/tmp"));
-    protocol::inject_marker_path(dir, pid)
+impl Drop for LateDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(self.0.join(protocol::LATE_LOAD_FILE));
+        let _ = std::fs::remove_dir(&self.0);
+    }
 }
 
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 mod imp {
     use super::*;
 
+    /// The C library functions called in the target.
+    pub struct Funcs {
+        pub dlopen: u64,
+        pub pause: u64,
+        pub dlerror: u64,
+    }
+
     const NT_X86_XSTATE: libc::c_int = 0x202;
-    /// Large enough for the XSAVE area of current x86 CPUs (AVX-512 included).
+    const PTRACE_GETSIGMASK: libc::c_uint = 0x420a;
+    /// Large enough for the XSAVE area of current x86 CPUs (AVX-512 and AMX included).
     const XSTATE_LEN: usize = 16384;
-    /// How long the dlopen may take before we stop waiting and report (the thread is
-    /// then left to finish it: undoing a half-done dlopen is not safe).
+    /// How long the dlopen may take; then its thread is parked (see `park`).
     const CALL_LIMIT: Duration = Duration::from_secs(20);
-    /// Tries at stopping a thread at a safe point.
-    const TRIES: usize = 50;
+    /// Rounds of looking for a thread at a safe point, 5 ms apart.
+    const ROUNDS: usize = 200;
+    /// Stack the call may use below the thread's stack pointer.
+    const STACK_ROOM: u64 = 256 << 10;
 
     fn perr(pid: u32, what: &'static str) -> InjectError {
         let error = std::io::Error::last_os_error();
@@ -322,8 +363,6 @@ mod imp {
     }
 
     struct Saved {
-        /// The signal the thread stopped for (0: our interrupt), delivered at detach.
-        pending: i32,
         regs: libc::user_regs_struct,
         xstate: Vec<u8>,
         xstate_len: usize,
@@ -346,7 +385,6 @@ mod imp {
             return Err(perr(pid, "PTRACE_GETREGSET"));
         }
         Ok(Saved {
-            pending: 0,
             regs,
             xstate_len: iov.iov_len,
             xstate,
@@ -367,6 +405,21 @@ mod imp {
             return Err(perr(pid, "PTRACE_SETREGSET"));
         }
         Ok(())
+    }
+
+    /// The stopped thread's blocked-signal mask.
+    fn sigmask(tid: u32) -> Option<u64> {
+        let mut m: u64 = 0;
+        // SAFETY: PTRACE_GETSIGMASK writes 8 bytes (the size passed) of a stopped tracee.
+        let r = unsafe {
+            libc::ptrace(
+                PTRACE_GETSIGMASK,
+                tid,
+                std::mem::size_of::<u64>(),
+                &mut m as *mut u64,
+            )
+        };
+        (r == 0).then_some(m)
     }
 
     fn peek(tid: u32, addr: u64) -> Result<u64, std::io::Error> {
@@ -416,54 +469,106 @@ mod imp {
         String::from_utf8_lossy(&out).into_owned()
     }
 
-    fn detach(tid: u32) {
-        detach_with(tid, 0)
+    fn detach(tid: u32, sig: i32) -> bool {
+        // SAFETY: detaching a stopped tracee, delivering `sig` (0: none).
+        unsafe { libc::ptrace(libc::PTRACE_DETACH, tid, 0, sig) == 0 }
     }
 
-    fn detach_with(tid: u32, sig: i32) {
-        // SAFETY: detaching a tracee, delivering `sig` (0: none).
-        unsafe { libc::ptrace(libc::PTRACE_DETACH, tid, 0, sig) };
+    /// Why a stopped thread was let go without being used.
+    enum Skip {
+        /// A signal of the program's arrived first: delivered, try again later.
+        Signal,
+        /// Not in a waiting system call, SIGSEGV blocked, or a small stack.
+        Unsafe,
+        /// It ended, or would not stop.
+        Gone,
     }
 
-    /// Seizes `tid` and stops it; the stop's registers.
-    fn stop(pid: u32, tid: u32) -> Result<Saved, InjectError> {
+    /// Seizes and stops `tid`; its registers if it stopped at a safe point, else why not
+    /// (it is let go again then).
+    fn stop_safe(
+        pid: u32,
+        tid: u32,
+        stacks: &[(u64, u64, bool)],
+    ) -> Result<Saved, Result<Skip, InjectError>> {
         // SAFETY: PTRACE_SEIZE/INTERRUPT on a thread id, no pointers.
         if unsafe { libc::ptrace(libc::PTRACE_SEIZE, tid, 0, 0) } != 0 {
-            return Err(perr(pid, "PTRACE_SEIZE"));
+            let e = perr(pid, "PTRACE_SEIZE");
+            return Err(match e {
+                InjectError::Ptrace { ref error, .. }
+                    if error.raw_os_error() == Some(libc::ESRCH) =>
+                {
+                    Ok(Skip::Gone)
+                }
+                e => Err(e),
+            });
         }
         // SAFETY: as above.
         if unsafe { libc::ptrace(libc::PTRACE_INTERRUPT, tid, 0, 0) } != 0 {
-            let e = perr(pid, "PTRACE_INTERRUPT");
-            detach(tid);
-            return Err(e);
+            detach(tid, 0);
+            return Err(Ok(Skip::Gone));
         }
         let Some(st) = wait_stop(tid, Duration::from_secs(2)) else {
-            detach(tid);
-            return Err(InjectError::Ptrace {
-                pid,
-                what: "waiting for the thread to stop",
-                error: std::io::Error::from(std::io::ErrorKind::TimedOut),
-            });
+            // Stuck in the kernel (a driver call): it stops later and is let go then
+            // by the kernel when we exit; nothing was changed.
+            detach(tid, 0);
+            return Err(Ok(Skip::Gone));
         };
-        // A signal-delivery stop (a signal of the program's arrived first): delivered
-        // when we let go.
-        let pending =
-            if libc::WIFSTOPPED(st) && (st >> 16) == 0 && libc::WSTOPSIG(st) != libc::SIGTRAP {
-                libc::WSTOPSIG(st)
-            } else {
-                0
-            };
-        match get_regs(tid, pid) {
-            Ok(s) => Ok(Saved { pending, ..s }),
-            Err(e) => {
-                detach(tid);
-                Err(e)
-            }
+        if !libc::WIFSTOPPED(st) {
+            return Err(Ok(Skip::Gone));
         }
+        if (st >> 16) == 0 {
+            // A signal-delivery stop: the program's signal, delivered now with its own
+            // siginfo.
+            detach(tid, libc::WSTOPSIG(st));
+            return Err(Ok(Skip::Signal));
+        }
+        let saved = match get_regs(tid, pid) {
+            Ok(s) => s,
+            Err(_) => {
+                detach(tid, 0);
+                return Err(Ok(Skip::Gone));
+            }
+        };
+        let nr = saved.regs.orig_rax;
+        let waiting = (nr as i64) >= 0 && is_waiting_syscall(nr);
+        let segv_blocked = sigmask(tid).is_none_or(|m| m & (1 << (libc::SIGSEGV - 1)) != 0);
+        let sp = saved.regs.rsp;
+        let room = stacks
+            .iter()
+            .find(|(a, b, _)| *a <= sp && sp < *b)
+            .is_some_and(|(a, _, main)| *main || sp - a >= STACK_ROOM);
+        if !waiting || segv_blocked || !room {
+            detach(tid, 0);
+            return Err(Ok(Skip::Unsafe));
+        }
+        Ok(saved)
     }
 
-    /// Calls `func(a0, a1)` in the stopped thread `tid` whose registers are `saved`;
-    /// returns rax. The thread stays stopped; memory below its stack is restored.
+    /// Leaves a thread whose call has not returned to finish it alone: it is stopped
+    /// (mid-call: no register changes), the return slot and the words above it get
+    /// `pause`, and it is let go. When the call returns, the thread waits in pause()
+    /// for good instead of jumping to 0.
+    fn park(tid: u32, sp: u64, pause: u64) {
+        // SAFETY: PTRACE_INTERRUPT on our tracee.
+        unsafe { libc::ptrace(libc::PTRACE_INTERRUPT, tid, 0, 0) };
+        if wait_stop(tid, Duration::from_secs(2)).is_some() {
+            for i in 0..8 {
+                let _ = poke(tid, sp + 8 * i, pause);
+            }
+        }
+        detach(tid, 0);
+    }
+
+    enum Call {
+        Returned(u64),
+        /// Did not return in time; the thread was parked.
+        Parked,
+        Failed(InjectError),
+    }
+
+    /// Calls `func(data, a1)` in the stopped thread `tid` whose registers are `saved`.
+    /// On return the thread stays stopped and the stack words used are restored.
     fn remote_call(
         pid: u32,
         tid: u32,
@@ -471,59 +576,65 @@ mod imp {
         func: u64,
         data: &[u8],
         a1: u64,
-    ) -> Result<u64, InjectError> {
-        let io = |error| InjectError::Io { pid, error };
+        pause: u64,
+    ) -> Call {
+        let io = |error| Call::Failed(InjectError::Io { pid, error });
         // The data (a C string) below the red zone, then the return address 0.
         let words = data.len().div_ceil(8);
         let data_at = (saved.regs.rsp - 256 - 8 * words as u64) & !15;
-        let sp = data_at - 8 - 64; // 64 spare bytes, then the return address.
+        let sp = data_at - 8 - 64; // 64 spare bytes (the parking slots), then the return address.
         let sp = (sp & !15) - 8; // at the call, rsp % 16 == 8 (as after a `call`).
         let span = ((saved.regs.rsp - 256) - sp) as usize / 8 + 1;
-        let old = read_words(tid, sp, span).map_err(io)?;
+        let old = match read_words(tid, sp, span) {
+            Ok(o) => o,
+            Err(e) => return io(e),
+        };
         let mut buf = vec![0u8; words * 8];
         buf[..data.len()].copy_from_slice(data);
         let w: Vec<u64> = buf
             .chunks(8)
             .map(|c| u64::from_le_bytes(c.try_into().unwrap_or([0; 8])))
             .collect();
-        let restore = |tid| write_words(tid, sp, &old);
-        write_words(tid, data_at, &w).map_err(io)?;
-        poke(tid, sp, 0).map_err(io)?;
+        if let Err(e) = write_words(tid, data_at, &w).and_then(|()| poke(tid, sp, 0)) {
+            let _ = write_words(tid, sp, &old);
+            return io(e);
+        }
         let mut regs = saved.regs;
         regs.rip = func;
         regs.rdi = data_at;
         regs.rsi = a1;
         regs.rax = 0;
         regs.rsp = sp;
-        // No system call restart on the way out of this stop.
+        regs.eflags &= !0x400; // the direction flag clear, as the ABI wants at a call
+                               // No system call restart on the way out of this stop.
         regs.orig_rax = u64::MAX;
         // SAFETY: PTRACE_SETREGS with a complete user_regs_struct.
         if unsafe { libc::ptrace(libc::PTRACE_SETREGS, tid, 0, &regs) } != 0 {
-            let _ = restore(tid);
-            return Err(perr(pid, "PTRACE_SETREGS"));
+            let _ = write_words(tid, sp, &old);
+            return Call::Failed(perr(pid, "PTRACE_SETREGS"));
         }
         let mut sig = 0;
         let t0 = Instant::now();
         let rax = loop {
             // SAFETY: resuming a stopped tracee with a signal number (0: none).
             if unsafe { libc::ptrace(libc::PTRACE_CONT, tid, 0, sig) } != 0 {
-                return Err(perr(pid, "PTRACE_CONT"));
+                return Call::Failed(perr(pid, "PTRACE_CONT"));
             }
             let left = CALL_LIMIT.saturating_sub(t0.elapsed());
             let Some(st) = wait_stop(tid, left) else {
-                return Err(InjectError::DlopenFailed {
-                    pid,
-                    why: format!(
-                        "the call did not return within {} s; the thread finishes it on its own",
-                        CALL_LIMIT.as_secs()
-                    ),
-                });
+                park(tid, sp, pause);
+                return Call::Parked;
             };
             if libc::WIFEXITED(st) || libc::WIFSIGNALED(st) {
-                return Err(InjectError::DlopenFailed {
+                return Call::Failed(InjectError::DlopenFailed {
                     pid,
                     why: "the process ended during the load".into(),
                 });
+            }
+            if (st >> 16) != 0 {
+                // A group stop or an event stop: resume, no signal.
+                sig = 0;
+                continue;
             }
             let s = libc::WSTOPSIG(st);
             if s == libc::SIGSEGV {
@@ -531,125 +642,113 @@ mod imp {
                 let mut now: libc::user_regs_struct = unsafe { std::mem::zeroed() };
                 // SAFETY: as in get_regs.
                 if unsafe { libc::ptrace(libc::PTRACE_GETREGS, tid, 0, &mut now) } != 0 {
-                    return Err(perr(pid, "PTRACE_GETREGS"));
+                    return Call::Failed(perr(pid, "PTRACE_GETREGS"));
                 }
-                if now.rip == 0 {
+                if now.rip == 0 && now.rsp == sp + 8 {
                     break now.rax;
                 }
-                // A fault of the program's own during the call: not ours to hide.
-                sig = s;
-                continue;
             }
-            // A group stop or event stop: resume without a signal; any other signal is
-            // the program's and is delivered.
-            sig = if (st >> 16) != 0 || s == libc::SIGTRAP {
-                0
-            } else {
-                s
-            };
+            // The program's own signal (a fault of its own included): delivered.
+            sig = s;
         };
-        restore(tid).map_err(io)?;
-        Ok(rax)
+        match write_words(tid, sp, &old) {
+            Ok(()) => Call::Returned(rax),
+            Err(e) => io(e),
+        }
     }
 
     pub fn call_dlopen(
         pid: u32,
-        dlopen: u64,
+        f: Funcs,
         path: &CString,
-        unsafe_ranges: &[(u64, u64)],
+        stacks: &[(u64, u64, bool)],
     ) -> Result<Injected, InjectError> {
-        let threads = candidate_threads(pid);
-        if threads.is_empty() {
-            return Err(InjectError::NoSafeThread(pid));
-        }
-        for attempt in 0..TRIES {
-            let tid = threads[attempt % threads.len()];
-            let t0 = Instant::now();
-            let saved = match stop(pid, tid) {
-                Ok(s) => s,
-                // The thread ended meanwhile: try another.
-                Err(InjectError::Ptrace { error, .. })
-                    if error.raw_os_error() == Some(libc::ESRCH) =>
-                {
-                    continue
+        for _ in 0..ROUNDS {
+            for tid in candidate_threads(pid) {
+                // Looked at again just before: it may have moved on.
+                if !syscall_of(pid, tid).is_some_and(is_waiting_syscall) {
+                    continue;
                 }
-                Err(e) => return Err(e),
-            };
-            let in_syscall = (saved.regs.orig_rax as i64) >= 0;
-            let waiting = in_syscall && is_waiting_syscall(saved.regs.orig_rax);
-            let rip = saved.regs.rip;
-            let in_runtime = unsafe_ranges.iter().any(|(a, b)| *a <= rip && rip < *b);
-            if !(waiting || (!in_syscall && !in_runtime)) {
-                detach_with(tid, saved.pending);
-                std::thread::sleep(Duration::from_millis(2));
-                continue;
-            }
-            let r = remote_call(
-                pid,
-                tid,
-                &saved,
-                dlopen,
-                path.as_bytes_with_nul(),
-                libc::RTLD_NOW as u64,
-            );
-            let handle = match r {
-                Ok(h) => h,
-                Err(e) => {
-                    // The registers go back whatever happened, where the thread allows.
-                    let _ = set_regs(tid, pid, &saved);
-                    detach(tid);
-                    return Err(e);
+                let t0 = Instant::now();
+                let saved = match stop_safe(pid, tid, stacks) {
+                    Ok(s) => s,
+                    Err(Ok(_)) => continue,
+                    Err(Err(e)) => return Err(e),
+                };
+                let r = remote_call(
+                    pid,
+                    tid,
+                    &saved,
+                    f.dlopen,
+                    path.as_bytes_with_nul(),
+                    libc::RTLD_NOW as u64,
+                    f.pause,
+                );
+                let handle = match r {
+                    Call::Returned(h) => h,
+                    Call::Parked => {
+                        return Err(InjectError::DlopenFailed {
+                            pid,
+                            why: format!(
+                                "dlopen did not return within {} s; its thread {tid} finishes it and then waits in pause() for good (the rest of the process runs on)",
+                                CALL_LIMIT.as_secs()
+                            ),
+                        })
+                    }
+                    Call::Failed(e) => {
+                        // The registers go back whatever happened, where the thread allows.
+                        let _ = set_regs(tid, pid, &saved);
+                        detach(tid, 0);
+                        return Err(e);
+                    }
+                };
+                let why = if handle == 0 {
+                    match remote_call(pid, tid, &saved, f.dlerror, &[0], 0, f.pause) {
+                        Call::Returned(p) if p != 0 => read_cstr(tid, p, 512),
+                        Call::Parked => {
+                            return Err(InjectError::DlopenFailed {
+                                pid,
+                                why: "dlopen returned NULL and dlerror did not return".into(),
+                            })
+                        }
+                        _ => "dlopen returned NULL".into(),
+                    }
+                } else {
+                    String::new()
+                };
+                // Always let go, even if a register set could not be put back.
+                let restored = set_regs(tid, pid, &saved);
+                detach(tid, 0);
+                let stalled = t0.elapsed();
+                restored?;
+                if handle == 0 {
+                    return Err(InjectError::DlopenFailed { pid, why });
                 }
-            };
-            let why = if handle == 0 {
-                remote_dlerror(pid, tid, &saved)
-            } else {
-                String::new()
-            };
-            set_regs(tid, pid, &saved)?;
-            detach_with(tid, saved.pending);
-            let stalled = t0.elapsed();
-            if handle == 0 {
-                return Err(InjectError::DlopenFailed { pid, why });
+                return Ok(Injected {
+                    tid,
+                    stalled,
+                    was_waiting: true,
+                });
             }
-            return Ok(Injected {
-                tid,
-                stalled,
-                was_waiting: waiting,
-            });
+            std::thread::sleep(Duration::from_millis(5));
         }
         Err(InjectError::NoSafeThread(pid))
-    }
-
-    /// dlerror() in the target, for the message of a failed dlopen.
-    fn remote_dlerror(pid: u32, tid: u32, saved: &Saved) -> String {
-        // SAFETY: dlsym with RTLD_DEFAULT and a NUL-terminated name.
-        let own = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"dlerror".as_ptr()) } as u64;
-        // SAFETY: as above.
-        let own_open = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"dlopen".as_ptr()) } as u64;
-        let Ok(maps) = std::fs::read_to_string(format!("/proc/{pid}/maps")) else {
-            return "dlopen returned NULL".into();
-        };
-        let Ok(open) = remote_dlopen(pid, &parse_maps(&maps)) else {
-            return "dlopen returned NULL".into();
-        };
-        // dlerror lives in the same file as dlopen: the same distance apart.
-        let func = open.wrapping_add(own.wrapping_sub(own_open));
-        match remote_call(pid, tid, saved, func, &[0], 0) {
-            Ok(0) | Err(_) => "dlopen returned NULL".into(),
-            Ok(p) => read_cstr(tid, p, 512),
-        }
     }
 }
 
 #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
 mod imp {
     use super::*;
+    pub struct Funcs {
+        pub dlopen: u64,
+        pub pause: u64,
+        pub dlerror: u64,
+    }
     pub fn call_dlopen(
         _pid: u32,
-        _dlopen: u64,
+        _f: Funcs,
         _path: &CString,
-        _r: &[(u64, u64)],
+        _s: &[(u64, u64, bool)],
     ) -> Result<Injected, InjectError> {
         Err(InjectError::Unsupported)
     }
@@ -670,7 +769,6 @@ mod tests {
         assert_eq!(base_of(&m, "fd:01", 1234).unwrap().start, 0x7f00);
         assert!(has_cuda(&m));
         assert!(!has_cuda(&m[..3]));
-        assert_eq!(runtime_ranges(&m), vec![(0x7f00, 0x7f10), (0x7f10, 0x7f20)]);
     }
 
     #[test]
@@ -679,5 +777,6 @@ mod tests {
         assert!(is_waiting_syscall(7));
         assert!(!is_waiting_syscall(9)); // mmap: the allocator may hold its lock
         assert!(!is_waiting_syscall(0)); // read
+        assert!(!is_waiting_syscall(232)); // epoll_wait: EINTR after a stop
     }
 }

@@ -160,11 +160,17 @@ pub fn dlopen(path: &Path, flags: libc::c_int) -> Result<*mut libc::c_void, Stri
 
 /// The absolute path of the object holding `addr` (an address only looked up, never read).
 pub fn object_path_of(addr: *const libc::c_void) -> Option<PathBuf> {
-    let addr = addr as usize;
+    let p = object_path_as_loaded(addr)?;
+    std::fs::canonicalize(&p).ok().or(Some(p))
+}
+
+/// The path the object holding `addr` was loaded under, as given to the loader (links
+/// not followed).
+pub fn object_path_as_loaded(addr: *const libc::c_void) -> Option<PathBuf> {
     // SAFETY: Dl_info is plain C data; all zeroes is a valid value for dladdr to fill.
     let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
     // SAFETY: dladdr only writes `info`.
-    if unsafe { libc::dladdr(addr as *const libc::c_void, &mut info) } == 0
+    if unsafe { libc::dladdr(addr as usize as *const libc::c_void, &mut info) } == 0
         || info.dli_fname.is_null()
     {
         return None;
@@ -172,8 +178,7 @@ pub fn object_path_of(addr: *const libc::c_void) -> Option<PathBuf> {
     use std::os::unix::ffi::OsStrExt;
     // SAFETY: dli_fname is a NUL-terminated loader-owned string.
     let s = unsafe { CStr::from_ptr(info.dli_fname) };
-    let p = PathBuf::from(std::ffi::OsStr::from_bytes(s.to_bytes()));
-    std::fs::canonicalize(&p).ok().or(Some(p))
+    Some(PathBuf::from(std::ffi::OsStr::from_bytes(s.to_bytes())))
 }
 
 #[cfg(test)]

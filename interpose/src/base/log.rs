@@ -25,6 +25,11 @@ fn emit(msg: &str) {
 
 /// Something the user should know (tracing off, a bad setting).
 pub fn warn(msg: &str) {
+    // Loaded into a running program by `gputrace attach`, the library keeps off the
+    // program's stderr (its windows' errors go back over the control socket).
+    if crate::base::state::loaded_late() && !DEBUG.load(Ordering::Relaxed) {
+        return;
+    }
     emit(msg);
 }
 

@@ -75,12 +75,13 @@ pub fn on_load() -> bool {
     true
 }
 
-/// Whether `gputrace attach` loaded this library into a running process: it leaves a
-/// marker beside the control socket first (`protocol::inject_marker_path`). The marker
-/// is removed, so a later load (a child after exec) does not take it for its own.
+/// Whether `gputrace attach` loaded this library into a running process: it loads it
+/// under a name of its own (`protocol::LATE_LOAD_FILE`), never used otherwise.
 fn loaded_late() -> bool {
-    let marker = protocol::inject_marker_path(&control::own_socket_dir(), std::process::id());
-    std::fs::remove_file(marker).is_ok()
+    discover::object_path_as_loaded(on_load as *const libc::c_void).is_some_and(|p| {
+        p.file_name()
+            .is_some_and(|n| n == std::ffi::OsStr::new(protocol::LATE_LOAD_FILE))
+    })
 }
 
 /// This library's own file.

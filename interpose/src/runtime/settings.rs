@@ -11,6 +11,11 @@ pub fn set_loaded_late() {
     let mut o = Opts::from_env();
     o.mode = crate::base::opts::Mode::Dormant;
     o.hooks = false;
+    // Windows come through `gputrace attach` only: no signal handler over the program's
+    // own, no timer.
+    o.signal = None;
+    o.start_after = None;
+    o.duration = None;
     let _ = OPTS.set(o);
 }
 
