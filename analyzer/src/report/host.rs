@@ -469,6 +469,45 @@ impl HostCpu {
     }
 }
 
+/// A thread's name as recorded (the library's thread names, else the `comm` of its
+/// process-tree samples); "" when unknown.
+pub fn thread_name<'a>(t: &'a Trace, h: Option<&HostCpu>, tid: u32) -> &'a str {
+    let n = t.thread_name(tid);
+    if !n.is_empty() {
+        return n;
+    }
+    h.and_then(|h| h.own.iter().find(|p| p.pid == tid))
+        .map(|p| t.str(p.comm))
+        .unwrap_or("")
+}
+
+/// A thread of the traced process named by what it is: "main thread (tid N)",
+/// "autograd thread (tid N)" (PyTorch's backward, `pt_autograd_*`), "DataLoader
+/// pin-memory thread", else "thread N (name)".
+pub fn thread_label(t: &Trace, h: Option<&HostCpu>, tid: u32) -> String {
+    let name = thread_name(t, h, tid);
+    let pid = h.map_or(t.meta.pid, |h| h.pid);
+    role_label(tid, pid, name)
+}
+
+/// [`thread_label`] from its parts.
+pub fn role_label(tid: u32, pid: u32, name: &str) -> String {
+    if tid == pid && pid != 0 {
+        return format!("main thread (tid {tid})");
+    }
+    if name.starts_with("pt_autograd") {
+        return format!("autograd thread (tid {tid}, {name})");
+    }
+    if name.starts_with("pt_data_worker") {
+        return format!("DataLoader worker (pid {tid})");
+    }
+    if name.is_empty() {
+        format!("thread {tid}")
+    } else {
+        format!("thread {tid} ({name})")
+    }
+}
+
 fn mul_div(a: u64, b: u64, c: u64) -> u64 {
     if c == 0 {
         0
@@ -602,6 +641,10 @@ pub struct HostSplit {
     /// CPU time in long stretches: gaps over 5 ms, and their number.
     pub long_cpu_ns: u64,
     pub cpu_gaps: u64,
+    /// The `cpu_bound` time (on a CPU and runnable, long stretches) by the thread that
+    /// spent it: each launching thread's own share, never one thread's name on the
+    /// others' time.
+    pub cpu_by_thread: std::collections::BTreeMap<u32, u64>,
 }
 
 impl HostSplit {
@@ -615,6 +658,10 @@ impl HostSplit {
         self.io_ns = self.io_ns.saturating_add(o.io_ns);
         self.long_cpu_ns = self.long_cpu_ns.saturating_add(o.long_cpu_ns);
         self.cpu_gaps = self.cpu_gaps.saturating_add(o.cpu_gaps);
+        for (&tid, &ns) in &o.cpu_by_thread {
+            let v = self.cpu_by_thread.entry(tid).or_default();
+            *v = v.saturating_add(ns);
+        }
         self.blocked_spans.extend_from_slice(&o.blocked_spans);
         self.cpu_spans.extend_from_slice(&o.cpu_spans);
     }
@@ -649,18 +696,24 @@ pub fn split_quiet(
 ) {
     let len = e.saturating_sub(s);
     let first = h.thread_for(tid);
-    let mut sp = match first {
-        Some(t) => h.split(t, s, e),
-        None => Split::default(),
-    };
-    // A thread blocked while another feeding thread runs (the main thread waiting for
-    // the autograd thread) is the host computing, not waiting for input.
+    // Each launching thread's own split: a thread blocked while another launching
+    // thread runs (the main thread waiting for the autograd thread) is the host
+    // computing, not waiting for input, and the CPU time is the running thread's.
+    let mut parts: Vec<(u32, Split)> = Vec::with_capacity(1 + h.feeders.len());
+    if let Some(t) = first {
+        parts.push((t, h.split(t, s, e)));
+    }
     for &f in h.feeders.iter().filter(|&&f| Some(f) != first) {
-        let o = h.split(f, s, e);
+        parts.push((f, h.split(f, s, e)));
+    }
+    let mut sp = Split::default();
+    for (_, o) in &parts {
         sp.covered = sp.covered.max(o.covered);
         sp.on_cpu = sp.on_cpu.saturating_add(o.on_cpu);
         sp.runq = sp.runq.saturating_add(o.runq);
     }
+    // I/O is read off the thread the stretch is charged to.
+    sp.io = parts.first().map_or(0, |p| p.1.io);
     let covered = sp.covered.min(len);
     let cpu = sp.on_cpu.saturating_add(sp.runq).min(covered);
     let blocked = covered - cpu;
@@ -677,6 +730,15 @@ pub fn split_quiet(
             acc.runq_ns = acc.runq_ns.saturating_add(runq);
             if len >= 5_000_000 {
                 acc.long_cpu_ns = acc.long_cpu_ns.saturating_add(cpu);
+            }
+            // Shared out by each thread's own time (the sum is capped at the stretch).
+            let raw = sp.on_cpu.saturating_add(sp.runq);
+            for (t, o) in &parts {
+                let mine = mul_div(o.on_cpu.saturating_add(o.runq), cpu, raw);
+                if mine > 0 {
+                    let v = acc.cpu_by_thread.entry(*t).or_default();
+                    *v = v.saturating_add(mine);
+                }
             }
             out.push((p, p + cpu, Cause::CpuBound));
         }

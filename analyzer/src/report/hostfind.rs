@@ -61,6 +61,41 @@ pub struct TreeReport {
     pub read_bytes_per_s: f64,
 }
 
+/// One thread's share of some host time.
+#[derive(Serialize, Clone, Debug, PartialEq)]
+pub struct ThreadShare {
+    pub tid: u32,
+    /// Its recorded name ("" when unknown).
+    pub name: String,
+    /// What it is, in words: "main thread (tid N)", "autograd thread (tid N, ...)".
+    pub label: String,
+    pub ns: u64,
+    /// Share of the time shared out, %.
+    pub pct: f64,
+}
+
+/// Shares of `by` (tid -> ns), largest first; threads under 1% left out.
+pub(crate) fn shares(
+    t: &crate::trace::Trace,
+    h: &HostCpu,
+    by: &std::collections::BTreeMap<u32, u64>,
+) -> Vec<ThreadShare> {
+    let total: u64 = by.values().fold(0u64, |a, v| a.saturating_add(*v));
+    let mut v: Vec<ThreadShare> = by
+        .iter()
+        .filter(|(_, &ns)| ns > 0 && pct(ns, total) >= 1.0)
+        .map(|(&tid, &ns)| ThreadShare {
+            tid,
+            name: host::thread_name(t, Some(h), tid).to_string(),
+            label: host::thread_label(t, Some(h), tid),
+            ns,
+            pct: pct(ns, total),
+        })
+        .collect();
+    v.sort_by(|a, b| b.ns.cmp(&a.ns).then(a.tid.cmp(&b.tid)));
+    v
+}
+
 /// The host side of the steady state, from the host samples.
 #[derive(Serialize, Clone, Debug, Default, PartialEq)]
 pub struct HostReport {
@@ -70,6 +105,8 @@ pub struct HostReport {
     /// The thread that issued most launches.
     pub feeding_thread: Option<u32>,
     pub feeding_thread_name: String,
+    /// What the feeding thread is, in words ("main thread (tid N)").
+    pub feeding_thread_label: String,
     pub online_cpus: u32,
     pub affinity_cpus: u32,
     /// CPUs the job may use (affinity, capped by a cgroup quota).
@@ -95,6 +132,9 @@ pub struct HostReport {
     pub data_starvation_cause: Option<String>,
     /// `cpu_bound`'s kind: `cpu_contention`, `main_process_work`, `framework_overhead`.
     pub cpu_bound_cause: Option<String>,
+    /// The threads whose CPU time makes up `on_cpu_ns + runq_ns`, largest first.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub computing_threads: Vec<ThreadShare>,
     /// Where the feeding thread's Python code was while it was blocked / computing
     /// (from the periodic stack samples; empty without them).
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -187,7 +227,11 @@ pub(crate) fn report(
         feeding_thread: h.feeder,
         feeding_thread_name: h
             .feeder
-            .map(|f| t.thread_name(f).to_string())
+            .map(|f| host::thread_name(t, Some(h), f).to_string())
+            .unwrap_or_default(),
+        feeding_thread_label: h
+            .feeder
+            .map(|f| host::thread_label(t, Some(h), f))
             .unwrap_or_default(),
         online_cpus: l.online_cpus,
         affinity_cpus: l.affinity_cpus,
@@ -206,9 +250,13 @@ pub(crate) fn report(
         children: steady_tree.children.len(),
         data_starvation_cause: None,
         cpu_bound_cause: None,
+        computing_threads: shares(t, h, &s.cpu_by_thread),
         python_while_blocked: pysamples::tally(t, h.feeder, &blocked),
-        python_while_computing: pysamples::tally(t, h.feeder, &computing),
+        python_while_computing: Vec::new(),
     };
+    // Python places of the thread that spent most of the CPU time.
+    let busiest = r.computing_threads.first().map(|x| x.tid).or(h.feeder);
+    r.python_while_computing = pysamples::tally(t, busiest, &computing);
     r.data_starvation_cause = starvation_cause(&r).map(str::to_string);
     r.cpu_bound_cause = cpu_cause(&r, s).map(str::to_string);
     Some(r)
@@ -328,12 +376,30 @@ pub(crate) fn machine_line(w: &TreeReport) -> Option<String> {
     Some(parts.join(", "))
 }
 
-/// "thread 4242 (python)": the feeding thread as evidence names it.
+/// "main thread (tid 4242)": the feeding thread as evidence names it.
 pub(crate) fn who(r: &HostReport) -> String {
+    if !r.feeding_thread_label.is_empty() {
+        return r.feeding_thread_label.clone();
+    }
     match (r.feeding_thread, r.feeding_thread_name.as_str()) {
         (Some(t), "") => format!("thread {t}"),
         (Some(t), n) => format!("thread {t} ({n})"),
         _ => "the feeding thread".to_string(),
+    }
+}
+
+/// The threads that spent the `cpu_bound` time: "main thread (tid 12)", or with shares
+/// when several did ("main thread (tid 12) 80%, autograd thread (tid 13, ...) 20%").
+pub(crate) fn who_computing(r: &HostReport) -> String {
+    match r.computing_threads.as_slice() {
+        [] => who(r),
+        [one] => one.label.clone(),
+        many => many
+            .iter()
+            .take(3)
+            .map(|x| format!("{} {:.0}%", x.label, x.pct))
+            .collect::<Vec<_>>()
+            .join(", "),
     }
 }
 

@@ -30,7 +30,7 @@ pub(super) fn detect(cx: &FindingCx) -> Option<Finding> {
 fn fill(x: &mut Finding, r: &HostReport, f: &FindingCx) {
     let wall = f.wall;
     let cpu = r.on_cpu_ns.saturating_add(r.runq_ns);
-    let who = hostfind::who(r);
+    let who = hostfind::who_computing(r);
     let kind = r.cpu_bound_cause.as_deref().unwrap_or("framework_overhead");
     x.subcause = Some(kind.to_string());
     x.summary = format!(
