@@ -75,6 +75,10 @@ pub struct Trace {
     pub stalls: Vec<fmt::Stall>,
     pub stall_ops: Vec<fmt::StallOp>,
     pub stall_threads: Vec<fmt::StallThread>,
+    /// The GIL's holder over time, and what blocked threads and child processes were
+    /// blocked in (tags 40, 41), time-sorted.
+    pub gil: Vec<fmt::GilSample>,
+    pub task_waits: Vec<fmt::TaskWait>,
 }
 
 /// One NVTX range: a push/pop pair (same thread) or a start/end pair (same id).
@@ -264,6 +268,8 @@ impl Trace {
             Event::Stall(x) => self.stalls.push(x),
             Event::StallOp(x) => self.stall_ops.push(x),
             Event::StallThread(x) => self.stall_threads.push(x),
+            Event::GilSample(x) => self.gil.push(x),
+            Event::TaskWait(x) => self.task_waits.push(x),
             // A kind the analysis has no table for: not kept (dump and the exports read
             // it from the file, see `export::stream`).
             _ => {}
@@ -316,6 +322,8 @@ impl Trace {
             stalls: _,
             stall_ops: _,
             stall_threads: _,
+            gil,
+            task_waits,
         } = &mut p.tables;
         self.kernels.append(kernels);
         self.memcpys.append(memcpys);
@@ -340,6 +348,8 @@ impl Trace {
         self.call_sites.append(call_sites);
         self.counter_samples.append(counter_samples);
         self.py_samples.append(py_samples);
+        self.gil.append(gil);
+        self.task_waits.append(task_waits);
         for e in p.rest.drain(..) {
             self.add(e);
         }
@@ -385,6 +395,8 @@ impl Trace {
         self.stall_ops.sort_by_key(|x| (x.stall, x.seq, x.ts));
         self.stall_threads.sort_by_key(|x| (x.stall, x.seq, x.ts));
         self.thread_cpu.sort_by_key(|x| (x.ts, x.tid));
+        self.gil.sort_by_key(|x| x.ts);
+        self.task_waits.sort_by_key(|x| (x.ts, x.tid));
         self.proc_samples.sort_by_key(|x| (x.ts, x.pid, x.flags));
         self.machine.sort_by_key(|x| x.ts);
         self.cpu_limits.sort_by_key(|x| x.ts);

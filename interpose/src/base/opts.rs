@@ -27,6 +27,9 @@ pub struct HostSettings {
     pub tree_period: std::time::Duration,
     /// The Python stack samples' period (`GPUTRACE_PYSAMPLE_MS`; zero: none).
     pub py_period: std::time::Duration,
+    /// Every thread of the process, the GIL and every Python thread's stack while a
+    /// CUDA-issuing thread is blocked (`GPUTRACE_HOST_ALL_THREADS`).
+    pub all_threads: bool,
 }
 
 impl Default for HostSettings {
@@ -36,6 +39,7 @@ impl Default for HostSettings {
             thread_period: std::time::Duration::from_millis(3),
             tree_period: std::time::Duration::from_millis(100),
             py_period: std::time::Duration::from_millis(10),
+            all_threads: true,
         }
     }
 }
@@ -357,6 +361,10 @@ impl Opts {
                 set::PYSAMPLE_MS => match v.trim().parse::<u64>() {
                     Ok(n) if n <= 1000 => o.host.py_period = std::time::Duration::from_millis(n),
                     _ => bad("milliseconds between 1 and 1000, or 0 for none"),
+                },
+                set::HOST_ALL_THREADS => match parse_bool(&v) {
+                    Some(b) => o.host.all_threads = b,
+                    None => bad("0 or 1"),
                 },
                 set::HOST_TREE_MS => match v.trim().parse::<u64>() {
                     Ok(n) if (10..=10_000).contains(&n) => {

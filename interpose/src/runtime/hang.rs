@@ -245,7 +245,7 @@ fn finish_for_signal(sig: i32) {
         }
     }
     if s == state::TRACING || s == state::BLIND {
-        pystack::sample::take();
+        pystack::sample::take(false);
         end_report();
         state::set(state::STOPPED);
     }
@@ -367,7 +367,7 @@ impl Dog {
                 c.flush(true);
             }
         }
-        pystack::sample::take();
+        pystack::sample::take(false);
         CUR_ID.store(id, Ordering::Release);
         CUR_SEQ.store(seq, Ordering::Release);
         if seq == 0 {

@@ -157,7 +157,8 @@ fn run(s: HostSettings) {
         let now = ts_ns(&mono());
         if now >= next_py {
             // Python stacks of the CUDA-issuing threads (nothing while stacks are off).
-            pystack::sample::take();
+            // With every Python thread's while a CUDA-issuing thread is blocked.
+            pystack::sample::take(s.all_threads && sp.blocked());
             next_py = if now > next_py + pp {
                 now + pp
             } else {
@@ -213,6 +214,8 @@ impl Source for HostSource {
                 }
                 Sample::Machine(x) => Event::MachineSample(x),
                 Sample::Limits(x) => Event::CpuLimits(x),
+                Sample::Gil(x) => Event::GilSample(x),
+                Sample::Wait(x) => Event::TaskWait(x),
             };
             out.push(e);
         }

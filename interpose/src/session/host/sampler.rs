@@ -11,7 +11,9 @@ use super::queue::{self, Comm, Sample};
 use crate::base::clock;
 use crate::base::opts::HostSettings;
 use crate::rings;
-use gputrace_format::{self as fmt, CpuLimits, MachineSample, ProcSample, ThreadCpu};
+use gputrace_format::{
+    self as fmt, CpuLimits, GilSample, MachineSample, ProcSample, TaskWait, ThreadCpu,
+};
 use std::io::Write;
 
 /// A CUDA-issuing thread (or the main thread), read every thread period.
@@ -23,6 +25,9 @@ struct Fed {
     last_ts: u64,
     /// Passes since its state letter was last read.
     since_state: u8,
+    syscall: Option<ProcFile>,
+    /// Passes since its system call was last read.
+    since_wait: u8,
     seen: bool,
 }
 
@@ -33,13 +38,34 @@ struct Fed {
 /// the passes in between (host.rs).
 const STATE_EVERY: u8 = 8;
 
-/// A thread of this process, read every tree period.
+/// A thread of this process, read every tree period (and every thread period while a
+/// CUDA-issuing thread is blocked, [`Sampler::others_pass`]).
 struct Own {
     tid: u32,
     schedstat: ProcFile,
     children: Option<ProcFile>,
     comm: Comm,
+    syscall: Option<ProcFile>,
+    last_cpu: u64,
+    last_ts: u64,
+    since_wait: u8,
+    /// One of the library's own threads (`gputrace-*`): not sampled finely.
+    ours: bool,
     seen: bool,
+}
+
+/// While a CUDA-issuing thread is blocked: the system call of another thread off the CPU
+/// is read at most every this many passes (of a CUDA-issuing thread, every
+/// [`FED_WAIT_EVERY`]).
+const WAIT_EVERY: u8 = 8;
+const FED_WAIT_EVERY: u8 = 2;
+
+/// The system call of a thread or process blocked in one (`/proc/.../syscall`: its
+/// number, or `running`).
+fn read_syscall(f: &ProcFile, buf: &mut [u8]) -> u32 {
+    f.read(buf)
+        .and_then(procfs::parse_syscall)
+        .unwrap_or(fmt::ENV_NA)
 }
 
 /// A process in this process's tree.
@@ -49,6 +75,7 @@ struct Proc {
     stat: ProcFile,
     io: Option<ProcFile>,
     children: Option<ProcFile>,
+    syscall: Option<ProcFile>,
     seen: bool,
 }
 
@@ -76,6 +103,8 @@ pub struct Sampler {
     self_stat: Option<ProcFile>,
     self_io: Option<ProcFile>,
     proc_stat: Option<ProcFile>,
+    /// A CUDA-issuing thread was mostly off the CPU in the last thread pass.
+    blocked: bool,
     psi_cpu: Option<ProcFile>,
     psi_io: Option<ProcFile>,
     cg_cpu_stat: Option<ProcFile>,
@@ -110,6 +139,7 @@ impl Sampler {
             self_stat: ProcFile::open(c"/proc/self/stat"),
             self_io: ProcFile::open(c"/proc/self/io"),
             proc_stat: ProcFile::open(c"/proc/stat"),
+            blocked: false,
             psi_cpu: ProcFile::open(c"/proc/pressure/cpu"),
             psi_io: ProcFile::open(c"/proc/pressure/io"),
             cg_cpu_stat,
@@ -145,8 +175,22 @@ impl Sampler {
         }));
     }
 
-    /// One reading of the CUDA-issuing threads and the main thread.
+    /// One reading of the CUDA-issuing threads and the main thread; while one of them is
+    /// blocked, of every other thread of the process and of the GIL too.
     pub fn thread_pass(&mut self) {
+        self.fed_pass();
+        if self.s.all_threads && self.blocked {
+            self.others_pass();
+            self.gil_sample();
+        }
+    }
+
+    /// Was a CUDA-issuing thread mostly off the CPU in the last pass?
+    pub fn blocked(&self) -> bool {
+        self.blocked
+    }
+
+    fn fed_pass(&mut self) {
         let Sampler {
             pid,
             buf,
@@ -154,8 +198,10 @@ impl Sampler {
             tids,
             fed,
             batch,
+            blocked,
             ..
         } = self;
+        *blocked = false;
         tids.clear();
         tids.push(*pid);
         rings::owner_tids(tids);
@@ -176,6 +222,9 @@ impl Sampler {
             let stat = ProcFile::open_fmt(path, |v| {
                 let _ = write!(v, "/proc/self/task/{tid}/stat");
             });
+            let syscall = ProcFile::open_fmt(path, |v| {
+                let _ = write!(v, "/proc/self/task/{tid}/syscall");
+            });
             fed.push(Fed {
                 tid,
                 schedstat,
@@ -183,6 +232,8 @@ impl Sampler {
                 last_cpu: 0,
                 last_ts: 0,
                 since_state: STATE_EVERY,
+                syscall,
+                since_wait: FED_WAIT_EVERY,
                 seen: true,
             });
         }
@@ -203,6 +254,25 @@ impl Sampler {
             // The state letter matters when the thread was mostly off the CPU.
             let off = f.last_ts == 0
                 || cpu.saturating_sub(f.last_cpu).saturating_mul(4) < ts.saturating_sub(f.last_ts);
+            if off && f.last_ts != 0 {
+                *blocked = true;
+            }
+            f.since_wait = f.since_wait.saturating_add(1);
+            if off && f.since_wait >= FED_WAIT_EVERY {
+                if let Some(sc) = &f.syscall {
+                    f.since_wait = 0;
+                    let nr = read_syscall(sc, buf);
+                    if nr != fmt::ENV_NA {
+                        batch.push(Sample::Wait(TaskWait {
+                            ts,
+                            tid: f.tid,
+                            syscall: nr,
+                            state: fmt::STATE_UNKNOWN,
+                            flags: 0,
+                        }));
+                    }
+                }
+            }
             f.since_state = f.since_state.saturating_add(1);
             let state = match (&f.stat, off && f.since_state >= STATE_EVERY) {
                 (Some(st), true) => {
@@ -225,6 +295,70 @@ impl Sampler {
             }));
             true
         });
+    }
+
+    /// Every other thread of the process (those the last tree pass listed, the library's
+    /// own left out): its CPU clock (one system call), and every [`WAIT_EVERY`] passes
+    /// the system call of one that stayed off the CPU.
+    fn others_pass(&mut self) {
+        let Sampler {
+            buf,
+            fed,
+            own,
+            batch,
+            ..
+        } = self;
+        let ts = clock::now_ns();
+        for o in own.iter_mut() {
+            if o.ours || fed.iter().any(|f| f.tid == o.tid) {
+                continue;
+            }
+            let Some(cpu) = procfs::thread_cpu_ns(o.tid) else {
+                continue;
+            };
+            let off = o.last_ts != 0
+                && cpu.saturating_sub(o.last_cpu).saturating_mul(4) < ts.saturating_sub(o.last_ts);
+            // A gap since the last fine reading (the pass was not run): not "off".
+            let fresh = ts.saturating_sub(o.last_ts) < 50_000_000;
+            o.last_cpu = cpu;
+            o.last_ts = ts;
+            batch.push(Sample::Thread(ThreadCpu {
+                ts,
+                tid: o.tid,
+                cpu_ns: cpu,
+                wait_ns: 0,
+                slices: 0,
+                state: fmt::STATE_UNKNOWN,
+            }));
+            o.since_wait = o.since_wait.saturating_add(1);
+            if off && fresh && o.since_wait >= WAIT_EVERY {
+                if let Some(sc) = &o.syscall {
+                    o.since_wait = 0;
+                    let nr = read_syscall(sc, buf);
+                    if nr != fmt::ENV_NA {
+                        batch.push(Sample::Wait(TaskWait {
+                            ts,
+                            tid: o.tid,
+                            syscall: nr,
+                            state: fmt::STATE_UNKNOWN,
+                            flags: 0,
+                        }));
+                    }
+                }
+            }
+        }
+    }
+
+    /// The GIL's holder (a Python process with stacks on).
+    fn gil_sample(&mut self) {
+        if let Some((holder, locked, switches)) = crate::session::pystack::gil::now() {
+            self.batch.push(Sample::Gil(GilSample {
+                ts: clock::now_ns(),
+                holder,
+                locked: locked as u8,
+                switches,
+            }));
+        }
     }
 
     /// One reading of the process tree and the machine.
@@ -300,11 +434,24 @@ impl Sampler {
             })
             .and_then(|f| f.read(buf).map(Comm::new))
             .unwrap_or_default();
+            let ours = comm.as_bytes().starts_with(b"gputrace-");
+            let syscall = if ours {
+                None
+            } else {
+                ProcFile::open_fmt(path, |v| {
+                    let _ = write!(v, "/proc/self/task/{tid}/syscall");
+                })
+            };
             own.push(Own {
                 tid,
                 schedstat,
                 children,
                 comm,
+                syscall,
+                last_cpu: 0,
+                last_ts: 0,
+                since_wait: WAIT_EVERY,
+                ours,
                 seen: true,
             });
         }
@@ -367,12 +514,16 @@ impl Sampler {
                     let children = ProcFile::open_fmt(path, |v| {
                         let _ = write!(v, "/proc/{pid}/task/{pid}/children");
                     });
+                    let syscall = ProcFile::open_fmt(path, |v| {
+                        let _ = write!(v, "/proc/{pid}/syscall");
+                    });
                     procs.push(Proc {
                         pid,
                         depth,
                         stat,
                         io,
                         children,
+                        syscall,
                         seen: false,
                     });
                     procs.len() - 1
@@ -400,8 +551,25 @@ impl Sampler {
                 cpu_ns: s.cpu_ticks.saturating_mul(*tick_ns),
                 ..Default::default()
             };
+            let state = s.state;
             read_io(p.io.as_ref(), buf, &mut x);
             batch.push(Sample::Proc(x, comm));
+            // What a child off the CPU is blocked in (a DataLoader worker waiting for
+            // indices polls its queue; one blocked inside the dataset reads or sleeps).
+            if state != b'R' {
+                if let Some(sc) = &p.syscall {
+                    let nr = read_syscall(sc, buf);
+                    if nr != fmt::ENV_NA {
+                        batch.push(Sample::Wait(TaskWait {
+                            ts,
+                            tid: pid,
+                            syscall: nr,
+                            state,
+                            flags: fmt::TASK_WAIT_CHILD,
+                        }));
+                    }
+                }
+            }
             if depth < MAX_DEPTH {
                 if let Some(c) = &p.children {
                     if let Some(b) = c.read(buf) {
