@@ -39,10 +39,22 @@ struct Rate {
     state: u8,
 }
 
+/// What else the synthetic job records.
+#[derive(Default)]
+struct Extra {
+    /// Every launch from the autograd thread (none from the main thread).
+    all_from_autograd: bool,
+    /// GIL samples every 3 ms: (holder, locked).
+    gil: Option<(u32, u8)>,
+    /// DataLoader workers (children) at 5% of a CPU, blocked in this system call,
+    /// sampled every 50 ms.
+    workers: Option<u32>,
+}
+
 /// A loop quiet for 8 ms a step, then 4 kernels of 500 us: the first launched by the
 /// main thread, the other three by the autograd thread (so it has most launches).
 /// `rates`: the threads sampled every 3 ms, at constant rates.
-fn job(rates: &[Rate]) -> B {
+fn job_with(rates: &[Rate], x: &Extra) -> B {
     let mut b = B::new();
     b.meta.pid = PID;
     let main = b.s("python");
@@ -67,7 +79,11 @@ fn job(rates: &[Rate]) -> B {
         for (j, name) in STEP_KERNELS.iter().enumerate() {
             let at = h + j as u64 * 10 * US;
             let start = (at + 10 * US).max(prev_end + US);
-            let tid = if j == 0 { PID } else { AUTOGRAD };
+            let tid = if j == 0 && !x.all_from_autograd {
+                PID
+            } else {
+                AUTOGRAD
+            };
             let c = b.api(tid, at, 5 * US, LAUNCH, "cudaLaunchKernel", 0, 0);
             b.kernel_shape(start, 500 * US, name, c, BIG);
             prev_end = start + 500 * US;
@@ -97,13 +113,50 @@ fn job(rates: &[Rate]) -> B {
                 state: if r.cpu >= 0.5 { 0 } else { r.state },
             }));
         }
+        if let Some((holder, locked)) = x.gil {
+            b.ev.push(Event::GilSample(fmt::GilSample {
+                ts: t + 1000,
+                holder,
+                locked,
+                switches: 0,
+            }));
+        }
+        if let Some(nr) = x.workers {
+            if (t - t0).is_multiple_of(THREAD_PERIOD * 16) {
+                let name = b.s("pt_data_worker");
+                for i in 0..4u32 {
+                    b.ev.push(Event::ProcSample(fmt::ProcSample {
+                        ts: t,
+                        pid: 5000 + i,
+                        ppid: PID,
+                        comm: name,
+                        flags: 0,
+                        state: b'S',
+                        threads: 1,
+                        cpu_ns: (el * 0.05) as u64,
+                        ..Default::default()
+                    }));
+                    b.ev.push(Event::TaskWait(fmt::TaskWait {
+                        ts: t,
+                        tid: 5000 + i,
+                        syscall: nr,
+                        state: b'S',
+                        flags: fmt::TASK_WAIT_CHILD,
+                    }));
+                }
+            }
+        }
         t += THREAD_PERIOD;
     }
     b
 }
 
 fn report(rates: &[Rate]) -> Report {
-    let b = job(rates);
+    report_with(rates, &Extra::default())
+}
+
+fn report_with(rates: &[Rate], x: &Extra) -> Report {
+    let b = job_with(rates, x);
     let mut evs = b.ev.clone();
     evs.sort_by_key(|e| e.ts().unwrap_or(0));
     let mut b2 = b;
@@ -172,7 +225,7 @@ fn several_computing_threads_get_their_shares() {
     assert_eq!(shares, vec![(PID, 60), (AUTOGRAD, 40)]);
     assert!(
         f.summary
-            .contains("main thread (tid 1000) 60%, autograd thread (tid 1001, pt_autograd_0) 40%"),
+            .contains("the launching threads (main thread (tid 1000) 60%, autograd thread (tid 1001, pt_autograd_0) 40%) were busy"),
         "{}",
         f.summary
     );
@@ -204,4 +257,113 @@ fn a_blocked_feeding_thread_is_named_by_its_role() {
         text.contains("host       autograd thread (tid 1001"),
         "{text}"
     );
+}
+
+fn blocked(tid: u32) -> Rate {
+    Rate {
+        tid,
+        cpu: 0.0,
+        state: b'S',
+    }
+}
+
+fn busy(tid: u32) -> Rate {
+    Rate {
+        tid,
+        cpu: 1.0,
+        state: 0,
+    }
+}
+
+#[test]
+fn a_thread_holding_the_gil_is_contention_not_data_starvation() {
+    let r = report_with(
+        &[blocked(PID), blocked(AUTOGRAD), busy(OTHER)],
+        &Extra {
+            gil: Some((OTHER, 1)),
+            ..Default::default()
+        },
+    );
+    let f = get(&r, "cpu_bound");
+    assert_eq!(f.subcause.as_deref(), Some("gil_contention"));
+    assert!(
+        f.summary.contains("thread 1002 (metrics) held it"),
+        "{}",
+        f.summary
+    );
+    assert!(f.fix.contains("release the GIL"), "{}", f.fix);
+    assert!(find(&r, "data_starvation").is_none(), "{:?}", r.findings);
+    let h = r.processes[0].host_cpu.as_ref().unwrap();
+    assert_eq!(h.gil_holders.len(), 1);
+    assert_eq!(h.gil_holders[0].tid, OTHER);
+    assert!(h.contention_ns * 10 >= h.quiet_ns * 9, "{h:?}");
+}
+
+#[test]
+fn the_gil_free_or_held_by_a_launching_thread_is_not_contention() {
+    // Nobody computes: the GIL is free. True starvation.
+    let r = report_with(
+        &[blocked(PID), blocked(AUTOGRAD), blocked(OTHER)],
+        &Extra {
+            gil: Some((OTHER, 0)),
+            ..Default::default()
+        },
+    );
+    assert!(find(&r, "data_starvation").is_some());
+    assert!(find(&r, "cpu_bound").is_none(), "{:?}", r.findings);
+}
+
+#[test]
+fn another_thread_on_a_cpu_without_gil_samples_is_thread_contention() {
+    let r = report(&[blocked(PID), blocked(AUTOGRAD), busy(OTHER)]);
+    let f = get(&r, "cpu_bound");
+    assert_eq!(f.subcause.as_deref(), Some("thread_contention"));
+    assert!(f.summary.contains("thread 1002 (metrics) was on a CPU"));
+    assert!(find(&r, "data_starvation").is_none(), "{:?}", r.findings);
+}
+
+#[test]
+fn a_runtime_launching_while_the_main_thread_dispatches_is_dispatch_bound() {
+    // JAX-like: every launch from a runtime thread, which blocks while the main
+    // (Python) thread computes.
+    let r = report_with(
+        &[busy(PID), blocked(AUTOGRAD)],
+        &Extra {
+            all_from_autograd: true,
+            ..Default::default()
+        },
+    );
+    let f = get(&r, "cpu_bound");
+    assert_eq!(f.subcause.as_deref(), Some("dispatch_thread"));
+    assert!(
+        f.summary.contains("main thread (tid 1000)"),
+        "{}",
+        f.summary
+    );
+    assert!(find(&r, "data_starvation").is_none(), "{:?}", r.findings);
+}
+
+#[test]
+fn workers_blocked_inside_the_dataset_are_latency_bound() {
+    // clock_nanosleep (230): a sleep inside __getitem__.
+    let r = report_with(
+        &[blocked(PID), blocked(AUTOGRAD)],
+        &Extra {
+            workers: Some(230),
+            ..Default::default()
+        },
+    );
+    let f = get(&r, "data_starvation");
+    assert_eq!(f.subcause.as_deref(), Some("workers_latency_bound"));
+    assert!(f.fix.contains("prefetch_factor"), "{}", f.fix);
+    // Polling their index queue (7): idle, the wait is elsewhere.
+    let r = report_with(
+        &[blocked(PID), blocked(AUTOGRAD)],
+        &Extra {
+            workers: Some(7),
+            ..Default::default()
+        },
+    );
+    let f = get(&r, "data_starvation");
+    assert_eq!(f.subcause.as_deref(), Some("workers_idle"));
 }

@@ -179,7 +179,17 @@ pub struct HostCpu {
     machine: Vec<MPt>,
     pub limits: Option<CpuLimits>,
     max_gap: u64,
+    /// The GIL over time: (ts, holder tid, locked), time-sorted (format tag 40).
+    gil: Vec<(u64, u32, bool)>,
 }
+
+/// A blocked launching thread waited for another thread of the process from this share
+/// of its blocked time on (the GIL held by another thread in this share of the samples,
+/// or another thread on a CPU this share of the time).
+pub const CONTENTION_SHARE: f64 = 0.5;
+/// Another thread on a CPU for at least this share of a stretch is counted beside the
+/// busiest one.
+const OTHER_MIN_SHARE: f64 = 0.2;
 
 fn gputrace_thread(t: &Trace, comm: u32) -> bool {
     t.str(comm).starts_with("gputrace-")
@@ -312,6 +322,11 @@ impl HostCpu {
             place_runq(&mut th.pts, max_gap);
             carry_states(&mut th.pts);
         }
+        let gil = t
+            .gil
+            .iter()
+            .map(|g| (g.ts, g.holder, g.locked != 0))
+            .collect();
         Some(HostCpu {
             threads,
             feeder,
@@ -323,6 +338,7 @@ impl HostCpu {
             machine,
             limits,
             max_gap,
+            gil,
         })
     }
 
@@ -461,6 +477,70 @@ impl HostCpu {
         out
     }
 
+    /// What else in the process held the host while the launching threads `feeding`
+    /// were blocked for `blocked` ns of [s, e): the GIL's holders (by the share of GIL
+    /// samples in the stretch each held it locked), else the other threads on a CPU (by
+    /// their share of the stretch). Each thread's ns is its part of `blocked`.
+    pub fn contention(&self, feeding: &[u32], s: u64, e: u64, blocked: u64) -> Contention {
+        let mut out = Contention::default();
+        if blocked == 0 || e <= s {
+            return out;
+        }
+        let lo = self.gil.partition_point(|g| g.0 < s);
+        let hi = self.gil.partition_point(|g| g.0 < e);
+        let samples = &self.gil[lo..hi];
+        if !samples.is_empty() {
+            let n = samples.len() as u64;
+            let mut by: Vec<(u32, u64)> = Vec::new();
+            for &(_, holder, locked) in samples {
+                if !locked || holder == 0 || feeding.contains(&holder) {
+                    continue;
+                }
+                match by.iter_mut().find(|x| x.0 == holder) {
+                    Some(x) => x.1 += 1,
+                    None => by.push((holder, 1)),
+                }
+            }
+            let held: u64 = by.iter().map(|x| x.1).sum();
+            if held as f64 >= n as f64 * CONTENTION_SHARE {
+                out.gil = by
+                    .into_iter()
+                    .map(|(tid, k)| (tid, mul_div(blocked, k, n)))
+                    .collect();
+                return out;
+            }
+        }
+        let len = e - s;
+        let mut others: Vec<(u32, f64)> = self
+            .threads
+            .iter()
+            .filter(|x| !feeding.contains(&x.tid))
+            .filter_map(|x| {
+                let sp = self.split(x.tid, s, e);
+                (sp.covered * 2 >= len && sp.covered > 0)
+                    .then(|| (x.tid, sp.on_cpu as f64 / sp.covered as f64))
+            })
+            .filter(|x| x.1 >= OTHER_MIN_SHARE)
+            .collect();
+        others.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        if others.first().is_some_and(|x| x.1 >= CONTENTION_SHARE) {
+            let mut left = blocked;
+            for (tid, f) in others {
+                let ns = ((blocked as f64 * f.min(1.0)) as u64).min(left);
+                left -= ns;
+                if ns > 0 {
+                    out.cpu.push((tid, ns));
+                }
+            }
+        }
+        out
+    }
+
+    /// The thread ids with CPU samples that issued no launches.
+    pub fn is_feeder(&self, tid: u32) -> bool {
+        self.feeders.contains(&tid) || self.feeder == Some(tid)
+    }
+
     pub fn cpus_available(&self) -> Option<f64> {
         self.limits
             .as_ref()
@@ -567,6 +647,24 @@ fn usage(pts: &[PPt], spans: &[(u64, u64)]) -> Usage {
     u
 }
 
+/// What held the host while the launching threads were blocked (see
+/// [`HostCpu::contention`]): (tid, ns of the blocked time) for the GIL's holders, or
+/// for the other threads on a CPU.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Contention {
+    pub gil: Vec<(u32, u64)>,
+    pub cpu: Vec<(u32, u64)>,
+}
+
+impl Contention {
+    pub fn total(&self) -> u64 {
+        self.gil
+            .iter()
+            .chain(self.cpu.iter())
+            .fold(0u64, |a, x| a.saturating_add(x.1))
+    }
+}
+
 /// One child process during some spans.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ChildUse {
@@ -645,9 +743,24 @@ pub struct HostSplit {
     /// spent it: each launching thread's own share, never one thread's name on the
     /// others' time.
     pub cpu_by_thread: std::collections::BTreeMap<u32, u64>,
+    /// Blocked time the launching threads spent waiting for another thread of the
+    /// process (charged to `cpu_bound`: the process was computing): for the GIL, by
+    /// its holder; for another thread on a CPU, by that thread.
+    pub gil_by_thread: std::collections::BTreeMap<u32, u64>,
+    pub other_by_thread: std::collections::BTreeMap<u32, u64>,
+    /// The stretches charged mostly to such waits.
+    pub contention_spans: Vec<(u64, u64)>,
 }
 
 impl HostSplit {
+    /// Blocked time charged to other threads of the process.
+    pub fn contention_ns(&self) -> u64 {
+        self.gil_by_thread
+            .values()
+            .chain(self.other_by_thread.values())
+            .fold(0u64, |a, v| a.saturating_add(*v))
+    }
+
     pub fn merge(&mut self, o: &HostSplit) {
         self.measured_ns = self.measured_ns.saturating_add(o.measured_ns);
         self.unmeasured_ns = self.unmeasured_ns.saturating_add(o.unmeasured_ns);
@@ -658,10 +771,17 @@ impl HostSplit {
         self.io_ns = self.io_ns.saturating_add(o.io_ns);
         self.long_cpu_ns = self.long_cpu_ns.saturating_add(o.long_cpu_ns);
         self.cpu_gaps = self.cpu_gaps.saturating_add(o.cpu_gaps);
-        for (&tid, &ns) in &o.cpu_by_thread {
-            let v = self.cpu_by_thread.entry(tid).or_default();
-            *v = v.saturating_add(ns);
+        for (mine, theirs) in [
+            (&mut self.cpu_by_thread, &o.cpu_by_thread),
+            (&mut self.gil_by_thread, &o.gil_by_thread),
+            (&mut self.other_by_thread, &o.other_by_thread),
+        ] {
+            for (&tid, &ns) in theirs {
+                let v = mine.entry(tid).or_default();
+                *v = v.saturating_add(ns);
+            }
         }
+        self.contention_spans.extend_from_slice(&o.contention_spans);
         self.blocked_spans.extend_from_slice(&o.blocked_spans);
         self.cpu_spans.extend_from_slice(&o.cpu_spans);
     }
@@ -744,9 +864,35 @@ pub fn split_quiet(
         }
         p += cpu;
     }
+    // Blocked, waiting for another thread of the process (the GIL, a thread on a
+    // CPU): the process was computing, so `cpu_bound`, never `data_starvation`.
+    let mut waited = 0;
+    if blocked > 0 && quiet_ns > CPU_LAUNCH_NS {
+        let mut feeding: Vec<u32> = parts.iter().map(|x| x.0).collect();
+        feeding.extend(h.feeders.iter().copied());
+        let c = h.contention(&feeding, s, e, blocked);
+        waited = c.total().min(blocked).min(e.saturating_sub(p));
+        if waited > 0 {
+            for (map, list) in [
+                (&mut acc.gil_by_thread, &c.gil),
+                (&mut acc.other_by_thread, &c.cpu),
+            ] {
+                for &(tid, ns) in list {
+                    let v = map.entry(tid).or_default();
+                    *v = v.saturating_add(ns);
+                }
+            }
+            out.push((p, p + waited, Cause::CpuBound));
+            p += waited;
+            if waited * 2 >= blocked {
+                acc.contention_spans.push((s, e));
+            }
+        }
+    }
     if e > p {
         out.push((p, e, Cause::DataStarvation));
     }
+    let blocked = blocked - waited;
     acc.blocked_ns = acc.blocked_ns.saturating_add(blocked);
     acc.io_ns = acc.io_ns.saturating_add(sp.io.min(blocked));
     if covered > 0 {

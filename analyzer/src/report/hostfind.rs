@@ -135,12 +135,59 @@ pub struct HostReport {
     /// The threads whose CPU time makes up `on_cpu_ns + runq_ns`, largest first.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub computing_threads: Vec<ThreadShare>,
+    /// Time the launching threads were blocked waiting for another thread of the
+    /// process (charged to `cpu_bound`): the GIL's holders, and other threads on a CPU
+    /// (when the GIL was not read or not held by another thread), largest first.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub contention_ns: u64,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub gil_holders: Vec<ThreadShare>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub other_threads: Vec<ThreadShare>,
+    /// Where the thread the launching threads waited for most was in its Python code.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub python_of_contender: Vec<HostPlace>,
+    /// What the DataLoader workers were doing while the feeding thread was blocked,
+    /// from the system calls they were blocked in (samples): inside the dataset
+    /// (sleeping, reading, fetching), and idle waiting for indices (polling their queue).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub worker_waits_in_dataset: u64,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub worker_waits_for_indices: u64,
     /// Where the feeding thread's Python code was while it was blocked / computing
     /// (from the periodic stack samples; empty without them).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub python_while_blocked: Vec<HostPlace>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub python_while_computing: Vec<HostPlace>,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
+}
+
+/// x86-64 system calls a worker blocked inside a dataset is in: sleeps, reads, network.
+const DATASET_CALLS: [u32; 12] = [0, 17, 19, 295, 45, 47, 35, 230, 257, 42, 43, 61];
+/// ... and those a worker waiting for its next indices is in: poll, select, epoll.
+const INDEX_CALLS: [u32; 7] = [7, 23, 270, 271, 232, 281, 441];
+
+/// Worker wait samples inside `spans` (sorted, disjoint): (in the dataset, for indices).
+fn worker_waits(t: &crate::trace::Trace, spans: &[(u64, u64)]) -> (u64, u64) {
+    let (mut ds, mut idx) = (0, 0);
+    for &(s, e) in spans {
+        let lo = t.task_waits.partition_point(|w| w.ts < s);
+        for w in t.task_waits[lo..].iter().take_while(|w| w.ts < e) {
+            if w.flags & gputrace_format::TASK_WAIT_CHILD == 0 {
+                continue;
+            }
+            if w.state == b'D' || DATASET_CALLS.contains(&w.syscall) {
+                ds += 1;
+            } else if INDEX_CALLS.contains(&w.syscall) {
+                idx += 1;
+            }
+        }
+    }
+    (ds, idx)
 }
 
 fn tree_report(h: &HostCpu, t: &Tree) -> TreeReport {
@@ -251,9 +298,25 @@ pub(crate) fn report(
         data_starvation_cause: None,
         cpu_bound_cause: None,
         computing_threads: shares(t, h, &s.cpu_by_thread),
+        contention_ns: s.contention_ns(),
+        gil_holders: shares(t, h, &s.gil_by_thread),
+        other_threads: shares(t, h, &s.other_by_thread),
+        python_of_contender: Vec::new(),
+        worker_waits_in_dataset: 0,
+        worker_waits_for_indices: 0,
         python_while_blocked: pysamples::tally(t, h.feeder, &blocked),
         python_while_computing: Vec::new(),
     };
+    (r.worker_waits_in_dataset, r.worker_waits_for_indices) = worker_waits(t, &blocked);
+    let contender = r
+        .gil_holders
+        .first()
+        .or(r.other_threads.first())
+        .map(|x| x.tid);
+    if let Some(c) = contender {
+        let spans = HostSplit::merged(&s.contention_spans);
+        r.python_of_contender = pysamples::tally_only(t, c, &spans);
+    }
     // Python places of the thread that spent most of the CPU time.
     let busiest = r.computing_threads.first().map(|x| x.tid).or(h.feeder);
     r.python_while_computing = pysamples::tally(t, busiest, &computing);
@@ -285,6 +348,10 @@ fn starvation_cause(r: &HostReport) -> Option<&'static str> {
         } else if w.worker_r_state_pct >= 50.0 {
             // Runnable most of the time yet getting little CPU: no core free for them.
             "cpu_saturated"
+        } else if r.worker_waits_in_dataset > r.worker_waits_for_indices {
+            // Off the CPU inside __getitem__ (a sleep, a read, a fetch): each sample
+            // costs waiting, not computing.
+            "workers_latency_bound"
         } else {
             "workers_idle"
         },
@@ -292,9 +359,24 @@ fn starvation_cause(r: &HostReport) -> Option<&'static str> {
 }
 
 fn cpu_cause(r: &HostReport, s: &HostSplit) -> Option<&'static str> {
-    let cpu = r.on_cpu_ns.saturating_add(r.runq_ns);
+    let own = r.on_cpu_ns.saturating_add(r.runq_ns);
+    let cpu = own.saturating_add(r.contention_ns);
     if cpu == 0 || pct(cpu, r.quiet_ns) < KIND_MIN_PCT {
         return None;
+    }
+    if r.contention_ns >= own {
+        let gil: u64 = r.gil_holders.iter().map(|x| x.ns).sum();
+        let main_dispatching = r
+            .other_threads
+            .first()
+            .is_some_and(|x| Some(x.tid) != r.feeding_thread && x.label.starts_with("main thread"));
+        return Some(if gil * 2 >= r.contention_ns {
+            "gil_contention"
+        } else if main_dispatching {
+            "dispatch_thread"
+        } else {
+            "thread_contention"
+        });
     }
     Some(if r.runq_ns as f64 >= cpu as f64 * 0.3 {
         "cpu_contention"
@@ -394,12 +476,14 @@ pub(crate) fn who_computing(r: &HostReport) -> String {
     match r.computing_threads.as_slice() {
         [] => who(r),
         [one] => one.label.clone(),
-        many => many
-            .iter()
-            .take(3)
-            .map(|x| format!("{} {:.0}%", x.label, x.pct))
-            .collect::<Vec<_>>()
-            .join(", "),
+        many => format!(
+            "the launching threads ({})",
+            many.iter()
+                .take(3)
+                .map(|x| format!("{} {:.0}%", x.label, x.pct))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
     }
 }
 

@@ -154,6 +154,12 @@ fn with_host_samples(x: &mut Finding, r: &HostReport, wall: u64) {
             w.job_cpus
         ),
         "io_wait" => "The input pipeline waits on storage: put the dataset on faster local storage (NVMe, a RAM disk) or cache it in memory, read fewer larger files (WebDataset/TFRecord shards, LMDB) instead of many small ones, and overlap more reads with DataLoader(num_workers=N, prefetch_factor=4, persistent_workers=True).".to_string(),
+        "workers_latency_bound" => format!(
+            "The {n} workers spend each sample waiting inside the dataset (a sleep, a read, a network fetch: blocked in {} of {} samples of their system calls, at {:.0}% of a CPU each), not computing: that latency is hidden only by more requests in flight. Raise DataLoader(num_workers=...) above {n} (waiting workers cost little CPU) and prefetch_factor (4 or more), or fetch several samples per call (batched or asynchronous reads, a local cache).",
+            r.worker_waits_in_dataset,
+            r.worker_waits_in_dataset + r.worker_waits_for_indices,
+            w.worker_cpu_pct_mean
+        ),
         "workers_idle" => format!(
             "The {n} workers were mostly idle while the GPU waited ({:.0}% of a CPU each): the wait is elsewhere. See what the main thread blocks on during a gap (py-spy dump --pid PID): a lock or queue, a time.sleep, host-side logging, metrics or checkpoint I/O, a large batch collated or pinned in the main process; use persistent_workers=True so workers are not restarted every epoch.",
             w.worker_cpu_pct_mean

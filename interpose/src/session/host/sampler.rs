@@ -774,4 +774,41 @@ mod tests {
         assert_eq!(c.as_bytes(), b"sleep");
         assert!(p.flags & fmt::PROC_FLAG_THREAD == 0);
     }
+
+    /// The cost of the fine pass over every thread (run by hand: `cargo test -p
+    /// gputrace-interpose --release others_pass_cost -- --ignored --nocapture`).
+    #[test]
+    #[ignore]
+    fn others_pass_cost() {
+        for n in [8usize, 32, 64] {
+            let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let hs: Vec<_> = (0..n)
+                .map(|_| {
+                    let stop = stop.clone();
+                    std::thread::spawn(move || {
+                        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                            std::thread::sleep(std::time::Duration::from_millis(1));
+                        }
+                    })
+                })
+                .collect();
+            let mut s = Sampler::new(HostSettings::default());
+            s.tree_pass();
+            let mut out = Vec::new();
+            let rounds = 400;
+            let t = std::time::Instant::now();
+            for _ in 0..rounds {
+                s.others_pass();
+                s.take_batch(&mut out);
+                out.clear();
+            }
+            let per = t.elapsed().as_secs_f64() * 1e6 / rounds as f64;
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            hs.into_iter().for_each(|h| h.join().unwrap());
+            println!(
+                "{n} threads: {per:.1} us per pass ({:.2} us per thread)",
+                per / n as f64
+            );
+        }
+    }
 }
