@@ -49,6 +49,9 @@ struct Extra {
     /// DataLoader workers (children) at 5% of a CPU, blocked in this system call,
     /// sampled every 50 ms.
     workers: Option<u32>,
+    /// The launching threads wait in futexes while the other thread's Python stack is
+    /// sampled at producer.py:12 every 9 ms.
+    producer: bool,
 }
 
 /// A loop quiet for 8 ms a step, then 4 kernels of 500 us: the first launched by the
@@ -72,6 +75,18 @@ fn job_with(rates: &[Rate], x: &Extra) -> B {
         tid: OTHER,
         name: other,
     });
+    if x.producer {
+        let file = b.s("/home/u/producer.py");
+        let func = b.s("produce");
+        b.ev.push(Event::PyStack(fmt::PyStack {
+            id: 1,
+            frames: vec![fmt::PyFrame {
+                file,
+                function: func,
+                line: 12,
+            }],
+        }));
+    }
     let mut h = startup(&mut b, 2 * GIB);
     let from = h;
     for _ in 0..STEPS {
@@ -112,6 +127,24 @@ fn job_with(rates: &[Rate], x: &Extra) -> B {
                 slices: 0,
                 state: if r.cpu >= 0.5 { 0 } else { r.state },
             }));
+        }
+        if x.producer {
+            for tid in [PID, AUTOGRAD] {
+                b.ev.push(Event::TaskWait(fmt::TaskWait {
+                    ts: t,
+                    tid,
+                    syscall: 202,
+                    state: b'S',
+                    flags: 0,
+                }));
+            }
+            if (t - t0).is_multiple_of(THREAD_PERIOD * 3) {
+                b.ev.push(Event::PySample(fmt::PySample {
+                    ts: t,
+                    tid: OTHER,
+                    stack: 1,
+                }));
+            }
         }
         if let Some((holder, locked)) = x.gil {
             b.ev.push(Event::GilSample(fmt::GilSample {
@@ -366,4 +399,41 @@ fn workers_blocked_inside_the_dataset_are_latency_bound() {
     );
     let f = get(&r, "data_starvation");
     assert_eq!(f.subcause.as_deref(), Some("workers_idle"));
+}
+
+#[test]
+fn a_loop_fed_by_a_slow_producer_thread_is_starved_through_that_thread() {
+    let r = report_with(
+        &[blocked(PID), blocked(AUTOGRAD), blocked(OTHER)],
+        &Extra {
+            producer: true,
+            gil: Some((0, 0)),
+            ..Default::default()
+        },
+    );
+    let f = get(&r, "data_starvation");
+    assert_eq!(f.subcause.as_deref(), Some("producer_thread"));
+    assert!(find(&r, "cpu_bound").is_none(), "{:?}", r.findings);
+    assert!(
+        f.fix
+            .contains("thread 1002 (metrics) (at producer.py:12 in produce)"),
+        "{}",
+        f.fix
+    );
+    assert!(
+        f.evidence
+            .iter()
+            .any(|e| e.contains("waited in a lock or queue (futex)")),
+        "{:?}",
+        f.evidence
+    );
+    // Without the futex waits it is the old no_workers.
+    let r = report_with(
+        &[blocked(PID), blocked(AUTOGRAD), blocked(OTHER)],
+        &Extra::default(),
+    );
+    assert_eq!(
+        get(&r, "data_starvation").subcause.as_deref(),
+        Some("no_workers")
+    );
 }

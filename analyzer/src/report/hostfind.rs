@@ -154,6 +154,13 @@ pub struct HostReport {
     pub worker_waits_in_dataset: u64,
     #[serde(skip_serializing_if = "is_zero")]
     pub worker_waits_for_indices: u64,
+    /// Another Python thread of the process that issues no launches, seen most in the
+    /// Python samples while the feeding thread was blocked in a lock or queue wait (a
+    /// futex), and where it was: the thread that feeds the loop through its own queue.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub producer_thread: Option<ThreadShare>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub python_of_producer: Vec<HostPlace>,
     /// Where the feeding thread's Python code was while it was blocked / computing
     /// (from the periodic stack samples; empty without them).
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -188,6 +195,39 @@ fn worker_waits(t: &crate::trace::Trace, spans: &[(u64, u64)]) -> (u64, u64) {
         }
     }
     (ds, idx)
+}
+
+/// x86-64 `futex`: a lock, a condition variable, a queue's get (and the GIL).
+const FUTEX: u32 = 202;
+
+/// The thread feeding the loop through the program's own queue, if the blocked
+/// launching threads waited in futexes (at least half of their wait samples) while
+/// another Python thread that issues no launches was sampled.
+fn producer(t: &crate::trace::Trace, h: &HostCpu, spans: &[(u64, u64)]) -> Option<ThreadShare> {
+    let (mut futex, mut all) = (0u64, 0u64);
+    for &(s, e) in spans {
+        let lo = t.task_waits.partition_point(|w| w.ts < s);
+        for w in t.task_waits[lo..].iter().take_while(|w| w.ts < e) {
+            if w.flags & gputrace_format::TASK_WAIT_CHILD == 0 && h.is_feeder(w.tid) {
+                all += 1;
+                futex += (w.syscall == FUTEX) as u64;
+            }
+        }
+    }
+    if all == 0 || futex * 2 < all {
+        return None;
+    }
+    let mut by: std::collections::BTreeMap<u32, u64> = Default::default();
+    for x in &t.py_samples {
+        if h.is_feeder(x.tid) || x.tid == h.pid {
+            continue;
+        }
+        let i = spans.partition_point(|sp| sp.1 <= x.ts);
+        if spans.get(i).is_some_and(|sp| sp.0 <= x.ts) {
+            *by.entry(x.tid).or_default() += 1;
+        }
+    }
+    shares(t, h, &by).into_iter().next()
 }
 
 fn tree_report(h: &HostCpu, t: &Tree) -> TreeReport {
@@ -304,10 +344,16 @@ pub(crate) fn report(
         python_of_contender: Vec::new(),
         worker_waits_in_dataset: 0,
         worker_waits_for_indices: 0,
+        producer_thread: None,
+        python_of_producer: Vec::new(),
         python_while_blocked: pysamples::tally(t, h.feeder, &blocked),
         python_while_computing: Vec::new(),
     };
     (r.worker_waits_in_dataset, r.worker_waits_for_indices) = worker_waits(t, &blocked);
+    if let Some(p) = producer(t, h, &blocked) {
+        r.python_of_producer = pysamples::tally_only(t, p.tid, &blocked);
+        r.producer_thread = Some(p);
+    }
     let contender = r
         .gil_holders
         .first()
@@ -337,6 +383,8 @@ fn starvation_cause(r: &HostReport) -> Option<&'static str> {
     Some(
         if main_io >= IO_PCT || (w.worker_count > 0 && w.worker_d_state_pct >= IO_PCT) {
             "io_wait"
+        } else if w.worker_count == 0 && r.producer_thread.is_some() {
+            "producer_thread"
         } else if w.worker_count == 0 {
             "no_workers"
         } else if w.worker_cpu_pct_mean >= BUSY_WORKER_PCT {
