@@ -517,8 +517,11 @@ impl HostCpu {
             .filter(|x| !feeding.contains(&x.tid))
             .filter_map(|x| {
                 let sp = self.split(x.tid, s, e);
-                (sp.covered * 2 >= len && sp.covered > 0)
-                    .then(|| (x.tid, sp.on_cpu as f64 / sp.covered as f64))
+                // On a CPU, or runnable and waiting for one: computing.
+                (sp.covered * 2 >= len && sp.covered > 0).then(|| {
+                    let busy = sp.on_cpu.saturating_add(sp.runq).min(sp.covered);
+                    (x.tid, busy as f64 / sp.covered as f64)
+                })
             })
             .filter(|x| x.1 >= OTHER_MIN_SHARE)
             .collect();

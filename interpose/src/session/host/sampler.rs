@@ -45,6 +45,10 @@ struct Own {
     schedstat: ProcFile,
     children: Option<ProcFile>,
     comm: Comm,
+    /// Its `comm`, read again while the thread is young (a thread names itself just
+    /// after it starts: `pt_autograd_0`, a runtime's workers).
+    comm_file: Option<ProcFile>,
+    passes: u8,
     syscall: Option<ProcFile>,
     last_cpu: u64,
     last_ts: u64,
@@ -298,8 +302,8 @@ impl Sampler {
     }
 
     /// Every other thread of the process (those the last tree pass listed, the library's
-    /// own left out): its CPU clock (one system call), and every [`WAIT_EVERY`] passes
-    /// the system call of one that stayed off the CPU.
+    /// own left out): its `schedstat` (one `pread`), and every [`WAIT_EVERY`] passes the
+    /// system call of one that stayed off the CPU.
     fn others_pass(&mut self) {
         let Sampler {
             buf,
@@ -313,7 +317,11 @@ impl Sampler {
             if o.ours || fed.iter().any(|f| f.tid == o.tid) {
                 continue;
             }
-            let Some(cpu) = procfs::thread_cpu_ns(o.tid) else {
+            // schedstat: CPU time and run-queue wait in one read (its CPU time is
+            // brought up to date at the scheduler's tick: rates over a stretch of several
+            // samples are what the analysis takes of it).
+            let Some((cpu, wait, slices)) = o.schedstat.read(buf).and_then(procfs::parse_schedstat)
+            else {
                 continue;
             };
             let off = o.last_ts != 0
@@ -326,8 +334,8 @@ impl Sampler {
                 ts,
                 tid: o.tid,
                 cpu_ns: cpu,
-                wait_ns: 0,
-                slices: 0,
+                wait_ns: wait,
+                slices,
                 state: fmt::STATE_UNKNOWN,
             }));
             o.since_wait = o.since_wait.saturating_add(1);
@@ -429,11 +437,13 @@ impl Sampler {
             let children = ProcFile::open_fmt(path, |v| {
                 let _ = write!(v, "/proc/self/task/{tid}/children");
             });
-            let comm = ProcFile::open_fmt(path, |v| {
+            let comm_file = ProcFile::open_fmt(path, |v| {
                 let _ = write!(v, "/proc/self/task/{tid}/comm");
-            })
-            .and_then(|f| f.read(buf).map(Comm::new))
-            .unwrap_or_default();
+            });
+            let comm = comm_file
+                .as_ref()
+                .and_then(|f| f.read(buf).map(Comm::new))
+                .unwrap_or_default();
             let ours = comm.as_bytes().starts_with(b"gputrace-");
             let syscall = if ours {
                 None
@@ -447,6 +457,8 @@ impl Sampler {
                 schedstat,
                 children,
                 comm,
+                comm_file,
+                passes: 0,
                 syscall,
                 last_cpu: 0,
                 last_ts: 0,
@@ -456,7 +468,17 @@ impl Sampler {
             });
         }
         kids.clear();
-        for o in own.iter() {
+        for o in own.iter_mut() {
+            // A name given after the first reading: read again for the first few passes.
+            if o.passes < 8 {
+                o.passes += 1;
+                if let Some(c) = o.comm_file.as_ref().and_then(|f| f.read(buf)) {
+                    o.comm = Comm::new(c);
+                }
+                if o.passes == 8 {
+                    o.comm_file = None;
+                }
+            }
             let Some((cpu, _, _)) = o.schedstat.read(buf).and_then(procfs::parse_schedstat) else {
                 continue;
             };
