@@ -437,3 +437,32 @@ fn a_loop_fed_by_a_slow_producer_thread_is_starved_through_that_thread() {
         Some("no_workers")
     );
 }
+
+#[test]
+fn a_thread_on_a_cpu_while_the_loop_waits_on_a_pipe_is_not_contention() {
+    // The launching threads wait in read() (a worker's pipe): another process feeds them.
+    let mut b = job_with(
+        &[blocked(PID), blocked(AUTOGRAD), busy(OTHER)],
+        &Extra::default(),
+    );
+    let ts: Vec<u64> =
+        b.ev.iter()
+            .filter_map(|e| match e {
+                Event::ThreadCpu(x) if x.tid == PID => Some(x.ts),
+                _ => None,
+            })
+            .collect();
+    for t in ts {
+        b.ev.push(Event::TaskWait(fmt::TaskWait {
+            ts: t,
+            tid: PID,
+            syscall: 0,
+            state: b'S',
+            flags: 0,
+        }));
+    }
+    b.ev.sort_by_key(|e| e.ts().unwrap_or(0));
+    let r = analyze(&[b.build()]);
+    assert!(find(&r, "data_starvation").is_some(), "{:?}", r.findings);
+    assert!(find(&r, "cpu_bound").is_none(), "{:?}", r.findings);
+}

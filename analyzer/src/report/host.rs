@@ -181,7 +181,14 @@ pub struct HostCpu {
     max_gap: u64,
     /// The GIL over time: (ts, holder tid, locked), time-sorted (format tag 40).
     gil: Vec<(u64, u32, bool)>,
+    /// The system calls threads of the process were blocked in: (ts, tid, number),
+    /// time-sorted (format tag 41, children left out).
+    waits: Vec<(u64, u32, u32)>,
 }
+
+/// x86-64 system calls of a thread waiting on a pipe, socket or poll set: what a
+/// process waiting for its DataLoader workers (or any other process) is in.
+const PIPE_WAITS: [u32; 10] = [0, 7, 23, 270, 271, 232, 281, 441, 45, 47];
 
 /// A blocked launching thread waited for another thread of the process from this share
 /// of its blocked time on (the GIL held by another thread in this share of the samples,
@@ -327,7 +334,14 @@ impl HostCpu {
             .iter()
             .map(|g| (g.ts, g.holder, g.locked != 0))
             .collect();
+        let waits = t
+            .task_waits
+            .iter()
+            .filter(|w| w.flags & fmt::TASK_WAIT_CHILD == 0)
+            .map(|w| (w.ts, w.tid, w.syscall))
+            .collect();
         Some(HostCpu {
+            waits,
             threads,
             feeder,
             feeders,
@@ -478,9 +492,11 @@ impl HostCpu {
     }
 
     /// What else in the process held the host while the launching threads `feeding`
-    /// were blocked for `blocked` ns of [s, e): the GIL's holders (by the share of GIL
-    /// samples in the stretch each held it locked), else the other threads on a CPU (by
-    /// their share of the stretch). Each thread's ns is its part of `blocked`.
+    /// were blocked for `blocked` ns of [s, e): when another thread held the GIL in at
+    /// least [`CONTENTION_SHARE`] of the GIL samples of the stretch, its holders (shared by
+    /// samples held); else, when another thread was on a CPU (or runnable) at least that
+    /// share of the stretch, the threads busy at least [`OTHER_MIN_SHARE`] of it (shared by
+    /// how busy each was). Each thread's ns is its part of `blocked`, all of it.
     pub fn contention(&self, feeding: &[u32], s: u64, e: u64, blocked: u64) -> Contention {
         let mut out = Contention::default();
         if blocked == 0 || e <= s {
@@ -503,12 +519,26 @@ impl HostCpu {
             }
             let held: u64 = by.iter().map(|x| x.1).sum();
             if held as f64 >= n as f64 * CONTENTION_SHARE {
+                // The stretch's blocked time is the wait for the GIL, shared by holder.
                 out.gil = by
                     .into_iter()
-                    .map(|(tid, k)| (tid, mul_div(blocked, k, n)))
+                    .map(|(tid, k)| (tid, mul_div(blocked, k, held)))
                     .collect();
                 return out;
             }
+        }
+        // Launching threads waiting on a pipe or poll set wait for another process (the
+        // workers), whatever the threads of this one do meanwhile.
+        let lo = self.waits.partition_point(|w| w.0 < s);
+        let (mut pipe, mut all) = (0u32, 0u32);
+        for w in self.waits[lo..].iter().take_while(|w| w.0 < e) {
+            if feeding.contains(&w.1) {
+                all += 1;
+                pipe += PIPE_WAITS.contains(&w.2) as u32;
+            }
+        }
+        if all > 0 && pipe * 2 > all {
+            return out;
         }
         let len = e - s;
         let mut others: Vec<(u32, f64)> = self
@@ -527,9 +557,12 @@ impl HostCpu {
             .collect();
         others.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
         if others.first().is_some_and(|x| x.1 >= CONTENTION_SHARE) {
+            // The stretch's blocked time is the wait for them, shared by how busy each was
+            // (a thread runnable but not on a CPU on a loaded machine still computes).
+            let sum: f64 = others.iter().map(|x| x.1).sum();
             let mut left = blocked;
             for (tid, f) in others {
-                let ns = ((blocked as f64 * f.min(1.0)) as u64).min(left);
+                let ns = ((blocked as f64 * f / sum) as u64).min(left);
                 left -= ns;
                 if ns > 0 {
                     out.cpu.push((tid, ns));
