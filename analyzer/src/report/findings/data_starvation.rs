@@ -100,6 +100,15 @@ fn with_host_samples(x: &mut Finding, r: &HostReport, wall: u64) {
     };
     if let Some(l) = hostfind::workers_line(w) {
         add(x, format!("while it was blocked: {l}"));
+        let (ds, idx) = (r.worker_waits_in_dataset, r.worker_waits_for_indices);
+        if ds + idx > 0 {
+            add(
+                x,
+                format!(
+                    "the workers' system calls while it was blocked: {ds} inside the dataset (sleeping, reading, fetching), {idx} waiting for indices (polling their queue)"
+                ),
+            );
+        }
     } else if let Some(p) = &r.producer_thread {
         add(
             x,
