@@ -931,7 +931,8 @@ crate::define_events! {
         }
         /// One thread's scheduler counters (`/proc/self/task/TID/schedstat`, and the
         /// state letter of its `stat`), sampled every few ms for the threads that
-        /// issue CUDA work and the main thread. Counters are cumulative since the
+        /// issue CUDA work and the main thread, and, while one of them is blocked, for
+        /// every other thread of the process. Counters are cumulative since the
         /// thread started: the difference between two samples of a thread is what it
         /// did in between.
         ThreadCpu(TAG_THREAD_CPU = 21, "thread_cpu") {
