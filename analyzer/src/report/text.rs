@@ -380,6 +380,31 @@ fn host_lines(o: &mut String, h: &super::hostfind::HostReport) {
             100,
         );
     }
+    if h.contention_ns > 0 {
+        let (what, list) = if h.gil_holders.is_empty() {
+            (
+                "while another thread of the process was on a CPU",
+                &h.other_threads,
+            )
+        } else {
+            ("while another thread held the GIL", &h.gil_holders)
+        };
+        let each: Vec<String> = list
+            .iter()
+            .take(3)
+            .map(|x| format!("{} {}", x.label, dur(x.ns)))
+            .collect();
+        wrap(
+            o,
+            "   host       ",
+            &format!(
+                "blocked {} {what} (cpu_bound): {}",
+                dur(h.contention_ns),
+                each.join(", ")
+            ),
+            100,
+        );
+    }
     let cpus = match h.cpus_available {
         Some(c) => format!("{c:.1} CPUs available"),
         None => "CPUs available unknown".into(),
