@@ -99,7 +99,8 @@ def gil(ms):
     end = time.perf_counter() + ms / 1000
     calls = 0
     while time.perf_counter() < end:
-        # Each return from the call (ctypes released the GIL) waits for the hog.
+        # Each return from a call (ctypes released the GIL) waits for the hog.
+        forward()
         wait_for_gpu()
         calls += 1
     stop.set()

@@ -576,5 +576,23 @@ fn the_gil_holder_and_every_python_thread_are_sampled() {
             .filter(|e| matches!(e, Event::TaskWait(x) if x.tid == caller && x.syscall == 202))
             .count();
         assert!(futex > 0, "{python:?}: the main thread's GIL wait not seen");
+        // The report puts the main thread's blocked time on the hog, at its line.
+        let at = gputrace_analyzer::Trace::load(&out.traces[0]).expect("read the trace");
+        let r = analyze(std::slice::from_ref(&at));
+        let h = r.processes[0].host_cpu.as_ref().expect("host samples");
+        assert_eq!(
+            h.gil_holders.first().map(|x| x.tid),
+            Some(hog),
+            "{python:?}: {}",
+            gputrace_analyzer::render_text(&r)
+        );
+        assert!(
+            h.python_of_contender
+                .iter()
+                .take(2)
+                .any(|p| p.function == "hog"),
+            "{python:?}: {:?}",
+            h.python_of_contender
+        );
     }
 }

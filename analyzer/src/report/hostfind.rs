@@ -412,7 +412,9 @@ fn cpu_cause(r: &HostReport, s: &HostSplit) -> Option<&'static str> {
     if cpu == 0 || pct(cpu, r.quiet_ns) < KIND_MIN_PCT {
         return None;
     }
-    if r.contention_ns >= own {
+    // Waiting for another thread outweighs the launching threads' own computing and
+    // their run-queue wait (a waiter woken on a busy machine also queues for a CPU).
+    if r.contention_ns >= r.on_cpu_ns.max(r.runq_ns) {
         let gil: u64 = r.gil_holders.iter().map(|x| x.ns).sum();
         let main_dispatching = r
             .other_threads

@@ -85,7 +85,7 @@ fn fill_contention(x: &mut Finding, r: &HostReport, f: &FindingCx, kind: &str) -
     ));
     if r.on_cpu_ns.saturating_add(r.runq_ns) > 0 {
         x.evidence.push(format!(
-            "the launching threads themselves were on a CPU {} (also counted here)",
+            "the launching threads themselves were on a CPU or waiting for one {} (also counted here)",
             dur(r.on_cpu_ns.saturating_add(r.runq_ns))
         ));
     }
