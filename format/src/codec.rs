@@ -1470,7 +1470,40 @@ mod table_tests {
 
     /// One event of each kind added to the table after format 2.3.
     fn later_kinds() -> Vec<Event> {
-        stall_events()
+        let mut v = stall_events();
+        v.extend(contention_events());
+        v
+    }
+
+    /// The GIL and blocked-thread samples (tags 40, 41).
+    fn contention_events() -> Vec<Event> {
+        vec![
+            Event::GilSample(crate::GilSample {
+                ts: 1_700_000_000_011_000_000,
+                holder: 78,
+                locked: 1,
+                switches: 12_345,
+            }),
+            Event::TaskWait(crate::TaskWait {
+                ts: 1_700_000_000_012_000_000,
+                tid: 79,
+                syscall: 202,
+                state: b'S',
+                flags: crate::TASK_WAIT_PYTHON,
+            }),
+            Event::TaskWait(crate::TaskWait {
+                ts: 1_700_000_000_013_000_000,
+                tid: 5001,
+                syscall: crate::ENV_NA,
+                state: b'R',
+                flags: crate::TASK_WAIT_CHILD,
+            }),
+        ]
+    }
+
+    #[test]
+    fn truncated_contention_events_are_errors_not_panics() {
+        decode_every_prefix(&contention_events());
     }
 
     #[test]
@@ -1480,7 +1513,7 @@ mod table_tests {
         // CounterSample fields (forwards, then backwards in a second chunk: other
         // deltas).
         let mut evs = kinds_of_2_3();
-        evs.extend(later_kinds());
+        evs.extend(stall_events());
         let mut enc = Encoder::new();
         evs.iter().for_each(|e| enc.push(e));
         let (a, _) = enc.take();

@@ -444,6 +444,11 @@ pub const NVTX_FLAG_TRUNCATED: u8 = 1;
 /// [`ThreadCpu::state`] when the state was not read.
 pub const STATE_UNKNOWN: u8 = 0;
 
+/// [`TaskWait::flags`]: `tid` is a child process (a DataLoader worker), not a thread.
+pub const TASK_WAIT_CHILD: u8 = 1;
+/// [`TaskWait::flags`]: the thread is a Python thread (its stack is sampled).
+pub const TASK_WAIT_PYTHON: u8 = 2;
+
 /// [`ProcSample::flags`]: the sample is a thread of the traced process (`pid` is its
 /// tid, `ppid` the traced process); CPU time from its schedstat, no I/O counters.
 pub const PROC_FLAG_THREAD: u8 = 1;
@@ -930,7 +935,8 @@ crate::define_events! {
         }
         /// One thread's scheduler counters (`/proc/self/task/TID/schedstat`, and the
         /// state letter of its `stat`), sampled every few ms for the threads that
-        /// issue CUDA work and the main thread. Counters are cumulative since the
+        /// issue CUDA work and the main thread, and, while one of them is blocked, for
+        /// every other thread of the process. Counters are cumulative since the
         /// thread started: the difference between two samples of a thread is what it
         /// did in between.
         ThreadCpu(TAG_THREAD_CPU = 21, "thread_cpu") {
@@ -1223,6 +1229,32 @@ crate::define_events! {
             /// The launch call's correlation id.
             corr: u32 => Corr,
             graph_id: u32 => V,
+        }
+        /// The GIL of the traced Python process, read from CPython's own state (its
+        /// `_gil_runtime_state`) by the host sampler: whether it was held and by which
+        /// thread (the last thread to take it: the holder while `locked`).
+        GilSample(TAG_GIL_SAMPLE = 40, "gil_sample") {
+            ts: u64 => Ts,
+            /// Native thread id of the last holder; 0 when none or not known.
+            holder: u32 => V,
+            /// 1 while the GIL was held.
+            locked: u8 => U8,
+            /// The GIL's switch counter (cumulative): hand-overs between threads.
+            switches: u64 => V,
+        }
+        /// What a thread of the traced process (or a child process) was blocked in,
+        /// read by the host sampler while it was off a CPU: the system call it was in
+        /// (`/proc/.../syscall`) and its state letter.
+        TaskWait(TAG_TASK_WAIT = 41, "task_wait") {
+            ts: u64 => Ts,
+            /// Thread id, or a child's pid.
+            tid: u32 => V,
+            /// The system call number (x86-64), [`ENV_NA`] when not read or running.
+            syscall: u32 => Na,
+            /// Scheduler state letter as a byte ([`STATE_UNKNOWN`] if not read).
+            state: u8 => U8,
+            /// `TASK_WAIT_*` flags.
+            flags: u8 => U8,
         }
     }
     inline {

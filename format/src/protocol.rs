@@ -39,6 +39,7 @@ pub mod settings {
     pub const HOST: &str = "GPUTRACE_HOST";
     pub const HOST_THREAD_MS: &str = "GPUTRACE_HOST_THREAD_MS";
     pub const HOST_TREE_MS: &str = "GPUTRACE_HOST_TREE_MS";
+    pub const HOST_ALL_THREADS: &str = "GPUTRACE_HOST_ALL_THREADS";
     pub const PYSTACK: &str = "GPUTRACE_PYSTACK";
     pub const PYSAMPLE_MS: &str = "GPUTRACE_PYSAMPLE_MS";
     pub const STALL_MS: &str = "GPUTRACE_STALL_MS";
@@ -320,6 +321,7 @@ pub const SETTINGS: &[Setting] = &[
     s(n::HOST, "1", FLAG, "the host sampler: the CUDA threads' CPU time, the process tree, the machine's CPU (0: off)", Library),
     s(n::HOST_THREAD_MS, "3", ms(1, 100), "host sampler period for the threads that issue CUDA work", Library),
     s(n::HOST_TREE_MS, "100", ms(10, 10_000), "host sampler period for the process tree and the machine", Library),
+    s(n::HOST_ALL_THREADS, "1", FLAG, "while a thread that issues CUDA work is blocked: every thread of the process at the host thread period (CPU time; the system call of the blocked ones), the GIL's holder, and the Python stacks of every Python thread (0: only the CUDA-issuing threads and the main thread)", Library),
     s(n::PYSTACK, "1", TEXT, "Python call sites: the calling thread's Python stack at synchronising calls, copies, allocations and NCCL calls, in CPython 3.9-3.13 (0: off; 2-16: frames kept, 1 or on: 16)", Library),
     s(n::PYSAMPLE_MS, "10", ms_or_0(1, 1000, "off"), "Python stack samples of the threads that issue CUDA work during a trace window, every this many ms; taken by the host sampler, so off with it", Library),
     // 5 s: longer than any kernel of a healthy training or inference step (microseconds

@@ -13,6 +13,13 @@
  *   idle S W    sleeps STEP_MS while W forked children ("idle_worker") sleep all along
  *   read S W F  sleeps STEP_MS while W forked children ("read_worker") read file F from
  *               its start, again and again (the page cache serves it: rchar grows)
+ *   launcher S  a second thread ("launcher") makes every step's launches, then waits while
+ *               the main thread burns STEP_MS and hands it the next step (a runtime that
+ *               launches on its own thread while the Python thread dispatches)
+ *   helper S    the main thread launches, then waits while a second thread ("crunch")
+ *               burns STEP_MS (another thread of the process holds the host)
+ *   feed S      the main thread launches, then waits while a second thread ("producer")
+ *               sleeps STEP_MS (true starvation, through a thread)
  * S is the number of steps. Children are started before the first step, killed after
  * the last, and reaped. Prints one line; exit status 0, 2 usage, 3 no runtime.
  */
@@ -20,6 +27,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -90,9 +98,80 @@ static void child(const char *kind, const char *file) {
     }
 }
 
+/* Two threads taking turns: `turn` says whose it is (0: the main thread's, 1: the other's). */
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+static int turn, done;
+
+static void wait_turn(int me) {
+    pthread_mutex_lock(&mu);
+    while (turn != me && !done)
+        pthread_cond_wait(&cv, &mu);
+    pthread_mutex_unlock(&mu);
+}
+
+static void give_turn(int to) {
+    pthread_mutex_lock(&mu);
+    turn = to;
+    pthread_cond_broadcast(&cv);
+    pthread_mutex_unlock(&mu);
+}
+
+static int pair_steps;
+static const char *pair_mode;
+
+static void launch_step(void) {
+    const dim3 g = {4, 1, 1}, b = {128, 1, 1};
+    LaunchKernel("_Z5step0v", g, b, NULL, 0, NULL);
+    LaunchKernel("_Z5step1v", g, b, NULL, 0, NULL);
+    LaunchKernel("_Z5step2v", g, b, NULL, 0, NULL);
+}
+
+/* The second thread of the launcher, helper and feed modes. */
+static void *other(void *arg) {
+    (void)arg;
+    int launcher = strcmp(pair_mode, "launcher") == 0;
+    prctl(PR_SET_NAME, launcher ? "launcher" : strcmp(pair_mode, "helper") == 0 ? "crunch" : "producer");
+    for (int s = 0; s < pair_steps; s++) {
+        wait_turn(1);
+        if (launcher)
+            launch_step();
+        else if (strcmp(pair_mode, "helper") == 0)
+            burn(STEP_MS * 1000000ull);
+        else
+            sleep_ns(STEP_MS * 1000000ull);
+        give_turn(0);
+    }
+    return NULL;
+}
+
+/* The main thread's side: each step, it computes while the launcher waits, or it
+ * launches and waits for the other thread. */
+static void pair(const char *mode, int steps) {
+    pair_mode = mode;
+    pair_steps = steps;
+    int launcher = strcmp(mode, "launcher") == 0;
+    turn = launcher ? 1 : 0;
+    pthread_t t;
+    if (pthread_create(&t, NULL, other, NULL) != 0)
+        exit(4);
+    for (int s = 0; s < steps; s++) {
+        if (launcher) {
+            wait_turn(0);
+            burn(STEP_MS * 1000000ull);
+            give_turn(1);
+        } else {
+            launch_step();
+            give_turn(1);
+            wait_turn(0);
+        }
+    }
+    pthread_join(t, NULL);
+}
+
 int main(int argc, char **argv) {
     if (argc < 3) {
-        fprintf(stderr, "usage: host_app compute|sleep|busy|idle|read STEPS [WORKERS [FILE]]\n");
+        fprintf(stderr, "usage: host_app compute|sleep|busy|idle|read|launcher|helper|feed STEPS [WORKERS [FILE]]\n");
         return 2;
     }
     const char *mode = argv[1];
@@ -129,6 +208,10 @@ int main(int argc, char **argv) {
         }
         sleep_ns(200000000ull); /* let them start before the steps */
     }
+    if (strcmp(mode, "launcher") == 0 || strcmp(mode, "helper") == 0 || strcmp(mode, "feed") == 0) {
+        pair(mode, steps);
+        steps = 0;
+    }
     int compute = strcmp(mode, "compute") == 0;
     for (int s = 0; s < steps; s++) {
         LaunchKernel("_Z5step0v", g, b, NULL, 0, NULL);
@@ -145,6 +228,6 @@ int main(int argc, char **argv) {
     for (int i = 0; i < nkids; i++)
         while (waitpid(kids[i], NULL, 0) < 0 && errno == EINTR)
             ;
-    printf("host_app %s: %d steps, %d children\n", mode, steps, nkids);
+    printf("host_app %s: %d steps, %d children\n", mode, pair_steps ? pair_steps : steps, nkids);
     return 0;
 }

@@ -6,7 +6,7 @@ as PyTorch does around its operators. The lines that make the calls are marked w
 `# SITE:<name>` comments: the tests find the expected file:line there.
 
 Usage: pystack_app.py sites [steps] | stress [rounds] | bench [calls] [depth] | idle [ms]
-       | sampled [ms] [depth] | loader [steps] [ms] | hang MARKER
+       | sampled [ms] [depth] | loader [steps] [ms] | hang MARKER | gil [ms]
 """
 
 import ctypes
@@ -74,6 +74,38 @@ def sites(steps):
     for _ in range(steps):
         assert train_step(dev, host, n) == 0
     print("done", steps)
+
+
+# ---- gil: a pure-Python thread holds the GIL while the main thread makes CUDA calls ----
+
+
+def hog(stop):
+    # Pure Python, never a blocking call: holds the GIL but at the switch interval.
+    x = 0
+    while not stop.is_set():
+        x += 1  # SITE:hog
+    return x
+
+
+def gil(ms):
+    import time
+
+    stop = threading.Event()
+    t = threading.Thread(target=hog, args=(stop,), name="metrics")
+    t.start()
+    while t.native_id is None:
+        time.sleep(0.001)
+    print("hog tid", t.native_id, flush=True)
+    end = time.perf_counter() + ms / 1000
+    calls = 0
+    while time.perf_counter() < end:
+        # Each return from a call (ctypes released the GIL) waits for the hog.
+        forward()
+        wait_for_gpu()
+        calls += 1
+    stop.set()
+    t.join()
+    print("done gil", calls, flush=True)
 
 
 # ---- idle: the host busy, then asleep, between two CUDA calls ----
@@ -238,6 +270,8 @@ if __name__ == "__main__":
         stress(int(sys.argv[2]) if len(sys.argv) > 2 else 50)
     elif mode == "idle":
         idle(int(sys.argv[2]) if len(sys.argv) > 2 else 300)
+    elif mode == "gil":
+        gil(int(sys.argv[2]) if len(sys.argv) > 2 else 400)
     elif mode == "sampled":
         sampled(int(sys.argv[2]), int(sys.argv[3]))
     elif mode == "loader":

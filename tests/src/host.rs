@@ -60,6 +60,7 @@ pub fn host_app() -> &'static PathBuf {
             .arg("-o")
             .arg(tmp.join("host_app"))
             .arg(src.join("host_app.c"))
+            .arg("-pthread")
             .arg("-ldl");
         let o = cmd
             .output()

@@ -171,3 +171,59 @@ fn without_the_sampler_nothing_is_sampled() {
     let r = analyze(std::slice::from_ref(&t));
     assert!(r.processes[0].host_cpu.is_none());
 }
+
+/// The thread named `name` in the trace's process-tree samples.
+fn tid_named(t: &Trace, name: &str) -> u32 {
+    t.proc_samples
+        .iter()
+        .find(|p| t.str(p.comm) == name)
+        .map(|p| p.pid)
+        .unwrap_or_else(|| panic!("no thread named {name}"))
+}
+
+#[test]
+fn launches_from_a_second_thread_while_the_main_thread_computes_are_dispatch_bound() {
+    let (r, t, pid) = run(&["launcher", STEPS]);
+    let text = gputrace_analyzer::render_text(&r);
+    let f = get(&r, "cpu_bound");
+    assert_eq!(f.subcause.as_deref(), Some("dispatch_thread"), "{text}");
+    assert!(
+        f.summary.contains(&format!("main thread (tid {pid})")),
+        "{text}"
+    );
+    assert!(stake(&r, "data_starvation") * 5 < f.at_stake_ns, "{text}");
+    // The launching thread was seen waiting in a futex (its condition variable).
+    let launcher = tid_named(&t, "launcher");
+    assert!(
+        t.task_waits
+            .iter()
+            .any(|w| w.tid == launcher && w.syscall == 202),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_helper_thread_computing_while_the_launching_thread_waits_is_thread_contention() {
+    let (r, t, _) = run(&["helper", STEPS]);
+    let text = gputrace_analyzer::render_text(&r);
+    let f = get(&r, "cpu_bound");
+    assert_eq!(f.subcause.as_deref(), Some("thread_contention"), "{text}");
+    let crunch = tid_named(&t, "crunch");
+    assert!(
+        f.summary
+            .contains(&format!("thread {crunch} (crunch) was on a CPU")),
+        "{text}"
+    );
+    assert!(stake(&r, "data_starvation") * 5 < f.at_stake_ns, "{text}");
+}
+
+#[test]
+fn a_sleeping_producer_thread_is_data_starvation_not_contention() {
+    let (r, _, _) = run(&["feed", STEPS]);
+    let text = gputrace_analyzer::render_text(&r);
+    get(&r, "data_starvation");
+    assert!(
+        stake(&r, "cpu_bound") * 5 < stake(&r, "data_starvation"),
+        "{text}"
+    );
+}

@@ -512,3 +512,87 @@ fn a_stall_report_gives_the_python_stack_of_the_waiting_thread() {
         );
     }
 }
+
+#[test]
+fn the_gil_holder_and_every_python_thread_are_sampled() {
+    for python in pythons() {
+        let w = Wheel::new(Cuda::V13, Layout::Flat);
+        let out = run_script(&w, &python, &["gil", "600"]);
+        let t = finished(&out, &python, "done gil");
+        let hog: u32 = out
+            .stdout
+            .lines()
+            .find_map(|l| l.strip_prefix("hog tid "))
+            .and_then(|x| x.trim().parse().ok())
+            .unwrap_or_else(|| panic!("{python:?}: {}", out.stdout));
+        let caller = t.apis_named("cudaStreamSynchronize")[0].tid;
+        let gil: Vec<(u32, u8)> = t
+            .events()
+            .iter()
+            .filter_map(|e| match e {
+                Event::GilSample(g) => Some((g.holder, g.locked)),
+                _ => None,
+            })
+            .collect();
+        assert!(gil.len() >= 10, "{python:?}: {} GIL samples", gil.len());
+        // The main thread waits for the GIL after each call: the hog holds it.
+        let by_hog = gil.iter().filter(|g| **g == (hog, 1)).count();
+        assert!(
+            by_hog * 2 >= gil.len(),
+            "{python:?}: hog {hog} held it in {by_hog} of {}: {gil:?}",
+            gil.len()
+        );
+        eprintln!(
+            "{python:?}: GIL held by the hog in {by_hog} of {} samples",
+            gil.len()
+        );
+        assert!(gil.iter().all(|g| g.0 == 0 || g.0 == hog || g.0 == caller));
+        // The hog's own stack is sampled though it never calls CUDA.
+        let s = sites_of(&t);
+        let hog_line = sites()["hog"].0;
+        let hog_samples = samples_of(&t)
+            .into_iter()
+            .filter(|x| x.1 == hog)
+            .filter(|x| {
+                s.stacks
+                    .get(&x.2)
+                    .is_some_and(|st| st[0].1 == "hog" && st[0].2 == hog_line)
+            })
+            .count();
+        assert!(hog_samples > 0, "{python:?}: no sample of the hog's line");
+        // Its CPU time at the thread period, and the main thread's wait (a futex).
+        let hog_cpu = t
+            .events()
+            .iter()
+            .filter(|e| matches!(e, Event::ThreadCpu(x) if x.tid == hog))
+            .count();
+        assert!(
+            hog_cpu >= 10,
+            "{python:?}: {hog_cpu} CPU samples of the hog"
+        );
+        let futex = t
+            .events()
+            .iter()
+            .filter(|e| matches!(e, Event::TaskWait(x) if x.tid == caller && x.syscall == 202))
+            .count();
+        assert!(futex > 0, "{python:?}: the main thread's GIL wait not seen");
+        // The report puts the main thread's blocked time on the hog, at its line.
+        let at = gputrace_analyzer::Trace::load(&out.traces[0]).expect("read the trace");
+        let r = analyze(std::slice::from_ref(&at));
+        let h = r.processes[0].host_cpu.as_ref().expect("host samples");
+        assert_eq!(
+            h.gil_holders.first().map(|x| x.tid),
+            Some(hog),
+            "{python:?}: {}",
+            gputrace_analyzer::render_text(&r)
+        );
+        assert!(
+            h.python_of_contender
+                .iter()
+                .take(2)
+                .any(|p| p.function == "hog"),
+            "{python:?}: {:?}",
+            h.python_of_contender
+        );
+    }
+}

@@ -80,6 +80,10 @@ pub struct Trace {
     pub stalls: Vec<fmt::Stall>,
     pub stall_ops: Vec<fmt::StallOp>,
     pub stall_threads: Vec<fmt::StallThread>,
+    /// The GIL's holder over time, and what blocked threads and child processes were
+    /// blocked in (tags 40, 41), time-sorted.
+    pub gil: Vec<fmt::GilSample>,
+    pub task_waits: Vec<fmt::TaskWait>,
 }
 
 /// One NVTX range: a push/pop pair (same thread) or a start/end pair (same id).
@@ -281,6 +285,8 @@ impl Trace {
                 graph_id: g.graph_id,
                 ..Default::default()
             }),
+            Event::GilSample(x) => self.gil.push(x),
+            Event::TaskWait(x) => self.task_waits.push(x),
             // A kind the analysis has no table for: not kept (dump and the exports read
             // it from the file, see `export::stream`).
             _ => {}
@@ -333,6 +339,8 @@ impl Trace {
             stalls: _,
             stall_ops: _,
             stall_threads: _,
+            gil,
+            task_waits,
         } = &mut p.tables;
         self.kernels.append(kernels);
         self.memcpys.append(memcpys);
@@ -357,6 +365,8 @@ impl Trace {
         self.call_sites.append(call_sites);
         self.counter_samples.append(counter_samples);
         self.py_samples.append(py_samples);
+        self.gil.append(gil);
+        self.task_waits.append(task_waits);
         for e in p.rest.drain(..) {
             self.add(e);
         }
@@ -414,6 +424,8 @@ impl Trace {
         self.stall_ops.sort_by_key(|x| (x.stall, x.seq, x.ts));
         self.stall_threads.sort_by_key(|x| (x.stall, x.seq, x.ts));
         self.thread_cpu.sort_by_key(|x| (x.ts, x.tid));
+        self.gil.sort_by_key(|x| x.ts);
+        self.task_waits.sort_by_key(|x| (x.ts, x.tid));
         self.proc_samples.sort_by_key(|x| (x.ts, x.pid, x.flags));
         self.machine.sort_by_key(|x| x.ts);
         self.cpu_limits.sort_by_key(|x| x.ts);

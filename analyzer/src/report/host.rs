@@ -179,7 +179,24 @@ pub struct HostCpu {
     machine: Vec<MPt>,
     pub limits: Option<CpuLimits>,
     max_gap: u64,
+    /// The GIL over time: (ts, holder tid, locked), time-sorted (format tag 40).
+    gil: Vec<(u64, u32, bool)>,
+    /// The system calls threads of the process were blocked in: (ts, tid, number),
+    /// time-sorted (format tag 41, children left out).
+    waits: Vec<(u64, u32, u32)>,
 }
+
+/// x86-64 system calls of a thread waiting on a pipe, socket or poll set: what a
+/// process waiting for its DataLoader workers (or any other process) is in.
+const PIPE_WAITS: [u32; 10] = [0, 7, 23, 270, 271, 232, 281, 441, 45, 47];
+
+/// A blocked launching thread waited for another thread of the process from this share
+/// of its blocked time on (the GIL held by another thread in this share of the samples,
+/// or another thread on a CPU this share of the time).
+pub const CONTENTION_SHARE: f64 = 0.5;
+/// Another thread on a CPU for at least this share of a stretch is counted beside the
+/// busiest one.
+const OTHER_MIN_SHARE: f64 = 0.2;
 
 fn gputrace_thread(t: &Trace, comm: u32) -> bool {
     t.str(comm).starts_with("gputrace-")
@@ -312,7 +329,19 @@ impl HostCpu {
             place_runq(&mut th.pts, max_gap);
             carry_states(&mut th.pts);
         }
+        let gil = t
+            .gil
+            .iter()
+            .map(|g| (g.ts, g.holder, g.locked != 0))
+            .collect();
+        let waits = t
+            .task_waits
+            .iter()
+            .filter(|w| w.flags & fmt::TASK_WAIT_CHILD == 0)
+            .map(|w| (w.ts, w.tid, w.syscall))
+            .collect();
         Some(HostCpu {
+            waits,
             threads,
             feeder,
             feeders,
@@ -323,6 +352,7 @@ impl HostCpu {
             machine,
             limits,
             max_gap,
+            gil,
         })
     }
 
@@ -461,11 +491,136 @@ impl HostCpu {
         out
     }
 
+    /// What else in the process held the host while the launching threads `feeding`
+    /// were blocked for `blocked` ns of [s, e): when another thread held the GIL in at
+    /// least [`CONTENTION_SHARE`] of the GIL samples of the stretch, its holders (shared by
+    /// samples held); else, when another thread was on a CPU (or runnable) at least that
+    /// share of the stretch, the threads busy at least [`OTHER_MIN_SHARE`] of it (shared by
+    /// how busy each was). Each thread's ns is its part of `blocked`, all of it.
+    pub fn contention(&self, feeding: &[u32], s: u64, e: u64, blocked: u64) -> Contention {
+        let mut out = Contention::default();
+        if blocked == 0 || e <= s {
+            return out;
+        }
+        let lo = self.gil.partition_point(|g| g.0 < s);
+        let hi = self.gil.partition_point(|g| g.0 < e);
+        let samples = &self.gil[lo..hi];
+        if !samples.is_empty() {
+            let n = samples.len() as u64;
+            let mut by: Vec<(u32, u64)> = Vec::new();
+            for &(_, holder, locked) in samples {
+                if !locked || holder == 0 || feeding.contains(&holder) {
+                    continue;
+                }
+                match by.iter_mut().find(|x| x.0 == holder) {
+                    Some(x) => x.1 += 1,
+                    None => by.push((holder, 1)),
+                }
+            }
+            let held: u64 = by.iter().map(|x| x.1).sum();
+            if held as f64 >= n as f64 * CONTENTION_SHARE {
+                // The stretch's blocked time is the wait for the GIL, shared by holder.
+                out.gil = by
+                    .into_iter()
+                    .map(|(tid, k)| (tid, mul_div(blocked, k, held)))
+                    .collect();
+                return out;
+            }
+        }
+        // Launching threads waiting on a pipe or poll set wait for another process (the
+        // workers), whatever the threads of this one do meanwhile.
+        let lo = self.waits.partition_point(|w| w.0 < s);
+        let (mut pipe, mut all) = (0u32, 0u32);
+        for w in self.waits[lo..].iter().take_while(|w| w.0 < e) {
+            if feeding.contains(&w.1) {
+                all += 1;
+                pipe += PIPE_WAITS.contains(&w.2) as u32;
+            }
+        }
+        if all > 0 && pipe * 2 > all {
+            return out;
+        }
+        let len = e - s;
+        let mut others: Vec<(u32, f64)> = self
+            .threads
+            .iter()
+            .filter(|x| !feeding.contains(&x.tid))
+            .filter_map(|x| {
+                let sp = self.split(x.tid, s, e);
+                // On a CPU, or runnable and waiting for one: computing.
+                (sp.covered * 2 >= len && sp.covered > 0).then(|| {
+                    let busy = sp.on_cpu.saturating_add(sp.runq).min(sp.covered);
+                    (x.tid, busy as f64 / sp.covered as f64)
+                })
+            })
+            .filter(|x| x.1 >= OTHER_MIN_SHARE)
+            .collect();
+        others.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        if others.first().is_some_and(|x| x.1 >= CONTENTION_SHARE) {
+            // The stretch's blocked time is the wait for them, shared by how busy each was
+            // (a thread runnable but not on a CPU on a loaded machine still computes).
+            let sum: f64 = others.iter().map(|x| x.1).sum();
+            let mut left = blocked;
+            for (tid, f) in others {
+                let ns = ((blocked as f64 * f / sum) as u64).min(left);
+                left -= ns;
+                if ns > 0 {
+                    out.cpu.push((tid, ns));
+                }
+            }
+        }
+        out
+    }
+
+    /// The thread ids with CPU samples that issued no launches.
+    pub fn is_feeder(&self, tid: u32) -> bool {
+        self.feeders.contains(&tid) || self.feeder == Some(tid)
+    }
+
     pub fn cpus_available(&self) -> Option<f64> {
         self.limits
             .as_ref()
             .map(|l| l.cpus_available())
             .filter(|n| *n > 0.0)
+    }
+}
+
+/// A thread's name as recorded (the library's thread names, else the `comm` of its
+/// process-tree samples); "" when unknown.
+pub fn thread_name<'a>(t: &'a Trace, h: Option<&HostCpu>, tid: u32) -> &'a str {
+    let n = t.thread_name(tid);
+    if !n.is_empty() {
+        return n;
+    }
+    h.and_then(|h| h.own.iter().find(|p| p.pid == tid))
+        .map(|p| t.str(p.comm))
+        .unwrap_or("")
+}
+
+/// A thread of the traced process named by what it is: "main thread (tid N)",
+/// "autograd thread (tid N)" (PyTorch's backward, `pt_autograd_*`), "DataLoader
+/// pin-memory thread", else "thread N (name)".
+pub fn thread_label(t: &Trace, h: Option<&HostCpu>, tid: u32) -> String {
+    let name = thread_name(t, h, tid);
+    let pid = h.map_or(t.meta.pid, |h| h.pid);
+    role_label(tid, pid, name)
+}
+
+/// [`thread_label`] from its parts.
+pub fn role_label(tid: u32, pid: u32, name: &str) -> String {
+    if tid == pid && pid != 0 {
+        return format!("main thread (tid {tid})");
+    }
+    if name.starts_with("pt_autograd") {
+        return format!("autograd thread (tid {tid}, {name})");
+    }
+    if name.starts_with("pt_data_worker") {
+        return format!("DataLoader worker (pid {tid})");
+    }
+    if name.is_empty() {
+        format!("thread {tid}")
+    } else {
+        format!("thread {tid} ({name})")
     }
 }
 
@@ -526,6 +681,24 @@ fn usage(pts: &[PPt], spans: &[(u64, u64)]) -> Usage {
         }
     }
     u
+}
+
+/// What held the host while the launching threads were blocked (see
+/// [`HostCpu::contention`]): (tid, ns of the blocked time) for the GIL's holders, or
+/// for the other threads on a CPU.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Contention {
+    pub gil: Vec<(u32, u64)>,
+    pub cpu: Vec<(u32, u64)>,
+}
+
+impl Contention {
+    pub fn total(&self) -> u64 {
+        self.gil
+            .iter()
+            .chain(self.cpu.iter())
+            .fold(0u64, |a, x| a.saturating_add(x.1))
+    }
 }
 
 /// One child process during some spans.
@@ -602,9 +775,28 @@ pub struct HostSplit {
     /// CPU time in long stretches: gaps over 5 ms, and their number.
     pub long_cpu_ns: u64,
     pub cpu_gaps: u64,
+    /// The `cpu_bound` time (on a CPU and runnable, long stretches) by the thread that
+    /// spent it: each launching thread's own share, never one thread's name on the
+    /// others' time.
+    pub cpu_by_thread: std::collections::BTreeMap<u32, u64>,
+    /// Blocked time the launching threads spent waiting for another thread of the
+    /// process (charged to `cpu_bound`: the process was computing): for the GIL, by
+    /// its holder; for another thread on a CPU, by that thread.
+    pub gil_by_thread: std::collections::BTreeMap<u32, u64>,
+    pub other_by_thread: std::collections::BTreeMap<u32, u64>,
+    /// The stretches charged mostly to such waits.
+    pub contention_spans: Vec<(u64, u64)>,
 }
 
 impl HostSplit {
+    /// Blocked time charged to other threads of the process.
+    pub fn contention_ns(&self) -> u64 {
+        self.gil_by_thread
+            .values()
+            .chain(self.other_by_thread.values())
+            .fold(0u64, |a, v| a.saturating_add(*v))
+    }
+
     pub fn merge(&mut self, o: &HostSplit) {
         self.measured_ns = self.measured_ns.saturating_add(o.measured_ns);
         self.unmeasured_ns = self.unmeasured_ns.saturating_add(o.unmeasured_ns);
@@ -615,6 +807,17 @@ impl HostSplit {
         self.io_ns = self.io_ns.saturating_add(o.io_ns);
         self.long_cpu_ns = self.long_cpu_ns.saturating_add(o.long_cpu_ns);
         self.cpu_gaps = self.cpu_gaps.saturating_add(o.cpu_gaps);
+        for (mine, theirs) in [
+            (&mut self.cpu_by_thread, &o.cpu_by_thread),
+            (&mut self.gil_by_thread, &o.gil_by_thread),
+            (&mut self.other_by_thread, &o.other_by_thread),
+        ] {
+            for (&tid, &ns) in theirs {
+                let v = mine.entry(tid).or_default();
+                *v = v.saturating_add(ns);
+            }
+        }
+        self.contention_spans.extend_from_slice(&o.contention_spans);
         self.blocked_spans.extend_from_slice(&o.blocked_spans);
         self.cpu_spans.extend_from_slice(&o.cpu_spans);
     }
@@ -649,18 +852,24 @@ pub fn split_quiet(
 ) {
     let len = e.saturating_sub(s);
     let first = h.thread_for(tid);
-    let mut sp = match first {
-        Some(t) => h.split(t, s, e),
-        None => Split::default(),
-    };
-    // A thread blocked while another feeding thread runs (the main thread waiting for
-    // the autograd thread) is the host computing, not waiting for input.
+    // Each launching thread's own split: a thread blocked while another launching
+    // thread runs (the main thread waiting for the autograd thread) is the host
+    // computing, not waiting for input, and the CPU time is the running thread's.
+    let mut parts: Vec<(u32, Split)> = Vec::with_capacity(1 + h.feeders.len());
+    if let Some(t) = first {
+        parts.push((t, h.split(t, s, e)));
+    }
     for &f in h.feeders.iter().filter(|&&f| Some(f) != first) {
-        let o = h.split(f, s, e);
+        parts.push((f, h.split(f, s, e)));
+    }
+    let mut sp = Split::default();
+    for (_, o) in &parts {
         sp.covered = sp.covered.max(o.covered);
         sp.on_cpu = sp.on_cpu.saturating_add(o.on_cpu);
         sp.runq = sp.runq.saturating_add(o.runq);
     }
+    // I/O is read off the thread the stretch is charged to.
+    sp.io = parts.first().map_or(0, |p| p.1.io);
     let covered = sp.covered.min(len);
     let cpu = sp.on_cpu.saturating_add(sp.runq).min(covered);
     let blocked = covered - cpu;
@@ -678,13 +887,48 @@ pub fn split_quiet(
             if len >= 5_000_000 {
                 acc.long_cpu_ns = acc.long_cpu_ns.saturating_add(cpu);
             }
+            // Shared out by each thread's own time (the sum is capped at the stretch).
+            let raw = sp.on_cpu.saturating_add(sp.runq);
+            for (t, o) in &parts {
+                let mine = mul_div(o.on_cpu.saturating_add(o.runq), cpu, raw);
+                if mine > 0 {
+                    let v = acc.cpu_by_thread.entry(*t).or_default();
+                    *v = v.saturating_add(mine);
+                }
+            }
             out.push((p, p + cpu, Cause::CpuBound));
         }
         p += cpu;
     }
+    // Blocked, waiting for another thread of the process (the GIL, a thread on a
+    // CPU): the process was computing, so `cpu_bound`, never `data_starvation`.
+    let mut waited = 0;
+    if blocked > 0 && quiet_ns > CPU_LAUNCH_NS {
+        let mut feeding: Vec<u32> = parts.iter().map(|x| x.0).collect();
+        feeding.extend(h.feeders.iter().copied());
+        let c = h.contention(&feeding, s, e, blocked);
+        waited = c.total().min(blocked).min(e.saturating_sub(p));
+        if waited > 0 {
+            for (map, list) in [
+                (&mut acc.gil_by_thread, &c.gil),
+                (&mut acc.other_by_thread, &c.cpu),
+            ] {
+                for &(tid, ns) in list {
+                    let v = map.entry(tid).or_default();
+                    *v = v.saturating_add(ns);
+                }
+            }
+            out.push((p, p + waited, Cause::CpuBound));
+            p += waited;
+            if waited * 2 >= blocked {
+                acc.contention_spans.push((s, e));
+            }
+        }
+    }
     if e > p {
         out.push((p, e, Cause::DataStarvation));
     }
+    let blocked = blocked - waited;
     acc.blocked_ns = acc.blocked_ns.saturating_add(blocked);
     acc.io_ns = acc.io_ns.saturating_add(sp.io.min(blocked));
     if covered > 0 {

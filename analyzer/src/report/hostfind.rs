@@ -61,6 +61,41 @@ pub struct TreeReport {
     pub read_bytes_per_s: f64,
 }
 
+/// One thread's share of some host time.
+#[derive(Serialize, Clone, Debug, PartialEq)]
+pub struct ThreadShare {
+    pub tid: u32,
+    /// Its recorded name ("" when unknown).
+    pub name: String,
+    /// What it is, in words: "main thread (tid N)", "autograd thread (tid N, ...)".
+    pub label: String,
+    pub ns: u64,
+    /// Share of the time shared out, %.
+    pub pct: f64,
+}
+
+/// Shares of `by` (tid -> ns), largest first; threads under 1% left out.
+pub(crate) fn shares(
+    t: &crate::model::trace::Trace,
+    h: &HostCpu,
+    by: &std::collections::BTreeMap<u32, u64>,
+) -> Vec<ThreadShare> {
+    let total: u64 = by.values().fold(0u64, |a, v| a.saturating_add(*v));
+    let mut v: Vec<ThreadShare> = by
+        .iter()
+        .filter(|(_, &ns)| ns > 0 && pct(ns, total) >= 1.0)
+        .map(|(&tid, &ns)| ThreadShare {
+            tid,
+            name: host::thread_name(t, Some(h), tid).to_string(),
+            label: host::thread_label(t, Some(h), tid),
+            ns,
+            pct: pct(ns, total),
+        })
+        .collect();
+    v.sort_by(|a, b| b.ns.cmp(&a.ns).then(a.tid.cmp(&b.tid)));
+    v
+}
+
 /// The host side of the steady state, from the host samples.
 #[derive(Serialize, Clone, Debug, Default, PartialEq)]
 pub struct HostReport {
@@ -70,6 +105,8 @@ pub struct HostReport {
     /// The thread that issued most launches.
     pub feeding_thread: Option<u32>,
     pub feeding_thread_name: String,
+    /// What the feeding thread is, in words ("main thread (tid N)").
+    pub feeding_thread_label: String,
     pub online_cpus: u32,
     pub affinity_cpus: u32,
     /// CPUs the job may use (affinity, capped by a cgroup quota).
@@ -95,12 +132,106 @@ pub struct HostReport {
     pub data_starvation_cause: Option<String>,
     /// `cpu_bound`'s kind: `cpu_contention`, `main_process_work`, `framework_overhead`.
     pub cpu_bound_cause: Option<String>,
+    /// The threads whose CPU time makes up `on_cpu_ns + runq_ns`, largest first.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub computing_threads: Vec<ThreadShare>,
+    /// Time the launching threads were blocked waiting for another thread of the
+    /// process (charged to `cpu_bound`): the GIL's holders, and other threads on a CPU
+    /// (when the GIL was not read or not held by another thread), largest first.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub contention_ns: u64,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub gil_holders: Vec<ThreadShare>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub other_threads: Vec<ThreadShare>,
+    /// Where the thread the launching threads waited for most was in its Python code.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub python_of_contender: Vec<HostPlace>,
+    /// What the DataLoader workers were doing while the feeding thread was blocked,
+    /// from the system calls they were blocked in (samples): inside the dataset
+    /// (sleeping, reading, fetching), and idle waiting for indices (polling their queue).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub worker_waits_in_dataset: u64,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub worker_waits_for_indices: u64,
+    /// Another Python thread of the process that issues no launches, seen most in the
+    /// Python samples while the feeding thread was blocked in a lock or queue wait (a
+    /// futex), and where it was: the thread that feeds the loop through its own queue.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub producer_thread: Option<ThreadShare>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub python_of_producer: Vec<HostPlace>,
     /// Where the feeding thread's Python code was while it was blocked / computing
     /// (from the periodic stack samples; empty without them).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub python_while_blocked: Vec<HostPlace>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub python_while_computing: Vec<HostPlace>,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
+}
+
+/// x86-64 system calls a worker blocked inside a dataset is in: sleeps, reads, network.
+const DATASET_CALLS: [u32; 12] = [0, 17, 19, 295, 45, 47, 35, 230, 257, 42, 43, 61];
+/// ... and those a worker waiting for its next indices is in: poll, select, epoll.
+const INDEX_CALLS: [u32; 7] = [7, 23, 270, 271, 232, 281, 441];
+
+/// Worker wait samples inside `spans` (sorted, disjoint): (in the dataset, for indices).
+fn worker_waits(t: &crate::model::trace::Trace, spans: &[(u64, u64)]) -> (u64, u64) {
+    let (mut ds, mut idx) = (0, 0);
+    for &(s, e) in spans {
+        let lo = t.task_waits.partition_point(|w| w.ts < s);
+        for w in t.task_waits[lo..].iter().take_while(|w| w.ts < e) {
+            if w.flags & gputrace_format::TASK_WAIT_CHILD == 0 {
+                continue;
+            }
+            if w.state == b'D' || DATASET_CALLS.contains(&w.syscall) {
+                ds += 1;
+            } else if INDEX_CALLS.contains(&w.syscall) {
+                idx += 1;
+            }
+        }
+    }
+    (ds, idx)
+}
+
+/// x86-64 `futex`: a lock, a condition variable, a queue's get (and the GIL).
+const FUTEX: u32 = 202;
+
+/// The thread feeding the loop through the program's own queue, if the blocked
+/// launching threads waited in futexes (at least half of their wait samples) while
+/// another Python thread that issues no launches was sampled.
+fn producer(
+    t: &crate::model::trace::Trace,
+    h: &HostCpu,
+    spans: &[(u64, u64)],
+) -> Option<ThreadShare> {
+    let (mut futex, mut all) = (0u64, 0u64);
+    for &(s, e) in spans {
+        let lo = t.task_waits.partition_point(|w| w.ts < s);
+        for w in t.task_waits[lo..].iter().take_while(|w| w.ts < e) {
+            if w.flags & gputrace_format::TASK_WAIT_CHILD == 0 && h.is_feeder(w.tid) {
+                all += 1;
+                futex += (w.syscall == FUTEX) as u64;
+            }
+        }
+    }
+    if all == 0 || futex * 2 < all {
+        return None;
+    }
+    let mut by: std::collections::BTreeMap<u32, u64> = Default::default();
+    for x in &t.py_samples {
+        if h.is_feeder(x.tid) || x.tid == h.pid {
+            continue;
+        }
+        let i = spans.partition_point(|sp| sp.1 <= x.ts);
+        if spans.get(i).is_some_and(|sp| sp.0 <= x.ts) {
+            *by.entry(x.tid).or_default() += 1;
+        }
+    }
+    shares(t, h, &by).into_iter().next()
 }
 
 fn tree_report(h: &HostCpu, t: &Tree) -> TreeReport {
@@ -187,7 +318,11 @@ pub(crate) fn report(
         feeding_thread: h.feeder,
         feeding_thread_name: h
             .feeder
-            .map(|f| t.thread_name(f).to_string())
+            .map(|f| host::thread_name(t, Some(h), f).to_string())
+            .unwrap_or_default(),
+        feeding_thread_label: h
+            .feeder
+            .map(|f| host::thread_label(t, Some(h), f))
             .unwrap_or_default(),
         online_cpus: l.online_cpus,
         affinity_cpus: l.affinity_cpus,
@@ -206,9 +341,35 @@ pub(crate) fn report(
         children: steady_tree.children.len(),
         data_starvation_cause: None,
         cpu_bound_cause: None,
+        computing_threads: shares(t, h, &s.cpu_by_thread),
+        contention_ns: s.contention_ns(),
+        gil_holders: shares(t, h, &s.gil_by_thread),
+        other_threads: shares(t, h, &s.other_by_thread),
+        python_of_contender: Vec::new(),
+        worker_waits_in_dataset: 0,
+        worker_waits_for_indices: 0,
+        producer_thread: None,
+        python_of_producer: Vec::new(),
         python_while_blocked: pysamples::tally(t, h.feeder, &blocked),
-        python_while_computing: pysamples::tally(t, h.feeder, &computing),
+        python_while_computing: Vec::new(),
     };
+    (r.worker_waits_in_dataset, r.worker_waits_for_indices) = worker_waits(t, &blocked);
+    if let Some(p) = producer(t, h, &blocked) {
+        r.python_of_producer = pysamples::tally_only(t, p.tid, &blocked);
+        r.producer_thread = Some(p);
+    }
+    let contender = r
+        .gil_holders
+        .first()
+        .or(r.other_threads.first())
+        .map(|x| x.tid);
+    if let Some(c) = contender {
+        let spans = HostSplit::merged(&s.contention_spans);
+        r.python_of_contender = pysamples::tally_only(t, c, &spans);
+    }
+    // Python places of the thread that spent most of the CPU time.
+    let busiest = r.computing_threads.first().map(|x| x.tid).or(h.feeder);
+    r.python_while_computing = pysamples::tally(t, busiest, &computing);
     r.data_starvation_cause = starvation_cause(&r).map(str::to_string);
     r.cpu_bound_cause = cpu_cause(&r, s).map(str::to_string);
     Some(r)
@@ -226,6 +387,8 @@ fn starvation_cause(r: &HostReport) -> Option<&'static str> {
     Some(
         if main_io >= IO_PCT || (w.worker_count > 0 && w.worker_d_state_pct >= IO_PCT) {
             "io_wait"
+        } else if w.worker_count == 0 && r.producer_thread.is_some() {
+            "producer_thread"
         } else if w.worker_count == 0 {
             "no_workers"
         } else if w.worker_cpu_pct_mean >= BUSY_WORKER_PCT {
@@ -237,6 +400,10 @@ fn starvation_cause(r: &HostReport) -> Option<&'static str> {
         } else if w.worker_r_state_pct >= 50.0 {
             // Runnable most of the time yet getting little CPU: no core free for them.
             "cpu_saturated"
+        } else if r.worker_waits_in_dataset > r.worker_waits_for_indices {
+            // Off the CPU inside __getitem__ (a sleep, a read, a fetch): each sample
+            // costs waiting, not computing.
+            "workers_latency_bound"
         } else {
             "workers_idle"
         },
@@ -244,9 +411,26 @@ fn starvation_cause(r: &HostReport) -> Option<&'static str> {
 }
 
 fn cpu_cause(r: &HostReport, s: &HostSplit) -> Option<&'static str> {
-    let cpu = r.on_cpu_ns.saturating_add(r.runq_ns);
+    let own = r.on_cpu_ns.saturating_add(r.runq_ns);
+    let cpu = own.saturating_add(r.contention_ns);
     if cpu == 0 || pct(cpu, r.quiet_ns) < KIND_MIN_PCT {
         return None;
+    }
+    // Waiting for another thread outweighs the launching threads' own computing and
+    // their run-queue wait (a waiter woken on a busy machine also queues for a CPU).
+    if r.contention_ns >= r.on_cpu_ns.max(r.runq_ns) {
+        let gil: u64 = r.gil_holders.iter().map(|x| x.ns).sum();
+        let main_dispatching = r
+            .other_threads
+            .first()
+            .is_some_and(|x| Some(x.tid) != r.feeding_thread && x.label.starts_with("main thread"));
+        return Some(if gil * 2 >= r.contention_ns {
+            "gil_contention"
+        } else if main_dispatching {
+            "dispatch_thread"
+        } else {
+            "thread_contention"
+        });
     }
     Some(if r.runq_ns as f64 >= cpu as f64 * 0.3 {
         "cpu_contention"
@@ -328,12 +512,32 @@ pub(crate) fn machine_line(w: &TreeReport) -> Option<String> {
     Some(parts.join(", "))
 }
 
-/// "thread 4242 (python)": the feeding thread as evidence names it.
+/// "main thread (tid 4242)": the feeding thread as evidence names it.
 pub(crate) fn who(r: &HostReport) -> String {
+    if !r.feeding_thread_label.is_empty() {
+        return r.feeding_thread_label.clone();
+    }
     match (r.feeding_thread, r.feeding_thread_name.as_str()) {
         (Some(t), "") => format!("thread {t}"),
         (Some(t), n) => format!("thread {t} ({n})"),
         _ => "the feeding thread".to_string(),
+    }
+}
+
+/// The threads that spent the `cpu_bound` time: "main thread (tid 12)", or with shares
+/// when several did ("main thread (tid 12) 80%, autograd thread (tid 13, ...) 20%").
+pub(crate) fn who_computing(r: &HostReport) -> String {
+    match r.computing_threads.as_slice() {
+        [] => who(r),
+        [one] => one.label.clone(),
+        many => format!(
+            "the launching threads ({})",
+            many.iter()
+                .take(3)
+                .map(|x| format!("{} {:.0}%", x.label, x.pct))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
     }
 }
 

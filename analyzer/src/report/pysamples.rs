@@ -44,6 +44,14 @@ impl HostPlace {
     }
 }
 
+/// The samples of thread `tid` only (nothing when it has none) inside `spans`.
+pub fn tally_only(t: &Trace, tid: u32, spans: &[(u64, u64)]) -> Vec<HostPlace> {
+    if !t.py_samples.iter().any(|s| s.tid == tid) {
+        return Vec::new();
+    }
+    tally(t, Some(tid), spans)
+}
+
 /// The samples of thread `tid` (every sampled thread when None, or when that thread
 /// has none) taken inside `spans` (sorted, disjoint), tallied by place, most first.
 pub fn tally(t: &Trace, tid: Option<u32>, spans: &[(u64, u64)]) -> Vec<HostPlace> {
@@ -156,6 +164,11 @@ pub fn place_of<'s>(
 
 /// The evidence line: `the host was in train.py:41 in load_batch (62% of the Python
 /// samples in these gaps; innermost dataloader.py:__next__); ...`.
+/// "file.py:12 in f": the first place, for a sentence.
+pub fn first_place(places: &[HostPlace]) -> Option<String> {
+    places.first().map(|p| p.place())
+}
+
 pub fn evidence(places: &[HostPlace]) -> Option<String> {
     if places.is_empty() {
         return None;

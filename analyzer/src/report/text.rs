@@ -390,6 +390,7 @@ fn env_line(o: &mut String, e: &crate::report::environment::EnvSummary) {
 /// The host samples' picture of the steady state.
 fn host_lines(o: &mut String, h: &super::hostfind::HostReport) {
     let who = match (h.feeding_thread, h.feeding_thread_name.as_str()) {
+        _ if !h.feeding_thread_label.is_empty() => h.feeding_thread_label.clone(),
         (Some(t), "") => format!("thread {t}"),
         (Some(t), n) => format!("thread {t} ({n})"),
         _ => "feeding thread unknown".into(),
@@ -409,6 +410,50 @@ fn host_lines(o: &mut String, h: &super::hostfind::HostReport) {
         line.push_str(&format!(", not sampled {}", dur(h.unmeasured_ns)));
     }
     wrap(o, "   host       ", &line, 100);
+    let by_thread = match h.computing_threads.as_slice() {
+        [] => None,
+        [one] if Some(one.tid) == h.feeding_thread => None,
+        v => Some(
+            v.iter()
+                .take(4)
+                .map(|x| format!("{} {} ({:.0}%)", x.label, dur(x.ns), x.pct))
+                .collect::<Vec<_>>()
+                .join(", "),
+        ),
+    };
+    if let Some(l) = by_thread {
+        wrap(
+            o,
+            "   host       ",
+            &format!("on a CPU by thread: {l}"),
+            100,
+        );
+    }
+    if h.contention_ns > 0 {
+        let (what, list) = if h.gil_holders.is_empty() {
+            (
+                "while another thread of the process was on a CPU",
+                &h.other_threads,
+            )
+        } else {
+            ("while another thread held the GIL", &h.gil_holders)
+        };
+        let each: Vec<String> = list
+            .iter()
+            .take(3)
+            .map(|x| format!("{} {}", x.label, dur(x.ns)))
+            .collect();
+        wrap(
+            o,
+            "   host       ",
+            &format!(
+                "blocked {} {what} (cpu_bound): {}",
+                dur(h.contention_ns),
+                each.join(", ")
+            ),
+            100,
+        );
+    }
     let cpus = match h.cpus_available {
         Some(c) => format!("{c:.1} CPUs available"),
         None => "CPUs available unknown".into(),

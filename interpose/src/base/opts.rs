@@ -29,6 +29,9 @@ pub struct HostSettings {
     pub tree_period: std::time::Duration,
     /// The Python stack samples' period (`GPUTRACE_PYSAMPLE_MS`; zero: none).
     pub py_period: std::time::Duration,
+    /// Every thread of the process, the GIL and every Python thread's stack while a
+    /// CUDA-issuing thread is blocked (`GPUTRACE_HOST_ALL_THREADS`).
+    pub all_threads: bool,
 }
 
 impl Default for HostSettings {
@@ -38,6 +41,7 @@ impl Default for HostSettings {
             thread_period: std::time::Duration::from_millis(default_number(set::HOST_THREAD_MS)),
             tree_period: std::time::Duration::from_millis(default_number(set::HOST_TREE_MS)),
             py_period: std::time::Duration::from_millis(default_number(set::PYSAMPLE_MS)),
+            all_threads: default_flag(set::HOST_ALL_THREADS),
         }
     }
 }
@@ -270,6 +274,7 @@ impl Opts {
             set::ZEROED_BUFFERS => self.zeroed_buffers = b,
             set::DEBUG => self.debug = b,
             set::HOST => self.host.on = b,
+            set::HOST_ALL_THREADS => self.host.all_threads = b,
             // The command's or the tests'.
             _ => {}
         }

@@ -231,7 +231,7 @@ impl Session for Pystack {
 
     /// The latest Python stacks of the CUDA-issuing threads.
     fn flush(&self) {
-        pystack::sample::take();
+        pystack::sample::take(false);
     }
 
     fn stop(&self, _c: &Closing) {

@@ -27,15 +27,121 @@ pub(super) fn detect(cx: &FindingCx) -> Option<Finding> {
     Some(x)
 }
 
+/// Fills in a `cpu_bound` finding whose time is mostly the launching threads waiting
+/// for another thread of the process (`gil_contention`, `thread_contention`,
+/// `dispatch_thread`).
+fn fill_contention(x: &mut Finding, r: &HostReport, f: &FindingCx, kind: &str) -> bool {
+    let wall = f.wall;
+    let who = hostfind::who(r);
+    let (list, what) = if kind == "gil_contention" {
+        (&r.gil_holders, "held the GIL")
+    } else {
+        (&r.other_threads, "was on a CPU")
+    };
+    let Some(top) = list.first() else {
+        return false;
+    };
+    let at = pysamples::first_place(&r.python_of_contender)
+        .map(|p| format!(" at {p}"))
+        .unwrap_or_default();
+    let idle_pct = crate::report::pct(r.contention_ns, r.quiet_ns);
+    x.title = match kind {
+        "gil_contention" => "GPU idle while another thread of the process held the GIL".into(),
+        "dispatch_thread" => {
+            "GPU idle while the runtime's launch threads waited for the dispatching thread".into()
+        }
+        _ => "GPU idle while the launching thread waited for another thread of the process".into(),
+    };
+    x.summary = match kind {
+        "gil_contention" => format!(
+            "For {} of the steady state the GPU sat idle while {who} waited for the GIL: {} held it{at} for {idle_pct:.0}% of the idle time with no CUDA call. The process was computing, not waiting for input.",
+            share(x.at_stake_ns, wall),
+            top.label
+        ),
+        "dispatch_thread" => format!(
+            "For {} of the steady state the GPU sat idle while {who}, which launches the work, waited for {}, which dispatches it and was on a CPU{at} for {idle_pct:.0}% of the idle time: host-side dispatch is the limit, not input.",
+            share(x.at_stake_ns, wall),
+            top.label
+        ),
+        _ => format!(
+            "For {} of the steady state the GPU sat idle while {who} was blocked and {} was on a CPU{at} for {idle_pct:.0}% of the idle time with no CUDA call: the process was computing on another thread, not waiting for input.",
+            share(x.at_stake_ns, wall),
+            top.label
+        ),
+    };
+    let each: Vec<String> = list
+        .iter()
+        .take(3)
+        .map(|t| format!("{} {} ({:.0}%)", t.label, dur(t.ns), t.pct))
+        .collect();
+    x.evidence.push(format!(
+        "{who} was blocked with no CUDA call for {} of the idle time while {} {what}: {}",
+        dur(r.contention_ns),
+        if list.len() == 1 {
+            "another thread"
+        } else {
+            "other threads"
+        },
+        each.join(", ")
+    ));
+    if r.on_cpu_ns.saturating_add(r.runq_ns) > 0 {
+        x.evidence.push(format!(
+            "the launching threads themselves were on a CPU or waiting for one {} (also counted here)",
+            dur(r.on_cpu_ns.saturating_add(r.runq_ns))
+        ));
+    }
+    if let Some(l) = pysamples::evidence(&r.python_of_contender) {
+        x.evidence.push(format!(
+            "{} {}",
+            top.label,
+            l.trim_start_matches("the host ")
+        ));
+    }
+    x.host_was_in = r.python_of_contender.clone();
+    x.examples = f.idle_examples(Cause::CpuBound);
+    push_examples_line(x);
+    x.metrics
+        .insert("contention_ns".into(), r.contention_ns as f64);
+    x.metrics.insert("contender_tid".into(), top.tid as f64);
+    x.fix = match kind {
+        "gil_contention" => format!(
+            "{} holds the GIL while the training loop needs it: move that work to another process (multiprocessing, a DataLoader worker, a separate logging/metrics process), make it release the GIL (do it in NumPy/PyTorch operations on whole arrays or a C extension that releases it; sleep between iterations instead of spinning), or do it less often (every N steps).",
+            top.label
+        ),
+        "dispatch_thread" => format!(
+            "The thread that dispatches the work ({}) is the limit while the runtime's launch threads wait for it: give each dispatch more work (jit the whole step; lax.scan or a Python loop unrolled into one compiled function over several steps; larger batches), keep per-step Python work and host synchronisation (printing values, .block_until_ready(), converting to NumPy) out of the loop.",
+            top.label
+        ),
+        _ => format!(
+            "{} computes while the launching thread waits for it: move that work to another process or ahead of time (precompute, a DataLoader worker), run it in parallel with the GPU instead of in series, or do it less often.",
+            top.label
+        ),
+    };
+    true
+}
+
 /// Fills in a `cpu_bound` finding (its time already set).
 fn fill(x: &mut Finding, r: &HostReport, f: &FindingCx) {
+    if let Some(k @ ("gil_contention" | "thread_contention" | "dispatch_thread")) =
+        r.cpu_bound_cause.as_deref()
+    {
+        x.subcause = Some(k.to_string());
+        if fill_contention(x, r, f, k) {
+            return;
+        }
+    }
     let wall = f.wall;
     let cpu = r.on_cpu_ns.saturating_add(r.runq_ns);
-    let who = hostfind::who(r);
+    let who = hostfind::who_computing(r);
+    let was = if r.computing_threads.len() > 1 {
+        "were"
+    } else {
+        "was"
+    };
     let kind = r.cpu_bound_cause.as_deref().unwrap_or("framework_overhead");
     x.subcause = Some(kind.to_string());
     x.summary = format!(
-        "For {} of the steady state the GPU sat idle while {who} was busy on the CPU with no CUDA call: host-side computing between steps, not waiting for input.",
+        "For {} of the steady state the GPU sat idle while {who} {was} busy on the CPU with no CUDA call: host-side computing between steps, not waiting for input.",
         share(x.at_stake_ns, wall)
     );
     let gaps = f.gaps(Cause::CpuBound);
@@ -50,7 +156,7 @@ fn fill(x: &mut Finding, r: &HostReport, f: &FindingCx) {
         notes.push(format!("mean {} of CPU time per gap", dur(m)));
     }
     x.evidence.push(format!(
-        "{who} was on a CPU {} and runnable but waiting for one {} in {touched} idle gaps{}",
+        "{who} {was} on a CPU {} and runnable but waiting for one {} in {touched} idle gaps{}",
         dur(r.on_cpu_ns),
         dur(r.runq_ns),
         if notes.is_empty() {

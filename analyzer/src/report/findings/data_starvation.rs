@@ -100,6 +100,26 @@ fn with_host_samples(x: &mut Finding, r: &HostReport, wall: u64) {
     };
     if let Some(l) = hostfind::workers_line(w) {
         add(x, format!("while it was blocked: {l}"));
+        let (ds, idx) = (r.worker_waits_in_dataset, r.worker_waits_for_indices);
+        if ds + idx > 0 {
+            add(
+                x,
+                format!(
+                    "the workers' system calls while it was blocked: {ds} inside the dataset (sleeping, reading, fetching), {idx} waiting for indices (polling their queue)"
+                ),
+            );
+        }
+    } else if let Some(p) = &r.producer_thread {
+        add(
+            x,
+            format!(
+                "it waited in a lock or queue (futex) while {} was the Python thread seen in those gaps{}: no DataLoader workers, no other thread computing",
+                p.label,
+                pysamples::first_place(&r.python_of_producer)
+                    .map(|x| format!(", at {x}"))
+                    .unwrap_or_default()
+            ),
+        );
     } else {
         add(
             x,
@@ -154,6 +174,19 @@ fn with_host_samples(x: &mut Finding, r: &HostReport, wall: u64) {
             w.job_cpus
         ),
         "io_wait" => "The input pipeline waits on storage: put the dataset on faster local storage (NVMe, a RAM disk) or cache it in memory, read fewer larger files (WebDataset/TFRecord shards, LMDB) instead of many small ones, and overlap more reads with DataLoader(num_workers=N, prefetch_factor=4, persistent_workers=True).".to_string(),
+        "producer_thread" => {
+            let p = r.producer_thread.as_ref().map_or("another thread".to_string(), |p| p.label.clone());
+            let at = pysamples::first_place(&r.python_of_producer).map(|x| format!(" (at {x})")).unwrap_or_default();
+            format!(
+                "The loop waits on its own queue or lock, fed by {p}{at}, which did not keep up: nothing else in the process was computing, so the producer's own waits (a sleep, a read, a request) are the gap. Run more producers in parallel (several threads for I/O-bound sources, processes or DataLoader workers for CPU-bound ones), fetch further ahead (a deeper queue, started before the loop), or make the source itself faster."
+            )
+        }
+        "workers_latency_bound" => format!(
+            "The {n} workers spend each sample waiting inside the dataset (a sleep, a read, a network fetch: blocked in {} of {} samples of their system calls, at {:.0}% of a CPU each), not computing: that latency is hidden only by more requests in flight. Raise DataLoader(num_workers=...) above {n} (waiting workers cost little CPU) and prefetch_factor (4 or more), or fetch several samples per call (batched or asynchronous reads, a local cache).",
+            r.worker_waits_in_dataset,
+            r.worker_waits_in_dataset + r.worker_waits_for_indices,
+            w.worker_cpu_pct_mean
+        ),
         "workers_idle" => format!(
             "The {n} workers were mostly idle while the GPU waited ({:.0}% of a CPU each): the wait is elsewhere. See what the main thread blocks on during a gap (py-spy dump --pid PID): a lock or queue, a time.sleep, host-side logging, metrics or checkpoint I/O, a large batch collated or pinned in the main process; use persistent_workers=True so workers are not restarted every epoch.",
             w.worker_cpu_pct_mean

@@ -10,7 +10,10 @@
 //! are forked children, not traced themselves), and the machine's CPU, I/O-wait, PSI and
 //! cgroup counters. Once, the CPUs and memory the job may use. Every `py_period`
 //! (GPUTRACE_PYSAMPLE_MS, 10 ms) the Python stacks of the threads that issue CUDA work
-//! (pystack/sample.rs).
+//! (pystack/sample.rs). While one of those threads is blocked (GPUTRACE_HOST_ALL_THREADS),
+//! every other thread of the process too (its schedstat, the system call of a blocked
+//! one), the GIL's holder (pystack/gil.rs) and every Python thread's stack; the system
+//! call of each child off the CPU at the tree period.
 //!
 //! Cost: files stay open and are read again with `pread` into one buffer, directories
 //! are listed with `getdents64`; nothing is allocated per sample once the set of
@@ -157,7 +160,8 @@ fn run(s: HostSettings) {
         let now = ts_ns(&mono());
         if now >= next_py {
             // Python stacks of the CUDA-issuing threads (nothing while stacks are off).
-            pystack::sample::take();
+            // With every Python thread's while a CUDA-issuing thread is blocked.
+            pystack::sample::take(s.all_threads && sp.blocked());
             next_py = if now > next_py + pp {
                 now + pp
             } else {
@@ -213,6 +217,8 @@ impl Source for HostSource {
                 }
                 Sample::Machine(x) => Event::MachineSample(x),
                 Sample::Limits(x) => Event::CpuLimits(x),
+                Sample::Gil(x) => Event::GilSample(x),
+                Sample::Wait(x) => Event::TaskWait(x),
             };
             out.push(e);
         }

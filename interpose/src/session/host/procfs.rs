@@ -163,6 +163,13 @@ pub fn thread_cpu_ns(tid: u32) -> Option<u64> {
     (r == 0).then(|| (ts.tv_sec as u64).wrapping_mul(1_000_000_000) + ts.tv_nsec as u64)
 }
 
+/// `/proc/.../syscall`: the number of the system call the task is blocked in (`202 0x..
+/// ...`); None for `running`, `-1` (not in a system call) or anything else.
+pub fn parse_syscall(s: &[u8]) -> Option<u32> {
+    let first = fields(s).next()?;
+    parse_u32(first)
+}
+
 /// `/proc/.../schedstat`: ns on a CPU, ns waiting on a run queue, times switched in.
 pub fn parse_schedstat(s: &[u8]) -> Option<(u64, u64, u64)> {
     let mut it = fields(s);

@@ -3,7 +3,7 @@
 //! writer swaps it with a vector of its own, so both keep their capacity; a forked
 //! child resets it (the lock may have been held by a thread that does not exist there).
 
-use gputrace_format::{CpuLimits, MachineSample, ProcSample, ThreadCpu};
+use gputrace_format::{CpuLimits, GilSample, MachineSample, ProcSample, TaskWait, ThreadCpu};
 use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
@@ -39,6 +39,8 @@ pub enum Sample {
     Proc(ProcSample, Comm),
     Machine(MachineSample),
     Limits(CpuLimits),
+    Gil(GilSample),
+    Wait(TaskWait),
 }
 
 /// Most samples held for the writer; past it new ones are dropped and counted (the

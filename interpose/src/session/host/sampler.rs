@@ -11,7 +11,9 @@ use super::queue::{self, Comm, Sample};
 use crate::base::clock;
 use crate::base::opts::HostSettings;
 use crate::rings;
-use gputrace_format::{self as fmt, CpuLimits, MachineSample, ProcSample, ThreadCpu};
+use gputrace_format::{
+    self as fmt, CpuLimits, GilSample, MachineSample, ProcSample, TaskWait, ThreadCpu,
+};
 use std::io::Write;
 
 /// A CUDA-issuing thread (or the main thread), read every thread period.
@@ -23,6 +25,9 @@ struct Fed {
     last_ts: u64,
     /// Passes since its state letter was last read.
     since_state: u8,
+    syscall: Option<ProcFile>,
+    /// Passes since its system call was last read.
+    since_wait: u8,
     seen: bool,
 }
 
@@ -33,13 +38,38 @@ struct Fed {
 /// the passes in between (host.rs).
 const STATE_EVERY: u8 = 8;
 
-/// A thread of this process, read every tree period.
+/// A thread of this process, read every tree period (and every thread period while a
+/// CUDA-issuing thread is blocked, [`Sampler::others_pass`]).
 struct Own {
     tid: u32,
     schedstat: ProcFile,
     children: Option<ProcFile>,
     comm: Comm,
+    /// Its `comm`, read again while the thread is young (a thread names itself just
+    /// after it starts: `pt_autograd_0`, a runtime's workers).
+    comm_file: Option<ProcFile>,
+    passes: u8,
+    syscall: Option<ProcFile>,
+    last_cpu: u64,
+    last_ts: u64,
+    since_wait: u8,
+    /// One of the library's own threads (`gputrace-*`): not sampled finely.
+    ours: bool,
     seen: bool,
+}
+
+/// While a CUDA-issuing thread is blocked: the system call of another thread off the CPU
+/// is read at most every this many passes (of a CUDA-issuing thread, every
+/// [`FED_WAIT_EVERY`]).
+const WAIT_EVERY: u8 = 8;
+const FED_WAIT_EVERY: u8 = 2;
+
+/// The system call of a thread or process blocked in one (`/proc/.../syscall`: its
+/// number, or `running`).
+fn read_syscall(f: &ProcFile, buf: &mut [u8]) -> u32 {
+    f.read(buf)
+        .and_then(procfs::parse_syscall)
+        .unwrap_or(fmt::ENV_NA)
 }
 
 /// A process in this process's tree.
@@ -49,6 +79,7 @@ struct Proc {
     stat: ProcFile,
     io: Option<ProcFile>,
     children: Option<ProcFile>,
+    syscall: Option<ProcFile>,
     seen: bool,
 }
 
@@ -76,6 +107,8 @@ pub struct Sampler {
     self_stat: Option<ProcFile>,
     self_io: Option<ProcFile>,
     proc_stat: Option<ProcFile>,
+    /// A CUDA-issuing thread was mostly off the CPU in the last thread pass.
+    blocked: bool,
     psi_cpu: Option<ProcFile>,
     psi_io: Option<ProcFile>,
     cg_cpu_stat: Option<ProcFile>,
@@ -110,6 +143,7 @@ impl Sampler {
             self_stat: ProcFile::open(c"/proc/self/stat"),
             self_io: ProcFile::open(c"/proc/self/io"),
             proc_stat: ProcFile::open(c"/proc/stat"),
+            blocked: false,
             psi_cpu: ProcFile::open(c"/proc/pressure/cpu"),
             psi_io: ProcFile::open(c"/proc/pressure/io"),
             cg_cpu_stat,
@@ -145,8 +179,22 @@ impl Sampler {
         }));
     }
 
-    /// One reading of the CUDA-issuing threads and the main thread.
+    /// One reading of the CUDA-issuing threads and the main thread; while one of them is
+    /// blocked, of every other thread of the process and of the GIL too.
     pub fn thread_pass(&mut self) {
+        self.fed_pass();
+        if self.s.all_threads && self.blocked {
+            self.others_pass();
+            self.gil_sample();
+        }
+    }
+
+    /// Was a CUDA-issuing thread mostly off the CPU in the last pass?
+    pub fn blocked(&self) -> bool {
+        self.blocked
+    }
+
+    fn fed_pass(&mut self) {
         let Sampler {
             pid,
             buf,
@@ -154,8 +202,10 @@ impl Sampler {
             tids,
             fed,
             batch,
+            blocked,
             ..
         } = self;
+        *blocked = false;
         tids.clear();
         tids.push(*pid);
         rings::owner_tids(tids);
@@ -176,6 +226,9 @@ impl Sampler {
             let stat = ProcFile::open_fmt(path, |v| {
                 let _ = write!(v, "/proc/self/task/{tid}/stat");
             });
+            let syscall = ProcFile::open_fmt(path, |v| {
+                let _ = write!(v, "/proc/self/task/{tid}/syscall");
+            });
             fed.push(Fed {
                 tid,
                 schedstat,
@@ -183,6 +236,8 @@ impl Sampler {
                 last_cpu: 0,
                 last_ts: 0,
                 since_state: STATE_EVERY,
+                syscall,
+                since_wait: FED_WAIT_EVERY,
                 seen: true,
             });
         }
@@ -203,6 +258,25 @@ impl Sampler {
             // The state letter matters when the thread was mostly off the CPU.
             let off = f.last_ts == 0
                 || cpu.saturating_sub(f.last_cpu).saturating_mul(4) < ts.saturating_sub(f.last_ts);
+            if off && f.last_ts != 0 {
+                *blocked = true;
+            }
+            f.since_wait = f.since_wait.saturating_add(1);
+            if off && f.since_wait >= FED_WAIT_EVERY {
+                if let Some(sc) = &f.syscall {
+                    f.since_wait = 0;
+                    let nr = read_syscall(sc, buf);
+                    if nr != fmt::ENV_NA {
+                        batch.push(Sample::Wait(TaskWait {
+                            ts,
+                            tid: f.tid,
+                            syscall: nr,
+                            state: fmt::STATE_UNKNOWN,
+                            flags: 0,
+                        }));
+                    }
+                }
+            }
             f.since_state = f.since_state.saturating_add(1);
             let state = match (&f.stat, off && f.since_state >= STATE_EVERY) {
                 (Some(st), true) => {
@@ -225,6 +299,74 @@ impl Sampler {
             }));
             true
         });
+    }
+
+    /// Every other thread of the process (those the last tree pass listed, the library's
+    /// own left out): its `schedstat` (one `pread`), and every [`WAIT_EVERY`] passes the
+    /// system call of one that stayed off the CPU.
+    fn others_pass(&mut self) {
+        let Sampler {
+            buf,
+            fed,
+            own,
+            batch,
+            ..
+        } = self;
+        let ts = clock::now_ns();
+        for o in own.iter_mut() {
+            if o.ours || fed.iter().any(|f| f.tid == o.tid) {
+                continue;
+            }
+            // schedstat: CPU time and run-queue wait in one read (its CPU time is
+            // brought up to date at the scheduler's tick: rates over a stretch of several
+            // samples are what the analysis takes of it).
+            let Some((cpu, wait, slices)) = o.schedstat.read(buf).and_then(procfs::parse_schedstat)
+            else {
+                continue;
+            };
+            let off = o.last_ts != 0
+                && cpu.saturating_sub(o.last_cpu).saturating_mul(4) < ts.saturating_sub(o.last_ts);
+            // A gap since the last fine reading (the pass was not run): not "off".
+            let fresh = ts.saturating_sub(o.last_ts) < 50_000_000;
+            o.last_cpu = cpu;
+            o.last_ts = ts;
+            batch.push(Sample::Thread(ThreadCpu {
+                ts,
+                tid: o.tid,
+                cpu_ns: cpu,
+                wait_ns: wait,
+                slices,
+                state: fmt::STATE_UNKNOWN,
+            }));
+            o.since_wait = o.since_wait.saturating_add(1);
+            if off && fresh && o.since_wait >= WAIT_EVERY {
+                if let Some(sc) = &o.syscall {
+                    o.since_wait = 0;
+                    let nr = read_syscall(sc, buf);
+                    if nr != fmt::ENV_NA {
+                        batch.push(Sample::Wait(TaskWait {
+                            ts,
+                            tid: o.tid,
+                            syscall: nr,
+                            state: fmt::STATE_UNKNOWN,
+                            flags: 0,
+                        }));
+                    }
+                }
+            }
+        }
+    }
+
+    /// The GIL's holder (a Python process with stacks on).
+    fn gil_sample(&mut self) {
+        if let Some((holder, locked, switches)) = crate::session::pystack::gil::now() {
+            self.batch.push(Sample::Gil(GilSample {
+                ts: clock::now_ns(),
+                holder,
+                locked: locked as u8,
+                switches,
+            }));
+        }
     }
 
     /// One reading of the process tree and the machine.
@@ -295,21 +437,48 @@ impl Sampler {
             let children = ProcFile::open_fmt(path, |v| {
                 let _ = write!(v, "/proc/self/task/{tid}/children");
             });
-            let comm = ProcFile::open_fmt(path, |v| {
+            let comm_file = ProcFile::open_fmt(path, |v| {
                 let _ = write!(v, "/proc/self/task/{tid}/comm");
-            })
-            .and_then(|f| f.read(buf).map(Comm::new))
-            .unwrap_or_default();
+            });
+            let comm = comm_file
+                .as_ref()
+                .and_then(|f| f.read(buf).map(Comm::new))
+                .unwrap_or_default();
+            let ours = comm.as_bytes().starts_with(b"gputrace-");
+            let syscall = if ours {
+                None
+            } else {
+                ProcFile::open_fmt(path, |v| {
+                    let _ = write!(v, "/proc/self/task/{tid}/syscall");
+                })
+            };
             own.push(Own {
                 tid,
                 schedstat,
                 children,
                 comm,
+                comm_file,
+                passes: 0,
+                syscall,
+                last_cpu: 0,
+                last_ts: 0,
+                since_wait: WAIT_EVERY,
+                ours,
                 seen: true,
             });
         }
         kids.clear();
-        for o in own.iter() {
+        for o in own.iter_mut() {
+            // A name given after the first reading: read again for the first few passes.
+            if o.passes < 8 {
+                o.passes += 1;
+                if let Some(c) = o.comm_file.as_ref().and_then(|f| f.read(buf)) {
+                    o.comm = Comm::new(c);
+                }
+                if o.passes == 8 {
+                    o.comm_file = None;
+                }
+            }
             let Some((cpu, _, _)) = o.schedstat.read(buf).and_then(procfs::parse_schedstat) else {
                 continue;
             };
@@ -367,12 +536,16 @@ impl Sampler {
                     let children = ProcFile::open_fmt(path, |v| {
                         let _ = write!(v, "/proc/{pid}/task/{pid}/children");
                     });
+                    let syscall = ProcFile::open_fmt(path, |v| {
+                        let _ = write!(v, "/proc/{pid}/syscall");
+                    });
                     procs.push(Proc {
                         pid,
                         depth,
                         stat,
                         io,
                         children,
+                        syscall,
                         seen: false,
                     });
                     procs.len() - 1
@@ -400,8 +573,25 @@ impl Sampler {
                 cpu_ns: s.cpu_ticks.saturating_mul(*tick_ns),
                 ..Default::default()
             };
+            let state = s.state;
             read_io(p.io.as_ref(), buf, &mut x);
             batch.push(Sample::Proc(x, comm));
+            // What a child off the CPU is blocked in (a DataLoader worker waiting for
+            // indices polls its queue; one blocked inside the dataset reads or sleeps).
+            if state != b'R' {
+                if let Some(sc) = &p.syscall {
+                    let nr = read_syscall(sc, buf);
+                    if nr != fmt::ENV_NA {
+                        batch.push(Sample::Wait(TaskWait {
+                            ts,
+                            tid: pid,
+                            syscall: nr,
+                            state,
+                            flags: fmt::TASK_WAIT_CHILD,
+                        }));
+                    }
+                }
+            }
             if depth < MAX_DEPTH {
                 if let Some(c) = &p.children {
                     if let Some(b) = c.read(buf) {
@@ -605,5 +795,42 @@ mod tests {
         assert_eq!(p.ppid, me);
         assert_eq!(c.as_bytes(), b"sleep");
         assert!(p.flags & fmt::PROC_FLAG_THREAD == 0);
+    }
+
+    /// The cost of the fine pass over every thread (run by hand: `cargo test -p
+    /// gputrace-interpose --release others_pass_cost -- --ignored --nocapture`).
+    #[test]
+    #[ignore]
+    fn others_pass_cost() {
+        for n in [8usize, 32, 64] {
+            let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let hs: Vec<_> = (0..n)
+                .map(|_| {
+                    let stop = stop.clone();
+                    std::thread::spawn(move || {
+                        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                            std::thread::sleep(std::time::Duration::from_millis(1));
+                        }
+                    })
+                })
+                .collect();
+            let mut s = Sampler::new(HostSettings::default());
+            s.tree_pass();
+            let mut out = Vec::new();
+            let rounds = 400;
+            let t = std::time::Instant::now();
+            for _ in 0..rounds {
+                s.others_pass();
+                s.take_batch(&mut out);
+                out.clear();
+            }
+            let per = t.elapsed().as_secs_f64() * 1e6 / rounds as f64;
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            hs.into_iter().for_each(|h| h.join().unwrap());
+            println!(
+                "{n} threads: {per:.1} us per pass ({:.2} us per thread)",
+                per / n as f64
+            );
+        }
     }
 }

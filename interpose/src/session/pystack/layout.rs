@@ -63,7 +63,28 @@ pub struct Layout {
     /// characters start.
     pub str_ascii_size: u64,
     pub str_compact_size: u64,
+    /// The interpreter's threads and its GIL (gil.rs). `_PyRuntime` ->
+    /// `interpreters.main` (the main interpreter).
+    pub runtime_main_interp: u64,
+    /// 3.9-3.11: `_PyRuntime` -> `ceval.gil` (the `_gil_runtime_state` itself).
+    pub runtime_gil: Option<u64>,
+    /// 3.12+: interpreter -> `ceval.gil` (a pointer to the `_gil_runtime_state`).
+    pub interp_gil_ptr: Option<u64>,
+    /// Interpreter -> its first thread state (`tstate_head`, 3.11+ `threads.head`).
+    pub interp_threads_head: u64,
+    /// Thread state -> the next one (`next`).
+    pub tstate_next: u64,
+    /// 3.11+: thread state -> `native_thread_id` (the kernel's tid).
+    pub tstate_native_tid: Option<u64>,
+    /// Thread state -> `thread_id` (its `pthread_t`).
+    pub tstate_pthread: u64,
 }
+
+/// `_gil_runtime_state` (3.9-3.13 alike): `last_holder` (a thread state pointer),
+/// `locked` (an int), `switch_number`.
+pub const GIL_LAST_HOLDER: u64 = 8;
+pub const GIL_LOCKED: u64 = 16;
+pub const GIL_SWITCHES: u64 = 24;
 
 /// Where a data stack chunk's frames start (`_PyStackChunk.data`, 3.11+).
 pub const CHUNK_DATA: u64 = 24;
@@ -103,6 +124,13 @@ pub fn for_version(major: u8, minor: u8, micro: u8) -> Option<Layout> {
         str_state: 32,
         str_ascii_size: 40,
         str_compact_size: 56,
+        runtime_main_interp: 48,
+        runtime_gil: None,
+        interp_gil_ptr: None,
+        interp_threads_head: 0,
+        tstate_next: 8,
+        tstate_native_tid: None,
+        tstate_pthread: 0,
     };
     Some(match minor {
         9 | 10 => Layout {
@@ -124,6 +152,10 @@ pub fn for_version(major: u8, minor: u8, micro: u8) -> Option<Layout> {
             code_linetable: 120,
             str_ascii_size: 48,
             str_compact_size: 72,
+            runtime_main_interp: 40,
+            runtime_gil: Some(352),
+            interp_threads_head: 8,
+            tstate_pthread: 176,
             ..base
         },
         11 => Layout {
@@ -141,6 +173,11 @@ pub fn for_version(major: u8, minor: u8, micro: u8) -> Option<Layout> {
             code_adaptive: 184,
             str_ascii_size: 48,
             str_compact_size: 72,
+            runtime_main_interp: 48,
+            runtime_gil: Some(360),
+            interp_threads_head: 16,
+            tstate_native_tid: Some(160),
+            tstate_pthread: 152,
             ..base
         },
         12 => Layout {
@@ -157,6 +194,11 @@ pub fn for_version(major: u8, minor: u8, micro: u8) -> Option<Layout> {
             code_firstlineno: 68,
             code_linetable: 136,
             code_adaptive: 192,
+            runtime_main_interp: 48,
+            interp_gil_ptr: Some(384),
+            interp_threads_head: 72,
+            tstate_native_tid: Some(144),
+            tstate_pthread: 136,
             ..base
         },
         13 => Layout {
@@ -172,6 +214,11 @@ pub fn for_version(major: u8, minor: u8, micro: u8) -> Option<Layout> {
             code_firstlineno: 68,
             code_linetable: 136,
             code_adaptive: 200,
+            runtime_main_interp: 640,
+            interp_gil_ptr: Some(16),
+            interp_threads_head: 7344,
+            tstate_native_tid: Some(160),
+            tstate_pthread: 152,
             ..base
         },
         _ => return None,
@@ -295,6 +342,24 @@ mod tests {
                 assert!(l.frame_read > o as usize);
             }
         }
+        // The GIL and thread-list offsets, read off each version's headers with
+        // offsetof (3.9.18, 3.10.13, 3.11.7, 3.12.1, 3.13.0; Py_BUILD_CORE).
+        let g = |m| {
+            let l = for_version(3, m, 0).unwrap();
+            (
+                l.runtime_main_interp,
+                l.runtime_gil,
+                l.interp_gil_ptr,
+                l.interp_threads_head,
+                l.tstate_native_tid,
+                l.tstate_pthread,
+            )
+        };
+        assert_eq!(g(9), (40, Some(352), None, 8, None, 176));
+        assert_eq!(g(10), (40, Some(352), None, 8, None, 176));
+        assert_eq!(g(11), (48, Some(360), None, 16, Some(160), 152));
+        assert_eq!(g(12), (48, None, Some(384), 72, Some(144), 136));
+        assert_eq!(g(13), (640, None, Some(16), 7344, Some(160), 152));
         assert!(for_version(3, 8, 0).is_none());
         assert!(for_version(3, 14, 0).is_none());
         assert!(for_version(2, 7, 18).is_none());

@@ -38,6 +38,7 @@
 //!
 //! Never on a kernel launch: that is the per-launch path.
 
+pub mod gil;
 pub mod layout;
 pub mod lines;
 pub mod mem;
@@ -68,6 +69,8 @@ pub struct Python {
     pub code_type: u64,
     pub str_type: u64,
     pub bytes_type: u64,
+    /// `_PyRuntime`'s address (0 when it is not exported): the GIL and the thread list.
+    pub runtime: u64,
 }
 
 impl Python {
@@ -159,6 +162,7 @@ fn detect() -> Result<&'static Python, String> {
         code_type: ty(c"PyCode_Type")?,
         str_type: ty(c"PyUnicode_Type")?,
         bytes_type: ty(c"PyBytes_Type")?,
+        runtime: sym(c"_PyRuntime").map_or(0, |p| p as u64),
     };
     Ok(Box::leak(Box::new(py)))
 }

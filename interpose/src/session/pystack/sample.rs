@@ -71,8 +71,10 @@ fn with_queue<R>(f: impl FnOnce(&mut Queue) -> R) -> R {
     r
 }
 
-/// One sample of every noted thread, if stacks are being taken. On the sampler thread.
-pub fn take() {
+/// One sample of every noted thread, if stacks are being taken; with `all`, of every
+/// other Python thread of the process too (gil.rs finds them; at most
+/// [`super::gil::MAX_THREADS`]). On the sampler thread.
+pub fn take(all: bool) {
     let p = ACTIVE.load(Ordering::Acquire);
     if p.is_null() {
         return;
@@ -83,7 +85,9 @@ pub fn take() {
     let mut fresh = false;
     let mut got: [Option<Sampled>; 8] = [None; 8];
     let mut n_got = 0;
-    threads::each(|tid, ts| {
+    let mut noted = [0u32; threads::SLOTS];
+    let mut n_noted = 0;
+    let mut one = |tid: u32, ts: u64| {
         let mut s = Sampled {
             ts: clock::now_ns(),
             tid,
@@ -100,7 +104,21 @@ pub fn take() {
             put(&got[..n_got]);
             n_got = 0;
         }
+    };
+    threads::each(|tid, ts| {
+        if n_noted < noted.len() {
+            noted[n_noted] = tid;
+            n_noted += 1;
+        }
+        one(tid, ts)
     });
+    if all {
+        super::gil::each_thread(py, |tid, ts| {
+            if tid != 0 && !noted[..n_noted].contains(&tid) {
+                one(tid, ts);
+            }
+        });
+    }
     put(&got[..n_got]);
     if fresh {
         // A code object not met lately: read it while it surely exists.
@@ -157,7 +175,7 @@ mod tests {
     #[test]
     fn not_a_python_process_nothing_is_sampled() {
         threads::note(0x1000);
-        take();
+        take(true);
         let mut v = Vec::new();
         drain(&mut v);
         assert!(v.is_empty());
