@@ -65,38 +65,78 @@ def _root():
     raise SystemExit(1)
 
 
+def _target_dir(root, env):
+    base = Path(env.get("CARGO_TARGET_DIR") or root / "target")
+    return base if base.is_absolute() else root / base
+
+
 def _env():
-    """The build's environment: the wheel ships without debug info or symbol tables;
-    the same for both builds, so that they share the crates they have in common."""
+    """The build's environment: the wheel ships without debug info or symbol tables.
+
+    zig is named by a path that stays the same from one build to the next: pip installs
+    ziglang into a new temporary environment for each isolated build, and cargo would
+    rebuild every crate when the compiler wrappers' paths change. A link in the target
+    directory points at this build's zig."""
     env = dict(os.environ)
     env["CARGO_PROFILE_RELEASE_DEBUG"] = "false"
     env["CARGO_PROFILE_RELEASE_STRIP"] = "symbols"
+    if "CARGO_ZIGBUILD_ZIG_PATH" in env:
+        return env
     try:
         import ziglang
-
-        zig = Path(ziglang.__file__).parent / "zig"
-        if zig.is_file():
-            env.setdefault("CARGO_ZIGBUILD_ZIG_PATH", str(zig))
     except ImportError:
-        pass
+        return env
+    zig_dir = Path(ziglang.__file__).resolve().parent
+    if not (zig_dir / "zig").is_file():
+        return env
+    link = _target_dir(_root(), env) / "wheel-zig"
+    try:
+        if not (link.is_symlink() and link.resolve() == zig_dir):
+            link.parent.mkdir(parents=True, exist_ok=True)
+            if link.is_symlink() or link.exists():
+                link.unlink()
+            link.symlink_to(zig_dir, target_is_directory=True)
+        env["CARGO_ZIGBUILD_ZIG_PATH"] = str(link / "zig")
+    except OSError:
+        env["CARGO_ZIGBUILD_ZIG_PATH"] = str(zig_dir / "zig")
     return env
 
 
-def _zigbuild():
-    """cargo-zigbuild, from its PyPI package as this interpreter sees it, else PATH."""
+def _tool(name):
+    """A build tool (maturin, cargo-zigbuild) from its PyPI package as this interpreter
+    sees it, else PATH; copied to the target directory's wheel-bin/ and run from there.
+    The compiler wrappers they write name their own path, and pip installs them into a
+    new temporary environment for each isolated build: from a path that changes, cargo
+    would rebuild every crate each time."""
     from importlib import metadata
 
+    found = None
     try:
-        for f in metadata.distribution("cargo-zigbuild").files or []:
-            if f.name == "cargo-zigbuild" and Path(f.locate()).is_file():
-                return str(Path(f.locate()).resolve())
+        for f in metadata.distribution(name).files or []:
+            if f.name == name and Path(f.locate()).is_file():
+                found = Path(f.locate()).resolve()
     except metadata.PackageNotFoundError:
         pass
-    found = shutil.which("cargo-zigbuild")
+    found = found or (Path(shutil.which(name)) if shutil.which(name) else None)
     if not found:
-        log("cargo-zigbuild not found: pip install cargo-zigbuild ziglang")
+        log(f"{name} not found: pip install maturin cargo-zigbuild ziglang")
         raise SystemExit(1)
-    return found
+    stable = _target_dir(_root(), os.environ) / "wheel-bin" / name
+    try:
+        if not (stable.is_file() and stable.stat().st_size == found.stat().st_size
+                and stable.read_bytes() == found.read_bytes()):
+            stable.parent.mkdir(parents=True, exist_ok=True)
+            tmp = stable.with_suffix(".part")
+            shutil.copyfile(found, tmp)
+            tmp.chmod(0o755)
+            tmp.replace(stable)
+        return str(stable)
+    except OSError:
+        return str(found)
+
+
+def _zigbuild():
+    return _tool("cargo-zigbuild")
 
 
 def build_library():
@@ -106,9 +146,7 @@ def build_library():
     # A target directory of its own: maturin's build of the command sets the compiler
     # environment differently, and in one directory each build would invalidate the
     # crates the other built; apart, a second install finds both up to date.
-    base = Path(env.get("CARGO_TARGET_DIR") or root / "target")
-    if not base.is_absolute():
-        base = root / base
+    base = _target_dir(root, env)
     env["CARGO_TARGET_DIR"] = str(base / "wheel-lib")
     cmd = [
         _zigbuild(), "zigbuild", "--release", "--locked",
@@ -199,7 +237,8 @@ def _for_maturin():
     # maturin wants its data directory to exist, even for the metadata.
     DATA_SCRIPTS.mkdir(parents=True, exist_ok=True)
     scripts = sysconfig.get_path("scripts")
-    os.environ["PATH"] = os.pathsep.join([scripts, str(Path(sys.executable).parent),
+    stable = str(Path(_tool("maturin")).parent)
+    os.environ["PATH"] = os.pathsep.join([stable, scripts, str(Path(sys.executable).parent),
                                           os.environ.get("PATH", "")])
 
 
