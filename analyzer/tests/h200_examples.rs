@@ -108,7 +108,7 @@ fn the_main_jobs_example_names_the_workers_and_the_lines() {
     // DataLoader's `for` line (16-frame stacks reach it through the loader's frames).
     assert!(
         r["verdict"].as_str().unwrap().ends_with(
-            "data_starvation (69% of wall time, 2.724 s): workers_saturated, host at train.py:42 in main"
+            "data_starvation (65% of wall time, 2.173 s): workers_saturated, host at train.py:42 in main"
         ),
         "{}",
         r["verdict"]

@@ -163,8 +163,41 @@ fn check(path: &Path) -> usize {
         if let Some(h) = p.get("host_cpu").filter(|h| !h.is_null()) {
             let on_cpu = dur(u(&h["on_cpu_ns"]));
             let runq = dur(u(&h["runq_ns"]));
-            let seen = durations_after(&flat_text, "on a CPU ");
+            // ("on a CPU by thread: ..." shares it out: its own check below.)
+            let seen: Vec<String> = durations_after(&flat_text, "on a CPU ")
+                .into_iter()
+                .filter(|d| !d.starts_with("by thread"))
+                .collect();
             assert!(!seen.is_empty(), "{name}: no CPU time in the text");
+            // The per-thread shares add up to the same total (each rounded to its
+            // printed precision: within 1% and 0.02 ms).
+            if let Some(i) = flat_text.find("on a CPU by thread: ") {
+                let line = &flat_text[i..];
+                let line = &line[..line.find(" CPUs available").unwrap_or(line.len())];
+                let shares: f64 = line
+                    .split(") ")
+                    .skip(1)
+                    .filter_map(|w| {
+                        let mut it = w.split(' ');
+                        let v: f64 = it.next()?.parse().ok()?;
+                        let scale = match it.next()? {
+                            "s" => 1e3,
+                            "ms" => 1.0,
+                            "µs" => 1e-3,
+                            "ns" => 1e-6,
+                            _ => return None,
+                        };
+                        Some(v * scale)
+                    })
+                    .sum();
+                let total = u(&h["on_cpu_ns"]) as f64 / 1e6;
+                if shares > 0.0 {
+                    assert!(
+                        (shares - total).abs() <= (total * 0.01).max(0.02),
+                        "{name}: per-thread CPU {shares} ms vs the host's {total} ms: {line}"
+                    );
+                }
+            }
             for d in &seen {
                 assert_eq!(d, &on_cpu, "{name}: CPU time {d} vs the host's {on_cpu}");
             }

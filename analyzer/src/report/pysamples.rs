@@ -58,8 +58,13 @@ pub fn tally(t: &Trace, tid: Option<u32>, spans: &[(u64, u64)]) -> Vec<HostPlace
     if t.py_samples.is_empty() || spans.is_empty() {
         return Vec::new();
     }
+    // Without samples of that thread (a native launcher such as the autograd thread):
+    // the main thread's, where the user's loop runs; only then every sampled thread (the
+    // others are sampled for contention, mostly waiting in library code).
+    let main = t.meta.pid;
     let mut tids: Vec<u32> = match tid {
         Some(x) if t.py_samples.iter().any(|s| s.tid == x) => vec![x],
+        _ if t.py_samples.iter().any(|s| s.tid == main) => vec![main],
         _ => t.py_samples.iter().map(|s| s.tid).collect(),
     };
     tids.dedup();
