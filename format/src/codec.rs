@@ -7,6 +7,7 @@
 
 use crate::event::*;
 use crate::table::{put_var, Arr, Codec, Corr, End, Na, Sid, Ts, V};
+pub use crate::wire::{Body, DecodeError, Delta};
 
 /// Encodes events into one chunk payload.
 #[derive(Default)]
@@ -19,14 +20,6 @@ pub struct Encoder {
     shapes: std::collections::HashMap<ShapeKey, u32>,
     /// Events of each tag in this chunk so far.
     tags: Vec<u32>,
-}
-
-/// The delta state of a chunk: the previous timestamp and correlation id.
-#[doc(hidden)]
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Delta {
-    pub(crate) last_ts: u64,
-    pub(crate) last_corr: u32,
 }
 
 /// What a kernel launch shape is made of: (name, grid, block, static smem, dynamic
@@ -143,9 +136,26 @@ impl Encoder {
     }
 }
 
+/// Events of each tag in a trace (indexed by tag), from a pass over its chunks that
+/// expands nothing: for sizing tables before decoding.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Census(pub [u64; 256]);
+
+impl Default for Census {
+    fn default() -> Census {
+        Census([0; 256])
+    }
+}
+
+impl Census {
+    pub fn of(&self, tags: &[u8]) -> usize {
+        tags.iter().map(|t| self.0[*t as usize]).sum::<u64>() as usize
+    }
+}
+
 /// Adds the events of each tag in an (uncompressed) chunk payload to `out`, reading
 /// only tags and lengths; stops at the first malformed event.
-pub(crate) fn count_tags(payload: &[u8], out: &mut crate::read::Census) {
+pub(crate) fn count_tags(payload: &[u8], out: &mut Census) {
     walk_tags(payload, |tag| out.0[tag as usize] += 1);
 }
 
@@ -171,19 +181,6 @@ pub(crate) fn walk_tags(payload: &[u8], mut f: impl FnMut(u8)) -> bool {
         pos = end;
     }
     true
-}
-
-/// Why an event could not be decoded.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
-pub enum DecodeError {
-    #[error("event body ends early at byte {0}")]
-    Truncated(usize),
-    #[error("varint too long at byte {0}")]
-    BadVarint(usize),
-    #[error("string is not UTF-8 at byte {0}")]
-    BadString(usize),
-    #[error("kernel refers to an undefined launch shape {0}")]
-    BadShape(u32),
 }
 
 /// Decodes the events of one chunk payload.
@@ -275,85 +272,6 @@ impl Shapes {
             ..shape.clone()
         };
         Ok(())
-    }
-}
-
-/// The body of one event being read.
-#[doc(hidden)]
-pub struct Body<'a> {
-    pub(crate) b: &'a [u8],
-    pub(crate) pos: usize,
-    /// Where `b` starts in the chunk payload (for error offsets).
-    pub(crate) base: usize,
-}
-
-impl<'a> Body<'a> {
-    #[inline(always)]
-    pub(crate) fn v(&mut self) -> Result<u64, DecodeError> {
-        // Most values are one byte (deltas, ids, flags).
-        if let Some(&b) = self.b.get(self.pos) {
-            if b < 0x80 {
-                self.pos += 1;
-                return Ok(b as u64);
-            }
-        }
-        self.v_long()
-    }
-
-    #[inline(never)]
-    fn v_long(&mut self) -> Result<u64, DecodeError> {
-        let mut out = 0u64;
-        let mut shift = 0u32;
-        loop {
-            let byte = *self
-                .b
-                .get(self.pos)
-                .ok_or(DecodeError::Truncated(self.base + self.pos))?;
-            self.pos += 1;
-            if shift >= 64 {
-                return Err(DecodeError::BadVarint(self.base + self.pos));
-            }
-            out |= ((byte & 0x7f) as u64) << shift;
-            if byte & 0x80 == 0 {
-                return Ok(out);
-            }
-            shift += 7;
-        }
-    }
-    #[inline(always)]
-    fn v32(&mut self) -> Result<u32, DecodeError> {
-        Ok(self.v()? as u32)
-    }
-    pub(crate) fn u8(&mut self) -> Result<u8, DecodeError> {
-        let byte = *self
-            .b
-            .get(self.pos)
-            .ok_or(DecodeError::Truncated(self.base + self.pos))?;
-        self.pos += 1;
-        Ok(byte)
-    }
-    pub(crate) fn slice(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
-        let end = self
-            .pos
-            .checked_add(n)
-            .filter(|e| *e <= self.b.len())
-            .ok_or(DecodeError::Truncated(self.base + self.pos))?;
-        let s = &self.b[self.pos..end];
-        self.pos = end;
-        Ok(s)
-    }
-    /// Where the next byte is in the chunk payload.
-    pub(crate) fn offset(&self) -> usize {
-        self.base + self.pos
-    }
-    /// Whether the body has been read to its end.
-    #[inline(always)]
-    pub(crate) fn at_end(&self) -> bool {
-        self.pos >= self.b.len()
-    }
-    /// The body's length.
-    pub(crate) fn len(&self) -> usize {
-        self.b.len()
     }
 }
 

@@ -1,6 +1,7 @@
 //! The event vocabulary of a trace. Append-only: a tag, once given, never changes.
 
 use crate::table::{Arr, Corr, Dev, End, Frames, Na, Opt, Sid, Text, Ts, Zz, U8, V};
+pub use crate::wire::PyFrame;
 use serde::{Deserialize, Serialize};
 
 /// Metadata written once, in the first chunk, as JSON.
@@ -559,17 +560,6 @@ pub fn gpu_event_name(kind: u8) -> &'static str {
 
 // Python call sites (format 2.2): the Python stack of the thread that made a host call
 // that matters (a synchronising call, a copy, an allocation, an NCCL call), interned.
-
-/// One frame of a [`PyStack`].
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
-pub struct PyFrame {
-    /// Interned file name, as the code object has it (`co_filename`).
-    pub file: u32,
-    /// Interned function name (`co_name`).
-    pub function: u32,
-    /// Line being run in that frame (0 when not known).
-    pub line: u32,
-}
 
 /// The most frames a [`PyStack`] holds (`GPUTRACE_PYSTACK`'s largest setting).
 pub const PYSTACK_MAX_FRAMES: u32 = 16;

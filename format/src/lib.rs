@@ -34,6 +34,7 @@ mod event;
 pub mod protocol;
 mod read;
 mod table;
+mod wire;
 mod write;
 
 #[doc(hidden)]

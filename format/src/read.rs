@@ -5,6 +5,7 @@
 //! on from there, and records what lay between (see [`ReadStats`]). A file cut short
 //! (a torn last write, or no end record) reads up to its last whole chunk.
 
+pub use crate::codec::Census;
 use crate::damage::{Loss, LossKind};
 use crate::{
     ChunkKind, CollectorState, Decoder, Event, Kernel, Meta, ReadStats, ShapeOp, Shapes,
@@ -457,23 +458,6 @@ impl<'p> ZChunk<'p> {
             room -= n;
             out.0[e[0] as usize] += n;
         }
-    }
-}
-
-/// Events of each tag in a trace (indexed by tag), from a pass over its chunks that
-/// expands nothing: for sizing tables before decoding.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Census(pub [u64; 256]);
-
-impl Default for Census {
-    fn default() -> Census {
-        Census([0; 256])
-    }
-}
-
-impl Census {
-    pub fn of(&self, tags: &[u8]) -> usize {
-        tags.iter().map(|t| self.0[*t as usize]).sum::<u64>() as usize
     }
 }
 

@@ -25,8 +25,7 @@
 //! writer ends before it, and the reader gives the field its default (`= value` in the
 //! table, else the type's default) instead of reporting the body cut short.
 
-use crate::codec::{Body, DecodeError, Delta};
-use crate::event::PyFrame;
+use crate::wire::{Body, DecodeError, Delta, PyFrame};
 use std::marker::PhantomData;
 
 /// A field's value as the generic visitor hands it out ([`crate::Event::fields`]).
