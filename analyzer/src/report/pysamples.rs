@@ -287,8 +287,14 @@ mod tests {
         assert!(tally(&t, Some(7), &[(500 * MS, 600 * MS)]).is_empty());
         assert!(tally(&t, Some(7), &[]).is_empty());
         assert_eq!(evidence(&[]), None);
-        // A thread without samples: every thread's.
-        let all = tally(&t, Some(99), &[(100 * MS, 120 * MS)]);
+        // A thread without samples (a native launcher): the main thread's (pid 7), not
+        // thread 8's, which is sampled for contention only.
+        let main = tally(&t, Some(99), &[(100 * MS, 120 * MS)]);
+        assert_eq!(main.iter().map(|p| p.samples).sum::<u64>(), 2);
+        // Without samples of the main thread either: every thread's.
+        let mut t2 = t.clone();
+        t2.meta.pid = 1;
+        let all = tally(&t2, Some(99), &[(100 * MS, 120 * MS)]);
         assert_eq!(all.iter().map(|p| p.samples).sum::<u64>(), 4);
     }
 }
