@@ -44,6 +44,22 @@ pub(super) fn detect(cx: &FindingCx) -> Option<Finding> {
     if let Some(h) = &cx.report.host_cpu {
         with_host_samples(&mut x, h, cx.wall);
         x.host_was_in = h.python_while_blocked.clone();
+        // A native launcher (the autograd thread) has no Python stack: the place comes
+        // from the main thread, which the summary then names as the one waiting.
+        let t = cx.ctx.t;
+        let main = t.meta.pid;
+        let feeder_has_python = h
+            .feeding_thread
+            .is_some_and(|f| t.py_samples.iter().any(|s| s.tid == f));
+        if h.feeding_thread.is_some_and(|f| f != main) && !feeder_has_python {
+            if let Some(place) = pysamples::first_place(&x.host_was_in) {
+                if let Some(s) = x.summary.strip_suffix(": waiting for its next input.") {
+                    x.summary = format!(
+                        "{s}, and the main thread (tid {main}) waited at {place}: waiting for its next input."
+                    );
+                }
+            }
+        }
         if let Some(l) = pysamples::evidence(&x.host_was_in) {
             x.evidence.push(l);
         }
