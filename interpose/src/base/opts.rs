@@ -69,7 +69,9 @@ pub struct Opts {
     pub pool_bytes: usize,
     /// Longest time between two writes to the trace file (`GPUTRACE_FLUSH_MS`).
     pub flush_ms: u64,
-    /// Also record driver-API launches (cuLaunchKernel*), e.g. from cuBLAS (`GPUTRACE_DRIVER_API`).
+    /// Record driver-API launches, async copies and syncs (cuLaunchKernel*, cuGraphLaunch,
+    /// cuMemcpy*Async, cu*Synchronize), e.g. from JAX or cuBLAS; on by default
+    /// (`GPUTRACE_DRIVER_API=0` turns them off).
     pub driver_api: bool,
     /// CUPTI activity kinds to enable (`GPUTRACE_ACTIVITY`, comma-separated names of
     /// kernel, memcpy, memset, sync, device, memory; default all). `kernel` alone with
@@ -148,7 +150,7 @@ impl Default for Opts {
             buffer_bytes: 8 << 20,
             pool_bytes: 256 << 20,
             flush_ms: 500,
-            driver_api: false,
+            driver_api: true,
             activity: DEFAULT_ACTIVITY.iter().map(|s| s.to_string()).collect(),
             hooks: true,
             runtime_api: true,
@@ -448,7 +450,7 @@ mod tests {
             ("GPUTRACE_DIR", "/tmp/x"),
             ("GPUTRACE_BUFFER_KB", "1024"),
             ("GPUTRACE_FLUSH_MS", "100"),
-            ("GPUTRACE_DRIVER_API", "1"),
+            ("GPUTRACE_DRIVER_API", "0"),
             ("GPUTRACE_ACTIVITY", "kernel, memcpy"),
         ]);
         assert_eq!(d.activity, vec!["kernel", "memcpy"]);
@@ -456,7 +458,7 @@ mod tests {
         assert_eq!(d.dir, PathBuf::from("/tmp/x"));
         assert_eq!(d.buffer_bytes, 1 << 20);
         assert_eq!(d.flush_ms, 100);
-        assert!(d.driver_api);
+        assert!(!d.driver_api);
         assert!(d.warnings.is_empty(), "{:?}", d.warnings);
     }
 
