@@ -69,6 +69,25 @@ fn driver_launches_are_recorded_once_and_linked_to_their_kernels() {
     assert_eq!(sy.len(), 1);
     assert_eq!(sy[0].domain, fmt::DOMAIN_DRIVER);
 
+    // The tracer's own cost: every callback on the calling thread counted (two per
+    // recorded call, ENTER and EXIT, plus the skipped nested ones; the thread's very
+    // first callback comes before its ring), with a time spent in them.
+    let tid = rt[0].tid;
+    let (mut calls, mut ns) = (0, 0);
+    for e in t.events() {
+        if let fmt::Event::TracerCost(c) = e {
+            assert_eq!(c.tid, tid, "{c:?}");
+            calls += c.calls;
+            ns += c.ns;
+        }
+    }
+    let recorded = t.apis().len() as u64;
+    assert!(
+        calls >= 2 * recorded - 1,
+        "{calls} callbacks for {recorded} calls"
+    );
+    assert!(ns > 0 && ns < 10_000_000_000, "{ns} ns in our callbacks");
+
     // The report links them like runtime launches: the ten kernels and the copy linked,
     // none left over, and each launch call counted once (the report's window opens at
     // the first GPU work, so the first call may fall before it; doubled would be 16).

@@ -19,6 +19,16 @@ thread_local! {
     static IN_RUNTIME: Cell<bool> = const { Cell::new(false) };
 }
 
+/// Adds the time since its stamp to the thread's cost totals when dropped.
+struct OwnCost(u64);
+
+impl Drop for OwnCost {
+    #[inline]
+    fn drop(&mut self) {
+        rings::add_own_cost(tsc::stamp().wrapping_sub(self.0));
+    }
+}
+
 /// True for a driver call made underneath a runtime call we record.
 #[inline]
 fn nested_driver_call(driver: bool, enter: bool) -> bool {
@@ -41,6 +51,9 @@ pub unsafe extern "C" fn api_callback(
     data: *const c_void,
 ) {
     entry!({
+        // The time spent in here, added to this thread's totals on the way out (written
+        // to the trace as TracerCost events by the writer).
+        let _cost = OwnCost(tsc::stamp());
         if data.is_null() {
             return;
         }
