@@ -75,6 +75,8 @@ pub struct Trace {
     pub stalls: Vec<fmt::Stall>,
     pub stall_ops: Vec<fmt::StallOp>,
     pub stall_threads: Vec<fmt::StallThread>,
+    /// The tracer's own cost per thread and period (time in its CUPTI callbacks), by time.
+    pub tracer_costs: Vec<fmt::TracerCost>,
 }
 
 /// One NVTX range: a push/pop pair (same thread) or a start/end pair (same id).
@@ -264,6 +266,7 @@ impl Trace {
             Event::Stall(x) => self.stalls.push(x),
             Event::StallOp(x) => self.stall_ops.push(x),
             Event::StallThread(x) => self.stall_threads.push(x),
+            Event::TracerCost(x) => self.tracer_costs.push(x),
             // A kind the analysis has no table for: not kept (dump and the exports read
             // it from the file, see `export::stream`).
             _ => {}
@@ -316,6 +319,7 @@ impl Trace {
             stalls: _,
             stall_ops: _,
             stall_threads: _,
+            tracer_costs: _,
         } = &mut p.tables;
         self.kernels.append(kernels);
         self.memcpys.append(memcpys);
@@ -384,6 +388,7 @@ impl Trace {
         self.stalls.sort_by_key(|x| (x.ts, x.id, x.seq));
         self.stall_ops.sort_by_key(|x| (x.stall, x.seq, x.ts));
         self.stall_threads.sort_by_key(|x| (x.stall, x.seq, x.ts));
+        self.tracer_costs.sort_by_key(|x| (x.ts, x.tid));
         self.thread_cpu.sort_by_key(|x| (x.ts, x.tid));
         self.proc_samples.sort_by_key(|x| (x.ts, x.pid, x.flags));
         self.machine.sort_by_key(|x| x.ts);
@@ -707,7 +712,8 @@ impl fmt::ChunkSink for Part {
             | Event::PyStack(_)
             | Event::Stall(_)
             | Event::StallOp(_)
-            | Event::StallThread(_) => self.rest.push(e),
+            | Event::StallThread(_)
+            | Event::TracerCost(_) => self.rest.push(e),
             e => self.tables.add(e),
         }
     }
