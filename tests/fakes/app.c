@@ -253,6 +253,26 @@ static void run_driver(void) {
     printf("driver: 4 runtime launches, 6 driver launches, 1 driver copy, 2 syncs\n");
 }
 
+/*
+ * launchloop N: N launches of one tiny kernel, timed, for scripts/bench-callbacks.sh
+ * (the cost of our CUPTI callbacks on a launch, against the fake's own). Its stdout
+ * carries a time, so no test compares it.
+ *   one line: "launchloop: N launches, X ns per launch"
+ */
+static void run_launchloop(long n) {
+    const dim3 g = {1, 1, 1}, b = {32, 1, 1};
+    for (int i = 0; i < 1000; i++) /* warm-up: rings, name interning */
+        OK(launch("_Z4tinyv", g, b, 0, NULL));
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (long i = 0; i < n; i++)
+        OK(launch("_Z4tinyv", g, b, 0, NULL));
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    OK(rt.DeviceSynchronize());
+    double ns = (double)(t1.tv_sec - t0.tv_sec) * 1e9 + (double)(t1.tv_nsec - t0.tv_nsec);
+    printf("launchloop: %ld launches, %.1f ns per launch\n", n, n > 0 ? ns / (double)n : 0.0);
+}
+
 static void *worker(void *arg) {
     unsigned t = (unsigned)(uintptr_t)arg;
     const dim3 g = {t + 1, 1, 1}, b = {64, 1, 1};
@@ -688,6 +708,8 @@ int main(int argc, char **argv) {
         printf("idle: runtime loaded, never called\n");
     else if (strcmp(s, "basic") == 0)
         run_basic();
+    else if (strcmp(s, "launchloop") == 0)
+        run_launchloop(argc > 2 ? atol(argv[2]) : 100000);
     else if (strcmp(s, "driver") == 0)
         run_driver();
     else if (strcmp(s, "threads") == 0)
