@@ -69,9 +69,9 @@ fn driver_launches_are_recorded_once_and_linked_to_their_kernels() {
     assert_eq!(sy.len(), 1);
     assert_eq!(sy[0].domain, fmt::DOMAIN_DRIVER);
 
-    // The tracer's own cost: every callback on the calling thread counted (two per
-    // recorded call, ENTER and EXIT, plus the skipped nested ones; the thread's very
-    // first callback comes before its ring), with a time spent in them.
+    // The tracer's own cost: every callback of a recorded call on the calling thread
+    // counted (two per call, ENTER and EXIT; the thread's very first callback comes
+    // before its ring), with a time spent in them.
     let tid = rt[0].tid;
     let (mut calls, mut ns) = (0, 0);
     for e in t.events() {
