@@ -30,7 +30,7 @@ for r in $(seq 1 "$ROUNDS"); do
   if [ $(( $(date +%s) - T0 )) -gt "$BUDGET_S" ]; then echo "stopping after $((r-1)) rounds (BUDGET_S)"; ROUNDS=$((r-1)); break; fi
   $P "$PY" $B >>"$W/untraced.jsonl" 2>>"$W/err.log"
   GPUTRACE_DIR=$W/t/gputrace LD_PRELOAD=$LIB $P "$PY" $B >>"$W/gputrace.jsonl" 2>>"$W/err.log"
-  GPUTRACE_DIR=$W/t/floor GPUTRACE_ACTIVITY=kernel GPUTRACE_API=0 GPUTRACE_HOOKS=0 LD_PRELOAD=$LIB $P "$PY" $B >>"$W/cupti_floor.jsonl" 2>>"$W/err.log"
+  GPUTRACE_DIR=$W/t/floor GPUTRACE_ACTIVITY=kernel GPUTRACE_API=0 GPUTRACE_DRIVER_API=0 GPUTRACE_HOOKS=0 LD_PRELOAD=$LIB $P "$PY" $B >>"$W/cupti_floor.jsonl" 2>>"$W/err.log"
   GPUTRACE_MODE=dormant LD_PRELOAD=$LIB $P "$PY" $B >>"$W/dormant.jsonl" 2>>"$W/err.log"
   # The JSON export (for the trace-size comparison) only in the first round: it is slow.
   if [ "$r" -eq 1 ]; then

@@ -23,7 +23,7 @@ for d in raws:
         call[m] = [json.loads(l) for l in open(p) if l.startswith("{")] if os.path.exists(p) else []
         data[m] += call[m]
     per_call.append(call)
-rounds = min(len(v) for v in data.values())
+rounds = min(len(v) for v in data.values() if v)
 
 
 def paired(num, den, key):
@@ -35,7 +35,15 @@ def paired(num, den, key):
 res = {"date": datetime.date.today().isoformat(),
        "machine": "nvidia-h200 (1x H200, driver 580.159.04, torch 2.11.0+cu130); every process pinned to CPUs 2-9",
        "rounds": rounds, "calls": len(raws), "workloads": {}}
-for wl in ["launch", "launch_min", "mlp", "resnet50"]:
+# Targets of issue 27, as ratios of per-iteration time (gen: 0.97x the untraced
+# tokens/s is 1/0.97 its time per token); launch is against the CUPTI floor.
+targets = {"launch": ("gputrace_over_floor_paired", 1.05), "mlp": ("gputrace_paired", 1.01),
+           "resnet50": ("gputrace_paired", 1.01), "gen": ("gputrace_paired", 1 / 0.97)}
+commits = sorted({open(os.path.join(d, "commit")).read().strip() for d in raws
+                  if os.path.exists(os.path.join(d, "commit"))})
+if commits:
+    res["commit"] = commits if len(commits) > 1 else commits[0]
+for wl in ["launch", "launch_min", "mlp", "resnet50", "gen", "loader"]:
     key = wl + "_us"
     base = [d[key] for d in data["untraced"] if key in d]
     if not base:
@@ -53,6 +61,9 @@ for wl in ["launch", "launch_min", "mlp", "resnet50"]:
     pr = paired("gputrace", "cupti_floor", key)
     if pr:
         w["gputrace_over_floor_paired"] = st.median(pr)
+    if wl in targets:
+        k, lim = targets[wl]
+        w["target"] = {"of": k, "at_most": round(lim, 4), "met": (w[k] <= lim) if k in w else None}
     res["workloads"][wl] = w
 ts = os.path.join(raws[0], "trace_size.json")
 if os.path.exists(ts):
@@ -68,6 +79,9 @@ for wl, w in res["workloads"].items():
     f = lambda k: ("%.3fx" % w[k]) if k in w else "-"
     print("%-10s %10.1fus %9s %12s %9s %15s" % (wl, w["untraced_us"], f("gputrace"), f("cupti_floor"), f("dormant"), f("torch_profiler")))
     print("%-10s %12s %9s %12s %9s %15s   gputrace/floor %s" % ("  paired", "", f("gputrace_paired"), f("cupti_floor_paired"), f("dormant_paired"), f("torch_profiler_paired"), f("gputrace_over_floor_paired")))
+    if "target" in w:
+        tg = w["target"]
+        print("%-10s target %s <= %.3f: %s" % ("", tg["of"], tg["at_most"], {True: "met", False: "NOT met", None: "not measured"}[tg["met"]]))
 t = res.get("trace_size")
 if t:
     print("trace bytes/GPU event: gputrace %.1f, torch.profiler JSON %s" % (

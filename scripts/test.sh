@@ -7,6 +7,11 @@ cargo build -p gputrace-interpose
 # Among them the fault matrix (analyzer/tests/fault_matrix.rs: damaged variants of the
 # bundled traces), which prints its counts, and the SIGKILL test (tests/tests/kill.rs).
 cargo test --workspace
+# The CUPTI callbacks' cost per launch on the fake CUDA, a short run against the
+# recorded figure and target (bench/callbacks.json): printed, never asserted.
+# The release library: the figures and the target are of the release build.
+cargo build --release -p gputrace-interpose
+SHORT=1 scripts/bench-callbacks.sh
 # The analyzer's outputs of the bundled examples, byte for byte against the recorded
 # sums (tests/golden/outputs.sha256).
 scripts/check-identical.sh

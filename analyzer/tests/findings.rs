@@ -208,6 +208,57 @@ fn tiny_kernels_launched_one_by_one_are_launch_bound() {
     assert!(find(&r, FindingId::DataStarvation).is_none());
 }
 
+/// With the tracer's own cost recorded (1 us of callbacks per launch: two of 500 ns),
+/// launch_bound says how much of the idle time it measured could be ours.
+#[test]
+fn launch_bound_says_how_much_of_the_idle_time_could_be_the_tracers() {
+    let mut b = launch_bound(20);
+    let (lo, hi) = b
+        .events()
+        .iter()
+        .filter_map(|e| match e {
+            Event::Kernel(k) => Some((k.start, k.end)),
+            _ => None,
+        })
+        .fold((u64::MAX, 0), |(lo, hi), (s, e)| (lo.min(s), hi.max(e)));
+    // Written every 400 us (50 launches: 100 callbacks, 50 us), as chunks would be.
+    let mut ts = lo;
+    while ts < hi + 400 * US {
+        ts += 400 * US;
+        b.ev.push(Event::TracerCost(fmt::TracerCost {
+            ts,
+            tid: 1,
+            calls: 100,
+            ns: 50 * US,
+        }));
+    }
+    let r = report(b.build());
+    let f = get(&r, FindingId::LaunchBound);
+    let line = f
+        .evidence
+        .iter()
+        .find(|e| e.contains("gputrace's own launch cost"))
+        .unwrap_or_else(|| panic!("{:?}", f.evidence));
+    assert!(line.starts_with("of "), "{line}");
+    assert_near(
+        "per callback",
+        f.metrics["tracer_cost_per_callback_ns"] as u64,
+        500,
+        1.0,
+    );
+    // 1 us of every 8 us launch interval: about an eighth of the steady wall time.
+    let own = f.metrics["tracer_cost_ns"];
+    let wall = r.processes[0].steady.wall_ns as f64;
+    assert!((own / wall - 0.125).abs() < 0.02, "{own} of {wall}");
+    assert!(f.metrics["tracer_cost_at_most_ns"] <= own);
+    // Without the events the line is not there.
+    let plain = report(launch_bound(20).build());
+    assert!(!get(&plain, FindingId::LaunchBound)
+        .evidence
+        .iter()
+        .any(|e| e.contains("gputrace")));
+}
+
 #[test]
 fn graph_of_tiny_kernels_is_fragmentation_not_launch_bound() {
     let r = report(graphs(40).build());

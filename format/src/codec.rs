@@ -1441,6 +1441,24 @@ mod table_tests {
         assert_eq!((b.len(), crc32fast::hash(&b)), (976, 0x1b7b53df));
     }
 
+    /// Kinds after the stall reports, outside the pinned encoding test.
+    fn newest_kinds() -> Vec<Event> {
+        vec![
+            Event::TracerCost(TracerCost {
+                ts: 1_700_000_010_500_000_000,
+                tid: 4242,
+                calls: 200_000,
+                ns: 31_000_000,
+            }),
+            Event::TracerCost(TracerCost {
+                ts: 1_700_000_011_000_000_000,
+                tid: u32::MAX,
+                calls: 0,
+                ns: u64::MAX,
+            }),
+        ]
+    }
+
     #[test]
     fn every_tag_in_the_table_round_trips_and_is_named() {
         let mut evs = kinds_of_2_3();
@@ -1454,6 +1472,7 @@ mod table_tests {
             corr: 4_000_000_000,
             graph_id: 9,
         }));
+        evs.extend(newest_kinds());
         assert_round_trip(&evs);
         let mut tags: Vec<u8> = evs.iter().map(|e| e.tag()).collect();
         tags.sort_unstable();

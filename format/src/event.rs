@@ -1246,6 +1246,18 @@ crate::define_events! {
             /// `TASK_WAIT_*` flags.
             flags: u8 => U8,
         }
+        /// The tracer's own cost on one thread since that thread's previous such event:
+        /// the time spent inside gputrace's CUPTI API callbacks (ENTER and EXIT), measured
+        /// in the process at the callback's entry and exit. Written with each chunk.
+        TracerCost(TAG_TRACER_COST = 38, "tracer_cost") {
+            /// When it was written (the end of the period it covers).
+            ts: u64 => Ts,
+            tid: u32 => V,
+            /// Callbacks run (an API call makes two: ENTER and EXIT).
+            calls: u64 => V,
+            /// Nanoseconds spent in them.
+            ns: u64 => V,
+        }
     }
     inline {
         /// An interned string: `id` is used by later events in this file.

@@ -301,7 +301,7 @@ pub const SETTINGS: &[Setting] = &[
     s(n::MODE, "trace", TEXT, "`trace`, `dormant` (loaded, recording nothing until a window opens) or `off`", Library),
     s(n::CUPTI, "search", TEXT, "the libcupti to use", Library),
     s(n::API, "1", TEXT, "record the host side of runtime API calls (CUPTI callbacks); `activity`: as CUPTI RUNTIME records instead", Library),
-    s(n::DRIVER_API, "0", FLAG, "also record driver-API launches (`cuLaunchKernel*`, e.g. cuBLAS)", Library),
+    s(n::DRIVER_API, "1", FLAG, "record driver-API launches, async copies and syncs (`cuLaunchKernel*`, `cuMemcpy*Async`: JAX/XLA, cuBLAS), each call once (0: off)", Library),
     s(n::BUFFER_KB, "8192", size(64, 262_144, "KiB"), "size of one CUPTI activity buffer", Library),
     s(n::BUFFER_POOL_MB, "256", size(1, 65_536, "MiB"), "most CUPTI buffer memory held at once; beyond it records are dropped and counted", Library),
     s(n::FLUSH_MS, "500", ms(10, 1000), "longest time between two writes of the trace file", Library),

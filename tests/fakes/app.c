@@ -80,6 +80,11 @@ static struct {
     cudaError_t (*GraphInstantiate)(void **, const void *, unsigned long long);
     cudaError_t (*GraphUpload)(const void *, cudaStream_t);
     cudaError_t (*GraphLaunch)(const void *, cudaStream_t);
+    /* The driver API, called directly (as JAX/XLA and cuBLAS do). */
+    int (*cuLaunchKernel)(const void *, unsigned, unsigned, unsigned, unsigned, unsigned,
+                          unsigned, unsigned, cudaStream_t, void **, void **);
+    int (*cuMemcpyHtoDAsync)(uintptr_t, const void *, size_t, cudaStream_t);
+    int (*cuStreamSynchronize)(cudaStream_t);
 } rt;
 
 static int failures;
@@ -159,6 +164,9 @@ static void load_runtime(void) {
     *(void **)&rt.GraphInstantiate = must_sym(h, "cudaGraphInstantiate");
     *(void **)&rt.GraphUpload = must_sym(h, "cudaGraphUpload");
     *(void **)&rt.GraphLaunch = must_sym(h, "cudaGraphLaunch");
+    *(void **)&rt.cuLaunchKernel = must_sym(h, "cuLaunchKernel");
+    *(void **)&rt.cuMemcpyHtoDAsync = must_sym(h, "cuMemcpyHtoDAsync_v2");
+    *(void **)&rt.cuStreamSynchronize = must_sym(h, "cuStreamSynchronize");
 }
 
 /* A launch of the fake kernel `name` (the fake runtime reads the name from `func`). */
@@ -226,6 +234,56 @@ static void run_basic(void) {
     OK(rt.FreeHost(h_pin2));
     free(h_page);
     printf("basic: 8 launches, 4 memcpy, 3 memcpyAsync, 2 memset, 2 syncs\n");
+}
+
+/*
+ * driver: launches through the runtime and through the driver API directly, as a JAX
+ * process does (XLA launches with cuLaunchKernel; the runtime makes its own driver call
+ * underneath each cudaLaunchKernel, which must not be recorded a second time).
+ *   cudaLaunchKernel _Z7runtimev x4, grid (4,1,1) block (64,1,1), default stream
+ *   cuLaunchKernel   _Z6driverv  x6, grid (8,2,1) block (128,1,1), stream 13
+ *   cuMemcpyHtoDAsync_v2 of 4096 bytes on stream 13; cuStreamSynchronize(stream 13)
+ *   cudaDeviceSynchronize()
+ */
+static void run_driver(void) {
+    cudaStream_t s = NULL;
+    OK(rt.StreamCreate(&s));
+    void *d = NULL, *h = NULL;
+    OK(rt.Malloc(&d, 1 << 16));
+    OK(rt.MallocHost(&h, 4096));
+    const dim3 g = {4, 1, 1}, b = {64, 1, 1};
+    for (int i = 0; i < 10; i++) {
+        if (i % 5 == 0 || i % 5 == 3)
+            OK(launch("_Z7runtimev", g, b, 0, NULL));
+        else
+            OK(rt.cuLaunchKernel("_Z6driverv", 8, 2, 1, 128, 1, 1, 0, s, NULL, NULL));
+    }
+    OK(rt.cuMemcpyHtoDAsync((uintptr_t)d, h, 4096, s));
+    OK(rt.cuStreamSynchronize(s));
+    OK(rt.DeviceSynchronize());
+    OK(rt.FreeHost(h));
+    OK(rt.Free(d));
+    printf("driver: 4 runtime launches, 6 driver launches, 1 driver copy, 2 syncs\n");
+}
+
+/*
+ * launchloop N: N launches of one tiny kernel, timed, for scripts/bench-callbacks.sh
+ * (the cost of our CUPTI callbacks on a launch, against the fake's own). Its stdout
+ * carries a time, so no test compares it.
+ *   one line: "launchloop: N launches, X ns per launch"
+ */
+static void run_launchloop(long n) {
+    const dim3 g = {1, 1, 1}, b = {32, 1, 1};
+    for (int i = 0; i < 1000; i++) /* warm-up: rings, name interning */
+        OK(launch("_Z4tinyv", g, b, 0, NULL));
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (long i = 0; i < n; i++)
+        OK(launch("_Z4tinyv", g, b, 0, NULL));
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    OK(rt.DeviceSynchronize());
+    double ns = (double)(t1.tv_sec - t0.tv_sec) * 1e9 + (double)(t1.tv_nsec - t0.tv_nsec);
+    printf("launchloop: %ld launches, %.1f ns per launch\n", n, n > 0 ? ns / (double)n : 0.0);
 }
 
 static void *worker(void *arg) {
@@ -752,6 +810,10 @@ int main(int argc, char **argv) {
         printf("idle: runtime loaded, never called\n");
     else if (strcmp(s, "basic") == 0)
         run_basic();
+    else if (strcmp(s, "launchloop") == 0)
+        run_launchloop(argc > 2 ? atol(argv[2]) : 100000);
+    else if (strcmp(s, "driver") == 0)
+        run_driver();
     else if (strcmp(s, "threads") == 0)
         run_threads();
     else if (strcmp(s, "fork") == 0)

@@ -108,6 +108,12 @@ struct fake_graph {
 };
 #define FAKE_GRAPH_NODE(id, i) ((((uint64_t)(id)) << 32) | (uint64_t)((i) + 1))
 
+/* CUPTI_DRIVER_TRACE_CBID_* values of the driver calls the fake implements. */
+#define CBID_cuStreamSynchronize 126u
+#define CBID_cuMemcpyHtoDAsync_v2 277u
+#define CBID_cuMemcpyAsync 306u
+#define CBID_cuLaunchKernel 307u
+
 /* ---- Control interface of the fake libcupti, used by the fake runtime ----
  * Plain descriptions of one GPU record each; fake_cupti.c lays them out as the
  * CUPTI record of its flavour (13.0 or 12.0) and stores them in the current buffer,

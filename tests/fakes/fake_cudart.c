@@ -260,6 +260,49 @@ static void enter(struct call *c, uint32_t cbid, const char *name, const void *p
                   params, &c->ret, &c->corr_data);
 }
 
+/* The driver call a runtime call makes underneath, as CUPTI reports it: a driver-domain
+ * ENTER and EXIT inside the runtime call's, with a correlation id of its own (taken from
+ * a separate range here, so the runtime calls' ids stay what the tests expect). The GPU
+ * record carries the runtime call's id, as with CUPTI. */
+static _Atomic uint32_t last_driver_corr = 1u << 30;
+
+static void nested_driver(uint32_t cbid, const char *name, const void *params) {
+    if (!cupti.api)
+        return;
+    uint32_t corr = atomic_fetch_add(&last_driver_corr, 1) + 1;
+    uint64_t data = 0;
+    int ret = 0;
+    cupti.api(FAKE_CB_DOMAIN_DRIVER_API, cbid, FAKE_API_ENTER, corr, name, NULL, params, &ret,
+              &data);
+    cupti.api(FAKE_CB_DOMAIN_DRIVER_API, cbid, FAKE_API_EXIT, corr, name, NULL, params, &ret,
+              &data);
+}
+
+/* A driver call made by the program itself (JAX, cuBLAS): its own ENTER and EXIT, and a
+ * correlation id from the same counter as the runtime calls, which its GPU record carries. */
+static void driver_enter(struct call *c, uint32_t cbid, const char *name, const void *params,
+                         const char *symbol) {
+    pthread_once(&init_once, driver_init);
+    c->cbid = cbid;
+    c->name = name;
+    c->symbol = symbol;
+    c->params = params;
+    c->corr = atomic_fetch_add(&last_corr, 1) + 1;
+    c->corr_data = 0;
+    c->ret = 0x7eadbeef;
+    if (cupti.api)
+        cupti.api(FAKE_CB_DOMAIN_DRIVER_API, cbid, FAKE_API_ENTER, c->corr, name, symbol, params,
+                  &c->ret, &c->corr_data);
+}
+
+static int driver_leave(struct call *c, int ret) {
+    c->ret = ret;
+    if (cupti.api)
+        cupti.api(FAKE_CB_DOMAIN_DRIVER_API, c->cbid, FAKE_API_EXIT, c->corr, c->name, c->symbol,
+                  c->params, &c->ret, &c->corr_data);
+    return ret;
+}
+
 /* Sets errno (when err != 0), makes the EXIT callback, returns ret. */
 static int leave(struct call *c, int ret, int err) {
     c->ret = ret;
@@ -506,6 +549,7 @@ EXPORT cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count, int
     enter(&c, CBID_cudaMemcpyAsync, "cudaMemcpyAsync", &p, NULL);
     if (count == FAKE_BAD_COUNT)
         return leave(&c, 11, 42);
+    nested_driver(CBID_cuMemcpyAsync, "cuMemcpyAsync", &p);
     emit_memcpy(c.corr, dst, src, count, kind, stream, 1, now());
     return leave(&c, 0, 0);
 }
@@ -591,6 +635,7 @@ EXPORT cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
     uint32_t id = stream_id(stream);
     if (id == 0)
         return leave(&c, 400, 44);
+    nested_driver(CBID_cuStreamSynchronize, "cuStreamSynchronize", &p);
     wait_forever_if_stuck();
     emit_sync(c.corr, SYNC_TYPE_STREAM_SYNCHRONIZE, id, now());
     return leave(&c, 0, 0);
@@ -613,6 +658,7 @@ EXPORT cudaError_t cudaLaunchKernel(const void *func, dim3 gridDim, dim3 blockDi
     enter(&c, CBID_cudaLaunchKernel, "cudaLaunchKernel", &p, name);
     if (gridDim.x == 0)
         return leave(&c, 9, 22);
+    nested_driver(CBID_cuLaunchKernel, "cuLaunchKernel", &p);
     int never = is_stuck_kernel(name);
     if (never)
         atomic_store(&stuck, 1);
@@ -701,6 +747,31 @@ EXPORT cudaError_t cudaGraphLaunch(const void *exec, cudaStream_t stream) {
     for (uint32_t i = 0; cupti.kernel && i < g->nodes; i++) {
         if (i > 0 && g->gap_us > 0)
             usleep((useconds_t)g->gap_us);
+/* ---- The driver API, called by the program itself (as JAX/XLA and cuBLAS do) ---- */
+
+/* cuLaunchKernel's parameter struct, as CUPTI lays it out. */
+struct cuLaunchKernel_params {
+    const void *f;
+    unsigned int gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ;
+    unsigned int sharedMemBytes;
+    cudaStream_t hStream;
+    void **kernelParams;
+    void **extra;
+};
+_Static_assert(offsetof(struct cuLaunchKernel_params, gridDimX) == 8, "cu launch grid");
+_Static_assert(offsetof(struct cuLaunchKernel_params, blockDimZ) == 28, "cu launch block");
+
+/* The fake's CUfunction is the kernel's name, as the fake runtime's `func` is. */
+EXPORT int cuLaunchKernel(const void *f, unsigned int gx, unsigned int gy, unsigned int gz,
+                          unsigned int bx, unsigned int by, unsigned int bz, unsigned int smem,
+                          cudaStream_t stream, void **params, void **extra) {
+    struct cuLaunchKernel_params p = {f, gx, gy, gz, bx, by, bz, smem, stream, params, extra};
+    const char *name = (const char *)f;
+    struct call c;
+    driver_enter(&c, CBID_cuLaunchKernel, "cuLaunchKernel", &p, name);
+    if (gx == 0)
+        return driver_leave(&c, 1);
+    if (cupti.kernel) {
         uint64_t start = now();
         struct fake_kernel k = {
             .corr = c.corr,
@@ -721,4 +792,44 @@ EXPORT cudaError_t cudaGraphLaunch(const void *exec, cudaStream_t stream) {
         cupti.kernel(&k);
     }
     return leave(&c, 0, 0);
+            .name = name,
+            .grid = {gx, gy, gz},
+            .block = {bx, by, bz},
+            .static_smem = FAKE_KERNEL_STATIC_SMEM,
+            .dynamic_smem = smem,
+            .registers = FAKE_KERNEL_REGISTERS,
+            .graph_id = 0,
+        };
+        cupti.kernel(&k);
+    }
+    return driver_leave(&c, 0);
+}
+
+struct cuMemcpyHtoDAsync_v2_params {
+    uintptr_t dstDevice;
+    const void *srcHost;
+    size_t ByteCount;
+    cudaStream_t hStream;
+};
+
+EXPORT int cuMemcpyHtoDAsync_v2(uintptr_t dst, const void *src, size_t count,
+                                cudaStream_t stream) {
+    struct cuMemcpyHtoDAsync_v2_params p = {dst, src, count, stream};
+    struct call c;
+    driver_enter(&c, CBID_cuMemcpyHtoDAsync_v2, "cuMemcpyHtoDAsync_v2", &p, NULL);
+    emit_memcpy(c.corr, (void *)dst, src, count, cudaMemcpyHostToDevice, stream, 1, now());
+    return driver_leave(&c, 0);
+}
+
+struct cuStreamSynchronize_params {
+    cudaStream_t hStream;
+};
+
+EXPORT int cuStreamSynchronize(cudaStream_t stream) {
+    struct cuStreamSynchronize_params p = {stream};
+    struct call c;
+    driver_enter(&c, CBID_cuStreamSynchronize, "cuStreamSynchronize", &p, NULL);
+    uint32_t id = stream_id(stream);
+    emit_sync(c.corr, SYNC_TYPE_STREAM_SYNCHRONIZE, id, now());
+    return driver_leave(&c, 0);
 }

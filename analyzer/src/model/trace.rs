@@ -84,6 +84,8 @@ pub struct Trace {
     /// blocked in (tags 40, 41), time-sorted.
     pub gil: Vec<fmt::GilSample>,
     pub task_waits: Vec<fmt::TaskWait>,
+    /// The tracer's own cost per thread and period (time in its CUPTI callbacks), by time.
+    pub tracer_costs: Vec<fmt::TracerCost>,
 }
 
 /// One NVTX range: a push/pop pair (same thread) or a start/end pair (same id).
@@ -287,6 +289,7 @@ impl Trace {
             }),
             Event::GilSample(x) => self.gil.push(x),
             Event::TaskWait(x) => self.task_waits.push(x),
+            Event::TracerCost(x) => self.tracer_costs.push(x),
             // A kind the analysis has no table for: not kept (dump and the exports read
             // it from the file, see `export::stream`).
             _ => {}
@@ -341,6 +344,7 @@ impl Trace {
             stall_threads: _,
             gil,
             task_waits,
+            tracer_costs: _,
         } = &mut p.tables;
         self.kernels.append(kernels);
         self.memcpys.append(memcpys);
@@ -423,6 +427,7 @@ impl Trace {
         self.stalls.sort_by_key(|x| (x.ts, x.id, x.seq));
         self.stall_ops.sort_by_key(|x| (x.stall, x.seq, x.ts));
         self.stall_threads.sort_by_key(|x| (x.stall, x.seq, x.ts));
+        self.tracer_costs.sort_by_key(|x| (x.ts, x.tid));
         self.thread_cpu.sort_by_key(|x| (x.ts, x.tid));
         self.gil.sort_by_key(|x| x.ts);
         self.task_waits.sort_by_key(|x| (x.ts, x.tid));
@@ -750,7 +755,8 @@ impl fmt::ChunkSink for Part {
             | Event::StallOp(_)
             | Event::StallThread(_)
             // Kept out of the chunk's kernel table (deferred shapes index it).
-            | Event::GraphTrace(_) => self.rest.push(e),
+            | Event::GraphTrace(_)
+            | Event::TracerCost(_) => self.rest.push(e),
             e => self.tables.add(e),
         }
     }

@@ -38,12 +38,16 @@ pub fn runtime_kind(cbid: u32) -> Option<ApiKind> {
     })
 }
 
-/// Driver API ids recorded (all of them launches, see interpose's DRIVER table).
+/// Driver API ids (CUPTI_DRIVER_TRACE_CBID_*), as recorded by interpose's DRIVER table:
+/// launches, async copies and syncs of programs that bypass the runtime.
 pub fn driver_kind(cbid: u32) -> Option<ApiKind> {
-    match cbid {
-        307 | 442 | 477 | 478 | 514 | 515 | 652 | 653 => Some(ApiKind::Launch),
-        _ => None,
-    }
+    use ApiKind::*;
+    Some(match cbid {
+        307 | 442 | 477 | 478 | 514 | 515 | 652 | 653 => Launch,
+        277 | 279 | 281 | 306 | 418 | 421 | 422 | 423 => CopyAsync,
+        17 | 121 | 126 | 440 => Sync,
+        _ => return None,
+    })
 }
 
 /// Classifies a call by its function name (for ids added after this table was written).
@@ -158,5 +162,8 @@ mod tests {
         assert_eq!(kind_from_name("cudaGetDevice"), ApiKind::Other);
         assert_eq!(runtime_kind(41), Some(ApiKind::CopyAsync));
         assert_eq!(driver_kind(307), Some(ApiKind::Launch));
+        assert_eq!(driver_kind(279), Some(ApiKind::CopyAsync));
+        assert_eq!(driver_kind(126), Some(ApiKind::Sync));
+        assert_eq!(driver_kind(17), Some(ApiKind::Sync));
     }
 }

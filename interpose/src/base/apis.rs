@@ -31,6 +31,9 @@ pub enum Args {
     Set,
     /// (ptr*, size[, flags]): size at 8.
     Size,
+    /// A driver copy (dst, src, ByteCount, hStream): count at 16; the direction is
+    /// the call's own, given as a cudaMemcpyKind (1 HtoD, 2 DtoH, 3 DtoD, 4 any).
+    DrvCopy(u8),
 }
 
 pub struct ApiInfo {
@@ -118,10 +121,24 @@ pub static RUNTIME: &[ApiInfo] = &[
     api(506, "__cudaLaunchKernel_ptsz", C::Launch, A::None),
 ];
 
-/// Driver API ids recorded with `GPUTRACE_DRIVER_API=1` (launches that bypass the
-/// runtime, such as cuBLAS's).
+/// Driver API ids recorded by default (`GPUTRACE_DRIVER_API=0` turns them off): the
+/// launches, async copies and syncs of programs that bypass the runtime (JAX/XLA,
+/// cuBLAS). A runtime call makes its driver call underneath; that nested callback is
+/// skipped (session/cupti/callback.rs), so each call is recorded once.
 pub static DRIVER: &[ApiInfo] = &[
+    api(17, "cuCtxSynchronize", C::Sync, A::None),
+    api(121, "cuEventSynchronize", C::Sync, A::None),
+    api(126, "cuStreamSynchronize", C::Sync, A::None),
+    api(277, "cuMemcpyHtoDAsync_v2", C::Memcpy, A::DrvCopy(1)),
+    api(279, "cuMemcpyDtoHAsync_v2", C::Memcpy, A::DrvCopy(2)),
+    api(281, "cuMemcpyDtoDAsync_v2", C::Memcpy, A::DrvCopy(3)),
+    api(306, "cuMemcpyAsync", C::Memcpy, A::DrvCopy(4)),
     api(307, "cuLaunchKernel", C::Launch, A::None),
+    api(418, "cuMemcpyAsync_ptsz", C::Memcpy, A::DrvCopy(4)),
+    api(421, "cuMemcpyHtoDAsync_v2_ptsz", C::Memcpy, A::DrvCopy(1)),
+    api(422, "cuMemcpyDtoHAsync_v2_ptsz", C::Memcpy, A::DrvCopy(2)),
+    api(423, "cuMemcpyDtoDAsync_v2_ptsz", C::Memcpy, A::DrvCopy(3)),
+    api(440, "cuStreamSynchronize_ptsz", C::Sync, A::None),
     api(442, "cuLaunchKernel_ptsz", C::Launch, A::None),
     api(477, "cuLaunchCooperativeKernel", C::Launch, A::None),
     api(478, "cuLaunchCooperativeKernel_ptsz", C::Launch, A::None),
@@ -196,6 +213,7 @@ pub unsafe fn extract(info: &ApiInfo, params: *const u8) -> (u64, u64) {
         Args::Peer => (rd(32), 0),
         Args::Set => (rd(16), 0),
         Args::Size => (rd(8), 0),
+        Args::DrvCopy(kind) => (rd(16), kind as u64),
     }
 }
 
@@ -267,5 +285,12 @@ mod tests {
         // SAFETY: P has the layout of cudaMemcpyAsync's parameter struct.
         let got = unsafe { extract(info, &p as *const P as *const u8) };
         assert_eq!(got, (4096, 1));
+        // cuMemcpyDtoHAsync_v2 (dstHost, srcDevice, ByteCount, hStream): the count at 16,
+        // the direction from the call itself.
+        let info = find(gputrace_format::DOMAIN_DRIVER, 279).unwrap();
+        assert_eq!(info.name, "cuMemcpyDtoHAsync_v2");
+        // SAFETY: P starts with the layout of that call's parameter struct.
+        let got = unsafe { extract(info, &p as *const P as *const u8) };
+        assert_eq!(got, (4096, 2));
     }
 }

@@ -75,7 +75,9 @@ pub struct Opts {
     pub pool_bytes: usize,
     /// Longest time between two writes to the trace file (`GPUTRACE_FLUSH_MS`).
     pub flush_ms: u64,
-    /// Also record driver-API launches (cuLaunchKernel*), e.g. from cuBLAS (`GPUTRACE_DRIVER_API`).
+    /// Record driver-API launches, async copies and syncs (cuLaunchKernel*, cuGraphLaunch,
+    /// cuMemcpy*Async, cu*Synchronize), e.g. from JAX or cuBLAS; on by default
+    /// (`GPUTRACE_DRIVER_API=0` turns them off).
     pub driver_api: bool,
     /// CUPTI activity kinds to enable (`GPUTRACE_ACTIVITY`, comma-separated names of
     /// kernel, memcpy, memset, sync, device, memory; default all). `kernel` alone with
@@ -439,7 +441,7 @@ mod tests {
             ("GPUTRACE_DIR", "/tmp/x"),
             ("GPUTRACE_BUFFER_KB", "1024"),
             ("GPUTRACE_FLUSH_MS", "100"),
-            ("GPUTRACE_DRIVER_API", "1"),
+            ("GPUTRACE_DRIVER_API", "0"),
             ("GPUTRACE_ACTIVITY", "kernel, memcpy"),
         ]);
         assert_eq!(d.activity, vec!["kernel", "memcpy"]);
@@ -447,7 +449,7 @@ mod tests {
         assert_eq!(d.dir, PathBuf::from("/tmp/x"));
         assert_eq!(d.buffer_bytes, 1 << 20);
         assert_eq!(d.flush_ms, 100);
-        assert!(d.driver_api);
+        assert!(!d.driver_api);
         assert!(d.warnings.is_empty(), "{:?}", d.warnings);
     }
 

@@ -199,6 +199,15 @@ impl Converter {
         }
     }
 
+    /// A difference of two stamps in ns.
+    #[inline]
+    pub fn ns(&self, ticks: u64) -> u64 {
+        if !self.tsc {
+            return ticks;
+        }
+        (ticks as f64 * self.ns_per_tick).round() as u64
+    }
+
     /// One stamp in CLOCK_REALTIME ns.
     #[inline]
     pub fn to_real(&self, stamp: u64) -> u64 {

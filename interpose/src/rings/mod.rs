@@ -65,6 +65,11 @@ pub struct Ring {
     /// The producer's last view of `tail`, so a push needs no shared load while there is room.
     cached_tail: Padded<UnsafeCell<usize>>,
     dropped: AtomicU64,
+    /// The owning thread's time inside our CUPTI callbacks (stamp ticks) and how many
+    /// callbacks: running totals, written by the producer alone (load and store, no
+    /// read-modify-write on the launch path), read by the consumer.
+    own_ticks: AtomicU64,
+    own_calls: AtomicU64,
     owner: AtomicU8,
     tid: AtomicUsize,
     next: AtomicPtr<Ring>,
@@ -113,6 +118,8 @@ impl Ring {
             tail: Padded(AtomicUsize::new(0)),
             cached_tail: Padded(UnsafeCell::new(0)),
             dropped: AtomicU64::new(0),
+            own_ticks: AtomicU64::new(0),
+            own_calls: AtomicU64::new(0),
             owner: AtomicU8::new(OWNED),
             tid: AtomicUsize::new(tid as usize),
             next: AtomicPtr::new(ptr::null_mut()),
@@ -210,6 +217,44 @@ pub fn push(rec: &HostRecord) -> bool {
             LOST_NO_RING.fetch_add(1, Ordering::Relaxed);
             false
         }
+    }
+}
+
+/// Adds one callback's cost (`ticks` of [`crate::base::tsc::stamp`]) to the calling
+/// thread's totals; nothing when the thread has no ring yet (it gets one at its first
+/// record, so at most its first callback goes uncounted).
+#[inline]
+pub fn add_own_cost(ticks: u64) {
+    let r = MINE.try_with(|m| m.get()).unwrap_or(ptr::null());
+    if r.is_null() {
+        return;
+    }
+    // SAFETY: rings live for the life of the process; this thread owns this one, so it
+    // is the only writer of these two counters.
+    let r = unsafe { &*r };
+    r.own_ticks.store(
+        r.own_ticks.load(Ordering::Relaxed).wrapping_add(ticks),
+        Ordering::Relaxed,
+    );
+    r.own_calls.store(
+        r.own_calls.load(Ordering::Relaxed).wrapping_add(1),
+        Ordering::Relaxed,
+    );
+}
+
+/// Each ring's running cost totals: `f(ring, tid, calls, ticks)`, `ring` a stable key.
+pub fn own_costs(mut f: impl FnMut(usize, u32, u64, u64)) {
+    let mut p = RINGS.load(Ordering::Acquire);
+    while !p.is_null() {
+        // SAFETY: list nodes live for the life of the process.
+        let r = unsafe { &*p };
+        f(
+            p as usize,
+            r.tid.load(Ordering::Relaxed) as u32,
+            r.own_calls.load(Ordering::Relaxed),
+            r.own_ticks.load(Ordering::Relaxed),
+        );
+        p = r.next.load(Ordering::Acquire);
     }
 }
 

@@ -47,6 +47,8 @@ pub struct RingSource {
     stacks: Option<Box<dyn Stacks>>,
     /// By thread.
     pending: HashMap<u32, PendingStack>,
+    /// Each ring's cost totals (calls, ticks) when last written, by ring.
+    costs: HashMap<usize, (u64, u64)>,
 }
 
 impl RingSource {
@@ -59,6 +61,33 @@ impl RingSource {
             batch: Vec::new(),
             stacks: None,
             pending: HashMap::new(),
+            costs: HashMap::new(),
+        }
+    }
+
+    /// One `TracerCost` event per thread whose callbacks ran since the last one.
+    fn costs(&mut self, out: &mut Sink<'_>) {
+        let mut grew: Vec<(u32, u64, u64)> = Vec::new();
+        let seen = &mut self.costs;
+        super::own_costs(|ring, tid, calls, ticks| {
+            let last = seen.insert(ring, (calls, ticks)).unwrap_or((0, 0));
+            let dc = calls.wrapping_sub(last.0);
+            if dc > 0 {
+                grew.push((tid, dc, ticks.wrapping_sub(last.1)));
+            }
+        });
+        if grew.is_empty() {
+            return;
+        }
+        let ts = crate::base::clock::now_ns();
+        let conv = *self.conv();
+        for (tid, calls, ticks) in grew {
+            out.push(Event::TracerCost(fmt::TracerCost {
+                ts,
+                tid,
+                calls,
+                ns: conv.ns(ticks),
+            }));
         }
     }
 
@@ -163,6 +192,10 @@ impl Default for RingSource {
 }
 
 impl Source for RingSource {
+    fn checkpoint(&mut self, out: &mut Sink<'_>) {
+        self.costs(out);
+    }
+
     fn drain(&mut self, out: &mut Sink<'_>) {
         if let Some(s) = self.stacks.as_mut() {
             s.pass(out);

@@ -4,6 +4,10 @@ Prints one JSON line: per-iteration medians (after warm-up) for
   launch: 20 000 x x.add_(1) on a 16-float tensor (us per add_; launch_min: fastest block)
   mlp:    3 x Linear 4096, AdamW, batch 256 (us per step)
   resnet50: torchvision ResNet-50 training step, batch 64, bf16 autocast (us per step)
+  gen:    token-by-token generation, batch 1, a small GPT-like model built here
+          (us per token, and gen_tok_s: tokens per second)
+  loader: a DataLoader training loop (2 workers, pinned, non_blocking; us per step
+          of 20 batches)
 With --profile FILE the whole run is under torch.profiler (CPU + CUDA), exported to FILE.
 """
 import argparse, json, time
@@ -53,6 +57,12 @@ if "mlp" in only:
     out["mlp_us"] = timed(steps.mlp(dev), 30, 5) * 1e6
 if "resnet50" in only:
     out["resnet50_us"] = timed(steps.resnet50(dev), 15, 5) * 1e6
+if "gen" in only:
+    toks = 64
+    out["gen_us"] = timed(steps.gpt_generate(dev, toks), 10, 2) * 1e6 / toks
+    out["gen_tok_s"] = 1e6 / out["gen_us"]
+if "loader" in only:
+    out["loader_us"] = timed(steps.loader_train(dev), 6, 2) * 1e6
 if prof is not None:
     prof.__exit__(None, None, None)
 if prof is not None and not a.no_export:

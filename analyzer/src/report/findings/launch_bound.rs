@@ -6,6 +6,8 @@ use super::cx::FindingCx;
 use super::id::FindingId;
 use crate::report::idle::Cause;
 use crate::report::Finding;
+use gputrace_format as fmt;
+use std::collections::HashMap;
 
 pub(super) fn detect(cx: &FindingCx) -> Option<Finding> {
     let ns = cx.idle(Cause::LaunchBound);
@@ -62,6 +64,26 @@ pub(super) fn detect(cx: &FindingCx) -> Option<Finding> {
             dur(l.latency_p50_ns)
         ));
     }
+    if let Some((own, calls)) = tracer_cost(&cx.ctx.t.tracer_costs, cx.steps.steady) {
+        // Our callbacks run on the launching threads, inside the calls whose gaps this
+        // finding measures: at most that much of the idle time can be ours.
+        let at_most = own.min(ns);
+        x.evidence.push(format!(
+            "of {} idle, at most {} is gputrace's own launch cost ({} in {} of its CUPTI callbacks, {} each)",
+            dur(ns),
+            dur(at_most),
+            dur(own),
+            calls,
+            dur(own / calls.max(1))
+        ));
+        x.metrics.insert("tracer_cost_ns".into(), own as f64);
+        x.metrics
+            .insert("tracer_cost_at_most_ns".into(), at_most as f64);
+        x.metrics.insert(
+            "tracer_cost_per_callback_ns".into(),
+            own as f64 / calls.max(1) as f64,
+        );
+    }
     x.examples = cx.idle_examples(Cause::LaunchBound);
     push_examples_line(&mut x);
     cx.heuristic_note(&mut x);
@@ -86,4 +108,63 @@ pub(super) fn detect(cx: &FindingCx) -> Option<Finding> {
     }
     x.fix = "Cut the per-kernel host cost: capture the step in a CUDA graph (torch.compile(mode=\"reduce-overhead\") or torch.cuda.CUDAGraph), fuse small ops with torch.compile, and give each kernel more work (a larger batch).".into();
     Some(x)
+}
+
+/// The tracer's own cost inside `window` (ns, callbacks), from its `TracerCost` events
+/// (sorted by time): each covers the time since its thread's previous one and is
+/// pro-rated by its overlap with the window (a thread's first one counts whole when
+/// written inside it). `None` for traces without them.
+pub(crate) fn tracer_cost(costs: &[fmt::TracerCost], window: (u64, u64)) -> Option<(u64, u64)> {
+    if costs.is_empty() {
+        return None;
+    }
+    let (lo, hi) = window;
+    let mut prev: HashMap<u32, u64> = HashMap::new();
+    let (mut ns, mut calls) = (0f64, 0f64);
+    for c in costs {
+        let a = prev.insert(c.tid, c.ts).unwrap_or(c.ts);
+        let b = c.ts;
+        let frac = if b > a {
+            b.min(hi).saturating_sub(a.max(lo)) as f64 / (b - a) as f64
+        } else if b >= lo && b <= hi {
+            1.0
+        } else {
+            0.0
+        };
+        ns += c.ns as f64 * frac;
+        calls += c.calls as f64 * frac;
+    }
+    (calls >= 1.0).then(|| (ns.round() as u64, calls.round() as u64))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn c(ts: u64, tid: u32, calls: u64, ns: u64) -> fmt::TracerCost {
+        fmt::TracerCost { ts, tid, calls, ns }
+    }
+
+    #[test]
+    fn tracer_cost_is_pro_rated_to_the_window() {
+        assert_eq!(tracer_cost(&[], (0, 100)), None);
+        // Thread 1: first event at 100 (counted whole), then 200 and 300 covering
+        // (100, 200] and (200, 300]; thread 2 once at 250.
+        let v = [
+            c(100, 1, 10, 1000),
+            c(200, 1, 20, 2000),
+            c(250, 2, 4, 400),
+            c(300, 1, 40, 4000),
+        ];
+        // Window (150, 250): half of thread 1's second and third periods, and thread
+        // 2's one.
+        assert_eq!(
+            tracer_cost(&v, (150, 250)),
+            Some((1000 + 2000 + 400, 10 + 20 + 4))
+        );
+        // Everything.
+        assert_eq!(tracer_cost(&v, (0, 1000)), Some((7400, 74)));
+        // Nothing inside.
+        assert_eq!(tracer_cost(&v, (400, 500)), None);
+    }
 }

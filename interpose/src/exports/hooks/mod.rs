@@ -41,8 +41,8 @@
 //! them, so hooking them would mean handing out wrapped function pointers for hundreds
 //! of driver functions. The GPU side of that work is already complete in CUPTI's
 //! CONCURRENT_KERNEL / MEMCPY / MEMSET activity (it sees every kernel, cuBLAS's
-//! included) and `GPUTRACE_DRIVER_API=1` adds the driver launch calls' host side through
-//! CUPTI callbacks. A pinned allocation made through the driver (cuMemHostAlloc, e.g.
+//! included) and the driver launch, copy and sync calls' host side comes through CUPTI
+//! callbacks (on by default, `GPUTRACE_DRIVER_API=0` turns them off). A pinned allocation made through the driver (cuMemHostAlloc, e.g.
 //! by XLA) is invisible to the registry; CUPTI's memcpy records still classify those
 //! copies correctly, and the analyzer prefers CUPTI's classification where it has one.
 //!

@@ -8,7 +8,36 @@ use crate::rings::{self, HostRecord, REC_API};
 use crate::session::{pystack, stall};
 use cupti_sys as sys;
 use gputrace_format::{DOMAIN_DRIVER, DOMAIN_RUNTIME};
+use std::cell::Cell;
 use std::ffi::c_void;
+
+thread_local! {
+    /// Set while this thread is inside a runtime call we record (ENTER to EXIT): the
+    /// driver call the runtime makes underneath is then skipped, so each launch, copy
+    /// or sync is recorded once. Runtime calls do not nest, so a flag is enough; were an
+    /// EXIT ever lost, the next runtime call's EXIT clears it.
+    static IN_RUNTIME: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Adds the time since its stamp to the thread's cost totals when dropped.
+struct OwnCost(u64);
+
+impl Drop for OwnCost {
+    #[inline]
+    fn drop(&mut self) {
+        rings::add_own_cost(tsc::stamp().wrapping_sub(self.0));
+    }
+}
+
+/// True for a driver call made underneath a runtime call we record.
+#[inline]
+fn nested_driver_call(driver: bool, enter: bool) -> bool {
+    if driver {
+        return IN_RUNTIME.try_with(|f| f.get()).unwrap_or(false);
+    }
+    let _ = IN_RUNTIME.try_with(|f| f.set(enter));
+    false
+}
 
 /// Subscribed with `cuptiSubscribe`; CUPTI calls it at ENTER and EXIT of each enabled
 /// API call.
@@ -22,18 +51,31 @@ pub unsafe extern "C" fn api_callback(
     data: *const c_void,
 ) {
     entry!({
-        if !state::is_tracing() || data.is_null() || internal::is_internal() {
+        if data.is_null() {
             return;
         }
         // SAFETY: for the runtime and driver domains CUPTI passes a CUpti_CallbackData,
         // valid for the duration of the callback.
         let d = unsafe { &*(data as *const sys::CUpti_CallbackData) };
-        if d.correlationData.is_null() {
+        let driver = domain == sys::CUpti_CallbackDomain_CUPTI_CB_DOMAIN_DRIVER_API;
+        // First, before anything else: the nesting flag is kept even while not tracing,
+        // so a window that opens inside a runtime call still skips its driver call.
+        if nested_driver_call(
+            driver,
+            d.callbackSite == sys::CUpti_ApiCallbackSite_CUPTI_API_ENTER,
+        ) {
+            return;
+        }
+        // The time spent in here from now on, added to this thread's totals on the way
+        // out (written to the trace as TracerCost events by the writer). The skip above
+        // (one thread-local read) is left out: timing it would cost more than it does.
+        let _cost = OwnCost(tsc::stamp());
+        if !state::is_tracing() || internal::is_internal() || d.correlationData.is_null() {
             return;
         }
         // Hook stamps (TSC where the kernel trusts it, else CLOCK_REALTIME; the writer
         // converts them), the cheaper clock on the program's launch path.
-        let dom = if domain == sys::CUpti_CallbackDomain_CUPTI_CB_DOMAIN_DRIVER_API {
+        let dom = if driver {
             DOMAIN_DRIVER
         } else {
             DOMAIN_RUNTIME
@@ -92,20 +134,26 @@ pub unsafe extern "C" fn api_callback(
     })
 }
 
-/// Grid and block of a runtime launch whose parameters are (func, gridDim, blockDim,
-/// ...): cudaLaunchKernel and cudaLaunchCooperativeKernel (and their _ptsz forms);
-/// zeros for other launches.
+/// Grid and block of a launch whose parameters are (func, grid x/y/z, block x/y/z,
+/// ...): cudaLaunchKernel and cudaLaunchCooperativeKernel, cuLaunchKernel and
+/// cuLaunchCooperativeKernel (and their _ptsz forms); zeros for other launches.
 ///
 /// # Safety
 /// `params` must be NULL or the parameter struct of call (`dom`, `cbid`).
 unsafe fn launch_dims(dom: u8, cbid: u32, params: *const u8) -> [u32; 6] {
     let mut out = [0u32; 6];
-    if dom != DOMAIN_RUNTIME || params.is_null() || !matches!(cbid, 211 | 214 | 269 | 270) {
+    let known = match dom {
+        DOMAIN_RUNTIME => matches!(cbid, 211 | 214 | 269 | 270),
+        DOMAIN_DRIVER => matches!(cbid, 307 | 442 | 477 | 478),
+        _ => false,
+    };
+    if params.is_null() || !known {
         return out;
     }
     for (i, o) in out.iter_mut().enumerate() {
-        // SAFETY: gridDim (3 x u32) sits at offset 8 and blockDim right after it, at 20,
-        // in these calls' parameter structs (after the 8-byte function pointer).
+        // SAFETY: the grid (3 x u32) sits at offset 8 and the block right after it, at
+        // 20, in these calls' parameter structs (after the 8-byte function pointer; the
+        // driver's gridDimX..blockDimZ are six consecutive unsigned ints there too).
         *o = unsafe { (params.add(8 + 4 * i) as *const u32).read_unaligned() };
     }
     out

@@ -200,7 +200,11 @@ impl Collector {
                         subscriber: AtomicUsize::new(0),
                         runtime_api: opts.runtime_api,
                         api_activity: opts.api_activity,
-                        driver_api: opts.driver_api,
+                        // Only beside the runtime callbacks: without them the driver
+                        // call under each runtime call could not be told apart and
+                        // would be recorded as the program's own (GPUTRACE_API=0 or
+                        // =activity turn both off).
+                        driver_api: opts.driver_api && opts.runtime_api,
                         cupti_flush_ms: opts.cupti_flush_ms.unwrap_or(opts.flush_ms),
                         per_thread_buffers: opts.per_thread_buffers,
                         device_buffer_mb: opts.device_buffer_mb,
