@@ -747,6 +747,28 @@ EXPORT cudaError_t cudaGraphLaunch(const void *exec, cudaStream_t stream) {
     for (uint32_t i = 0; cupti.kernel && i < g->nodes; i++) {
         if (i > 0 && g->gap_us > 0)
             usleep((useconds_t)g->gap_us);
+        uint64_t start = now();
+        struct fake_kernel k = {
+            .corr = c.corr,
+            .device = 0,
+            .context = FAKE_CONTEXT_ID,
+            .stream = stream_id(stream),
+            .start = start,
+            .end = now(),
+            .name = g->name,
+            .grid = {2, 1, 1},
+            .block = {64, 1, 1},
+            .static_smem = FAKE_KERNEL_STATIC_SMEM,
+            .dynamic_smem = 0,
+            .registers = FAKE_KERNEL_REGISTERS,
+            .graph_id = g->id,
+            .graph_node_id = FAKE_GRAPH_NODE(g->id, i),
+        };
+        cupti.kernel(&k);
+    }
+    return leave(&c, 0, 0);
+}
+
 /* ---- The driver API, called by the program itself (as JAX/XLA and cuBLAS do) ---- */
 
 /* cuLaunchKernel's parameter struct, as CUPTI lays it out. */
@@ -780,18 +802,6 @@ EXPORT int cuLaunchKernel(const void *f, unsigned int gx, unsigned int gy, unsig
             .stream = stream_id(stream),
             .start = start,
             .end = now(),
-            .name = g->name,
-            .grid = {2, 1, 1},
-            .block = {64, 1, 1},
-            .static_smem = FAKE_KERNEL_STATIC_SMEM,
-            .dynamic_smem = 0,
-            .registers = FAKE_KERNEL_REGISTERS,
-            .graph_id = g->id,
-            .graph_node_id = FAKE_GRAPH_NODE(g->id, i),
-        };
-        cupti.kernel(&k);
-    }
-    return leave(&c, 0, 0);
             .name = name,
             .grid = {gx, gy, gz},
             .block = {bx, by, bz},
