@@ -83,11 +83,20 @@ def main():
 
     # Against the trace itself.
     kinds = collections.Counter()
+    graph_launches = set()  # (graph, launch correlation id): one replay each
     for line in run([gputrace, "dump", trace]).splitlines():
-        kinds[json.loads(line)["type"]] += 1
-    stream_slices = sum(c for (tn, _), c in slices.items() if tn.startswith("stream "))
+        ev = json.loads(line)
+        kinds[ev["type"]] += 1
+        if ev["type"] == "kernel" and ev.get("graph_id"):
+            graph_launches.add((ev["graph_id"], ev.get("corr")))
+    # A CUDA graph replay is a slice of its own around its kernels ("graph N replay").
+    def is_replay(n):
+        return n.startswith("graph ") and n.endswith(" replay")
+    stream_slices = sum(c for (tn, n), c in slices.items() if tn.startswith("stream ") and not is_replay(n))
+    replays = sum(c for (tn, n), c in slices.items() if tn.startswith("stream ") and is_replay(n))
     gpu = kinds["kernel"] + kinds["memcpy"] + kinds["memset"]
     assert stream_slices == gpu, f"{stream_slices} slices on stream tracks, {gpu} GPU records"
+    assert replays <= len(graph_launches), f"{replays} replay slices, {len(graph_launches)} graph launches"
     thread_api = sum(
         c
         for (tn, _), c in slices.items()
