@@ -16,49 +16,16 @@ use gputrace_analyzer::report;
 use gputrace_analyzer::Trace;
 use gputrace_format::protocol::settings;
 use gputrace_format::{self as fmt, Event, Meta};
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-struct Counting;
-
-static CUR: AtomicUsize = AtomicUsize::new(0);
-static PEAK: AtomicUsize = AtomicUsize::new(0);
-
-// SAFETY: every call is forwarded to the system allocator unchanged; the counters only
-// observe sizes.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        // SAFETY: forwarded to the system allocator with the caller's layout.
-        let p = unsafe { System.alloc(l) };
-        if !p.is_null() {
-            let now = CUR.fetch_add(l.size(), Ordering::Relaxed) + l.size();
-            PEAK.fetch_max(now, Ordering::Relaxed);
-        }
-        p
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        // SAFETY: `p` came from `alloc` with this layout.
-        unsafe { System.dealloc(p, l) };
-        CUR.fetch_sub(l.size(), Ordering::Relaxed);
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
-        // SAFETY: forwarded; `p` came from this allocator with layout `l`.
-        let q = unsafe { System.realloc(p, l, new) };
-        if !q.is_null() {
-            if new >= l.size() {
-                let now = CUR.fetch_add(new - l.size(), Ordering::Relaxed) + (new - l.size());
-                PEAK.fetch_max(now, Ordering::Relaxed);
-            } else {
-                CUR.fetch_sub(l.size() - new, Ordering::Relaxed);
-            }
-        }
-        q
-    }
-}
+#[path = "../tests/common/counting_alloc.rs"]
+#[allow(dead_code)]
+mod counting_alloc;
+use counting_alloc::{CUR, PEAK};
 
 #[global_allocator]
-static A: Counting = Counting;
+static A: counting_alloc::Counting = counting_alloc::Counting;
 
 fn reset_peak() -> usize {
     let c = CUR.load(Ordering::Relaxed);

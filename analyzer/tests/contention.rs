@@ -5,7 +5,7 @@
 mod common;
 
 use common::*;
-use gputrace_analyzer::report::{analyze, Finding, Report};
+use gputrace_analyzer::report::{analyze, Report};
 use gputrace_format::{self as fmt, Event};
 
 const PID: u32 = 1000;
@@ -14,22 +14,7 @@ const OTHER: u32 = 1002;
 const THREAD_PERIOD: u64 = 3 * MS;
 const STEPS: usize = 100;
 
-fn find<'r>(r: &'r Report, id: &str) -> Option<&'r Finding> {
-    r.findings.iter().find(|f| f.id.as_str() == id)
-}
-
-fn get<'r>(r: &'r Report, id: &str) -> &'r Finding {
-    find(r, id).unwrap_or_else(|| {
-        panic!(
-            "no {id} finding; have {:?}\n{}",
-            r.findings
-                .iter()
-                .map(|f| (&f.id, f.severity, f.at_stake_ns))
-                .collect::<Vec<_>>(),
-            gputrace_analyzer::render_text(r)
-        )
-    })
-}
+use common::{find, get};
 
 /// One thread's rates while the loop is quiet: share of a CPU, state letter.
 #[derive(Clone, Copy)]

@@ -11,22 +11,7 @@ fn report(t: Trace) -> Report {
     analyze(&[t])
 }
 
-fn find(r: &Report, id: FindingId) -> Option<&Finding> {
-    r.findings.iter().find(|f| f.id == id)
-}
-
-fn get(r: &Report, id: FindingId) -> &Finding {
-    find(r, id).unwrap_or_else(|| {
-        panic!(
-            "no {id} finding; have {:?}\n{}",
-            r.findings
-                .iter()
-                .map(|f| (&f.id, f.severity, f.at_stake_ns))
-                .collect::<Vec<_>>(),
-            gputrace_analyzer::render_text(r)
-        )
-    })
-}
+use common::{find, get};
 
 fn near(got: u64, want: u64, tol_pct: f64) -> bool {
     let d = (got as f64 - want as f64).abs();

@@ -7,29 +7,14 @@
 mod common;
 
 use common::*;
-use gputrace_analyzer::report::{analyze, Finding, FindingId, Report, Severity};
+use gputrace_analyzer::report::{analyze, FindingId, Report, Severity};
 use gputrace_format::{self as fmt, Event};
 
 const GRAPH: u32 = 5;
 const INSTANTIATE: u32 = 443;
 const UPLOAD: u32 = 348;
 
-fn find(r: &Report, id: FindingId) -> Option<&Finding> {
-    r.findings.iter().find(|f| f.id == id)
-}
-
-fn get(r: &Report, id: FindingId) -> &Finding {
-    find(r, id).unwrap_or_else(|| {
-        panic!(
-            "no {id} finding; have {:?}\n{}",
-            r.findings
-                .iter()
-                .map(|f| (&f.id, f.severity, f.at_stake_ns))
-                .collect::<Vec<_>>(),
-            gputrace_analyzer::render_text(r)
-        )
-    })
-}
+use common::{find, get};
 
 /// One replay: a `cudaGraphLaunch` at `at` lasting `call`, its `nodes` kernels from
 /// `start`, each `dur` long and `gap` apart, with the graph's id and each node's id.

@@ -5,29 +5,14 @@
 mod common;
 
 use common::*;
-use gputrace_analyzer::report::{analyze, Finding, Report, Severity};
+use gputrace_analyzer::report::{analyze, Report, Severity};
 use gputrace_format::{self as fmt, Event};
 
 const THREAD_PERIOD: u64 = 3 * MS;
 const TREE_PERIOD: u64 = 50 * MS;
 const STEPS: usize = 100;
 
-fn find<'r>(r: &'r Report, id: &str) -> Option<&'r Finding> {
-    r.findings.iter().find(|f| f.id.as_str() == id)
-}
-
-fn get<'r>(r: &'r Report, id: &str) -> &'r Finding {
-    find(r, id).unwrap_or_else(|| {
-        panic!(
-            "no {id} finding; have {:?}\n{}",
-            r.findings
-                .iter()
-                .map(|f| (&f.id, f.severity, f.at_stake_ns))
-                .collect::<Vec<_>>(),
-            gputrace_analyzer::render_text(r)
-        )
-    })
-}
+use common::{find, get};
 
 fn severity(r: &Report, id: &str) -> Option<Severity> {
     find(r, id).map(|f| f.severity)

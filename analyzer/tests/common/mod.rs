@@ -2,7 +2,8 @@
 //! scenario per finding. Times are in nanoseconds on a realistic epoch base.
 #![allow(dead_code)]
 
-use gputrace_analyzer::Trace;
+use gputrace_analyzer::report::Finding;
+use gputrace_analyzer::{Report, Trace};
 use gputrace_format::{self as fmt, Event, Meta};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -663,4 +664,28 @@ pub fn gputrace(args: &[&str]) -> (i32, String, String) {
         String::from_utf8_lossy(&o.stdout).into_owned(),
         String::from_utf8_lossy(&o.stderr).into_owned(),
     )
+}
+
+/// The finding `id` of the report (a `FindingId` or its name), if there is one.
+#[allow(dead_code)]
+pub fn find(r: &Report, id: impl std::fmt::Display) -> Option<&Finding> {
+    let id = id.to_string();
+    r.findings.iter().find(|f| f.id.as_str() == id)
+}
+
+/// The finding `id` of the report; the test fails, with the findings and the report,
+/// when there is none.
+#[allow(dead_code)]
+pub fn get(r: &Report, id: impl std::fmt::Display) -> &Finding {
+    let name = id.to_string();
+    find(r, &name).unwrap_or_else(|| {
+        panic!(
+            "no {name} finding; have {:?}\n{}",
+            r.findings
+                .iter()
+                .map(|f| (&f.id, f.severity, f.at_stake_ns))
+                .collect::<Vec<_>>(),
+            gputrace_analyzer::render_text(r)
+        )
+    })
 }
