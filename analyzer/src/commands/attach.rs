@@ -44,14 +44,9 @@ impl AttachError {
     /// What to do about it, when there is something to say.
     pub fn hint(&self) -> Option<String> {
         let start = || {
-            let lib = crate::commands::run::find_library(
-                std::env::var_os(protocol::settings::LIB)
-                    .filter(|v| !v.is_empty())
-                    .map(PathBuf::from),
-                std::env::current_exe().ok(),
-            )
-            .map(|p| p.display().to_string())
-            .unwrap_or_else(|_| "/path/to/libgputrace.so".into());
+            let lib = own_library()
+                .map(|p| p.display().to_string())
+                .unwrap_or_else(|_| "/path/to/libgputrace.so".into());
             format!(
                 "start the program with `gputrace run --dormant -- CMD` or `LD_PRELOAD={lib} {}=dormant CMD`, then attach to it",
                 protocol::settings::MODE
@@ -77,6 +72,16 @@ impl AttachError {
             _ => None,
         }
     }
+}
+
+/// The libgputrace.so this command would preload: `GPUTRACE_LIB`, else the one beside it.
+fn own_library() -> Result<PathBuf, crate::commands::run::RunError> {
+    crate::commands::run::find_library(
+        std::env::var_os(protocol::settings::LIB)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from),
+        std::env::current_exe().ok(),
+    )
 }
 
 /// Whether the process's memory maps name the preload library (an error: the maps could
@@ -134,9 +139,12 @@ fn why_no_socket(pid: u32, looked: String) -> AttachError {
 }
 
 fn uid_of(pid: u32) -> Option<u32> {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = s.lines().find(|l| l.starts_with("Uid:"))?;
-    line.split_whitespace().nth(1)?.parse().ok()
+    // The real uid: the first of the line's four.
+    crate::commands::inject::status_field(pid, "Uid:")?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
 }
 
 fn xdg_of(pid: u32) -> Option<PathBuf> {
@@ -183,13 +191,7 @@ pub fn load_if_needed(
         AttachError::NoSocket { .. } => return Ok(None),
         e => return Err(e),
     }
-    let lib = crate::commands::run::find_library(
-        std::env::var_os(protocol::settings::LIB)
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from),
-        std::env::current_exe().ok(),
-    )
-    .map_err(|e| AttachError::Load {
+    let lib = own_library().map_err(|e| AttachError::Load {
         pid,
         error: inject::InjectError::DlopenFailed {
             pid,

@@ -212,8 +212,8 @@ fn candidate_threads(pid: u32) -> Vec<u32> {
     waiting
 }
 
-/// A field of /proc/PID/status.
-fn status_field(pid: u32, key: &str) -> Option<String> {
+/// A field of /proc/PID/status, its value trimmed.
+pub(crate) fn status_field(pid: u32, key: &str) -> Option<String> {
     let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let l = s.lines().find(|l| l.starts_with(key))?;
     Some(l[key.len()..].trim().to_string())
