@@ -280,10 +280,10 @@ fn run_cli(cli: Cli) -> Result<i32> {
             };
             if let Some(l) = attach::load_if_needed(pid, !no_load)? {
                 warn(&format!(
-                    "loaded libgputrace.so into pid {pid} (it was started without it): its thread {} was stopped {:.1} ms{}",
+                    // Only a thread waiting in a system call is used.
+                    "loaded libgputrace.so into pid {pid} (it was started without it): its thread {} was stopped {:.1} ms while it waited",
                     l.tid,
                     l.stalled.as_secs_f64() * 1e3,
-                    if l.was_waiting { " while it waited" } else { "" }
                 ));
             }
             let req = protocol::WindowReq {

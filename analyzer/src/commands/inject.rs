@@ -82,8 +82,6 @@ pub struct Injected {
     pub tid: u32,
     /// How long that thread was stopped (the rest of the process ran on).
     pub stalled: Duration,
-    /// Whether that thread was waiting in a system call (else stopped in user code).
-    pub was_waiting: bool,
 }
 
 /// A mapped file of the process: (start address, file offset, device, inode, path).
@@ -724,11 +722,7 @@ mod imp {
                 if handle == 0 {
                     return Err(InjectError::DlopenFailed { pid, why });
                 }
-                return Ok(Injected {
-                    tid,
-                    stalled,
-                    was_waiting: true,
-                });
+                return Ok(Injected { tid, stalled });
             }
             std::thread::sleep(Duration::from_millis(5));
         }
