@@ -52,20 +52,28 @@ pub fn tally_only(t: &Trace, tid: u32, spans: &[(u64, u64)]) -> Vec<HostPlace> {
     tally(t, Some(tid), spans)
 }
 
-/// The samples of thread `tid` (every sampled thread when None, or when that thread
-/// has none) taken inside `spans` (sorted, disjoint), tallied by place, most first.
+/// Whose Python samples stand for thread `tid`: its own; without any (a native
+/// launcher such as the autograd thread), the main thread's, where the user's loop runs;
+/// without those either, None: every sampled thread's (the others are sampled for
+/// contention, mostly waiting in library code).
+pub fn stand_in(t: &Trace, tid: Option<u32>) -> Option<u32> {
+    let sampled = |x: u32| t.py_samples.iter().any(|s| s.tid == x);
+    match tid {
+        Some(x) if sampled(x) => Some(x),
+        _ if sampled(t.meta.pid) => Some(t.meta.pid),
+        _ => None,
+    }
+}
+
+/// The samples of thread `tid` (see [`stand_in`] when it has none, or for None) taken
+/// inside `spans` (sorted, disjoint), tallied by place, most first.
 pub fn tally(t: &Trace, tid: Option<u32>, spans: &[(u64, u64)]) -> Vec<HostPlace> {
     if t.py_samples.is_empty() || spans.is_empty() {
         return Vec::new();
     }
-    // Without samples of that thread (a native launcher such as the autograd thread):
-    // the main thread's, where the user's loop runs; only then every sampled thread (the
-    // others are sampled for contention, mostly waiting in library code).
-    let main = t.meta.pid;
-    let mut tids: Vec<u32> = match tid {
-        Some(x) if t.py_samples.iter().any(|s| s.tid == x) => vec![x],
-        _ if t.py_samples.iter().any(|s| s.tid == main) => vec![main],
-        _ => t.py_samples.iter().map(|s| s.tid).collect(),
+    let mut tids: Vec<u32> = match stand_in(t, tid) {
+        Some(x) => vec![x],
+        None => t.py_samples.iter().map(|s| s.tid).collect(),
     };
     tids.dedup();
     // (file, line, function) of the chosen frame -> (user, samples, innermost -> n).

@@ -42,24 +42,16 @@ pub(super) fn detect(cx: &FindingCx) -> Option<Finding> {
     x.metrics.insert("gaps".into(), gaps as f64);
     x.fix = "Feed the GPU ahead of time: DataLoader(num_workers=N, pin_memory=True, persistent_workers=True, prefetch_factor=2 or more), with N up to the CPU cores you can give each GPU; move heavy per-sample transforms to the GPU or precompute them; keep host-side work (logging, metrics, checkpoint I/O) out of the step or make it asynchronous.".into();
     if let Some(h) = &cx.report.host_cpu {
-        with_host_samples(&mut x, h, cx.wall);
         x.host_was_in = h.python_while_blocked.clone();
         // A native launcher (the autograd thread) has no Python stack: the place comes
         // from the main thread, which the summary then names as the one waiting.
-        let t = cx.ctx.t;
-        let main = t.meta.pid;
-        let feeder_has_python = h
-            .feeding_thread
-            .is_some_and(|f| t.py_samples.iter().any(|s| s.tid == f));
-        if h.feeding_thread.is_some_and(|f| f != main) && !feeder_has_python {
-            if let Some(place) = pysamples::first_place(&x.host_was_in) {
-                if let Some(s) = x.summary.strip_suffix(": waiting for its next input.") {
-                    x.summary = format!(
-                        "{s}, and the main thread (tid {main}) waited at {place}: waiting for its next input."
-                    );
-                }
-            }
-        }
+        let main = cx.ctx.t.meta.pid;
+        let main_waited = (h.feeding_thread.is_some_and(|f| f != main)
+            && pysamples::stand_in(cx.ctx.t, h.feeding_thread) == Some(main))
+        .then(|| pysamples::first_place(&x.host_was_in))
+        .flatten()
+        .map(|place| format!(", and the main thread (tid {main}) waited at {place}"));
+        with_host_samples(&mut x, h, cx.wall, main_waited.as_deref().unwrap_or(""));
         if let Some(l) = pysamples::evidence(&x.host_was_in) {
             x.evidence.push(l);
         }
@@ -72,7 +64,8 @@ pub(super) fn detect(cx: &FindingCx) -> Option<Finding> {
 
 /// Fills in `data_starvation` from the host samples: the blocked time's measured
 /// sub-cause, its numbers, and the fix that sub-cause calls for.
-fn with_host_samples(x: &mut Finding, r: &HostReport, wall: u64) {
+/// `waited`: a clause naming the main thread where it, not the launcher, waited.
+fn with_host_samples(x: &mut Finding, r: &HostReport, wall: u64, waited: &str) {
     let Some(cause) = r.data_starvation_cause.as_deref() else {
         // Nothing measured as blocked: what is left is the unmeasured part.
         x.evidence.push(format!(
@@ -85,7 +78,7 @@ fn with_host_samples(x: &mut Finding, r: &HostReport, wall: u64) {
     let who = hostfind::who(r);
     x.title = "GPU idle while the feeding thread was blocked waiting for input".into();
     x.summary = format!(
-        "For {} of the steady state the GPU sat idle while {who}, which issues the work, was off the CPU with no CUDA call: waiting for its next input.",
+        "For {} of the steady state the GPU sat idle while {who}, which issues the work, was off the CPU with no CUDA call{waited}: waiting for its next input.",
         share(x.at_stake_ns, wall)
     );
     x.subcause = Some(cause.to_string());
