@@ -14,6 +14,9 @@ import datetime, json, os, statistics as st, sys
 
 dst, raws = sys.argv[1], sys.argv[2:]
 modes = ["untraced", "gputrace", "cupti_floor", "dormant", "torch_profiler"]
+# Other modes of scripts/gpu/overhead.sh (parts of the tracer), as found in the folders.
+extra = sorted({f[:-6] for d in raws for f in os.listdir(d) if f.endswith(".jsonl")} - set(modes))
+modes += extra
 data = {m: [] for m in modes}
 per_call = []
 for d in raws:
@@ -58,9 +61,10 @@ for wl in ["launch", "launch_min", "mlp", "resnet50", "gen", "loader"]:
         pr = paired(m, "untraced", key)
         if pr:
             w[m + "_paired"] = st.median(pr)
-    pr = paired("gputrace", "cupti_floor", key)
-    if pr:
-        w["gputrace_over_floor_paired"] = st.median(pr)
+    for m in ["gputrace"] + extra:
+        pr = paired(m, "cupti_floor", key)
+        if pr:
+            w[m + "_over_floor_paired"] = st.median(pr)
     if wl in targets:
         k, lim = targets[wl]
         w["target"] = {"of": k, "at_most": round(lim, 4), "met": (w[k] <= lim) if k in w else None}
@@ -86,3 +90,10 @@ t = res.get("trace_size")
 if t:
     print("trace bytes/GPU event: gputrace %.1f, torch.profiler JSON %s" % (
         t["gputrace_bytes_per_gpu_event"], round(t.get("torch_profiler_bytes_per_gpu_event") or 0, 1)))
+if extra:
+    print("\nparts (paired medians: against untraced / against the CUPTI floor of the same round)")
+    for wl, w in res["workloads"].items():
+        for m in ["cupti_floor", "gputrace"] + extra:
+            f = lambda k: ("%.3fx" % w[k]) if k in w else "-"
+            if m + "_paired" in w:
+                print("%-10s %-14s %9s %9s" % (wl, m, f(m + "_paired"), f(m + "_over_floor_paired")))

@@ -13,6 +13,7 @@
 #
 #   scripts/gpu/overhead.sh                       # defaults: up to 8 rounds, 420 s
 #   ONLY=launch,gen ROUNDS=12 scripts/gpu/overhead.sh
+#   MODES="untraced cupti_floor runtime_cb driver_cb gputrace" ONLY=launch scripts/gpu/overhead.sh
 set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 OUT=${OUT:-$ROOT/gpu-out}
@@ -27,16 +28,45 @@ W=/tmp/overhead-ab; rm -rf "$W"; mkdir -p "$W"
 B=("$ROOT/scripts/workloads/bench/bench_workload.py" --only "${ONLY:-launch,mlp,resnet50,gen,loader}" --launch-reps "${LAUNCH_REPS:-10}")
 export PYTHONUNBUFFERED=1
 P=(taskset -c "$CPUS")
-FLOOR=(GPUTRACE_API=0 GPUTRACE_DRIVER_API=0 GPUTRACE_HOOKS=0 GPUTRACE_HOST=0 GPUTRACE_PYSTACK=0)
+# Modes: untraced, torch_profiler, and each traced mode with the settings it adds to
+# the defaults. Besides the four of the A/B, parts of the tracer one by one:
+#   floor_ptb     the CUPTI floor with per-thread activity buffers
+#   runtime_cb    + runtime API callbacks
+#   driver_cb     + driver API callbacks (forced on, as they are for a driver-API job)
+#   no_samplers   the defaults without the host sampler and Python call sites
+#   gputrace_ptb  the defaults with per-thread activity buffers
+#   api_activity  runtime calls as CUPTI RUNTIME activity records, no callbacks
+#   gputrace_b    the defaults with the library LIB_B (an A/B of two builds)
+MODES=${MODES:-untraced cupti_floor gputrace torch_profiler}
+OFF="GPUTRACE_HOOKS=0 GPUTRACE_HOST=0 GPUTRACE_PYSTACK=0"
+FLOOR="GPUTRACE_API=0 GPUTRACE_DRIVER_API=0 $OFF"
+mode_env() {
+  case $1 in
+    cupti_floor) echo "$FLOOR" ;;
+    floor_ptb) echo "$FLOOR GPUTRACE_PER_THREAD_BUFFERS=1" ;;
+    runtime_cb) echo "GPUTRACE_DRIVER_API=0 $OFF" ;;
+    driver_cb) echo "GPUTRACE_DRIVER_API=1 $OFF" ;;
+    no_samplers) echo "GPUTRACE_HOST=0 GPUTRACE_PYSTACK=0" ;;
+    gputrace_ptb) echo "GPUTRACE_PER_THREAD_BUFFERS=1" ;;
+    api_activity) echo "GPUTRACE_API=activity $OFF" ;;
+    gputrace | gputrace_b) echo "" ;;
+    *) return 1 ;;
+  esac
+}
+for m in $MODES; do
+  case $m in untraced | torch_profiler) ;; *) mode_env "$m" >/dev/null || { echo "unknown mode $m"; exit 2; } ;; esac
+done
+[ -n "${LIB_B:-}" ] || case " $MODES " in *" gputrace_b "*) echo "gputrace_b needs LIB_B"; exit 2 ;; esac
 git -C "$ROOT" rev-parse HEAD >"$D/commit" 2>/dev/null || true
 
 one() {  # MODE: one process, its line appended to $D/MODE.jsonl
-  local mode=$1 line
+  local mode=$1 line lib=$LIB
+  [ "$mode" = gputrace_b ] && lib=$LIB_B
   case $mode in
     untraced) line=$("${P[@]}" "$PY" "${B[@]}" 2>>"$D/err.log" | tail -1) ;;
-    cupti_floor) line=$(env "${FLOOR[@]}" GPUTRACE_DIR="$W/t/floor" LD_PRELOAD="$LIB" "${P[@]}" "$PY" "${B[@]}" 2>>"$D/err.log" | tail -1) ;;
-    gputrace) line=$(env GPUTRACE_DIR="$W/t/gputrace" LD_PRELOAD="$LIB" "${P[@]}" "$PY" "${B[@]}" 2>>"$D/err.log" | tail -1) ;;
     torch_profiler) line=$("${P[@]}" "$PY" "${B[@]}" --profile /dev/null --no-export 2>>"$D/err.log" | tail -1) ;;
+    # shellcheck disable=SC2046 # the mode's settings are words
+    *) line=$(env $(mode_env "$mode") GPUTRACE_DIR="$W/t/$mode" LD_PRELOAD="$lib" "${P[@]}" "$PY" "${B[@]}" 2>>"$D/err.log" | tail -1) ;;
   esac
   case $line in "{"*) echo "$line" >>"$D/$mode.jsonl"; echo "$mode $line" ;; *) echo "$mode failed (see $D/err.log)" ;; esac
 }
@@ -46,12 +76,8 @@ for r in $(seq 1 "$ROUNDS"); do
   if [ $(( $(date +%s) - T0 )) -gt "$BUDGET_S" ]; then echo "stopping after $((r-1)) rounds (BUDGET_S=$BUDGET_S)"; break; fi
   echo "round $r ($(( $(date +%s) - T0 )) s)"
   # Rotate the order so no mode always runs first after a slow stretch.
-  case $(( r % 4 )) in
-    1) order="untraced cupti_floor gputrace torch_profiler" ;;
-    2) order="cupti_floor gputrace torch_profiler untraced" ;;
-    3) order="gputrace torch_profiler untraced cupti_floor" ;;
-    0) order="torch_profiler untraced cupti_floor gputrace" ;;
-  esac
+  read -ra ms <<<"$MODES"; n=${#ms[@]}; order=""
+  for i in $(seq 0 $((n - 1))); do order="$order ${ms[$(( (i + r - 1) % n ))]}"; done
   for m in $order; do one "$m"; done
 done
 # The tracer's own cost, read from the first gputrace trace (TracerCost events).
