@@ -205,6 +205,11 @@ pub const fn default_number(name: &str) -> u64 {
     n
 }
 
+/// The default of a setting as written in the table (for a [`Value::Text`] setting).
+pub const fn default_text(name: &str) -> &'static str {
+    entry(name).default
+}
+
 /// The range a [`Value::Number`] setting takes, `(min, max)`, at compile time.
 pub const fn number_range(name: &str) -> (u64, u64) {
     match entry(name).value {
@@ -301,7 +306,7 @@ pub const SETTINGS: &[Setting] = &[
     s(n::MODE, "trace", TEXT, "`trace`, `dormant` (loaded, recording nothing until a window opens) or `off`", Library),
     s(n::CUPTI, "search", TEXT, "the libcupti to use", Library),
     s(n::API, "1", TEXT, "record the host side of runtime API calls (CUPTI callbacks); `activity`: as CUPTI RUNTIME records instead", Library),
-    s(n::DRIVER_API, "1", FLAG, "record driver-API launches, async copies and syncs (`cuLaunchKernel*`, `cuMemcpy*Async`: JAX/XLA, cuBLAS), each call once (0: off)", Library),
+    s(n::DRIVER_API, "auto", TEXT, "record driver-API launches, async copies and syncs (`cuLaunchKernel*`, `cuMemcpy*Async`: JAX/XLA, Triton), each call once; `auto`: the kernel launches from when kernels no runtime call launched are seen, `1`: from the start, `0`: none", Library),
     s(n::BUFFER_KB, "8192", size(64, 262_144, "KiB"), "size of one CUPTI activity buffer", Library),
     s(n::BUFFER_POOL_MB, "256", size(1, 65_536, "MiB"), "most CUPTI buffer memory held at once; beyond it records are dropped and counted", Library),
     s(n::FLUSH_MS, "500", ms(10, 1000), "longest time between two writes of the trace file", Library),

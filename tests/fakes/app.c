@@ -85,6 +85,7 @@ static struct {
                           unsigned, unsigned, cudaStream_t, void **, void **);
     int (*cuMemcpyHtoDAsync)(uintptr_t, const void *, size_t, cudaStream_t);
     int (*cuStreamSynchronize)(cudaStream_t);
+    uint64_t (*nestedDriverCallbacks)(void); /* the fake's own counter */
 } rt;
 
 static int failures;
@@ -167,6 +168,7 @@ static void load_runtime(void) {
     *(void **)&rt.cuLaunchKernel = must_sym(h, "cuLaunchKernel");
     *(void **)&rt.cuMemcpyHtoDAsync = must_sym(h, "cuMemcpyHtoDAsync_v2");
     *(void **)&rt.cuStreamSynchronize = must_sym(h, "cuStreamSynchronize");
+    *(void **)&rt.nestedDriverCallbacks = must_sym(h, "fakeNestedDriverCallbacks");
 }
 
 /* A launch of the fake kernel `name` (the fake runtime reads the name from `func`). */
@@ -244,26 +246,46 @@ static void run_basic(void) {
  *   cuLaunchKernel   _Z6driverv  x6, grid (8,2,1) block (128,1,1), stream 13
  *   cuMemcpyHtoDAsync_v2 of 4096 bytes on stream 13; cuStreamSynchronize(stream 13)
  *   cudaDeviceSynchronize()
+ * driver 2: the ten launches twice. In between, the app syncs and waits (up to 20 s)
+ * until the tracer has switched the driver's launch callbacks on, which it sees as the
+ * nested driver callback of a runtime launch reaching a subscriber (GPUTRACE_DRIVER_API
+ * auto: on once kernels no runtime call launched are seen); each wait launches one more
+ * _Z7runtimev. Last, how many nested driver callbacks reached a subscriber.
  */
-static void run_driver(void) {
+static void run_driver(int phases) {
     cudaStream_t s = NULL;
     OK(rt.StreamCreate(&s));
     void *d = NULL, *h = NULL;
     OK(rt.Malloc(&d, 1 << 16));
     OK(rt.MallocHost(&h, 4096));
     const dim3 g = {4, 1, 1}, b = {64, 1, 1};
-    for (int i = 0; i < 10; i++) {
-        if (i % 5 == 0 || i % 5 == 3)
-            OK(launch("_Z7runtimev", g, b, 0, NULL));
-        else
-            OK(rt.cuLaunchKernel("_Z6driverv", 8, 2, 1, 128, 1, 1, 0, s, NULL, NULL));
+    int waits = 0;
+    for (int p = 0; p < phases; p++) {
+        if (p > 0) {
+            OK(rt.DeviceSynchronize());
+            uint64_t before = rt.nestedDriverCallbacks();
+            for (; waits < 2000 && rt.nestedDriverCallbacks() == before; waits++) {
+                usleep(10000);
+                OK(launch("_Z7runtimev", g, b, 0, NULL));
+            }
+            CHECK(rt.nestedDriverCallbacks() != before, "driver launch callbacks never on");
+        }
+        for (int i = 0; i < 10; i++) {
+            if (i % 5 == 0 || i % 5 == 3)
+                OK(launch("_Z7runtimev", g, b, 0, NULL));
+            else
+                OK(rt.cuLaunchKernel("_Z6driverv", 8, 2, 1, 128, 1, 1, 0, s, NULL, NULL));
+        }
     }
     OK(rt.cuMemcpyHtoDAsync((uintptr_t)d, h, 4096, s));
     OK(rt.cuStreamSynchronize(s));
     OK(rt.DeviceSynchronize());
     OK(rt.FreeHost(h));
     OK(rt.Free(d));
-    printf("driver: 4 runtime launches, 6 driver launches, 1 driver copy, 2 syncs\n");
+    printf("driver: %d runtime launches, %d driver launches, 1 driver copy, 2 syncs\n",
+           4 * phases + waits, 6 * phases);
+    printf("nested driver callbacks delivered: %llu\n",
+           (unsigned long long)rt.nestedDriverCallbacks());
 }
 
 /*
@@ -284,6 +306,8 @@ static void run_launchloop(long n) {
     OK(rt.DeviceSynchronize());
     double ns = (double)(t1.tv_sec - t0.tv_sec) * 1e9 + (double)(t1.tv_nsec - t0.tv_nsec);
     printf("launchloop: %ld launches, %.1f ns per launch\n", n, n > 0 ? ns / (double)n : 0.0);
+    printf("nested driver callbacks delivered: %llu\n",
+           (unsigned long long)rt.nestedDriverCallbacks());
 }
 
 static void *worker(void *arg) {
@@ -813,7 +837,7 @@ int main(int argc, char **argv) {
     else if (strcmp(s, "launchloop") == 0)
         run_launchloop(argc > 2 ? atol(argv[2]) : 100000);
     else if (strcmp(s, "driver") == 0)
-        run_driver();
+        run_driver(argc > 2 ? atoi(argv[2]) : 1);
     else if (strcmp(s, "threads") == 0)
         run_threads();
     else if (strcmp(s, "fork") == 0)

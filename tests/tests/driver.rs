@@ -1,7 +1,9 @@
 //! Driver-API calls (cuLaunchKernel, cuMemcpy*Async, cuStreamSynchronize) made by the
-//! program itself, as JAX/XLA and cuBLAS make them, are recorded by default and linked
-//! to their GPU work like runtime calls; the driver call a runtime call makes underneath
-//! is not recorded a second time.
+//! program itself, as JAX/XLA and Triton make them, are recorded and linked to their GPU
+//! work like runtime calls; the driver call a runtime call makes underneath is not
+//! recorded a second time. By default (`auto`) the driver's launch callbacks go on only
+//! once kernels no runtime call launched are seen, so a program that launches through
+//! the runtime alone pays nothing for them.
 
 use gputrace_format as fmt;
 use gputrace_tests::{gputrace_bin, Cuda, Layout, Trace, Wheel};
@@ -9,13 +11,27 @@ use gputrace_tests::{gputrace_bin, Cuda, Layout, Trace, Wheel};
 const RUNTIME_K: &str = "_Z7runtimev";
 const DRIVER_K: &str = "_Z6driverv";
 
-fn driver_trace(w: &Wheel, env: &[(&str, &str)]) -> Trace {
-    let mut run = w.app(&["driver"]);
+fn driver_run(w: &Wheel, args: &[&str], env: &[(&str, &str)]) -> gputrace_tests::Output {
+    let mut run = w.app(args);
     for (k, v) in env {
         run = run.env(k, v);
     }
     let out = run.run();
     out.assert_ok();
+    out
+}
+
+/// The fake's count of nested driver callbacks that reached a subscriber.
+fn nested_delivered(stdout: &str) -> u64 {
+    stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("nested driver callbacks delivered: "))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no count in {stdout}"))
+}
+
+fn checked_driver_trace(w: &Wheel, env: &[(&str, &str)]) -> Trace {
+    let out = driver_run(w, &["driver"], env);
     assert!(out.stdout.contains("6 driver launches"), "{}", out.stdout);
     let t = out.only_trace();
     t.assert_complete();
@@ -25,7 +41,7 @@ fn driver_trace(w: &Wheel, env: &[(&str, &str)]) -> Trace {
 #[test]
 fn driver_launches_are_recorded_once_and_linked_to_their_kernels() {
     let w = Wheel::new(Cuda::V13, Layout::Flat);
-    let t = driver_trace(&w, &[]);
+    let t = checked_driver_trace(&w, &[("GPUTRACE_DRIVER_API", "1")]);
 
     // Each launch once: the runtime's own cuLaunchKernel underneath cudaLaunchKernel
     // (delivered by the fake as CUPTI does) is skipped.
@@ -109,7 +125,7 @@ fn driver_launches_are_recorded_once_and_linked_to_their_kernels() {
 #[test]
 fn driver_api_0_leaves_the_driver_calls_out() {
     let w = Wheel::new(Cuda::V13, Layout::Flat);
-    let t = driver_trace(&w, &[("GPUTRACE_DRIVER_API", "0")]);
+    let t = checked_driver_trace(&w, &[("GPUTRACE_DRIVER_API", "0")]);
     assert_eq!(t.apis_named("cudaLaunchKernel").len(), 4);
     assert!(
         t.apis().iter().all(|a| a.domain == fmt::DOMAIN_RUNTIME),
@@ -117,4 +133,50 @@ fn driver_api_0_leaves_the_driver_calls_out() {
     );
     // The GPU records are there all the same.
     assert_eq!(t.kernels_named(DRIVER_K).len(), 6);
+}
+
+#[test]
+fn by_default_driver_launches_are_recorded_once_the_program_is_seen_making_them() {
+    let w = Wheel::new(Cuda::V13, Layout::Flat);
+    // Two rounds of the ten launches; the app waits between them until the driver's
+    // launch callbacks are on (it fails if they never come on).
+    let out = driver_run(&w, &["driver", "2"], &[("GPUTRACE_CUPTI_FLUSH_MS", "20")]);
+    assert!(out.stdout.contains("12 driver launches"), "{}", out.stdout);
+    let t = out.only_trace();
+    t.assert_complete();
+    // The first round's driver launches went by before any of their kernels was seen;
+    // the second round's are all recorded, once each, and linked to their kernels.
+    let drv = t.apis_named("cuLaunchKernel");
+    assert_eq!(drv.len(), 6, "{drv:?}");
+    assert_eq!(t.kernels_named(DRIVER_K).len(), 12);
+    let by_corr = t.api_by_corr();
+    let linked = t
+        .kernels_named(DRIVER_K)
+        .iter()
+        .filter(|k| {
+            by_corr
+                .get(&k.corr)
+                .is_some_and(|a| t.str(a.name) == "cuLaunchKernel")
+        })
+        .count();
+    assert_eq!(linked, 6);
+    // Copies and syncs were on from the start.
+    assert_eq!(t.apis_named("cuMemcpyHtoDAsync_v2").len(), 1);
+    assert_eq!(t.apis_named("cuStreamSynchronize").len(), 1);
+    assert!(
+        t.apis().iter().all(|a| a.corr < 1 << 30),
+        "a nested call was recorded"
+    );
+}
+
+#[test]
+fn a_runtime_only_program_gets_no_driver_launch_callbacks() {
+    let w = Wheel::new(Cuda::V13, Layout::Flat);
+    // The fake counts the driver callbacks CUPTI would make underneath each runtime
+    // launch: none reach us by default, two per launch when asked for.
+    let auto = driver_run(&w, &["launchloop", "2000"], &[]);
+    assert_eq!(nested_delivered(&auto.stdout), 0, "{}", auto.stdout);
+    assert!(auto.only_trace().apis_named("cudaLaunchKernel").len() >= 3000);
+    let on = driver_run(&w, &["launchloop", "2000"], &[("GPUTRACE_DRIVER_API", "1")]);
+    assert_eq!(nested_delivered(&on.stdout), 2 * 3000, "{}", on.stdout);
 }

@@ -47,6 +47,13 @@ pub struct ApiInfo {
     pub site: bool,
 }
 
+impl ApiInfo {
+    /// A call that launches one kernel (not a graph's replay).
+    pub fn launches_kernel(&self) -> bool {
+        self.class == Class::Launch && !self.name.contains("Graph")
+    }
+}
+
 const fn api(cbid: u32, name: &'static str, class: Class, args: Args) -> ApiInfo {
     ApiInfo {
         cbid,

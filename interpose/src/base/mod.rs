@@ -3,6 +3,7 @@
 //! library discovery and the table of CUDA API callback ids.
 
 pub mod apis;
+pub mod claims;
 pub mod clock;
 pub mod discover;
 pub mod ffi;

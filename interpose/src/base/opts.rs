@@ -18,6 +18,32 @@ pub enum Mode {
     Off,
 }
 
+/// When driver-API calls are recorded (`GPUTRACE_DRIVER_API`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DriverApi {
+    /// Never.
+    Off,
+    /// Copies, syncs and graph launches from the start; kernel launches once kernels
+    /// that no recorded runtime call launched are seen (`base::claims`).
+    Auto,
+    /// Every one from the start.
+    On,
+}
+
+impl DriverApi {
+    pub fn parse(v: &str) -> Option<DriverApi> {
+        match (
+            protocol::parse_flag(v),
+            v.trim().to_ascii_lowercase().as_str(),
+        ) {
+            (Some(true), _) => Some(DriverApi::On),
+            (Some(false), _) => Some(DriverApi::Off),
+            (None, "auto") => Some(DriverApi::Auto),
+            _ => None,
+        }
+    }
+}
+
 /// The host sampler's settings (`GPUTRACE_HOST`, `GPUTRACE_HOST_THREAD_MS`,
 /// `GPUTRACE_HOST_TREE_MS`): on or off, and its two periods.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -76,9 +102,9 @@ pub struct Opts {
     /// Longest time between two writes to the trace file (`GPUTRACE_FLUSH_MS`).
     pub flush_ms: u64,
     /// Record driver-API launches, async copies and syncs (cuLaunchKernel*, cuGraphLaunch,
-    /// cuMemcpy*Async, cu*Synchronize), e.g. from JAX or cuBLAS; on by default
-    /// (`GPUTRACE_DRIVER_API=0` turns them off).
-    pub driver_api: bool,
+    /// cuMemcpy*Async, cu*Synchronize), e.g. from JAX or Triton (`GPUTRACE_DRIVER_API`):
+    /// by default the kernel launches once the program is seen making them.
+    pub driver_api: DriverApi,
     /// CUPTI activity kinds to enable (`GPUTRACE_ACTIVITY`, comma-separated names of
     /// kernel, memcpy, memset, sync, device, memory; default all). `kernel` alone with
     /// `GPUTRACE_API=0` and `GPUTRACE_HOOKS=0` is the CUPTI floor benchmark mode.
@@ -157,7 +183,8 @@ impl Default for Opts {
             buffer_bytes: (default_number(set::BUFFER_KB) as usize) << 10,
             pool_bytes: (default_number(set::BUFFER_POOL_MB) as usize) << 20,
             flush_ms: default_number(set::FLUSH_MS),
-            driver_api: default_flag(set::DRIVER_API),
+            driver_api: DriverApi::parse(protocol::default_text(set::DRIVER_API))
+                .unwrap_or(DriverApi::Auto),
             activity: DEFAULT_ACTIVITY.iter().map(|s| s.to_string()).collect(),
             hooks: default_flag(set::HOOKS),
             runtime_api: true,
@@ -269,7 +296,6 @@ impl Opts {
     /// A flag of the table, parsed.
     fn set_flag(&mut self, name: &str, b: bool) {
         match name {
-            set::DRIVER_API => self.driver_api = b,
             set::HOOKS => self.hooks = b,
             set::PER_THREAD_BUFFERS => self.per_thread_buffers = b,
             set::COMPRESS => self.compress = b,
@@ -348,6 +374,7 @@ impl Opts {
                 }
                 self.activity = names;
             }
+            set::DRIVER_API => self.driver_api = DriverApi::parse(v).ok_or(())?,
             set::API => match (parse_bool(v), v.trim()) {
                 (Some(b), _) => {
                     self.runtime_api = b;
@@ -449,7 +476,7 @@ mod tests {
         assert_eq!(d.dir, PathBuf::from("/tmp/x"));
         assert_eq!(d.buffer_bytes, 1 << 20);
         assert_eq!(d.flush_ms, 100);
-        assert!(!d.driver_api);
+        assert_eq!(d.driver_api, DriverApi::Off);
         assert!(d.warnings.is_empty(), "{:?}", d.warnings);
     }
 

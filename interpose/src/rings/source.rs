@@ -9,6 +9,7 @@
 use super::record::{self, ApiNames, RawFrame};
 use super::{drain_all, HostRecord, REC_API, REC_PYSTACK};
 use crate::base::tsc::Converter;
+use crate::base::{apis, claims};
 use crate::writer::{Sink, Source};
 use gputrace_format::{self as fmt, Event};
 use std::collections::{HashMap, HashSet};
@@ -49,6 +50,8 @@ pub struct RingSource {
     pending: HashMap<u32, PendingStack>,
     /// Each ring's cost totals (calls, ticks) when last written, by ring.
     costs: HashMap<usize, (u64, u64)>,
+    /// For `base::claims`, while it watches: what this drain held.
+    drained: claims::Drained,
 }
 
 impl RingSource {
@@ -62,6 +65,7 @@ impl RingSource {
             stacks: None,
             pending: HashMap::new(),
             costs: HashMap::new(),
+            drained: claims::Drained::default(),
         }
     }
 
@@ -152,6 +156,17 @@ impl RingSource {
         conv
     }
 
+    /// An API record, for `base::claims`: a successful runtime kernel launch claims
+    /// its kernel; every call's id may lower the fence.
+    fn note_claim(&mut self, r: &HostRecord) {
+        self.drained.call(r.corr);
+        let launch = r.a == fmt::DOMAIN_RUNTIME as u16
+            && apis::find(fmt::DOMAIN_RUNTIME, r.b).is_some_and(|i| i.launches_kernel());
+        if launch && r.x[2] == 0 && r.corr != 0 {
+            self.drained.launches.push(r.corr);
+        }
+    }
+
     fn record(&mut self, tid: u32, r: &HostRecord, out: &mut Sink<'_>) {
         if self.threads.insert(tid) {
             if let Ok(name) = std::fs::read_to_string(format!("/proc/self/task/{tid}/comm")) {
@@ -164,6 +179,9 @@ impl RingSource {
             return;
         }
         let pushed = if r.kind == REC_API {
+            if claims::watching() {
+                self.note_claim(r);
+            }
             let mut c = *r;
             let conv = self.conv();
             (c.t0, c.t1) = (conv.to_real(c.t0), conv.to_real(c.t1));
@@ -206,6 +224,10 @@ impl Source for RingSource {
             self.record(tid, &r, out);
         }
         self.batch = batch;
+        if claims::watching() {
+            self.drained.dropped = dropped > 0;
+            claims::note_calls(&mut self.drained);
+        }
         if dropped > 0 {
             out.push(Event::Dropped {
                 ts: crate::base::clock::now_ns(),

@@ -16,8 +16,9 @@ pub mod records;
 pub mod source;
 
 use crate::base::ffi::entry;
+use crate::base::opts::DriverApi;
 use crate::base::opts::Opts;
-use crate::base::{apis, clock, discover, internal, log, state};
+use crate::base::{apis, claims, clock, discover, internal, log, state};
 use crate::writer;
 use callback::api_callback;
 use cupti_sys::{self as sys, CuptiError};
@@ -41,7 +42,7 @@ pub struct Collector {
     runtime_api: bool,
     /// Runtime calls as CUPTI RUNTIME activity records instead of callbacks.
     api_activity: bool,
-    driver_api: bool,
+    driver_api: DriverApi,
     cupti_flush_ms: u64,
     per_thread_buffers: bool,
     device_buffer_mb: Option<usize>,
@@ -143,6 +144,10 @@ impl std::fmt::Display for Error {
 
 impl std::error::Error for Error {}
 
+/// Set once the program was seen launching kernels through the driver API (sticky).
+static DRIVER_LAUNCHES_ON: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
 /// Set once a kernel of a CUDA graph was recorded (sticky: the program replays graphs).
 static GRAPH_SEEN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
@@ -204,7 +209,11 @@ impl Collector {
                         // call under each runtime call could not be told apart and
                         // would be recorded as the program's own (GPUTRACE_API=0 or
                         // =activity turn both off).
-                        driver_api: opts.driver_api && opts.runtime_api,
+                        driver_api: if opts.runtime_api {
+                            opts.driver_api
+                        } else {
+                            DriverApi::Off
+                        },
                         cupti_flush_ms: opts.cupti_flush_ms.unwrap_or(opts.flush_ms),
                         per_thread_buffers: opts.per_thread_buffers,
                         device_buffer_mb: opts.device_buffer_mb,
@@ -282,7 +291,7 @@ impl Collector {
             self.cupti,
             cuptiActivityFlushPeriod(self.cupti_flush_ms as u32)
         );
-        if self.runtime_api || self.driver_api {
+        if self.runtime_api {
             self.subscribe();
         }
         Ok(())
@@ -347,7 +356,7 @@ impl Collector {
     /// Subscribes for the API callbacks if we are not subscribed (the program's own
     /// subscriber, which kept us out, may have gone).
     pub fn ensure_subscribed(&self) {
-        if (self.runtime_api || self.driver_api) && self.subscriber.load(Ordering::Acquire) == 0 {
+        if self.runtime_api && self.subscriber.load(Ordering::Acquire) == 0 {
             let _g = internal::Internal::enter();
             self.subscribe();
         }
@@ -374,31 +383,74 @@ impl Collector {
             return;
         }
         self.subscriber.store(sub as usize, Ordering::Release);
-        let enable = |domain, table: &[apis::ApiInfo]| {
-            for a in table {
-                if let Err(e) = call!(self.cupti, cuptiEnableCallback(1, sub, domain, a.cbid)) {
-                    log::debug(&format!(
-                        "callback {} not enabled: {}",
-                        a.name,
-                        self.result_string(e)
-                    ));
-                }
-            }
+        let runtime: Vec<&apis::ApiInfo> = apis::RUNTIME.iter().collect();
+        self.enable(
+            sub,
+            sys::CUpti_CallbackDomain_CUPTI_CB_DOMAIN_RUNTIME_API,
+            &runtime,
+        );
+        // Driver kernel launches: from the start where asked (or where an earlier
+        // window saw the program make them), else once seen (`base::claims`).
+        let launches = match self.driver_api {
+            DriverApi::Off => None,
+            DriverApi::On => Some(true),
+            DriverApi::Auto => Some(DRIVER_LAUNCHES_ON.load(Ordering::Acquire)),
         };
-        if self.runtime_api {
-            enable(
-                sys::CUpti_CallbackDomain_CUPTI_CB_DOMAIN_RUNTIME_API,
-                apis::RUNTIME,
-            );
+        if let Some(launches) = launches {
+            let table: Vec<&apis::ApiInfo> = apis::DRIVER
+                .iter()
+                .filter(|a| launches || !a.launches_kernel())
+                .collect();
+            self.enable_driver(sub, &table);
         }
-        if self.driver_api {
-            enable(
-                sys::CUpti_CallbackDomain_CUPTI_CB_DOMAIN_DRIVER_API,
-                apis::DRIVER,
-            );
-        }
+        claims::watch(launches == Some(false));
         // The symbol hooks leave to CUPTI what it now records (exports/hooks/mod.rs).
         state::note_cupti_callbacks(self.runtime_api);
+    }
+
+    fn enable(
+        &self,
+        sub: sys::CUpti_SubscriberHandle,
+        domain: sys::CUpti_CallbackDomain,
+        table: &[&apis::ApiInfo],
+    ) {
+        for a in table {
+            if let Err(e) = call!(self.cupti, cuptiEnableCallback(1, sub, domain, a.cbid)) {
+                log::debug(&format!(
+                    "callback {} not enabled: {}",
+                    a.name,
+                    self.result_string(e)
+                ));
+            }
+        }
+    }
+
+    fn enable_driver(&self, sub: sys::CUpti_SubscriberHandle, table: &[&apis::ApiInfo]) {
+        self.enable(
+            sub,
+            sys::CUpti_CallbackDomain_CUPTI_CB_DOMAIN_DRIVER_API,
+            table,
+        );
+    }
+
+    /// The program launches kernels through the driver API (`base::claims` saw them):
+    /// the driver's launch callbacks go on, for this window and every later one. Called
+    /// on the writer thread.
+    pub fn enable_driver_launches(&self) {
+        DRIVER_LAUNCHES_ON.store(true, Ordering::Release);
+        let sub = self.subscriber.load(Ordering::Acquire);
+        if sub == 0 || !state::is_tracing() {
+            return;
+        }
+        let _g = internal::Internal::enter();
+        let table: Vec<&apis::ApiInfo> = apis::DRIVER
+            .iter()
+            .filter(|a| a.launches_kernel())
+            .collect();
+        self.enable_driver(sub as sys::CUpti_SubscriberHandle, &table);
+        log::debug(
+            "kernels launched through the driver API seen: its launch calls recorded from now on",
+        );
     }
 
     /// Hands every finished record to the writer.
@@ -415,6 +467,7 @@ impl Collector {
     /// Switches collection off: flushes, disables our kinds, drops our subscriber.
     pub fn stop(&self) {
         self.flush(true);
+        claims::watch(false);
         {
             let _g = internal::Internal::enter();
             for (kind, _, _, _) in KINDS {

@@ -4,7 +4,7 @@
 
 use super::buffers::{self, Completed};
 use super::{call, records, Collector};
-use crate::base::clock;
+use crate::base::{claims, clock};
 use crate::rings::record::ApiNames;
 use crate::rings::{HostRecord, REC_API};
 use crate::writer::{Sink, Source};
@@ -17,6 +17,8 @@ pub struct CuptiSource {
     /// (they differ by more than a second); 0 when both are CLOCK_REALTIME.
     gpu_offset: i64,
     api_names: ApiNames,
+    /// Kernels decoded while `base::claims` watches (reused).
+    kernels: Vec<u32>,
 }
 
 impl CuptiSource {
@@ -25,6 +27,7 @@ impl CuptiSource {
             c,
             gpu_offset: 0,
             api_names: ApiNames::default(),
+            kernels: Vec::new(),
         }
     }
 
@@ -94,12 +97,25 @@ impl CuptiSource {
                 }
             }
         }
+        if claims::watching() {
+            self.kernels
+                .extend(out.events[first..].iter().filter_map(|e| match e {
+                    Event::Kernel(k) if k.graph_id == 0 && k.corr != 0 => Some(k.corr),
+                    _ => None,
+                }));
+            if claims::note_kernels(&mut self.kernels) {
+                self.c.enable_driver_launches();
+            }
+        }
         note_progress(out.events, first);
     }
 }
 
 impl Source for CuptiSource {
     fn drain(&mut self, out: &mut Sink<'_>) {
+        if claims::resolve() {
+            self.c.enable_driver_launches();
+        }
         for buf in buffers::take_completed() {
             self.decode(&buf, out);
             buf.recycle();
