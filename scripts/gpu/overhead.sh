@@ -26,6 +26,9 @@ LIB=$ROOT/target/release/libgputrace.so
 [ -f "$LIB" ] || { echo "missing $LIB (carry target/release/libgputrace.so)"; exit 2; }
 W=/tmp/overhead-ab; rm -rf "$W"; mkdir -p "$W"
 B=("$ROOT/scripts/workloads/bench/bench_workload.py" --only "${ONLY:-launch,mlp,resnet50,gen,loader}" --launch-reps "${LAUNCH_REPS:-10}")
+# PIN_MAIN=CPU: the main thread on that CPU alone, the process's other threads on the
+# rest of CPUS (bench_workload.py --pin-main).
+[ -n "${PIN_MAIN:-}" ] && B+=(--pin-main "$PIN_MAIN")
 export PYTHONUNBUFFERED=1
 P=(taskset -c "$CPUS")
 # Modes: untraced, torch_profiler, and each traced mode with the settings it adds to

@@ -28,14 +28,11 @@ pub fn mono_ns() -> u64 {
     read(libc::CLOCK_MONOTONIC)
 }
 
-thread_local! {
-    static TID: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
-}
-
 /// The kernel thread id of the caller, cached per thread.
 #[inline]
 pub fn tid() -> u32 {
-    TID.with(|t| {
+    super::local::with(|l| {
+        let t = &l.tid;
         let v = t.get();
         if v != 0 {
             return v;
@@ -49,5 +46,5 @@ pub fn tid() -> u32 {
 
 /// Forgets the forking thread's cached id: in the child it is a new thread.
 pub fn reset_tid_after_fork() {
-    TID.with(|t| t.set(0));
+    super::local::with(|l| l.tid.set(0));
 }

@@ -8,6 +8,7 @@ pub mod clock;
 pub mod discover;
 pub mod ffi;
 pub mod internal;
+pub mod local;
 pub mod log;
 pub mod opts;
 pub mod state;

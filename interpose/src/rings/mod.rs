@@ -12,7 +12,8 @@
 pub mod record;
 pub mod source;
 
-use std::cell::{Cell, UnsafeCell};
+use crate::base::{local, tsc};
+use std::cell::UnsafeCell;
 use std::mem::MaybeUninit;
 use std::ptr;
 use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicU8, AtomicUsize, Ordering};
@@ -88,8 +89,13 @@ static RINGS: AtomicPtr<Ring> = AtomicPtr::new(ptr::null_mut());
 static LOST_NO_RING: AtomicU64 = AtomicU64::new(0);
 
 thread_local! {
-    static MINE: Cell<*const Ring> = const { Cell::new(ptr::null()) };
     static RELEASE: ReleaseOnExit = const { ReleaseOnExit };
+}
+
+/// This thread's ring (null: none yet), kept in `base::local`.
+#[inline]
+fn mine(l: &local::Local) -> *const Ring {
+    l.ring.get() as *const Ring
 }
 
 /// Marks the thread's ring orphaned when the thread exits.
@@ -97,9 +103,7 @@ struct ReleaseOnExit;
 
 impl Drop for ReleaseOnExit {
     fn drop(&mut self) {
-        let r = MINE
-            .try_with(|m| m.replace(ptr::null()))
-            .unwrap_or(ptr::null());
+        let r = local::with(|l| l.ring.replace(ptr::null())) as *const Ring;
         if !r.is_null() {
             // SAFETY: rings are never deallocated while on the list (they are reused).
             unsafe { (*r).owner.store(ORPHANED, Ordering::Release) };
@@ -200,11 +204,11 @@ fn claim_ring(tid: u32) -> *const Ring {
 /// counted as dropped.
 #[inline]
 pub fn push(rec: &HostRecord) -> bool {
-    let r = MINE.try_with(|m| {
-        let mut r = m.get();
+    let r = local::with(|l| {
+        let mut r = mine(l);
         if r.is_null() {
             r = claim_ring(rec.tid);
-            m.set(r);
+            l.ring.set(r as *const ());
             // Arm the exit hook; if TLS is being torn down, the ring simply stays owned.
             let _ = RELEASE.try_with(|_| ());
         }
@@ -212,7 +216,7 @@ pub fn push(rec: &HostRecord) -> bool {
     });
     match r {
         // SAFETY: this thread owns the ring stored in its own TLS slot.
-        Ok(r) if !r.is_null() => unsafe { (*r).push(rec) },
+        r if !r.is_null() => unsafe { (*r).push(rec) },
         _ => {
             LOST_NO_RING.fetch_add(1, Ordering::Relaxed);
             false
@@ -220,26 +224,41 @@ pub fn push(rec: &HostRecord) -> bool {
     }
 }
 
-/// Adds one callback's cost (`ticks` of [`crate::base::tsc::stamp`]) to the calling
-/// thread's totals; nothing when the thread has no ring yet (it gets one at its first
-/// record, so at most its first callback goes uncounted).
+/// One in this many callbacks is timed (odd, so ENTERs and EXITs take turns); each
+/// timed one counts for this many. Two clock reads per callback were a fifth of its
+/// cost.
+pub const OWN_COST_EVERY: u32 = 7;
+
+/// One callback that began at `start` (a [`crate::base::tsc::stamp`]) ends: counted in
+/// the calling thread's totals, and one in [`OWN_COST_EVERY`] timed. Nothing when the
+/// thread has no ring yet (it gets one at its first record, so at most its first
+/// callback goes uncounted).
 #[inline]
-pub fn add_own_cost(ticks: u64) {
-    let r = MINE.try_with(|m| m.get()).unwrap_or(ptr::null());
-    if r.is_null() {
-        return;
-    }
-    // SAFETY: rings live for the life of the process; this thread owns this one, so it
-    // is the only writer of these two counters.
-    let r = unsafe { &*r };
-    r.own_ticks.store(
-        r.own_ticks.load(Ordering::Relaxed).wrapping_add(ticks),
-        Ordering::Relaxed,
-    );
-    r.own_calls.store(
-        r.own_calls.load(Ordering::Relaxed).wrapping_add(1),
-        Ordering::Relaxed,
-    );
+pub fn note_own_call(start: u64) {
+    local::with(|l| {
+        let r = mine(l);
+        if r.is_null() {
+            return;
+        }
+        // SAFETY: rings live for the life of the process; this thread owns this one, so
+        // it is the only writer of these two counters.
+        let r = unsafe { &*r };
+        r.own_calls.store(
+            r.own_calls.load(Ordering::Relaxed).wrapping_add(1),
+            Ordering::Relaxed,
+        );
+        let n = l.untimed.get() + 1;
+        if n < OWN_COST_EVERY {
+            l.untimed.set(n);
+            return;
+        }
+        l.untimed.set(0);
+        let ticks = tsc::stamp().wrapping_sub(start) * OWN_COST_EVERY as u64;
+        r.own_ticks.store(
+            r.own_ticks.load(Ordering::Relaxed).wrapping_add(ticks),
+            Ordering::Relaxed,
+        );
+    })
 }
 
 /// Each ring's running cost totals: `f(ring, tid, calls, ticks)`, `ring` a stable key.
@@ -287,7 +306,7 @@ pub fn drain_all(mut f: impl FnMut(u32, &HostRecord)) -> (usize, u64) {
 pub fn reset_after_fork() {
     RINGS.store(ptr::null_mut(), Ordering::Release);
     LOST_NO_RING.store(0, Ordering::Relaxed);
-    let _ = MINE.try_with(|m| m.set(ptr::null()));
+    local::with(|l| l.ring.set(ptr::null()));
 }
 
 /// Appends the thread id of every ring a live thread owns: the threads that record

@@ -3,40 +3,38 @@
 //! call, so it does as little as it can: no allocation, no lock.
 
 use crate::base::ffi::entry;
-use crate::base::{apis, clock, internal, state, tsc};
+use crate::base::{apis, clock, internal, local, state, tsc};
 use crate::rings::{self, HostRecord, REC_API};
 use crate::session::{pystack, stall};
 use cupti_sys as sys;
 use gputrace_format::{DOMAIN_DRIVER, DOMAIN_RUNTIME};
-use std::cell::Cell;
 use std::ffi::c_void;
 
-thread_local! {
-    /// Set while this thread is inside a runtime call we record (ENTER to EXIT): the
-    /// driver call the runtime makes underneath is then skipped, so each launch, copy
-    /// or sync is recorded once. Runtime calls do not nest, so a flag is enough; were an
-    /// EXIT ever lost, the next runtime call's EXIT clears it.
-    static IN_RUNTIME: Cell<bool> = const { Cell::new(false) };
-}
-
-/// Adds the time since its stamp to the thread's cost totals when dropped.
+/// Counts the callback in the thread's cost totals when dropped (and times one in
+/// [`rings::OWN_COST_EVERY`] from its stamp).
 struct OwnCost(u64);
 
 impl Drop for OwnCost {
     #[inline]
     fn drop(&mut self) {
-        rings::add_own_cost(tsc::stamp().wrapping_sub(self.0));
+        rings::note_own_call(self.0);
     }
 }
 
-/// True for a driver call made underneath a runtime call we record.
+/// True for a driver call made underneath a runtime call we record. The thread's
+/// `in_runtime` flag (`base::local`) is set from a runtime call's ENTER to its EXIT:
+/// the driver call the runtime makes underneath is then skipped, so each launch, copy
+/// or sync is recorded once. Runtime calls do not nest, so a flag is enough; were an
+/// EXIT ever lost, the next runtime call's EXIT clears it.
 #[inline]
 fn nested_driver_call(driver: bool, enter: bool) -> bool {
-    if driver {
-        return IN_RUNTIME.try_with(|f| f.get()).unwrap_or(false);
-    }
-    let _ = IN_RUNTIME.try_with(|f| f.set(enter));
-    false
+    local::with(|l| {
+        if driver {
+            return l.in_runtime.get();
+        }
+        l.in_runtime.set(enter);
+        false
+    })
 }
 
 /// Subscribed with `cuptiSubscribe`; CUPTI calls it at ENTER and EXIT of each enabled
@@ -69,7 +67,9 @@ pub unsafe extern "C" fn api_callback(
         // The time spent in here from now on, added to this thread's totals on the way
         // out (written to the trace as TracerCost events by the writer). The skip above
         // (one thread-local read) is left out: timing it would cost more than it does.
-        let _cost = OwnCost(tsc::stamp());
+        // The same stamp is the call's entry (ENTER) or end (EXIT) time.
+        let now = tsc::stamp();
+        let _cost = OwnCost(now);
         if !state::is_tracing() || internal::is_internal() || d.correlationData.is_null() {
             return;
         }
@@ -83,7 +83,7 @@ pub unsafe extern "C" fn api_callback(
         let info = apis::find(dom, cbid);
         let site = info.is_some_and(|i| i.site);
         if d.callbackSite == sys::CUpti_ApiCallbackSite_CUPTI_API_ENTER {
-            let t0 = tsc::stamp();
+            let t0 = now;
             // SAFETY: correlationData is a per-call u64 slot CUPTI keeps from ENTER to EXIT.
             unsafe { *d.correlationData = t0 };
             // Which call this thread is inside, for a stall report.
@@ -94,7 +94,7 @@ pub unsafe extern "C" fn api_callback(
             }
             return;
         }
-        let end = tsc::stamp();
+        let end = now;
         stall::call_exit();
         // SAFETY: as above; written by our ENTER callback of the same call.
         let start = unsafe { *d.correlationData };

@@ -301,31 +301,35 @@ static CALLS: [CallSlot; MAX_THREADS] = [const {
 }; MAX_THREADS];
 static CALLS_USED: AtomicUsize = AtomicUsize::new(0);
 
-thread_local! {
-    /// This thread's index in CALLS, plus 1 (0: none yet; usize::MAX: none free).
-    static MY_CALL: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+/// A free slot in CALLS for the calling thread: its index plus 1 (usize::MAX: none).
+#[cold]
+fn take_slot() -> usize {
+    let i = CALLS_USED.fetch_add(1, Ordering::AcqRel);
+    if i < MAX_THREADS {
+        CALLS[i]
+            .tid
+            .store(crate::base::clock::tid(), Ordering::Release);
+        i + 1
+    } else {
+        usize::MAX
+    }
 }
 
+/// This thread's slot in CALLS (its index plus 1 is kept in `base::local`).
+#[inline]
 fn my_slot() -> Option<&'static CallSlot> {
-    let i = MY_CALL.try_with(|c| {
+    let i = crate::base::local::with(|l| {
+        let c = &l.call_slot;
         let v = c.get();
         if v != 0 {
             return v;
         }
-        let i = CALLS_USED.fetch_add(1, Ordering::AcqRel);
-        let v = if i < MAX_THREADS {
-            CALLS[i]
-                .tid
-                .store(crate::base::clock::tid(), Ordering::Release);
-            i + 1
-        } else {
-            usize::MAX
-        };
+        let v = take_slot();
         c.set(v);
         v
     });
     match i {
-        Ok(v) if v != 0 && v != usize::MAX => Some(&CALLS[v - 1]),
+        v if v != 0 && v != usize::MAX => Some(&CALLS[v - 1]),
         _ => None,
     }
 }
@@ -420,7 +424,7 @@ pub fn forget_after_fork() {
         s.nccl.store(0, Ordering::Relaxed);
     }
     CALLS_USED.store(0, Ordering::Release);
-    let _ = MY_CALL.try_with(|c| c.set(0));
+    crate::base::local::with(|l| l.call_slot.set(0));
     LAST_COMPLETION.store(0, Ordering::Relaxed);
     LAST_END.store(0, Ordering::Relaxed);
     if let Ok(mut v) = INCOMPLETE.try_lock() {

@@ -1,0 +1,44 @@
+//! The tracer's per-thread state, in one thread-local block. In a shared object every
+//! thread-local variable is reached through a call (`__tls_get_addr`), and the CUPTI
+//! callback on a program's launch path needs most of these: as separate variables that
+//! was four or five calls per callback; as fields of one block, the compiler reaches it
+//! once per inlined path. Each field belongs to the module named beside it, which alone
+//! reads and writes it.
+
+use std::cell::Cell;
+
+pub struct Local {
+    /// `base::internal`: depth of the tracer's own scopes on this thread.
+    pub internal: Cell<u32>,
+    /// `base::clock`: the kernel thread id (0: not read yet).
+    pub tid: Cell<u32>,
+    /// `session::cupti::callback`: inside a recorded runtime call.
+    pub in_runtime: Cell<bool>,
+    /// `rings`: callbacks since the last one whose cost was timed.
+    pub untimed: Cell<u32>,
+    /// `rings`: this thread's ring (null: none yet).
+    pub ring: Cell<*const ()>,
+    /// `session::stall`: this thread's call slot, plus 1 (0: none yet; usize::MAX: none
+    /// free).
+    pub call_slot: Cell<usize>,
+}
+
+thread_local! {
+    static LOCAL: Local = const {
+        Local {
+            internal: Cell::new(0),
+            tid: Cell::new(0),
+            in_runtime: Cell::new(false),
+            untimed: Cell::new(0),
+            ring: Cell::new(std::ptr::null()),
+            call_slot: Cell::new(0),
+        }
+    };
+}
+
+/// Runs `f` on this thread's block. The block needs no destructor, so it can be reached
+/// for the whole life of the thread, its thread-local destructors included.
+#[inline(always)]
+pub fn with<R>(f: impl FnOnce(&Local) -> R) -> R {
+    LOCAL.with(f)
+}
