@@ -8,8 +8,8 @@ out of the ratio. Also shows that windows open and close repeatedly in one proce
 
     window_ab.py [--workload launch|mlp|resnet50] [--windows 8] [--blocks 20]
 
-Workloads as in bench_workload.py: a block is 2000 launches (us per launch), 10 MLP steps
-or 3 ResNet-50 steps (us per step).
+Workloads as in bench_workload.py: a block is 2000 launches (us per launch), 10 MLP steps,
+3 ResNet-50 steps (us per step) or 32 generated tokens (us per 32 tokens).
 Prints one JSON line: per pair the median block time dormant and in the
 window, their ratio, the same for the fastest block (ratio_min: interference only adds
 time), the trace each window wrote; and the medians of the ratios.
@@ -22,7 +22,7 @@ p = argparse.ArgumentParser()
 p.add_argument("--windows", type=int, default=8)
 p.add_argument("--blocks", type=int, default=20, help="timed blocks of 2000 launches per half")
 p.add_argument("--window-ms", type=int, default=2500)
-p.add_argument("--workload", default="launch", choices=["launch", "mlp", "resnet50"])
+p.add_argument("--workload", default="launch", choices=["launch", "mlp", "resnet50", "gen"])
 a = p.parse_args()
 dev = "cuda"
 torch.manual_seed(0)
@@ -35,6 +35,9 @@ if a.workload == "launch":
         x.add_(1)
 elif a.workload == "mlp":
     step, per = steps.mlp(dev), 10
+elif a.workload == "gen":
+    # One block: 32 tokens generated one by one at batch 1 (us per 32 tokens).
+    step, per = steps.gpt_generate(dev, 32), 1
 else:
     step, per = steps.resnet50(dev), 3
 

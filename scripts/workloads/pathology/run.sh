@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every workload under gputrace and checks the reports against expect.json.
 #   scripts/workloads/pathology/run.sh [OUT_DIR]        (GPUTRACE=path/to/gputrace, PY=python3)
+#   ONLY=jax_dispatch,healthy scripts/workloads/pathology/run.sh OUT   # those workloads only
 set -u
 here="$(cd "$(dirname "$0")" && pwd)"
 out="${1:-gputrace-workloads}"
@@ -10,6 +11,7 @@ mkdir -p "$out"
 for w in "$here"/*.py; do
   name="$(basename "$w" .py)"
   [ "$name" = check ] && continue
+  case ",${ONLY:-$name}," in *",$name,"*) ;; *) continue ;; esac
   rm -rf "$out/traces-$name"
   echo "== $name" >&2
   # Settings a workload needs (expect.json "env").
@@ -19,4 +21,4 @@ for w in "$here"/*.py; do
   "$gt" report --json "${traces[@]}" > "$out/$name.json" 2>> "$out/$name.log"
   "$gt" report "${traces[@]}" > "$out/$name.txt" 2>> "$out/$name.log"
 done
-"$py" "$here/check.py" "$out"
+"$py" "$here/check.py" "$out" ${ONLY:+--only "$ONLY"}
