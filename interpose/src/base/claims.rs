@@ -11,6 +11,12 @@
 //! measurable part of the tracer's cost. Once [`SWITCH_AFTER`] unclaimed kernels are
 //! seen, the launch callbacks go on for the rest of the process.
 //!
+//! A driver call recorded from the start (a copy, a sync, a graph launch: those are on
+//! in `auto`) that is the program's own, not one a runtime call makes underneath, says
+//! the same sooner: XLA copies and syncs through the driver before its first kernel
+//! completes, and CUPTI may hold a JAX program's kernel records for seconds. Such a call
+//! switches the launch callbacks on at the next pass.
+//!
 //! Everything here runs on the writer thread: the rings' source notes the runtime
 //! launches it drains, the CUPTI source the kernels it decodes. CUPTI's buffers are
 //! drained before the rings in a pass, so a kernel not claimed yet is held until the
@@ -49,6 +55,8 @@ const MAX_LAUNCHES: usize = 1 << 20;
 static WATCHING: AtomicBool = AtomicBool::new(false);
 /// Kernels are held for the next pass.
 static HELD: AtomicBool = AtomicBool::new(false);
+/// A driver call of the program's own was recorded: switch at the next pass.
+static DRIVER_CALL: AtomicBool = AtomicBool::new(false);
 static STATE: Mutex<Option<Claims>> = Mutex::new(None);
 
 /// Correlation ids are consecutive integers: a multiplicative hash spreads them well
@@ -86,15 +94,37 @@ struct Claims {
     gap: Option<u32>,
     /// The highest id of any call drained.
     highest: u32,
+    /// Kernels judged, by outcome (for the debug log).
+    tally: Tally,
+}
+
+/// What became of the kernels looked at.
+#[derive(Default, Debug, Clone, Copy)]
+pub struct Tally {
+    pub claimed: u64,
+    pub before_fence: u64,
+    pub around_drops: u64,
+    pub unclaimed: u64,
+    pub no_id: u64,
 }
 
 impl Claims {
     /// Kernel `c`, whose launch had every chance to be recorded: unclaimed?
     fn unclaimed(&mut self, c: u32) -> bool {
-        !(self.launched.remove(&c)
-            || c < self.fence
-            || self.gap.is_some_and(|g| c >= g)
-            || self.excused.iter().any(|&(a, b)| (a..=b).contains(&c)))
+        let t = &mut self.tally;
+        if self.launched.remove(&c) {
+            t.claimed += 1;
+        } else if c < self.fence {
+            t.before_fence += 1;
+        } else if self.gap.is_some_and(|g| c >= g)
+            || self.excused.iter().any(|&(a, b)| (a..=b).contains(&c))
+        {
+            t.around_drops += 1;
+        } else {
+            t.unclaimed += 1;
+            return true;
+        }
+        false
     }
 }
 
@@ -103,11 +133,19 @@ fn with<R>(f: impl FnOnce(&mut Claims) -> R) -> R {
     f(g.get_or_insert_with(Claims::default))
 }
 
-/// Starts (or stops) watching, forgetting what an earlier window saw.
-pub fn watch(on: bool) {
-    with(|c| *c = Claims::default());
+/// Starts (or stops) watching, forgetting what an earlier window saw; returns what was
+/// seen since the last call.
+pub fn watch(on: bool) -> Tally {
+    let t = with(|c| std::mem::take(c).tally);
     HELD.store(false, Ordering::Release);
+    DRIVER_CALL.store(false, Ordering::Release);
     WATCHING.store(on, Ordering::Release);
+    t
+}
+
+/// What became of the kernels looked at so far.
+pub fn tally() -> Tally {
+    with(|c| c.tally)
 }
 
 /// Are runtime launches and kernels to be noted?
@@ -125,6 +163,8 @@ pub struct Drained {
     pub lowest: u32,
     pub highest: u32,
     pub dropped: bool,
+    /// A driver-API call the program made itself (nested ones are never recorded).
+    pub driver_call: bool,
 }
 
 impl Drained {
@@ -142,13 +182,16 @@ impl Drained {
 
 /// The rings' source drained `d`; it is emptied for the next drain.
 pub fn note_calls(d: &mut Drained) {
+    if d.driver_call && watching() {
+        DRIVER_CALL.store(true, Ordering::Release);
+    }
     if !watching() || (d.lowest == 0 && !d.dropped) {
         d.launches.clear();
-        (d.lowest, d.highest, d.dropped) = (0, 0, false);
+        (d.lowest, d.highest, d.dropped, d.driver_call) = (0, 0, false, false);
         return;
     }
     let (lowest, highest, dropped) = (d.lowest, d.highest, d.dropped);
-    (d.lowest, d.highest, d.dropped) = (0, 0, false);
+    (d.lowest, d.highest, d.dropped, d.driver_call) = (0, 0, false, false);
     let launches = &mut d.launches;
     with(|c| {
         if lowest != 0 && (c.fence == 0 || lowest < c.fence) {
@@ -185,7 +228,8 @@ pub fn note_calls(d: &mut Drained) {
     });
 }
 
-/// The CUPTI source decoded these kernels (ids of kernels outside graphs, 0s left out).
+/// The CUPTI source decoded these kernels (ids of kernels outside graphs; a 0 is a
+/// kernel CUPTI gave no id, counted and left out).
 /// True once the unclaimed ones reach [`SWITCH_AFTER`]: the caller switches the
 /// driver's launch callbacks on; watching stops. Empties `kernels`.
 pub fn note_kernels(kernels: &mut Vec<u32>) -> bool {
@@ -196,7 +240,11 @@ pub fn note_kernels(kernels: &mut Vec<u32>) -> bool {
     let switch = with(|c| {
         settle(c);
         for id in kernels.drain(..) {
-            if !c.launched.remove(&id) {
+            if id == 0 {
+                c.tally.no_id += 1;
+            } else if c.launched.remove(&id) {
+                c.tally.claimed += 1;
+            } else {
                 c.held.push(id);
             }
         }
@@ -205,7 +253,7 @@ pub fn note_kernels(kernels: &mut Vec<u32>) -> bool {
             c.held.drain(..extra);
         }
         HELD.store(!c.held.is_empty(), Ordering::Release);
-        c.unclaimed >= SWITCH_AFTER
+        c.unclaimed >= SWITCH_AFTER || DRIVER_CALL.load(Ordering::Acquire)
     });
     if switch {
         WATCHING.store(false, Ordering::Release);
@@ -216,7 +264,7 @@ pub fn note_kernels(kernels: &mut Vec<u32>) -> bool {
 /// At the start of a CUPTI drain: the kernels held at the last one, looked at again
 /// now that the rings were drained in between. True as [`note_kernels`].
 pub fn resolve() -> bool {
-    if !watching() || !HELD.load(Ordering::Acquire) {
+    if !watching() || !(HELD.load(Ordering::Acquire) || DRIVER_CALL.load(Ordering::Acquire)) {
         return false;
     }
     note_kernels(&mut Vec::new())
@@ -247,6 +295,7 @@ mod tests {
             lowest,
             highest,
             dropped,
+            driver_call: false,
         };
         note_calls(&mut d);
         assert!(d.launches.is_empty() && d.lowest == 0 && !d.dropped);
@@ -300,6 +349,31 @@ mod tests {
         assert!(!kernels(1500..1510));
         assert!(!kernels([1600, 1601, 1602, 1603]));
         assert!(resolve(), "beyond the range: unclaimed");
+
+        // A driver call of the program's own switches at the next pass, kernels or not.
+        watch(true);
+        calls(2000..2010, 2000, 2009, false);
+        let mut d = Drained {
+            lowest: 2011,
+            highest: 2011,
+            driver_call: true,
+            ..Drained::default()
+        };
+        note_calls(&mut d);
+        assert!(!d.driver_call);
+        assert!(resolve());
+        assert!(!watching());
+
+        // What became of the kernels, for the debug log.
+        watch(true);
+        calls(3000..3004, 3000, 3003, false);
+        assert!(!kernels([2990, 3000, 3001, 0, 3100]));
+        assert!(!resolve());
+        let t = tally();
+        assert_eq!(
+            (t.claimed, t.before_fence, t.no_id, t.unclaimed),
+            (2, 1, 1, 1)
+        );
 
         // Launches whose kernels never come are forgotten, oldest first, and the queue
         // does not keep ids whose kernels came.

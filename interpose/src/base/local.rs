@@ -14,6 +14,9 @@ pub struct Local {
     pub tid: Cell<u32>,
     /// `session::cupti::callback`: inside a recorded runtime call.
     pub in_runtime: Cell<bool>,
+    /// `session::cupti::callback`: the correlation id of the call whose ENTER was
+    /// recorded last (0: none).
+    pub entered: Cell<u32>,
     /// `rings`: callbacks since the last one whose cost was timed.
     pub untimed: Cell<u32>,
     /// `rings`: this thread's ring (null: none yet).
@@ -29,6 +32,7 @@ thread_local! {
             internal: Cell::new(0),
             tid: Cell::new(0),
             in_runtime: Cell::new(false),
+            entered: Cell::new(0),
             untimed: Cell::new(0),
             ring: Cell::new(std::ptr::null()),
             call_slot: Cell::new(0),

@@ -261,6 +261,10 @@ pub fn note_own_call(start: u64) {
     })
 }
 
+/// The rings are process-global: tests that drain them must not overlap.
+#[cfg(test)]
+pub(crate) static TEST_SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// Each ring's running cost totals: `f(ring, tid, calls, ticks)`, `ring` a stable key.
 pub fn own_costs(mut f: impl FnMut(usize, u32, u64, u64)) {
     let mut p = RINGS.load(Ordering::Acquire);
@@ -338,10 +342,8 @@ pub fn ring_count() -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Mutex;
 
-    // The rings are process-global: tests that drain them must not overlap.
-    static SERIAL: Mutex<()> = Mutex::new(());
+    use super::TEST_SERIAL as SERIAL;
 
     fn rec(tid: u32, i: u64) -> HostRecord {
         HostRecord {

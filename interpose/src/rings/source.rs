@@ -157,9 +157,13 @@ impl RingSource {
     }
 
     /// An API record, for `base::claims`: a successful runtime kernel launch claims
-    /// its kernel; every call's id may lower the fence.
+    /// its kernel; every call's id may lower the fence; a driver call (recorded only
+    /// when the program made it itself) says the program uses the driver API.
     fn note_claim(&mut self, r: &HostRecord) {
         self.drained.call(r.corr);
+        if r.a == fmt::DOMAIN_DRIVER as u16 {
+            self.drained.driver_call = true;
+        }
         let launch = r.a == fmt::DOMAIN_RUNTIME as u16
             && apis::find(fmt::DOMAIN_RUNTIME, r.b).is_some_and(|i| i.launches_kernel());
         if launch && r.x[2] == 0 && r.corr != 0 {

@@ -86,6 +86,7 @@ pub unsafe extern "C" fn api_callback(
             let t0 = now;
             // SAFETY: correlationData is a per-call u64 slot CUPTI keeps from ENTER to EXIT.
             unsafe { *d.correlationData = t0 };
+            local::with(|l| l.entered.set(d.correlationId));
             // Which call this thread is inside, for a stall report.
             stall::call_enter(dom, cbid, t0);
             if site {
@@ -96,6 +97,12 @@ pub unsafe extern "C" fn api_callback(
         }
         let end = now;
         stall::call_exit();
+        // An EXIT whose ENTER we did not see (the call began before tracing, or before
+        // its callbacks were switched on): its slot holds no stamp of ours, so there is
+        // no record to make. Calls we record do not nest, so one id per thread suffices.
+        if local::with(|l| l.entered.replace(0)) != d.correlationId {
+            return;
+        }
         // SAFETY: as above; written by our ENTER callback of the same call.
         let start = unsafe { *d.correlationData };
         let tid = clock::tid();
@@ -157,4 +164,62 @@ unsafe fn launch_dims(dom: u8, cbid: u32, params: *const u8) -> [u32; 6] {
         *o = unsafe { (params.add(8 + 4 * i) as *const u32).read_unaligned() };
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One callback of runtime call `cbid` with id `corr` at `site`, as CUPTI makes it.
+    fn callback(cbid: u32, corr: u32, site: sys::CUpti_ApiCallbackSite, slot: &mut u64) {
+        let mut ret: i32 = 0;
+        // SAFETY: CUpti_CallbackData is plain C data; all zeroes is a valid value.
+        let mut d: sys::CUpti_CallbackData = unsafe { std::mem::zeroed() };
+        d.callbackSite = site;
+        d.correlationId = corr;
+        d.correlationData = slot;
+        d.functionReturnValue = &mut ret as *mut i32 as *mut c_void;
+        // SAFETY: a CUpti_CallbackData of a runtime call, as CUPTI passes it.
+        unsafe {
+            api_callback(
+                std::ptr::null_mut(),
+                sys::CUpti_CallbackDomain_CUPTI_CB_DOMAIN_RUNTIME_API,
+                cbid,
+                &d as *const sys::CUpti_CallbackData as *const c_void,
+            )
+        };
+    }
+
+    #[test]
+    fn an_exit_whose_enter_was_not_seen_makes_no_record() {
+        let _g = rings::TEST_SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        let before = state::get();
+        state::set(state::TRACING);
+        let tid = std::thread::spawn(|| {
+            let (enter, exit) = (
+                sys::CUpti_ApiCallbackSite_CUPTI_API_ENTER,
+                sys::CUpti_ApiCallbackSite_CUPTI_API_EXIT,
+            );
+            // cudaStreamSynchronize (131): a pair, an EXIT alone whose slot holds a
+            // stale stamp (its ENTER came before tracing), then a pair again.
+            let mut slot = 0u64;
+            callback(131, 7, enter, &mut slot);
+            callback(131, 7, exit, &mut slot);
+            let mut stale = 12_345u64;
+            callback(131, 8, exit, &mut stale);
+            callback(131, 9, enter, &mut slot);
+            callback(131, 9, exit, &mut slot);
+            clock::tid()
+        })
+        .join()
+        .unwrap();
+        state::set(before);
+        let mut corrs = Vec::new();
+        rings::drain_all(|t, r| {
+            if t == tid && r.kind == REC_API {
+                corrs.push(r.corr);
+            }
+        });
+        assert_eq!(corrs, vec![7, 9]);
+    }
 }

@@ -448,9 +448,10 @@ impl Collector {
             .filter(|a| a.launches_kernel())
             .collect();
         self.enable_driver(sub as sys::CUpti_SubscriberHandle, &table);
-        log::debug(
-            "kernels launched through the driver API seen: its launch calls recorded from now on",
-        );
+        log::debug(&format!(
+            "the program uses the driver API (a call of its own, or kernels no runtime launch claims: {:?}): driver launch calls recorded from now on",
+            claims::tally()
+        ));
     }
 
     /// Hands every finished record to the writer.
@@ -467,7 +468,12 @@ impl Collector {
     /// Switches collection off: flushes, disables our kinds, drops our subscriber.
     pub fn stop(&self) {
         self.flush(true);
-        claims::watch(false);
+        if claims::watching() {
+            log::debug(&format!(
+                "driver launch callbacks stayed off: {:?}",
+                claims::watch(false)
+            ));
+        }
         {
             let _g = internal::Internal::enter();
             for (kind, _, _, _) in KINDS {

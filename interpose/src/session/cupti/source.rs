@@ -100,7 +100,7 @@ impl CuptiSource {
         if claims::watching() {
             self.kernels
                 .extend(out.events[first..].iter().filter_map(|e| match e {
-                    Event::Kernel(k) if k.graph_id == 0 && k.corr != 0 => Some(k.corr),
+                    Event::Kernel(k) if k.graph_id == 0 => Some(k.corr),
                     _ => None,
                 }));
             if claims::note_kernels(&mut self.kernels) {
