@@ -306,7 +306,7 @@ pub const SETTINGS: &[Setting] = &[
     s(n::MODE, "trace", TEXT, "`trace`, `dormant` (loaded, recording nothing until a window opens) or `off`", Library),
     s(n::CUPTI, "search", TEXT, "the libcupti to use", Library),
     s(n::API, "1", TEXT, "record the host side of runtime API calls (CUPTI callbacks); `activity`: as CUPTI RUNTIME records instead", Library),
-    s(n::DRIVER_API, "auto", TEXT, "record driver-API launches, async copies and syncs (`cuLaunchKernel*`, `cuMemcpy*Async`: JAX/XLA, Triton), each call once; `auto`: the kernel launches from when kernels no runtime call launched are seen, `1`: from the start, `0`: none", Library),
+    s(n::DRIVER_API, "1", TEXT, "record driver-API launches, async copies and syncs (`cuLaunchKernel*`, `cuMemcpy*Async`: JAX/XLA, Triton, cuBLAS), each call once; `1`: from the start, `auto`: the kernel launches only from when the program is seen making them (cheaper on a runtime-only launch loop; late or never for cuBLAS in a GPU-bound program), `0`: none", Library),
     s(n::BUFFER_KB, "8192", size(64, 262_144, "KiB"), "size of one CUPTI activity buffer", Library),
     s(n::BUFFER_POOL_MB, "256", size(1, 65_536, "MiB"), "most CUPTI buffer memory held at once; beyond it records are dropped and counted", Library),
     s(n::FLUSH_MS, "500", ms(10, 1000), "longest time between two writes of the trace file", Library),

@@ -1,9 +1,10 @@
 //! Driver-API calls (cuLaunchKernel, cuMemcpy*Async, cuStreamSynchronize) made by the
 //! program itself, as JAX/XLA and Triton make them, are recorded and linked to their GPU
 //! work like runtime calls; the driver call a runtime call makes underneath is not
-//! recorded a second time. By default (`auto`) the driver's launch callbacks go on only
-//! once kernels no runtime call launched are seen, so a program that launches through
-//! the runtime alone pays nothing for them.
+//! recorded a second time. By default every one is recorded from the start; with
+//! `GPUTRACE_DRIVER_API=auto` the driver's launch callbacks go on only once kernels no
+//! runtime call launched are seen, so a program that launches through the runtime alone
+//! pays nothing for them.
 
 use gputrace_format as fmt;
 use gputrace_tests::{gputrace_bin, Cuda, Layout, Trace, Wheel};
@@ -41,7 +42,8 @@ fn checked_driver_trace(w: &Wheel, env: &[(&str, &str)]) -> Trace {
 #[test]
 fn driver_launches_are_recorded_once_and_linked_to_their_kernels() {
     let w = Wheel::new(Cuda::V13, Layout::Flat);
-    let t = checked_driver_trace(&w, &[("GPUTRACE_DRIVER_API", "1")]);
+    // The default: the driver's launches from the start.
+    let t = checked_driver_trace(&w, &[]);
 
     // Each launch once: the runtime's own cuLaunchKernel underneath cudaLaunchKernel
     // (delivered by the fake as CUPTI does) is skipped.
@@ -136,11 +138,18 @@ fn driver_api_0_leaves_the_driver_calls_out() {
 }
 
 #[test]
-fn by_default_driver_launches_are_recorded_once_the_program_is_seen_making_them() {
+fn in_auto_mode_driver_launches_are_recorded_once_the_program_is_seen_making_them() {
     let w = Wheel::new(Cuda::V13, Layout::Flat);
     // Two rounds of the ten launches; the app waits between them until the driver's
     // launch callbacks are on (it fails if they never come on).
-    let out = driver_run(&w, &["driver", "2"], &[("GPUTRACE_CUPTI_FLUSH_MS", "20")]);
+    let out = driver_run(
+        &w,
+        &["driver", "2"],
+        &[
+            ("GPUTRACE_DRIVER_API", "auto"),
+            ("GPUTRACE_CUPTI_FLUSH_MS", "20"),
+        ],
+    );
     assert!(out.stdout.contains("12 driver launches"), "{}", out.stdout);
     let t = out.only_trace();
     t.assert_complete();
@@ -170,13 +179,17 @@ fn by_default_driver_launches_are_recorded_once_the_program_is_seen_making_them(
 }
 
 #[test]
-fn a_runtime_only_program_gets_no_driver_launch_callbacks() {
+fn in_auto_mode_a_runtime_only_program_gets_no_driver_launch_callbacks() {
     let w = Wheel::new(Cuda::V13, Layout::Flat);
     // The fake counts the driver callbacks CUPTI would make underneath each runtime
-    // launch: none reach us by default, two per launch when asked for.
-    let auto = driver_run(&w, &["launchloop", "2000"], &[]);
+    // launch: none reach us in auto mode, two per launch by default.
+    let auto = driver_run(
+        &w,
+        &["launchloop", "2000"],
+        &[("GPUTRACE_DRIVER_API", "auto")],
+    );
     assert_eq!(nested_delivered(&auto.stdout), 0, "{}", auto.stdout);
     assert!(auto.only_trace().apis_named("cudaLaunchKernel").len() >= 3000);
-    let on = driver_run(&w, &["launchloop", "2000"], &[("GPUTRACE_DRIVER_API", "1")]);
+    let on = driver_run(&w, &["launchloop", "2000"], &[]);
     assert_eq!(nested_delivered(&on.stdout), 2 * 3000, "{}", on.stdout);
 }

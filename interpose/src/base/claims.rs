@@ -1,6 +1,6 @@
 //! Which kernels the recorded runtime launches account for: the test behind recording
 //! driver-API kernel launches only where a program makes them (`GPUTRACE_DRIVER_API`
-//! `auto`, the default).
+//! `auto`, opt-in: docs/recording.md says why it is not the default).
 //!
 //! A kernel launched through the runtime carries the correlation id of its runtime
 //! call, which the callbacks recorded. A kernel whose id no recorded call has was

@@ -24,9 +24,11 @@ pub enum DriverApi {
     /// Never.
     Off,
     /// Copies, syncs and graph launches from the start; kernel launches once kernels
-    /// that no recorded runtime call launched are seen (`base::claims`).
+    /// that no recorded runtime call launched are seen, or a driver call of the
+    /// program's own is (`base::claims`). Opt-in: cuBLAS launches through the driver,
+    /// and CUPTI holds a GPU-bound program's kernel records until a buffer fills.
     Auto,
-    /// Every one from the start.
+    /// Every one from the start (the default).
     On,
 }
 
@@ -103,7 +105,7 @@ pub struct Opts {
     pub flush_ms: u64,
     /// Record driver-API launches, async copies and syncs (cuLaunchKernel*, cuGraphLaunch,
     /// cuMemcpy*Async, cu*Synchronize), e.g. from JAX or Triton (`GPUTRACE_DRIVER_API`):
-    /// by default the kernel launches once the program is seen making them.
+    /// all from the start by default.
     pub driver_api: DriverApi,
     /// CUPTI activity kinds to enable (`GPUTRACE_ACTIVITY`, comma-separated names of
     /// kernel, memcpy, memset, sync, device, memory; default all). `kernel` alone with
@@ -184,7 +186,7 @@ impl Default for Opts {
             pool_bytes: (default_number(set::BUFFER_POOL_MB) as usize) << 20,
             flush_ms: default_number(set::FLUSH_MS),
             driver_api: DriverApi::parse(protocol::default_text(set::DRIVER_API))
-                .unwrap_or(DriverApi::Auto),
+                .unwrap_or(DriverApi::On),
             activity: DEFAULT_ACTIVITY.iter().map(|s| s.to_string()).collect(),
             hooks: default_flag(set::HOOKS),
             runtime_api: true,
