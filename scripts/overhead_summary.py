@@ -86,6 +86,17 @@ for wl, w in res["workloads"].items():
     if "target" in w:
         tg = w["target"]
         print("%-10s target %s <= %.3f: %s" % ("", tg["of"], tg["at_most"], {True: "met", False: "NOT met", None: "not measured"}[tg["met"]]))
+# The launch loop by the CPUs its main thread ran on (bench_workload.py's launch_cpus):
+# whether a slow state of the machine follows the CPU.
+by_cpu = {}
+for m in modes:
+    for d in data[m]:
+        if "launch_cpus" in d and "launch_us" in d:
+            by_cpu.setdefault(",".join(map(str, d["launch_cpus"])), []).append("%s %.1f" % (m, d["launch_us"]))
+if by_cpu:
+    print("launch loop (us) by the main thread's CPUs:")
+    for c in sorted(by_cpu):
+        print("  cpu %-8s %s" % (c, ", ".join(by_cpu[c])))
 t = res.get("trace_size")
 if t:
     print("trace bytes/GPU event: gputrace %.1f, torch.profiler JSON %s" % (

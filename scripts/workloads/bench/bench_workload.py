@@ -51,7 +51,16 @@ if a.profile:
     prof = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])
     prof.__enter__()
 
-def timed(step, n, warm, best=None, pinned=True):
+def cpu_now():
+    """The CPU this thread ran on last (field 39 of its stat), or -1."""
+    try:
+        with open("/proc/thread-self/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[36])
+    except (OSError, ValueError, IndexError):
+        return -1
+
+
+def timed(step, n, warm, best=None, pinned=True, cpus=None):
     ts = []
     for i in range(n + warm):
         if i == warm and pinned:
@@ -62,6 +71,8 @@ def timed(step, n, warm, best=None, pinned=True):
         torch.cuda.synchronize()
         if i >= warm:
             ts.append(time.perf_counter() - t0)
+            if cpus is not None:
+                cpus.add(cpu_now())
     ts.sort()
     if best is not None:
         best.append(ts[0])
@@ -73,8 +84,11 @@ if "launch" in only:
     def launch():
         for _ in range(2000):
             x.add_(1)
-    best = []
-    out["launch_us"] = timed(launch, a.launch_reps, 2, best) * 1e6 / 2000
+    best, cpus = [], set()
+    out["launch_us"] = timed(launch, a.launch_reps, 2, best, cpus=cpus) * 1e6 / 2000
+    # Where the main thread ran its measured blocks: processes of one mode fell in two
+    # states (7-9 and 10-14 us per launch on the H200 host), perhaps by CPU.
+    out["launch_cpus"] = sorted(cpus)
     # The fastest block: interference from the rest of the machine only adds time.
     out["launch_min_us"] = best[0] * 1e6 / 2000
 if "mlp" in only:
