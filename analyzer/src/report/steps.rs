@@ -396,7 +396,12 @@ fn refine_by_gaps(
 /// state runs from the first to the last run of regular steps that is at least a fifth
 /// as long as the longest run (and [`MIN_STEPS`] long). Steps before it are start-up
 /// (returned as the warm-up count), steps after it the tail. An irregular step between
-/// two long runs stays in (a periodic pause is part of the loop).
+/// two long runs stays in (a periodic pause is part of the loop). Warm-up and tail are a
+/// few steps at the ends: when the steps they would drop are more than a tenth of those
+/// kept and took longer than them, the loop is irregular, not warming up (a thread that
+/// takes the GIL at random points leaves runs of fast steps between slow ones, and one
+/// run of fast steps would read as a steady state of a few milliseconds in a loop of
+/// seconds), and every step is kept.
 fn drop_warmup(bounds: Vec<u64>) -> (Vec<u64>, usize) {
     let durs: Vec<u64> = bounds.windows(2).map(|w| w[1] - w[0]).collect();
     let mut sorted = durs.clone();
@@ -423,7 +428,14 @@ fn drop_warmup(bounds: Vec<u64>) -> (Vec<u64>, usize) {
     let last = runs.iter().rev().find(|r| r.1 >= big);
     match (first, last) {
         (Some(&(from, _)), Some(&(s, n))) if s + n - from >= MIN_STEPS => {
-            (bounds[from..=s + n].to_vec(), from)
+            let (kept, dropped) = (s + n - from, durs.len() - (s + n - from));
+            let kept_ns = bounds[s + n] - bounds[from];
+            let all_ns = bounds[bounds.len() - 1] - bounds[0];
+            if dropped * 10 > kept && all_ns - kept_ns > kept_ns {
+                (bounds, 0)
+            } else {
+                (bounds[from..=s + n].to_vec(), from)
+            }
         }
         _ => (bounds, 0),
     }
@@ -653,5 +665,59 @@ impl BestRun for Option<(usize, usize, usize)> {
             None => true,
             Some(b) => r.2 > b.2,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::drop_warmup;
+
+    /// Step boundaries from step durations (ns), from 0.
+    fn bounds(durs: &[u64]) -> Vec<u64> {
+        let mut b = vec![0];
+        for d in durs {
+            b.push(b.last().unwrap() + d);
+        }
+        b
+    }
+
+    #[test]
+    fn a_few_slow_first_and_last_steps_are_warm_up_and_tail() {
+        // Also when they take most of the time (a compiling first step).
+        let mut d = vec![2_000_000_000u64; 3];
+        d.extend(std::iter::repeat_n(100_000_000, 100));
+        d.push(30_000_000_000);
+        let b = bounds(&d);
+        let (kept, warm) = drop_warmup(b.clone());
+        assert_eq!(warm, 3);
+        assert_eq!(kept, b[3..=103].to_vec());
+    }
+
+    #[test]
+    fn an_irregular_loop_keeps_every_step() {
+        // Runs of 3 fast steps between slow ones (a GIL taken at random points), with one
+        // long run of fast steps in the middle: the long run alone is not the loop.
+        let mut d = Vec::new();
+        for _ in 0..100 {
+            d.extend([3_000, 3_000, 3_000, 5_000_000]);
+        }
+        d.extend(std::iter::repeat_n(2_600, 138));
+        for _ in 0..60 {
+            d.extend([3_000, 3_000, 5_000_000]);
+        }
+        let b = bounds(&d);
+        let (kept, warm) = drop_warmup(b.clone());
+        assert_eq!(warm, 0);
+        assert_eq!(kept, b);
+        // The same with a run of fast steps longer than all the others together.
+        let mut d = vec![5_000_000u64; 300];
+        d.extend(std::iter::repeat_n(2_300, 582));
+        for _ in 0..40 {
+            d.extend([3_000, 3_000, 5_000_000]);
+        }
+        let b = bounds(&d);
+        let (kept, warm) = drop_warmup(b.clone());
+        assert_eq!(warm, 0);
+        assert_eq!(kept, b);
     }
 }
