@@ -236,6 +236,7 @@ static uint64_t now(void) {
 
 /* One API call in flight: its CUPTI correlation id and correlationData slot. */
 struct call {
+    uint32_t domain; /* FAKE_CB_DOMAIN_RUNTIME_API or FAKE_CB_DOMAIN_DRIVER_API */
     uint32_t cbid;
     const char *name;
     const char *symbol;
@@ -245,9 +246,12 @@ struct call {
     int ret;
 };
 
-static void enter(struct call *c, uint32_t cbid, const char *name, const void *params,
-                  const char *symbol) {
+/* A call's ENTER callback in `domain`, with a correlation id from the one counter that
+ * runtime calls and the program's own driver calls share (their GPU records carry it). */
+static void begin(struct call *c, uint32_t domain, uint32_t cbid, const char *name,
+                  const void *params, const char *symbol) {
     pthread_once(&init_once, driver_init);
+    c->domain = domain;
     c->cbid = cbid;
     c->name = name;
     c->symbol = symbol;
@@ -256,8 +260,13 @@ static void enter(struct call *c, uint32_t cbid, const char *name, const void *p
     c->corr_data = 0;
     c->ret = 0x7eadbeef; /* undefined until EXIT, as in CUPTI */
     if (cupti.api)
-        cupti.api(FAKE_CB_DOMAIN_RUNTIME_API, cbid, FAKE_API_ENTER, c->corr, name, symbol,
-                  params, &c->ret, &c->corr_data);
+        cupti.api(domain, cbid, FAKE_API_ENTER, c->corr, name, symbol, params, &c->ret,
+                  &c->corr_data);
+}
+
+static void enter(struct call *c, uint32_t cbid, const char *name, const void *params,
+                  const char *symbol) {
+    begin(c, FAKE_CB_DOMAIN_RUNTIME_API, cbid, name, params, symbol);
 }
 
 /* The driver call a runtime call makes underneath, as CUPTI reports it: a driver-domain
@@ -285,29 +294,10 @@ static void nested_driver(uint32_t cbid, const char *name, const void *params) {
  * that enables the driver's ids pays on every runtime call (for the tests). */
 EXPORT uint64_t fakeNestedDriverCallbacks(void) { return atomic_load(&nested_delivered); }
 
-/* A driver call made by the program itself (JAX, cuBLAS): its own ENTER and EXIT, and a
- * correlation id from the same counter as the runtime calls, which its GPU record carries. */
+/* A driver call made by the program itself (JAX, cuBLAS): its own ENTER and EXIT. */
 static void driver_enter(struct call *c, uint32_t cbid, const char *name, const void *params,
                          const char *symbol) {
-    pthread_once(&init_once, driver_init);
-    c->cbid = cbid;
-    c->name = name;
-    c->symbol = symbol;
-    c->params = params;
-    c->corr = atomic_fetch_add(&last_corr, 1) + 1;
-    c->corr_data = 0;
-    c->ret = 0x7eadbeef;
-    if (cupti.api)
-        cupti.api(FAKE_CB_DOMAIN_DRIVER_API, cbid, FAKE_API_ENTER, c->corr, name, symbol, params,
-                  &c->ret, &c->corr_data);
-}
-
-static int driver_leave(struct call *c, int ret) {
-    c->ret = ret;
-    if (cupti.api)
-        cupti.api(FAKE_CB_DOMAIN_DRIVER_API, c->cbid, FAKE_API_EXIT, c->corr, c->name, c->symbol,
-                  c->params, &c->ret, &c->corr_data);
-    return ret;
+    begin(c, FAKE_CB_DOMAIN_DRIVER_API, cbid, name, params, symbol);
 }
 
 /* Sets errno (when err != 0), makes the EXIT callback, returns ret. */
@@ -316,8 +306,8 @@ static int leave(struct call *c, int ret, int err) {
     if (err)
         errno = err;
     if (cupti.api)
-        cupti.api(FAKE_CB_DOMAIN_RUNTIME_API, c->cbid, FAKE_API_EXIT, c->corr, c->name, c->symbol,
-                  c->params, &c->ret, &c->corr_data);
+        cupti.api(c->domain, c->cbid, FAKE_API_EXIT, c->corr, c->name, c->symbol, c->params,
+                  &c->ret, &c->corr_data);
     return ret;
 }
 
@@ -371,6 +361,25 @@ static uint32_t stream_id(cudaStream_t s) {
     if (v < 0x5000 + 16 || (v - 0x5000) % 16 != 0 || (v - 0x5000) / 16 > n)
         return 0;
     return FAKE_FIRST_STREAM_ID - 1 + (uint32_t)((v - 0x5000) / 16);
+}
+
+/* A kernel record's fields that a launch gives (start, end and the graph's ids are the
+ * caller's to set). */
+static struct fake_kernel kernel_of(uint32_t corr, cudaStream_t stream, const char *name,
+                                    dim3 grid, dim3 block, uint32_t dynamic_smem) {
+    struct fake_kernel k = {
+        .corr = corr,
+        .device = 0,
+        .context = FAKE_CONTEXT_ID,
+        .stream = stream_id(stream),
+        .name = name,
+        .grid = {grid.x, grid.y, grid.z},
+        .block = {block.x, block.y, block.z},
+        .static_smem = FAKE_KERNEL_STATIC_SMEM,
+        .dynamic_smem = dynamic_smem,
+        .registers = FAKE_KERNEL_REGISTERS,
+    };
+    return k;
 }
 
 /* ======================= The runtime API ======================= */
@@ -676,21 +685,10 @@ EXPORT cudaError_t cudaLaunchKernel(const void *func, dim3 gridDim, dim3 blockDi
         const char *us = getenv("FAKE_KERNEL_US");
         if (us && atoi(us) > 0)
             usleep((useconds_t)atoi(us));
-        struct fake_kernel k = {
-            .corr = c.corr,
-            .device = 0,
-            .context = FAKE_CONTEXT_ID,
-            .stream = stream_id(stream),
-            .start = start,
-            .end = never ? 0 : now(),
-            .name = name,
-            .grid = {gridDim.x, gridDim.y, gridDim.z},
-            .block = {blockDim.x, blockDim.y, blockDim.z},
-            .static_smem = FAKE_KERNEL_STATIC_SMEM,
-            .dynamic_smem = (uint32_t)sharedMem,
-            .registers = FAKE_KERNEL_REGISTERS,
-            .graph_id = 0,
-        };
+        struct fake_kernel k =
+            kernel_of(c.corr, stream, name, gridDim, blockDim, (uint32_t)sharedMem);
+        k.start = start;
+        k.end = never ? 0 : now();
         cupti.kernel(&k);
     }
     return leave(&c, 0, 0);
@@ -755,22 +753,12 @@ EXPORT cudaError_t cudaGraphLaunch(const void *exec, cudaStream_t stream) {
         if (i > 0 && g->gap_us > 0)
             usleep((useconds_t)g->gap_us);
         uint64_t start = now();
-        struct fake_kernel k = {
-            .corr = c.corr,
-            .device = 0,
-            .context = FAKE_CONTEXT_ID,
-            .stream = stream_id(stream),
-            .start = start,
-            .end = now(),
-            .name = g->name,
-            .grid = {2, 1, 1},
-            .block = {64, 1, 1},
-            .static_smem = FAKE_KERNEL_STATIC_SMEM,
-            .dynamic_smem = 0,
-            .registers = FAKE_KERNEL_REGISTERS,
-            .graph_id = g->id,
-            .graph_node_id = FAKE_GRAPH_NODE(g->id, i),
-        };
+        struct fake_kernel k =
+            kernel_of(c.corr, stream, g->name, (dim3){2, 1, 1}, (dim3){64, 1, 1}, 0);
+        k.start = start;
+        k.end = now();
+        k.graph_id = g->id;
+        k.graph_node_id = FAKE_GRAPH_NODE(g->id, i);
         cupti.kernel(&k);
     }
     return leave(&c, 0, 0);
@@ -799,27 +787,16 @@ EXPORT int cuLaunchKernel(const void *f, unsigned int gx, unsigned int gy, unsig
     struct call c;
     driver_enter(&c, CBID_cuLaunchKernel, "cuLaunchKernel", &p, name);
     if (gx == 0)
-        return driver_leave(&c, 1);
+        return leave(&c, 1, 0);
     if (cupti.kernel) {
         uint64_t start = now();
-        struct fake_kernel k = {
-            .corr = c.corr,
-            .device = 0,
-            .context = FAKE_CONTEXT_ID,
-            .stream = stream_id(stream),
-            .start = start,
-            .end = now(),
-            .name = name,
-            .grid = {gx, gy, gz},
-            .block = {bx, by, bz},
-            .static_smem = FAKE_KERNEL_STATIC_SMEM,
-            .dynamic_smem = smem,
-            .registers = FAKE_KERNEL_REGISTERS,
-            .graph_id = 0,
-        };
+        struct fake_kernel k =
+            kernel_of(c.corr, stream, name, (dim3){gx, gy, gz}, (dim3){bx, by, bz}, smem);
+        k.start = start;
+        k.end = now();
         cupti.kernel(&k);
     }
-    return driver_leave(&c, 0);
+    return leave(&c, 0, 0);
 }
 
 struct cuMemcpyHtoDAsync_v2_params {
@@ -835,7 +812,7 @@ EXPORT int cuMemcpyHtoDAsync_v2(uintptr_t dst, const void *src, size_t count,
     struct call c;
     driver_enter(&c, CBID_cuMemcpyHtoDAsync_v2, "cuMemcpyHtoDAsync_v2", &p, NULL);
     emit_memcpy(c.corr, (void *)dst, src, count, cudaMemcpyHostToDevice, stream, 1, now());
-    return driver_leave(&c, 0);
+    return leave(&c, 0, 0);
 }
 
 struct cuStreamSynchronize_params {
@@ -848,5 +825,5 @@ EXPORT int cuStreamSynchronize(cudaStream_t stream) {
     driver_enter(&c, CBID_cuStreamSynchronize, "cuStreamSynchronize", &p, NULL);
     uint32_t id = stream_id(stream);
     emit_sync(c.corr, SYNC_TYPE_STREAM_SYNCHRONIZE, id, now());
-    return driver_leave(&c, 0);
+    return leave(&c, 0, 0);
 }
