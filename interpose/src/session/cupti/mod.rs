@@ -383,11 +383,10 @@ impl Collector {
             return;
         }
         self.subscriber.store(sub as usize, Ordering::Release);
-        let runtime: Vec<&apis::ApiInfo> = apis::RUNTIME.iter().collect();
         self.enable(
             sub,
             sys::CUpti_CallbackDomain_CUPTI_CB_DOMAIN_RUNTIME_API,
-            &runtime,
+            apis::RUNTIME,
         );
         // Driver kernel launches: from the start where asked (or where an earlier
         // window saw the program make them), else once seen (`base::claims`).
@@ -397,24 +396,26 @@ impl Collector {
             DriverApi::Auto => Some(DRIVER_LAUNCHES_ON.load(Ordering::Acquire)),
         };
         if let Some(launches) = launches {
-            let table: Vec<&apis::ApiInfo> = apis::DRIVER
-                .iter()
-                .filter(|a| launches || !a.launches_kernel())
-                .collect();
-            self.enable_driver(sub, &table);
+            self.enable(
+                sub,
+                sys::CUpti_CallbackDomain_CUPTI_CB_DOMAIN_DRIVER_API,
+                apis::DRIVER
+                    .iter()
+                    .filter(|a| launches || !a.launches_kernel()),
+            );
         }
         claims::watch(launches == Some(false));
         // The symbol hooks leave to CUPTI what it now records (exports/hooks/mod.rs).
         state::note_cupti_callbacks(self.runtime_api);
     }
 
-    fn enable(
+    fn enable<'a>(
         &self,
         sub: sys::CUpti_SubscriberHandle,
         domain: sys::CUpti_CallbackDomain,
-        table: &[&apis::ApiInfo],
+        calls: impl IntoIterator<Item = &'a apis::ApiInfo>,
     ) {
-        for a in table {
+        for a in calls {
             if let Err(e) = call!(self.cupti, cuptiEnableCallback(1, sub, domain, a.cbid)) {
                 log::debug(&format!(
                     "callback {} not enabled: {}",
@@ -423,14 +424,6 @@ impl Collector {
                 ));
             }
         }
-    }
-
-    fn enable_driver(&self, sub: sys::CUpti_SubscriberHandle, table: &[&apis::ApiInfo]) {
-        self.enable(
-            sub,
-            sys::CUpti_CallbackDomain_CUPTI_CB_DOMAIN_DRIVER_API,
-            table,
-        );
     }
 
     /// The program launches kernels through the driver API (`base::claims` saw them):
@@ -443,11 +436,11 @@ impl Collector {
             return;
         }
         let _g = internal::Internal::enter();
-        let table: Vec<&apis::ApiInfo> = apis::DRIVER
-            .iter()
-            .filter(|a| a.launches_kernel())
-            .collect();
-        self.enable_driver(sub as sys::CUpti_SubscriberHandle, &table);
+        self.enable(
+            sub as sys::CUpti_SubscriberHandle,
+            sys::CUpti_CallbackDomain_CUPTI_CB_DOMAIN_DRIVER_API,
+            apis::DRIVER.iter().filter(|a| a.launches_kernel()),
+        );
         log::debug(&format!(
             "the program uses the driver API (a call of its own, or kernels no runtime launch claims: {:?}): driver launch calls recorded from now on",
             claims::tally()
