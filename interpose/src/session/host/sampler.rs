@@ -72,6 +72,26 @@ fn read_syscall(f: &ProcFile, buf: &mut [u8]) -> u32 {
         .unwrap_or(fmt::ENV_NA)
 }
 
+/// The system call a thread (or child process) off the CPU is in, as a wait sample with
+/// its state letter and flags; none while it runs or when unreadable.
+fn wait_sample(
+    sc: &ProcFile,
+    buf: &mut [u8],
+    tid: u32,
+    ts: u64,
+    state: u8,
+    flags: u8,
+) -> Option<Sample> {
+    let nr = read_syscall(sc, buf);
+    (nr != fmt::ENV_NA).then_some(Sample::Wait(TaskWait {
+        ts,
+        tid,
+        syscall: nr,
+        state,
+        flags,
+    }))
+}
+
 /// A process in this process's tree.
 struct Proc {
     pid: u32,
@@ -265,16 +285,7 @@ impl Sampler {
             if off && f.since_wait >= FED_WAIT_EVERY {
                 if let Some(sc) = &f.syscall {
                     f.since_wait = 0;
-                    let nr = read_syscall(sc, buf);
-                    if nr != fmt::ENV_NA {
-                        batch.push(Sample::Wait(TaskWait {
-                            ts,
-                            tid: f.tid,
-                            syscall: nr,
-                            state: fmt::STATE_UNKNOWN,
-                            flags: 0,
-                        }));
-                    }
+                    batch.extend(wait_sample(sc, buf, f.tid, ts, fmt::STATE_UNKNOWN, 0));
                 }
             }
             f.since_state = f.since_state.saturating_add(1);
@@ -342,16 +353,7 @@ impl Sampler {
             if off && fresh && o.since_wait >= WAIT_EVERY {
                 if let Some(sc) = &o.syscall {
                     o.since_wait = 0;
-                    let nr = read_syscall(sc, buf);
-                    if nr != fmt::ENV_NA {
-                        batch.push(Sample::Wait(TaskWait {
-                            ts,
-                            tid: o.tid,
-                            syscall: nr,
-                            state: fmt::STATE_UNKNOWN,
-                            flags: 0,
-                        }));
-                    }
+                    batch.extend(wait_sample(sc, buf, o.tid, ts, fmt::STATE_UNKNOWN, 0));
                 }
             }
         }
@@ -580,16 +582,7 @@ impl Sampler {
             // indices polls its queue; one blocked inside the dataset reads or sleeps).
             if state != b'R' {
                 if let Some(sc) = &p.syscall {
-                    let nr = read_syscall(sc, buf);
-                    if nr != fmt::ENV_NA {
-                        batch.push(Sample::Wait(TaskWait {
-                            ts,
-                            tid: pid,
-                            syscall: nr,
-                            state,
-                            flags: fmt::TASK_WAIT_CHILD,
-                        }));
-                    }
+                    batch.extend(wait_sample(sc, buf, pid, ts, state, fmt::TASK_WAIT_CHILD));
                 }
             }
             if depth < MAX_DEPTH {
