@@ -40,14 +40,18 @@ CF=(-std=gnu11 -O2 -I"$F")
 "$CC" "${CF[@]}" -fPIC -shared -fvisibility=hidden -Wl,-soname,libcudart.so.13 -o "$L/libcudart.so.13" "$F/fake_cudart.c" -ldl -lpthread
 "$CC" "${CF[@]}" -o "$W/app" "$F/app.c" -ldl -lpthread
 FLOOR=(GPUTRACE_API=0 GPUTRACE_DRIVER_API=0 GPUTRACE_HOOKS=0 GPUTRACE_HOST=0 GPUTRACE_PYSTACK=0)
-run() {  # MODE -> ns per launch
-  local e=(env -u LD_PRELOAD -u CUDA_INJECTION64_PATH FAKE_CUDART="$L/libcudart.so.13" GPUTRACE_DIR="$W/traces")
+ENV=(env -u LD_PRELOAD -u CUDA_INJECTION64_PATH FAKE_CUDART="$L/libcudart.so.13" GPUTRACE_DIR="$W/traces")
+mode() {  # MODE -> its settings and preload in M
+  M=()
   case $1 in
-    untraced) "${e[@]}" "$W/app" launchloop "$N" ;;
-    floor) "${e[@]}" "${FLOOR[@]}" LD_PRELOAD="$LIB" "$W/app" launchloop "$N" ;;
-    defaults) "${e[@]}" LD_PRELOAD="$LIB" "$W/app" launchloop "$N" ;;
-    no_driver) "${e[@]}" GPUTRACE_DRIVER_API=0 LD_PRELOAD="$LIB" "$W/app" launchloop "$N" ;;
-  esac 2>/dev/null | sed -n 's/.*launches, \([0-9.]*\) ns per launch/\1/p'
+    floor) M=("${FLOOR[@]}") ;;
+    no_driver) M=(GPUTRACE_DRIVER_API=0) ;;
+  esac
+  [ "$1" = untraced ] || M+=(LD_PRELOAD="$LIB")
+}
+run() {  # MODE -> ns per launch
+  mode "$1"
+  "${ENV[@]}" "${M[@]}" "$W/app" launchloop "$N" 2>/dev/null | sed -n 's/.*launches, \([0-9.]*\) ns per launch/\1/p'
   rm -rf "$W/traces"
 }
 declare -A R
@@ -60,9 +64,8 @@ CG=""
 if command -v valgrind >/dev/null; then
   CG_N=${CG_N:-20000}
   for m in defaults no_driver; do
-    e=(env -u LD_PRELOAD -u CUDA_INJECTION64_PATH FAKE_CUDART="$L/libcudart.so.13" GPUTRACE_DIR="$W/traces")
-    [ $m = no_driver ] && e+=(GPUTRACE_DRIVER_API=0)
-    "${e[@]}" LD_PRELOAD="$LIB" valgrind --tool=callgrind --callgrind-out-file="$W/cg.$m" \
+    mode "$m"
+    "${ENV[@]}" "${M[@]}" valgrind --tool=callgrind --callgrind-out-file="$W/cg.$m" \
       --toggle-collect='*api_callback*' "$W/app" launchloop "$CG_N" >/dev/null 2>&1 || true
     ir=$(sed -n 's/^totals: *\([0-9]*\).*/\1/p' "$W/cg.$m" 2>/dev/null | head -1)
     CG+="$m=${ir:-0} "
