@@ -8,6 +8,8 @@
 #   full    the defaults (target/release/libgputrace.so)
 #   floor   the CUPTI floor: kernel records only
 #   full_b  the defaults with the library LIB_B (another build)
+#   no_driver    the defaults without the driver API callbacks (GPUTRACE_DRIVER_API=0)
+#   no_samplers  the defaults without the host sampler and Python call sites
 # Builds nothing. Results: $OUT/window-ab/<workload>_<mode>_<round>.json and a table.
 #
 #   WORKLOADS="launch gen" MODES="full floor full_b" LIB_B=... ROUNDS=1 WINDOWS=6 scripts/gpu/window-ab.sh
@@ -22,7 +24,13 @@ for r in $(seq 1 "${ROUNDS:-1}"); do
   for wl in ${WORKLOADS:-launch}; do
     for m in ${MODES:-full floor}; do
       E=""; lib=$L
-      [ "$m" = floor ] && E="GPUTRACE_API=0 GPUTRACE_DRIVER_API=0 GPUTRACE_HOOKS=0 GPUTRACE_HOST=0 GPUTRACE_PYSTACK=0"
+      case $m in
+        floor) E="GPUTRACE_API=0 GPUTRACE_DRIVER_API=0 GPUTRACE_HOOKS=0 GPUTRACE_HOST=0 GPUTRACE_PYSTACK=0" ;;
+        no_driver) E="GPUTRACE_DRIVER_API=0" ;;
+        no_samplers) E="GPUTRACE_HOST=0 GPUTRACE_PYSTACK=0" ;;
+        full | full_b) ;;
+        *) echo "unknown mode $m"; exit 2 ;;
+      esac
       [ "$m" = full_b ] && lib=${LIB_B:?full_b needs LIB_B}
       f=$D/${wl}_${m}_$r.json
       # shellcheck disable=SC2086 # the mode's settings are words
