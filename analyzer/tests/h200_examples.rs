@@ -202,3 +202,26 @@ fn the_stuck_job_names_the_kernel_the_wait_and_the_signal() {
     assert_eq!(h["source"], "stall_records", "{h}");
     assert_eq!(h["end"]["signal"], "SIGTERM", "{h}");
 }
+
+#[test]
+fn page_faults_of_a_cold_start_are_not_waiting_for_input() {
+    // generation_loop.py, the first CUDA job on a fresh machine: its main thread was in
+    // `D` state outside any system call for 109.5 ms while kernels were paged in from
+    // disk on first use. That is the thread running its own code (cpu_bound), never
+    // data_starvation's "waiting for input" with a DataLoader fix.
+    let r = report("generation_loop_cold");
+    assert_eq!(r["top_finding"], "launch_bound");
+    let host = &r["processes"][0]["host_cpu"];
+    let faults = host["page_fault_ns"].as_f64().unwrap();
+    assert!((100e6..120e6).contains(&faults), "{faults}");
+    assert!(host["io_blocked_ns"].as_f64().unwrap() < 1e6, "{host}");
+    let c = finding(&r, "cpu_bound");
+    assert_eq!(c["metrics"]["page_fault_ns"].as_f64(), Some(faults));
+    assert!(c["evidence"].to_string().contains("in page faults"), "{c}");
+    let starving = r["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|f| f["id"] == "data_starvation" && f["severity"] != "info");
+    assert!(!starving, "{}", r["findings"]);
+}

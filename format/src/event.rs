@@ -445,6 +445,10 @@ pub const NVTX_FLAG_TRUNCATED: u8 = 1;
 /// [`ThreadCpu::state`] when the state was not read.
 pub const STATE_UNKNOWN: u8 = 0;
 
+/// [`TaskWait::syscall`] of a task blocked outside any system call (`/proc/.../syscall`
+/// reads `-1`): in a page fault, paging in code or a memory-mapped file, as a rule.
+pub const SYSCALL_NONE: u32 = u32::MAX - 1;
+
 /// [`TaskWait::flags`]: `tid` is a child process (a DataLoader worker), not a thread.
 pub const TASK_WAIT_CHILD: u8 = 1;
 /// [`TaskWait::flags`]: the thread is a Python thread (its stack is sampled).
@@ -1239,7 +1243,8 @@ crate::define_events! {
             ts: u64 => Ts,
             /// Thread id, or a child's pid.
             tid: u32 => V,
-            /// The system call number (x86-64), [`ENV_NA`] when not read or running.
+            /// The system call number (x86-64), [`SYSCALL_NONE`] when blocked outside
+            /// any (a page fault), [`ENV_NA`] when not read or running.
             syscall: u32 => Na,
             /// Scheduler state letter as a byte ([`STATE_UNKNOWN`] if not read).
             state: u8 => U8,

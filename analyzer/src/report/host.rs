@@ -179,6 +179,8 @@ pub struct HostCpu {
     machine: Vec<MPt>,
     pub limits: Option<CpuLimits>,
     max_gap: u64,
+    /// The threads' sampling period (0 when not recorded).
+    period_ns: u64,
     /// The GIL over time: (ts, holder tid, locked), time-sorted (format tag 40).
     gil: Vec<(u64, u32, bool)>,
     /// The system calls threads of the process were blocked in: (ts, tid, number),
@@ -352,6 +354,7 @@ impl HostCpu {
             machine,
             limits,
             max_gap,
+            period_ns: period,
             gil,
         })
     }
@@ -369,6 +372,30 @@ impl HostCpu {
                 .feeder
                 .filter(|f| self.threads.binary_search_by_key(f, |s| s.tid).is_ok()),
         }
+    }
+
+    /// Was thread `tid`, off the CPU in `D` state over [s, e), in page faults rather
+    /// than a system call? Its wait samples say so: more of them outside any system
+    /// call (`SYSCALL_NONE`) than in one. A trace from before that mark has no wait
+    /// sample at all then (a `-1` was not written): none over a stretch of several
+    /// sampling periods, in which the sampler read the thread's system call twice at
+    /// least, reads the same.
+    pub fn in_page_faults(&self, tid: u32, s: u64, e: u64) -> bool {
+        let lo = self.waits.partition_point(|w| w.0 < s);
+        let (mut none, mut sys) = (0u32, 0u32);
+        for w in self.waits[lo..].iter().take_while(|w| w.0 < e) {
+            if w.1 == tid {
+                match w.2 {
+                    fmt::SYSCALL_NONE => none += 1,
+                    fmt::ENV_NA => {}
+                    _ => sys += 1,
+                }
+            }
+        }
+        if none + sys > 0 {
+            return none > sys;
+        }
+        self.period_ns > 0 && e.saturating_sub(s) >= self.period_ns.saturating_mul(6)
     }
 
     /// How thread `tid` spent [s, e).
@@ -768,6 +795,9 @@ pub struct HostSplit {
     /// Off the CPU (`data_starvation`), of which in `D` state.
     pub blocked_ns: u64,
     pub io_ns: u64,
+    /// Off the CPU in `D` state outside any system call: page faults, paging in code or
+    /// a mapped file (`cpu_bound`: the thread was running its own code).
+    pub fault_ns: u64,
     /// Quiet stretches charged mostly to blocked time, and to CPU time (for the
     /// process tree's picture; time-sorted within one device).
     pub blocked_spans: Vec<(u64, u64)>,
@@ -805,6 +835,7 @@ impl HostSplit {
         self.short_ns = self.short_ns.saturating_add(o.short_ns);
         self.blocked_ns = self.blocked_ns.saturating_add(o.blocked_ns);
         self.io_ns = self.io_ns.saturating_add(o.io_ns);
+        self.fault_ns = self.fault_ns.saturating_add(o.fault_ns);
         self.long_cpu_ns = self.long_cpu_ns.saturating_add(o.long_cpu_ns);
         self.cpu_gaps = self.cpu_gaps.saturating_add(o.cpu_gaps);
         for (mine, theirs) in [
@@ -925,12 +956,30 @@ pub fn split_quiet(
             }
         }
     }
+    // Blocked in `D` state outside any system call: page faults (code or a mapped file
+    // read from disk on first use). The thread was running its own code, not waiting
+    // for input: `cpu_bound`.
+    let mut io = sp.io.min(blocked - waited);
+    let mut fault = 0;
+    if io > 0 && quiet_ns > CPU_LAUNCH_NS {
+        if let Some(&(t, _)) = parts.first() {
+            if h.in_page_faults(t, s, e) {
+                fault = io.min(e.saturating_sub(p));
+                io -= fault;
+                acc.fault_ns = acc.fault_ns.saturating_add(fault);
+                let v = acc.cpu_by_thread.entry(t).or_default();
+                *v = v.saturating_add(fault);
+                out.push((p, p + fault, Cause::CpuBound));
+                p += fault;
+            }
+        }
+    }
     if e > p {
         out.push((p, e, Cause::DataStarvation));
     }
-    let blocked = blocked - waited;
+    let blocked = blocked - waited - fault;
     acc.blocked_ns = acc.blocked_ns.saturating_add(blocked);
-    acc.io_ns = acc.io_ns.saturating_add(sp.io.min(blocked));
+    acc.io_ns = acc.io_ns.saturating_add(io.min(blocked));
     if covered > 0 {
         if blocked >= covered - blocked {
             acc.blocked_spans.push((s, e));
@@ -1034,6 +1083,82 @@ mod tests {
         assert_eq!(sp.covered, 10 * MS);
         assert_eq!(sp.on_cpu, MS);
         assert_eq!(sp.io, 9 * MS);
+    }
+
+    /// Thread 7 in `D` state through 0-40 ms, with these wait samples (ts, system call)
+    /// and the sampler's thread period (us).
+    fn faulting_trace(waits: &[(u64, u32)], period_us: u32) -> Trace {
+        let mut evs = vec![
+            Event::CpuLimits(gputrace_format::CpuLimits {
+                thread_period_us: period_us,
+                ..Default::default()
+            }),
+            Event::ThreadCpu(ThreadCpu {
+                tid: 7,
+                ..Default::default()
+            }),
+            Event::ThreadCpu(ThreadCpu {
+                ts: 40 * MS,
+                tid: 7,
+                state: b'D',
+                ..Default::default()
+            }),
+        ];
+        evs.extend(waits.iter().map(|&(ts, syscall)| {
+            Event::TaskWait(gputrace_format::TaskWait {
+                ts,
+                tid: 7,
+                syscall,
+                state: 0,
+                flags: 0,
+            })
+        }));
+        Trace::from_events(
+            Meta {
+                pid: 7,
+                ..Default::default()
+            },
+            evs,
+        )
+    }
+
+    /// The causes `split_quiet` gives the quiet stretch 0-40 ms of `t`, and the split.
+    fn quiet_0_40(t: &Trace) -> (Vec<(u64, u64, Cause)>, HostSplit) {
+        let h = HostCpu::new(t).unwrap();
+        let mut out = vec![];
+        let mut acc = HostSplit::default();
+        split_quiet(&h, Some(7), 0, 40 * MS, 40 * MS, &mut out, &mut acc);
+        (out, acc)
+    }
+
+    #[test]
+    fn page_faults_are_the_thread_computing_and_reads_are_waiting_for_input() {
+        const NONE: u32 = gputrace_format::SYSCALL_NONE;
+        // Blocked outside any system call: page faults, charged to cpu_bound.
+        let (out, acc) = quiet_0_40(&faulting_trace(
+            &[(6 * MS, NONE), (12 * MS, NONE), (18 * MS, 0)],
+            3000,
+        ));
+        assert_eq!(out, vec![(0, 40 * MS, Cause::CpuBound)]);
+        assert_eq!((acc.fault_ns, acc.blocked_ns, acc.io_ns), (40 * MS, 0, 0));
+        assert_eq!(acc.cpu_by_thread.get(&7), Some(&(40 * MS)));
+        // Blocked in read(2) mostly: storage, waiting for input.
+        let (out, acc) = quiet_0_40(&faulting_trace(
+            &[(6 * MS, 0), (12 * MS, 0), (18 * MS, NONE)],
+            3000,
+        ));
+        assert_eq!(out, vec![(0, 40 * MS, Cause::DataStarvation)]);
+        assert_eq!(
+            (acc.fault_ns, acc.blocked_ns, acc.io_ns),
+            (0, 40 * MS, 40 * MS)
+        );
+        // A trace from before the mark: no wait sample over 13 periods reads as page
+        // faults; with a period too long to have read the system call twice, not.
+        let (out, _) = quiet_0_40(&faulting_trace(&[], 3000));
+        assert_eq!(out[0].2, Cause::CpuBound);
+        let (out, acc) = quiet_0_40(&faulting_trace(&[], 10_000));
+        assert_eq!(out, vec![(0, 40 * MS, Cause::DataStarvation)]);
+        assert_eq!(acc.fault_ns, 0);
     }
 
     #[test]

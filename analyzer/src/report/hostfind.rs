@@ -121,6 +121,10 @@ pub struct HostReport {
     pub launch_overhead_ns: u64,
     pub blocked_ns: u64,
     pub io_blocked_ns: u64,
+    /// Off the CPU in page faults (`D` state outside any system call), charged to
+    /// `cpu_bound`.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub page_fault_ns: u64,
     pub unmeasured_ns: u64,
     /// While the feeding thread was blocked / computing.
     pub while_blocked: TreeReport,
@@ -335,6 +339,7 @@ pub(crate) fn report(
         launch_overhead_ns: s.short_ns,
         blocked_ns: s.blocked_ns,
         io_blocked_ns: s.io_ns,
+        page_fault_ns: s.fault_ns,
         unmeasured_ns: s.unmeasured_ns,
         while_blocked: tree_report(h, &tb),
         while_computing: tree_report(h, &tc),
@@ -412,13 +417,15 @@ fn starvation_cause(r: &HostReport) -> Option<&'static str> {
 
 fn cpu_cause(r: &HostReport, s: &HostSplit) -> Option<&'static str> {
     let own = r.on_cpu_ns.saturating_add(r.runq_ns);
-    let cpu = own.saturating_add(r.contention_ns);
+    let cpu = own
+        .saturating_add(r.contention_ns)
+        .saturating_add(r.page_fault_ns);
     if cpu == 0 || pct(cpu, r.quiet_ns) < KIND_MIN_PCT {
         return None;
     }
     // Waiting for another thread outweighs the launching threads' own computing and
     // their run-queue wait (a waiter woken on a busy machine also queues for a CPU).
-    if r.contention_ns >= r.on_cpu_ns.max(r.runq_ns) {
+    if r.contention_ns >= r.on_cpu_ns.max(r.runq_ns).max(r.page_fault_ns) {
         let gil: u64 = r.gil_holders.iter().map(|x| x.ns).sum();
         let main_dispatching = r
             .other_threads
@@ -432,7 +439,9 @@ fn cpu_cause(r: &HostReport, s: &HostSplit) -> Option<&'static str> {
             "thread_contention"
         });
     }
-    Some(if r.runq_ns as f64 >= cpu as f64 * 0.3 {
+    Some(if r.page_fault_ns >= own {
+        "page_faults"
+    } else if r.runq_ns as f64 >= cpu as f64 * 0.3 {
         "cpu_contention"
     } else if s.long_cpu_ns as f64 >= cpu as f64 * 0.5 {
         "main_process_work"

@@ -406,6 +406,9 @@ fn host_lines(o: &mut String, h: &super::hostfind::HostReport) {
     if h.io_blocked_ns > 0 {
         line.push_str(&format!(" (I/O {})", dur(h.io_blocked_ns)));
     }
+    if h.page_fault_ns > 0 {
+        line.push_str(&format!(", in page faults {}", dur(h.page_fault_ns)));
+    }
     if h.unmeasured_ns > 0 {
         line.push_str(&format!(", not sampled {}", dur(h.unmeasured_ns)));
     }

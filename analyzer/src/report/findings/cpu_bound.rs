@@ -140,10 +140,17 @@ fn fill(x: &mut Finding, r: &HostReport, f: &FindingCx) {
     };
     let kind = r.cpu_bound_cause.as_deref().unwrap_or("framework_overhead");
     x.subcause = Some(kind.to_string());
-    x.summary = format!(
-        "For {} of the steady state the GPU sat idle while {who} {was} busy on the CPU with no CUDA call: host-side computing between steps, not waiting for input.",
-        share(x.at_stake_ns, wall)
-    );
+    x.summary = if kind == "page_faults" {
+        format!(
+            "For {} of the steady state the GPU sat idle while {who} {was} stalled in page faults with no CUDA call: code or memory-mapped files read from disk as they were first used, not waiting for input.",
+            share(x.at_stake_ns, wall)
+        )
+    } else {
+        format!(
+            "For {} of the steady state the GPU sat idle while {who} {was} busy on the CPU with no CUDA call: host-side computing between steps, not waiting for input.",
+            share(x.at_stake_ns, wall)
+        )
+    };
     let gaps = f.gaps(Cause::CpuBound);
     let touched = f.gaps_touched(Cause::CpuBound);
     let mut notes: Vec<String> = Vec::new();
@@ -165,6 +172,12 @@ fn fill(x: &mut Finding, r: &HostReport, f: &FindingCx) {
             format!(" ({})", notes.join("; "))
         }
     ));
+    if r.page_fault_ns > 0 {
+        x.evidence.push(format!(
+            "{who} {was} off the CPU in page faults {} (uninterruptible sleep outside any system call: code or a memory-mapped file paged in from disk); counted here, not as waiting for input",
+            dur(r.page_fault_ns)
+        ));
+    }
     if r.launch_overhead_ns > 0 {
         x.evidence.push(format!(
             "CPU time in quiet stretches under {} between launches ({}) is counted under launch_bound",
@@ -195,6 +208,10 @@ fn fill(x: &mut Finding, r: &HostReport, f: &FindingCx) {
     push_examples_line(x);
     x.metrics.insert("on_cpu_ns".into(), r.on_cpu_ns as f64);
     x.metrics.insert("runq_ns".into(), r.runq_ns as f64);
+    if r.page_fault_ns > 0 {
+        x.metrics
+            .insert("page_fault_ns".into(), r.page_fault_ns as f64);
+    }
     x.metrics.insert("gaps".into(), gaps as f64);
     let cores = hostfind::cores_word(r);
     x.fix = match kind {
@@ -202,6 +219,7 @@ fn fill(x: &mut Finding, r: &HostReport, f: &FindingCx) {
             "The feeding thread was ready to run but had no CPU ({} of run-queue wait): the job's CPUs are oversubscribed. Use fewer DataLoader workers (at most {cores} minus one) and fewer intra-op threads (torch.set_num_threads, OMP_NUM_THREADS), or give the job more CPU cores per GPU.",
             dur(r.runq_ns)
         ),
+        "page_faults" => "The thread stalled while code or memory-mapped files were read from disk as they were first used (lazily loaded CUDA kernels and libraries, weights read through mmap) on a cold page cache: measure after a warm-up pass, keep the environment and model files on local storage, and load what the step uses before the loop (CUDA_MODULE_LOADING=EAGER for kernels; weights read into memory rather than mapped). If it recurs through a long run, the machine is short of memory for its page cache.".into(),
         "main_process_work" => "The main process computes for long stretches while the GPU waits: move data loading and augmentation into DataLoader workers (num_workers=N, pin_memory=True) or onto the GPU, precompute what does not change per step, and keep per-step host work (Python loops over samples, logging, metrics, checkpointing) out of the step or asynchronous.".into(),
         _ if f.graphs().is_some() => "Python and framework overhead between graph replays keeps the GPU waiting (the job already replays CUDA graphs): give each replay more work (a larger batch, more of the step inside one graph), and move per-step Python work on tensors (loops over elements, .tolist(), logging) out of the loop or make it asynchronous.".into(),
         _ => "Python and framework overhead between steps keeps the GPU waiting: capture the step with torch.compile(model, mode=\"reduce-overhead\") or CUDA graphs, give each step more work (a larger batch), and avoid per-step Python work on tensors (loops over elements, .tolist(), building many small tensors).".into(),

@@ -164,9 +164,13 @@ pub fn thread_cpu_ns(tid: u32) -> Option<u64> {
 }
 
 /// `/proc/.../syscall`: the number of the system call the task is blocked in (`202 0x..
-/// ...`); None for `running`, `-1` (not in a system call) or anything else.
+/// ...`), [`fmt::SYSCALL_NONE`] for `-1` (blocked outside any: a page fault); None for
+/// `running` or anything else.
 pub fn parse_syscall(s: &[u8]) -> Option<u32> {
     let first = fields(s).next()?;
+    if first == b"-1" {
+        return Some(gputrace_format::SYSCALL_NONE);
+    }
     parse_u32(first)
 }
 
@@ -394,6 +398,25 @@ mod tests {
         assert_eq!(stat_state(s), Some(b'S'));
         assert_eq!(parse_stat(b"4242 (python) S 1"), None);
         assert_eq!(parse_stat(b")(("), None);
+    }
+
+    #[test]
+    fn syscall_file() {
+        assert_eq!(
+            parse_syscall(b"202 0x7f 0x80 0x0 0x0 0x0 0x0 0x7ffd 0x7f12\n"),
+            Some(202)
+        );
+        assert_eq!(
+            parse_syscall(b"0 0x3 0x7f00 0x1000 0x0 0x0 0x0 0x7ffd 0x7f12\n"),
+            Some(0)
+        );
+        // Blocked outside any system call (a page fault): its stack and program counter.
+        assert_eq!(
+            parse_syscall(b"-1 0x7ffd3b2c 0x7f1234\n"),
+            Some(gputrace_format::SYSCALL_NONE)
+        );
+        assert_eq!(parse_syscall(b"running\n"), None);
+        assert_eq!(parse_syscall(b""), None);
     }
 
     #[test]
