@@ -29,7 +29,8 @@ say "machine"
 say "torch mlp traced"
 "$G" run -o "$W/torch" -- "$PY" "$S/torch_train.py" --steps 50 >"$W/torch.out" 2>"$W/torch.err"; echo "rc=$?" >>"$LOG"
 cat "$W/torch.out" "$W/torch.err" >>"$LOG"
-T=$(ls "$W"/torch/*.gtrace | head -1)
+# The process trace, not the environment file `gputrace run` writes beside it.
+T=$(ls "$W"/torch/*.gtrace | grep -v "/gputrace-env-" | head -1)
 "$G" summary --json "$T" >"$W/torch.summary.json" 2>>"$LOG"
 say "torch mlp under torch.profiler (no gputrace)"
 "$PY" "$S/torch_train.py" --steps 50 --profile "$W/prof.json" >"$W/prof.out" 2>>"$LOG"; cat "$W/prof.out" >>"$LOG"
