@@ -17,7 +17,8 @@ git -C "$ROOT" rev-parse HEAD >"$D/commit" 2>/dev/null || true
 echo "rc=$?" >>"$D/run.log"
 "$G" report "$D/traces" >"$D/report.txt" 2>&1
 "$G" report --json "$D/traces" >"$D/report.json" 2>>"$D/report.txt"
-for t in "$D"/traces/gputrace-[!e]*.gtrace; do "$G" dump "$t"; done 2>>"$D/run.log" | "$PY" -c '
+# The process trace, not the environment file `gputrace run` writes beside it.
+for t in "$D"/traces/*.gtrace; do case $t in */gputrace-env-*) ;; *) "$G" dump "$t" ;; esac; done 2>>"$D/run.log" | "$PY" -c '
 import json, sys
 none = sys_ = 0
 for l in sys.stdin:

@@ -28,10 +28,10 @@ for r in $(seq 1 "${ROUNDS:-1}"); do
         floor) E="GPUTRACE_API=0 GPUTRACE_DRIVER_API=0 GPUTRACE_HOOKS=0 GPUTRACE_HOST=0 GPUTRACE_PYSTACK=0" ;;
         no_driver) E="GPUTRACE_DRIVER_API=0" ;;
         no_samplers) E="GPUTRACE_HOST=0 GPUTRACE_PYSTACK=0" ;;
-        full | full_b) ;;
+        full) ;;
+        full_b) lib=${LIB_B:?full_b needs LIB_B} ;;
         *) echo "unknown mode $m"; exit 2 ;;
       esac
-      [ "$m" = full_b ] && lib=${LIB_B:?full_b needs LIB_B}
       f=$D/${wl}_${m}_$r.json
       # shellcheck disable=SC2086 # the mode's settings are words
       env $E GPUTRACE_MODE=dormant GPUTRACE_DIR=/tmp/wab/$wl$m$r LD_PRELOAD=$lib taskset -c "${CPUS:-2-9}" \

@@ -374,6 +374,12 @@ impl HostCpu {
         }
     }
 
+    /// The wait samples of the process's threads taken in [s, e).
+    fn waits_in(&self, s: u64, e: u64) -> impl Iterator<Item = &(u64, u32, u32)> {
+        let lo = self.waits.partition_point(|w| w.0 < s);
+        self.waits[lo..].iter().take_while(move |w| w.0 < e)
+    }
+
     /// Was thread `tid`, off the CPU in `D` state over [s, e), in page faults rather
     /// than a system call? Its wait samples say so: more of them outside any system
     /// call (`SYSCALL_NONE`) than in one. A trace from before that mark has no wait
@@ -381,9 +387,8 @@ impl HostCpu {
     /// sampling periods, in which the sampler read the thread's system call twice at
     /// least, reads the same.
     pub fn in_page_faults(&self, tid: u32, s: u64, e: u64) -> bool {
-        let lo = self.waits.partition_point(|w| w.0 < s);
         let (mut none, mut sys) = (0u32, 0u32);
-        for w in self.waits[lo..].iter().take_while(|w| w.0 < e) {
+        for w in self.waits_in(s, e) {
             if w.1 == tid {
                 match w.2 {
                     fmt::SYSCALL_NONE => none += 1,
@@ -556,9 +561,8 @@ impl HostCpu {
         }
         // Launching threads waiting on a pipe or poll set wait for another process (the
         // workers), whatever the threads of this one do meanwhile.
-        let lo = self.waits.partition_point(|w| w.0 < s);
         let (mut pipe, mut all) = (0u32, 0u32);
-        for w in self.waits[lo..].iter().take_while(|w| w.0 < e) {
+        for w in self.waits_in(s, e) {
             if feeding.contains(&w.1) {
                 all += 1;
                 pipe += PIPE_WAITS.contains(&w.2) as u32;

@@ -140,17 +140,18 @@ fn fill(x: &mut Finding, r: &HostReport, f: &FindingCx) {
     };
     let kind = r.cpu_bound_cause.as_deref().unwrap_or("framework_overhead");
     x.subcause = Some(kind.to_string());
-    x.summary = if kind == "page_faults" {
-        format!(
-            "For {} of the steady state the GPU sat idle while {who} {was} stalled in page faults with no CUDA call: code or memory-mapped files read from disk as they were first used, not waiting for input.",
-            share(x.at_stake_ns, wall)
+    let (doing, what) = if kind == "page_faults" {
+        (
+            "stalled in page faults",
+            "code or memory-mapped files read from disk as they were first used",
         )
     } else {
-        format!(
-            "For {} of the steady state the GPU sat idle while {who} {was} busy on the CPU with no CUDA call: host-side computing between steps, not waiting for input.",
-            share(x.at_stake_ns, wall)
-        )
+        ("busy on the CPU", "host-side computing between steps")
     };
+    x.summary = format!(
+        "For {} of the steady state the GPU sat idle while {who} {was} {doing} with no CUDA call: {what}, not waiting for input.",
+        share(x.at_stake_ns, wall)
+    );
     let gaps = f.gaps(Cause::CpuBound);
     let touched = f.gaps_touched(Cause::CpuBound);
     let mut notes: Vec<String> = Vec::new();
