@@ -273,7 +273,8 @@ const CFLAGS: &[&str] = &[
     "-Werror=return-type",
 ];
 
-fn compile(out: &Path, src: &str, extra: &[String]) {
+/// Compiles one C source of `fakes/` into `out` with the fakes' flags and `extra`.
+pub fn compile(out: &Path, src: &str, extra: &[String]) {
     let dir = fakes_src();
     let mut cmd = Command::new(cc());
     cmd.args(CFLAGS)

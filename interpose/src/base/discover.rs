@@ -141,6 +141,10 @@ pub fn candidates(
 /// `dlopen` that reports dlerror's text instead of failing silently.
 pub fn dlopen(path: &Path, flags: libc::c_int) -> Result<*mut libc::c_void, String> {
     use std::os::unix::ffi::OsStrExt;
+    // Under secure execution nothing new is loaded (a lookup of what is loaded is fine).
+    if flags & libc::RTLD_NOLOAD == 0 && crate::base::secure::secure_execution() {
+        return Err("secure execution: nothing is loaded".into());
+    }
     let c = CString::new(path.as_os_str().as_bytes()).map_err(|_| "path has a NUL byte")?;
     // SAFETY: `c` is a valid C string; dlopen has no other preconditions.
     let h = unsafe { libc::dlopen(c.as_ptr(), flags) };

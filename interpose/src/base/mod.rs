@@ -11,6 +11,7 @@ pub mod internal;
 pub mod local;
 pub mod log;
 pub mod opts;
+pub mod secure;
 pub mod state;
 pub mod tsc;
 pub mod worker;

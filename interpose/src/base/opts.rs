@@ -439,11 +439,22 @@ impl Opts {
         self.pm_removed.then_some(PM_REMOVED)
     }
 
+    /// The settings of this process: from its environment, or, under secure execution
+    /// (a setuid, setgid or file-capability program, `base::secure`), none at all and
+    /// the library off.
     pub fn from_env() -> Opts {
-        Opts::from_vars(
-            std::env::vars_os()
-                .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?))),
-        )
+        if crate::base::secure::secure_execution() {
+            return Opts::inert();
+        }
+        Opts::from_vars(crate::base::secure::vars())
+    }
+
+    /// Off, with nothing read from the environment.
+    pub fn inert() -> Opts {
+        Opts {
+            mode: Mode::Off,
+            ..Opts::default()
+        }
     }
 }
 

@@ -180,7 +180,7 @@ fn remove_stale(dir: &Path) {
 pub fn own_socket_dir() -> PathBuf {
     // SAFETY: getuid has no preconditions.
     let uid = unsafe { libc::getuid() };
-    let xdg = std::env::var_os(protocol::RUNTIME_DIR_VAR).map(PathBuf::from);
+    let xdg = crate::base::secure::path_var(protocol::RUNTIME_DIR_VAR);
     protocol::socket_dir(xdg.as_deref(), uid)
 }
 

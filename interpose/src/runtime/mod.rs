@@ -33,6 +33,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 /// Runs from the library constructor. Returns whether the library is on at all (the
 /// fork handler is wanted).
 pub fn on_load() -> bool {
+    if crate::base::secure::secure_execution() {
+        // A setuid, setgid or file-capability program: its environment is chosen by a
+        // user it does not trust. Nothing is read, loaded, created or set; the hooks
+        // pass every call straight through.
+        state::set(state::DISABLED);
+        return false;
+    }
     let late = loaded_late();
     if late {
         settings::set_loaded_late();

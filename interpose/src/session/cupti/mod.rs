@@ -161,7 +161,7 @@ impl Collector {
         let objs = discover::loaded_objects();
         let rt = discover::loaded_cudart(&objs);
         let major = rt.as_ref().map(|r| r.1).or_else(devices::driver_major);
-        let cuda_home = std::env::var_os("CUDA_HOME").map(PathBuf::from);
+        let cuda_home = crate::base::secure::path_var("CUDA_HOME");
         let cands = discover::candidates(
             opts.cupti.as_deref(),
             &objs,
