@@ -470,15 +470,95 @@ pub const RUNTIME_DIR_VAR: &str = "XDG_RUNTIME_DIR";
 const SOCKET_SUFFIX: &str = ".sock";
 const SOCKET_TMP_SUFFIX: &str = ".sock.new";
 
-/// The control socket of process `pid`: `<dir>/<pid>.sock`.
-pub fn socket_path(dir: &Path, pid: u32) -> PathBuf {
-    dir.join(format!("{pid}{SOCKET_SUFFIX}"))
+/// Whose control socket a file is: the pid as the process sees it, its pid namespace
+/// (the inode of `/proc/PID/ns/pid`) and its start time (clock ticks after boot, the
+/// 22nd field of `/proc/PID/stat`). Pids repeat across pid namespaces that share a
+/// directory (two containers' pid 1 under one `/tmp`); the three together do not.
+/// Names: `<pid>-<pidns>-<start>.sock`; libraries before this key wrote `<pid>.sock`
+/// (read as pidns and start 0).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct SocketKey {
+    pub pid: u32,
+    pub pidns: u64,
+    pub start: u64,
 }
 
-/// Where `pid` binds its socket before renaming it to [`socket_path`] (so a client never
-/// finds a socket that does not accept yet).
-pub fn socket_tmp_path(dir: &Path, pid: u32) -> PathBuf {
-    dir.join(format!("{pid}{SOCKET_TMP_SUFFIX}"))
+impl SocketKey {
+    /// The key of the process whose `/proc` directory is `proc_dir` (`/proc/self`, or
+    /// `/proc/PID` seen from another namespace) and whose pid in its own namespace is
+    /// `pid`; zeroes for what cannot be read.
+    pub fn of(proc_dir: &Path, pid: u32) -> SocketKey {
+        let pidns = std::fs::read_link(proc_dir.join("ns/pid"))
+            .ok()
+            .and_then(|l| {
+                let l = l.to_string_lossy().into_owned();
+                l.strip_prefix("pid:[")?.strip_suffix(']')?.parse().ok()
+            })
+            .unwrap_or(0);
+        let start = std::fs::read_to_string(proc_dir.join("stat"))
+            .ok()
+            .and_then(|s| stat_start_time(&s))
+            .unwrap_or(0);
+        SocketKey { pid, pidns, start }
+    }
+
+    fn stem(&self) -> String {
+        if self.pidns == 0 && self.start == 0 {
+            self.pid.to_string()
+        } else {
+            format!("{}-{}-{}", self.pid, self.pidns, self.start)
+        }
+    }
+
+    /// Parses a socket file's name (`<key>.sock` or `<key>.sock.new`).
+    pub fn parse(file_name: &str) -> Option<SocketKey> {
+        let stem = file_name
+            .strip_suffix(SOCKET_TMP_SUFFIX)
+            .or_else(|| file_name.strip_suffix(SOCKET_SUFFIX))?;
+        let number = |s: &str| -> Option<u64> {
+            (!s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
+                .then(|| s.parse().ok())
+                .flatten()
+        };
+        let mut parts = stem.split('-');
+        let pid = u32::try_from(number(parts.next()?)?).ok()?;
+        match (parts.next(), parts.next(), parts.next()) {
+            (None, _, _) => Some(SocketKey {
+                pid,
+                pidns: 0,
+                start: 0,
+            }),
+            (Some(ns), Some(start), None) => Some(SocketKey {
+                pid,
+                pidns: number(ns)?,
+                start: number(start)?,
+            }),
+            _ => None,
+        }
+    }
+}
+
+/// The start time (22nd field) of a `/proc/PID/stat` line; the command name (2nd) may
+/// hold spaces and parentheses, so fields are counted after its last `)`.
+pub fn stat_start_time(stat: &str) -> Option<u64> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// The control socket of the process `key`: `<dir>/<pid>-<pidns>-<start>.sock`.
+pub fn socket_path(dir: &Path, key: &SocketKey) -> PathBuf {
+    dir.join(format!("{}{SOCKET_SUFFIX}", key.stem()))
+}
+
+/// Where the process binds its socket before renaming it to [`socket_path`] (so a
+/// client never finds a socket that does not accept yet).
+pub fn socket_tmp_path(dir: &Path, key: &SocketKey) -> PathBuf {
+    dir.join(format!("{}{SOCKET_TMP_SUFFIX}", key.stem()))
+}
+
+/// Where a library from before [`SocketKey`] put the socket of `pid`.
+pub fn legacy_socket_path(dir: &Path, pid: u32) -> PathBuf {
+    dir.join(format!("{pid}{SOCKET_SUFFIX}"))
 }
 
 /// Appended to a window's `started_by` ("attach, loaded late") when the library was
@@ -489,17 +569,6 @@ pub const LOADED_LATE: &str = "loaded late";
 /// its own) when the process was started without it: the library's constructor, seeing
 /// it, knows it was loaded late (the program is running, CUDA is up) and starts dormant.
 pub const LATE_LOAD_FILE: &str = "libgputrace-late.so";
-
-/// The pid a file name in [`socket_dir`] belongs to (`123.sock` or `123.sock.new`).
-pub fn socket_owner(file_name: &str) -> Option<u32> {
-    let pid = file_name
-        .strip_suffix(SOCKET_TMP_SUFFIX)
-        .or_else(|| file_name.strip_suffix(SOCKET_SUFFIX))?;
-    if pid.is_empty() || !pid.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    pid.parse().ok()
-}
 
 /// A trace window asked of a dormant process.
 #[derive(Debug, Clone, PartialEq)]
@@ -903,16 +972,32 @@ mod tests {
         );
         assert_eq!(socket_dir(None, 7), PathBuf::from("/tmp/gputrace-7"));
         let dir = Path::new("/tmp/gputrace-7");
+        let key = SocketKey {
+            pid: 1,
+            pidns: 4026532001,
+            start: 98765,
+        };
         assert_eq!(
-            socket_path(dir, 42),
-            PathBuf::from("/tmp/gputrace-7/42.sock")
+            socket_path(dir, &key),
+            PathBuf::from("/tmp/gputrace-7/1-4026532001-98765.sock")
         );
         assert_eq!(
-            socket_tmp_path(dir, 42),
-            PathBuf::from("/tmp/gputrace-7/42.sock.new")
+            socket_tmp_path(dir, &key),
+            PathBuf::from("/tmp/gputrace-7/1-4026532001-98765.sock.new")
         );
-        assert_eq!(socket_owner("42.sock"), Some(42));
-        assert_eq!(socket_owner("42.sock.new"), Some(42));
+        assert_eq!(SocketKey::parse("1-4026532001-98765.sock"), Some(key));
+        assert_eq!(SocketKey::parse("1-4026532001-98765.sock.new"), Some(key));
+        // The same pid in another namespace is another socket.
+        let other_ns = SocketKey {
+            pidns: 4026532002,
+            ..key
+        };
+        assert_ne!(socket_path(dir, &key), socket_path(dir, &other_ns));
+        // A library before the key: the pid alone.
+        let legacy = SocketKey::parse("42.sock").unwrap();
+        assert_eq!((legacy.pid, legacy.pidns, legacy.start), (42, 0, 0));
+        assert_eq!(socket_path(dir, &legacy), legacy_socket_path(dir, 42));
+        assert_eq!(SocketKey::parse("42.sock.new").map(|k| k.pid), Some(42));
         for other in [
             "sock",
             ".sock",
@@ -921,9 +1006,28 @@ mod tests {
             "42",
             "-1.sock",
             "4 2.sock",
+            "1-2.sock",
+            "1-2-3-4.sock",
+            "1--3.sock",
+            "99999999999.sock",
         ] {
-            assert_eq!(socket_owner(other), None, "{other}");
+            assert_eq!(SocketKey::parse(other), None, "{other}");
         }
+    }
+
+    #[test]
+    fn a_process_start_time_is_read_after_its_name() {
+        let stat =
+            "1234 (a b) c)) S 1 1234 1234 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 98765 1000 10";
+        assert_eq!(stat_start_time(stat), Some(98765));
+        assert_eq!(stat_start_time("1234 (x"), None);
+        let me = SocketKey::of(Path::new("/proc/self"), std::process::id());
+        assert!(me.pidns != 0 && me.start != 0, "{me:?}");
+        let again = SocketKey::of(
+            Path::new(&format!("/proc/{}", std::process::id())),
+            std::process::id(),
+        );
+        assert_eq!(me, again);
     }
 
     #[test]

@@ -333,3 +333,59 @@ extern "C" {
     #[link_name = "geteuid"]
     fn libc_geteuid() -> u32;
 }
+
+/// The process `unshare --fork` started (its only child), once it exists.
+fn only_child(pid: u32) -> u32 {
+    poll(Duration::from_secs(20), || {
+        let c = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).ok()?;
+        c.split_whitespace().next()?.parse().ok()
+    })
+    .unwrap_or_else(|| panic!("pid {pid} started no child"))
+}
+
+#[test]
+fn pid_1_of_two_namespaces_sharing_a_directory_are_both_reachable() {
+    let probe = std::process::Command::new("unshare")
+        .args(["--pid", "--fork", "true"])
+        .output();
+    if !probe.as_ref().is_ok_and(|o| o.status.success()) {
+        eprintln!("skipped: cannot make a pid namespace here (unshare --pid needs root or user namespaces)");
+        return;
+    }
+    let w = Wheel::new(Cuda::V13, Layout::Flat);
+    let app = w.app.display().to_string();
+    // Two containers' pid 1, one socket directory and one trace directory between them.
+    let runs: Vec<Running> = (0..2)
+        .map(|_| {
+            w.program(
+                "unshare",
+                &["--pid", "--fork", "--kill-child", &app, "spin", "30"],
+            )
+            .env("GPUTRACE_MODE", "dormant")
+            .spawn()
+        })
+        .collect();
+    let pids: Vec<u32> = runs.iter().map(|r| only_child(r.id())).collect();
+    for &pid in &pids {
+        let sock = socket_of(pid);
+        let name = sock.file_name().unwrap().to_str().unwrap().to_string();
+        let key = protocol::SocketKey::parse(&name).expect("a keyed socket name");
+        assert_eq!(key.pid, 1, "{name}: the process is pid 1 in its namespace");
+    }
+    assert_eq!(w.sockets().len(), 2, "{:?}", w.sockets());
+    let mut traces = Vec::new();
+    for &pid in &pids {
+        let win = attach::attach(pid, Duration::from_millis(300), None, None, None, |_| {})
+            .unwrap_or_else(|e| panic!("attach to pid {pid}: {e}"));
+        let t = Trace::read(&win.trace);
+        assert_eq!(t.data.meta.pid, 1, "{}", win.trace.display());
+        assert!(
+            !t.kernels().is_empty(),
+            "{}: no kernels",
+            win.trace.display()
+        );
+        traces.push(win.trace);
+    }
+    assert_ne!(traces[0], traces[1], "two processes wrote one file");
+    drop(runs);
+}

@@ -409,8 +409,12 @@ fn print_error(e: &anyhow::Error) {
 /// The exit status of a command that failed: 2 for what is wrong usage (as clap's own
 /// errors are), else 1.
 fn error_code(e: &anyhow::Error) -> i32 {
-    match e.downcast_ref::<Error>() {
-        Some(e) if e.is_usage() => 2,
+    match (
+        e.downcast_ref::<Error>(),
+        e.downcast_ref::<attach::AttachError>(),
+    ) {
+        (Some(e), _) if e.is_usage() => 2,
+        (_, Some(a)) => a.exit_code(),
         _ => 1,
     }
 }
@@ -420,7 +424,9 @@ fn error_code(e: &anyhow::Error) -> i32 {
 /// to, ...), 2 wrong usage (also an `export` output that exists, without --force), 3
 /// (`report`, `summary`, `dump`, `export`, `attach`) done, but a trace
 /// was damaged and the output covers what could be read of it (a trace merely cut
-/// short gives 0); `run` exits with its command's code, or as a shell would when the
+/// short gives 0); 4, 5, 6 (`attach`) refused for safety: the control socket or its
+/// directory is not the process user's own and private, the process listening is not
+/// the one asked for, a reply named a file outside the trace directory; `run` exits with its command's code, or as a shell would when the
 /// command could not be started (125, 126, 127; see `gputrace_analyzer::commands::run`).
 fn main() {
     let cli = Cli::parse();

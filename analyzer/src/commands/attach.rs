@@ -38,7 +38,34 @@ pub enum AttachError {
     },
     #[error("pid {pid}: libgputrace.so was loaded (thread {tid}) but made no control socket within {secs} s")]
     LoadedNoSocket { pid: u32, tid: u32, secs: u64 },
+    #[error("refusing {} for pid {pid}: {why}", .path.display())]
+    UntrustedSocket {
+        pid: u32,
+        path: PathBuf,
+        why: String,
+    },
+    #[error("refusing {} for pid {pid}: the process listening on it is {peer}, not pid {pid}", .path.display())]
+    WrongPeer {
+        pid: u32,
+        path: PathBuf,
+        /// Who answered ("pid 123 (uid 1000)", or that it could not be told).
+        peer: String,
+    },
+    #[error("refusing the reply of pid {pid}: it named {}, which is not a trace file in {}", .path.display(), .expected.display())]
+    ReplyOutside {
+        pid: u32,
+        path: PathBuf,
+        expected: PathBuf,
+    },
 }
+
+/// Exit status of `gputrace attach` when the control socket or its directory is not
+/// the target process user's own and private.
+pub const UNTRUSTED_SOCKET_EXIT: i32 = 4;
+/// ... when the process listening on the socket is not the one asked for.
+pub const WRONG_PEER_EXIT: i32 = 5;
+/// ... when a reply named a file outside the directory the trace was to go to.
+pub const REPLY_OUTSIDE_EXIT: i32 = 6;
 
 impl AttachError {
     /// What to do about it, when there is something to say.
@@ -69,7 +96,21 @@ impl AttachError {
             AttachError::NoSocket { .. } => Some(
                 "a dormant process makes its socket when it initialises CUDA (its first CUDA call): retry once the program has done so".into(),
             ),
+            AttachError::UntrustedSocket { .. } | AttachError::WrongPeer { .. } => Some(
+                "another user may have made this file to stand in for the process: remove it (and its directory if that is not the process user's own), then restart the job or attach again".into(),
+            ),
             _ => None,
+        }
+    }
+
+    /// The exit status of `gputrace attach` for this error: a refusal for safety has
+    /// its own, anything else is 1.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            AttachError::UntrustedSocket { .. } => UNTRUSTED_SOCKET_EXIT,
+            AttachError::WrongPeer { .. } => WRONG_PEER_EXIT,
+            AttachError::ReplyOutside { .. } => REPLY_OUTSIDE_EXIT,
+            _ => 1,
         }
     }
 }
@@ -151,27 +192,165 @@ fn xdg_of(pid: u32) -> Option<PathBuf> {
     env_of(pid, protocol::RUNTIME_DIR_VAR).map(PathBuf::from)
 }
 
-/// Where the process's control socket may be, most likely first.
+/// The process `pid` as its control socket's name gives it: its pid in its own pid
+/// namespace (the last of `/proc/PID/status`'s NSpid), that namespace and its start
+/// time (`protocol::SocketKey`).
+fn target_key(pid: u32) -> protocol::SocketKey {
+    let own_pid = crate::commands::inject::status_field(pid, "NSpid:")
+        .and_then(|l| l.split_whitespace().last()?.parse().ok())
+        .unwrap_or(pid);
+    protocol::SocketKey::of(Path::new(&format!("/proc/{pid}")), own_pid)
+}
+
+/// Whether `pid` sees another file system tree than this process (a container): its
+/// paths are then reached through `/proc/PID/root`.
+fn other_mount_ns(pid: u32) -> bool {
+    let ns = |p: String| std::fs::read_link(p).ok();
+    match (
+        ns("/proc/self/ns/mnt".into()),
+        ns(format!("/proc/{pid}/ns/mnt")),
+    ) {
+        (Some(a), Some(b)) => a != b,
+        _ => false,
+    }
+}
+
+/// Where the process's control socket may be, most likely first: its keyed name in
+/// each directory it may use (its runtime directory, ours, `/tmp/gputrace-<uid>`),
+/// through its root when it lives in another mount namespace, then the pid-only name
+/// a library before the key used.
 pub fn candidate_sockets(pid: u32) -> Vec<PathBuf> {
     // SAFETY: getuid has no preconditions.
     let me = unsafe { libc::getuid() };
     let uid = uid_of(pid).unwrap_or(me);
-    let mut v = Vec::new();
+    let mut dirs = Vec::new();
     if let Some(x) = xdg_of(pid) {
-        v.push(protocol::socket_path(
-            &protocol::socket_dir(Some(&x), uid),
-            pid,
-        ));
+        dirs.push(protocol::socket_dir(Some(&x), uid));
     }
     if let Some(x) = std::env::var_os(protocol::RUNTIME_DIR_VAR) {
-        let dir = protocol::socket_dir(Some(Path::new(&x)), me);
-        v.push(protocol::socket_path(&dir, pid));
+        dirs.push(protocol::socket_dir(Some(Path::new(&x)), me));
     }
     for uid in [uid_of(pid), Some(me)].into_iter().flatten() {
-        v.push(protocol::socket_path(&protocol::socket_dir(None, uid), pid));
+        dirs.push(protocol::socket_dir(None, uid));
     }
-    v.dedup();
+    if other_mount_ns(pid) {
+        let root = PathBuf::from(format!("/proc/{pid}/root"));
+        let inside: Vec<PathBuf> = dirs
+            .iter()
+            .map(|d| root.join(d.strip_prefix("/").unwrap_or(d)))
+            .collect();
+        dirs.splice(0..0, inside);
+    }
+    let key = target_key(pid);
+    let mut v: Vec<PathBuf> = dirs
+        .iter()
+        .map(|d| protocol::socket_path(d, &key))
+        .chain(
+            dirs.iter()
+                .map(|d| protocol::legacy_socket_path(d, key.pid)),
+        )
+        .collect();
+    let mut seen = std::collections::HashSet::new();
+    v.retain(|p| seen.insert(p.clone()));
     v
+}
+
+/// The socket file at `sock` and its directory are the process user's (or root's)
+/// and private: otherwise another user may have put them there to stand in for it.
+fn check_socket_file(pid: u32, sock: &Path) -> Result<(), AttachError> {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let owner = uid_of(pid).ok_or(AttachError::NoProcess(pid))?;
+    let refuse = |why: String| AttachError::UntrustedSocket {
+        pid,
+        path: sock.to_path_buf(),
+        why,
+    };
+    let trusted = |uid: u32| uid == owner || uid == 0;
+    let dir = sock.parent().unwrap_or(Path::new("/"));
+    let d = std::fs::symlink_metadata(dir).map_err(|e| AttachError::Io(pid, e))?;
+    if !d.file_type().is_dir() {
+        return Err(refuse(format!("{} is not a directory", dir.display())));
+    }
+    if !trusted(d.uid()) {
+        return Err(refuse(format!(
+            "its directory {} belongs to uid {}, not to the process's user (uid {owner}) or root",
+            dir.display(),
+            d.uid()
+        )));
+    }
+    if d.mode() & 0o077 != 0 {
+        return Err(refuse(format!(
+            "its directory {} is open to other users (mode {:o})",
+            dir.display(),
+            d.mode() & 0o7777
+        )));
+    }
+    let f = std::fs::symlink_metadata(sock).map_err(|e| AttachError::Io(pid, e))?;
+    if !f.file_type().is_socket() {
+        return Err(refuse("it is not a socket".into()));
+    }
+    if !trusted(f.uid()) {
+        return Err(refuse(format!(
+            "it belongs to uid {}, not to the process's user (uid {owner}) or root",
+            f.uid()
+        )));
+    }
+    if f.mode() & 0o077 != 0 {
+        return Err(refuse(format!(
+            "it is open to other users (mode {:o})",
+            f.mode() & 0o7777
+        )));
+    }
+    Ok(())
+}
+
+/// The process at the other end of a connected Unix socket (SO_PEERCRED): pid and uid.
+fn peer_of(s: &UnixStream) -> Option<(i32, u32)> {
+    use std::os::unix::io::AsRawFd;
+    let mut cred = libc::ucred {
+        pid: 0,
+        uid: u32::MAX,
+        gid: 0,
+    };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: getsockopt writes at most `len` bytes into `cred`, a plain C struct.
+    let r = unsafe {
+        libc::getsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            &mut cred as *mut libc::ucred as *mut libc::c_void,
+            &mut len,
+        )
+    };
+    (r == 0).then_some((cred.pid, cred.uid))
+}
+
+/// The process listening on `s` is `pid` (or a thread of it) and runs as its user.
+fn check_peer(pid: u32, sock: &Path, s: &UnixStream) -> Result<(), AttachError> {
+    let wrong = |peer: String| AttachError::WrongPeer {
+        pid,
+        path: sock.to_path_buf(),
+        peer,
+    };
+    let Some((peer, peer_uid)) = peer_of(s) else {
+        return Err(wrong("a process whose credentials cannot be read".into()));
+    };
+    let owner = uid_of(pid).ok_or(AttachError::NoProcess(pid))?;
+    let same_process = u32::try_from(peer).is_ok_and(|p| {
+        p == pid
+            || crate::commands::inject::status_field(p, "Tgid:")
+                .is_some_and(|t| t.trim() == pid.to_string())
+    });
+    if !same_process || peer_uid != owner {
+        let who = if peer <= 0 {
+            "a process outside this pid namespace".to_string()
+        } else {
+            format!("pid {peer} (uid {peer_uid})")
+        };
+        return Err(wrong(who));
+    }
+    Ok(())
 }
 
 /// Makes sure `pid` has the library and its control socket: a process started without
@@ -216,17 +395,23 @@ pub fn load_if_needed(
 
 fn connect(pid: u32) -> Result<UnixStream, AttachError> {
     let cands = candidate_sockets(pid);
-    let sock = cands.iter().find(|p| p.exists()).ok_or_else(|| {
-        why_no_socket(
-            pid,
-            cands
-                .iter()
-                .map(|p| p.display().to_string())
-                .collect::<Vec<_>>()
-                .join(", "),
-        )
-    })?;
-    UnixStream::connect(sock).map_err(|e| AttachError::Io(pid, e))
+    let sock = cands
+        .iter()
+        .find(|p| p.symlink_metadata().is_ok())
+        .ok_or_else(|| {
+            why_no_socket(
+                pid,
+                cands
+                    .iter()
+                    .map(|p| p.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            )
+        })?;
+    check_socket_file(pid, sock)?;
+    let s = UnixStream::connect(sock).map_err(|e| AttachError::Io(pid, e))?;
+    check_peer(pid, sock, &s)?;
+    Ok(s)
 }
 
 /// The outcome of a window.
@@ -249,6 +434,7 @@ pub fn attach(
 ) -> Result<Window, AttachError> {
     let mut s = connect(pid)?;
     let dir = dir.map(|d| std::fs::canonicalize(d).unwrap_or(d.to_path_buf()));
+    let expected = expected_trace_dir(pid, dir.as_deref());
     let req = Request::Window(WindowReq {
         duration,
         steps,
@@ -269,11 +455,15 @@ pub fn attach(
         }
         match Reply::parse(&line) {
             Some(Reply::Started(p)) => {
+                check_trace_path(pid, expected.as_deref(), &p)?;
                 if let Some(f) = started.take() {
                     f(&p);
                 }
             }
-            Some(Reply::Done(trace)) => return Ok(Window { trace }),
+            Some(Reply::Done(trace)) => {
+                check_trace_path(pid, expected.as_deref(), &trace)?;
+                return Ok(Window { trace });
+            }
             Some(Reply::Error(e)) => return Err(AttachError::Refused(pid, e)),
             _ => {
                 return Err(AttachError::Refused(
@@ -349,6 +539,70 @@ pub fn attach_watched(
             Err(e)
         }
     }
+}
+
+/// `p` with `.` and `..` resolved by name (no link is followed: the path may be one the
+/// process sees, inside another mount namespace).
+fn lexical(p: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut out = PathBuf::new();
+    for c in p.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Where the process will write the window's trace, as it sees paths: the directory
+/// asked for, else its own `GPUTRACE_DIR` (or the default) under its working
+/// directory. `None` when that cannot be read (then only the file's name is checked).
+fn expected_trace_dir(pid: u32, asked: Option<&Path>) -> Option<PathBuf> {
+    if let Some(d) = asked {
+        return Some(lexical(d));
+    }
+    let cwd = std::fs::read_link(format!("/proc/{pid}/cwd")).ok()?;
+    let dir = env_of(pid, protocol::settings::DIR)
+        .filter(|d| !d.is_empty())
+        .unwrap_or_else(|| protocol::DEFAULT_TRACE_DIR.to_string());
+    Some(lexical(&cwd.join(dir)))
+}
+
+/// A path in a reply is a trace file (by its name) in the directory the trace was to
+/// go to: a process, or something standing in for it, never makes this command read
+/// or write elsewhere.
+fn check_trace_path(pid: u32, expected: Option<&Path>, p: &Path) -> Result<(), AttachError> {
+    let outside = || AttachError::ReplyOutside {
+        pid,
+        path: p.to_path_buf(),
+        expected: expected.map(Path::to_path_buf).unwrap_or_default(),
+    };
+    let named_as_trace = p
+        .file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| !protocol::TraceFileName::parse(n).is_empty());
+    if !named_as_trace {
+        return Err(outside());
+    }
+    let Some(expected) = expected else {
+        return Ok(());
+    };
+    let full = if p.is_absolute() {
+        lexical(p)
+    } else {
+        match std::fs::read_link(format!("/proc/{pid}/cwd")) {
+            Ok(cwd) => lexical(&cwd.join(p)),
+            Err(_) => return Err(outside()),
+        }
+    };
+    if full.parent() != Some(expected) {
+        return Err(outside());
+    }
+    Ok(())
 }
 
 /// The directory of the trace the process named: a relative path is its own working

@@ -202,7 +202,7 @@ impl Recorder {
             return Ok(None);
         };
         let host = hostname();
-        let (file, path) = create_file(dir, &host)?;
+        let (file, path) = super::owner::as_owner_of(dir, || create_file(dir, &host))?;
         let meta = Meta {
             writer: format!("gputrace {}", env!("CARGO_PKG_VERSION")),
             pid: std::process::id(),

@@ -150,20 +150,36 @@ fn alive(pid: u32) -> bool {
     unsafe { libc::kill(p, 0) == 0 || *libc::__errno_location() == libc::EPERM }
 }
 
-/// Removes the socket files of processes that died without removing their own: the pid
-/// is gone and nothing listens on the file. (In another pid namespace sharing this
-/// directory a live process's pid may look gone; its socket still answers and stays.)
-fn remove_stale(dir: &Path) {
+/// This process's key in socket names (`protocol::SocketKey`).
+fn own_key() -> protocol::SocketKey {
+    protocol::SocketKey::of(Path::new("/proc/self"), std::process::id())
+}
+
+/// Removes the socket files of processes that died without removing their own: nothing
+/// listens on the file, and its process, when it is of this pid namespace, is gone.
+/// (A process of another pid namespace sharing this directory cannot be looked up by
+/// its pid here; its socket still answers while it lives, and stays.)
+fn remove_stale(dir: &Path, me: &protocol::SocketKey) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
-    let me = std::process::id();
     for e in entries.flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(protocol::socket_owner) else {
+        let Some(key) = e.file_name().to_str().and_then(protocol::SocketKey::parse) else {
             continue;
         };
-        if pid == me || alive(pid) {
+        if key == *me {
             continue;
+        }
+        let same_ns = key.pidns == me.pidns || key.pidns == 0;
+        if same_ns && key.pid == me.pid {
+            continue;
+        }
+        if same_ns && alive(key.pid) {
+            // Alive, unless the pid was reused by a process started later.
+            let now = protocol::SocketKey::of(Path::new(&format!("/proc/{}", key.pid)), key.pid);
+            if key.start == 0 || now.start == 0 || now.start == key.start {
+                continue;
+            }
         }
         let path = e.path();
         let refused = matches!(
@@ -215,14 +231,15 @@ fn bind() -> Option<UnixListener> {
         }
         Err(_) => return None,
     }
-    remove_stale(&dir);
+    let key = own_key();
+    remove_stale(&dir, &key);
     let pid = std::process::id();
-    let path = protocol::socket_path(&dir, pid);
+    let path = protocol::socket_path(&dir, &key);
     // Held until the file is in place and recorded, so an exec in between waits for it.
     let mut socket = SOCKET.lock().unwrap_or_else(|e| e.into_inner());
     // Bound and listening under a temporary name, then renamed: a client never finds the
     // path before the socket accepts connections.
-    let tmp = protocol::socket_tmp_path(&dir, pid);
+    let tmp = protocol::socket_tmp_path(&dir, &key);
     let _ = std::fs::remove_file(&tmp);
     let bound = UnixListener::bind(&tmp).and_then(|l| {
         std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o600))?;
@@ -443,19 +460,48 @@ mod tests {
     fn only_dead_processes_silent_sockets_are_swept() {
         let dir = temp_dir("stale");
         // pid_max is at most 2^22: these pids are never alive.
+        let me = own_key();
         let dead = dir.join("999999901.sock");
         let dead_tmp = dir.join("999999902.sock.new");
         let answering = dir.join("999999903.sock");
         let live = dir.join("1.sock");
-        let mine = protocol::socket_path(&dir, std::process::id());
+        let mine = protocol::socket_path(&dir, &me);
         let other = dir.join("notes.txt");
-        for f in [&dead, &dead_tmp, &live, &mine, &other] {
+        // A live pid of this namespace whose socket names another start time: the pid
+        // was reused, its socket's process is gone.
+        let reused = protocol::socket_path(
+            &dir,
+            &protocol::SocketKey {
+                pid: 1,
+                start: 1,
+                ..me
+            },
+        );
+        // Pid 1 of another namespace: not looked up here, and silent: removed.
+        let other_ns_dead = protocol::socket_path(
+            &dir,
+            &protocol::SocketKey {
+                pid: 1,
+                pidns: me.pidns + 1,
+                start: 5,
+            },
+        );
+        for f in [
+            &dead,
+            &dead_tmp,
+            &live,
+            &mine,
+            &other,
+            &reused,
+            &other_ns_dead,
+        ] {
             std::fs::write(f, b"").unwrap();
         }
         // A listening socket whose pid looks gone (another pid namespace): kept.
         let _l = UnixListener::bind(&answering).unwrap();
-        remove_stale(&dir);
+        remove_stale(&dir, &me);
         assert!(!dead.exists() && !dead_tmp.exists());
+        assert!(!reused.exists() && !other_ns_dead.exists());
         for kept in [&answering, &live, &mine, &other] {
             assert!(kept.exists(), "{} was removed", kept.display());
         }
