@@ -3,7 +3,8 @@
 //! In dormant mode nothing is recorded and no CUPTI activity is enabled: hooks cost one
 //! relaxed atomic load. A window is opened by any of:
 //! * `gputrace attach PID`: a command over a Unix socket this library creates at
-//!   `$XDG_RUNTIME_DIR/gputrace/<pid>.sock` (else `/tmp/gputrace-<uid>/<pid>.sock`),
+//!   `$XDG_RUNTIME_DIR/gputrace/<pid>-<pidns>-<start>.sock` (else under
+//!   `/tmp/gputrace-<uid>/`; `protocol::SocketKey`),
 //!   mode 0600 in a 0700 directory; only the same uid (or root) may talk to it, checked
 //!   with SO_PEERCRED;
 //! * a signal, opt-in with `GPUTRACE_SIGNAL=SIGUSR1|SIGUSR2` (off by default so the
