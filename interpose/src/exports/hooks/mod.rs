@@ -243,6 +243,93 @@ pub(crate) fn run_at<R: Copy>(
     r
 }
 
+/// What a row of a hook table does around its real call: the glue hands it the call,
+/// with the caller's arguments, inside the library's wrapper (see [`hook_table!`]).
+/// Each family of hooks (NCCL collectives, copies, pinned allocations, ...) is one
+/// implementation; a row builds its value from the hook's arguments.
+pub(crate) trait Action<R> {
+    fn run(self, call: impl FnOnce() -> R) -> R;
+}
+
+/// The hook table: one row per hooked C function, its prototype and then the
+/// [`Action`] that records it:
+///
+/// ```text
+/// hook_table! {
+///     NCCL, inside stall::in_nccl_call;   // the library (resolve.rs) and the wrapper
+///                                          // every real call runs in (none: `NCCL;`)
+///     /// The row's own docs, if any.
+///     extern "C" fn ncclSend(send: *const c_void, ..., stream: Stream) -> NcclResult;
+///         => Op { op: fmt::NCCL_SEND, comm, stream, ... };
+/// }
+/// ```
+///
+/// Each row becomes the function exported under that name (outside unit tests) with
+/// that signature, whose whole body is the FFI guard `entry!` around: the real
+/// function found through `real!` (missing: the library's "cannot initialise" error,
+/// said once), then the row's action run around the call of it with the caller's
+/// arguments, inside the wrapper (`stall::in_nccl_call` names the NCCL call a thread
+/// is in for stall reports). The action decides the rest: the recursion and
+/// internal-thread guard, errno, the `recording()` check, the Python call site
+/// ([`run_at`] and the registry runners). The table also lists its names in `HOOKED`.
+///
+/// The function is named `hook`, inside a block whose value is the constant of the
+/// exported name (a pointer to it, which Rust callers call as they would the function):
+/// `interpose/tests/layers.rs` reads the source and checks that every `extern "C" fn`
+/// it can name is one `entry!`, which it cannot do for a `$name`. Named `hook`, the
+/// body every row gets is checked; the rows are C declarations to it.
+macro_rules! hook_table {
+    ($lib:ident; $($rows:tt)*) => {
+        $crate::exports::hooks::hook_table!(
+            $lib, inside $crate::exports::hooks::direct; $($rows)*
+        );
+    };
+    ($lib:ident, inside $wrap:path; $(
+        $(#[$attr:meta])*
+        extern "C" fn $name:ident($($arg:ident: $ty:ty),* $(,)?) -> $ret:ty;
+            => $action:expr;
+    )*) => {
+        /// The functions this table hooks.
+        pub const HOOKED: &[&str] = &[$(stringify!($name)),*];
+        $(
+            $(#[$attr])*
+            ///
+            /// # Safety
+            /// Called by C code with the arguments of the C function of the same name.
+            #[allow(non_upper_case_globals)]
+            pub const $name: unsafe extern "C" fn($($ty),*) -> $ret = {
+                #[cfg_attr(not(test), export_name = stringify!($name))]
+                #[allow(clippy::too_many_arguments)]
+                unsafe extern "C" fn hook($($arg: $ty),*) -> $ret {
+                    $crate::base::ffi::entry!($lib.missing.0, {
+                        type F = unsafe extern "C" fn($($ty),*) -> $ret;
+                        const NAME: &::std::ffi::CStr =
+                            match ::std::ffi::CStr::from_bytes_with_nul(
+                                concat!(stringify!($name), "\0").as_bytes(),
+                            ) {
+                                Ok(c) => c,
+                                Err(_) => panic!("a C function name"),
+                            };
+                        let f = match $crate::exports::hooks::resolve::real!($lib, NAME, F) {
+                            Ok(f) => f,
+                            Err(e) => return e,
+                        };
+                        $crate::exports::hooks::Action::run($action, || {
+                            $wrap(stringify!($name), || {
+                                // SAFETY: the caller's arguments, unchanged, to the real
+                                // function, whose C signature is the row's.
+                                unsafe { f($($arg),*) }
+                            })
+                        })
+                    })
+                }
+                hook
+            };
+        )*
+    };
+}
+pub(crate) use hook_table;
+
 /// In a forked child: the hooks' per-thread state of the forking thread, and the
 /// registries another parent thread may have been changing, start clean.
 pub fn after_fork() {

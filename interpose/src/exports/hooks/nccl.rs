@@ -11,8 +11,8 @@
 
 use super::comms::{self, UNKNOWN};
 use super::resolve::{real, NCCL};
-use super::{keep_registries, recording, run, run_at, Entry, Scope, Site};
-use crate::base::ffi::{entry, errno, guarded, guarded_value, set_errno};
+use super::{hook_table, keep_registries, recording, run, run_at, Action, Entry, Scope, Site};
+use crate::base::ffi::{errno, guarded, guarded_value, set_errno};
 use crate::base::tsc;
 use crate::rings::{self as ring, record as rec};
 use crate::session::stall;
@@ -144,456 +144,178 @@ fn record_op(e: &Entry, t1: u64, r: NcclResult, o: Op) {
 }
 
 // ---------------------------------------------------------------------------------
-// Collectives and point-to-point.
+// The hooks. Every real call runs inside `stall::in_nccl_call`, which names the NCCL
+// call a thread is in for the stall report (its names: `stall::NCCL_CALLS`).
 
-/// # Safety
-/// Called by C code with the arguments of the NCCL function of the same name.
-#[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn ncclAllReduce(
-    send: *const c_void,
-    recv: *mut c_void,
-    count: usize,
-    datatype: c_int,
-    op: c_int,
-    comm: Comm,
-    stream: Stream,
-) -> NcclResult {
-    entry!(NCCL.missing.0, {
-        type F = unsafe extern "C" fn(
-            *const c_void,
-            *mut c_void,
-            usize,
-            c_int,
-            c_int,
-            Comm,
-            Stream,
-        ) -> NcclResult;
-        let f = match real!(NCCL, c"ncclAllReduce", F) {
-            Ok(f) => f,
-            Err(e) => return e,
-        };
-        run_at(
-            Site::Always,
-            false,
-            || {
-                stall::in_nccl_call("ncclAllReduce", || {
-                    // SAFETY: forwarding the caller's arguments unchanged.
-                    unsafe { f(send, recv, count, datatype, op, comm, stream) }
-                })
-            },
-            |e, t1, r| {
-                let o = Op {
-                    op: fmt::NCCL_ALL_REDUCE,
-                    comm,
-                    stream,
-                    count,
-                    datatype,
-                    redop: redop8(op),
-                    peer_or_root: -1,
-                };
-                record_op(e, t1, r, o)
-            },
-        )
-    })
-}
+hook_table! {
+    NCCL, inside stall::in_nccl_call;
 
-/// # Safety
-/// Called by C code with the arguments of the NCCL function of the same name.
-#[cfg_attr(not(test), no_mangle)]
-#[allow(clippy::too_many_arguments)]
-pub unsafe extern "C" fn ncclReduce(
-    send: *const c_void,
-    recv: *mut c_void,
-    count: usize,
-    datatype: c_int,
-    op: c_int,
-    root: c_int,
-    comm: Comm,
-    stream: Stream,
-) -> NcclResult {
-    entry!(NCCL.missing.0, {
-        type F = unsafe extern "C" fn(
-            *const c_void,
-            *mut c_void,
-            usize,
-            c_int,
-            c_int,
-            c_int,
-            Comm,
-            Stream,
-        ) -> NcclResult;
-        let f = match real!(NCCL, c"ncclReduce", F) {
-            Ok(f) => f,
-            Err(e) => return e,
-        };
-        run_at(
-            Site::Always,
-            false,
-            || {
-                stall::in_nccl_call("ncclReduce", || {
-                    // SAFETY: forwarding the caller's arguments unchanged.
-                    unsafe { f(send, recv, count, datatype, op, root, comm, stream) }
-                })
-            },
-            |e, t1, r| {
-                let o = Op {
-                    op: fmt::NCCL_REDUCE,
-                    comm,
-                    stream,
-                    count,
-                    datatype,
-                    redop: redop8(op),
-                    peer_or_root: root,
-                };
-                record_op(e, t1, r, o)
-            },
-        )
-    })
-}
+    extern "C" fn ncclAllReduce(
+        send: *const c_void, recv: *mut c_void, count: usize, datatype: c_int, op: c_int,
+        comm: Comm, stream: Stream,
+    ) -> NcclResult;
+        => Op { op: fmt::NCCL_ALL_REDUCE, comm, stream, count, datatype,
+                redop: redop8(op), peer_or_root: -1 };
 
-/// # Safety
-/// Called by C code with the arguments of the NCCL function of the same name.
-#[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn ncclBroadcast(
-    send: *const c_void,
-    recv: *mut c_void,
-    count: usize,
-    datatype: c_int,
-    root: c_int,
-    comm: Comm,
-    stream: Stream,
-) -> NcclResult {
-    entry!(NCCL.missing.0, {
-        type F = unsafe extern "C" fn(
-            *const c_void,
-            *mut c_void,
-            usize,
-            c_int,
-            c_int,
-            Comm,
-            Stream,
-        ) -> NcclResult;
-        let f = match real!(NCCL, c"ncclBroadcast", F) {
-            Ok(f) => f,
-            Err(e) => return e,
-        };
-        run_at(
-            Site::Always,
-            false,
-            || {
-                stall::in_nccl_call("ncclBroadcast", || {
-                    // SAFETY: forwarding the caller's arguments unchanged.
-                    unsafe { f(send, recv, count, datatype, root, comm, stream) }
-                })
-            },
-            |e, t1, r| {
-                let o = Op {
-                    op: fmt::NCCL_BROADCAST,
-                    comm,
-                    stream,
-                    count,
-                    datatype,
-                    redop: fmt::NCCL_NO_REDOP,
-                    peer_or_root: root,
-                };
-                record_op(e, t1, r, o)
-            },
-        )
-    })
-}
+    extern "C" fn ncclReduce(
+        send: *const c_void, recv: *mut c_void, count: usize, datatype: c_int, op: c_int,
+        root: c_int, comm: Comm, stream: Stream,
+    ) -> NcclResult;
+        => Op { op: fmt::NCCL_REDUCE, comm, stream, count, datatype,
+                redop: redop8(op), peer_or_root: root };
 
-/// The legacy in-place broadcast (PyTorch's ProcessGroupNCCL uses it).
-///
-/// # Safety
-/// Called by C code with the arguments of the NCCL function of the same name.
-#[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn ncclBcast(
-    buff: *mut c_void,
-    count: usize,
-    datatype: c_int,
-    root: c_int,
-    comm: Comm,
-    stream: Stream,
-) -> NcclResult {
-    entry!(NCCL.missing.0, {
-        type F = unsafe extern "C" fn(*mut c_void, usize, c_int, c_int, Comm, Stream) -> NcclResult;
-        let f = match real!(NCCL, c"ncclBcast", F) {
-            Ok(f) => f,
-            Err(e) => return e,
-        };
-        run_at(
-            Site::Always,
-            false,
-            || {
-                stall::in_nccl_call("ncclBcast", || {
-                    // SAFETY: forwarding the caller's arguments unchanged.
-                    unsafe { f(buff, count, datatype, root, comm, stream) }
-                })
-            },
-            |e, t1, r| {
-                let o = Op {
-                    op: fmt::NCCL_BROADCAST,
-                    comm,
-                    stream,
-                    count,
-                    datatype,
-                    redop: fmt::NCCL_NO_REDOP,
-                    peer_or_root: root,
-                };
-                record_op(e, t1, r, o)
-            },
-        )
-    })
-}
+    extern "C" fn ncclBroadcast(
+        send: *const c_void, recv: *mut c_void, count: usize, datatype: c_int, root: c_int,
+        comm: Comm, stream: Stream,
+    ) -> NcclResult;
+        => Op { op: fmt::NCCL_BROADCAST, comm, stream, count, datatype,
+                redop: fmt::NCCL_NO_REDOP, peer_or_root: root };
 
-/// # Safety
-/// Called by C code with the arguments of the NCCL function of the same name.
-#[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn ncclAllGather(
-    send: *const c_void,
-    recv: *mut c_void,
-    sendcount: usize,
-    datatype: c_int,
-    comm: Comm,
-    stream: Stream,
-) -> NcclResult {
-    entry!(NCCL.missing.0, {
-        type F = unsafe extern "C" fn(
-            *const c_void,
-            *mut c_void,
-            usize,
-            c_int,
-            Comm,
-            Stream,
-        ) -> NcclResult;
-        let f = match real!(NCCL, c"ncclAllGather", F) {
-            Ok(f) => f,
-            Err(e) => return e,
-        };
-        run_at(
-            Site::Always,
-            false,
-            || {
-                stall::in_nccl_call("ncclAllGather", || {
-                    // SAFETY: forwarding the caller's arguments unchanged.
-                    unsafe { f(send, recv, sendcount, datatype, comm, stream) }
-                })
-            },
-            |e, t1, r| {
-                let o = Op {
-                    op: fmt::NCCL_ALL_GATHER,
-                    comm,
-                    stream,
-                    count: sendcount,
-                    datatype,
-                    redop: fmt::NCCL_NO_REDOP,
-                    peer_or_root: -1,
-                };
-                record_op(e, t1, r, o)
-            },
-        )
-    })
-}
+    /// The legacy in-place broadcast (PyTorch's ProcessGroupNCCL uses it).
+    extern "C" fn ncclBcast(
+        buff: *mut c_void, count: usize, datatype: c_int, root: c_int, comm: Comm,
+        stream: Stream,
+    ) -> NcclResult;
+        => Op { op: fmt::NCCL_BROADCAST, comm, stream, count, datatype,
+                redop: fmt::NCCL_NO_REDOP, peer_or_root: root };
 
-/// # Safety
-/// Called by C code with the arguments of the NCCL function of the same name.
-#[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn ncclReduceScatter(
-    send: *const c_void,
-    recv: *mut c_void,
-    recvcount: usize,
-    datatype: c_int,
-    op: c_int,
-    comm: Comm,
-    stream: Stream,
-) -> NcclResult {
-    entry!(NCCL.missing.0, {
-        type F = unsafe extern "C" fn(
-            *const c_void,
-            *mut c_void,
-            usize,
-            c_int,
-            c_int,
-            Comm,
-            Stream,
-        ) -> NcclResult;
-        let f = match real!(NCCL, c"ncclReduceScatter", F) {
-            Ok(f) => f,
-            Err(e) => return e,
-        };
-        run_at(
-            Site::Always,
-            false,
-            || {
-                stall::in_nccl_call("ncclReduceScatter", || {
-                    // SAFETY: forwarding the caller's arguments unchanged.
-                    unsafe { f(send, recv, recvcount, datatype, op, comm, stream) }
-                })
-            },
-            |e, t1, r| {
-                let o = Op {
-                    op: fmt::NCCL_REDUCE_SCATTER,
-                    comm,
-                    stream,
-                    count: recvcount,
-                    datatype,
-                    redop: redop8(op),
-                    peer_or_root: -1,
-                };
-                record_op(e, t1, r, o)
-            },
-        )
-    })
-}
+    extern "C" fn ncclAllGather(
+        send: *const c_void, recv: *mut c_void, sendcount: usize, datatype: c_int, comm: Comm,
+        stream: Stream,
+    ) -> NcclResult;
+        => Op { op: fmt::NCCL_ALL_GATHER, comm, stream, count: sendcount, datatype,
+                redop: fmt::NCCL_NO_REDOP, peer_or_root: -1 };
 
-/// # Safety
-/// Called by C code with the arguments of the NCCL function of the same name.
-#[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn ncclSend(
-    send: *const c_void,
-    count: usize,
-    datatype: c_int,
-    peer: c_int,
-    comm: Comm,
-    stream: Stream,
-) -> NcclResult {
-    entry!(NCCL.missing.0, {
-        type F =
-            unsafe extern "C" fn(*const c_void, usize, c_int, c_int, Comm, Stream) -> NcclResult;
-        let f = match real!(NCCL, c"ncclSend", F) {
-            Ok(f) => f,
-            Err(e) => return e,
-        };
-        run_at(
-            Site::Always,
-            false,
-            || {
-                stall::in_nccl_call("ncclSend", || {
-                    // SAFETY: forwarding the caller's arguments unchanged.
-                    unsafe { f(send, count, datatype, peer, comm, stream) }
-                })
-            },
-            |e, t1, r| {
-                let o = Op {
-                    op: fmt::NCCL_SEND,
-                    comm,
-                    stream,
-                    count,
-                    datatype,
-                    redop: fmt::NCCL_NO_REDOP,
-                    peer_or_root: peer,
-                };
-                record_op(e, t1, r, o)
-            },
-        )
-    })
-}
+    extern "C" fn ncclReduceScatter(
+        send: *const c_void, recv: *mut c_void, recvcount: usize, datatype: c_int, op: c_int,
+        comm: Comm, stream: Stream,
+    ) -> NcclResult;
+        => Op { op: fmt::NCCL_REDUCE_SCATTER, comm, stream, count: recvcount, datatype,
+                redop: redop8(op), peer_or_root: -1 };
 
-/// # Safety
-/// Called by C code with the arguments of the NCCL function of the same name.
-#[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn ncclRecv(
-    recv: *mut c_void,
-    count: usize,
-    datatype: c_int,
-    peer: c_int,
-    comm: Comm,
-    stream: Stream,
-) -> NcclResult {
-    entry!(NCCL.missing.0, {
-        type F = unsafe extern "C" fn(*mut c_void, usize, c_int, c_int, Comm, Stream) -> NcclResult;
-        let f = match real!(NCCL, c"ncclRecv", F) {
-            Ok(f) => f,
-            Err(e) => return e,
-        };
-        run_at(
-            Site::Always,
-            false,
-            || {
-                stall::in_nccl_call("ncclRecv", || {
-                    // SAFETY: forwarding the caller's arguments unchanged.
-                    unsafe { f(recv, count, datatype, peer, comm, stream) }
-                })
-            },
-            |e, t1, r| {
-                let o = Op {
-                    op: fmt::NCCL_RECV,
-                    comm,
-                    stream,
-                    count,
-                    datatype,
-                    redop: fmt::NCCL_NO_REDOP,
-                    peer_or_root: peer,
-                };
-                record_op(e, t1, r, o)
-            },
-        )
-    })
-}
+    extern "C" fn ncclSend(
+        send: *const c_void, count: usize, datatype: c_int, peer: c_int, comm: Comm,
+        stream: Stream,
+    ) -> NcclResult;
+        => Op { op: fmt::NCCL_SEND, comm, stream, count, datatype,
+                redop: fmt::NCCL_NO_REDOP, peer_or_root: peer };
 
-fn group(op: u8) -> Op {
-    Op {
-        op,
-        comm: std::ptr::null_mut(),
-        stream: std::ptr::null_mut(),
-        count: 0,
-        datatype: fmt::NCCL_NO_DATATYPE as c_int,
-        redop: fmt::NCCL_NO_REDOP,
-        peer_or_root: -1,
-    }
-}
+    extern "C" fn ncclRecv(
+        recv: *mut c_void, count: usize, datatype: c_int, peer: c_int, comm: Comm,
+        stream: Stream,
+    ) -> NcclResult;
+        => Op { op: fmt::NCCL_RECV, comm, stream, count, datatype,
+                redop: fmt::NCCL_NO_REDOP, peer_or_root: peer };
 
-/// # Safety
-/// Called by C code (no arguments).
-#[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn ncclGroupStart() -> NcclResult {
-    entry!(NCCL.missing.0, {
-        type F = unsafe extern "C" fn() -> NcclResult;
-        let f = match real!(NCCL, c"ncclGroupStart", F) {
-            Ok(f) => f,
-            Err(e) => return e,
-        };
-        run(
-            false,
-            || {
-                stall::in_nccl_call("ncclGroupStart", || {
-                    // SAFETY: no arguments.
-                    unsafe { f() }
-                })
-            },
-            |e, t1, r| record_op(e, t1, r, group(fmt::NCCL_GROUP_START)),
-        )
-    })
-}
+    extern "C" fn ncclGroupStart() -> NcclResult;
+        => Group(fmt::NCCL_GROUP_START);
 
-/// # Safety
-/// Called by C code (no arguments).
-#[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn ncclGroupEnd() -> NcclResult {
-    entry!(NCCL.missing.0, {
-        type F = unsafe extern "C" fn() -> NcclResult;
-        let f = match real!(NCCL, c"ncclGroupEnd", F) {
-            Ok(f) => f,
-            Err(e) => return e,
-        };
-        run(
-            false,
-            || {
-                stall::in_nccl_call("ncclGroupEnd", || {
-                    // SAFETY: no arguments.
-                    unsafe { f() }
-                })
-            },
-            |e, t1, r| record_op(e, t1, r, group(fmt::NCCL_GROUP_END)),
-        )
-    })
+    extern "C" fn ncclGroupEnd() -> NcclResult;
+        => Group(fmt::NCCL_GROUP_END);
+
+    extern "C" fn ncclCommInitRank(
+        comm: *mut Comm, nranks: c_int, comm_id: UniqueId, rank: c_int,
+    ) -> NcclResult;
+        => CommMade(fmt::NCCL_COMM_INIT_RANK,
+                Makes::Rank { out: comm, ids: Ids::One(comm_id), rank, nranks });
+
+    extern "C" fn ncclCommInitRankConfig(
+        comm: *mut Comm, nranks: c_int, comm_id: UniqueId, rank: c_int, config: *mut c_void,
+    ) -> NcclResult;
+        => CommMade(fmt::NCCL_COMM_INIT_RANK_CONFIG,
+                Makes::Rank { out: comm, ids: Ids::One(comm_id), rank, nranks });
+
+    extern "C" fn ncclCommInitRankScalable(
+        comm: *mut Comm, nranks: c_int, rank: c_int, n_ids: c_int, comm_ids: *const UniqueId,
+        config: *mut c_void,
+    ) -> NcclResult;
+        => CommMade(fmt::NCCL_COMM_INIT_RANK_SCALABLE,
+                Makes::Rank { out: comm, ids: Ids::Many(comm_ids, n_ids), rank, nranks });
+
+    extern "C" fn ncclCommInitAll(
+        comms_out: *mut Comm, ndev: c_int, devlist: *const c_int,
+    ) -> NcclResult;
+        => CommMade(fmt::NCCL_COMM_INIT_ALL, Makes::All { out: comms_out, ndev });
+
+    extern "C" fn ncclCommSplit(
+        comm: Comm, color: c_int, key: c_int, newcomm: *mut Comm, config: *mut c_void,
+    ) -> NcclResult;
+        => CommMade(fmt::NCCL_COMM_SPLIT, Makes::Split { parent: comm, color, out: newcomm });
+
+    extern "C" fn ncclCommDestroy(comm: Comm) -> NcclResult;
+        => CommEnded(fmt::NCCL_COMM_DESTROY, comm);
+
+    extern "C" fn ncclCommAbort(comm: Comm) -> NcclResult;
+        => CommEnded(fmt::NCCL_COMM_ABORT, comm);
 }
 
 // ---------------------------------------------------------------------------------
+// What the rows record. The values hold the hook's own arguments (pointers included,
+// read as the NCCL API defines them).
+
+/// A collective or point-to-point call, with the caller's Python stack.
+impl Action<NcclResult> for Op {
+    #[inline(always)]
+    fn run(self, call: impl FnOnce() -> NcclResult) -> NcclResult {
+        run_at(Site::Always, false, call, |e, t1, r| {
+            record_op(e, t1, r, self)
+        })
+    }
+}
+
+/// A group bracket (`ncclGroupStart` / `End`): no communicator, no call site.
+struct Group(u8);
+
+impl Action<NcclResult> for Group {
+    #[inline(always)]
+    fn run(self, call: impl FnOnce() -> NcclResult) -> NcclResult {
+        let o = Op {
+            op: self.0,
+            comm: std::ptr::null_mut(),
+            stream: std::ptr::null_mut(),
+            count: 0,
+            datatype: fmt::NCCL_NO_DATATYPE as c_int,
+            redop: fmt::NCCL_NO_REDOP,
+            peer_or_root: -1,
+        };
+        run(false, call, |e, t1, r| record_op(e, t1, r, o))
+    }
+}
+
 // Communicator life cycle. The table is kept in every state but DISABLED, so a trace
 // window opened later still knows the communicators made before it.
 
-/// A communicator a call made.
+/// A call that makes communicators (op, what it makes): they go into the table and
+/// each is recorded.
+struct CommMade(u8, Makes);
+
+/// The communicators a call makes, read once it has returned.
+enum Makes {
+    /// One, stored through `out`; its id hashed from the unique id(s) every rank passed.
+    Rank {
+        out: *mut Comm,
+        ids: Ids,
+        rank: c_int,
+        nranks: c_int,
+    },
+    /// `ndev` of them in this process, stored through the array `out`.
+    All { out: *mut Comm, ndev: c_int },
+    /// One split from `parent`, stored through `out`; its id from the parent's.
+    Split {
+        parent: Comm,
+        color: c_int,
+        out: *mut Comm,
+    },
+}
+
+/// The unique id(s) a communicator is made from.
+enum Ids {
+    One(UniqueId),
+    /// The caller's array of ids and its length.
+    Many(*const UniqueId, c_int),
+}
+
+/// One communicator a call made.
 struct Made {
     comm: usize,
     id: u64,
@@ -608,106 +330,6 @@ fn usable(r: NcclResult) -> bool {
     r == 0 || r == IN_PROGRESS
 }
 
-/// Runs a call that makes communicators; `made` (given the result) lists them.
-#[inline]
-fn comm_made(
-    op: u8,
-    call: impl FnOnce() -> NcclResult,
-    made: impl FnOnce(NcclResult) -> Vec<Made>,
-) -> NcclResult {
-    if !keep_registries() {
-        return call();
-    }
-    let Some(scope) = Scope::enter() else {
-        return call();
-    };
-    let t0 = tsc::stamp();
-    let r = call();
-    let t1 = tsc::stamp();
-    let saved = errno();
-    guarded(|| {
-        let mut list = made(r);
-        for m in &list {
-            if m.comm != 0 {
-                comms::insert(m.comm, m.id, m.rank, m.nranks);
-            }
-        }
-        if !recording() {
-            return;
-        }
-        if list.is_empty() {
-            list.push(Made {
-                comm: 0,
-                id: 0,
-                rank: UNKNOWN,
-                nranks: UNKNOWN,
-                parent_id: 0,
-                color: 0,
-            });
-        }
-        let tid = scope.tid();
-        for m in list {
-            ring::push(&rec::nccl_comm(&fmt::NcclComm {
-                start: t0,
-                end: t1,
-                tid,
-                op,
-                comm: m.comm as u64,
-                comm_id: m.id,
-                parent_id: m.parent_id,
-                rank: rank_i32(m.rank),
-                nranks: rank_i32(m.nranks),
-                color: m.color,
-                result: r as u32,
-            }));
-        }
-    });
-    drop(scope);
-    set_errno(saved);
-    r
-}
-
-/// Runs a call that ends a communicator: forgotten before the call (an address reused
-/// at once by another thread's new communicator is not lost), put back if it fails.
-#[inline]
-fn comm_ended(op: u8, comm: Comm, call: impl FnOnce() -> NcclResult) -> NcclResult {
-    if !keep_registries() {
-        return call();
-    }
-    let Some(scope) = Scope::enter() else {
-        return call();
-    };
-    let t0 = tsc::stamp();
-    let had = guarded_value(|| comms::remove(comm as usize));
-    let r = call();
-    let t1 = tsc::stamp();
-    let saved = errno();
-    guarded(|| {
-        let (id, rank, nranks) = had.unwrap_or((0, UNKNOWN, UNKNOWN));
-        if r != 0 && had.is_some() {
-            comms::insert(comm as usize, id, rank, nranks);
-        }
-        if recording() {
-            ring::push(&rec::nccl_comm(&fmt::NcclComm {
-                start: t0,
-                end: t1,
-                tid: scope.tid(),
-                op,
-                comm: comm as u64,
-                comm_id: id,
-                parent_id: 0,
-                rank: rank_i32(rank),
-                nranks: rank_i32(nranks),
-                color: 0,
-                result: r as u32,
-            }));
-        }
-    });
-    drop(scope);
-    set_errno(saved);
-    r
-}
-
 /// The handle a successful call stored through `out`.
 ///
 /// # Safety
@@ -720,164 +342,40 @@ unsafe fn handle(out: *mut Comm, r: NcclResult) -> usize {
     unsafe { *out as usize }
 }
 
-/// # Safety
-/// Called by C code with the arguments of the NCCL function of the same name.
-#[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn ncclCommInitRank(
-    comm: *mut Comm,
-    nranks: c_int,
-    comm_id: UniqueId,
-    rank: c_int,
-) -> NcclResult {
-    entry!(NCCL.missing.0, {
-        type F = unsafe extern "C" fn(*mut Comm, c_int, UniqueId, c_int) -> NcclResult;
-        let f = match real!(NCCL, c"ncclCommInitRank", F) {
-            Ok(f) => f,
-            Err(e) => return e,
-        };
-        comm_made(
-            fmt::NCCL_COMM_INIT_RANK,
-            || {
-                stall::in_nccl_call("ncclCommInitRank", || {
-                    // SAFETY: forwarding the caller's arguments unchanged.
-                    unsafe { f(comm, nranks, comm_id, rank) }
-                })
-            },
-            |r| {
-                vec![Made {
-                    // SAFETY: `comm` is the caller's out-pointer.
-                    comm: unsafe { handle(comm, r) },
-                    id: comms::hash(&[&comm_id.internal]),
-                    rank: rank32(rank),
-                    nranks: rank32(nranks),
-                    parent_id: 0,
-                    color: 0,
-                }]
-            },
-        )
-    })
-}
-
-/// # Safety
-/// Called by C code with the arguments of the NCCL function of the same name.
-#[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn ncclCommInitRankConfig(
-    comm: *mut Comm,
-    nranks: c_int,
-    comm_id: UniqueId,
-    rank: c_int,
-    config: *mut c_void,
-) -> NcclResult {
-    entry!(NCCL.missing.0, {
-        type F = unsafe extern "C" fn(*mut Comm, c_int, UniqueId, c_int, *mut c_void) -> NcclResult;
-        let f = match real!(NCCL, c"ncclCommInitRankConfig", F) {
-            Ok(f) => f,
-            Err(e) => return e,
-        };
-        comm_made(
-            fmt::NCCL_COMM_INIT_RANK_CONFIG,
-            || {
-                stall::in_nccl_call("ncclCommInitRankConfig", || {
-                    // SAFETY: forwarding the caller's arguments unchanged.
-                    unsafe { f(comm, nranks, comm_id, rank, config) }
-                })
-            },
-            |r| {
-                vec![Made {
-                    // SAFETY: `comm` is the caller's out-pointer.
-                    comm: unsafe { handle(comm, r) },
-                    id: comms::hash(&[&comm_id.internal]),
-                    rank: rank32(rank),
-                    nranks: rank32(nranks),
-                    parent_id: 0,
-                    color: 0,
-                }]
-            },
-        )
-    })
-}
-
-/// # Safety
-/// Called by C code with the arguments of the NCCL function of the same name.
-#[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn ncclCommInitRankScalable(
-    comm: *mut Comm,
-    nranks: c_int,
-    rank: c_int,
-    n_ids: c_int,
-    comm_ids: *const UniqueId,
-    config: *mut c_void,
-) -> NcclResult {
-    entry!(NCCL.missing.0, {
-        type F = unsafe extern "C" fn(
-            *mut Comm,
-            c_int,
-            c_int,
-            c_int,
-            *const UniqueId,
-            *mut c_void,
-        ) -> NcclResult;
-        let f = match real!(NCCL, c"ncclCommInitRankScalable", F) {
-            Ok(f) => f,
-            Err(e) => return e,
-        };
-        comm_made(
-            fmt::NCCL_COMM_INIT_RANK_SCALABLE,
-            || {
-                stall::in_nccl_call("ncclCommInitRankScalable", || {
-                    // SAFETY: forwarding the caller's arguments unchanged.
-                    unsafe { f(comm, nranks, rank, n_ids, comm_ids, config) }
-                })
-            },
-            |r| {
-                // Read only after NCCL accepted them (garbage is refused, not read here).
-                let id = if !usable(r) || comm_ids.is_null() || n_ids <= 0 {
-                    0
-                } else {
-                    // SAFETY: the caller passed n_ids unique ids, which NCCL read too.
-                    let ids = unsafe { std::slice::from_raw_parts(comm_ids, n_ids as usize) };
-                    let parts: Vec<&[u8]> = ids.iter().map(|u| &u.internal[..]).collect();
-                    comms::hash(&parts)
+impl Makes {
+    /// What the call that returned `r` made.
+    fn list(self, r: NcclResult) -> Vec<Made> {
+        match self {
+            Makes::Rank {
+                out,
+                ids,
+                rank,
+                nranks,
+            } => {
+                let id = match ids {
+                    Ids::One(u) => comms::hash(&[&u.internal]),
+                    // Read only after NCCL accepted them (garbage is refused, not read here).
+                    Ids::Many(p, n) if usable(r) && !p.is_null() && n > 0 => {
+                        // SAFETY: the caller passed n unique ids, which NCCL read too.
+                        let ids = unsafe { std::slice::from_raw_parts(p, n as usize) };
+                        let parts: Vec<&[u8]> = ids.iter().map(|u| &u.internal[..]).collect();
+                        comms::hash(&parts)
+                    }
+                    Ids::Many(..) => 0,
                 };
                 vec![Made {
-                    // SAFETY: `comm` is the caller's out-pointer.
-                    comm: unsafe { handle(comm, r) },
+                    // SAFETY: `out` is the caller's out-pointer.
+                    comm: unsafe { handle(out, r) },
                     id,
                     rank: rank32(rank),
                     nranks: rank32(nranks),
                     parent_id: 0,
                     color: 0,
                 }]
-            },
-        )
-    })
-}
-
-/// # Safety
-/// Called by C code with the arguments of the NCCL function of the same name.
-#[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn ncclCommInitAll(
-    comms_out: *mut Comm,
-    ndev: c_int,
-    devlist: *const c_int,
-) -> NcclResult {
-    entry!(NCCL.missing.0, {
-        type F = unsafe extern "C" fn(*mut Comm, c_int, *const c_int) -> NcclResult;
-        let f = match real!(NCCL, c"ncclCommInitAll", F) {
-            Ok(f) => f,
-            Err(e) => return e,
-        };
-        static CALLS: AtomicU64 = AtomicU64::new(0);
-        comm_made(
-            fmt::NCCL_COMM_INIT_ALL,
-            || {
-                stall::in_nccl_call("ncclCommInitAll", || {
-                    // SAFETY: forwarding the caller's arguments unchanged.
-                    unsafe { f(comms_out, ndev, devlist) }
-                })
-            },
-            |r| {
-                if !usable(r) || comms_out.is_null() || ndev <= 0 {
+            }
+            Makes::All { out, ndev } => {
+                static CALLS: AtomicU64 = AtomicU64::new(0);
+                if !usable(r) || out.is_null() || ndev <= 0 {
                     return Vec::new();
                 }
                 let n = CALLS.fetch_add(1, Ordering::Relaxed);
@@ -887,7 +385,7 @@ pub unsafe extern "C" fn ncclCommInitAll(
                     &n.to_le_bytes(),
                 ]);
                 // SAFETY: on success NCCL wrote ndev handles to the caller's array.
-                let handles = unsafe { std::slice::from_raw_parts(comms_out, ndev as usize) };
+                let handles = unsafe { std::slice::from_raw_parts(out, ndev as usize) };
                 handles
                     .iter()
                     .enumerate()
@@ -900,46 +398,18 @@ pub unsafe extern "C" fn ncclCommInitAll(
                         color: 0,
                     })
                     .collect()
-            },
-        )
-    })
-}
-
-/// # Safety
-/// Called by C code with the arguments of the NCCL function of the same name.
-#[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn ncclCommSplit(
-    comm: Comm,
-    color: c_int,
-    key: c_int,
-    newcomm: *mut Comm,
-    config: *mut c_void,
-) -> NcclResult {
-    entry!(NCCL.missing.0, {
-        type F = unsafe extern "C" fn(Comm, c_int, c_int, *mut Comm, *mut c_void) -> NcclResult;
-        let f = match real!(NCCL, c"ncclCommSplit", F) {
-            Ok(f) => f,
-            Err(e) => return e,
-        };
-        comm_made(
-            fmt::NCCL_COMM_SPLIT,
-            || {
-                stall::in_nccl_call("ncclCommSplit", || {
-                    // SAFETY: forwarding the caller's arguments unchanged.
-                    unsafe { f(comm, color, key, newcomm, config) }
-                })
-            },
-            |r| {
+            }
+            Makes::Split { parent, color, out } => {
                 // Every rank of the parent splits, in the same order, whatever its color.
-                let (parent_id, id) = match comms::lookup(comm as usize) {
+                let (parent_id, id) = match comms::lookup(parent as usize) {
                     Some(p) if p.id() != 0 => {
                         let n = p.next_split();
                         (p.id(), comms::split_id(p.id(), n, color))
                     }
                     _ => (0, 0),
                 };
-                // SAFETY: `newcomm` is the caller's out-pointer.
-                let c = unsafe { handle(newcomm, r) };
+                // SAFETY: `out` is the caller's out-pointer.
+                let c = unsafe { handle(out, r) };
                 let (rank, nranks) = if c == 0 {
                     (UNKNOWN, UNKNOWN)
                 } else {
@@ -953,47 +423,113 @@ pub unsafe extern "C" fn ncclCommSplit(
                     parent_id,
                     color,
                 }]
-            },
-        )
-    })
+            }
+        }
+    }
 }
 
-/// # Safety
-/// Called by C code with the arguments of the NCCL function of the same name.
-#[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn ncclCommDestroy(comm: Comm) -> NcclResult {
-    entry!(NCCL.missing.0, {
-        type F = unsafe extern "C" fn(Comm) -> NcclResult;
-        let f = match real!(NCCL, c"ncclCommDestroy", F) {
-            Ok(f) => f,
-            Err(e) => return e,
+impl Action<NcclResult> for CommMade {
+    #[inline]
+    fn run(self, call: impl FnOnce() -> NcclResult) -> NcclResult {
+        let CommMade(op, makes) = self;
+        if !keep_registries() {
+            return call();
+        }
+        let Some(scope) = Scope::enter() else {
+            return call();
         };
-        comm_ended(fmt::NCCL_COMM_DESTROY, comm, || {
-            stall::in_nccl_call("ncclCommDestroy", || {
-                // SAFETY: forwarding the caller's argument unchanged.
-                unsafe { f(comm) }
-            })
-        })
-    })
+        let t0 = tsc::stamp();
+        let r = call();
+        let t1 = tsc::stamp();
+        let saved = errno();
+        guarded(|| {
+            let mut list = makes.list(r);
+            for m in &list {
+                if m.comm != 0 {
+                    comms::insert(m.comm, m.id, m.rank, m.nranks);
+                }
+            }
+            if !recording() {
+                return;
+            }
+            if list.is_empty() {
+                list.push(Made {
+                    comm: 0,
+                    id: 0,
+                    rank: UNKNOWN,
+                    nranks: UNKNOWN,
+                    parent_id: 0,
+                    color: 0,
+                });
+            }
+            let tid = scope.tid();
+            for m in list {
+                ring::push(&rec::nccl_comm(&fmt::NcclComm {
+                    start: t0,
+                    end: t1,
+                    tid,
+                    op,
+                    comm: m.comm as u64,
+                    comm_id: m.id,
+                    parent_id: m.parent_id,
+                    rank: rank_i32(m.rank),
+                    nranks: rank_i32(m.nranks),
+                    color: m.color,
+                    result: r as u32,
+                }));
+            }
+        });
+        drop(scope);
+        set_errno(saved);
+        r
+    }
 }
 
-/// # Safety
-/// Called by C code with the arguments of the NCCL function of the same name.
-#[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn ncclCommAbort(comm: Comm) -> NcclResult {
-    entry!(NCCL.missing.0, {
-        type F = unsafe extern "C" fn(Comm) -> NcclResult;
-        let f = match real!(NCCL, c"ncclCommAbort", F) {
-            Ok(f) => f,
-            Err(e) => return e,
+/// A call that ends a communicator (op, the communicator): forgotten before the call
+/// (an address reused at once by another thread's new communicator is not lost), put
+/// back if it fails.
+struct CommEnded(u8, Comm);
+
+impl Action<NcclResult> for CommEnded {
+    #[inline]
+    fn run(self, call: impl FnOnce() -> NcclResult) -> NcclResult {
+        let CommEnded(op, comm) = self;
+        if !keep_registries() {
+            return call();
+        }
+        let Some(scope) = Scope::enter() else {
+            return call();
         };
-        comm_ended(fmt::NCCL_COMM_ABORT, comm, || {
-            stall::in_nccl_call("ncclCommAbort", || {
-                // SAFETY: forwarding the caller's argument unchanged.
-                unsafe { f(comm) }
-            })
-        })
-    })
+        let t0 = tsc::stamp();
+        let had = guarded_value(|| comms::remove(comm as usize));
+        let r = call();
+        let t1 = tsc::stamp();
+        let saved = errno();
+        guarded(|| {
+            let (id, rank, nranks) = had.unwrap_or((0, UNKNOWN, UNKNOWN));
+            if r != 0 && had.is_some() {
+                comms::insert(comm as usize, id, rank, nranks);
+            }
+            if recording() {
+                ring::push(&rec::nccl_comm(&fmt::NcclComm {
+                    start: t0,
+                    end: t1,
+                    tid: scope.tid(),
+                    op,
+                    comm: comm as u64,
+                    comm_id: id,
+                    parent_id: 0,
+                    rank: rank_i32(rank),
+                    nranks: rank_i32(nranks),
+                    color: 0,
+                    result: r as u32,
+                }));
+            }
+        });
+        drop(scope);
+        set_errno(saved);
+        r
+    }
 }
 
 #[cfg(test)]
@@ -1012,6 +548,18 @@ mod tests {
     #[test]
     fn unique_id_is_passed_as_128_bytes() {
         assert_eq!(std::mem::size_of::<UniqueId>(), 128);
+    }
+
+    #[test]
+    fn the_stall_report_can_name_every_hooked_call() {
+        let mut hooked = HOOKED.to_vec();
+        let mut named = stall::NCCL_CALLS.to_vec();
+        hooked.sort();
+        named.sort();
+        assert_eq!(
+            hooked, named,
+            "a hooked NCCL call goes into stall::NCCL_CALLS too"
+        );
     }
 
     #[test]

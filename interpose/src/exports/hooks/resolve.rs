@@ -119,10 +119,11 @@ impl Real {
     }
 }
 
-/// Resolves (once, cached) the real function named `$name` (a C string literal) of
-/// `$lib` as a function pointer of type `$ty`: `Ok(f)` or `Err(error code to return)`.
+/// Resolves (once, cached) the real function named `$name` (a constant `&CStr`: a C
+/// string literal, or a `const`) of `$lib` as a function pointer of type `$ty`: `Ok(f)`
+/// or `Err(error code to return)`.
 macro_rules! real {
-    ($lib:expr, $name:literal, $ty:ty) => {{
+    ($lib:expr, $name:expr, $ty:ty) => {{
         static REAL: $crate::exports::hooks::resolve::Real =
             $crate::exports::hooks::resolve::Real::new(&$lib, $name);
         let p = REAL.get();
