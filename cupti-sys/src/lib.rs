@@ -89,6 +89,8 @@ pub mod bindings {
 
 pub use bindings::*;
 
+pub mod loader;
+
 /// Symbols that [`load`] and friends insist on. Anything else stays an
 /// optional `Result` field of [`Cupti`] that callers check before use.
 pub const REQUIRED_SYMBOLS: &[&str] = &[
@@ -275,17 +277,7 @@ pub fn symbol<F: Copy>(
 /// meant to be a libcupti. Errors carry the path and the `dlerror` text; this
 /// function does not panic.
 pub fn load(path: &Path) -> Result<Cupti, LoadError> {
-    let flags = libloading::os::unix::RTLD_NOW | libloading::os::unix::RTLD_LOCAL;
-    // SAFETY: dlopen itself has no preconditions we could violate; the risk
-    // is the library's initialisers, and the caller names a CUPTI library,
-    // whose initialisers are designed to run inside arbitrary CUDA processes.
-    let lib = unsafe { libloading::os::unix::Library::open(Some(path), flags) }.map_err(|e| {
-        LoadError::Open {
-            path: path.to_path_buf(),
-            message: dl_message(&e),
-        }
-    })?;
-    from_library(lib.into())
+    open_with(path, loader::Open::Load)
 }
 
 /// Use a CUPTI library that is already loaded in this process (for example
@@ -295,17 +287,23 @@ pub fn load(path: &Path) -> Result<Cupti, LoadError> {
 /// returned [`Cupti`] holds its own reference, so dropping it does not unload
 /// the library from under its other users.
 pub fn from_loaded(path: &Path) -> Result<Cupti, LoadError> {
-    let flags =
-        libloading::os::unix::RTLD_NOW | libloading::os::unix::RTLD_LOCAL | libc::RTLD_NOLOAD;
-    // SAFETY: with RTLD_NOLOAD dlopen never loads anything new, so no
-    // initialiser runs; it only takes a reference to an existing mapping.
-    let lib = unsafe { libloading::os::unix::Library::open(Some(path), flags) }.map_err(|e| {
-        LoadError::NotLoaded {
+    open_with(path, loader::Open::IfLoaded)
+}
+
+/// Opens through the one loader ([`loader`]: under secure execution nothing is
+/// loaded) and takes the handle over.
+fn open_with(path: &Path, how: loader::Open) -> Result<Cupti, LoadError> {
+    let lib = loader::Library::open(path, how).map_err(|e| match e {
+        loader::LoadError::NotLoaded { path, message } => LoadError::NotLoaded { path, message },
+        loader::LoadError::Open { path, message } => LoadError::Open { path, message },
+        other => LoadError::Open {
             path: path.to_path_buf(),
-            message: dl_message(&e),
-        }
+            message: other.to_string(),
+        },
     })?;
-    from_library(lib.into())
+    // SAFETY: a live dlopen handle whose reference [`from_handle`] takes over (the
+    // loader never closes its own).
+    unsafe { from_handle(lib.handle()) }
 }
 
 /// Wrap a raw handle returned by `dlopen` for a CUPTI library.
@@ -572,11 +570,6 @@ pub unsafe fn copy_record<T: Copy>(record: *const CUpti_Activity, len: usize) ->
     // `T`, and was then overwritten with bytes of a record of the same C type
     // family, which are valid values for these plain-data fields.
     unsafe { out.assume_init() }
-}
-
-fn dl_message(e: &libloading::Error) -> String {
-    // libloading's Display for dlopen errors is the dlerror text itself.
-    e.to_string()
 }
 
 #[cfg(test)]

@@ -15,7 +15,8 @@
 //! calls used here; the house style (cupti-sys) is to keep such bindings small and
 //! ours, with the structs we read pinned by size tests.
 
-use std::ffi::{c_char, c_int, c_uint, c_ulong, c_void, CStr, CString};
+use cupti_sys::loader::{self, Library, Open};
+use std::ffi::{c_char, c_int, c_uint, c_ulong, c_void, CStr};
 use std::path::{Path, PathBuf};
 
 /// The soname the driver installs.
@@ -223,16 +224,17 @@ macro_rules! nvml_fns {
         }
 
         impl Fns {
-            fn resolve(handle: *mut c_void) -> Fns {
+            fn resolve(lib: &Library) -> Fns {
                 Fns {
                     $( $name: {
                         let name = concat!(stringify!($name), "\0");
-                        // SAFETY: a valid handle and a NUL-terminated name.
-                        let p = unsafe { libc::dlsym(handle, name.as_ptr() as *const c_char) };
-                        // SAFETY: the symbol of that name has this C signature (nvml.h).
-                        (!p.is_null()).then(|| unsafe {
-                            std::mem::transmute::<*mut c_void, unsafe extern "C" fn($($arg),*) -> Return>(p)
-                        })
+                        CStr::from_bytes_with_nul(name.as_bytes())
+                            .ok()
+                            .and_then(|n| lib.sym(n))
+                            // SAFETY: the symbol of that name has this C signature (nvml.h).
+                            .map(|p| unsafe {
+                                std::mem::transmute::<*mut c_void, unsafe extern "C" fn($($arg),*) -> Return>(p.as_ptr())
+                            })
                     }, )*
                 }
             }
@@ -328,27 +330,22 @@ impl Nvml {
                 format!("{s} in the loader's search path")
             }
         };
-        use std::os::unix::ffi::OsStrExt;
-        let c = CString::new(name.as_os_str().as_bytes()).map_err(|_| NvmlError::NotFound {
+        // Through the one loader: never under secure execution; the handle is never
+        // closed (a library NVML may have started threads in must stay mapped).
+        let lib = Library::open(&name, Open::Load).map_err(|_| NvmlError::NotFound {
             searched: searched(),
         })?;
-        // SAFETY: a NUL-terminated path; the handle is never closed (a library NVML
-        // may have started threads in must stay mapped).
-        let h = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
-        if h.is_null() {
-            return Err(NvmlError::NotFound {
-                searched: searched(),
-            });
-        }
-        let f = Fns::resolve(h);
-        // SAFETY: as in Fns::resolve; nvmlErrorString returns a pointer, not a Return.
-        let err_string = unsafe {
-            let p = libc::dlsym(h, c"nvmlErrorString".as_ptr());
-            (!p.is_null()).then(|| {
-                std::mem::transmute::<*mut c_void, unsafe extern "C" fn(Return) -> *const c_char>(p)
-            })
-        };
-        let resolved = object_path(h).unwrap_or(name.clone());
+        let f = Fns::resolve(&lib);
+        // SAFETY: nvmlErrorString returns a pointer, not a Return (nvml.h).
+        let err_string = lib.sym(c"nvmlErrorString").map(|p| unsafe {
+            std::mem::transmute::<*mut c_void, unsafe extern "C" fn(Return) -> *const c_char>(
+                p.as_ptr(),
+            )
+        });
+        let resolved = lib
+            .sym(c"nvmlInit_v2")
+            .and_then(|p| loader::object_file(p.as_ptr()))
+            .unwrap_or(name.clone());
         let missing = |symbol| NvmlError::MissingSymbol {
             path: resolved.display().to_string(),
             symbol,
@@ -1004,25 +1001,6 @@ impl Drop for Nvml {
             unsafe { f() };
         }
     }
-}
-
-/// The file a dlopen handle maps (through one of its symbols).
-fn object_path(h: *mut c_void) -> Option<PathBuf> {
-    // SAFETY: valid handle and NUL-terminated name.
-    let sym = unsafe { libc::dlsym(h, c"nvmlInit_v2".as_ptr()) };
-    if sym.is_null() {
-        return None;
-    }
-    // SAFETY: Dl_info is plain data; dladdr fills it for an address in a loaded object.
-    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
-    // SAFETY: `sym` is an address in a loaded object; `info` is a valid out-pointer.
-    if unsafe { libc::dladdr(sym, &mut info) } == 0 || info.dli_fname.is_null() {
-        return None;
-    }
-    // SAFETY: dli_fname is a NUL-terminated string owned by the loader.
-    let s = unsafe { CStr::from_ptr(info.dli_fname) };
-    use std::os::unix::ffi::OsStrExt;
-    Some(PathBuf::from(std::ffi::OsStr::from_bytes(s.to_bytes())))
 }
 
 /// The CUDA version in NVML's encoding (`13000`) as text (`13.0`).

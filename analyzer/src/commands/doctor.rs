@@ -83,26 +83,11 @@ pub struct BottomLine {
 pub const CANNOT_TRACE_EXIT: i32 = 4;
 
 /// Whether the CUDA driver's library (`libcuda.so.1`, or `path`) loads in this process.
-/// Loading it runs no CUDA call (no `cuInit`); it is unloaded again.
+/// Loading it runs no CUDA call (no `cuInit`), only its initialisers.
 fn driver_loads(path: Option<&std::path::Path>) -> bool {
-    use std::os::unix::ffi::OsStrExt;
-    let name = match path {
-        Some(p) => p.as_os_str().as_bytes().to_vec(),
-        None => b"libcuda.so.1".to_vec(),
-    };
-    let Ok(name) = std::ffi::CString::new(name) else {
-        return false;
-    };
-    // SAFETY: the name is a valid C string; dlopen of the driver library runs its
-    // initialisers only, which make no CUDA call; the handle is closed at once.
-    unsafe {
-        let h = libc::dlopen(name.as_ptr(), libc::RTLD_LAZY | libc::RTLD_LOCAL);
-        if h.is_null() {
-            return false;
-        }
-        libc::dlclose(h);
-    }
-    true
+    use cupti_sys::loader::{Library, Open};
+    let name = path.unwrap_or(std::path::Path::new("libcuda.so.1"));
+    Library::open(name, Open::Load).is_ok()
 }
 
 /// The bottom line: a job can be traced where the CUDA driver loads and a GPU is seen

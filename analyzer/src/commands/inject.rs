@@ -149,8 +149,7 @@ fn remote_sym(
         what: name_str,
         why,
     };
-    // SAFETY: dlsym with RTLD_DEFAULT and a NUL-terminated name has no preconditions.
-    let own = unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) } as u64;
+    let own = cupti_sys::loader::global(name).map_or(0, |p| p.as_ptr() as u64);
     if own == 0 {
         return Err(err("this process has none".into()));
     }

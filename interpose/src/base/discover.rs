@@ -6,7 +6,7 @@
 //! the CUDA toolkit; the loader's search path. Its major version must be the runtime's.
 
 use super::ffi::entry;
-use std::ffi::{CStr, CString};
+use std::ffi::CStr;
 use std::path::{Path, PathBuf};
 
 /// Paths of every object loaded in the process, in load order.
@@ -138,30 +138,6 @@ pub fn candidates(
     out
 }
 
-/// `dlopen` that reports dlerror's text instead of failing silently.
-pub fn dlopen(path: &Path, flags: libc::c_int) -> Result<*mut libc::c_void, String> {
-    use std::os::unix::ffi::OsStrExt;
-    // Under secure execution nothing new is loaded (a lookup of what is loaded is fine).
-    if flags & libc::RTLD_NOLOAD == 0 && crate::base::secure::secure_execution() {
-        return Err("secure execution: nothing is loaded".into());
-    }
-    let c = CString::new(path.as_os_str().as_bytes()).map_err(|_| "path has a NUL byte")?;
-    // SAFETY: `c` is a valid C string; dlopen has no other preconditions.
-    let h = unsafe { libc::dlopen(c.as_ptr(), flags) };
-    if h.is_null() {
-        // SAFETY: dlerror returns NULL or a valid string.
-        let e = unsafe { libc::dlerror() };
-        let msg = if e.is_null() {
-            "unknown dlopen error".to_string()
-        } else {
-            // SAFETY: checked non-null above.
-            unsafe { CStr::from_ptr(e) }.to_string_lossy().into_owned()
-        };
-        return Err(msg);
-    }
-    Ok(h)
-}
-
 /// The absolute path of the object holding `addr` (an address only looked up, never read).
 pub fn object_path_of(addr: *const libc::c_void) -> Option<PathBuf> {
     let p = object_path_as_loaded(addr)?;
@@ -171,18 +147,7 @@ pub fn object_path_of(addr: *const libc::c_void) -> Option<PathBuf> {
 /// The path the object holding `addr` was loaded under, as given to the loader (links
 /// not followed).
 pub fn object_path_as_loaded(addr: *const libc::c_void) -> Option<PathBuf> {
-    // SAFETY: Dl_info is plain C data; all zeroes is a valid value for dladdr to fill.
-    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
-    // SAFETY: dladdr only writes `info`.
-    if unsafe { libc::dladdr(addr as usize as *const libc::c_void, &mut info) } == 0
-        || info.dli_fname.is_null()
-    {
-        return None;
-    }
-    use std::os::unix::ffi::OsStrExt;
-    // SAFETY: dli_fname is a NUL-terminated loader-owned string.
-    let s = unsafe { CStr::from_ptr(info.dli_fname) };
-    Some(PathBuf::from(std::ffi::OsStr::from_bytes(s.to_bytes())))
+    cupti_sys::loader::object_file(addr)
 }
 
 #[cfg(test)]

@@ -8,26 +8,11 @@
 
 use std::ffi::OsString;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU8, Ordering};
 
-const UNKNOWN: u8 = 0;
-const NORMAL: u8 = 1;
-const SECURE: u8 = 2;
-
-static MODE: AtomicU8 = AtomicU8::new(UNKNOWN);
-
-/// Whether the process runs in secure-execution mode (`getauxval(AT_SECURE)`).
+/// Whether the process runs in secure-execution mode (the loader's rule, asked once
+/// for the library's loads and its settings alike).
 pub fn secure_execution() -> bool {
-    match MODE.load(Ordering::Relaxed) {
-        NORMAL => false,
-        SECURE => true,
-        _ => {
-            // SAFETY: getauxval has no preconditions; an absent entry reads 0.
-            let secure = unsafe { libc::getauxval(libc::AT_SECURE) } != 0;
-            MODE.store(if secure { SECURE } else { NORMAL }, Ordering::Relaxed);
-            secure
-        }
-    }
+    cupti_sys::loader::secure_execution()
 }
 
 /// An environment variable, unless the process runs in secure-execution mode.

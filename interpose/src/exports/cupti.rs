@@ -6,9 +6,9 @@
 
 #![allow(non_snake_case)] // the exported names are the C API's
 
-use super::{cached_fn, InitializeInjection};
+use super::cached_fn;
 use crate::base::ffi::{entry, guarded};
-use crate::base::{discover, internal, log, state};
+use crate::base::{internal, log, state};
 use crate::runtime::blind;
 use crate::session::cupti::{self, foreign};
 use cupti_sys as sys;
@@ -23,37 +23,18 @@ const SONAMES: &[&CStr] = &[c"libcupti.so.13", c"libcupti.so.12", c"libcupti.so"
 /// The real `name` in libcupti: the next definition after ours, else the library the
 /// collector loaded, else any libcupti already loaded (extensions load it RTLD_LOCAL).
 fn real_symbol(name: &CStr) -> *mut c_void {
-    // SAFETY: dlsym with a NUL-terminated name.
-    let p = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) };
-    if !p.is_null() && !is_ours(p) {
-        return p;
-    }
-    if let Some(c) = cupti::active() {
-        if let Ok(h) = discover::dlopen(&c.path, libc::RTLD_NOLOAD | libc::RTLD_LAZY) {
-            // SAFETY: valid handle and name.
-            let p = unsafe { libc::dlsym(h, name.as_ptr()) };
-            if !p.is_null() {
-                return p;
-            }
-        }
-    }
-    for so in SONAMES {
-        // SAFETY: RTLD_NOLOAD never loads anything; it only looks up a loaded object.
-        let h = unsafe { libc::dlopen(so.as_ptr(), libc::RTLD_NOLOAD | libc::RTLD_LAZY) };
-        if !h.is_null() {
-            // SAFETY: valid handle and name.
-            let p = unsafe { libc::dlsym(h, name.as_ptr()) };
-            if !p.is_null() && !is_ours(p) {
-                return p;
-            }
-        }
-    }
-    std::ptr::null_mut()
-}
-
-fn is_ours(p: *mut c_void) -> bool {
-    let mine = discover::object_path_of(InitializeInjection as *const c_void);
-    mine.is_some() && discover::object_path_of(p) == mine
+    use cupti_sys::loader::{self, Library, Open};
+    let found = loader::next(name)
+        .or_else(|| {
+            let c = cupti::active()?;
+            Library::open(&c.path, Open::IfLoaded).ok()?.sym(name)
+        })
+        .or_else(|| {
+            SONAMES
+                .iter()
+                .find_map(|so| Library::first_loaded(&[so])?.sym(name))
+        });
+    found.map_or(std::ptr::null_mut(), |p| p.as_ptr())
 }
 
 /// The real CUPTI function behind one of our hooks.

@@ -203,8 +203,7 @@ pub(crate) use cached_fn;
 
 /// The next definition of a libc function (ours comes first).
 fn next_libc(name: &CStr) -> *mut c_void {
-    // SAFETY: dlsym with a NUL-terminated name.
-    unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) }
+    cupti_sys::loader::next(name).map_or(std::ptr::null_mut(), |p| p.as_ptr())
 }
 
 macro_rules! real_libc {

@@ -24,7 +24,9 @@
 
 use crate::base::ffi::{entry, errno, guarded_value, set_errno};
 use crate::base::{discover, log};
+use cupti_sys::loader::{self, Library, Open};
 use std::ffi::{c_void, CStr};
+use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 
 /// A library whose functions we hook.
@@ -164,95 +166,41 @@ pub fn load_generation() -> u64 {
     g
 }
 
-/// Base address of the object holding `p` (NULL if none).
-fn object_base(p: *const c_void) -> *mut c_void {
-    // SAFETY: an all-zero Dl_info is a valid value for dladdr to overwrite.
-    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
-    // SAFETY: dladdr only writes `info`.
-    if unsafe { libc::dladdr(p, &mut info) } == 0 {
-        return std::ptr::null_mut();
-    }
-    info.dli_fbase
-}
-
-/// Is `p` inside libgputrace itself?
+/// Is `p` inside libgputrace itself? (The loader's one rule.)
 pub fn is_ours(p: *const c_void) -> bool {
-    let mine = object_base(is_ours as *const c_void);
-    !mine.is_null() && object_base(p) == mine
-}
-
-fn usable(p: *mut c_void) -> bool {
-    !p.is_null() && !is_ours(p)
-}
-
-/// Takes a reference on the object holding `p`, so it cannot be unloaded under us.
-fn pin(p: *mut c_void) {
-    // SAFETY: an all-zero Dl_info is a valid value for dladdr to overwrite.
-    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
-    // SAFETY: dladdr only writes `info`; dli_fname is a loader-owned C string.
-    if unsafe { libc::dladdr(p, &mut info) } != 0 && !info.dli_fname.is_null() {
-        // SAFETY: RTLD_NOLOAD never loads anything; the handle is kept on purpose.
-        unsafe { libc::dlopen(info.dli_fname, libc::RTLD_NOLOAD | libc::RTLD_LAZY) };
-    }
-}
-
-/// Looks `name` up in the object `h` (a handle from dlopen); closes `h` if it has no
-/// usable definition.
-fn lookup_in(h: *mut c_void, name: &CStr) -> *mut c_void {
-    if h.is_null() {
-        return std::ptr::null_mut();
-    }
-    // SAFETY: `h` is a live handle and `name` a C string.
-    let p = unsafe { libc::dlsym(h, name.as_ptr()) };
-    if usable(p) {
-        return p;
-    }
-    // SAFETY: drops the reference the NOLOAD dlopen took; the object stays loaded.
-    unsafe { libc::dlclose(h) };
-    std::ptr::null_mut()
+    loader::is_ours(p)
 }
 
 /// The real definition of `name` in `lib`, NULL if there is none loaded.
 pub fn find(lib: &Lib, name: &CStr) -> *mut c_void {
     let p = find_inner(lib, name);
     // Our failed lookups must not show up in the program's own dlerror().
-    // SAFETY: dlerror only reads and clears the thread's error state.
-    unsafe { libc::dlerror() };
-    p
+    loader::forget_errors();
+    p.map_or(std::ptr::null_mut(), NonNull::as_ptr)
 }
 
-fn find_inner(lib: &Lib, name: &CStr) -> *mut c_void {
-    // SAFETY: dlsym with RTLD_NEXT and a C string.
-    let p = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) };
-    if usable(p) {
-        pin(p);
-        return p;
+fn find_inner(lib: &Lib, name: &CStr) -> Option<NonNull<c_void>> {
+    if let Some(p) = loader::next(name) {
+        loader::pin(p);
+        return Some(p);
     }
-    for so in lib.sonames {
-        // SAFETY: RTLD_NOLOAD only finds an object that is already loaded.
-        let h = unsafe { libc::dlopen(so.as_ptr(), libc::RTLD_NOLOAD | libc::RTLD_LAZY) };
-        let p = lookup_in(h, name);
-        if !p.is_null() {
-            return p;
-        }
+    // An object found here stays referenced (the loader never closes a handle), so
+    // the pointer kept stays valid if the program dlcloses its own.
+    if let Some(p) = lib
+        .sonames
+        .iter()
+        .find_map(|so| Library::first_loaded(&[so])?.sym(name))
+    {
+        return Some(p);
     }
-    for obj in discover::loaded_objects() {
-        let stem_matches = obj
-            .file_name()
-            .and_then(|n| n.to_str())
-            .is_some_and(|n| n.starts_with(lib.stem) && n.contains(".so"));
-        if !stem_matches {
-            continue;
-        }
-        let Ok(h) = discover::dlopen(&obj, libc::RTLD_NOLOAD | libc::RTLD_LAZY) else {
-            continue;
-        };
-        let p = lookup_in(h, name);
-        if !p.is_null() {
-            return p;
-        }
-    }
-    std::ptr::null_mut()
+    discover::loaded_objects()
+        .into_iter()
+        .filter(|obj| {
+            obj.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with(lib.stem) && n.contains(".so"))
+        })
+        .find_map(|obj| Library::open(&obj, Open::IfLoaded).ok()?.sym(name))
 }
 
 #[cfg(test)]

@@ -1,22 +1,20 @@
 //! What the CUDA driver says about the devices and itself, read through the driver API
 //! when it is loaded (never loading it ourselves).
 
-use crate::base::discover;
+use cupti_sys::loader::{Library, Open};
 use std::ffi::c_void;
+
+/// The CUDA driver, if the process has loaded it (never loaded here).
+fn loaded_driver() -> Option<Library> {
+    Library::open(std::path::Path::new("libcuda.so.1"), Open::IfLoaded).ok()
+}
 
 /// Every device's properties, read through the driver API (empty if it is not loaded).
 pub fn driver_devices() -> Vec<(gputrace_format::Device, String)> {
-    let Ok(h) = discover::dlopen(
-        std::path::Path::new("libcuda.so.1"),
-        libc::RTLD_NOLOAD | libc::RTLD_LAZY,
-    ) else {
+    let Some(driver) = loaded_driver() else {
         return Vec::new();
     };
-    let sym = |n: &std::ffi::CStr| {
-        // SAFETY: valid handle and NUL-terminated name.
-        let p = unsafe { libc::dlsym(h, n.as_ptr()) };
-        (!p.is_null()).then_some(p)
-    };
+    let sym = |n: &std::ffi::CStr| driver.sym(n).map(|p| p.as_ptr());
     let (Some(count), Some(get), Some(attr), Some(name), Some(mem)) = (
         sym(c"cuDeviceGetCount"),
         sym(c"cuDeviceGet"),
@@ -93,18 +91,9 @@ pub fn driver_devices() -> Vec<(gputrace_format::Device, String)> {
 
 /// The driver's major CUDA version, for processes that use the driver API only.
 pub fn driver_major() -> Option<u32> {
-    let h = discover::dlopen(
-        std::path::Path::new("libcuda.so.1"),
-        libc::RTLD_NOLOAD | libc::RTLD_LAZY,
-    )
-    .ok()?;
-    // SAFETY: `h` is a valid handle; the name is a NUL-terminated literal.
-    let f = unsafe { libc::dlsym(h, c"cuDriverGetVersion".as_ptr()) };
-    if f.is_null() {
-        return None;
-    }
+    let f = loaded_driver()?.sym(c"cuDriverGetVersion")?;
     // SAFETY: cuDriverGetVersion(int*) -> CUresult, per the CUDA driver API.
-    let f: unsafe extern "C" fn(*mut i32) -> i32 = unsafe { std::mem::transmute(f) };
+    let f: unsafe extern "C" fn(*mut i32) -> i32 = unsafe { std::mem::transmute(f.as_ptr()) };
     let mut v = 0;
     // SAFETY: `v` is a valid out-pointer.
     if unsafe { f(&mut v) } != 0 || v <= 0 {

@@ -93,10 +93,7 @@ static SAID_REFUSED: AtomicBool = AtomicBool::new(false);
 static FOUND: OnceLock<Result<&'static Python, String>> = OnceLock::new();
 
 fn sym(name: &std::ffi::CStr) -> Option<*mut c_void> {
-    // SAFETY: dlsym with RTLD_DEFAULT and a NUL-terminated name; a missing symbol is
-    // NULL.
-    let p = unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) };
-    (!p.is_null()).then_some(p)
+    cupti_sys::loader::global(name).map(|p| p.as_ptr())
 }
 
 /// Finds the interpreter: the thread-state function, the version, the layout.
