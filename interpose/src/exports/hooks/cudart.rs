@@ -9,9 +9,11 @@
 
 #![allow(non_snake_case)] // the exported names are the C API's
 
-use super::resolve::{real, CUDART};
-use super::{keep_registries, pinned, recording, run, run_at, Entry, Scope, Site};
-use crate::base::ffi::{entry, errno, guarded, guarded_value, set_errno};
+use super::resolve::CUDART;
+use super::{
+    hook_table, keep_registries, pinned, recording, run, run_at, Action, Entry, Scope, Site,
+};
+use crate::base::ffi::{errno, guarded, guarded_value, set_errno};
 use crate::base::tsc;
 use crate::rings::{self as ring, record as rec};
 use gputrace_format::{self as fmt, CopyKind, MemKind};
@@ -127,738 +129,354 @@ fn record_call(e: &Entry, t1: u64, r: CudaError, call: u16, stream: Stream, args
 }
 
 // ---------------------------------------------------------------------------------
-// Copies.
+// The hooks.
 
-/// # Safety
-/// Called by C code with the arguments of the CUDA runtime function of the same name.
-#[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn cudaMemcpy(
-    dst: *mut c_void,
-    src: *const c_void,
-    count: usize,
-    kind: c_int,
-) -> CudaError {
-    entry!(CUDART.missing.0, {
-        type F = unsafe extern "C" fn(*mut c_void, *const c_void, usize, c_int) -> CudaError;
-        let f = match real!(CUDART, c"cudaMemcpy", F) {
-            Ok(f) => f,
-            Err(e) => return e,
-        };
-        run_at(
-            Site::UnlessCupti,
-            false,
-            // SAFETY: forwarding the caller's arguments unchanged.
-            || unsafe { f(dst, src, count, kind) },
-            |e, t1, r| {
-                let c = Copy {
-                    api: fmt::HOSTCOPY_MEMCPY,
-                    kind: Some(kind),
-                    dst: dst as u64,
-                    src: src as u64,
-                    bytes: count as u64,
-                    stream: std::ptr::null_mut(),
-                    devices: None,
-                };
-                record_copy(e, t1, r, c)
-            },
-        )
-    })
-}
+hook_table! {
+    CUDART;
 
-/// # Safety
-/// Called by C code with the arguments of the CUDA runtime function of the same name.
-#[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn cudaMemcpyAsync(
-    dst: *mut c_void,
-    src: *const c_void,
-    count: usize,
-    kind: c_int,
-    stream: Stream,
-) -> CudaError {
-    entry!(CUDART.missing.0, {
-        type F =
-            unsafe extern "C" fn(*mut c_void, *const c_void, usize, c_int, Stream) -> CudaError;
-        let f = match real!(CUDART, c"cudaMemcpyAsync", F) {
-            Ok(f) => f,
-            Err(e) => return e,
-        };
-        run_at(
-            Site::UnlessCupti,
-            false,
-            // SAFETY: forwarding the caller's arguments unchanged.
-            || unsafe { f(dst, src, count, kind, stream) },
-            |e, t1, r| {
-                let c = Copy {
-                    api: fmt::HOSTCOPY_MEMCPY_ASYNC,
-                    kind: Some(kind),
-                    dst: dst as u64,
-                    src: src as u64,
-                    bytes: count as u64,
-                    stream,
-                    devices: None,
-                };
-                record_copy(e, t1, r, c)
-            },
-        )
-    })
-}
+    // Copies: the host side classified pinned / pageable, with or without CUPTI.
+    extern "C" fn cudaMemcpy(
+        dst: *mut c_void, src: *const c_void, count: usize, kind: c_int,
+    ) -> CudaError;
+        => Copy::new(fmt::HOSTCOPY_MEMCPY, dst, src, count as u64, kind, NO_STREAM);
 
-/// # Safety
-/// Called by C code with the arguments of the CUDA runtime function of the same name.
-#[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn cudaMemcpy2D(
-    dst: *mut c_void,
-    dpitch: usize,
-    src: *const c_void,
-    spitch: usize,
-    width: usize,
-    height: usize,
-    kind: c_int,
-) -> CudaError {
-    entry!(CUDART.missing.0, {
-        type F = unsafe extern "C" fn(
-            *mut c_void,
-            usize,
-            *const c_void,
-            usize,
-            usize,
-            usize,
-            c_int,
-        ) -> CudaError;
-        let f = match real!(CUDART, c"cudaMemcpy2D", F) {
-            Ok(f) => f,
-            Err(e) => return e,
-        };
-        run_at(
-            Site::UnlessCupti,
-            false,
-            // SAFETY: forwarding the caller's arguments unchanged.
-            || unsafe { f(dst, dpitch, src, spitch, width, height, kind) },
-            |e, t1, r| {
-                let c = Copy {
-                    api: fmt::HOSTCOPY_MEMCPY_2D,
-                    kind: Some(kind),
-                    dst: dst as u64,
-                    src: src as u64,
-                    bytes: (width as u64).saturating_mul(height as u64),
-                    stream: std::ptr::null_mut(),
-                    devices: None,
-                };
-                record_copy(e, t1, r, c)
-            },
-        )
-    })
-}
+    extern "C" fn cudaMemcpyAsync(
+        dst: *mut c_void, src: *const c_void, count: usize, kind: c_int, stream: Stream,
+    ) -> CudaError;
+        => Copy::new(fmt::HOSTCOPY_MEMCPY_ASYNC, dst, src, count as u64, kind, stream);
 
-/// # Safety
-/// Called by C code with the arguments of the CUDA runtime function of the same name.
-#[cfg_attr(not(test), no_mangle)]
-#[allow(clippy::too_many_arguments)]
-pub unsafe extern "C" fn cudaMemcpy2DAsync(
-    dst: *mut c_void,
-    dpitch: usize,
-    src: *const c_void,
-    spitch: usize,
-    width: usize,
-    height: usize,
-    kind: c_int,
-    stream: Stream,
-) -> CudaError {
-    entry!(CUDART.missing.0, {
-        type F = unsafe extern "C" fn(
-            *mut c_void,
-            usize,
-            *const c_void,
-            usize,
-            usize,
-            usize,
-            c_int,
-            Stream,
-        ) -> CudaError;
-        let f = match real!(CUDART, c"cudaMemcpy2DAsync", F) {
-            Ok(f) => f,
-            Err(e) => return e,
-        };
-        run_at(
-            Site::UnlessCupti,
-            false,
-            // SAFETY: forwarding the caller's arguments unchanged.
-            || unsafe { f(dst, dpitch, src, spitch, width, height, kind, stream) },
-            |e, t1, r| {
-                let c = Copy {
-                    api: fmt::HOSTCOPY_MEMCPY_2D_ASYNC,
-                    kind: Some(kind),
-                    dst: dst as u64,
-                    src: src as u64,
-                    bytes: (width as u64).saturating_mul(height as u64),
-                    stream,
-                    devices: None,
-                };
-                record_copy(e, t1, r, c)
-            },
-        )
-    })
-}
+    extern "C" fn cudaMemcpy2D(
+        dst: *mut c_void, dpitch: usize, src: *const c_void, spitch: usize, width: usize,
+        height: usize, kind: c_int,
+    ) -> CudaError;
+        => Copy::new(fmt::HOSTCOPY_MEMCPY_2D, dst, src, area(width, height), kind, NO_STREAM);
 
-/// # Safety
-/// Called by C code with the arguments of the CUDA runtime function of the same name.
-#[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn cudaMemcpyPeer(
-    dst: *mut c_void,
-    dst_device: c_int,
-    src: *const c_void,
-    src_device: c_int,
-    count: usize,
-) -> CudaError {
-    entry!(CUDART.missing.0, {
-        type F = unsafe extern "C" fn(*mut c_void, c_int, *const c_void, c_int, usize) -> CudaError;
-        let f = match real!(CUDART, c"cudaMemcpyPeer", F) {
-            Ok(f) => f,
-            Err(e) => return e,
-        };
-        run_at(
-            Site::UnlessCupti,
-            false,
-            // SAFETY: forwarding the caller's arguments unchanged.
-            || unsafe { f(dst, dst_device, src, src_device, count) },
-            |e, t1, r| {
-                let c = Copy {
-                    api: fmt::HOSTCOPY_MEMCPY_PEER,
-                    kind: None,
-                    dst: dst as u64,
-                    src: src as u64,
-                    bytes: count as u64,
-                    stream: std::ptr::null_mut(),
-                    devices: Some((dst_device, src_device)),
-                };
-                record_copy(e, t1, r, c)
-            },
-        )
-    })
-}
+    extern "C" fn cudaMemcpy2DAsync(
+        dst: *mut c_void, dpitch: usize, src: *const c_void, spitch: usize, width: usize,
+        height: usize, kind: c_int, stream: Stream,
+    ) -> CudaError;
+        => Copy::new(fmt::HOSTCOPY_MEMCPY_2D_ASYNC, dst, src, area(width, height), kind, stream);
 
-/// # Safety
-/// Called by C code with the arguments of the CUDA runtime function of the same name.
-#[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn cudaMemcpyPeerAsync(
-    dst: *mut c_void,
-    dst_device: c_int,
-    src: *const c_void,
-    src_device: c_int,
-    count: usize,
-    stream: Stream,
-) -> CudaError {
-    entry!(CUDART.missing.0, {
-        type F = unsafe extern "C" fn(
-            *mut c_void,
-            c_int,
-            *const c_void,
-            c_int,
-            usize,
-            Stream,
-        ) -> CudaError;
-        let f = match real!(CUDART, c"cudaMemcpyPeerAsync", F) {
-            Ok(f) => f,
-            Err(e) => return e,
-        };
-        run_at(
-            Site::UnlessCupti,
-            false,
-            // SAFETY: forwarding the caller's arguments unchanged.
-            || unsafe { f(dst, dst_device, src, src_device, count, stream) },
-            |e, t1, r| {
-                let c = Copy {
-                    api: fmt::HOSTCOPY_MEMCPY_PEER_ASYNC,
-                    kind: None,
-                    dst: dst as u64,
-                    src: src as u64,
-                    bytes: count as u64,
-                    stream,
-                    devices: Some((dst_device, src_device)),
-                };
-                record_copy(e, t1, r, c)
-            },
-        )
-    })
+    extern "C" fn cudaMemcpyPeer(
+        dst: *mut c_void, dst_device: c_int, src: *const c_void, src_device: c_int,
+        count: usize,
+    ) -> CudaError;
+        => Copy::peer(fmt::HOSTCOPY_MEMCPY_PEER, (dst, dst_device), (src, src_device), count,
+                      NO_STREAM);
+
+    extern "C" fn cudaMemcpyPeerAsync(
+        dst: *mut c_void, dst_device: c_int, src: *const c_void, src_device: c_int,
+        count: usize, stream: Stream,
+    ) -> CudaError;
+        => Copy::peer(fmt::HOSTCOPY_MEMCPY_PEER_ASYNC, (dst, dst_device), (src, src_device),
+                      count, stream);
+
+    // Memsets and syncs: recorded only while CUPTI's callbacks are not.
+    extern "C" fn cudaMemset(dev: *mut c_void, value: c_int, count: usize) -> CudaError;
+        => Call::new(fmt::HOSTCALL_MEMSET, NO_STREAM,
+                     [count as u64, dev as u64, value as u32 as u64]);
+
+    extern "C" fn cudaMemsetAsync(
+        dev: *mut c_void, value: c_int, count: usize, stream: Stream,
+    ) -> CudaError;
+        => Call::new(fmt::HOSTCALL_MEMSET_ASYNC, stream,
+                     [count as u64, dev as u64, value as u32 as u64]);
+
+    extern "C" fn cudaStreamSynchronize(stream: Stream) -> CudaError;
+        => Call::sync(fmt::HOSTCALL_STREAM_SYNCHRONIZE, stream, [0; 3]);
+
+    extern "C" fn cudaDeviceSynchronize() -> CudaError;
+        => Call::sync(fmt::HOSTCALL_DEVICE_SYNCHRONIZE, NO_STREAM, [0; 3]);
+
+    extern "C" fn cudaEventSynchronize(event: *mut c_void) -> CudaError;
+        => Call::sync(fmt::HOSTCALL_EVENT_SYNCHRONIZE, NO_STREAM, [event as u64, 0, 0]);
+
+    extern "C" fn cudaStreamWaitEvent(
+        stream: Stream, event: *mut c_void, flags: c_uint,
+    ) -> CudaError;
+        => Call::new(fmt::HOSTCALL_STREAM_WAIT_EVENT, stream, [event as u64, flags as u64, 0]);
+
+    // Launches: a cheap host-side signal (kernels themselves come from CUPTI).
+    /// What nvcc's `<<<>>>` stubs call.
+    extern "C" fn __cudaLaunchKernel(
+        kernel: *const c_void, grid: Dim3, block: Dim3, args: *mut *mut c_void, shared: usize,
+        stream: Stream,
+    ) -> CudaError;
+        => Call::new(fmt::HOSTCALL_LAUNCH_KERNEL_STUB, stream,
+                     [kernel as u64, grid.volume(), block.volume()]);
+
+    extern "C" fn cudaLaunchKernel(
+        func: *const c_void, grid: Dim3, block: Dim3, args: *mut *mut c_void, shared: usize,
+        stream: Stream,
+    ) -> CudaError;
+        => Call::new(fmt::HOSTCALL_LAUNCH_KERNEL, stream,
+                     [func as u64, grid.volume(), block.volume()]);
+
+    extern "C" fn cudaLaunchKernelExC(
+        config: *const LaunchConfig, func: *const c_void, args: *mut *mut c_void,
+    ) -> CudaError;
+        => LaunchExC { config, func };
+
+    extern "C" fn cudaGraphLaunch(exec: *mut c_void, stream: Stream) -> CudaError;
+        => Call::new(fmt::HOSTCALL_GRAPH_LAUNCH, stream, [exec as u64, 0, 0]);
+
+    // Pinned host memory, for the registry (pinned.rs).
+    extern "C" fn cudaHostAlloc(p_host: *mut *mut c_void, size: usize, flags: c_uint) -> CudaError;
+        => Pin { op: fmt::HOSTALLOC_HOST_ALLOC, at: Host::Out(p_host), bytes: size, flags };
+
+    extern "C" fn cudaMallocHost(ptr: *mut *mut c_void, size: usize) -> CudaError;
+        => Pin { op: fmt::HOSTALLOC_MALLOC_HOST, at: Host::Out(ptr), bytes: size, flags: 0 };
+
+    extern "C" fn cudaHostRegister(ptr: *mut c_void, size: usize, flags: c_uint) -> CudaError;
+        => Pin { op: fmt::HOSTALLOC_HOST_REGISTER, at: Host::At(ptr), bytes: size, flags };
+
+    extern "C" fn cudaHostUnregister(ptr: *mut c_void) -> CudaError;
+        => Unpin(fmt::HOSTALLOC_HOST_UNREGISTER, ptr);
+
+    extern "C" fn cudaFreeHost(ptr: *mut c_void) -> CudaError;
+        => Unpin(fmt::HOSTALLOC_FREE_HOST, ptr);
 }
 
 // ---------------------------------------------------------------------------------
-// Memsets and syncs: recorded only while CUPTI's callbacks are not.
+// What the rows record. The values hold the hook's own arguments (pointers included,
+// read as the CUDA runtime API defines them).
 
-/// # Safety
-/// Called by C code with the arguments of the CUDA runtime function of the same name.
-#[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn cudaMemset(dev: *mut c_void, value: c_int, count: usize) -> CudaError {
-    entry!(CUDART.missing.0, {
-        type F = unsafe extern "C" fn(*mut c_void, c_int, usize) -> CudaError;
-        let f = match real!(CUDART, c"cudaMemset", F) {
-            Ok(f) => f,
-            Err(e) => return e,
-        };
-        run(
-            true,
-            // SAFETY: forwarding the caller's arguments unchanged.
-            || unsafe { f(dev, value, count) },
-            |e, t1, r| {
-                let args = [count as u64, dev as u64, value as u32 as u64];
-                record_call(e, t1, r, fmt::HOSTCALL_MEMSET, std::ptr::null_mut(), args)
-            },
-        )
-    })
+const NO_STREAM: Stream = std::ptr::null_mut();
+
+/// The bytes a 2D copy moves.
+fn area(width: usize, height: usize) -> u64 {
+    (width as u64).saturating_mul(height as u64)
 }
 
-/// # Safety
-/// Called by C code with the arguments of the CUDA runtime function of the same name.
-#[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn cudaMemsetAsync(
-    dev: *mut c_void,
-    value: c_int,
-    count: usize,
+impl Copy {
+    fn new(
+        api: u8,
+        dst: *mut c_void,
+        src: *const c_void,
+        bytes: u64,
+        kind: c_int,
+        stream: Stream,
+    ) -> Copy {
+        Copy {
+            api,
+            kind: Some(kind),
+            dst: dst as u64,
+            src: src as u64,
+            bytes,
+            stream,
+            devices: None,
+        }
+    }
+
+    /// A copy between two devices' memory: (pointer, device) each side.
+    fn peer(
+        api: u8,
+        (dst, dst_device): (*mut c_void, c_int),
+        (src, src_device): (*const c_void, c_int),
+        count: usize,
+        stream: Stream,
+    ) -> Copy {
+        Copy {
+            api,
+            kind: None,
+            dst: dst as u64,
+            src: src as u64,
+            bytes: count as u64,
+            stream,
+            devices: Some((dst_device, src_device)),
+        }
+    }
+}
+
+/// A copy: recorded whether or not CUPTI's callbacks are on (the classification is
+/// ours alone), with the caller's Python stack unless CUPTI takes it.
+impl Action<CudaError> for Copy {
+    #[inline(always)]
+    fn run(self, call: impl FnOnce() -> CudaError) -> CudaError {
+        run_at(Site::UnlessCupti, false, call, |e, t1, r| {
+            record_copy(e, t1, r, self)
+        })
+    }
+}
+
+/// A memset, sync or launch (`HostCall`): recorded only while CUPTI's callbacks are
+/// not; syncs with the caller's Python stack.
+struct Call {
+    call: u16,
     stream: Stream,
-) -> CudaError {
-    entry!(CUDART.missing.0, {
-        type F = unsafe extern "C" fn(*mut c_void, c_int, usize, Stream) -> CudaError;
-        let f = match real!(CUDART, c"cudaMemsetAsync", F) {
-            Ok(f) => f,
-            Err(e) => return e,
-        };
-        run(
-            true,
-            // SAFETY: forwarding the caller's arguments unchanged.
-            || unsafe { f(dev, value, count, stream) },
-            |e, t1, r| {
-                let args = [count as u64, dev as u64, value as u32 as u64];
-                record_call(e, t1, r, fmt::HOSTCALL_MEMSET_ASYNC, stream, args)
-            },
-        )
-    })
+    args: [u64; 3],
+    site: Site,
 }
 
-/// # Safety
-/// Called by C code with the arguments of the CUDA runtime function of the same name.
-#[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn cudaStreamSynchronize(stream: Stream) -> CudaError {
-    entry!(CUDART.missing.0, {
-        type F = unsafe extern "C" fn(Stream) -> CudaError;
-        let f = match real!(CUDART, c"cudaStreamSynchronize", F) {
-            Ok(f) => f,
-            Err(e) => return e,
-        };
-        run_at(
-            Site::UnlessCupti,
-            true,
-            // SAFETY: forwarding the caller's argument unchanged.
-            || unsafe { f(stream) },
-            |e, t1, r| record_call(e, t1, r, fmt::HOSTCALL_STREAM_SYNCHRONIZE, stream, [0; 3]),
-        )
-    })
+impl Call {
+    fn new(call: u16, stream: Stream, args: [u64; 3]) -> Call {
+        Call {
+            call,
+            stream,
+            args,
+            site: Site::No,
+        }
+    }
+
+    fn sync(call: u16, stream: Stream, args: [u64; 3]) -> Call {
+        Call {
+            site: Site::UnlessCupti,
+            ..Call::new(call, stream, args)
+        }
+    }
 }
 
-/// # Safety
-/// Called by C code (no arguments).
-#[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn cudaDeviceSynchronize() -> CudaError {
-    entry!(CUDART.missing.0, {
-        type F = unsafe extern "C" fn() -> CudaError;
-        let f = match real!(CUDART, c"cudaDeviceSynchronize", F) {
-            Ok(f) => f,
-            Err(e) => return e,
-        };
-        run_at(
-            Site::UnlessCupti,
-            true,
-            // SAFETY: no arguments.
-            || unsafe { f() },
-            |e, t1, r| {
-                let s = std::ptr::null_mut();
-                record_call(e, t1, r, fmt::HOSTCALL_DEVICE_SYNCHRONIZE, s, [0; 3])
-            },
-        )
-    })
+impl Action<CudaError> for Call {
+    #[inline(always)]
+    fn run(self, call: impl FnOnce() -> CudaError) -> CudaError {
+        let Call {
+            call: id,
+            stream,
+            args,
+            site,
+        } = self;
+        run_at(site, true, call, |e, t1, r| {
+            record_call(e, t1, r, id, stream, args)
+        })
+    }
 }
 
-/// # Safety
-/// Called by C code with the arguments of the CUDA runtime function of the same name.
-#[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn cudaEventSynchronize(event: *mut c_void) -> CudaError {
-    entry!(CUDART.missing.0, {
-        type F = unsafe extern "C" fn(*mut c_void) -> CudaError;
-        let f = match real!(CUDART, c"cudaEventSynchronize", F) {
-            Ok(f) => f,
-            Err(e) => return e,
-        };
-        run_at(
-            Site::UnlessCupti,
-            true,
-            // SAFETY: forwarding the caller's argument unchanged.
-            || unsafe { f(event) },
-            |e, t1, r| {
-                let (s, args) = (std::ptr::null_mut(), [event as u64, 0, 0]);
-                record_call(e, t1, r, fmt::HOSTCALL_EVENT_SYNCHRONIZE, s, args)
-            },
-        )
-    })
-}
-
-/// # Safety
-/// Called by C code with the arguments of the CUDA runtime function of the same name.
-#[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn cudaStreamWaitEvent(
-    stream: Stream,
-    event: *mut c_void,
-    flags: c_uint,
-) -> CudaError {
-    entry!(CUDART.missing.0, {
-        type F = unsafe extern "C" fn(Stream, *mut c_void, c_uint) -> CudaError;
-        let f = match real!(CUDART, c"cudaStreamWaitEvent", F) {
-            Ok(f) => f,
-            Err(e) => return e,
-        };
-        run(
-            true,
-            // SAFETY: forwarding the caller's arguments unchanged.
-            || unsafe { f(stream, event, flags) },
-            |e, t1, r| {
-                let args = [event as u64, flags as u64, 0];
-                record_call(e, t1, r, fmt::HOSTCALL_STREAM_WAIT_EVENT, stream, args)
-            },
-        )
-    })
-}
-
-// ---------------------------------------------------------------------------------
-// Launches: a cheap host-side signal (kernels themselves come from CUPTI).
-
-/// # Safety
-/// Called by C code (nvcc's `<<<>>>` stubs) with the arguments of the CUDA runtime
-/// function of the same name.
-#[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn __cudaLaunchKernel(
-    kernel: *const c_void,
-    grid: Dim3,
-    block: Dim3,
-    args: *mut *mut c_void,
-    shared: usize,
-    stream: Stream,
-) -> CudaError {
-    entry!(CUDART.missing.0, {
-        type F = unsafe extern "C" fn(
-            *const c_void,
-            Dim3,
-            Dim3,
-            *mut *mut c_void,
-            usize,
-            Stream,
-        ) -> CudaError;
-        let f = match real!(CUDART, c"__cudaLaunchKernel", F) {
-            Ok(f) => f,
-            Err(e) => return e,
-        };
-        run(
-            true,
-            // SAFETY: forwarding the caller's arguments unchanged.
-            || unsafe { f(kernel, grid, block, args, shared, stream) },
-            |e, t1, r| {
-                let a = [kernel as u64, grid.volume(), block.volume()];
-                record_call(e, t1, r, fmt::HOSTCALL_LAUNCH_KERNEL_STUB, stream, a)
-            },
-        )
-    })
-}
-
-/// # Safety
-/// Called by C code with the arguments of the CUDA runtime function of the same name.
-#[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn cudaLaunchKernel(
-    func: *const c_void,
-    grid: Dim3,
-    block: Dim3,
-    args: *mut *mut c_void,
-    shared: usize,
-    stream: Stream,
-) -> CudaError {
-    entry!(CUDART.missing.0, {
-        type F = unsafe extern "C" fn(
-            *const c_void,
-            Dim3,
-            Dim3,
-            *mut *mut c_void,
-            usize,
-            Stream,
-        ) -> CudaError;
-        let f = match real!(CUDART, c"cudaLaunchKernel", F) {
-            Ok(f) => f,
-            Err(e) => return e,
-        };
-        run(
-            true,
-            // SAFETY: forwarding the caller's arguments unchanged.
-            || unsafe { f(func, grid, block, args, shared, stream) },
-            |e, t1, r| {
-                let a = [func as u64, grid.volume(), block.volume()];
-                record_call(e, t1, r, fmt::HOSTCALL_LAUNCH_KERNEL, stream, a)
-            },
-        )
-    })
-}
-
-/// # Safety
-/// Called by C code with the arguments of the CUDA runtime function of the same name.
-#[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn cudaLaunchKernelExC(
+/// `cudaLaunchKernelExC`: grid, block and stream are in its launch configuration.
+struct LaunchExC {
     config: *const LaunchConfig,
     func: *const c_void,
-    args: *mut *mut c_void,
-) -> CudaError {
-    entry!(CUDART.missing.0, {
-        type F =
-            unsafe extern "C" fn(*const LaunchConfig, *const c_void, *mut *mut c_void) -> CudaError;
-        let f = match real!(CUDART, c"cudaLaunchKernelExC", F) {
-            Ok(f) => f,
-            Err(e) => return e,
-        };
-        run(
-            true,
-            // SAFETY: forwarding the caller's arguments unchanged.
-            || unsafe { f(config, func, args) },
-            |e, t1, r| {
-                // Read only after the runtime accepted it (a bad pointer is refused).
-                let (stream, a) = if config.is_null() || r != 0 {
-                    (std::ptr::null_mut(), [func as u64, 0, 0])
-                } else {
-                    // SAFETY: a config the runtime accepted is the caller's valid
-                    // cudaLaunchConfig_t, which outlives the call.
-                    let c = unsafe { &*config };
-                    (c.stream, [func as u64, c.grid.volume(), c.block.volume()])
-                };
-                record_call(e, t1, r, fmt::HOSTCALL_LAUNCH_KERNEL_EXC, stream, a)
-            },
-        )
-    })
 }
 
-/// # Safety
-/// Called by C code with the arguments of the CUDA runtime function of the same name.
-#[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn cudaGraphLaunch(exec: *mut c_void, stream: Stream) -> CudaError {
-    entry!(CUDART.missing.0, {
-        type F = unsafe extern "C" fn(*mut c_void, Stream) -> CudaError;
-        let f = match real!(CUDART, c"cudaGraphLaunch", F) {
-            Ok(f) => f,
-            Err(e) => return e,
-        };
-        run(
-            true,
-            // SAFETY: forwarding the caller's arguments unchanged.
-            || unsafe { f(exec, stream) },
-            |e, t1, r| {
-                record_call(
-                    e,
-                    t1,
-                    r,
-                    fmt::HOSTCALL_GRAPH_LAUNCH,
-                    stream,
-                    [exec as u64, 0, 0],
-                )
-            },
-        )
-    })
+impl Action<CudaError> for LaunchExC {
+    #[inline(always)]
+    fn run(self, call: impl FnOnce() -> CudaError) -> CudaError {
+        let LaunchExC { config, func } = self;
+        run(true, call, |e, t1, r| {
+            // Read only after the runtime accepted it (a bad pointer is refused).
+            let (stream, a) = if config.is_null() || r != 0 {
+                (std::ptr::null_mut(), [func as u64, 0, 0])
+            } else {
+                // SAFETY: a config the runtime accepted is the caller's valid
+                // cudaLaunchConfig_t, which outlives the call.
+                let c = unsafe { &*config };
+                (c.stream, [func as u64, c.grid.volume(), c.block.volume()])
+            };
+            record_call(e, t1, r, fmt::HOSTCALL_LAUNCH_KERNEL_EXC, stream, a)
+        })
+    }
 }
 
-// ---------------------------------------------------------------------------------
 // Pinned host memory: the registry is kept in every state but DISABLED, so a trace
 // window opened later still classifies copies from memory pinned before it.
 
+/// Where the pinned memory's address is once the call has succeeded.
+enum Host {
+    /// Stored by the runtime through the caller's out-pointer.
+    Out(*mut *mut c_void),
+    /// The caller's own memory.
+    At(*mut c_void),
+}
+
 /// Memory made pinned: added to the registry once the call has succeeded.
-#[inline]
-fn made(
+struct Pin {
     op: u8,
+    at: Host,
     bytes: usize,
     flags: c_uint,
-    call: impl FnOnce() -> CudaError,
-    ptr_after: impl FnOnce() -> u64,
-) -> CudaError {
-    if !keep_registries() {
-        return call();
-    }
-    let Some(scope) = Scope::enter() else {
-        return call();
-    };
-    let t0 = tsc::stamp();
-    let r = call();
-    let t1 = tsc::stamp();
-    let saved = errno();
-    guarded(|| {
-        let ptr = if r == 0 { ptr_after() } else { 0 };
-        if r == 0 {
-            pinned::insert(ptr, bytes as u64);
-        }
-        if recording() {
-            ring::push(&rec::host_alloc(&fmt::HostAlloc {
-                start: t0,
-                end: t1,
-                tid: scope.tid(),
-                op,
-                ptr,
-                bytes: bytes as u64,
-                flags,
-                result: r as u32,
-            }));
-        }
-    });
-    drop(scope);
-    set_errno(saved);
-    r
 }
 
-/// Memory given back: taken out of the registry before the call (so an allocation
-/// that reuses the address at once is not lost), put back if the call fails.
-#[inline]
-fn released(op: u8, ptr: *mut c_void, call: impl FnOnce() -> CudaError) -> CudaError {
-    if !keep_registries() {
-        return call();
-    }
-    let Some(scope) = Scope::enter() else {
-        return call();
-    };
-    let t0 = tsc::stamp();
-    let had = guarded_value(|| pinned::remove(ptr as u64));
-    let r = call();
-    let t1 = tsc::stamp();
-    let saved = errno();
-    guarded(|| {
-        if r != 0 {
-            if let Some(b) = had {
-                pinned::insert(ptr as u64, b);
+impl Action<CudaError> for Pin {
+    #[inline]
+    fn run(self, call: impl FnOnce() -> CudaError) -> CudaError {
+        let Pin {
+            op,
+            at,
+            bytes,
+            flags,
+        } = self;
+        if !keep_registries() {
+            return call();
+        }
+        let Some(scope) = Scope::enter() else {
+            return call();
+        };
+        let t0 = tsc::stamp();
+        let r = call();
+        let t1 = tsc::stamp();
+        let saved = errno();
+        guarded(|| {
+            let ptr = match (r, at) {
+                (0, Host::At(p)) => p as u64,
+                // SAFETY: on success the runtime stored the new pointer through the
+                // caller's out-pointer (NULL: nothing read).
+                (0, Host::Out(p)) => unsafe { p.as_ref().map_or(0, |p| *p as u64) },
+                _ => 0,
+            };
+            if r == 0 {
+                pinned::insert(ptr, bytes as u64);
             }
+            if recording() {
+                ring::push(&rec::host_alloc(&fmt::HostAlloc {
+                    start: t0,
+                    end: t1,
+                    tid: scope.tid(),
+                    op,
+                    ptr,
+                    bytes: bytes as u64,
+                    flags,
+                    result: r as u32,
+                }));
+            }
+        });
+        drop(scope);
+        set_errno(saved);
+        r
+    }
+}
+
+/// Memory given back (op, pointer): taken out of the registry before the call (so an
+/// allocation that reuses the address at once is not lost), put back if the call
+/// fails.
+struct Unpin(u8, *mut c_void);
+
+impl Action<CudaError> for Unpin {
+    #[inline]
+    fn run(self, call: impl FnOnce() -> CudaError) -> CudaError {
+        let Unpin(op, ptr) = self;
+        if !keep_registries() {
+            return call();
         }
-        if recording() {
-            ring::push(&rec::host_alloc(&fmt::HostAlloc {
-                start: t0,
-                end: t1,
-                tid: scope.tid(),
-                op,
-                ptr: ptr as u64,
-                bytes: had.unwrap_or(0),
-                flags: 0,
-                result: r as u32,
-            }));
-        }
-    });
-    drop(scope);
-    set_errno(saved);
-    r
-}
-
-/// # Safety
-/// Called by C code with the arguments of the CUDA runtime function of the same name.
-#[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn cudaHostAlloc(
-    p_host: *mut *mut c_void,
-    size: usize,
-    flags: c_uint,
-) -> CudaError {
-    entry!(CUDART.missing.0, {
-        type F = unsafe extern "C" fn(*mut *mut c_void, usize, c_uint) -> CudaError;
-        let f = match real!(CUDART, c"cudaHostAlloc", F) {
-            Ok(f) => f,
-            Err(e) => return e,
+        let Some(scope) = Scope::enter() else {
+            return call();
         };
-        made(
-            fmt::HOSTALLOC_HOST_ALLOC,
-            size,
-            flags,
-            // SAFETY: forwarding the caller's arguments unchanged.
-            || unsafe { f(p_host, size, flags) },
-            // SAFETY: on success the runtime stored the new pointer through p_host.
-            || unsafe { p_host.as_ref().map_or(0, |p| *p as u64) },
-        )
-    })
-}
-
-/// # Safety
-/// Called by C code with the arguments of the CUDA runtime function of the same name.
-#[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn cudaMallocHost(ptr: *mut *mut c_void, size: usize) -> CudaError {
-    entry!(CUDART.missing.0, {
-        type F = unsafe extern "C" fn(*mut *mut c_void, usize) -> CudaError;
-        let f = match real!(CUDART, c"cudaMallocHost", F) {
-            Ok(f) => f,
-            Err(e) => return e,
-        };
-        made(
-            fmt::HOSTALLOC_MALLOC_HOST,
-            size,
-            0,
-            // SAFETY: forwarding the caller's arguments unchanged.
-            || unsafe { f(ptr, size) },
-            // SAFETY: on success the runtime stored the new pointer through ptr.
-            || unsafe { ptr.as_ref().map_or(0, |p| *p as u64) },
-        )
-    })
-}
-
-/// # Safety
-/// Called by C code with the arguments of the CUDA runtime function of the same name.
-#[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn cudaHostRegister(
-    ptr: *mut c_void,
-    size: usize,
-    flags: c_uint,
-) -> CudaError {
-    entry!(CUDART.missing.0, {
-        type F = unsafe extern "C" fn(*mut c_void, usize, c_uint) -> CudaError;
-        let f = match real!(CUDART, c"cudaHostRegister", F) {
-            Ok(f) => f,
-            Err(e) => return e,
-        };
-        made(
-            fmt::HOSTALLOC_HOST_REGISTER,
-            size,
-            flags,
-            // SAFETY: forwarding the caller's arguments unchanged.
-            || unsafe { f(ptr, size, flags) },
-            || ptr as u64,
-        )
-    })
-}
-
-/// # Safety
-/// Called by C code with the arguments of the CUDA runtime function of the same name.
-#[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn cudaHostUnregister(ptr: *mut c_void) -> CudaError {
-    entry!(CUDART.missing.0, {
-        type F = unsafe extern "C" fn(*mut c_void) -> CudaError;
-        let f = match real!(CUDART, c"cudaHostUnregister", F) {
-            Ok(f) => f,
-            Err(e) => return e,
-        };
-        released(
-            fmt::HOSTALLOC_HOST_UNREGISTER,
-            ptr,
-            // SAFETY: forwarding the caller's argument unchanged.
-            || unsafe { f(ptr) },
-        )
-    })
-}
-
-/// # Safety
-/// Called by C code with the arguments of the CUDA runtime function of the same name.
-#[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn cudaFreeHost(ptr: *mut c_void) -> CudaError {
-    entry!(CUDART.missing.0, {
-        type F = unsafe extern "C" fn(*mut c_void) -> CudaError;
-        let f = match real!(CUDART, c"cudaFreeHost", F) {
-            Ok(f) => f,
-            Err(e) => return e,
-        };
-        released(
-            fmt::HOSTALLOC_FREE_HOST,
-            ptr,
-            // SAFETY: forwarding the caller's argument unchanged.
-            || unsafe { f(ptr) },
-        )
-    })
+        let t0 = tsc::stamp();
+        let had = guarded_value(|| pinned::remove(ptr as u64));
+        let r = call();
+        let t1 = tsc::stamp();
+        let saved = errno();
+        guarded(|| {
+            if r != 0 {
+                if let Some(b) = had {
+                    pinned::insert(ptr as u64, b);
+                }
+            }
+            if recording() {
+                ring::push(&rec::host_alloc(&fmt::HostAlloc {
+                    start: t0,
+                    end: t1,
+                    tid: scope.tid(),
+                    op,
+                    ptr: ptr as u64,
+                    bytes: had.unwrap_or(0),
+                    flags: 0,
+                    result: r as u32,
+                }));
+            }
+        });
+        drop(scope);
+        set_errno(saved);
+        r
+    }
 }
 
 #[cfg(test)]
