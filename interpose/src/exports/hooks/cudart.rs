@@ -10,11 +10,8 @@
 #![allow(non_snake_case)] // the exported names are the C API's
 
 use super::resolve::CUDART;
-use super::{
-    hook_table, keep_registries, pinned, recording, run, run_at, Action, Entry, Scope, Site,
-};
-use crate::base::ffi::{errno, guarded, guarded_value, set_errno};
-use crate::base::tsc;
+use super::{hook_table, pinned, recording, run, run_at, run_keeping, Action, Entry, Ran, Site};
+use crate::base::ffi::guarded_value;
 use crate::rings::{self as ring, record as rec};
 use gputrace_format::{self as fmt, CopyKind, MemKind};
 use std::ffi::{c_int, c_uint, c_void};
@@ -277,13 +274,9 @@ impl Copy {
         stream: Stream,
     ) -> Copy {
         Copy {
-            api,
             kind: None,
-            dst: dst as u64,
-            src: src as u64,
-            bytes: count as u64,
-            stream,
             devices: Some((dst_device, src_device)),
+            ..Copy::new(api, dst, src, count as u64, 0, stream)
         }
     }
 }
@@ -394,43 +387,23 @@ impl Action<CudaError> for Pin {
             bytes,
             flags,
         } = self;
-        if !keep_registries() {
-            return call();
-        }
-        let Some(scope) = Scope::enter() else {
-            return call();
-        };
-        let t0 = tsc::stamp();
-        let r = call();
-        let t1 = tsc::stamp();
-        let saved = errno();
-        guarded(|| {
-            let ptr = match (r, at) {
-                (0, Host::At(p)) => p as u64,
-                // SAFETY: on success the runtime stored the new pointer through the
-                // caller's out-pointer (NULL: nothing read).
-                (0, Host::Out(p)) => unsafe { p.as_ref().map_or(0, |p| *p as u64) },
-                _ => 0,
-            };
-            if r == 0 {
-                pinned::insert(ptr, bytes as u64);
-            }
-            if recording() {
-                ring::push(&rec::host_alloc(&fmt::HostAlloc {
-                    start: t0,
-                    end: t1,
-                    tid: scope.tid(),
-                    op,
-                    ptr,
-                    bytes: bytes as u64,
-                    flags,
-                    result: r as u32,
-                }));
-            }
-        });
-        drop(scope);
-        set_errno(saved);
-        r
+        run_keeping(
+            call,
+            || (),
+            |ran, (), r| {
+                let ptr = match (r, at) {
+                    (0, Host::At(p)) => p as u64,
+                    // SAFETY: on success the runtime stored the new pointer through the
+                    // caller's out-pointer (NULL: nothing read).
+                    (0, Host::Out(p)) => unsafe { p.as_ref().map_or(0, |p| *p as u64) },
+                    _ => 0,
+                };
+                if r == 0 {
+                    pinned::insert(ptr, bytes as u64);
+                }
+                record_host_alloc(ran, op, ptr, bytes as u64, flags, r);
+            },
+        )
     }
 }
 
@@ -443,39 +416,30 @@ impl Action<CudaError> for Unpin {
     #[inline]
     fn run(self, call: impl FnOnce() -> CudaError) -> CudaError {
         let Unpin(op, ptr) = self;
-        if !keep_registries() {
-            return call();
-        }
-        let Some(scope) = Scope::enter() else {
-            return call();
-        };
-        let t0 = tsc::stamp();
-        let had = guarded_value(|| pinned::remove(ptr as u64));
-        let r = call();
-        let t1 = tsc::stamp();
-        let saved = errno();
-        guarded(|| {
+        let remove = || guarded_value(|| pinned::remove(ptr as u64));
+        run_keeping(call, remove, |ran, had, r| {
             if r != 0 {
                 if let Some(b) = had {
                     pinned::insert(ptr as u64, b);
                 }
             }
-            if recording() {
-                ring::push(&rec::host_alloc(&fmt::HostAlloc {
-                    start: t0,
-                    end: t1,
-                    tid: scope.tid(),
-                    op,
-                    ptr: ptr as u64,
-                    bytes: had.unwrap_or(0),
-                    flags: 0,
-                    result: r as u32,
-                }));
-            }
-        });
-        drop(scope);
-        set_errno(saved);
-        r
+            record_host_alloc(ran, op, ptr as u64, had.unwrap_or(0), 0, r);
+        })
+    }
+}
+
+fn record_host_alloc(ran: &Ran, op: u8, ptr: u64, bytes: u64, flags: c_uint, r: CudaError) {
+    if recording() {
+        ring::push(&rec::host_alloc(&fmt::HostAlloc {
+            start: ran.t0,
+            end: ran.t1,
+            tid: ran.tid(),
+            op,
+            ptr,
+            bytes,
+            flags,
+            result: r as u32,
+        }));
     }
 }
 

@@ -243,6 +243,54 @@ pub(crate) fn run_at<R: Copy>(
     r
 }
 
+/// When a registry call ran, and the calling thread.
+pub(crate) struct Ran<'a> {
+    pub t0: u64,
+    pub t1: u64,
+    scope: &'a Scope,
+}
+
+impl Ran<'_> {
+    pub(crate) fn tid(&self) -> u32 {
+        self.scope.tid()
+    }
+}
+
+/// Runs a hook that keeps a registry (pinned memory, communicators), in every state but
+/// DISABLED ([`keep_registries`]): `before` just ahead of the call (taking an entry out
+/// that the call frees), `after` once it has returned, inside the guard, with its
+/// value, the time the call ran and its result; `after` checks `recording()` before it
+/// records. The result and errno the caller sees are the real function's.
+#[inline]
+pub(crate) fn run_keeping<R: Copy, B>(
+    call: impl FnOnce() -> R,
+    before: impl FnOnce() -> B,
+    after: impl FnOnce(&Ran, B, R),
+) -> R {
+    if !keep_registries() {
+        return call();
+    }
+    let Some(scope) = Scope::enter() else {
+        return call();
+    };
+    let t0 = tsc::stamp();
+    let b = before();
+    let r = call();
+    let t1 = tsc::stamp();
+    let saved = errno();
+    guarded(|| {
+        let ran = Ran {
+            t0,
+            t1,
+            scope: &scope,
+        };
+        after(&ran, b, r)
+    });
+    drop(scope);
+    set_errno(saved);
+    r
+}
+
 /// What a row of a hook table does around its real call: the glue hands it the call,
 /// with the caller's arguments, inside the library's wrapper (see [`hook_table!`]).
 /// Each family of hooks (NCCL collectives, copies, pinned allocations, ...) is one

@@ -11,9 +11,8 @@
 
 use super::comms::{self, UNKNOWN};
 use super::resolve::{real, NCCL};
-use super::{hook_table, keep_registries, recording, run, run_at, Action, Entry, Scope, Site};
-use crate::base::ffi::{errno, guarded, guarded_value, set_errno};
-use crate::base::tsc;
+use super::{hook_table, recording, run, run_at, run_keeping, Action, Entry, Ran, Site};
+use crate::base::ffi::guarded_value;
 use crate::rings::{self as ring, record as rec};
 use crate::session::stall;
 use gputrace_format as fmt;
@@ -432,56 +431,34 @@ impl Action<NcclResult> for CommMade {
     #[inline]
     fn run(self, call: impl FnOnce() -> NcclResult) -> NcclResult {
         let CommMade(op, makes) = self;
-        if !keep_registries() {
-            return call();
-        }
-        let Some(scope) = Scope::enter() else {
-            return call();
-        };
-        let t0 = tsc::stamp();
-        let r = call();
-        let t1 = tsc::stamp();
-        let saved = errno();
-        guarded(|| {
-            let mut list = makes.list(r);
-            for m in &list {
-                if m.comm != 0 {
-                    comms::insert(m.comm, m.id, m.rank, m.nranks);
+        run_keeping(
+            call,
+            || (),
+            |ran, (), r| {
+                let mut list = makes.list(r);
+                for m in &list {
+                    if m.comm != 0 {
+                        comms::insert(m.comm, m.id, m.rank, m.nranks);
+                    }
                 }
-            }
-            if !recording() {
-                return;
-            }
-            if list.is_empty() {
-                list.push(Made {
-                    comm: 0,
-                    id: 0,
-                    rank: UNKNOWN,
-                    nranks: UNKNOWN,
-                    parent_id: 0,
-                    color: 0,
-                });
-            }
-            let tid = scope.tid();
-            for m in list {
-                ring::push(&rec::nccl_comm(&fmt::NcclComm {
-                    start: t0,
-                    end: t1,
-                    tid,
-                    op,
-                    comm: m.comm as u64,
-                    comm_id: m.id,
-                    parent_id: m.parent_id,
-                    rank: rank_i32(m.rank),
-                    nranks: rank_i32(m.nranks),
-                    color: m.color,
-                    result: r as u32,
-                }));
-            }
-        });
-        drop(scope);
-        set_errno(saved);
-        r
+                if !recording() {
+                    return;
+                }
+                if list.is_empty() {
+                    list.push(Made {
+                        comm: 0,
+                        id: 0,
+                        rank: UNKNOWN,
+                        nranks: UNKNOWN,
+                        parent_id: 0,
+                        color: 0,
+                    });
+                }
+                for m in list {
+                    record_comm(ran, op, m, r);
+                }
+            },
+        )
     }
 }
 
@@ -494,42 +471,41 @@ impl Action<NcclResult> for CommEnded {
     #[inline]
     fn run(self, call: impl FnOnce() -> NcclResult) -> NcclResult {
         let CommEnded(op, comm) = self;
-        if !keep_registries() {
-            return call();
-        }
-        let Some(scope) = Scope::enter() else {
-            return call();
-        };
-        let t0 = tsc::stamp();
-        let had = guarded_value(|| comms::remove(comm as usize));
-        let r = call();
-        let t1 = tsc::stamp();
-        let saved = errno();
-        guarded(|| {
+        let remove = || guarded_value(|| comms::remove(comm as usize));
+        run_keeping(call, remove, |ran, had, r| {
             let (id, rank, nranks) = had.unwrap_or((0, UNKNOWN, UNKNOWN));
             if r != 0 && had.is_some() {
                 comms::insert(comm as usize, id, rank, nranks);
             }
             if recording() {
-                ring::push(&rec::nccl_comm(&fmt::NcclComm {
-                    start: t0,
-                    end: t1,
-                    tid: scope.tid(),
-                    op,
-                    comm: comm as u64,
-                    comm_id: id,
+                let m = Made {
+                    comm: comm as usize,
+                    id,
+                    rank,
+                    nranks,
                     parent_id: 0,
-                    rank: rank_i32(rank),
-                    nranks: rank_i32(nranks),
                     color: 0,
-                    result: r as u32,
-                }));
+                };
+                record_comm(ran, op, m, r);
             }
-        });
-        drop(scope);
-        set_errno(saved);
-        r
+        })
     }
+}
+
+fn record_comm(ran: &Ran, op: u8, m: Made, r: NcclResult) {
+    ring::push(&rec::nccl_comm(&fmt::NcclComm {
+        start: ran.t0,
+        end: ran.t1,
+        tid: ran.tid(),
+        op,
+        comm: m.comm as u64,
+        comm_id: m.id,
+        parent_id: m.parent_id,
+        rank: rank_i32(m.rank),
+        nranks: rank_i32(m.nranks),
+        color: m.color,
+        result: r as u32,
+    }));
 }
 
 #[cfg(test)]
