@@ -19,6 +19,7 @@ pub mod facts;
 pub mod gpm;
 pub mod nvml;
 pub mod sampler;
+pub mod worker;
 
 pub use nvml::{Nvml, NvmlError};
 pub use sampler::{Item, Sampler};

@@ -596,12 +596,12 @@ fn the_scanner_sees_what_it_should() {
 
 /// A panic is caught in one of two kinds of place only: the guard of a function C calls
 /// (`base/ffi.rs`: `entry!`, `guarded`, `guarded_value`, which turn tracing off and say
-/// so) and the body of a thread of ours (`ffi::thread_body`, the worker and the writer,
-/// which log and end the thread). A hook that caught a panic itself and swallowed it left tracing on after an
-/// internal error.
+/// so) and the body of a thread of ours (`gputrace_env::worker::Worker`, outside this
+/// crate: it says so and ends the thread, doing what the thread's `Spec` asks). A hook
+/// that caught a panic itself and swallowed it left tracing on after an internal error.
 #[test]
 fn panics_are_caught_only_by_the_guards() {
-    const ALLOWED: &[&str] = &["base/ffi.rs", "base/worker.rs", "writer/mod.rs"];
+    const ALLOWED: &[&str] = &["base/ffi.rs"];
     let root = src_dir();
     let mut found = Vec::new();
     let mut stack = vec![root.clone()];
@@ -636,5 +636,41 @@ fn panics_are_caught_only_by_the_guards() {
     assert!(
         outside.is_empty(),
         "catch_unwind outside the guards (use base::ffi::guarded or guarded_value): {outside:?}"
+    );
+}
+
+/// Every thread of ours is a worker (`base::worker`, over `gputrace_env::worker`): its
+/// start, stop, period, fork child and panic policy in one place. A thread spawned by
+/// hand had its own stop flag, its own panic handling and no fork handling.
+#[test]
+fn threads_are_started_only_as_workers() {
+    let root = src_dir();
+    let mut outside = Vec::new();
+    let mut stack = vec![root.clone()];
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).expect("read src") {
+            let p = e.expect("dir entry").path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                let rel = p.strip_prefix(&root).expect("under src");
+                let src = std::fs::read_to_string(&p).expect("read source");
+                let code = without_tests(lex(&src));
+                let spawns = code
+                    .windows(3)
+                    .filter(|w| {
+                        matches!(&w[0], Tok::Ident(s) if s == "thread")
+                            && matches!(&w[2], Tok::Ident(s) if s == "spawn" || s == "Builder")
+                    })
+                    .count();
+                if spawns > 0 {
+                    outside.push(rel.to_string_lossy().into_owned());
+                }
+            }
+        }
+    }
+    assert!(
+        outside.is_empty(),
+        "threads started outside base::worker: {outside:?}"
     );
 }

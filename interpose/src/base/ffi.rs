@@ -71,18 +71,6 @@ pub fn guarded_value<T>(f: impl FnOnce() -> Option<T>) -> Option<T> {
     }
 }
 
-/// Runs the body of a thread of ours: a panic ends the thread with one line saying
-/// `what` stopped (the program runs on; the other threads too). True if it returned.
-pub fn thread_body(what: &str, f: impl FnOnce()) -> bool {
-    let ok = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).is_ok();
-    if !ok {
-        log::warn(&format!(
-            "internal error in {what}; it stops here (the program runs on)"
-        ));
-    }
-    ok
-}
-
 /// The calling thread's errno.
 #[inline(always)]
 pub fn errno() -> i32 {

@@ -21,7 +21,8 @@
 use super::window;
 use crate::base::ffi::entry;
 use crate::base::opts::Opts;
-use crate::base::{clock, internal, log, state};
+use crate::base::worker::{Spec, Worker, POLICY};
+use crate::base::{clock, log, state};
 use gputrace_format::protocol::{self, settings, Reply, Request};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -31,6 +32,8 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 static SIGNALLED: AtomicBool = AtomicBool::new(false);
+/// The control thread of a dormant process.
+static CONTROL: Worker = Worker::new();
 
 extern "C" fn on_signal(_: libc::c_int) {
     entry!({ SIGNALLED.store(true, Ordering::Relaxed) })
@@ -125,6 +128,7 @@ pub fn after_failed_exec() {
 /// listening descriptor is closed, so a child that outlives its parent does not keep a
 /// dead process's socket answering.
 pub fn forget_after_fork() {
+    CONTROL.forget_after_fork();
     let fd = LISTEN_FD.swap(-1, Ordering::AcqRel);
     if fd >= 0 {
         // SAFETY: `fd` is the listening socket the parent's control thread owns; in the
@@ -291,15 +295,11 @@ pub fn start_dormant(o: &Opts) {
     let start_after = o.start_after;
     let duration = o.duration.unwrap_or(protocol::DEFAULT_WINDOW);
     // The socket is made on the control thread, off the program's cuInit.
-    let r = std::thread::Builder::new()
-        .name("gputrace-control".into())
-        .spawn(move || {
-            internal::mark_thread_internal();
-            crate::base::ffi::thread_body("the control thread", || {
-                control_loop(start_after, duration)
-            });
-        });
-    if let Err(e) = r {
+    let spec = Spec::new(
+        "gputrace-control",
+        "internal error in the control thread; it stops here (the program runs on)",
+    );
+    if let Err(e) = CONTROL.start(&POLICY, spec, move || control_loop(start_after, duration)) {
         log::warn(&format!("cannot start the control thread: {e}"));
     }
 }
@@ -339,7 +339,9 @@ fn control_loop(start_after: Option<Duration>, duration: Duration) {
         }
         match listener.as_ref().map(|l| l.accept()) {
             Some(Ok((s, _))) => serve(s),
-            _ => std::thread::sleep(Duration::from_millis(50)),
+            _ => {
+                CONTROL.wait_stop(Duration::from_millis(50));
+            }
         }
     }
 }

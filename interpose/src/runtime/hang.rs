@@ -23,6 +23,7 @@
 
 use super::settings::opts;
 use crate::base::ffi::{self, entry, END_SIGNALS};
+use crate::base::worker::{Spec, Worker, POLICY};
 use crate::base::{clock, internal, log, state, tsc};
 use crate::session::stall::{self, Request};
 use crate::session::{cupti, lifecycle};
@@ -43,6 +44,8 @@ static ENDING: AtomicI32 = AtomicI32::new(0);
 /// The pid that installed the handlers (a forked child's handlers only re-raise).
 static OWNER: AtomicU32 = AtomicU32::new(0);
 static STARTED: AtomicBool = AtomicBool::new(false);
+/// The watchdog's thread (one per process, for its life).
+static WATCHDOG: Worker = Worker::new();
 
 /// Held by the watchdog thread while it uses CUPTI; taken by the end of a window before
 /// CUPTI is finalized ([`wait_idle`]).
@@ -82,14 +85,14 @@ pub fn start() {
     WAKE_FD.store(wake, Ordering::Release);
     DONE_FD.store(done, Ordering::Release);
     let stall_ms = opts().stall_ms;
-    let r = std::thread::Builder::new()
-        .name("gputrace-watchdog".into())
-        .spawn(move || {
-            internal::mark_thread_internal();
-            ffi::block_end_signals();
-            ffi::thread_body("the stall watchdog", || Dog::new(stall_ms).run(wake, done));
-        });
-    if let Err(e) = r {
+    let spec = Spec {
+        first: ffi::block_end_signals,
+        ..Spec::new(
+            "gputrace-watchdog",
+            "internal error in the stall watchdog; it stops here (the program runs on)",
+        )
+    };
+    if let Err(e) = WATCHDOG.start(&POLICY, spec, move || Dog::new(stall_ms).run(wake, done)) {
         log::warn(&format!("cannot start the watchdog thread: {e}"));
         return;
     }
@@ -206,6 +209,7 @@ extern "C" fn on_end_signal(
 /// In a forked child: no watchdog thread there; the handlers only re-raise.
 pub fn forget_after_fork() {
     STARTED.store(false, Ordering::Release);
+    WATCHDOG.forget_after_fork();
     ENDING.store(0, Ordering::Release);
     CUR_ID.store(0, Ordering::Release);
     CUR_SEQ.store(0, Ordering::Release);

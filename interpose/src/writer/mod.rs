@@ -15,8 +15,8 @@ pub mod source;
 pub use file::create_trace_file;
 pub use source::{Sink, Source};
 
-use crate::base::worker::lock;
-use crate::base::{clock, internal, log, state};
+use crate::base::worker::{lock, Spec, Worker, POLICY};
+use crate::base::{clock, log, state};
 use gputrace_format::{ChunkWriter, CollectorState, Encoder, Event, Meta};
 use intern::Interner;
 use std::fs::File;
@@ -32,10 +32,7 @@ const CHUNK_BYTES: usize = 1 << 20;
 
 static WAKE: Condvar = Condvar::new();
 static WAKE_LOCK: Mutex<bool> = Mutex::new(false);
-static STOP: AtomicBool = AtomicBool::new(false);
-static DONE: Mutex<bool> = Mutex::new(false);
-static DONE_CV: Condvar = Condvar::new();
-static RUNNING: AtomicBool = AtomicBool::new(false);
+static WORKER: Worker = Worker::new();
 /// A chunk is wanted now (a stall report): written at the next pass, whatever the time.
 static WRITE_NOW: AtomicBool = AtomicBool::new(false);
 /// The signal that is ending the process (0: none), for the end record's reason.
@@ -76,7 +73,7 @@ pub fn push_device(d: gputrace_format::Device, name: String) {
 }
 
 pub fn is_running() -> bool {
-    RUNNING.load(Ordering::Acquire)
+    WORKER.is_running()
 }
 
 /// Starts the writer thread on an open trace file, draining `sources`.
@@ -91,40 +88,28 @@ pub fn start(
     if !compress {
         out = out.without_compression();
     }
-    STOP.store(false, Ordering::Release);
-    *lock(&DONE) = false;
-    RUNNING.store(true, Ordering::Release);
-    let spawned = std::thread::Builder::new()
-        .name("gputrace-writer".into())
-        .spawn(move || {
-            internal::mark_thread_internal();
-            // The end-of-process handlers wait for this thread: they never run on it.
-            crate::base::ffi::block_end_signals();
-            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                Writer::new(out, sources, flush_ms).run()
-            }));
-            match r {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => {
-                    state::set(state::DISABLED);
-                    log::warn(&format!("writing the trace failed ({e}); tracing off"));
-                }
-                Err(_) => {
-                    state::set(state::DISABLED);
-                    log::warn("internal error in the trace writer; tracing off");
-                }
-            }
-            RUNNING.store(false, Ordering::Release);
-            *lock(&DONE) = true;
-            DONE_CV.notify_all();
-        });
-    match spawned {
-        Ok(_) => Ok(()),
-        Err(e) => {
-            RUNNING.store(false, Ordering::Release);
-            Err(e)
-        }
+    fn trace_off() {
+        state::set(state::DISABLED);
     }
+    let spec = Spec {
+        // The end-of-process handlers wait for this thread: they never run on it.
+        first: crate::base::ffi::block_end_signals,
+        on_panic_also: trace_off,
+        ..Spec::new(
+            "gputrace-writer",
+            "internal error in the trace writer; tracing off",
+        )
+    };
+    let started = WORKER.start(&POLICY, spec, move || {
+        if let Err(e) = Writer::new(out, sources, flush_ms).run() {
+            state::set(state::DISABLED);
+            log::warn(&format!("writing the trace failed ({e}); tracing off"));
+        }
+    })?;
+    if !started {
+        return Err(io::Error::other("the last trace's writer is still running"));
+    }
+    Ok(())
 }
 
 /// Asks the writer to write everything and stop; waits at most `wait`.
@@ -133,33 +118,17 @@ pub fn finish(wait: Duration) -> bool {
     if !is_running() {
         return true;
     }
-    STOP.store(true, Ordering::Release);
+    WORKER.request_stop();
     wake();
-    let deadline = Instant::now() + wait;
-    let mut done = lock(&DONE);
-    while !*done {
-        let now = Instant::now();
-        if now >= deadline {
-            return false;
-        }
-        done = DONE_CV
-            .wait_timeout(done, deadline - now)
-            .map(|(g, _)| g)
-            .unwrap_or_else(|e| e.into_inner().0);
-    }
-    true
+    WORKER.wait_done(wait)
 }
 
 /// In a forked child: the parent's writer thread does not exist here.
 pub fn forget_after_fork() {
-    RUNNING.store(false, Ordering::Release);
+    WORKER.forget_after_fork();
     WRITE_NOW.store(false, Ordering::Release);
     END_SIGNAL.store(0, Ordering::Release);
-    STOP.store(false, Ordering::Release);
     inbox::forget_after_fork();
-    if let Ok(mut d) = DONE.try_lock() {
-        *d = false;
-    }
 }
 
 struct Writer {
@@ -195,7 +164,7 @@ impl Writer {
                     .unwrap_or_else(|e| e.into_inner());
                 *g = false;
             }
-            let stopping = STOP.load(Ordering::Acquire);
+            let stopping = WORKER.stop_requested();
             self.collect();
             if stopping
                 || WRITE_NOW.swap(false, Ordering::AcqRel)

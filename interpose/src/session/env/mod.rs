@@ -11,7 +11,7 @@
 
 use crate::base::log;
 use crate::base::opts::{NvmlLib, Opts};
-use crate::base::worker::{lock, Worker};
+use crate::base::worker::{lock, Spec, Worker, POLICY};
 use crate::writer::{Sink, Source};
 use gputrace_env::sampler::{self, Item, Sampler};
 use gputrace_env::{Nvml, NvmlError};
@@ -34,11 +34,13 @@ pub fn start(o: &Opts) {
     let lib = o.nvml.clone();
     let period = Duration::from_millis(o.nvml_ms);
     let skip = o.nvml_skip;
-    WORKER.spawn(
+    let spec = Spec::new(
         "gputrace-env",
         "internal error in the environment sampler; NVML sampling off",
-        move || run(&lib, period, skip),
     );
+    if let Err(e) = WORKER.spawn_claimed(&POLICY, spec, move || run(&lib, period, skip)) {
+        log::debug(&format!("environment sampler not started: {e}"));
+    }
 }
 
 /// Ends the session: the thread takes its last sample and ends. Waits at most

@@ -32,38 +32,33 @@ pub mod procfs;
 pub mod queue;
 pub mod sampler;
 
-use crate::base::internal::mark_thread_internal;
 use crate::base::log;
 use crate::base::opts::HostSettings;
 use crate::base::state;
+use crate::base::worker::{Spec, Worker, POLICY};
 use crate::session::pystack;
 use crate::writer::{Sink, Source};
 use gputrace_format::{self as fmt, Event};
 use queue::Sample;
 use sampler::Sampler;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-static RUNNING: AtomicBool = AtomicBool::new(false);
-static STOP: AtomicBool = AtomicBool::new(false);
+static WORKER: Worker = Worker::new();
 
 /// Starts the sampler thread (with tracing). Does nothing when switched off or running.
 pub fn start(s: HostSettings) {
-    if !s.on || RUNNING.swap(true, Ordering::AcqRel) {
+    if !s.on {
         return;
     }
-    STOP.store(false, Ordering::Release);
-    let spawned = std::thread::Builder::new()
-        .name("gputrace-sample".into())
-        .stack_size(256 << 10)
-        .spawn(move || {
-            mark_thread_internal();
-            block_signals();
-            crate::base::ffi::thread_body("the host sampler", || run(s));
-            RUNNING.store(false, Ordering::Release);
-        });
-    if let Err(e) = spawned {
-        RUNNING.store(false, Ordering::Release);
+    let spec = Spec {
+        stack: 256 << 10,
+        first: block_signals,
+        ..Spec::new(
+            "gputrace-sample",
+            "internal error in the host sampler; it stops here (the program runs on)",
+        )
+    };
+    if let Err(e) = WORKER.start(&POLICY, spec, move || run(s)) {
         log::debug(&format!("host sampler not started: {e}"));
     }
 }
@@ -71,24 +66,12 @@ pub fn start(s: HostSettings) {
 /// Stops the sampler and waits at most `wait` for its last samples to be queued.
 /// Returns false if it was still running then.
 pub fn stop(wait: Duration) -> bool {
-    if !RUNNING.load(Ordering::Acquire) {
-        return true;
-    }
-    STOP.store(true, Ordering::Release);
-    let end = std::time::Instant::now() + wait;
-    while RUNNING.load(Ordering::Acquire) {
-        if std::time::Instant::now() >= end {
-            return false;
-        }
-        std::thread::sleep(Duration::from_micros(500));
-    }
-    true
+    WORKER.stop(wait)
 }
 
 /// In a forked child: the sampler thread is the parent's.
 pub fn forget_after_fork() {
-    RUNNING.store(false, Ordering::Release);
-    STOP.store(false, Ordering::Release);
+    WORKER.forget_after_fork();
     queue::reset_after_fork();
 }
 
@@ -150,7 +133,7 @@ fn run(s: HostSettings) {
     };
     loop {
         sleep_until(next.min(next_py));
-        if STOP.load(Ordering::Acquire) {
+        if WORKER.stop_requested() {
             break;
         }
         let st = state::get();
