@@ -239,7 +239,7 @@ fn main() {
     };
     // The CUPTI API callback, the hottest path: ENTER and EXIT of one runtime call,
     // called the way CUPTI calls it (the record goes to this thread's ring).
-    let cbid = gputrace::base::apis::RUNTIME[0].cbid;
+    let cbid = gputrace::base::cupti::apis::RUNTIME[0].cbid;
     let mut slot: u64 = 0;
     let mut ret: i32 = 0;
     // SAFETY: CUpti_CallbackData is plain C data; all zeroes is a valid value.

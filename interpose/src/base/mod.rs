@@ -2,10 +2,8 @@
 //! the lifecycle state, clocks, the FFI guard, logging, the tracer's own-thread marker,
 //! library discovery and the table of CUDA API callback ids.
 
-pub mod apis;
-pub mod claims;
 pub mod clock;
-pub mod discover;
+pub mod cupti;
 pub mod ffi;
 pub mod internal;
 pub mod local;

@@ -25,7 +25,7 @@ pub enum DriverApi {
     Off,
     /// Copies, syncs and graph launches from the start; kernel launches once kernels
     /// that no recorded runtime call launched are seen, or a driver call of the
-    /// program's own is (`base::claims`). Opt-in: cuBLAS launches through the driver,
+    /// program's own is (`base::cupti::claims`). Opt-in: cuBLAS launches through the driver,
     /// and CUPTI holds a GPU-bound program's kernel records until a buffer fills.
     Auto,
     /// Every one from the start (the default).

@@ -28,7 +28,7 @@
 use super::{
     HostRecord, REC_CALL, REC_COPY, REC_HOST_ALLOC, REC_NCCL, REC_NCCL_COMM, REC_NVTX, REC_PYSTACK,
 };
-use crate::base::apis;
+use crate::base::cupti::apis;
 use crate::base::tsc::Converter;
 use crate::writer::intern::Interner;
 use crate::writer::Sink;

@@ -9,7 +9,7 @@
 use super::record::{self, ApiNames, RawFrame};
 use super::{drain_all, HostRecord, REC_API, REC_PYSTACK};
 use crate::base::tsc::Converter;
-use crate::base::{apis, claims};
+use crate::base::cupti::{apis, claims};
 use crate::writer::{Sink, Source};
 use gputrace_format::{self as fmt, Event};
 use std::collections::{HashMap, HashSet};
@@ -50,7 +50,7 @@ pub struct RingSource {
     pending: HashMap<u32, PendingStack>,
     /// Each ring's cost totals (calls, ticks) when last written, by ring.
     costs: HashMap<usize, (u64, u64)>,
-    /// For `base::claims`, while it watches: what this drain held.
+    /// For `base::cupti::claims`, while it watches: what this drain held.
     drained: claims::Drained,
 }
 
@@ -156,7 +156,7 @@ impl RingSource {
         conv
     }
 
-    /// An API record, for `base::claims`: a successful runtime kernel launch claims
+    /// An API record, for `base::cupti::claims`: a successful runtime kernel launch claims
     /// its kernel; every call's id may lower the fence; a driver call (recorded only
     /// when the program made it itself) says the program uses the driver API.
     fn note_claim(&mut self, r: &HostRecord) {

@@ -24,7 +24,8 @@ pub mod trace;
 pub mod window;
 
 use crate::base::opts::Mode;
-use crate::base::{clock, discover, ffi::entry, internal, log, state, tsc};
+use crate::base::cupti::discover;
+use crate::base::{clock, ffi::entry, internal, log, state, tsc};
 use crate::{rings, writer};
 use gputrace_format::protocol;
 use settings::opts;

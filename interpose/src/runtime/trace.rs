@@ -2,7 +2,8 @@
 //! CUPTI session started) and finishing it.
 
 use super::settings::opts;
-use crate::base::{clock, discover, log, state};
+use crate::base::cupti::discover;
+use crate::base::{clock, log, state};
 use crate::session::lifecycle::{self, Closing, Opening, SESSIONS};
 use crate::writer::{self, Source};
 use gputrace_format::protocol::TraceFileName;

@@ -23,7 +23,8 @@
 //! function in a `gputrace:` line.
 
 use crate::base::ffi::{entry, errno, guarded_value, set_errno};
-use crate::base::{discover, log};
+use crate::base::cupti::discover;
+use crate::base::log;
 use cupti_sys::loader::{self, Library, Open};
 use std::ffi::{c_void, CStr};
 use std::ptr::NonNull;

@@ -1,9 +1,10 @@
-//! The CUPTI callback for the API calls we enabled (`base::apis`): the entry stamp on
+//! The CUPTI callback for the API calls we enabled (`base::cupti::apis`): the entry stamp on
 //! ENTER, one ring record on EXIT. It runs on the program's thread inside every such
 //! call, so it does as little as it can: no allocation, no lock.
 
 use crate::base::ffi::entry;
-use crate::base::{apis, clock, internal, local, state, tsc};
+use crate::base::cupti::apis;
+use crate::base::{clock, internal, local, state, tsc};
 use crate::rings::{self, HostRecord, REC_API};
 use crate::session::{pystack, stall};
 use cupti_sys as sys;

@@ -18,7 +18,8 @@ pub mod source;
 use crate::base::ffi::entry;
 use crate::base::opts::DriverApi;
 use crate::base::opts::Opts;
-use crate::base::{apis, claims, clock, discover, internal, log, state};
+use crate::base::cupti::{apis, claims, discover};
+use crate::base::{clock, internal, log, state};
 use crate::writer;
 use callback::api_callback;
 use cupti_sys::{self as sys, CuptiError};
@@ -297,7 +298,7 @@ impl Collector {
         Ok(())
     }
 
-    /// RUNTIME activity for the callback ids of base/apis.rs only (CUPTI records every
+    /// RUNTIME activity for the callback ids of base/cupti/apis.rs only (CUPTI records every
     /// runtime call once the kind is on, so the others are switched off one by one).
     fn enable_runtime_activity(&self) {
         let kind = sys::CUpti_ActivityKind_CUPTI_ACTIVITY_KIND_RUNTIME;
@@ -389,7 +390,7 @@ impl Collector {
             apis::RUNTIME,
         );
         // Driver kernel launches: from the start where asked (or where an earlier
-        // window saw the program make them), else once seen (`base::claims`).
+        // window saw the program make them), else once seen (`base::cupti::claims`).
         let launches = match self.driver_api {
             DriverApi::Off => None,
             DriverApi::On => Some(true),
@@ -426,7 +427,7 @@ impl Collector {
         }
     }
 
-    /// The program launches kernels through the driver API (`base::claims` saw them):
+    /// The program launches kernels through the driver API (`base::cupti::claims` saw them):
     /// the driver's launch callbacks go on, for this window and every later one. Called
     /// on the writer thread.
     pub fn enable_driver_launches(&self) {

@@ -4,7 +4,8 @@
 
 use super::buffers::{self, Completed};
 use super::{call, records, Collector};
-use crate::base::{claims, clock};
+use crate::base::cupti::claims;
+use crate::base::clock;
 use crate::rings::record::ApiNames;
 use crate::rings::{HostRecord, REC_API};
 use crate::writer::{Sink, Source};
@@ -17,7 +18,7 @@ pub struct CuptiSource {
     /// (they differ by more than a second); 0 when both are CLOCK_REALTIME.
     gpu_offset: i64,
     api_names: ApiNames,
-    /// Kernels decoded while `base::claims` watches (reused).
+    /// Kernels decoded while `base::cupti::claims` watches (reused).
     kernels: Vec<u32>,
 }
 

@@ -30,7 +30,7 @@
 //!
 //! # Where stacks are taken
 //! * The CUPTI API callback (session/cupti/callback.rs), at the ENTER of the calls
-//!   `base::apis` marks as call sites, kept in a thread-local until EXIT, where they go
+//!   `base::cupti::apis` marks as call sites, kept in a thread-local until EXIT, where they go
 //!   into the ring just before the call's own record ([`hold`], [`push_held`]).
 //! * The symbol hooks (exports/hooks), for the calls CUPTI does not see at the moment:
 //!   syncs and copies while CUPTI's callbacks are off, every NCCL collective and

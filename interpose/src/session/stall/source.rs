@@ -4,7 +4,8 @@
 //! built.
 
 use super::{calls_in_flight, outstanding, take_requests, Request};
-use crate::base::{apis, tsc};
+use crate::base::cupti::apis;
+use crate::base::tsc;
 use crate::writer::{Sink, Source};
 use gputrace_format::{self as fmt, Event};
 use std::collections::HashMap;

@@ -5,7 +5,7 @@
 //! `site-packages/nvidia/cu13/lib`; CUDA 12 wheels keep it in `nvidia/cuda_cupti/lib`);
 //! the CUDA toolkit; the loader's search path. Its major version must be the runtime's.
 
-use super::ffi::entry;
+use crate::base::ffi::entry;
 use std::ffi::CStr;
 use std::path::{Path, PathBuf};
 
