@@ -208,10 +208,23 @@ impl<'a> Frames<'a> {
             };
             let whole = (CHUNK_HEADER_LEN + h.len) as u64;
             self.pos += whole;
-            if !matches!(h.kind, META | EVENTS | EVENTS_ZSTD) {
+            // Only a file's first chunk is metadata: a later one is an events chunk whose
+            // kind byte (outside the checksum) was changed.
+            let stray_meta = h.kind == META && self.good > 0;
+            if stray_meta || !matches!(h.kind, META | EVENTS | EVENTS_ZSTD) {
                 // A kind from a newer minor version is skipped; in a file whose version
                 // has no other kinds, the kind byte was changed: its events are lost.
-                if self.strict_kinds {
+                if self.strict_kinds || stray_meta {
+                    let events = if stray_meta {
+                        // Its count, as far as any events chunk could hold.
+                        Head {
+                            kind: EVENTS_ZSTD,
+                            ..h
+                        }
+                        .events()
+                    } else {
+                        h.events()
+                    };
                     record(
                         stats,
                         Loss {
@@ -219,7 +232,7 @@ impl<'a> Frames<'a> {
                             offset,
                             bytes: whole,
                             chunks: 1,
-                            events: h.events(),
+                            events,
                             after_ns: None,
                             before_ns: None,
                             frame: self.good,
@@ -649,7 +662,11 @@ impl<'a> ChunkReader<'a> {
     }
 
     /// Counts the events of each tag in the chunks not yet read, checking checksums
-    /// but expanding nothing; the reader stays where it was.
+    /// but expanding nothing; the reader stays where it was. A compressed chunk's counts
+    /// are checked by nothing but its checksum, which a forged file recomputes: each
+    /// tag's count is believed up to one event per byte of the file (real traces hold
+    /// about one GPU event per 9 bytes), so a few forged chunks cannot have a reader
+    /// reserve more memory than there is.
     pub fn census(&mut self) -> Census {
         let mut out = Census::default();
         let (pos, good, stats) = (self.frames.pos, self.frames.good, self.stats.clone());
@@ -668,6 +685,8 @@ impl<'a> ChunkReader<'a> {
         self.frames.pos = pos;
         self.frames.good = good;
         self.stats = stats;
+        let most = self.frames.len;
+        out.0.iter_mut().for_each(|n| *n = (*n).min(most));
         out
     }
 
@@ -764,6 +783,9 @@ impl<'a> ChunkReader<'a> {
     /// Once every chunk is read: places the losses in time and tells whether the trace
     /// was finished.
     fn finish(&mut self) {
+        // In file order: decoding on several threads records a chunk's undecodable
+        // events after the framing has met damage further on.
+        self.stats.lost.sort_by_key(|l| l.offset);
         let times = &self.times;
         for l in &mut self.stats.lost {
             let i = times.partition_point(|t| t.0 < l.frame);
@@ -774,7 +796,10 @@ impl<'a> ChunkReader<'a> {
         s.first_ns = times.iter().filter_map(|t| t.1).min();
         s.last_ns = times.iter().map(|t| t.2).max();
         // Every collector ends its file with a Stopped state. Without one the trace was
-        // cut short, unless damage at its end may have taken the end record with it.
+        // cut short, unless damage at its end may have taken the end record with it. A
+        // file with no state at all is cut short only when nothing was decoded, except an
+        // environment file: its one state is the Stopped that ends it (written by every
+        // version), so its absence is a cut even after events.
         let last_decoded = times.last().map(|t| t.0);
         let end_damaged = s
             .lost
@@ -782,7 +807,7 @@ impl<'a> ChunkReader<'a> {
             .any(|l| l.kind != LossKind::TornTail && last_decoded.is_none_or(|d| l.frame >= d));
         let stopped = self.last_state == Some(CollectorState::Stopped as u8);
         s.no_end = !stopped
-            && (self.last_state.is_some() || self.decoded == 0)
+            && (self.last_state.is_some() || self.decoded == 0 || self.meta.is_environment())
             && (s.truncated_tail || !end_damaged);
     }
 }
@@ -1121,4 +1146,171 @@ pub fn read_all(path: &Path) -> Result<TraceData, ReadError> {
         events,
         stats: r.stats.clone(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{ChunkWriter, Encoder, GpuSample, TAG_KERNEL_COMPACT};
+
+    const T: u64 = 1_000_000_000;
+
+    fn state(ts: u64, s: CollectorState) -> Event {
+        Event::State {
+            ts,
+            state: s as u8,
+            reason: 0,
+        }
+    }
+
+    /// A file of one events chunk per entry of `chunks` (plain), and each chunk's
+    /// (start, end), the metadata first.
+    fn file(meta: &Meta, chunks: &[Vec<Event>]) -> (Vec<u8>, Vec<(usize, usize)>) {
+        let mut w = ChunkWriter::new(Vec::new(), meta)
+            .unwrap()
+            .without_compression();
+        let mut at = vec![(HEADER_LEN, w.get_ref().len())];
+        let mut enc = Encoder::new();
+        for c in chunks {
+            c.iter().for_each(|e| enc.push(e));
+            let start = w.get_ref().len();
+            w.write_events(&mut enc).unwrap();
+            at.push((start, w.get_ref().len()));
+        }
+        (w.into_inner(), at)
+    }
+
+    fn read(data: &[u8], workers: usize) -> (Vec<Event>, ReadStats) {
+        let mut r = open(Path::new("t.gtrace"), data).unwrap();
+        let mut out = Vec::new();
+        if workers == 1 {
+            r.for_each_event(|e| out.push(e));
+        } else {
+            r.for_each_chunk_par(workers, Vec::new, |v: Vec<Event>| out.extend(v), |_, _| {});
+        }
+        (out, r.stats)
+    }
+
+    /// An events chunk whose kind byte was changed to the metadata's is lost, not
+    /// skipped as if it were a second metadata chunk.
+    #[test]
+    fn a_later_metadata_chunk_is_damage() {
+        let chunks = [
+            vec![state(T, CollectorState::Tracing)],
+            vec![state(T + 1, CollectorState::Tracing)],
+            vec![state(T + 2, CollectorState::Stopped)],
+        ];
+        let (mut data, at) = file(&Meta::default(), &chunks);
+        data[at[2].0 + 12] = ChunkKind::Meta as u8;
+        let (events, stats) = read(&data, 1);
+        assert_eq!(events.len(), 2);
+        assert!(stats.damaged(), "{stats:?}");
+        assert_eq!(stats.lost.len(), 1);
+        let l = &stats.lost[0];
+        assert_eq!(
+            (l.kind, l.offset, l.chunks, l.events),
+            (LossKind::Undecodable, at[2].0 as u64, 1, 1)
+        );
+        assert_eq!(read(&data, 2).1, stats);
+    }
+
+    /// Decoding on several threads lists the losses in file order, as in order: a
+    /// chunk's undecodable events before damage met further on.
+    #[test]
+    fn losses_in_file_order_when_decoded_in_parallel() {
+        let chunks: Vec<Vec<Event>> = (0..6)
+            .map(|i| {
+                let s = if i == 5 {
+                    CollectorState::Stopped
+                } else {
+                    CollectorState::Tracing
+                };
+                vec![state(T + i, s)]
+            })
+            .collect();
+        let (data, at) = file(&Meta::default(), &chunks);
+        // Before chunk 1: a chunk holding a kernel of a shape never defined, checksum
+        // intact. Chunk 2: its checksum broken (met by the framing while the first
+        // chunks are still being decoded).
+        let mut out = data[..at[1].0].to_vec();
+        let mut w = ChunkWriter::new(Vec::new(), &Meta::default())
+            .unwrap()
+            .without_compression();
+        let body = [TAG_KERNEL_COMPACT, 6, 0, 0, 0, 0, 0, 5];
+        w.write_chunk(ChunkKind::Events, &body, 1).unwrap();
+        let head = HEADER_LEN + (at[0].1 - at[0].0);
+        out.extend_from_slice(&w.get_ref()[head..]);
+        out.extend_from_slice(&data[at[1].0..]);
+        let shift = out.len() - data.len();
+        out[at[2].0 + shift + 8] ^= 0xff;
+        let (_, seq) = read(&out, 1);
+        let kinds: Vec<(LossKind, u64)> = seq.lost.iter().map(|l| (l.kind, l.offset)).collect();
+        let broken = (at[2].0 + shift) as u64;
+        assert_eq!(
+            kinds,
+            [
+                (LossKind::Undecodable, at[1].0 as u64),
+                (LossKind::Damaged, broken)
+            ],
+            "{seq:?}"
+        );
+        for workers in [2, 3] {
+            assert_eq!(read(&out, workers).1, seq, "{workers} workers");
+        }
+    }
+
+    /// Compressed chunks that claim the largest expansion and 2^32 kernels each: the
+    /// census believes no more events than the file has bytes.
+    #[test]
+    fn a_forged_census_is_bounded_by_the_file() {
+        let (mut data, _) = file(&Meta::default(), &[vec![state(T, CollectorState::Stopped)]]);
+        for _ in 0..100 {
+            let mut p = (MAX_CHUNK_PAYLOAD as u32 - 1).to_le_bytes().to_vec();
+            p.extend_from_slice(&[1, TAG_KERNEL_COMPACT]);
+            p.extend_from_slice(&u32::MAX.to_le_bytes());
+            p.extend_from_slice(&[0; 4]);
+            data.extend_from_slice(CHUNK_MAGIC);
+            data.extend_from_slice(&(p.len() as u32).to_le_bytes());
+            data.extend_from_slice(&crc32fast::hash(&p).to_le_bytes());
+            data.extend_from_slice(&[ChunkKind::EventsZstd as u8, 0, 0, 0, 0, 0, 0, 0]);
+            data.extend_from_slice(&p);
+        }
+        let mut r = open(Path::new("t.gtrace"), &data).unwrap();
+        let c = r.census();
+        assert_eq!(c.of(&[TAG_KERNEL_COMPACT]), data.len());
+        assert_eq!(c.of(&[crate::TAG_STATE]), 1);
+        let (events, stats) = read(&data, 1);
+        assert_eq!(events.len(), 1);
+        assert_eq!(stats.lost.len(), 100);
+    }
+
+    /// An environment file records no state but the Stopped that ends it: one cut at
+    /// a chunk boundary, after events, was cut short.
+    #[test]
+    fn an_environment_file_without_its_end_was_cut_short() {
+        let meta = Meta {
+            kind: crate::META_KIND_ENVIRONMENT.into(),
+            ..Default::default()
+        };
+        let sample = |i: u64| {
+            Event::GpuSample(GpuSample {
+                ts: T + i,
+                ..Default::default()
+            })
+        };
+        let chunks = [
+            vec![sample(0)],
+            vec![sample(1)],
+            vec![sample(2), state(T + 3, CollectorState::Stopped)],
+        ];
+        let (data, at) = file(&meta, &chunks);
+        let (_, whole) = read(&data, 1);
+        assert!(!whole.lost_records(), "{whole:?}");
+        let (events, cut) = read(&data[..at[2].1], 1);
+        assert_eq!(events.len(), 2);
+        assert!(cut.cut_short() && !cut.damaged(), "{cut:?}");
+        // A process trace of an older writer, with no state at all, is not.
+        let (data, at) = file(&Meta::default(), &chunks);
+        assert!(!read(&data[..at[2].1], 1).1.lost_records());
+    }
 }
