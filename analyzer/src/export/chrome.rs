@@ -69,7 +69,7 @@ impl Chrome {
     /// per process in it.
     pub fn create(out: &Path, processes: usize) -> io::Result<Chrome> {
         let dir = if processes > 1 {
-            std::fs::create_dir_all(out)?;
+            super::create_private_dir(out)?;
             Some(out.to_path_buf())
         } else {
             None
@@ -324,7 +324,7 @@ impl TimelineExporter for Chrome {
             )),
             None => self.single.clone(),
         };
-        let mut out = BufWriter::with_capacity(1 << 20, File::create(&path)?);
+        let mut out = BufWriter::with_capacity(1 << 20, super::create_private(&path)?);
         let rank = v.process.rank.unwrap_or(v.index as u32);
         // HTA finds the rank with a pattern that wants a space after the colon.
         writeln!(out, "{{\"schemaVersion\": 1,")?;

@@ -178,6 +178,35 @@ pub fn timeline_exporter(
     })
 }
 
+/// Creates (or empties) an export file readable by its owner only (mode 0600, as the
+/// traces are): it holds what the trace holds (command lines, paths, kernel names). A
+/// regular file that was there with a wider mode is narrowed before anything is written
+/// to it; a device or pipe (`/dev/stdout`) is left as it is.
+pub fn create_private(path: &Path) -> io::Result<std::fs::File> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)?;
+    let md = f.metadata()?;
+    if md.is_file() && md.permissions().mode() & 0o077 != 0 {
+        f.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    }
+    Ok(f)
+}
+
+/// Creates a directory for an export's files, and its missing parents, private (0700,
+/// as `gputrace run` makes the trace directory); one that exists is left as it is.
+pub fn create_private_dir(dir: &Path) -> io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+}
+
 /// Where a timeline format writes when the user names nothing: beside the first trace
 /// (`x.gtrace` -> `x.pftrace`, `x.json` or, for several traces, `x-chrome/`,
 /// `x-parquet/`).

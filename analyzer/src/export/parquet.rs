@@ -292,7 +292,8 @@ impl Table {
                 .build(),
         );
         let path = dir.join(format!("{name}.parquet"));
-        let w = SerializedFileWriter::new(File::create(&path)?, schema, props).map_err(perr)?;
+        let w = SerializedFileWriter::new(super::create_private(&path)?, schema, props)
+            .map_err(perr)?;
         let mut all = vec![Kind::I, Kind::S, Kind::I];
         all.extend(cols.iter().map(|c| c.1));
         Ok(Table {
@@ -446,7 +447,7 @@ pub struct Parquet {
 impl Parquet {
     /// Writes the tables into `dir` (made).
     pub fn create(dir: &Path) -> io::Result<Parquet> {
-        std::fs::create_dir_all(dir)?;
+        super::create_private_dir(dir)?;
         let tables = TABLES
             .iter()
             .map(|(name, cols)| Table::create(dir, name, cols))

@@ -28,7 +28,6 @@ use super::{EventExporter, TraceContext, TraceEvent};
 use crate::model::trace::demangle;
 use crate::report::view::FxMap;
 use crate::report::Cause;
-use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
@@ -176,7 +175,7 @@ pub struct Perfetto {
 impl Perfetto {
     /// Writes to `path` (created).
     pub fn create(path: &Path) -> io::Result<Perfetto> {
-        let file = File::create(path)?;
+        let file = super::create_private(path)?;
         Ok(Self::to_writer(
             Box::new(BufWriter::with_capacity(1 << 20, file)),
             path,
