@@ -207,8 +207,10 @@ pub fn object_file(p: *const c_void) -> Option<PathBuf> {
     use std::os::unix::ffi::OsStrExt;
     // SAFETY: an all-zero Dl_info is a valid value for dladdr to overwrite.
     let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
-    // SAFETY: dladdr only looks `p` up and writes `info`.
-    if unsafe { libc::dladdr(p, &mut info) } == 0 || info.dli_fname.is_null() {
+    // An address only looked up: passed on as a number, never dereferenced here.
+    let addr = p as usize as *const c_void;
+    // SAFETY: dladdr only looks `addr` up and writes `info`.
+    if unsafe { libc::dladdr(addr, &mut info) } == 0 || info.dli_fname.is_null() {
         return None;
     }
     // SAFETY: dli_fname is a NUL-terminated string owned by the loader.
