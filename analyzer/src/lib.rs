@@ -14,6 +14,9 @@
 //!   process traces they cover ([`model::env_files`]);
 //! - [`recording`]: what the command itself records while a job runs (NVML, GPM:
 //!   [`recording::nvml`]).
+//!
+//! Beside them, [`secrets`] says how the command stores and shows command lines
+//! (redacted).
 
 pub mod commands;
 pub mod error;
@@ -22,6 +25,7 @@ pub mod model;
 pub mod par;
 pub mod recording;
 pub mod report;
+pub mod secrets;
 
 pub use error::Error;
 pub use model::trace::Trace;

@@ -33,6 +33,7 @@ mod damage;
 mod event;
 pub mod protocol;
 mod read;
+pub mod redact;
 mod table;
 mod wire;
 mod write;

@@ -44,6 +44,7 @@ pub mod settings {
     pub const PYSAMPLE_MS: &str = "GPUTRACE_PYSAMPLE_MS";
     pub const STALL_MS: &str = "GPUTRACE_STALL_MS";
     pub const RANK: &str = "GPUTRACE_RANK";
+    pub const KEEP_SECRETS: &str = "GPUTRACE_KEEP_SECRETS";
     pub const PER_THREAD_BUFFERS: &str = "GPUTRACE_PER_THREAD_BUFFERS";
     pub const NVML_SKIP: &str = "GPUTRACE_NVML_SKIP";
     pub const DEVICE_BUFFER_MB: &str = "GPUTRACE_DEVICE_BUFFER_MB";
@@ -334,6 +335,7 @@ pub const SETTINGS: &[Setting] = &[
     // peer), short enough that a job a scheduler kills minutes later leaves the evidence.
     s(n::STALL_MS, "5000", ms_or_0(100, 3_600_000, "no watchdog"), "launched GPU work that makes no progress for this long is a stall: CUPTI is flushed (forced) so every completed record reaches the file, and a stall report (outstanding operations, every thread's call and Python stack) is written, again every period while it lasts", Library),
     s(n::RANK, "off", TEXT, "this process's rank in its job (a whole number); before RANK, SLURM_PROCID, ...", Library),
+    s(n::KEEP_SECRETS, "0", FLAG, "keep command lines as they are: the library in the trace, `gputrace run`/`attach` in the environment file, the analyzer in what it shows (by default values that look like secrets become `<redacted>`: crate::redact)", Both),
     x(n::NVML_SKIP, "none", TEXT, "NVML reads the sampler leaves out, comma-separated: events, procs, ecc, pcie, ticks (for finding a read that misbehaves)"),
     x(n::PER_THREAD_BUFFERS, "0", FLAG, "CUPTI per-thread activity buffers"),
     x(n::DEVICE_BUFFER_MB, "off", size(1, 4096, "MiB"), "CUPTI's device buffer size"),

@@ -763,7 +763,7 @@ impl TimelineExporter for Perfetto {
             f::SEQUENCE_FLAGS,
             f::SEQ_INCREMENTAL_STATE_CLEARED,
         );
-        let cmd = v.trace.meta.cmdline.join(" ");
+        let cmd = crate::secrets::cmdline(&v.trace.meta.cmdline).join(" ");
         let pid = v.pid;
         self.descriptor(uuid, None, "", Some(v.index as i64), |m| {
             message(m, f::TD_PROCESS, |p| {

@@ -17,6 +17,7 @@
 use gputrace_env::sampler::{self, Sampler, Skip};
 use gputrace_env::Nvml;
 use gputrace_format::protocol::{self, settings, TraceFileName};
+use gputrace_format::redact::REDACTED;
 use gputrace_format::{ChunkWriter, CollectorState, Encoder, Event, Meta};
 use std::collections::HashMap;
 use std::ffi::OsStr;
@@ -212,13 +213,19 @@ impl Recorder {
             exe: std::env::current_exe()
                 .map(|p| p.display().to_string())
                 .unwrap_or_default(),
-            cmdline: job.cmdline,
+            // The command's own GPUTRACE_KEEP_SECRETS decides, as for what it shows.
+            cmdline: crate::secrets::cmdline(&job.cmdline),
             pointer_bits: usize::BITS,
             start_mono_ns: clock_ns(libc::CLOCK_MONOTONIC),
             start_real_ns: sampler::now_ns(),
             started_by: job.started_by.to_string(),
+            // An unknown name's value may be anything: the name alone, as the library does.
             options: std::env::vars()
                 .filter(|(k, _)| k.starts_with(protocol::SETTING_PREFIX))
+                .map(|(k, v)| match protocol::setting(&k) {
+                    Some(_) => (k, v),
+                    None => (k, REDACTED.to_string()),
+                })
                 .collect(),
             kind: gputrace_format::META_KIND_ENVIRONMENT.to_string(),
             ..Default::default()

@@ -1047,7 +1047,7 @@ fn analyze_process(
         host: t.meta.host.clone(),
         rank,
         rank_source,
-        command: t.meta.cmdline.clone(),
+        command: crate::secrets::cmdline(&t.meta.cmdline),
         trace_start_ns: ctx.t0,
         span_ns: ctx.t1 - ctx.t0,
         host_api_events: t.apis.len() as u64,

@@ -308,7 +308,7 @@ pub fn summarize(t: &Trace) -> Summary {
         path: t.path.display().to_string(),
         pid: t.meta.pid,
         host: t.meta.host.clone(),
-        cmdline: t.meta.cmdline.clone(),
+        cmdline: crate::secrets::cmdline(&t.meta.cmdline),
         cupti: format!("{} ({})", t.meta.cupti_path, t.meta.cupti_source),
         start_ns: start,
         span_ns: span,

@@ -6,6 +6,7 @@
 use gputrace_format::protocol::{
     self, default_flag, default_number, settings as set, ReadBy, Value,
 };
+use gputrace_format::redact::REDACTED;
 use std::path::PathBuf;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -168,8 +169,11 @@ pub struct Opts {
     /// (`protocol::RANK_VARS`, `protocol::LOCAL_RANK_VARS`).
     pub rank: Option<(u32, String)>,
     pub local_rank: Option<(u32, String)>,
-    /// The variables as read, for the trace's metadata: every `GPUTRACE_*` one, and the
-    /// launchers' rank variables that are set.
+    /// Store the command line as it is, secrets and all (`GPUTRACE_KEEP_SECRETS`); by
+    /// default it is redacted (`gputrace_format::redact`).
+    pub keep_secrets: bool,
+    /// The variables as read, for the trace's metadata: every `GPUTRACE_*` one (an
+    /// unknown one's value redacted), and the launchers' rank variables that are set.
     pub raw: Vec<(String, String)>,
     /// What was wrong with the settings, one clause each ([`Opts::warning`] joins them).
     pub warnings: Vec<String>,
@@ -212,6 +216,7 @@ impl Default for Opts {
             nvml_skip: Default::default(),
             rank: None,
             local_rank: None,
+            keep_secrets: default_flag(set::KEEP_SECRETS),
             raw: Vec::new(),
             warnings: Vec::new(),
         }
@@ -251,11 +256,13 @@ impl Opts {
                 }
                 continue;
             }
-            o.raw.push((k.clone(), v.clone()));
             let Some(setting) = protocol::setting(&k) else {
+                // A mistyped or foreign name may hold anything (a token): its name alone.
+                o.raw.push((k.clone(), REDACTED.to_string()));
                 o.warnings.push(format!("{k} unknown, ignored"));
                 continue;
             };
+            o.raw.push((k.clone(), v.clone()));
             if matches!(setting.read_by, ReadBy::Command | ReadBy::Developer) {
                 // Read by the `gputrace` command or the project's tests, not here.
                 continue;
@@ -305,6 +312,7 @@ impl Opts {
             set::DEBUG => self.debug = b,
             set::HOST => self.host.on = b,
             set::HOST_ALL_THREADS => self.host.all_threads = b,
+            set::KEEP_SECRETS => self.keep_secrets = b,
             // The command's or the tests'.
             _ => {}
         }
@@ -619,6 +627,31 @@ mod tests {
         assert_eq!(d.flush_ms, Opts::default().flush_ms);
         assert!(!d.debug);
         assert_eq!(d.warnings.len(), 6, "{:?}", d.warnings);
+    }
+
+    #[test]
+    fn unknown_settings_are_named_without_their_value() {
+        let d = o(&[("GPUTRACE_FROB", "secretvalue"), ("GPUTRACE_DEBUG", "1")]);
+        assert_eq!(
+            d.raw,
+            vec![
+                ("GPUTRACE_FROB".to_string(), REDACTED.to_string()),
+                ("GPUTRACE_DEBUG".to_string(), "1".to_string()),
+            ]
+        );
+        let line = d.warning().unwrap();
+        assert!(line.contains("GPUTRACE_FROB unknown"), "{line}");
+        assert!(!line.contains("secretvalue"), "{line}");
+    }
+
+    #[test]
+    fn secrets_are_kept_only_when_asked() {
+        assert!(!o(&[]).keep_secrets);
+        assert!(o(&[("GPUTRACE_KEEP_SECRETS", "1")]).keep_secrets);
+        assert!(!o(&[("GPUTRACE_KEEP_SECRETS", "no")]).keep_secrets);
+        let d = o(&[("GPUTRACE_KEEP_SECRETS", "maybe")]);
+        assert!(!d.keep_secrets);
+        assert_eq!(d.warnings.len(), 1, "{:?}", d.warnings);
     }
 
     #[test]

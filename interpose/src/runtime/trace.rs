@@ -3,10 +3,12 @@
 
 use super::settings::opts;
 use crate::base::cupti::discover;
+use crate::base::opts::Opts;
 use crate::base::{clock, log, state};
 use crate::session::lifecycle::{self, Closing, Opening, SESSIONS};
 use crate::writer::{self, Source};
 use gputrace_format::protocol::TraceFileName;
+use gputrace_format::redact::redact_cmdline;
 use gputrace_format::Meta;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -66,6 +68,20 @@ fn hostname() -> String {
     TraceFileName::host_part(&String::from_utf8_lossy(&buf[..n]))
 }
 
+/// The process's command line as the trace keeps it: values that look like secrets
+/// (`--password=X`, `HF_TOKEN=X`, a URL's password) redacted unless
+/// `GPUTRACE_KEEP_SECRETS` asks for it as it is.
+fn recorded_cmdline(o: &Opts) -> Vec<String> {
+    let args: Vec<String> = std::env::args_os()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    if o.keep_secrets {
+        args
+    } else {
+        redact_cmdline(&args)
+    }
+}
+
 /// Opens a trace file and starts recording; returns the file's path.
 pub fn start_tracing(started_by: &str, dir: Option<&Path>) -> Result<PathBuf, TraceError> {
     let o = opts();
@@ -98,7 +114,7 @@ pub fn start_tracing(started_by: &str, dir: Option<&Path>) -> Result<PathBuf, Tr
         exe: std::env::current_exe()
             .map(|p| p.display().to_string())
             .unwrap_or_default(),
-        cmdline: std::env::args().collect(),
+        cmdline: recorded_cmdline(o),
         pointer_bits: usize::BITS,
         start_mono_ns: clock::mono_ns(),
         start_real_ns: clock::now_ns(),
