@@ -8,8 +8,8 @@
 
 use super::record::{self, ApiNames, RawFrame};
 use super::{drain_all, HostRecord, REC_API, REC_PYSTACK};
-use crate::base::tsc::Converter;
 use crate::base::cupti::{apis, claims};
+use crate::base::tsc::Converter;
 use crate::writer::{Sink, Source};
 use gputrace_format::{self as fmt, Event};
 use std::collections::{HashMap, HashSet};

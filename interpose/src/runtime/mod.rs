@@ -23,8 +23,8 @@ pub mod settings;
 pub mod trace;
 pub mod window;
 
-use crate::base::opts::Mode;
 use crate::base::cupti::discover;
+use crate::base::opts::Mode;
 use crate::base::{clock, ffi::entry, internal, log, state, tsc};
 use crate::{rings, writer};
 use gputrace_format::protocol;

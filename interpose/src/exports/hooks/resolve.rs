@@ -22,8 +22,8 @@
 //! bug inside NCCL, which `ncclInternalError` would claim), and says so once per
 //! function in a `gputrace:` line.
 
-use crate::base::ffi::{entry, errno, guarded_value, set_errno};
 use crate::base::cupti::discover;
+use crate::base::ffi::{entry, errno, guarded_value, set_errno};
 use crate::base::log;
 use cupti_sys::loader::{self, Library, Open};
 use std::ffi::{c_void, CStr};

@@ -2,8 +2,8 @@
 //! ENTER, one ring record on EXIT. It runs on the program's thread inside every such
 //! call, so it does as little as it can: no allocation, no lock.
 
-use crate::base::ffi::entry;
 use crate::base::cupti::apis;
+use crate::base::ffi::entry;
 use crate::base::{clock, internal, local, state, tsc};
 use crate::rings::{self, HostRecord, REC_API};
 use crate::session::{pystack, stall};

@@ -15,10 +15,10 @@ pub mod layout;
 pub mod records;
 pub mod source;
 
+use crate::base::cupti::{apis, claims, discover};
 use crate::base::ffi::entry;
 use crate::base::opts::DriverApi;
 use crate::base::opts::Opts;
-use crate::base::cupti::{apis, claims, discover};
 use crate::base::{clock, internal, log, state};
 use crate::writer;
 use callback::api_callback;

@@ -4,8 +4,8 @@
 
 use super::buffers::{self, Completed};
 use super::{call, records, Collector};
-use crate::base::cupti::claims;
 use crate::base::clock;
+use crate::base::cupti::claims;
 use crate::rings::record::ApiNames;
 use crate::rings::{HostRecord, REC_API};
 use crate::writer::{Sink, Source};
