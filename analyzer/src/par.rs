@@ -7,10 +7,10 @@ use std::sync::Mutex;
 /// How many workers to use: `GPUTRACE_THREADS` if set (1 = everything on the calling
 /// thread), else the cores this process may run on.
 pub fn workers() -> usize {
-    std::env::var(gputrace_format::protocol::settings::THREADS)
-        .ok()
-        .and_then(|v| v.trim().parse::<usize>().ok())
-        .filter(|&n| n > 0)
+    gputrace_format::settings::Values::from_env()
+        .0
+        .threads
+        .map(|n| n as usize)
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
 }
 

@@ -4,15 +4,11 @@
 //! before the library redacted, or with the setting on, does not leak through a report
 //! someone passes on; whoever runs the analyzer with the setting sees what was stored.
 
-use gputrace_format::protocol::{parse_flag, settings};
 use gputrace_format::redact::redact_cmdline;
 
 /// Whether this process's environment asks for command lines as they are.
 pub fn keep_secrets() -> bool {
-    std::env::var(settings::KEEP_SECRETS)
-        .ok()
-        .and_then(|v| parse_flag(&v))
-        .unwrap_or(false)
+    gputrace_format::settings::Values::from_env().0.keep_secrets
 }
 
 /// `cmdline` as the command stores or shows it.

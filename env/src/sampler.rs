@@ -89,40 +89,9 @@ struct Dev {
     has_self: bool,
 }
 
-/// NVML reads a sampler leaves out (`GPUTRACE_NVML_SKIP`), to find a read that
-/// misbehaves on some machine without rebuilding.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Skip {
-    /// No event set (Xid, ECC events) is registered.
-    pub events: bool,
-    /// No process list or per-process utilisation.
-    pub procs: bool,
-    /// No ECC counts.
-    pub ecc: bool,
-    /// No PCIe throughput.
-    pub pcie: bool,
-    /// No ticks at all: facts only.
-    pub ticks: bool,
-}
-
-impl Skip {
-    /// `"events,procs"`; `""` or `"none"` skips nothing; `None` for an unknown word.
-    pub fn parse(s: &str) -> Option<Skip> {
-        let mut k = Skip::default();
-        for w in s.split(',').map(str::trim).filter(|w| !w.is_empty()) {
-            match w {
-                "none" => {}
-                "events" => k.events = true,
-                "procs" => k.procs = true,
-                "ecc" => k.ecc = true,
-                "pcie" => k.pcie = true,
-                "ticks" => k.ticks = true,
-                _ => return None,
-            }
-        }
-        Some(k)
-    }
-}
+/// NVML reads a sampler leaves out (`GPUTRACE_NVML_SKIP`; its type is the settings
+/// table's).
+pub use gputrace_format::settings::Skip;
 
 /// Reads NVML for every GPU, one tick at a time.
 pub struct Sampler<'n> {

@@ -34,6 +34,7 @@ mod event;
 pub mod protocol;
 mod read;
 pub mod redact;
+pub mod settings;
 mod table;
 mod wire;
 mod write;

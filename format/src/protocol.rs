@@ -13,51 +13,10 @@ use std::time::Duration;
 // ---------------------------------------------------------------------------------
 // Settings.
 
-/// The `GPUTRACE_*` variables, one constant each; [`SETTINGS`] says what they mean.
-pub mod settings {
-    pub const MODE: &str = "GPUTRACE_MODE";
-    pub const DIR: &str = "GPUTRACE_DIR";
-    pub const CUPTI: &str = "GPUTRACE_CUPTI";
-    pub const API: &str = "GPUTRACE_API";
-    pub const DRIVER_API: &str = "GPUTRACE_DRIVER_API";
-    pub const BUFFER_KB: &str = "GPUTRACE_BUFFER_KB";
-    pub const BUFFER_POOL_MB: &str = "GPUTRACE_BUFFER_POOL_MB";
-    pub const FLUSH_MS: &str = "GPUTRACE_FLUSH_MS";
-    pub const EXIT_WAIT_MS: &str = "GPUTRACE_EXIT_WAIT_MS";
-    pub const ACTIVITY: &str = "GPUTRACE_ACTIVITY";
-    pub const HOOKS: &str = "GPUTRACE_HOOKS";
-    pub const SIGNAL: &str = "GPUTRACE_SIGNAL";
-    pub const START_AFTER: &str = "GPUTRACE_START_AFTER";
-    pub const DURATION: &str = "GPUTRACE_DURATION";
-    pub const COMPRESS: &str = "GPUTRACE_COMPRESS";
-    pub const DEBUG: &str = "GPUTRACE_DEBUG";
-    pub const NVML: &str = "GPUTRACE_NVML";
-    pub const NVML_MS: &str = "GPUTRACE_NVML_MS";
-    pub const GPM_MS: &str = "GPUTRACE_GPM_MS";
-    pub const PM: &str = "GPUTRACE_PM";
-    pub const PM_US: &str = "GPUTRACE_PM_US";
-    pub const HOST: &str = "GPUTRACE_HOST";
-    pub const HOST_THREAD_MS: &str = "GPUTRACE_HOST_THREAD_MS";
-    pub const HOST_TREE_MS: &str = "GPUTRACE_HOST_TREE_MS";
-    pub const HOST_ALL_THREADS: &str = "GPUTRACE_HOST_ALL_THREADS";
-    pub const PYSTACK: &str = "GPUTRACE_PYSTACK";
-    pub const PYSAMPLE_MS: &str = "GPUTRACE_PYSAMPLE_MS";
-    pub const STALL_MS: &str = "GPUTRACE_STALL_MS";
-    pub const RANK: &str = "GPUTRACE_RANK";
-    pub const KEEP_SECRETS: &str = "GPUTRACE_KEEP_SECRETS";
-    pub const PER_THREAD_BUFFERS: &str = "GPUTRACE_PER_THREAD_BUFFERS";
-    pub const NVML_SKIP: &str = "GPUTRACE_NVML_SKIP";
-    pub const DEVICE_BUFFER_MB: &str = "GPUTRACE_DEVICE_BUFFER_MB";
-    pub const CUPTI_FLUSH_MS: &str = "GPUTRACE_CUPTI_FLUSH_MS";
-    pub const ZEROED_BUFFERS: &str = "GPUTRACE_ZEROED_BUFFERS";
-    pub const LIB: &str = "GPUTRACE_LIB";
-    pub const THREADS: &str = "GPUTRACE_THREADS";
-    pub const TESTS_KEEP: &str = "GPUTRACE_TESTS_KEEP";
-    pub const BENCH_EVENTS: &str = "GPUTRACE_BENCH_EVENTS";
-    pub const BENCH_REPS: &str = "GPUTRACE_BENCH_REPS";
-    pub const BENCH_WRITE: &str = "GPUTRACE_BENCH_WRITE";
-    pub const BENCH_SAMPLED: &str = "GPUTRACE_BENCH_SAMPLED";
-}
+/// The `GPUTRACE_*` variables, one constant each (`crate::settings`, where each is one
+/// row with its type, default and meaning).
+pub use crate::settings::names as settings;
+pub use crate::settings::SETTINGS;
 
 /// Every setting's name starts with this.
 pub const SETTING_PREFIX: &str = "GPUTRACE_";
@@ -101,6 +60,8 @@ pub struct Setting {
     /// library starts from (`default_number`, `default_flag`): written here only.
     pub default: &'static str,
     pub value: Value,
+    /// What a [`Value::Text`] setting takes, in the words of a warning.
+    pub takes: &'static str,
     pub meaning: &'static str,
     pub read_by: ReadBy,
     /// For cost experiments only (not part of the user-facing list).
@@ -151,7 +112,7 @@ impl Setting {
                     format!("{range}, or 0 ({zero})")
                 }
             }
-            Value::Text => "a value it takes (docs/settings.md)".into(),
+            Value::Text => self.takes.into(),
         }
     }
 }
@@ -228,127 +189,6 @@ pub const fn default_flag(name: &str) -> bool {
     );
     d[0] == b'1'
 }
-
-const fn s(
-    name: &'static str,
-    default: &'static str,
-    value: Value,
-    meaning: &'static str,
-    read_by: ReadBy,
-) -> Setting {
-    Setting {
-        name,
-        default,
-        value,
-        meaning,
-        read_by,
-        experimental: false,
-    }
-}
-
-const fn x(
-    name: &'static str,
-    default: &'static str,
-    value: Value,
-    meaning: &'static str,
-) -> Setting {
-    Setting {
-        name,
-        default,
-        value,
-        meaning,
-        read_by: ReadBy::Library,
-        experimental: true,
-    }
-}
-
-const FLAG: Value = Value::Flag;
-const TEXT: Value = Value::Text;
-
-/// Milliseconds from `min` to `max`.
-const fn ms(min: u64, max: u64) -> Value {
-    Value::Number {
-        min,
-        max,
-        unit: "ms",
-        zero: "",
-    }
-}
-
-/// Milliseconds from `min` to `max`, or 0 (`zero`: what it means).
-const fn ms_or_0(min: u64, max: u64, zero: &'static str) -> Value {
-    Value::Number {
-        min,
-        max,
-        unit: "ms",
-        zero,
-    }
-}
-
-/// A size in `unit` (`KiB`, `MiB`) from `min` to `max`.
-const fn size(min: u64, max: u64, unit: &'static str) -> Value {
-    Value::Number {
-        min,
-        max,
-        unit,
-        zero: "",
-    }
-}
-
-use settings as n;
-use ReadBy::{Both, Command, Developer, Library};
-
-/// Every `GPUTRACE_*` variable: name, default, what it takes, meaning, who reads it.
-/// The library warns about any other `GPUTRACE_*` name; docs/settings.md documents each
-/// with its default (format/tests/settings_doc.rs checks it).
-#[rustfmt::skip]
-pub const SETTINGS: &[Setting] = &[
-    s(n::DIR, DEFAULT_TRACE_DIR, TEXT, "where trace files go (directory mode 0700, files 0600)", Library),
-    s(n::MODE, "trace", TEXT, "`trace`, `dormant` (loaded, recording nothing until a window opens) or `off`", Library),
-    s(n::CUPTI, "search", TEXT, "the libcupti to use", Library),
-    s(n::API, "1", TEXT, "record the host side of runtime API calls (CUPTI callbacks); `activity`: as CUPTI RUNTIME records instead", Library),
-    s(n::DRIVER_API, "1", TEXT, "record driver-API launches, async copies and syncs (`cuLaunchKernel*`, `cuMemcpy*Async`: JAX/XLA, Triton, cuBLAS), each call once; `1`: from the start, `auto`: the kernel launches only from when the program is seen making them (cheaper on a runtime-only launch loop; late or never for cuBLAS in a GPU-bound program), `0`: none", Library),
-    s(n::BUFFER_KB, "8192", size(64, 262_144, "KiB"), "size of one CUPTI activity buffer", Library),
-    s(n::BUFFER_POOL_MB, "256", size(1, 65_536, "MiB"), "most CUPTI buffer memory held at once; beyond it records are dropped and counted", Library),
-    s(n::FLUSH_MS, "500", ms(10, 1000), "longest time between two writes of the trace file", Library),
-    s(n::EXIT_WAIT_MS, "3000", ms(0, 60_000), "longest wait at exit for the trace to be written", Library),
-    s(n::ACTIVITY, "kernel,memcpy,memset,device,memory", TEXT, "CUPTI kinds, comma-separated, from kernel,memcpy,memset,sync,device,memory (must include kernel)", Library),
-    s(n::HOOKS, "1", FLAG, "record the symbol hooks' calls (NCCL, copies, NVTX, ...)", Library),
-    s(n::SIGNAL, "off", TEXT, "`SIGUSR1` or `SIGUSR2`: opens a window in a dormant process", Library),
-    s(n::START_AFTER, "off", TEXT, "opens a timed window this long after CUDA starts (a duration, see parse_duration)", Library),
-    s(n::DURATION, "10s", TEXT, "length of a window opened by the timer or the signal (a duration)", Library),
-    s(n::COMPRESS, "1", FLAG, "zstd-compress the trace's event chunks", Library),
-    s(n::DEBUG, "0", FLAG, "print what the library does", Library),
-    s(n::NVML, "on from `gputrace run`/`attach`, off in the library", TEXT, "NVML sampling: `gputrace run`/`attach` read it from their own process into an environment file beside the traces (unset/`1`: libnvidia-ml.so.1, a path: that library, `0`: none) and give the job `0`; `inprocess` (or, without the command, `1`/a path) samples in the traced process instead (it hung PyTorch on an H200)", Both),
-    s(n::NVML_MS, "100", ms_or_0(10, 60_000, "facts only"), "NVML sampling period of the `gputrace` command's sampler and of the library's", Both),
-    s(n::GPM_MS, "100", ms_or_0(10, 60_000, "off"), "NVML GPM sampling period of the `gputrace` command's sampler: the GPU's SM activity, occupancy, tensor/FP/integer pipes, DRAM bandwidth, PCIe and NVLink rates (Hopper and newer)", Command),
-    s(n::PM, "removed", TEXT, "removed (CUPTI PM sampling in the process): accepted with a note; `gputrace run`/`attach` record the GPU's counters with NVML GPM (GPUTRACE_GPM_MS)", Library),
-    s(n::PM_US, "removed", TEXT, "removed with GPUTRACE_PM; accepted and ignored", Library),
-    s(n::HOST, "1", FLAG, "the host sampler: the CUDA threads' CPU time, the process tree, the machine's CPU (0: off)", Library),
-    s(n::HOST_THREAD_MS, "3", ms(1, 100), "host sampler period for the threads that issue CUDA work", Library),
-    s(n::HOST_TREE_MS, "100", ms(10, 10_000), "host sampler period for the process tree and the machine", Library),
-    s(n::HOST_ALL_THREADS, "1", FLAG, "while a thread that issues CUDA work is blocked: every thread of the process at the host thread period (CPU time; the system call of the blocked ones), the GIL's holder, and the Python stacks of every Python thread (0: only the CUDA-issuing threads and the main thread)", Library),
-    s(n::PYSTACK, "1", TEXT, "Python call sites: the calling thread's Python stack at synchronising calls, copies, allocations and NCCL calls, in CPython 3.9-3.13 (0: off; 2-16: frames kept, 1 or on: 16)", Library),
-    s(n::PYSAMPLE_MS, "10", ms_or_0(1, 1000, "off"), "Python stack samples of the threads that issue CUDA work during a trace window, every this many ms; taken by the host sampler, so off with it", Library),
-    // 5 s: longer than any kernel of a healthy training or inference step (microseconds
-    // to milliseconds; the longest are collectives waiting a few seconds for a late
-    // peer), short enough that a job a scheduler kills minutes later leaves the evidence.
-    s(n::STALL_MS, "5000", ms_or_0(100, 3_600_000, "no watchdog"), "launched GPU work that makes no progress for this long is a stall: CUPTI is flushed (forced) so every completed record reaches the file, and a stall report (outstanding operations, every thread's call and Python stack) is written, again every period while it lasts", Library),
-    s(n::RANK, "off", TEXT, "this process's rank in its job (a whole number); before RANK, SLURM_PROCID, ...", Library),
-    s(n::KEEP_SECRETS, "0", FLAG, "keep command lines as they are: the library in the trace, `gputrace run`/`attach` in the environment file, the analyzer in what it shows (by default values that look like secrets become `<redacted>`: crate::redact)", Both),
-    x(n::NVML_SKIP, "none", TEXT, "NVML reads the sampler leaves out, comma-separated: events, procs, ecc, pcie, ticks (for finding a read that misbehaves)"),
-    x(n::PER_THREAD_BUFFERS, "0", FLAG, "CUPTI per-thread activity buffers"),
-    x(n::DEVICE_BUFFER_MB, "off", size(1, 4096, "MiB"), "CUPTI's device buffer size"),
-    x(n::CUPTI_FLUSH_MS, "GPUTRACE_FLUSH_MS", ms(0, 10_000), "CUPTI's flush period (0: CUPTI's own policy)"),
-    x(n::ZEROED_BUFFERS, "1", FLAG, "promise CUPTI buffers that are already zero"),
-    s(n::LIB, "next to `gputrace`", TEXT, "the library `gputrace run` preloads", Command),
-    s(n::THREADS, "the cores the process may use", TEXT, "workers reading and analysing traces", Command),
-    s(n::TESTS_KEEP, "off", TEXT, "keep the end-to-end tests' temporary directories", Developer),
-    s(n::BENCH_EVENTS, "10000000", TEXT, "events in the analyzer benchmark's synthetic trace", Developer),
-    s(n::BENCH_REPS, "5", TEXT, "repetitions of the analyzer benchmark", Developer),
-    s(n::BENCH_WRITE, "off", TEXT, "also write the analyzer benchmark's synthetic trace to this file", Developer),
-    s(n::BENCH_SAMPLED, "0", TEXT, "1: the analyzer benchmark's trace also has the samplers' data at their default rates (host, Python stacks and call sites); 2: that, and a 5 ms host wait after each step", Developer),
-];
 
 /// The table entry for `name`, if it is one of ours.
 pub fn setting(name: &str) -> Option<&'static Setting> {

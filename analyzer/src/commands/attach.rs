@@ -118,9 +118,7 @@ impl AttachError {
 /// The libgputrace.so this command would preload: `GPUTRACE_LIB`, else the one beside it.
 fn own_library() -> Result<PathBuf, crate::commands::run::RunError> {
     crate::commands::run::find_library(
-        std::env::var_os(protocol::settings::LIB)
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from),
+        gputrace_format::settings::Values::from_env().0.lib,
         std::env::current_exe().ok(),
     )
 }

@@ -447,7 +447,7 @@ pub fn run_and_report(
         let _ = writeln!(std::io::stderr().lock(), "gputrace: {m}");
     };
     // An empty GPUTRACE_LIB counts as unset, as an empty LD_PRELOAD does.
-    let explicit = std::env::var_os(settings::LIB).filter(|v| !v.is_empty());
+    let explicit = gputrace_format::settings::Values::from_env().0.lib;
     let (nvml, warning) = recorder::Settings::from_env();
     if let Some(w) = warning {
         say(&w);
@@ -458,7 +458,7 @@ pub fn run_and_report(
     if let Some(ms) = hangwatch::stall_ms_for(hang_timeout, user.as_deref()) {
         env.push((hangwatch::STALL_MS_VAR.into(), ms.to_string()));
     }
-    let outcome = find_library(explicit.map(PathBuf::from), std::env::current_exe().ok())
+    let outcome = find_library(explicit, std::env::current_exe().ok())
         .and_then(|lib| run_watched(&lib, out, cmd, &env, &nvml, hang_timeout));
     let o = match outcome {
         Ok(o) => o,

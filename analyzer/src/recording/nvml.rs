@@ -18,6 +18,7 @@ use gputrace_env::sampler::{self, Sampler, Skip};
 use gputrace_env::Nvml;
 use gputrace_format::protocol::{self, settings, TraceFileName};
 use gputrace_format::redact::REDACTED;
+use gputrace_format::settings::{Nvml as NvmlSetting, Values};
 use gputrace_format::{ChunkWriter, CollectorState, Encoder, Event, Meta};
 use std::collections::HashMap;
 use std::ffi::OsStr;
@@ -55,17 +56,23 @@ pub enum NvmlChoice {
 }
 
 impl NvmlChoice {
-    /// Reads a `GPUTRACE_NVML` value (`None`: unset).
+    /// Reads a `GPUTRACE_NVML` value (`None`: unset) through the settings table.
     pub fn parse(v: Option<&OsStr>) -> NvmlChoice {
-        let Some(v) = v else {
-            return NvmlChoice::Command(None);
-        };
-        let word = v.to_str().map(|s| s.trim().to_ascii_lowercase());
-        match word.as_deref() {
-            Some("" | "1" | "true" | "yes" | "on") => NvmlChoice::Command(None),
-            Some("0" | "false" | "no" | "off") => NvmlChoice::Off,
-            Some(w) if w == protocol::NVML_IN_PROCESS => NvmlChoice::InProcess,
-            _ => NvmlChoice::Command(Some(PathBuf::from(v))),
+        let mut values = Values::defaults();
+        if let Some(v) = v {
+            // Every text is a value of this setting (a path, at worst).
+            let _ = values.set(settings::NVML, &v.to_string_lossy());
+        }
+        NvmlChoice::of(&values.nvml)
+    }
+
+    /// What `GPUTRACE_NVML` means for the command: it samples unless told not to.
+    pub fn of(n: &NvmlSetting) -> NvmlChoice {
+        match n {
+            NvmlSetting::Unset | NvmlSetting::On => NvmlChoice::Command(None),
+            NvmlSetting::Off => NvmlChoice::Off,
+            NvmlSetting::InProcess => NvmlChoice::InProcess,
+            NvmlSetting::Path(p) => NvmlChoice::Command(Some(p.clone())),
         }
     }
 
@@ -89,38 +96,6 @@ pub struct Settings {
     pub gpm_period: Duration,
 }
 
-/// A period in ms from a setting: `None` (unset) is `default`; 0 is zero; otherwise
-/// A period setting of the table (`GPUTRACE_NVML_MS`, `GPUTRACE_GPM_MS`), parsed and
-/// range-checked by it; else the default and a warning naming the setting.
-fn period_ms(
-    name: &str,
-    v: Option<&OsStr>,
-    default: Duration,
-    warning: &mut Option<String>,
-) -> Duration {
-    let Some(v) = v.map(|v| v.to_string_lossy()) else {
-        return default;
-    };
-    let Some(setting) = protocol::setting(name) else {
-        return default;
-    };
-    match setting.number(&v) {
-        Some(n) => Duration::from_millis(n),
-        None => {
-            let w = format!(
-                "{name}={v:?} is not {}; {} ms used",
-                setting.expected(),
-                default.as_millis()
-            );
-            *warning = Some(match warning.take() {
-                Some(before) => format!("{before}; {w}"),
-                None => w,
-            });
-            default
-        }
-    }
-}
-
 impl Settings {
     /// From `GPUTRACE_NVML`, `GPUTRACE_NVML_MS` and `GPUTRACE_GPM_MS` (`None`: unset).
     /// A bad period is named in the warning returned, and the default used.
@@ -129,15 +104,28 @@ impl Settings {
         ms: Option<&OsStr>,
         gpm_ms: Option<&OsStr>,
     ) -> (Settings, Option<String>) {
-        let mut warning = None;
-        let period = period_ms(settings::NVML_MS, ms, DEFAULT_PERIOD, &mut warning);
-        let gpm_period = period_ms(settings::GPM_MS, gpm_ms, DEFAULT_GPM_PERIOD, &mut warning);
-        let s = Settings {
-            nvml: NvmlChoice::parse(nvml),
-            period,
-            gpm_period,
-        };
-        (s, warning)
+        let set: Vec<(&str, String)> = [
+            (settings::NVML, nvml),
+            (settings::NVML_MS, ms),
+            (settings::GPM_MS, gpm_ms),
+        ]
+        .into_iter()
+        .filter_map(|(k, v)| Some((k, v?.to_string_lossy().into_owned())))
+        .collect();
+        let (values, wrong) = Values::read(set.iter().map(|(k, v)| (*k, v.as_str())));
+        (
+            Settings::of(&values),
+            (!wrong.is_empty()).then(|| wrong.join("; ")),
+        )
+    }
+
+    /// The command's NVML settings among all of them.
+    pub fn of(v: &Values) -> Settings {
+        Settings {
+            nvml: NvmlChoice::of(&v.nvml),
+            period: Duration::from_millis(v.nvml_ms),
+            gpm_period: Duration::from_millis(v.gpm_ms),
+        }
     }
 
     /// [`Settings::parse`] of this process's environment.

@@ -1,81 +1,51 @@
-//! Settings, read once from `GPUTRACE_*` variables (their names and meanings:
-//! `gputrace_format::protocol::SETTINGS`). Bad values and unknown names are ignored,
+//! Settings, read once from `GPUTRACE_*` variables through the one settings table
+//! (`gputrace_format::settings`: each setting one row, with its typed field in
+//! [`Values`], its default and its parser). Bad values and unknown names are ignored,
 //! the defaults kept, and said in one warning line per process; they never stop the
-//! host process.
+//! host process. Under secure execution nothing is read ([`Opts::from_env`]).
 
-use gputrace_format::protocol::{
-    self, default_flag, default_number, settings as set, ReadBy, Value,
-};
+use gputrace_format::protocol::{self, parse_flag, settings as set, ReadBy};
 use gputrace_format::redact::REDACTED;
+pub use gputrace_format::settings::{Api, DriverApi, Mode, Nvml, Skip, Values, PYSTACK_DEPTH};
 use std::path::PathBuf;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Mode {
-    /// Trace from CUDA initialisation to exit (the default).
-    Trace,
-    /// Loaded, recording nothing, until asked.
-    Dormant,
-    /// Do nothing at all.
-    Off,
-}
-
-/// When driver-API calls are recorded (`GPUTRACE_DRIVER_API`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum DriverApi {
-    /// Never.
-    Off,
-    /// Copies, syncs and graph launches from the start; kernel launches once kernels
-    /// that no recorded runtime call launched are seen, or a driver call of the
-    /// program's own is (`base::cupti::claims`). Opt-in: cuBLAS launches through the driver,
-    /// and CUPTI holds a GPU-bound program's kernel records until a buffer fills.
-    Auto,
-    /// Every one from the start (the default).
-    On,
-}
-
-impl DriverApi {
-    pub fn parse(v: &str) -> Option<DriverApi> {
-        match (
-            protocol::parse_flag(v),
-            v.trim().to_ascii_lowercase().as_str(),
-        ) {
-            (Some(true), _) => Some(DriverApi::On),
-            (Some(false), _) => Some(DriverApi::Off),
-            (None, "auto") => Some(DriverApi::Auto),
-            _ => None,
-        }
-    }
-}
+use std::time::Duration;
 
 /// The host sampler's settings (`GPUTRACE_HOST`, `GPUTRACE_HOST_THREAD_MS`,
-/// `GPUTRACE_HOST_TREE_MS`): on or off, and its two periods.
+/// `GPUTRACE_HOST_TREE_MS`, `GPUTRACE_PYSAMPLE_MS`, `GPUTRACE_HOST_ALL_THREADS`): on
+/// or off, and its periods.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct HostSettings {
     pub on: bool,
     /// The CUDA-issuing threads' period.
-    pub thread_period: std::time::Duration,
+    pub thread_period: Duration,
     /// The process tree's and the machine's period.
-    pub tree_period: std::time::Duration,
-    /// The Python stack samples' period (`GPUTRACE_PYSAMPLE_MS`; zero: none).
-    pub py_period: std::time::Duration,
+    pub tree_period: Duration,
+    /// The Python stack samples' period (zero: none).
+    pub py_period: Duration,
     /// Every thread of the process, the GIL and every Python thread's stack while a
-    /// CUDA-issuing thread is blocked (`GPUTRACE_HOST_ALL_THREADS`).
+    /// CUDA-issuing thread is blocked.
     pub all_threads: bool,
 }
 
-impl Default for HostSettings {
-    fn default() -> HostSettings {
+impl HostSettings {
+    pub fn of(v: &Values) -> HostSettings {
         HostSettings {
-            on: default_flag(set::HOST),
-            thread_period: std::time::Duration::from_millis(default_number(set::HOST_THREAD_MS)),
-            tree_period: std::time::Duration::from_millis(default_number(set::HOST_TREE_MS)),
-            py_period: std::time::Duration::from_millis(default_number(set::PYSAMPLE_MS)),
-            all_threads: default_flag(set::HOST_ALL_THREADS),
+            on: v.host,
+            thread_period: Duration::from_millis(v.host_thread_ms),
+            tree_period: Duration::from_millis(v.host_tree_ms),
+            py_period: Duration::from_millis(v.pysample_ms),
+            all_threads: v.host_all_threads,
         }
     }
 }
 
-/// Which NVML the environment sampler loads.
+impl Default for HostSettings {
+    fn default() -> HostSettings {
+        HostSettings::of(&Values::defaults())
+    }
+}
+
+/// Which NVML the in-process environment sampler loads.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum NvmlLib {
     /// The driver's `libnvidia-ml.so.1`, through the loader's search path.
@@ -85,93 +55,18 @@ pub enum NvmlLib {
     Off,
 }
 
-/// Default NVML sampling period (the settings table's).
-pub const NVML_MS_DEFAULT: u64 = default_number(set::NVML_MS);
-
 /// What the library says when `GPUTRACE_PM` is set.
 pub const PM_REMOVED: &str = "GPUTRACE_PM: in-process PM sampling was removed (it could crash the job at exit); `gputrace run` and `gputrace attach` record the GPU's SM activity, occupancy, tensor/FP pipes and DRAM bandwidth with NVML GPM from outside the job (GPUTRACE_GPM_MS)";
 
+/// The library's settings: every setting's typed value (reached through `Deref`:
+/// `opts.flush_ms`), and what the library derives from them.
 #[derive(Clone, Debug)]
 pub struct Opts {
-    pub mode: Mode,
-    /// Where trace files go (`GPUTRACE_DIR`, default `./gputrace-traces`).
-    pub dir: PathBuf,
-    /// Explicit CUPTI library (`GPUTRACE_CUPTI`).
-    pub cupti: Option<PathBuf>,
-    /// Size of one CUPTI activity buffer (`GPUTRACE_BUFFER_KB`).
-    pub buffer_bytes: usize,
-    /// Most CUPTI buffer memory to hold at once (`GPUTRACE_BUFFER_POOL_MB`).
-    pub pool_bytes: usize,
-    /// Longest time between two writes to the trace file (`GPUTRACE_FLUSH_MS`).
-    pub flush_ms: u64,
-    /// Record driver-API launches, async copies and syncs (cuLaunchKernel*, cuGraphLaunch,
-    /// cuMemcpy*Async, cu*Synchronize), e.g. from JAX or Triton (`GPUTRACE_DRIVER_API`):
-    /// all from the start by default.
-    pub driver_api: DriverApi,
-    /// CUPTI activity kinds to enable (`GPUTRACE_ACTIVITY`, comma-separated names of
-    /// kernel, memcpy, memset, sync, device, memory; default all). `kernel` alone with
-    /// `GPUTRACE_API=0` and `GPUTRACE_HOOKS=0` is the CUPTI floor benchmark mode.
-    pub activity: Vec<String>,
-    /// Symbol hooks (copies, NCCL, NVTX) record while tracing (`GPUTRACE_HOOKS`).
-    pub hooks: bool,
-    /// Record the host side of runtime API calls through CUPTI callbacks (`GPUTRACE_API`,
-    /// default on).
-    pub runtime_api: bool,
-    /// Record them as CUPTI RUNTIME activity, filtered to our callback ids, instead
-    /// (`GPUTRACE_API=activity`): no callback into us on the program's thread, but no
-    /// call parameters either.
-    pub api_activity: bool,
-    /// CUPTI tuning, for the cost experiments of bench/RESULTS.md:
-    /// `GPUTRACE_PER_THREAD_BUFFERS` (CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER),
-    /// `GPUTRACE_DEVICE_BUFFER_MB` (CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE),
-    /// `GPUTRACE_ZEROED_BUFFERS` (our pre-zeroed buffers promised to CUPTI, default on),
-    /// `GPUTRACE_CUPTI_FLUSH_MS` (CUPTI's flush period; 0: CUPTI's own policy; default
-    /// GPUTRACE_FLUSH_MS).
-    pub per_thread_buffers: bool,
-    pub device_buffer_mb: Option<usize>,
-    pub zeroed_buffers: bool,
-    pub cupti_flush_ms: Option<u64>,
-    /// zstd-compress the trace's events chunks (`GPUTRACE_COMPRESS`, default on).
-    pub compress: bool,
-    /// Longest wait at exit for the trace to be written (`GPUTRACE_EXIT_WAIT_MS`).
-    pub exit_wait_ms: u64,
-    /// No GPU progress for this long while work is outstanding is a stall: a forced
-    /// CUPTI flush and a stall report (`GPUTRACE_STALL_MS`, default
-    /// [`STALL_MS_DEFAULT`]; 0: no watchdog).
-    pub stall_ms: u64,
-    /// Production mode triggers: `GPUTRACE_SIGNAL` (SIGUSR1/SIGUSR2), and a timed window
-    /// `GPUTRACE_START_AFTER` + `GPUTRACE_DURATION`.
-    pub signal: Option<String>,
-    pub start_after: Option<std::time::Duration>,
-    pub duration: Option<std::time::Duration>,
-    /// The host sampler (`GPUTRACE_HOST`, default on; `GPUTRACE_HOST_THREAD_MS`, the
-    /// CUDA threads' period, default 3; `GPUTRACE_HOST_TREE_MS`, the process tree's and
-    /// the machine's, default 100).
-    pub host: HostSettings,
-    /// Frames kept of the caller's Python stack at the calls that matter
-    /// (`GPUTRACE_PYSTACK`: 0 off, 1/on the default [`PYSTACK_DEPTH`], 2-16).
-    pub pystack: usize,
-    /// Print what the library does (`GPUTRACE_DEBUG`).
-    pub debug: bool,
-    /// The NVML library for the in-process environment sampler (`GPUTRACE_NVML`: `1` or
-    /// `inprocess` for `libnvidia-ml.so.1`, or a path; off by default, and `gputrace run`
-    /// sets `0` for its job while it samples NVML from its own process).
-    pub nvml: NvmlLib,
-    /// NVML sampling period in a trace window (`GPUTRACE_NVML_MS`, default 100; 0: the
-    /// facts only, no sampling).
-    pub nvml_ms: u64,
-    /// `GPUTRACE_PM` was asked for: in-process PM sampling is removed, and the library
-    /// says so once (the job runs on unchanged).
-    pub pm_removed: bool,
-    /// `GPUTRACE_NVML_SKIP`: NVML reads left out.
-    pub nvml_skip: gputrace_env::sampler::Skip,
+    pub values: Values,
     /// This process's rank in its job and on its node, and the variable each came from
-    /// (`protocol::RANK_VARS`, `protocol::LOCAL_RANK_VARS`).
+    /// (`GPUTRACE_RANK`, else `protocol::RANK_VARS`; `protocol::LOCAL_RANK_VARS`).
     pub rank: Option<(u32, String)>,
     pub local_rank: Option<(u32, String)>,
-    /// Store the command line as it is, secrets and all (`GPUTRACE_KEEP_SECRETS`); by
-    /// default it is redacted (`gputrace_format::redact`).
-    pub keep_secrets: bool,
     /// The variables as read, for the trace's metadata: every `GPUTRACE_*` one (an
     /// unknown one's value redacted), and the launchers' rank variables that are set.
     pub raw: Vec<(String, String)>,
@@ -179,69 +74,30 @@ pub struct Opts {
     pub warnings: Vec<String>,
 }
 
+impl std::ops::Deref for Opts {
+    type Target = Values;
+    fn deref(&self) -> &Values {
+        &self.values
+    }
+}
+
+impl std::ops::DerefMut for Opts {
+    fn deref_mut(&mut self) -> &mut Values {
+        &mut self.values
+    }
+}
+
 impl Default for Opts {
     fn default() -> Opts {
         Opts {
-            mode: Mode::Trace,
-            dir: PathBuf::from(protocol::DEFAULT_TRACE_DIR),
-            cupti: None,
-            // Every number and flag below comes from the settings table's defaults.
-            buffer_bytes: (default_number(set::BUFFER_KB) as usize) << 10,
-            pool_bytes: (default_number(set::BUFFER_POOL_MB) as usize) << 20,
-            flush_ms: default_number(set::FLUSH_MS),
-            driver_api: DriverApi::parse(protocol::default_text(set::DRIVER_API))
-                .unwrap_or(DriverApi::On),
-            activity: DEFAULT_ACTIVITY.iter().map(|s| s.to_string()).collect(),
-            hooks: default_flag(set::HOOKS),
-            runtime_api: true,
-            api_activity: false,
-            per_thread_buffers: default_flag(set::PER_THREAD_BUFFERS),
-            device_buffer_mb: None,
-            zeroed_buffers: default_flag(set::ZEROED_BUFFERS),
-            cupti_flush_ms: None,
-            compress: default_flag(set::COMPRESS),
-            exit_wait_ms: default_number(set::EXIT_WAIT_MS),
-            stall_ms: STALL_MS_DEFAULT,
-            signal: None,
-            start_after: None,
-            duration: None,
-            host: HostSettings::default(),
-            pystack: PYSTACK_DEPTH,
-            debug: default_flag(set::DEBUG),
-            // Off by default: on the H200, NVML sampling from a thread of the traced
-            // process hung PyTorch at its first kernel launches (bench/results/2026-12-03-run5-wave).
-            nvml: NvmlLib::Off,
-            nvml_ms: NVML_MS_DEFAULT,
-            pm_removed: false,
-            nvml_skip: Default::default(),
+            values: Values::defaults(),
             rank: None,
             local_rank: None,
-            keep_secrets: default_flag(set::KEEP_SECRETS),
             raw: Vec::new(),
             warnings: Vec::new(),
         }
     }
 }
-
-/// `GPUTRACE_STALL_MS`'s default (the settings table's, which says why).
-pub const STALL_MS_DEFAULT: u64 = default_number(set::STALL_MS);
-
-/// Python stack frames kept by default (`GPUTRACE_PYSTACK=1`).
-pub const PYSTACK_DEPTH: usize = 16;
-/// Most Python stack frames kept.
-pub const PYSTACK_MAX: usize = 16;
-
-/// Names accepted by `GPUTRACE_ACTIVITY`.
-pub const ACTIVITY_NAMES: &[&str] = &[
-    "kernel", "memcpy", "memset", "sync", "device", "memory", "graph",
-];
-/// Kinds on by default: all but SYNCHRONIZATION, which cost more on a launch-bound loop
-/// than any other kind (1.40x against 1.21x for kernel records alone, H200 sweep in
-/// bench/RESULTS.md) and adds nothing the runtime callbacks on the sync calls do not
-/// record; `GPUTRACE_ACTIVITY=...,sync` brings it back.
-pub const DEFAULT_ACTIVITY: &[&str] = &["kernel", "memcpy", "memset", "device", "memory"];
-
-use protocol::parse_flag as parse_bool;
 
 impl Opts {
     /// Reads the settings from a list of (name, value) pairs (the environment).
@@ -267,23 +123,7 @@ impl Opts {
                 // Read by the `gputrace` command or the project's tests, not here.
                 continue;
             }
-            // Flags and numbers are parsed and range-checked by the table; the rest here.
-            let taken = match setting.value {
-                Value::Flag => setting
-                    .flag(&v)
-                    .map(|b| o.set_flag(setting.name, b))
-                    .ok_or(()),
-                Value::Number { .. } => setting
-                    .number(&v)
-                    .map(|n| o.set_number(setting.name, n))
-                    .ok_or(()),
-                Value::Text => o.set_text(setting.name, &v).map_err(|_| ()),
-            };
-            if taken.is_err() {
-                let what = match setting.value {
-                    Value::Text => Opts::text_expected(setting.name).to_string(),
-                    _ => setting.expected(),
-                };
+            if let Some(Err(what)) = o.values.set(&k, &v) {
                 o.warnings
                     .push(format!("{k}={v:?} ignored (expected {what})"));
             }
@@ -291,150 +131,58 @@ impl Opts {
         o.rank = protocol::rank_from(&o.raw, protocol::RANK_VARS).map(|(r, k)| (r, k.into()));
         o.local_rank =
             protocol::rank_from(&o.raw, protocol::LOCAL_RANK_VARS).map(|(r, k)| (r, k.into()));
-        if o.pool_bytes < o.buffer_bytes {
+        if o.buffer_pool_mb << 20 < o.buffer_kb << 10 {
             o.warnings.push(format!(
                 "{} below one buffer, using {} MiB",
                 set::BUFFER_POOL_MB,
-                o.buffer_bytes >> 20
+                o.buffer_kb >> 10
             ));
-            o.pool_bytes = o.buffer_bytes;
         }
         o
     }
 
-    /// A flag of the table, parsed.
-    fn set_flag(&mut self, name: &str, b: bool) {
-        match name {
-            set::HOOKS => self.hooks = b,
-            set::PER_THREAD_BUFFERS => self.per_thread_buffers = b,
-            set::COMPRESS => self.compress = b,
-            set::ZEROED_BUFFERS => self.zeroed_buffers = b,
-            set::DEBUG => self.debug = b,
-            set::HOST => self.host.on = b,
-            set::HOST_ALL_THREADS => self.host.all_threads = b,
-            set::KEEP_SECRETS => self.keep_secrets = b,
-            // The command's or the tests'.
-            _ => {}
+    /// Size of one CUPTI activity buffer.
+    pub fn buffer_bytes(&self) -> usize {
+        (self.buffer_kb as usize) << 10
+    }
+
+    /// Most CUPTI buffer memory held at once: at least one buffer.
+    pub fn pool_bytes(&self) -> usize {
+        ((self.buffer_pool_mb as usize) << 20).max(self.buffer_bytes())
+    }
+
+    /// The host sampler's settings.
+    pub fn host_settings(&self) -> HostSettings {
+        HostSettings::of(&self.values)
+    }
+
+    /// Runtime API calls recorded through CUPTI callbacks.
+    pub fn runtime_api(&self) -> bool {
+        self.api == Api::Callbacks
+    }
+
+    /// Runtime API calls recorded as CUPTI RUNTIME activity instead.
+    pub fn api_activity(&self) -> bool {
+        self.api == Api::Activity
+    }
+
+    /// The NVML of the in-process sampler: off unless `GPUTRACE_NVML` asks for it
+    /// (on the H200, NVML sampling from a thread of the traced process hung PyTorch at
+    /// its first kernel launches: bench/results/2026-12-03-run5-wave).
+    pub fn nvml_lib(&self) -> NvmlLib {
+        match &self.nvml {
+            Nvml::Unset | Nvml::Off => NvmlLib::Off,
+            Nvml::On | Nvml::InProcess => NvmlLib::Default,
+            Nvml::Path(p) => NvmlLib::Path(p.clone()),
         }
     }
 
-    /// A number of the table, parsed and within its range.
-    fn set_number(&mut self, name: &str, n: u64) {
-        let ms = std::time::Duration::from_millis(n);
-        match name {
-            set::BUFFER_KB => self.buffer_bytes = (n as usize) << 10,
-            set::BUFFER_POOL_MB => self.pool_bytes = (n as usize) << 20,
-            set::FLUSH_MS => self.flush_ms = n,
-            set::EXIT_WAIT_MS => self.exit_wait_ms = n,
-            set::DEVICE_BUFFER_MB => self.device_buffer_mb = Some(n as usize),
-            set::CUPTI_FLUSH_MS => self.cupti_flush_ms = Some(n),
-            set::HOST_THREAD_MS => self.host.thread_period = ms,
-            set::HOST_TREE_MS => self.host.tree_period = ms,
-            set::PYSAMPLE_MS => self.host.py_period = ms,
-            set::STALL_MS => self.stall_ms = n,
-            set::NVML_MS => self.nvml_ms = n,
-            // The command's (GPUTRACE_GPM_MS).
-            _ => {}
-        }
-    }
-
-    /// What a text setting read here takes, for the warning.
-    fn text_expected(name: &str) -> &'static str {
-        match name {
-            set::MODE => "trace, dormant or off",
-            set::DIR => "a directory",
-            set::ACTIVITY => "a comma-separated list of kernel, memcpy, memset, sync, device, memory that includes kernel",
-            set::API => "0, 1, callbacks or activity",
-            set::SIGNAL => "SIGUSR1 or SIGUSR2",
-            set::START_AFTER => "a duration such as 30s, from 1ms to 24h",
-            set::DURATION => "a duration such as 10s, from 1ms to 24h",
-            set::PYSTACK => "0, 1, or frames to keep from 2 to 16",
-            set::NVML_SKIP => "a comma-separated list from events, procs, ecc, pcie, ticks",
-            set::RANK => "a whole number",
-            _ => "a value it takes (docs/settings.md)",
-        }
-    }
-
-    /// A text setting: parsed by its own rule; `Err` when it does not take `v`.
-    fn set_text(&mut self, name: &str, v: &str) -> Result<(), ()> {
-        match name {
-            set::MODE => match v.trim().to_ascii_lowercase().as_str() {
-                "trace" | "" => self.mode = Mode::Trace,
-                "dormant" => self.mode = Mode::Dormant,
-                "off" | "0" => self.mode = Mode::Off,
-                _ => return Err(()),
-            },
-            set::DIR => {
-                if v.is_empty() {
-                    return Err(());
-                }
-                self.dir = PathBuf::from(v)
-            }
-            set::CUPTI if !v.is_empty() => self.cupti = Some(PathBuf::from(v)),
-            set::ACTIVITY => {
-                let names: Vec<String> = v
-                    .split(',')
-                    .map(|s| s.trim().to_ascii_lowercase())
-                    .filter(|s| !s.is_empty())
-                    .collect();
-                if !(names.iter().all(|n| ACTIVITY_NAMES.contains(&n.as_str()))
-                    && names.iter().any(|n| n == "kernel"))
-                {
-                    return Err(());
-                }
-                self.activity = names;
-            }
-            set::DRIVER_API => self.driver_api = DriverApi::parse(v).ok_or(())?,
-            set::API => match (parse_bool(v), v.trim()) {
-                (Some(b), _) => {
-                    self.runtime_api = b;
-                    self.api_activity = false;
-                }
-                (None, "callback" | "callbacks") => {
-                    self.runtime_api = true;
-                    self.api_activity = false;
-                }
-                (None, "activity") => {
-                    self.runtime_api = false;
-                    self.api_activity = true;
-                }
-                _ => return Err(()),
-            },
-            set::SIGNAL => match v.trim().trim_start_matches("SIG") {
-                "" => {}
-                "USR1" | "USR2" => self.signal = Some(v.trim().to_string()),
-                _ => return Err(()),
-            },
-            set::START_AFTER => {
-                self.start_after = Some(protocol::parse_duration(v).map_err(|_| ())?)
-            }
-            set::DURATION => self.duration = Some(protocol::parse_duration(v).map_err(|_| ())?),
-            set::PYSTACK => match (parse_bool(v), v.trim().parse::<usize>()) {
-                (_, Ok(n)) if (2..=PYSTACK_MAX).contains(&n) => self.pystack = n,
-                (Some(true), _) => self.pystack = PYSTACK_DEPTH,
-                (Some(false), _) => self.pystack = 0,
-                _ => return Err(()),
-            },
-            set::NVML => match v.trim() {
-                "" => self.nvml = NvmlLib::Off,
-                t if parse_bool(t) == Some(true) || t == protocol::NVML_IN_PROCESS => {
-                    self.nvml = NvmlLib::Default
-                }
-                t if parse_bool(t) == Some(false) => self.nvml = NvmlLib::Off,
-                t => self.nvml = NvmlLib::Path(PathBuf::from(t)),
-            },
-            // Removed; accepted so that no job fails or warns for asking.
-            set::PM => self.pm_removed = parse_bool(v) != Some(false),
-            set::PM_US => {}
-            set::NVML_SKIP => {
-                self.nvml_skip = gputrace_env::sampler::Skip::parse(v).ok_or(())?;
-            }
-            set::RANK => {
-                v.trim().parse::<u32>().map_err(|_| ())?;
-            }
-            _ => {}
-        }
-        Ok(())
+    /// `GPUTRACE_PM` was asked for: in-process PM sampling is removed, and the library
+    /// says so once (the job runs on unchanged).
+    pub fn pm_removed(&self) -> bool {
+        self.pm
+            .as_deref()
+            .is_some_and(|v| parse_flag(v) != Some(false))
     }
 
     /// Everything wrong with the settings, as one line (`None` when all is well).
@@ -444,7 +192,7 @@ impl Opts {
 
     /// The note for a removed setting that was asked for (one line), if any.
     pub fn note(&self) -> Option<&'static str> {
-        self.pm_removed.then_some(PM_REMOVED)
+        self.pm_removed().then_some(PM_REMOVED)
     }
 
     /// The settings of this process: from its environment, or, under secure execution
@@ -459,10 +207,9 @@ impl Opts {
 
     /// Off, with nothing read from the environment.
     pub fn inert() -> Opts {
-        Opts {
-            mode: Mode::Off,
-            ..Opts::default()
-        }
+        let mut o = Opts::default();
+        o.mode = Mode::Off;
+        o
     }
 }
 
@@ -495,7 +242,7 @@ mod tests {
         assert_eq!(d.activity, vec!["kernel", "memcpy"]);
         assert_eq!(d.mode, Mode::Dormant);
         assert_eq!(d.dir, PathBuf::from("/tmp/x"));
-        assert_eq!(d.buffer_bytes, 1 << 20);
+        assert_eq!(d.buffer_bytes(), 1 << 20);
         assert_eq!(d.flush_ms, 100);
         assert_eq!(d.driver_api, DriverApi::Off);
         assert!(d.warnings.is_empty(), "{:?}", d.warnings);
@@ -504,31 +251,52 @@ mod tests {
     #[test]
     fn host_sampler_settings() {
         let d = o(&[]);
-        assert!(d.host.on);
-        assert_eq!(d.host.thread_period, std::time::Duration::from_millis(3));
-        assert_eq!(d.host.tree_period, std::time::Duration::from_millis(100));
+        assert!(d.host_settings().on);
+        assert_eq!(
+            d.host_settings().thread_period,
+            std::time::Duration::from_millis(3)
+        );
+        assert_eq!(
+            d.host_settings().tree_period,
+            std::time::Duration::from_millis(100)
+        );
         let d = o(&[
             ("GPUTRACE_HOST", "0"),
             ("GPUTRACE_HOST_THREAD_MS", "5"),
             ("GPUTRACE_HOST_TREE_MS", "50"),
         ]);
-        assert!(!d.host.on);
-        assert_eq!(d.host.thread_period, std::time::Duration::from_millis(5));
-        assert_eq!(d.host.tree_period, std::time::Duration::from_millis(50));
-        assert_eq!(d.host.py_period, std::time::Duration::from_millis(10));
+        assert!(!d.host_settings().on);
+        assert_eq!(
+            d.host_settings().thread_period,
+            std::time::Duration::from_millis(5)
+        );
+        assert_eq!(
+            d.host_settings().tree_period,
+            std::time::Duration::from_millis(50)
+        );
+        assert_eq!(
+            d.host_settings().py_period,
+            std::time::Duration::from_millis(10)
+        );
         assert!(d.warnings.is_empty(), "{:?}", d.warnings);
         let d = o(&[("GPUTRACE_PYSAMPLE_MS", "0")]);
-        assert_eq!(d.host.py_period, std::time::Duration::ZERO);
+        assert_eq!(d.host_settings().py_period, std::time::Duration::ZERO);
         let d = o(&[("GPUTRACE_PYSAMPLE_MS", "25")]);
-        assert_eq!(d.host.py_period, std::time::Duration::from_millis(25));
+        assert_eq!(
+            d.host_settings().py_period,
+            std::time::Duration::from_millis(25)
+        );
         let d = o(&[("GPUTRACE_PYSAMPLE_MS", "5000")]);
-        assert_eq!(d.host.py_period, std::time::Duration::from_millis(10));
+        assert_eq!(
+            d.host_settings().py_period,
+            std::time::Duration::from_millis(10)
+        );
         assert!(!d.warnings.is_empty());
         let d = o(&[
             ("GPUTRACE_HOST_THREAD_MS", "0"),
             ("GPUTRACE_HOST_TREE_MS", "5"),
         ]);
-        assert_eq!(d.host, HostSettings::default());
+        assert_eq!(d.host_settings(), HostSettings::default());
         assert_eq!(d.warnings.len(), 2);
     }
 
@@ -553,7 +321,7 @@ mod tests {
             ("GPUTRACE_ZEROED_BUFFERS", "0"),
             ("GPUTRACE_CUPTI_FLUSH_MS", "0"),
         ]);
-        assert!(d.api_activity && !d.runtime_api);
+        assert!(d.api_activity() && !d.runtime_api());
         assert!(d.per_thread_buffers && !d.zeroed_buffers);
         assert_eq!(d.device_buffer_mb, Some(64));
         assert_eq!(d.cupti_flush_ms, Some(0));
@@ -562,7 +330,7 @@ mod tests {
             ("GPUTRACE_API", "sometimes"),
             ("GPUTRACE_DEVICE_BUFFER_MB", "0"),
         ]);
-        assert!(d.runtime_api && !d.api_activity);
+        assert!(d.runtime_api() && !d.api_activity());
         assert_eq!(d.device_buffer_mb, None);
         assert_eq!(d.warnings.len(), 2);
     }
@@ -570,21 +338,24 @@ mod tests {
     #[test]
     fn nvml_settings() {
         let d = o(&[]);
-        assert_eq!((d.nvml.clone(), d.nvml_ms), (NvmlLib::Off, 100));
-        assert_eq!(o(&[("GPUTRACE_NVML", "1")]).nvml, NvmlLib::Default);
+        assert_eq!((d.nvml_lib(), d.nvml_ms), (NvmlLib::Off, 100));
+        assert_eq!(o(&[("GPUTRACE_NVML", "1")]).nvml_lib(), NvmlLib::Default);
         // `gputrace run`'s word for sampling in the process: the default library here.
-        assert_eq!(o(&[("GPUTRACE_NVML", "inprocess")]).nvml, NvmlLib::Default);
+        assert_eq!(
+            o(&[("GPUTRACE_NVML", "inprocess")]).nvml_lib(),
+            NvmlLib::Default
+        );
         let d = o(&[
             ("GPUTRACE_NVML", "/opt/libnvidia-ml.so.1"),
             ("GPUTRACE_NVML_MS", "0"),
         ]);
         assert_eq!(
-            d.nvml,
+            d.nvml_lib(),
             NvmlLib::Path(PathBuf::from("/opt/libnvidia-ml.so.1"))
         );
         assert_eq!(d.nvml_ms, 0);
         let d = o(&[("GPUTRACE_NVML", "off"), ("GPUTRACE_NVML_MS", "5")]);
-        assert_eq!(d.nvml, NvmlLib::Off);
+        assert_eq!(d.nvml_lib(), NvmlLib::Off);
         assert_eq!(d.nvml_ms, 100);
         assert_eq!(d.warnings.len(), 1, "{:?}", d.warnings);
     }
@@ -603,11 +374,11 @@ mod tests {
 
     #[test]
     fn the_stall_watchdog_setting() {
-        assert_eq!(o(&[]).stall_ms, STALL_MS_DEFAULT);
+        assert_eq!(o(&[]).stall_ms, Values::defaults().stall_ms);
         assert_eq!(o(&[("GPUTRACE_STALL_MS", "0")]).stall_ms, 0);
         assert_eq!(o(&[("GPUTRACE_STALL_MS", "250")]).stall_ms, 250);
         let d = o(&[("GPUTRACE_STALL_MS", "5")]);
-        assert_eq!(d.stall_ms, STALL_MS_DEFAULT);
+        assert_eq!(d.stall_ms, Values::defaults().stall_ms);
         assert!(!d.warnings.is_empty());
     }
 
@@ -621,9 +392,9 @@ mod tests {
             ("GPUTRACE_FROB", "1"),
             ("GPUTRACE_ACTIVITY", "memcpy"),
         ]);
-        assert_eq!(d.activity.len(), DEFAULT_ACTIVITY.len());
+        assert_eq!(d.activity.len(), Values::defaults().activity.len());
         assert_eq!(d.mode, Mode::Trace);
-        assert_eq!(d.buffer_bytes, Opts::default().buffer_bytes);
+        assert_eq!(d.buffer_bytes(), Opts::default().buffer_bytes());
         assert_eq!(d.flush_ms, Opts::default().flush_ms);
         assert!(!d.debug);
         assert_eq!(d.warnings.len(), 6, "{:?}", d.warnings);

@@ -113,7 +113,7 @@ pub fn collector(o: &Opts) -> Result<&'static Collector, cupti::Error> {
     }
     match Collector::load(o) {
         Ok(c) => {
-            buffers::configure(o.buffer_bytes, o.pool_bytes);
+            buffers::configure(o.buffer_bytes(), o.pool_bytes());
             Ok(cupti::install(c))
         }
         Err(e) => {
@@ -303,7 +303,7 @@ impl Session for Env {
     }
 
     fn describe(&self, o: &Opts) -> String {
-        format!("facts, NVML {:?} every {} ms", o.nvml, o.nvml_ms)
+        format!("facts, NVML {:?} every {} ms", o.nvml_lib(), o.nvml_ms)
     }
 }
 
@@ -322,7 +322,7 @@ impl Session for Host {
     }
 
     fn start(&self, w: &Opening<'_>) {
-        host::start(w.opts.host);
+        host::start(w.opts.host_settings());
     }
 
     fn stop(&self, c: &Closing) {
@@ -334,7 +334,7 @@ impl Session for Host {
     }
 
     fn describe(&self, o: &Opts) -> String {
-        let h = &o.host;
+        let h = &o.host_settings();
         if h.on {
             format!(
                 "/proc every {:?} (threads), {:?} (tree)",

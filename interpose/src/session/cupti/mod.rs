@@ -204,20 +204,20 @@ impl Collector {
                         api_version: v,
                         layout,
                         subscriber: AtomicUsize::new(0),
-                        runtime_api: opts.runtime_api,
-                        api_activity: opts.api_activity,
+                        runtime_api: opts.runtime_api(),
+                        api_activity: opts.api_activity(),
                         // Only beside the runtime callbacks: without them the driver
                         // call under each runtime call could not be told apart and
                         // would be recorded as the program's own (GPUTRACE_API=0 or
                         // =activity turn both off).
-                        driver_api: if opts.runtime_api {
+                        driver_api: if opts.runtime_api() {
                             opts.driver_api
                         } else {
                             DriverApi::Off
                         },
                         cupti_flush_ms: opts.cupti_flush_ms.unwrap_or(opts.flush_ms),
                         per_thread_buffers: opts.per_thread_buffers,
-                        device_buffer_mb: opts.device_buffer_mb,
+                        device_buffer_mb: opts.device_buffer_mb.map(|m| m as usize),
                         zeroed_buffers: opts.zeroed_buffers,
                         activity: opts.activity.clone(),
                     });

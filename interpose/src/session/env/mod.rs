@@ -31,7 +31,7 @@ pub fn start(o: &Opts) {
         return;
     }
     lock(&QUEUE).clear();
-    let lib = o.nvml.clone();
+    let lib = o.nvml_lib();
     let period = Duration::from_millis(o.nvml_ms);
     let skip = o.nvml_skip;
     let spec = Spec::new(
