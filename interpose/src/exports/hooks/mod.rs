@@ -19,6 +19,11 @@
 //!   `NVTX_INJECTION64_PATH` to it unless a tool already did; `gputrace run` sets it
 //!   too); ranges and marks are recorded with (up to 40 bytes of) their text.
 //!
+//! # The hook table
+//! The runtime and NCCL hooks are rows of `hook_table!` in `cudart.rs` and `nccl.rs`:
+//! each row is a function's C prototype and the `Action` that records it; the glue
+//! (guard, real function, wrapper) is generated. A new hook is one row.
+//!
 //! # Double recording
 //! CUPTI's runtime API callbacks (session/cupti) already record an `Api` event for the
 //! copies, syncs, memsets and launches above while they are on. The policy:
