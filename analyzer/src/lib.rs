@@ -26,6 +26,7 @@ pub mod par;
 pub mod recording;
 pub mod report;
 pub mod secrets;
+pub mod threads;
 
 pub use error::Error;
 pub use model::trace::Trace;

@@ -8,11 +8,10 @@
 
 use crate::model::trace::Trace;
 use crate::report::hang;
+use crate::threads::{Spec, Worker, POLICY};
 use gputrace_format::{self as fmt, protocol};
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
-use std::sync::{Arc, Condvar, Mutex};
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 /// `--hang-timeout` when not given.
@@ -83,14 +82,18 @@ fn period(timeout: Duration) -> Duration {
     (timeout / 4).clamp(Duration::from_millis(200), Duration::from_secs(5))
 }
 
-/// A watcher thread; stopped (and joined) by [`Watcher::stop`] or on drop.
-pub struct Watcher {
-    stop: Arc<(Mutex<bool>, Condvar)>,
-    handle: Option<JoinHandle<()>>,
-}
+/// The watcher's thread (one at a time in the command's process).
+static WATCHER: Worker = Worker::new();
+
+/// Longest wait for the watcher to end (it looks at the stop request between files).
+const STOP_WAIT: Duration = Duration::from_secs(60);
+
+/// A watcher thread; stopped by [`Watcher::stop`] or on drop.
+pub struct Watcher(());
 
 impl Watcher {
-    /// Starts watching; `None` when `timeout` is zero (off) or no thread could be made.
+    /// Starts watching; `None` when `timeout` is zero (off), a watcher runs already or
+    /// no thread could be made.
     pub fn start(
         what: Watch,
         timeout: Duration,
@@ -99,35 +102,22 @@ impl Watcher {
         if timeout.is_zero() {
             return None;
         }
-        let stop = Arc::new((Mutex::new(false), Condvar::new()));
-        let flag = stop.clone();
-        let handle = std::thread::Builder::new()
-            .name("gputrace-hangwatch".into())
-            .spawn(move || watch(what, timeout, flag, say))
-            .ok()?;
-        Some(Watcher {
-            stop,
-            handle: Some(handle),
-        })
-    }
-
-    pub fn stop(mut self) {
-        self.halt();
-    }
-
-    fn halt(&mut self) {
-        let (m, cv) = &*self.stop;
-        *m.lock().unwrap_or_else(|e| e.into_inner()) = true;
-        cv.notify_all();
-        if let Some(h) = self.handle.take() {
-            let _ = h.join();
+        let spec = Spec::new(
+            "gputrace-hangwatch",
+            "internal error in the hang watcher; no more hang reports",
+        );
+        match WATCHER.start(&POLICY, spec, move || watch(what, timeout, say)) {
+            Ok(true) => Some(Watcher(())),
+            _ => None,
         }
     }
+
+    pub fn stop(self) {}
 }
 
 impl Drop for Watcher {
     fn drop(&mut self) {
-        self.halt();
+        WATCHER.stop(STOP_WAIT);
     }
 }
 
@@ -188,26 +178,14 @@ fn scan_new(path: &std::path::Path, pos: &mut u64) -> std::io::Result<Scan> {
     Ok(found)
 }
 
-fn watch(
-    what: Watch,
-    timeout: Duration,
-    stop: Arc<(Mutex<bool>, Condvar)>,
-    say: impl Fn(&[String]),
-) {
+fn watch(what: Watch, timeout: Duration, say: impl Fn(&[String])) {
     let timeout_ns = timeout.as_nanos().min(u64::MAX as u128) as u64;
     // Per file: its size when last looked at, and where the chunk scan stopped.
     let mut seen: HashMap<PathBuf, (u64, u64)> = HashMap::new();
     let mut reported: HashSet<(PathBuf, u64)> = HashSet::new();
-    let (m, cv) = &*stop;
     loop {
-        {
-            let g = m.lock().unwrap_or_else(|e| e.into_inner());
-            let (g, _) = cv
-                .wait_timeout_while(g, period(timeout), |s| !*s)
-                .unwrap_or_else(|e| e.into_inner());
-            if *g {
-                return;
-            }
+        if WATCHER.wait_stop(period(timeout)) {
+            return;
         }
         for p in what.files() {
             let Ok(size) = std::fs::metadata(&p).map(|m| m.len()) else {

@@ -14,6 +14,7 @@
 //! The sampler never holds the job up: it starts after the job was spawned, on a thread
 //! of its own, and at the job's end gets at most a bounded wait for its last tick.
 
+use crate::threads::{Spec, Worker, POLICY};
 use gputrace_env::sampler::{self, Sampler, Skip};
 use gputrace_env::Nvml;
 use gputrace_format::protocol::{self, settings, TraceFileName};
@@ -25,8 +26,7 @@ use std::ffi::OsStr;
 use std::fs::File;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::thread::JoinHandle;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 /// Longest time between two chunk writes.
@@ -142,34 +142,31 @@ impl Settings {
 pub struct Recorder {
     path: PathBuf,
     ctl: Arc<Ctl>,
-    thread: Option<JoinHandle<()>>,
 }
 
-/// What the caller and the sampler thread tell each other.
+/// The recorder's two threads, workers (`gputrace_env::worker`): one writes the file,
+/// one reads GPM. One recorder at a time in the command's process.
+static SAMPLER: Worker = Worker::new();
+static GPM: Worker = Worker::new();
+
+/// What the caller, the sampler thread and the GPM thread share.
 #[derive(Default)]
 struct Ctl {
     state: Mutex<CtlState>,
-    cv: Condvar,
 }
 
 #[derive(Default)]
 struct CtlState {
-    /// Take the last tick and end.
-    stop: bool,
-    /// The thread ended (or unwound).
-    done: bool,
     /// The caller stopped waiting: write nothing more (the file is being read).
     abandoned: bool,
     /// GPM samples (and facts) taken by the GPM thread, for the sampler thread to write.
     gpm: Vec<sampler::Item>,
-    /// The GPM thread ended (or never started).
-    gpm_done: bool,
     /// NVML indices of the GPUs the job was seen on (bit per index; 0: not yet seen).
     focus: u64,
 }
 
 fn lock(c: &Ctl) -> MutexGuard<'_, CtlState> {
-    c.state.lock().unwrap_or_else(|e| e.into_inner())
+    crate::threads::lock(&c.state)
 }
 
 /// What the job is, for the file's metadata.
@@ -228,19 +225,24 @@ impl Recorder {
         let ctl = Arc::new(Ctl::default());
         let (lib, period, pid, c) = (lib.clone(), s.period, job.pid, ctl.clone());
         let gpm_period = s.gpm_period;
-        let thread = std::thread::Builder::new()
-            .name("gputrace-env".into())
-            .spawn(move || {
-                let _done = Done(&c);
-                block_signals();
-                record(Out::new(w), lib.as_deref(), period, gpm_period, pid, &c);
-            });
-        match thread {
-            Ok(t) => Ok(Some(Recorder {
-                path,
-                ctl,
-                thread: Some(t),
-            })),
+        let spec = Spec {
+            first: block_signals,
+            ..Spec::new(
+                "gputrace-env",
+                "internal error in the NVML recorder; its file keeps what it had",
+            )
+        };
+        let started = SAMPLER.start(&POLICY, spec, move || {
+            record(Out::new(w), lib.as_deref(), period, gpm_period, pid, &c);
+        });
+        match started {
+            Ok(true) => Ok(Some(Recorder { path, ctl })),
+            Ok(false) => {
+                let _ = std::fs::remove_file(&path);
+                Err(io::Error::other(
+                    "the last recorder's thread is still in an NVML call",
+                ))
+            }
             Err(e) => {
                 let _ = std::fs::remove_file(&path);
                 Err(e)
@@ -257,47 +259,20 @@ impl Recorder {
     /// returns its path. Past `wait` the thread is left to finish its NVML call and
     /// writes nothing more: the file keeps what it had.
     pub fn finish(mut self, wait: Duration) -> PathBuf {
-        let deadline = Instant::now() + wait;
-        let mut st = lock(&self.ctl);
-        st.stop = true;
-        self.ctl.cv.notify_all();
-        while !st.done {
-            let now = Instant::now();
-            if now >= deadline {
-                st.abandoned = true;
-                break;
-            }
-            st = self
-                .ctl
-                .cv
-                .wait_timeout(st, deadline - now)
-                .map(|(g, _)| g)
-                .unwrap_or_else(|e| e.into_inner().0);
-        }
-        let done = st.done;
-        drop(st);
-        if let Some(t) = self.thread.take().filter(|_| done) {
-            let _ = t.join();
+        GPM.request_stop();
+        if !SAMPLER.stop(wait) {
+            // Taken while the thread writes a chunk: a chunk in progress is finished first.
+            lock(&self.ctl).abandoned = true;
         }
         std::mem::take(&mut self.path)
     }
 }
 
 impl Drop for Recorder {
-    /// Not finished (the caller failed on the way): the thread ends after one more tick.
+    /// Not finished (the caller failed on the way): the threads end after one more tick.
     fn drop(&mut self) {
-        lock(&self.ctl).stop = true;
-        self.ctl.cv.notify_all();
-    }
-}
-
-/// Marks the thread done when it ends, unwinding included.
-struct Done<'a>(&'a Ctl);
-
-impl Drop for Done<'_> {
-    fn drop(&mut self) {
-        lock(self.0).done = true;
-        self.0.cv.notify_all();
+        GPM.request_stop();
+        SAMPLER.request_stop();
     }
 }
 
@@ -322,12 +297,8 @@ fn record(
         sampler::trace_facts(nvml.as_ref().map(|n| &**n)),
     ));
     out.write(ctl);
-    let gpm = match &nvml {
-        Ok(n) if !gpm_period.is_zero() => start_gpm(n.clone(), gpm_period, ctl),
-        _ => false,
-    };
-    if !gpm {
-        lock(ctl).gpm_done = true;
+    if let (Ok(n), false) = (&nvml, gpm_period.is_zero()) {
+        start_gpm(n.clone(), gpm_period, ctl);
     }
     if let (Ok(nvml), false) = (&nvml, period.is_zero()) {
         let mut s = Sampler::new(nvml, job_pid, t0, Skip::default()).with_descendants();
@@ -336,16 +307,12 @@ fn record(
             let mut items = Vec::new();
             s.tick(sampler::now_ns(), &mut items);
             out.add(items);
-            let stop = {
-                let st = lock(ctl);
-                let (mut st, _) = ctl
-                    .cv
-                    .wait_timeout_while(st, period, |st| !st.stop)
-                    .unwrap_or_else(|e| e.into_inner());
+            let stop = SAMPLER.wait_stop(period);
+            {
+                let mut st = lock(ctl);
                 st.focus = s.focus_mask();
                 out.add(std::mem::take(&mut st.gpm));
-                st.stop
-            };
+            }
             if stop {
                 // The last tick, as the job ends.
                 let mut items = Vec::new();
@@ -363,14 +330,8 @@ fn record(
         // end, so that readers know which traces the facts were read for.
         let mut written = Instant::now();
         loop {
-            let st = lock(ctl);
-            let (mut st, _) = ctl
-                .cv
-                .wait_timeout_while(st, FLUSH, |st| !st.stop)
-                .unwrap_or_else(|e| e.into_inner());
-            let items = std::mem::take(&mut st.gpm);
-            let stop = st.stop;
-            drop(st);
+            let stop = SAMPLER.wait_stop(FLUSH);
+            let items = std::mem::take(&mut lock(ctl).gpm);
             out.add(items);
             if stop {
                 break;
@@ -382,13 +343,8 @@ fn record(
         }
     }
     // The GPM thread's last pair, if it comes soon (it may be stuck in NVML).
-    let st = lock(ctl);
-    let (mut st, _) = ctl
-        .cv
-        .wait_timeout_while(st, GPM_LAST_WAIT, |st| !st.gpm_done)
-        .unwrap_or_else(|e| e.into_inner());
-    let items = std::mem::take(&mut st.gpm);
-    drop(st);
+    GPM.stop(GPM_LAST_WAIT);
+    let items = std::mem::take(&mut lock(ctl).gpm);
     out.add(items);
     out.events.push(Event::State {
         ts: sampler::now_ns(),
@@ -398,17 +354,17 @@ fn record(
     out.write(ctl);
 }
 
-/// Starts the GPM thread; false where it could not be started.
-fn start_gpm(nvml: Arc<Nvml>, period: Duration, ctl: &Arc<Ctl>) -> bool {
+/// Starts the GPM thread (none where it could not be started: no GPM samples).
+fn start_gpm(nvml: Arc<Nvml>, period: Duration, ctl: &Arc<Ctl>) {
     let c = ctl.clone();
-    std::thread::Builder::new()
-        .name("gputrace-gpm".into())
-        .spawn(move || {
-            let _done = GpmDone(&c);
-            block_signals();
-            gpm_thread(&nvml, period, &c);
-        })
-        .is_ok()
+    let spec = Spec {
+        first: block_signals,
+        ..Spec::new(
+            "gputrace-gpm",
+            "internal error in the GPM recorder; no more GPM samples",
+        )
+    };
+    let _ = GPM.start(&POLICY, spec, move || gpm_thread(&nvml, period, &c));
 }
 
 /// NVML GPM every `period`: a `gpm` fact per GPU (`ok` or why not), then one
@@ -432,25 +388,21 @@ fn gpm_thread(nvml: &Nvml, period: Duration, ctl: &Ctl) {
         let want = |i: u32| focus == 0 || (i < 64 && focus >> i & 1 == 1);
         let mut samples = Vec::new();
         gpm.tick(sampler::now_ns(), want, &mut samples);
-        let stop = {
+        {
             let mut st = lock(ctl);
             st.gpm
                 .extend(samples.into_iter().map(sampler::Item::Counter));
             if st.abandoned {
                 return;
             }
-            next += period;
-            let now = Instant::now();
-            if next <= now {
-                // Fell behind (a slow read): skip the missed ticks.
-                next = now + period;
-            }
-            let (st, _) = ctl
-                .cv
-                .wait_timeout_while(st, next - now, |st| !st.stop)
-                .unwrap_or_else(|e| e.into_inner());
-            st.stop
-        };
+        }
+        next += period;
+        let now = Instant::now();
+        if next <= now {
+            // Fell behind (a slow read): skip the missed ticks.
+            next = now + period;
+        }
+        let stop = GPM.wait_stop(next - now);
         if stop {
             // The last pair, up to the job's end.
             let mut samples = Vec::new();
@@ -463,16 +415,6 @@ fn gpm_thread(nvml: &Nvml, period: Duration, ctl: &Ctl) {
         if gpm.is_empty() {
             return;
         }
-    }
-}
-
-/// Marks the GPM thread done when it ends, unwinding included.
-struct GpmDone<'a>(&'a Ctl);
-
-impl Drop for GpmDone<'_> {
-    fn drop(&mut self) {
-        lock(self.0).gpm_done = true;
-        self.0.cv.notify_all();
     }
 }
 
