@@ -345,5 +345,5 @@ fn the_scanner_sees_what_it_should() {
     // Known arrows: the circle that was, and one every build has.
     let report_of = |m: &str| g[&m.split('/').map(String::from).collect::<Module>()].clone();
     assert!(report_of("report/host").contains(&vec!["report".to_string(), "cause".to_string()]));
-    assert!(report_of("export/timeline").contains(&vec!["report".to_string(), "view".to_string()]));
+    assert!(report_of("export/overlay").contains(&vec!["report".to_string(), "view".to_string()]));
 }

@@ -187,7 +187,7 @@ fn check_output(target: &Path, force: bool) -> Result<(), Error> {
 /// `gputrace export --format perfetto|chrome|parquet`: the job's traces analysed
 /// together (as `report` does), what the analysis placed on each process's timeline
 /// handed to the exporter, the traces dropped, then each trace's events streamed from
-/// its file (see [`crate::export::timeline`]). `out`: where to write (default beside the
+/// its file (see [`crate::export::overlay`]). `out`: where to write (default beside the
 /// first trace, [`export::timeline_output`]). An output that exists is refused unless
 /// `force` (before the traces are read when `out` is given). A damaged trace is
 /// exported as far as it could be read; [`Exported::outcome`] says so.
@@ -232,7 +232,7 @@ pub fn export(
         }
     };
     let (report, timelines) = crate::report::analyze_timelines(&traces);
-    let views = crate::export::timeline::views(&traces, &report, &timelines);
+    let views = crate::export::overlay::views(&traces, &report, &timelines);
     for v in &views {
         exporter.process(v).map_err(Error::Output)?;
     }

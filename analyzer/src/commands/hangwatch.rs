@@ -7,7 +7,7 @@
 //! written, so a partial file is read as far as it goes).
 
 use crate::model::trace::Trace;
-use crate::report::hang;
+use crate::report::stalls;
 use crate::threads::{Spec, Worker, POLICY};
 use gputrace_format::{self as fmt, protocol};
 use std::collections::{HashMap, HashSet};
@@ -209,7 +209,7 @@ fn watch(what: Watch, timeout: Duration, say: impl Fn(&[String])) {
             let Ok(t) = Trace::load_with(&p, 1, |_, _| {}) else {
                 continue;
             };
-            let Some((id, gap, h)) = hang::live(&t, timeout_ns) else {
+            let Some((id, gap, h)) = stalls::live(&t, timeout_ns) else {
                 continue;
             };
             if !reported.insert((p.clone(), id)) {
@@ -222,7 +222,7 @@ fn watch(what: Watch, timeout: Duration, say: impl Fn(&[String])) {
             } else {
                 h
             };
-            say(&hang::live_lines(&h, pid, &path, gap));
+            say(&stalls::live_lines(&h, pid, &path, gap));
         }
     }
 }
@@ -230,7 +230,7 @@ fn watch(what: Watch, timeout: Duration, say: impl Fn(&[String])) {
 /// The hang of trace `t` as the report on every process trace in the watched place
 /// gives it: with each rank's NCCL state on the stuck communicator. None when there is
 /// no other trace, or the report has no hang for `t`.
-fn with_other_ranks(what: &Watch, t: Trace) -> Option<hang::Hang> {
+fn with_other_ranks(what: &Watch, t: Trace) -> Option<stalls::Hang> {
     let others: Vec<PathBuf> = what.files().into_iter().filter(|f| *f != t.path).collect();
     if others.is_empty() {
         return None;

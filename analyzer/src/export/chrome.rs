@@ -15,8 +15,8 @@
 //! (`baseTimeNanoseconds` holds the start on the job's time base): absolute
 //! nanoseconds do not fit a JSON number's precision.
 
+use super::overlay::{self, ProcessView, TimelineExporter};
 use super::slices::{self, Arg, Cat, Flow, Name, Nvtx, Shown, Slice, Track};
-use super::timeline::{self, ProcessView, TimelineExporter};
 use super::{EventExporter, TraceContext, TraceEvent};
 use crate::model::trace::demangle;
 use std::collections::HashMap;
@@ -136,7 +136,7 @@ impl File1 {
         ts: u64,
         val: impl std::fmt::Display,
     ) -> io::Result<()> {
-        let ts = timeline::shift(ts, self.offset);
+        let ts = overlay::shift(ts, self.offset);
         let _ = write!(
             self.line,
             r#"{{"ph":"C","name":{},"pid":{pid},"ts":{},"args":{{"value":{val}}}}}"#,
@@ -227,8 +227,8 @@ impl File1 {
     fn slice(&mut self, cx: Option<&TraceContext<'_>>, s: &Slice<'_>) -> io::Result<()> {
         self.name_track(s.track, None)?;
         let (pid, tid) = self.pid_tid(s.track);
-        let start = timeline::shift(s.start, self.offset);
-        let end = timeline::shift(s.end, self.offset).max(start);
+        let start = overlay::shift(s.start, self.offset);
+        let end = overlay::shift(s.end, self.offset).max(start);
         self.last_ts = self.last_ts.max(s.end.max(s.start));
         let name = self.name_json(cx, s.name);
         let instant =
@@ -294,7 +294,7 @@ impl File1 {
         ts: u64,
         name: Option<Name<'_>>,
     ) -> io::Result<()> {
-        let ts = timeline::shift(ts, self.offset);
+        let ts = overlay::shift(ts, self.offset);
         let pid = self.pid;
         let _ = write!(
             self.line,
@@ -437,14 +437,14 @@ impl TimelineExporter for Chrome {
             }
         }
         let mut res = Ok(());
-        timeline::python_spans(v.trace, |p| {
+        overlay::python_spans(v.trace, |p| {
             if res.is_ok() {
                 res = f.slice(None, &slices::python_slice(p));
             }
         });
         res?;
         let mut res = Ok(());
-        timeline::counters(v.trace, |s, ts, val| {
+        overlay::counters(v.trace, |s, ts, val| {
             if res.is_ok() {
                 res = f.counter(&s.name(), s.device(), ts, val);
             }
@@ -452,13 +452,13 @@ impl TimelineExporter for Chrome {
         std::mem::replace(&mut res, Ok(()))?;
         // The samplers' series: counters of the process (pid), named by what they are of.
         let pid = f.pid;
-        timeline::nvml_counters(v.trace, &v.nvml_samples, |s, ts, val| {
+        overlay::nvml_counters(v.trace, &v.nvml_samples, |s, ts, val| {
             if res.is_ok() {
                 res = f.counter(&format!("GPU {} {}", s.device(), s.name()), pid, ts, val);
             }
         });
         std::mem::replace(&mut res, Ok(()))?;
-        timeline::sampled_counters(v.trace, &v.nvml_processes, |s, name, ts, val| {
+        overlay::sampled_counters(v.trace, &v.nvml_processes, |s, name, ts, val| {
             if res.is_ok() {
                 res = f.counter(&s.flat_name(name), pid, ts, val);
             }
@@ -523,7 +523,7 @@ impl EventExporter for Chrome {
         let open: Vec<u64> = f.nvtx_open.keys().copied().collect();
         for id in open {
             f.nvtx_open.remove(&id);
-            let ts = timeline::shift(end, f.offset);
+            let ts = overlay::shift(end, f.offset);
             let _ = write!(
                 f.line,
                 r#"{{"ph":"e","cat":"{}","id":{id},"pid":{},"tid":0,"ts":{}}}"#,
@@ -564,7 +564,7 @@ impl EventExporter for Chrome {
                 Nvtx::Start { ts, id, name } => {
                     f.nvtx_open.insert(id, (0, ts));
                     let text = f.name_json(Some(cx), name);
-                    let ts = timeline::shift(ts, f.offset);
+                    let ts = overlay::shift(ts, f.offset);
                     let _ = write!(
                         f.line,
                         r#"{{"ph":"b","cat":"{}","id":{id},"name":{},"pid":{},"tid":0,"ts":{}}}"#,
@@ -579,7 +579,7 @@ impl EventExporter for Chrome {
                     if f.nvtx_open.remove(&id).is_none() {
                         return Ok(());
                     }
-                    let ts = timeline::shift(ts, f.offset);
+                    let ts = overlay::shift(ts, f.offset);
                     let _ = write!(
                         f.line,
                         r#"{{"ph":"e","cat":"{}","id":{id},"pid":{},"tid":0,"ts":{}}}"#,

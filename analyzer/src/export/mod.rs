@@ -34,13 +34,13 @@
 pub mod chrome;
 pub mod json;
 pub mod jsonl;
+pub mod overlay;
 pub mod parquet;
 pub mod perfetto;
 pub mod proto;
 pub mod slices;
 pub mod stream;
 pub mod text;
-pub mod timeline;
 
 use crate::report::summary::Summary;
 use crate::report::Report;
@@ -166,14 +166,15 @@ pub fn timeline_exporter(
     format: Format,
     out: &Path,
     processes: usize,
-) -> Option<io::Result<Box<dyn timeline::TimelineExporter>>> {
+) -> Option<io::Result<Box<dyn overlay::TimelineExporter>>> {
     Some(match format {
         Format::Perfetto => perfetto::Perfetto::create(out)
-            .map(|e| Box::new(e) as Box<dyn timeline::TimelineExporter>),
+            .map(|e| Box::new(e) as Box<dyn overlay::TimelineExporter>),
         Format::Chrome => chrome::Chrome::create(out, processes)
-            .map(|e| Box::new(e) as Box<dyn timeline::TimelineExporter>),
-        Format::Parquet => parquet::Parquet::create(out)
-            .map(|e| Box::new(e) as Box<dyn timeline::TimelineExporter>),
+            .map(|e| Box::new(e) as Box<dyn overlay::TimelineExporter>),
+        Format::Parquet => {
+            parquet::Parquet::create(out).map(|e| Box::new(e) as Box<dyn overlay::TimelineExporter>)
+        }
         Format::Text | Format::Json | Format::Jsonl => return None,
     })
 }
@@ -218,7 +219,7 @@ pub fn timeline_output(format: Format, first: &Path, processes: usize) -> PathBu
         Format::Parquet => "-parquet",
         Format::Text | Format::Json | Format::Jsonl => ".out",
     };
-    timeline::default_output(first, suffix)
+    overlay::default_output(first, suffix)
 }
 
 /// What every event of one trace shares: the file, its metadata, its strings.

@@ -20,8 +20,8 @@
 //! strings dictionary-encoded, a row group every [`ROW_GROUP`] rows: memory stays at
 //! one row group per table however long the trace.
 
+use super::overlay::{self, ProcessView, TimelineExporter};
 use super::slices::{Nvtx, Shown};
-use super::timeline::{self, ProcessView, TimelineExporter};
 use super::{EventExporter, TraceContext, TraceEvent};
 use crate::model::trace::demangle;
 use crate::report::view::place_of;
@@ -494,8 +494,8 @@ impl Parquet {
         level: i64,
     ) -> io::Result<()> {
         let (s, e) = (
-            timeline::shift(span.0, w.offset),
-            timeline::shift(span.1, w.offset),
+            overlay::shift(span.0, w.offset),
+            overlay::shift(span.1, w.offset),
         );
         self.tables[NVTX]
             .who(w)
@@ -608,7 +608,7 @@ impl TimelineExporter for Parquet {
                 let t = &mut self.tables[SAMPLES];
                 t.who(&w).u(g.device as u64).u(v.at(g.ts));
                 // NVML's readings; -1 where it gave none.
-                for what in timeline::Nvml::ALL {
+                for what in overlay::Nvml::ALL {
                     t.i(what.of(g).unwrap_or(-1));
                 }
                 let reasons = if g.clock_reasons == fmt::ENV_NA64 {
@@ -620,7 +620,7 @@ impl TimelineExporter for Parquet {
             }
         }
         let mut res = Ok(());
-        timeline::sampled_counters(v.trace, &v.nvml_processes, |s, name, ts, val| {
+        overlay::sampled_counters(v.trace, &v.nvml_processes, |s, name, ts, val| {
             if res.is_err() {
                 return;
             }
@@ -693,7 +693,7 @@ impl EventExporter for Parquet {
         _out: &mut dyn Write,
     ) -> io::Result<()> {
         let w = self.who();
-        let at = |t: u64| timeline::shift(t, w.offset);
+        let at = |t: u64| overlay::shift(t, w.offset);
         self.last_ts = self.last_ts.max(ev.ts());
         match *ev {
             TraceEvent::Kernel(k) => {

@@ -5,7 +5,7 @@
 //! `interned_data.proto`, `counter_descriptor.proto`).
 //!
 //! Layout: one process track per traced process (a rank), on the job's time base
-//! ([`super::timeline`]); under it a group per device ("GPU 0: NVIDIA H200") holding a
+//! ([`super::overlay`]); under it a group per device ("GPU 0: NVIDIA H200") holding a
 //! track per stream (kernels, copies, memsets), the "why idle" track (every idle piece
 //! named by its cause), and counters (queue depth per stream, device memory); a group
 //! per GPU as NVML numbers it ("GPU 0 (NVML)") with its readings and other processes'
@@ -21,9 +21,9 @@
 //! argument names) are interned. Timestamps are absolute nanoseconds; a slice's end is
 //! written right after its beginning (trace_processor orders events by time).
 
+use super::overlay::{self, ProcessView, Sampled, Series, TimelineExporter};
 use super::proto::{double, fixed64, int, message, string, uint, varint};
 use super::slices::{self, Arg, Args, Cat, Flow, Name, Nvtx, Shown, Slice, Track};
-use super::timeline::{self, ProcessView, Sampled, Series, TimelineExporter};
 use super::{EventExporter, TraceContext, TraceEvent};
 use crate::model::trace::demangle;
 use crate::report::view::FxMap;
@@ -512,8 +512,8 @@ impl Perfetto {
             let p = self.proc();
             (p.offset, p.flow_base)
         };
-        let start = timeline::shift(s.start, offset);
-        let end = timeline::shift(s.end, offset).max(start);
+        let start = overlay::shift(s.start, offset);
+        let end = overlay::shift(s.end, offset).max(start);
         let key = match s.track {
             Track::Nvtx(tid) => Key::Slices(Track::Nvtx(tid)),
             t => Key::Slices(t),
@@ -556,7 +556,7 @@ impl Perfetto {
     /// A counter's value at `ts` (trace time).
     fn counter(&mut self, s: Series, ts: u64, v: i64) -> io::Result<()> {
         let uuid = self.track(Key::Counter(s))?;
-        let ts = timeline::shift(ts, self.proc().offset);
+        let ts = overlay::shift(ts, self.proc().offset);
         uint(&mut self.ev, f::TE_TYPE, f::TYPE_COUNTER);
         uint(&mut self.ev, f::TE_TRACK_UUID, uuid);
         int(&mut self.ev, f::TE_COUNTER_VALUE, v);
@@ -599,7 +599,7 @@ impl Perfetto {
                 uuid
             }
         };
-        let ts = timeline::shift(ts, self.proc().offset);
+        let ts = overlay::shift(ts, self.proc().offset);
         uint(&mut self.ev, f::TE_TYPE, f::TYPE_COUNTER);
         uint(&mut self.ev, f::TE_TRACK_UUID, uuid);
         double(&mut self.ev, f::TE_DOUBLE_COUNTER_VALUE, v);
@@ -654,7 +654,7 @@ impl Perfetto {
         ts: u64,
         name: Option<Name<'_>>,
     ) -> io::Result<()> {
-        let ts = timeline::shift(ts, self.proc().offset);
+        let ts = overlay::shift(ts, self.proc().offset);
         let ty = match name {
             Some(_) => f::TYPE_SLICE_BEGIN,
             None => f::TYPE_SLICE_END,
@@ -697,7 +697,7 @@ impl Perfetto {
             },
             Nvtx::Mark { tid, ts, name } => {
                 let uuid = self.track(Key::Slices(Track::Nvtx(tid)))?;
-                let ts = timeline::shift(ts, self.proc().offset);
+                let ts = overlay::shift(ts, self.proc().offset);
                 uint(&mut self.ev, f::TE_TYPE, f::TYPE_INSTANT);
                 uint(&mut self.ev, f::TE_TRACK_UUID, uuid);
                 self.name_and_args(Some(cx), name, Cat::Nvtx, &[]);
@@ -854,13 +854,13 @@ impl TimelineExporter for Perfetto {
             }
         }
         let mut res = Ok(());
-        timeline::counters(v.trace, |s, ts, val| {
+        overlay::counters(v.trace, |s, ts, val| {
             if res.is_ok() {
                 res = self.counter(s, ts, val);
             }
         });
         std::mem::replace(&mut res, Ok(()))?;
-        timeline::nvml_counters(v.trace, &v.nvml_samples, |s, ts, val| {
+        overlay::nvml_counters(v.trace, &v.nvml_samples, |s, ts, val| {
             if res.is_ok() {
                 res = self.counter(s, ts, val);
             }
@@ -882,13 +882,13 @@ impl TimelineExporter for Perfetto {
                 self.describe_thread(tid, v.trace.str(name).to_string())?;
             }
         }
-        timeline::python_spans(v.trace, |p| {
+        overlay::python_spans(v.trace, |p| {
             if res.is_ok() {
                 res = self.slice(None, &slices::python_slice(p));
             }
         });
         std::mem::replace(&mut res, Ok(()))?;
-        timeline::sampled_counters(v.trace, &v.nvml_processes, |s, name, ts, val| {
+        overlay::sampled_counters(v.trace, &v.nvml_processes, |s, name, ts, val| {
             if res.is_ok() {
                 res = self.sampled(s, name, ts, val);
             }
@@ -958,7 +958,7 @@ impl EventExporter for Perfetto {
     fn end_trace(&mut self, cx: &TraceContext<'_>, _out: &mut dyn Write) -> io::Result<()> {
         // Ranges still open end with the last event.
         let last = self.proc().last_ts;
-        let raw_last = timeline::shift(last, -self.proc().offset);
+        let raw_last = overlay::shift(last, -self.proc().offset);
         let tids: Vec<u32> = self.proc().nvtx.keys().copied().collect();
         for tid in tids {
             self.nvtx_pop(cx, tid, raw_last, 0)?;

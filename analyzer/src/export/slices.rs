@@ -20,7 +20,7 @@ pub enum Track {
     Nvtx(u32),
     /// A thread's NCCL calls.
     Nccl(u32),
-    /// Where a thread's Python stack samples put it (see [`super::timeline::python_spans`]).
+    /// Where a thread's Python stack samples put it (see [`super::overlay::python_spans`]).
     Python(u32),
     /// Host waits recorded by CUPTI's synchronisation records.
     Sync,
@@ -378,8 +378,8 @@ pub fn describe<'a>(cx: &TraceContext<'a>, ev: &TraceEvent<'a>) -> Shown<'a> {
         // Facts are in the report.
         TraceEvent::Fact(_) => Shown::Nothing,
         // The samplers' readings (NVML's, the host CPU sampler's) are counters, written
-        // from the loaded trace's tables with the process (`timeline::nvml_counters`,
-        // `timeline::sampled_counters`): there they include what an environment file
+        // from the loaded trace's tables with the process (`overlay::nvml_counters`,
+        // `overlay::sampled_counters`): there they include what an environment file
         // gave the trace. The CPU limits are in the report's host section.
         TraceEvent::GpuSample(_)
         | TraceEvent::GpuProcess(_)
@@ -387,7 +387,7 @@ pub fn describe<'a>(cx: &TraceContext<'a>, ev: &TraceEvent<'a>) -> Shown<'a> {
         | TraceEvent::ProcSample(_)
         | TraceEvent::MachineSample(_)
         | TraceEvent::CpuLimits(_) => Shown::Nothing,
-        // GPU counter samples are counter tracks (timeline::sampled_counters).
+        // GPU counter samples are counter tracks (overlay::sampled_counters).
         TraceEvent::CounterSample(_) => Shown::Nothing,
         // Python call sites are in the report's findings.
         TraceEvent::PyStack(_) | TraceEvent::CallSite(_) | TraceEvent::PySample(_) => {
@@ -576,7 +576,7 @@ pub fn describe<'a>(cx: &TraceContext<'a>, ev: &TraceEvent<'a>) -> Shown<'a> {
 
 /// The slice of a span of Python stack samples: named by the place, with the innermost
 /// frame and the first sample's whole stack as arguments.
-pub fn python_slice<'a>(p: &'a super::timeline::PySpan) -> Slice<'a> {
+pub fn python_slice<'a>(p: &'a super::overlay::PySpan) -> Slice<'a> {
     let mut args = Args::new();
     args.push(Arg::U("samples", p.samples as u64));
     args.push(Arg::S("innermost", &p.innermost));

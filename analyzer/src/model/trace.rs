@@ -76,7 +76,7 @@ pub struct Trace {
     /// sorted by thread, then time (see [`Trace::py_samples_in`]).
     pub py_samples: Vec<fmt::PySample>,
     /// Stall reports (format 2.4), in time order: each `Stall`, its outstanding
-    /// operations and the process's threads at that report (see `report::hang`).
+    /// operations and the process's threads at that report (see `report::stalls`).
     pub stalls: Vec<fmt::Stall>,
     pub stall_ops: Vec<fmt::StallOp>,
     pub stall_threads: Vec<fmt::StallThread>,

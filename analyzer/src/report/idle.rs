@@ -464,7 +464,7 @@ pub fn attribute(ctx: &Ctx, dev: u32, window: (u64, u64)) -> Attribution {
 #[derive(Default)]
 pub struct Extras {
     /// Queue depth at submission and launch latency.
-    pub queues: Option<super::timeline::QueueTracker>,
+    pub queues: Option<super::links::QueueTracker>,
     /// Copies in this window get their time with no kernel alongside measured:
     /// (memcpy index, exposed ns), appended in no particular order.
     pub exposure_window: Option<(u64, u64)>,

@@ -20,20 +20,20 @@ pub mod diff;
 pub mod environment;
 mod findings;
 pub mod graphs;
-pub mod hang;
 pub mod host;
-pub mod hostfind;
+pub mod host_causes;
 pub mod idle;
 pub mod intervals;
 pub mod kernels;
 pub mod keymap;
+pub mod links;
 pub mod load;
 pub mod pysamples;
+mod render;
+pub mod stalls;
 pub mod steps;
 pub mod summary;
 pub mod syncfix;
-mod text;
-pub mod timeline;
 pub mod units;
 pub mod view;
 
@@ -41,7 +41,7 @@ pub use ctx::Ctx;
 pub use damage::TraceDamage;
 pub use findings::{About, FindingId, Layer, Stake, UnknownFindingId};
 pub use idle::Cause;
-pub use text::render_text;
+pub use render::render_text;
 
 use crate::model::trace::{demangle, Trace};
 use serde::Serialize;
@@ -118,7 +118,7 @@ pub struct Finding {
     /// The `hang` finding's details: the stuck operation, each thread's call and line,
     /// how the job ended, the collective per rank (absent for other findings).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub hang: Option<Box<hang::Hang>>,
+    pub hang: Option<Box<stalls::Hang>>,
 }
 
 #[derive(Serialize, Clone, Debug, Default, PartialEq)]
@@ -359,7 +359,7 @@ pub struct ProcessReport {
     /// The host side (threads' CPU, process tree, machine), from the host samples;
     /// absent when the trace has none.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub host_cpu: Option<hostfind::HostReport>,
+    pub host_cpu: Option<host_causes::HostReport>,
     /// Versions and the GPUs' clocks, power, temperature and link over the steady
     /// state, from the environment facts and NVML samples; absent without them.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -568,7 +568,7 @@ fn analyze_with(traces: &[Trace], timelines: bool) -> (Report, Vec<Option<Timeli
     }
     if multi && !trace_set.as_ref().is_some_and(|s| s.rules_out_one_job()) {
         // Which rank never arrived at a stuck collective: every rank's NCCL calls.
-        let tails: Vec<hang::NcclTail> = order
+        let tails: Vec<stalls::NcclTail> = order
             .iter()
             .enumerate()
             .map(|(p, &i)| {
@@ -576,10 +576,10 @@ fn analyze_with(traces: &[Trace], timelines: bool) -> (Report, Vec<Option<Timeli
                     .iter()
                     .find(|f| f.id == FindingId::Hang && f.process == Some(p))
                     .and_then(|f| f.hang.as_deref());
-                hang::nccl_tail(&traces[i], h)
+                stalls::nccl_tail(&traces[i], h)
             })
             .collect();
-        hang::job(&processes, &tails, &mut all);
+        stalls::job(&processes, &tails, &mut all);
     }
     findings::rank(&mut all);
     let (verdict, top) = findings::verdict(&processes, &all);
@@ -680,7 +680,7 @@ struct Passes {
     /// Busy time per step on the primary device.
     step_busy: Vec<u64>,
     /// Queue depth and launch latency in the steady state.
-    queues: timeline::QueueTracker,
+    queues: links::QueueTracker,
     /// (memcpy index, ns with no kernel alongside) for steady-state copies, by index.
     exposure: Vec<(u32, u64)>,
     /// Every idle piece, when a timeline was asked for.
@@ -704,12 +704,12 @@ fn passes(ctx: &Ctx, st: &steps::Steps, timeline: bool) -> Passes {
         kernel_busy: 0,
         per_dev: Vec::new(),
         step_busy: Vec::new(),
-        queues: timeline::QueueTracker::new(st.steady),
+        queues: links::QueueTracker::new(st.steady),
         exposure: Vec::new(),
         idle: None,
     };
     let mut extras = idle::Extras {
-        queues: Some(timeline::QueueTracker::new(st.steady)),
+        queues: Some(links::QueueTracker::new(st.steady)),
         exposure_window: Some(st.steady),
         exposure: Vec::new(),
         idle: timeline.then(Vec::new),
@@ -851,7 +851,7 @@ fn analyze_process(
     let swall = st.startup.1.saturating_sub(st.startup.0) * ps.startup_devices;
     let per_dev = ps.per_dev.clone();
     let kstats = kernels::stats(&ctx, st.steady, ps.kernel_busy);
-    let launches = timeline::stats(&ctx, st.steady, ps.queues);
+    let launches = links::stats(&ctx, st.steady, ps.queues);
     let cstats = copies::stats(&ctx, st.steady, &ps.exposure);
     let memory = kernels::memory(&ctx, st.steady);
     let cm = comm::stats(&ctx, st.steady);
@@ -907,16 +907,16 @@ fn analyze_process(
     if kstats.no_device_info {
         notes.push("some kernels ran on devices without a device record: their grid fill (small_grid) is not computed".into());
     }
-    let hung = hang::detect(t, ctx.t0);
+    let hung = stalls::detect(t, ctx.t0);
     notes.extend(hung.notes);
     let damage = TraceDamage::of(t, ctx.t0);
     if let Some(d) = &damage {
         notes.push(d.summary.clone());
     }
-    let host_cpu = hostfind::report(&ctx, &att, st.steady);
+    let host_cpu = host_causes::report(&ctx, &att, st.steady);
     // Said where it qualifies a finding: when data_starvation is reported.
     if host_cpu.is_none() && pct(att.get(Cause::DataStarvation), wall) >= findings::REPORT_PCT {
-        notes.push(hostfind::NOT_MEASURED_NOTE.to_string());
+        notes.push(host_causes::NOT_MEASURED_NOTE.to_string());
     }
     if st.source == steps::StepSource::None && !ctx.devices.is_empty() {
         notes.push("no repeating step found: the steady state is taken from the end of the first long idle stretch (or the first GPU work) to the last GPU work".into());

@@ -86,7 +86,7 @@ pub fn set_errno(v: i32) {
 }
 
 /// The signals whose default action ends the process and that the library flushes the
-/// trace for before that action (`runtime::hang`).
+/// trace for before that action (`runtime::watchdog`).
 pub const END_SIGNALS: [libc::c_int; 7] = [
     libc::SIGTERM,
     libc::SIGINT,

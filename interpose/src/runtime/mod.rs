@@ -13,14 +13,14 @@
 //! * `window.rs`: a trace window of a dormant process, and NVTX step counting;
 //! * `control.rs`: what opens windows (the control socket, a signal, a timer);
 //! * `blind.rs`: stepping aside while the program uses CUPTI itself;
-//! * `hang.rs`: the progress watchdog (stall reports) and the flush at an abnormal end
+//! * `watchdog.rs`: the progress watchdog (stall reports) and the flush at an abnormal end
 //!   (a terminating signal, an abort, a crash).
 
 pub mod blind;
 pub mod control;
-pub mod hang;
 pub mod settings;
 pub mod trace;
+pub mod watchdog;
 pub mod window;
 
 use crate::base::cupti::discover;
@@ -218,7 +218,7 @@ pub fn after_fork() {
     rings::reset_after_fork();
     writer::forget_after_fork();
     crate::session::lifecycle::fork_child_all();
-    hang::forget_after_fork();
+    watchdog::forget_after_fork();
     control::forget_after_fork();
     let s = state::get();
     if s != state::DISABLED {

@@ -130,7 +130,7 @@ pub fn start_tracing(started_by: &str, dir: Option<&Path>) -> Result<PathBuf, Tr
     // What the writer drains: each session's source, in the sessions' order.
     let sources: Vec<Box<dyn Source>> = SESSIONS.iter().filter_map(|s| s.open(o)).collect();
     writer::start(file, meta, sources, o.flush_ms, o.compress).map_err(TraceError::Writer)?;
-    super::hang::start();
+    super::watchdog::start();
     // The samplers first; the CUPTI session, started last, opens the window.
     let opening = Opening {
         opts: o,
@@ -166,7 +166,7 @@ pub fn finish() {
     state::set(state::STOPPED);
     stop_sessions(s == state::TRACING, false);
     // What never completed (a kernel still running at exit), after the last flush.
-    super::hang::end_report();
+    super::watchdog::end_report();
     let wait = Duration::from_millis(opts().exit_wait_ms);
     if !writer::finish(wait) {
         log::warn(

@@ -86,7 +86,7 @@ pub fn run_window(
         return Ok(path);
     }
     // A stall report's flush in progress ends before CUPTI is finalized.
-    super::hang::wait_idle();
+    super::watchdog::wait_idle();
     // CUPTI stops and is released; the samplers end.
     super::trace::stop_sessions(s == state::TRACING, true);
     let done = writer::finish(Duration::from_millis(opts().exit_wait_ms));

@@ -11,7 +11,7 @@
 //!    run before the CUPTI session, started last, opens the window (the process state
 //!    becomes tracing, or blind where CUPTI cannot be had);
 //! 3. [`Session::flush`] on each when a report or an abnormal end needs what the
-//!    sessions hold now (`runtime::hang`);
+//!    sessions hold now (`runtime::watchdog`);
 //! 4. [`Session::stop`] in list order at the end of the trace or the window;
 //! 5. [`Session::fork_child`] on each in a forked child.
 

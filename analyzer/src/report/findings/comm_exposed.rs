@@ -1,9 +1,9 @@
 //! `comm_exposed`: NCCL kernels that ran with no compute kernel alongside.
 
 use super::common::{dur, share};
-use super::cx::Calls;
-use super::cx::FindingCx;
 use super::id::FindingId;
+use super::inputs::Calls;
+use super::inputs::FindingCx;
 use crate::report::{pct, Example, Finding};
 
 pub(super) fn detect(cx: &FindingCx) -> Option<Finding> {

@@ -3,8 +3,8 @@
 //! `comm_exposed` findings into this one.
 
 use super::common::{self, dur, severity_for, share, REPORT_PCT};
-use super::cx::JobCx;
 use super::id::FindingId;
+use super::inputs::JobCx;
 use crate::report::{pct, Example, Finding, ProcessReport, Severity};
 
 /// Arriving last at fewer than this share of collectives caps the finding at a warning.

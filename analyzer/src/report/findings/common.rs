@@ -5,7 +5,7 @@ use crate::model::trace::demangle;
 use crate::report::{pct, Example, Finding, Severity};
 use std::collections::BTreeMap;
 
-pub(super) use crate::report::text::{bytes, dur, pct_str, share, ts};
+pub(super) use crate::report::render::{bytes, dur, pct_str, share, ts};
 
 /// Share of the steady-state wall time from which a cause is worth a warning.
 pub const WARN_PCT: f64 = 5.0;

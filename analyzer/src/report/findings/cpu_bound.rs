@@ -4,9 +4,9 @@
 //! between back-to-back launches are `launch_bound` (host.rs).
 
 use super::common::{dur, push_examples_line, share};
-use super::cx::FindingCx;
 use super::id::FindingId;
-use crate::report::hostfind::{self, HostReport};
+use super::inputs::FindingCx;
+use crate::report::host_causes::{self, HostReport};
 use crate::report::idle::Cause;
 use crate::report::pysamples;
 use crate::report::Finding;
@@ -32,7 +32,7 @@ pub(super) fn detect(cx: &FindingCx) -> Option<Finding> {
 /// `dispatch_thread`).
 fn fill_contention(x: &mut Finding, r: &HostReport, f: &FindingCx, kind: &str) -> bool {
     let wall = f.wall;
-    let who = hostfind::who(r);
+    let who = host_causes::who(r);
     let (list, what) = if kind == "gil_contention" {
         (&r.gil_holders, "held the GIL")
     } else {
@@ -132,7 +132,7 @@ fn fill(x: &mut Finding, r: &HostReport, f: &FindingCx) {
     }
     let wall = f.wall;
     let cpu = r.on_cpu_ns.saturating_add(r.runq_ns);
-    let who = hostfind::who_computing(r);
+    let who = host_causes::who_computing(r);
     let was = if r.computing_threads.len() > 1 {
         "were"
     } else {
@@ -190,10 +190,10 @@ fn fill(x: &mut Finding, r: &HostReport, f: &FindingCx) {
     if w.span_ns > 0 {
         let mut l = format!(
             "meanwhile: {}; {}",
-            hostfind::cpus_line(r),
-            hostfind::machine_line(w).unwrap_or_default()
+            host_causes::cpus_line(r),
+            host_causes::machine_line(w).unwrap_or_default()
         );
-        if let Some(wl) = hostfind::workers_line(w) {
+        if let Some(wl) = host_causes::workers_line(w) {
             l.push_str(&format!("; {wl}"));
         }
         x.evidence.push(l);
@@ -214,7 +214,7 @@ fn fill(x: &mut Finding, r: &HostReport, f: &FindingCx) {
             .insert("page_fault_ns".into(), r.page_fault_ns as f64);
     }
     x.metrics.insert("gaps".into(), gaps as f64);
-    let cores = hostfind::cores_word(r);
+    let cores = host_causes::cores_word(r);
     x.fix = match kind {
         "cpu_contention" => format!(
             "The feeding thread was ready to run but had no CPU ({} of run-queue wait): the job's CPUs are oversubscribed. Use fewer DataLoader workers (at most {cores} minus one) and fewer intra-op threads (torch.set_num_threads, OMP_NUM_THREADS), or give the job more CPU cores per GPU.",

@@ -3,9 +3,9 @@
 //! samples measured and the fix it calls for (the thread's CPU time is `cpu_bound`).
 
 use super::common::{bytes, dur, push_examples_line, share};
-use super::cx::FindingCx;
 use super::id::FindingId;
-use crate::report::hostfind::{self, HostReport};
+use super::inputs::FindingCx;
+use crate::report::host_causes::{self, HostReport};
 use crate::report::idle::Cause;
 use crate::report::pysamples;
 use crate::report::Finding;
@@ -75,7 +75,7 @@ fn with_host_samples(x: &mut Finding, r: &HostReport, wall: u64, waited: &str) {
         return;
     };
     let w = &r.while_blocked;
-    let who = hostfind::who(r);
+    let who = host_causes::who(r);
     x.title = "GPU idle while the feeding thread was blocked waiting for input".into();
     x.summary = format!(
         "For {} of the steady state the GPU sat idle while {who}, which issues the work, was off the CPU with no CUDA call{waited}: waiting for its next input.",
@@ -107,7 +107,7 @@ fn with_host_samples(x: &mut Finding, r: &HostReport, wall: u64, waited: &str) {
         x.evidence.insert(at, s);
         at += 1;
     };
-    if let Some(l) = hostfind::workers_line(w) {
+    if let Some(l) = host_causes::workers_line(w) {
         add(x, format!("while it was blocked: {l}"));
         let (ds, idx) = (r.worker_waits_in_dataset, r.worker_waits_for_indices);
         if ds + idx > 0 {
@@ -139,8 +139,8 @@ fn with_host_samples(x: &mut Finding, r: &HostReport, wall: u64, waited: &str) {
         x,
         format!(
             "{}; {}",
-            hostfind::cpus_line(r),
-            hostfind::machine_line(w).unwrap_or_default()
+            host_causes::cpus_line(r),
+            host_causes::machine_line(w).unwrap_or_default()
         ),
     );
     if w.read_bytes_per_s >= 1.0 || w.worker_d_state_pct > 0.0 {
@@ -171,7 +171,7 @@ fn with_host_samples(x: &mut Finding, r: &HostReport, wall: u64, waited: &str) {
         m.insert("machine_iowait_pct".into(), i);
     }
     m.insert("worker_d_state_pct".into(), w.worker_d_state_pct);
-    let cores = hostfind::cores_word(r);
+    let cores = host_causes::cores_word(r);
     let n = w.worker_count;
     x.fix = match cause {
         "workers_saturated" => format!(

@@ -1,7 +1,7 @@
 //! `env_bad_records`: records with impossible timestamps, clipped or ignored.
 
-use super::cx::FindingCx;
 use super::id::FindingId;
+use super::inputs::FindingCx;
 use crate::report::{Finding, Severity};
 
 pub(super) fn detect(cx: &FindingCx) -> Option<Finding> {

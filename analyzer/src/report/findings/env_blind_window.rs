@@ -2,8 +2,8 @@
 //! CUPTI user held the subscriber).
 
 use super::common::dur;
-use super::cx::FindingCx;
 use super::id::FindingId;
+use super::inputs::FindingCx;
 use crate::report::intervals::clip_len;
 use crate::report::{pct, Example, Finding, Severity};
 

@@ -1,8 +1,8 @@
 //! `env_cpu_affinity`: the process may run only (or mostly) on CPUs far from its GPU
 //! (another NUMA node than the GPU's local CPUs).
 
-use super::cx::FindingCx;
 use super::id::FindingId;
+use super::inputs::FindingCx;
 use crate::report::environment;
 use crate::report::{Finding, Severity};
 

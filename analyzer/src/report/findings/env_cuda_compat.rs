@@ -1,8 +1,8 @@
 //! `env_cuda_compat`: the CUDA runtime the process loaded, the driver and the framework's
 //! build do not fit (from the trace's facts).
 
-use super::cx::FindingCx;
 use super::id::FindingId;
+use super::inputs::FindingCx;
 use crate::report::environment;
 use crate::report::{Finding, Severity};
 

@@ -1,7 +1,7 @@
 //! `env_dropped_records`: records the collector lost; every number undercounts by as much.
 
-use super::cx::FindingCx;
 use super::id::FindingId;
+use super::inputs::FindingCx;
 use crate::report::{Finding, Severity};
 use gputrace_format::{DROP_BUFFER_POOL, DROP_CUPTI, DROP_RING};
 

@@ -1,8 +1,8 @@
 //! `env_no_host_api`: GPU records without host API callbacks, so idle causes are GPU-only
 //! heuristics.
 
-use super::cx::FindingCx;
 use super::id::FindingId;
+use super::inputs::FindingCx;
 use crate::report::{Finding, Severity};
 
 pub(super) fn detect(cx: &FindingCx) -> Option<Finding> {

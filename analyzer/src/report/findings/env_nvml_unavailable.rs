@@ -2,8 +2,8 @@
 //! environment checks (other processes, clocks, PCIe) could not be made. One info line,
 //! never a failure.
 
-use super::cx::FindingCx;
 use super::id::FindingId;
+use super::inputs::FindingCx;
 use crate::report::environment;
 use crate::report::{Finding, Severity};
 

@@ -3,8 +3,8 @@
 //! the link speed to save power), and only when copies are a measurable share.
 
 use super::common::dur;
-use super::cx::FindingCx;
 use super::id::FindingId;
+use super::inputs::FindingCx;
 use crate::report::environment;
 use crate::report::Finding;
 

@@ -2,8 +2,8 @@
 //! refused or could not sample them; the trace's `pm_sampling` fact says why. One info
 //! line with the fix, never a failure.
 
-use super::cx::FindingCx;
 use super::id::FindingId;
+use super::inputs::FindingCx;
 use crate::report::{Finding, Severity};
 use gputrace_env::facts::keys;
 

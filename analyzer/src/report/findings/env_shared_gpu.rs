@@ -4,8 +4,8 @@
 //! this finding's time includes what the idle causes would otherwise be blamed for.
 
 use super::common::{bytes, dur};
-use super::cx::FindingCx;
 use super::id::FindingId;
+use super::inputs::FindingCx;
 use crate::report::environment;
 use crate::report::{pct, Finding, Severity};
 

@@ -2,8 +2,8 @@
 //! slowdown (NVML's clock event reasons) during the steady state.
 
 use super::common::dur;
-use super::cx::FindingCx;
 use super::id::FindingId;
+use super::inputs::FindingCx;
 use crate::report::environment;
 use crate::report::{Finding, Severity};
 

@@ -1,8 +1,8 @@
 //! `env_trace_damaged`: the trace file was damaged or cut short; the report covers what was
 //! read.
 
-use super::cx::FindingCx;
 use super::id::FindingId;
+use super::inputs::FindingCx;
 use crate::report::{Finding, Severity};
 
 pub(super) fn detect(cx: &FindingCx) -> Option<Finding> {

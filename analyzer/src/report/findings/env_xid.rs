@@ -1,8 +1,8 @@
 //! `env_xid`: the driver reported Xid errors or new uncorrected ECC errors on a GPU while
 //! the trace was open.
 
-use super::cx::FindingCx;
 use super::id::FindingId;
+use super::inputs::FindingCx;
 use crate::report::environment;
 use crate::report::{Example, Finding, Severity};
 use gputrace_format as fmt;

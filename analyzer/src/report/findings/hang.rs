@@ -1,12 +1,12 @@
 //! `hang`: GPU work that never completed. What the trace shows is read in
-//! `crate::report::hang` (stall records, or an abnormal end with launches that never
+//! `crate::report::stalls` (stall records, or an abnormal end with launches that never
 //! produced a GPU record); this turns it into the finding. Always critical: a job whose
 //! GPU is stuck makes no progress at all. The time at stake is the stall's length, from
 //! the last GPU progress to the end of the trace.
 
-use super::cx::FindingCx;
 use super::id::FindingId;
-use crate::report::hang::{evidence, fix, sentence};
+use super::inputs::FindingCx;
+use crate::report::stalls::{evidence, fix, sentence};
 use crate::report::{pct, Finding, Severity};
 
 pub(super) fn detect(cx: &FindingCx) -> Option<Finding> {

@@ -2,9 +2,9 @@
 //! waited for the host.
 
 use super::common::{bytes, dur, push_examples_line, share};
-use super::cx::Calls;
-use super::cx::FindingCx;
 use super::id::FindingId;
+use super::inputs::Calls;
+use super::inputs::FindingCx;
 use crate::report::classify::ApiKind;
 use crate::report::idle::Cause;
 use crate::report::syncfix::{self, SyncCause};

@@ -2,8 +2,8 @@
 //! between already-queued kernels are the time at stake.
 
 use super::common::{dur, share};
-use super::cx::FindingCx;
 use super::id::FindingId;
+use super::inputs::FindingCx;
 use crate::report::idle::Cause;
 use crate::report::{Finding, Severity};
 

@@ -2,8 +2,8 @@
 //! to back and still could not keep the GPU fed.
 
 use super::common::{dur, push_examples_line, share};
-use super::cx::FindingCx;
 use super::id::FindingId;
+use super::inputs::FindingCx;
 use crate::report::idle::Cause;
 use crate::report::Finding;
 use gputrace_format as fmt;

@@ -5,8 +5,8 @@
 //! busy time in the steady state. Thresholds: [`crate::report::counters::Verdict`].
 
 use super::common::{dur, share};
-use super::cx::FindingCx;
 use super::id::FindingId;
+use super::inputs::FindingCx;
 use crate::report::counters::{
     KernelCounters, Verdict, IDLE_FP_PCT, IDLE_TENSOR_PCT, MEMORY_DRAM_PCT,
 };

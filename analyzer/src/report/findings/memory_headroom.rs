@@ -2,8 +2,8 @@
 //! stake is that of the findings a larger batch would shrink (it overlaps them).
 
 use super::common::{bytes, dur, pct_str, share};
-use super::cx::FindingCx;
 use super::id::FindingId;
+use super::inputs::FindingCx;
 use crate::report::idle::Cause;
 use crate::report::kernels::MemoryUse;
 use crate::report::{pct, Finding, Severity};

@@ -13,8 +13,8 @@
 //! [`FindingId::about`] and in [`detector`]. New input data is a field of [`FindingCx`].
 
 mod common;
-mod cx;
 mod id;
+mod inputs;
 mod rank;
 
 mod comm_exposed;
@@ -46,8 +46,8 @@ mod sync_memcpy;
 
 pub(crate) use common::kernel_name as kernel_name_of;
 pub(crate) use common::REPORT_PCT;
-pub(crate) use cx::{FindingCx, JobCx};
 pub use id::{About, FindingId, Layer, Stake, UnknownFindingId};
+pub(crate) use inputs::{FindingCx, JobCx};
 pub(crate) use rank::{rank, verdict};
 
 use super::Finding;

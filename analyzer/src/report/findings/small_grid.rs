@@ -2,8 +2,8 @@
 //! empty while they run (an estimate from grid, block, registers and shared memory).
 
 use super::common::{dur, pct_str, share};
-use super::cx::FindingCx;
 use super::id::FindingId;
+use super::inputs::FindingCx;
 use crate::report::kernels::NameAgg;
 use crate::report::{Example, Finding};
 

@@ -1,9 +1,9 @@
 //! `sync_memcpy`: copies from pinned memory made with a blocking call.
 
 use super::common::{bytes, dur, push_examples_line, share};
-use super::cx::Calls;
-use super::cx::FindingCx;
 use super::id::FindingId;
+use super::inputs::Calls;
+use super::inputs::FindingCx;
 use crate::report::idle::Cause;
 use crate::report::Finding;
 

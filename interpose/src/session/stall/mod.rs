@@ -10,7 +10,7 @@
 //!   becomes a kernel with a made-up end.
 //! * Calls: every thread that makes a CUDA call through the callbacks has a slot saying
 //!   which call it is inside and since when ([`call_enter`] / [`call_exit`]).
-//! * Reports: the runtime's watchdog (`runtime::hang`) decides when; it queues a
+//! * Reports: the runtime's watchdog (`runtime::watchdog`) decides when; it queues a
 //!   [`Request`], and [`StallSource`] (a writer source, drained after the CUPTI
 //!   session's and the rings') builds the events on the writer thread, from the slots,
 //!   the incomplete records, `/proc/self/task` and the latest Python stack samples.

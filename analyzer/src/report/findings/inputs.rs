@@ -11,8 +11,8 @@ use crate::report::counters::CounterStats;
 use crate::report::ctx::HostClass;
 use crate::report::idle::{Attribution, Cause, Method};
 use crate::report::kernels::{KernelStats, MemoryUse};
+use crate::report::links::LaunchStats;
 use crate::report::steps::Steps;
-use crate::report::timeline::LaunchStats;
 use crate::report::{Ctx, Example, Finding, FindingId, ProcessReport};
 use gputrace_format::{self as fmt, CopyKind, MemKind};
 
@@ -38,8 +38,8 @@ pub(crate) struct FindingCx<'c, 'a> {
     pub counters: CounterStats,
     /// The process's section of the report, filled in: the numbers it shows.
     pub report: &'c ProcessReport,
-    /// GPU work that never completed, if the trace shows it (`crate::report::hang`).
-    pub hang: Option<crate::report::hang::Hang>,
+    /// GPU work that never completed, if the trace shows it (`crate::report::stalls`).
+    pub hang: Option<crate::report::stalls::Hang>,
 }
 
 /// Which calls a finding's call sites are those of.

@@ -388,7 +388,7 @@ fn env_line(o: &mut String, e: &crate::report::environment::EnvSummary) {
 }
 
 /// The host samples' picture of the steady state.
-fn host_lines(o: &mut String, h: &super::hostfind::HostReport) {
+fn host_lines(o: &mut String, h: &super::host_causes::HostReport) {
     let who = match (h.feeding_thread, h.feeding_thread_name.as_str()) {
         _ if !h.feeding_thread_label.is_empty() => h.feeding_thread_label.clone(),
         (Some(t), "") => format!("thread {t}"),

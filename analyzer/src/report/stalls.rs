@@ -18,7 +18,7 @@
 
 use super::callsites::{is_library, short_file};
 use super::classify::{self, ApiKind};
-use super::text::{dur, ts};
+use super::render::{dur, ts};
 use super::{Finding, FindingId, ProcessReport};
 use crate::model::trace::Trace;
 use gputrace_format as fmt;
@@ -971,7 +971,7 @@ pub fn sentence(h: &Hang, live: bool) -> String {
             "it is `{}` #{} ({}) on communicator {} (rank {} of {})",
             n.op,
             n.seq,
-            super::text::bytes(n.bytes),
+            super::render::bytes(n.bytes),
             n.comm_id,
             n.rank,
             n.nranks
@@ -1089,7 +1089,7 @@ pub fn evidence(h: &Hang, live: bool) -> Vec<String> {
                 n.comm_id,
                 r.last_op,
                 r.last_seq,
-                super::text::bytes(r.last_bytes),
+                super::render::bytes(r.last_bytes),
                 ts(r.last_call_ns),
                 if r.arrived {
                     ", stuck in the collective"
