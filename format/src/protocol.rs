@@ -398,6 +398,31 @@ pub fn socket_tmp_path(dir: &Path, key: &SocketKey) -> PathBuf {
     dir.join(format!("{}{SOCKET_TMP_SUFFIX}", key.stem()))
 }
 
+/// Who is at the other end of a connected control socket (`SO_PEERCRED`): its pid (as
+/// this process's pid namespace sees it; 0 when it cannot) and its uid. The library
+/// answers only its own uid and root; `gputrace attach` talks only to the process it
+/// was asked for.
+pub fn peer_credentials(s: &std::os::unix::net::UnixStream) -> Option<(i32, u32)> {
+    use std::os::unix::io::AsRawFd;
+    let mut cred = libc::ucred {
+        pid: 0,
+        uid: u32::MAX,
+        gid: 0,
+    };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: getsockopt writes at most `len` bytes into `cred`, a plain C struct.
+    let r = unsafe {
+        libc::getsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            &mut cred as *mut libc::ucred as *mut libc::c_void,
+            &mut len,
+        )
+    };
+    (r == 0).then_some((cred.pid, cred.uid))
+}
+
 /// Where a library from before [`SocketKey`] put the socket of `pid`.
 pub fn legacy_socket_path(dir: &Path, pid: u32) -> PathBuf {
     dir.join(format!("{pid}{SOCKET_SUFFIX}"))

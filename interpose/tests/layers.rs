@@ -602,29 +602,16 @@ fn the_scanner_sees_what_it_should() {
 #[test]
 fn panics_are_caught_only_by_the_guards() {
     const ALLOWED: &[&str] = &["base/ffi.rs"];
-    let root = src_dir();
     let mut found = Vec::new();
-    let mut stack = vec![root.clone()];
-    while let Some(dir) = stack.pop() {
-        for e in std::fs::read_dir(&dir).expect("read src") {
-            let p = e.expect("dir entry").path();
-            if p.is_dir() {
-                stack.push(p);
-            } else if p.extension().is_some_and(|x| x == "rs") {
-                let rel = p.strip_prefix(&root).expect("under src");
-                let rel = rel.to_string_lossy().replace('\\', "/");
-                let src = std::fs::read_to_string(&p).expect("read source");
-                let code = without_tests(lex(&src));
-                let uses = code
-                    .iter()
-                    .filter(|t| matches!(t, Tok::Ident(s) if s == "catch_unwind"))
-                    .count();
-                if uses > 0 {
-                    found.push((rel, uses));
-                }
-            }
+    for_each_source(|rel, code| {
+        let uses = code
+            .iter()
+            .filter(|t| matches!(t, Tok::Ident(s) if s == "catch_unwind"))
+            .count();
+        if uses > 0 {
+            found.push((rel.to_string(), uses));
         }
-    }
+    });
     let outside: Vec<_> = found
         .iter()
         .filter(|(f, _)| !ALLOWED.contains(&f.as_str()))
@@ -644,8 +631,29 @@ fn panics_are_caught_only_by_the_guards() {
 /// hand had its own stop flag, its own panic handling and no fork handling.
 #[test]
 fn threads_are_started_only_as_workers() {
-    let root = src_dir();
     let mut outside = Vec::new();
+    for_each_source(|rel, code| {
+        let spawns = code
+            .windows(3)
+            .filter(|w| {
+                matches!(&w[0], Tok::Ident(s) if s == "thread")
+                    && matches!(&w[2], Tok::Ident(s) if s == "spawn" || s == "Builder")
+            })
+            .count();
+        if spawns > 0 {
+            outside.push(rel.to_string());
+        }
+    });
+    assert!(
+        outside.is_empty(),
+        "threads started outside base::worker: {outside:?}"
+    );
+}
+
+/// Calls `f` with each source file of src/ (its path under src/, `/`-separated) and its
+/// tokens outside test modules.
+fn for_each_source(mut f: impl FnMut(&str, &[Tok])) {
+    let root = src_dir();
     let mut stack = vec![root.clone()];
     while let Some(dir) = stack.pop() {
         for e in std::fs::read_dir(&dir).expect("read src") {
@@ -654,23 +662,10 @@ fn threads_are_started_only_as_workers() {
                 stack.push(p);
             } else if p.extension().is_some_and(|x| x == "rs") {
                 let rel = p.strip_prefix(&root).expect("under src");
+                let rel = rel.to_string_lossy().replace('\\', "/");
                 let src = std::fs::read_to_string(&p).expect("read source");
-                let code = without_tests(lex(&src));
-                let spawns = code
-                    .windows(3)
-                    .filter(|w| {
-                        matches!(&w[0], Tok::Ident(s) if s == "thread")
-                            && matches!(&w[2], Tok::Ident(s) if s == "spawn" || s == "Builder")
-                    })
-                    .count();
-                if spawns > 0 {
-                    outside.push(rel.to_string_lossy().into_owned());
-                }
+                f(&rel, &without_tests(lex(&src)));
             }
         }
     }
-    assert!(
-        outside.is_empty(),
-        "threads started outside base::worker: {outside:?}"
-    );
 }

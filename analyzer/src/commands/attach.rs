@@ -302,28 +302,6 @@ fn check_socket_file(pid: u32, sock: &Path) -> Result<(), AttachError> {
     Ok(())
 }
 
-/// The process at the other end of a connected Unix socket (SO_PEERCRED): pid and uid.
-fn peer_of(s: &UnixStream) -> Option<(i32, u32)> {
-    use std::os::unix::io::AsRawFd;
-    let mut cred = libc::ucred {
-        pid: 0,
-        uid: u32::MAX,
-        gid: 0,
-    };
-    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
-    // SAFETY: getsockopt writes at most `len` bytes into `cred`, a plain C struct.
-    let r = unsafe {
-        libc::getsockopt(
-            s.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_PEERCRED,
-            &mut cred as *mut libc::ucred as *mut libc::c_void,
-            &mut len,
-        )
-    };
-    (r == 0).then_some((cred.pid, cred.uid))
-}
-
 /// The process listening on `s` is `pid` (or a thread of it) and runs as its user.
 fn check_peer(pid: u32, sock: &Path, s: &UnixStream) -> Result<(), AttachError> {
     let wrong = |peer: String| AttachError::WrongPeer {
@@ -331,7 +309,7 @@ fn check_peer(pid: u32, sock: &Path, s: &UnixStream) -> Result<(), AttachError> 
         path: sock.to_path_buf(),
         peer,
     };
-    let Some((peer, peer_uid)) = peer_of(s) else {
+    let Some((peer, peer_uid)) = protocol::peer_credentials(s) else {
         return Err(wrong("a process whose credentials cannot be read".into()));
     };
     let owner = uid_of(pid).ok_or(AttachError::NoProcess(pid))?;

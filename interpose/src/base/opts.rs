@@ -207,9 +207,12 @@ impl Opts {
 
     /// Off, with nothing read from the environment.
     pub fn inert() -> Opts {
-        let mut o = Opts::default();
-        o.mode = Mode::Off;
-        o
+        let mut values = Values::defaults();
+        values.mode = Mode::Off;
+        Opts {
+            values,
+            ..Opts::default()
+        }
     }
 }
 

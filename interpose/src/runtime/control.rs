@@ -47,28 +47,6 @@ fn signal_number(name: &str) -> Option<libc::c_int> {
     }
 }
 
-/// The user id of the peer of a Unix socket.
-fn peer_uid(s: &UnixStream) -> Option<u32> {
-    use std::os::unix::io::AsRawFd;
-    let mut cred = libc::ucred {
-        pid: 0,
-        uid: u32::MAX,
-        gid: 0,
-    };
-    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
-    // SAFETY: getsockopt writes at most `len` bytes into `cred`.
-    let r = unsafe {
-        libc::getsockopt(
-            s.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_PEERCRED,
-            &mut cred as *mut _ as *mut libc::c_void,
-            &mut len,
-        )
-    };
-    (r == 0).then_some(cred.uid)
-}
-
 // ---------------------------------------------------------------------------------
 // The socket file. It is removed by its own process at exit and before an exec (the
 // new image may be no dormant gputrace process), never by a forked child; a process
@@ -357,8 +335,8 @@ fn serve(mut s: UnixStream) {
     let _ = s.set_nonblocking(false);
     // SAFETY: getuid has no preconditions.
     let me = unsafe { libc::getuid() };
-    match peer_uid(&s) {
-        Some(uid) if uid == me || uid == 0 => {}
+    match protocol::peer_credentials(&s) {
+        Some((_, uid)) if uid == me || uid == 0 => {}
         _ => {
             let _ = s.write_all(Reply::Error("permission denied".into()).line().as_bytes());
             return;
