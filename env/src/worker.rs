@@ -51,6 +51,9 @@ impl Spec {
 /// The state of one thread of ours; usually a `static`.
 pub struct Worker {
     running: AtomicBool,
+    /// Asked to end: read without the lock by [`Worker::stop_requested`] (a sampler's
+    /// loop asks every few milliseconds); `stop` is its copy the waits sleep on.
+    stopping: AtomicBool,
     stop: Mutex<bool>,
     stop_cv: Condvar,
     done: Mutex<bool>,
@@ -61,6 +64,7 @@ impl Worker {
     pub const fn new() -> Worker {
         Worker {
             running: AtomicBool::new(false),
+            stopping: AtomicBool::new(false),
             stop: Mutex::new(false),
             stop_cv: Condvar::new(),
             done: Mutex::new(true),
@@ -73,6 +77,7 @@ impl Worker {
         if self.running.swap(true, Ordering::AcqRel) {
             return false;
         }
+        self.stopping.store(false, Ordering::Release);
         *lock(&self.stop) = false;
         *lock(&self.done) = false;
         true
@@ -129,13 +134,14 @@ impl Worker {
     /// Asks the thread to end (it sees it in [`Worker::stop_requested`] and
     /// [`Worker::wait_stop`]); does not wait.
     pub fn request_stop(&self) {
+        self.stopping.store(true, Ordering::Release);
         *lock(&self.stop) = true;
         self.stop_cv.notify_all();
     }
 
     /// On the worker's thread: whether it was asked to end.
     pub fn stop_requested(&self) -> bool {
-        *lock(&self.stop)
+        self.stopping.load(Ordering::Acquire)
     }
 
     /// Waits at most `wait` for the thread to end; true when it did (or none runs).
@@ -202,6 +208,7 @@ impl Worker {
     /// In a forked child: the parent's thread does not exist here.
     pub fn forget_after_fork(&self) {
         self.running.store(false, Ordering::Release);
+        self.stopping.store(false, Ordering::Release);
         if let Ok(mut s) = self.stop.try_lock() {
             *s = false;
         }

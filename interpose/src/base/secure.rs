@@ -15,11 +15,6 @@ pub fn secure_execution() -> bool {
     cupti_sys::loader::secure_execution()
 }
 
-/// An environment variable, unless the process runs in secure-execution mode.
-pub fn var(name: &str) -> Option<OsString> {
-    var_if(!secure_execution(), name)
-}
-
 fn var_if(allowed: bool, name: &str) -> Option<OsString> {
     allowed.then(|| std::env::var_os(name)).flatten()
 }
