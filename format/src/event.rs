@@ -639,6 +639,13 @@ pub const STALL_OP_FLAG_INCOMPLETE: u8 = 2;
 /// The process exited (`exit`, a return from `main`, the library unloaded).
 pub const END_EXIT: &str = "exit";
 
+/// The end reason for a process that ended through `call` (`_exit`, `_Exit`,
+/// `quick_exit`: no exit handlers run) with `status`: `_exit 3`. The library finished
+/// the trace in the call, before the process went.
+pub fn end_reason_call(call: &str, status: i32) -> String {
+    format!("{call} {status}")
+}
+
 /// The end reason for a process ended by signal `sig`: `signal SIGTERM 15`. Written
 /// when a terminating signal with its default action (or a crash, or `abort`) ended the
 /// process after the library flushed what it had.

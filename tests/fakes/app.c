@@ -18,6 +18,10 @@
  *               one in a timed condition wait; a SIGSEGV handler installed. At the end
  *               it prints whether the handler and the first thread's mask are intact
  *               and how many EINTRs the waiters saw (none, untraced or not)
+ *   exit-now CALL  3 launches of _Z6parentv, then ends through CALL (_exit, _Exit or
+ *               quick_exit: no exit handler runs) with status 7
+ *   fork-cuda-exit  fork-cuda whose child ends with _exit(5), as a multiprocessing
+ *               child does; the parent prints the child's status
  *   spin S      batches of 50 launches of _Z4spinv, 1 ms apart, for S seconds
  *               (S = 0: until killed); no other CUDA call
  *   steady FILE launches of _Z6steadyv, 100 us apart, until killed; after every 10th
@@ -388,6 +392,35 @@ static void run_fork_cuda(void) {
     printf("parent: child exited with %d\n", wait_child(pid));
     parent_launches(3);
     printf("fork-cuda: parent done\n");
+}
+
+static void run_exit_now(const char *call) {
+    parent_launches(3);
+    printf("exit-now: %s\n", call);
+    fflush(stdout);
+    if (strcmp(call, "_Exit") == 0)
+        _Exit(7);
+    if (strcmp(call, "quick_exit") == 0)
+        quick_exit(7);
+    _exit(7);
+}
+
+static void run_fork_cuda_exit(void) {
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        const dim3 g = {1, 1, 1}, b = {32, 1, 1};
+        for (int i = 0; i < 2; i++)
+            OK(launch("_Z5childv", g, b, 0, NULL));
+        OK(rt.DeviceSynchronize());
+        printf("child: 2 launches\n");
+        fflush(stdout);
+        _exit(failures ? 4 : 5);
+    }
+    CHECK(pid > 0, "fork failed");
+    printf("parent: child exited with %d\n", wait_child(pid));
+    parent_launches(3);
+    printf("fork-cuda-exit: parent done\n");
 }
 
 static double seconds_since(const struct timespec *t0) {
@@ -846,6 +879,10 @@ int main(int argc, char **argv) {
         run_vfork_exec();
     else if (strcmp(s, "fork-cuda") == 0)
         run_fork_cuda();
+    else if (strcmp(s, "fork-cuda-exit") == 0)
+        run_fork_cuda_exit();
+    else if (strcmp(s, "exit-now") == 0 && argc > 2)
+        run_exit_now(argv[2]);
     else if (strcmp(s, "spin") == 0)
         run_spin(argc > 2 ? atof(argv[2]) : 0);
     else if (strcmp(s, "waiters") == 0)

@@ -19,7 +19,7 @@ pub mod hooks;
 use crate::base::ffi::{entry, errno, guarded, set_errno};
 use crate::base::internal;
 use crate::runtime;
-use std::ffi::{c_char, c_void, CStr};
+use std::ffi::{c_char, c_int, c_void, CStr};
 use std::sync::atomic::{AtomicPtr, Ordering};
 
 /// The library constructor, the only one: settings, the CUDA and NVTX injection paths,
@@ -173,6 +173,67 @@ pub unsafe extern "C" fn execvpe(
             }
             None => exec_missing(),
         }
+    })
+}
+
+// ---------------------------------------------------------------------------------
+// Exits that run no exit handler (`_exit`, `_Exit`, `quick_exit`; Python's `os._exit`,
+// multiprocessing's children): the trace is finished in the call, as `exit` finishes
+// it through the handler registered at CUDA initialisation. glibc's own `exit` reaches
+// `_exit` internally, not through these.
+
+type ExitFn = unsafe extern "C" fn(c_int) -> !;
+
+fn before_exit_now(call: &str, status: c_int) {
+    if internal::is_internal() {
+        return;
+    }
+    let saved = errno();
+    guarded(|| runtime::before_exit_now(call, status));
+    set_errno(saved);
+}
+
+/// The process goes now, with `status`, if the real function could not be found.
+fn exit_group(status: c_int) {
+    // SAFETY: exit_group ends the process; it takes the status and nothing else.
+    unsafe { libc::syscall(libc::SYS_exit_group, status) };
+}
+
+/// Finishes the trace, then ends the process through `real` (or exit_group).
+fn exit_through(call: &str, status: c_int, real: Option<ExitFn>) {
+    before_exit_now(call, status);
+    match real {
+        // SAFETY: the real function of that name with the caller's status.
+        Some(f) => unsafe { f(status) },
+        None => exit_group(status),
+    }
+}
+
+/// # Safety
+/// Called by C code with the argument of _exit(2).
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn _exit(status: c_int) {
+    entry!(exit_group(status), {
+        exit_through("_exit", status, real_libc!(c"_exit", ExitFn))
+    })
+}
+
+/// # Safety
+/// Called by C code with the argument of _Exit(3).
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn _Exit(status: c_int) {
+    entry!(exit_group(status), {
+        exit_through("_Exit", status, real_libc!(c"_Exit", ExitFn))
+    })
+}
+
+/// # Safety
+/// Called by C code with the argument of quick_exit(3) (its at_quick_exit handlers
+/// run in the real one).
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn quick_exit(status: c_int) {
+    entry!(exit_group(status), {
+        exit_through("quick_exit", status, real_libc!(c"quick_exit", ExitFn))
     })
 }
 

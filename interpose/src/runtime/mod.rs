@@ -204,6 +204,20 @@ pub fn before_exec() {
     }
 }
 
+/// The process ends through `call` (`_exit`, `_Exit`, `quick_exit`), which runs no exit
+/// handler of ours: the trace is finished now, as at exit, its end record naming the call
+/// and `status`, and the control socket's file goes. Only the traced process itself
+/// finishes its trace: a vfork child (Python's subprocess, whose failed exec ends in
+/// `_exit`) shares our memory, and a forked child's trace is its own.
+pub fn before_exit_now(call: &str, status: i32) {
+    // SAFETY: getpid has no preconditions (glibc does not cache it).
+    if unsafe { libc::getpid() } as u32 == trace::traced_pid() {
+        writer::note_end_call(gputrace_format::end_reason_call(call, status));
+        trace::finish();
+    }
+    control::remove_socket();
+}
+
 /// The exec returned: it failed, and this image runs on.
 pub fn after_failed_exec() {
     control::after_failed_exec();

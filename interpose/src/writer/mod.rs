@@ -50,6 +50,14 @@ pub fn note_end_signal(sig: i32) {
     END_SIGNAL.store(sig, Ordering::Release);
 }
 
+/// The process is ending through a call that runs no exit handler (`_exit 3`): the
+/// end record says so.
+static END_CALL: Mutex<Option<String>> = Mutex::new(None);
+
+pub fn note_end_call(reason: String) {
+    *lock(&END_CALL) = Some(reason);
+}
+
 /// Wakes the writer early (a CUPTI buffer completed, a state changed).
 pub fn wake() {
     *lock(&WAKE_LOCK) = true;
@@ -128,6 +136,9 @@ pub fn forget_after_fork() {
     WORKER.forget_after_fork();
     WRITE_NOW.store(false, Ordering::Release);
     END_SIGNAL.store(0, Ordering::Release);
+    if let Ok(mut c) = END_CALL.try_lock() {
+        *c = None;
+    }
     inbox::forget_after_fork();
 }
 
@@ -185,7 +196,9 @@ impl Writer {
                 let reason = if sig > 0 {
                     gputrace_format::end_reason_signal(sig)
                 } else {
-                    gputrace_format::END_EXIT.to_string()
+                    lock(&END_CALL)
+                        .take()
+                        .unwrap_or_else(|| gputrace_format::END_EXIT.to_string())
                 };
                 let reason = self.names.intern(&reason, &mut self.evs);
                 self.evs.push(Event::State {

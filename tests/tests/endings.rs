@@ -1,0 +1,56 @@
+//! Processes that end without their exit handlers: `_exit`, `_Exit`, `quick_exit` (what
+//! Python's `os._exit` and multiprocessing's children do) finish the trace in the call,
+//! keep everything recorded, say how the process ended, and leave the exit status as
+//! the program set it.
+
+use gputrace_tests::*;
+
+/// The reason of the trace's last state (the end record).
+fn end_reason(t: &Trace) -> String {
+    t.states().last().map(|s| s.2.clone()).unwrap_or_default()
+}
+
+#[test]
+fn exits_without_handlers_keep_the_trace_and_say_how() {
+    let w = Wheel::new(Cuda::V13, Layout::Flat);
+    for call in ["_exit", "_Exit", "quick_exit"] {
+        let base = w.app(&["exit-now", call]).untraced().run();
+        assert_eq!(
+            base.status.code(),
+            Some(7),
+            "untraced {call}: {}",
+            base.stderr
+        );
+        let out = w.app(&["exit-now", call]).run();
+        assert_eq!(out.status.code(), Some(7), "{call}: {}", out.stderr);
+        assert_eq!(
+            out.stdout, base.stdout,
+            "{call}: the program's output changed"
+        );
+        let t = out.only_trace();
+        t.assert_complete();
+        assert_eq!(t.kernels_named("_Z6parentv").len(), 3, "{call}");
+        assert_eq!(end_reason(&t), format!("{call} 7"));
+        std::fs::remove_dir_all(&w.traces).unwrap();
+    }
+}
+
+#[test]
+fn a_forked_child_ending_in_exit_keeps_its_trace() {
+    let w = Wheel::new(Cuda::V13, Layout::Flat);
+    let out = w.app(&["fork-cuda-exit"]).run();
+    out.assert_ok();
+    assert!(out.stdout.contains("child exited with 5"), "{}", out.stdout);
+    assert_eq!(out.traces.len(), 2, "{:?}\n{}", out.traces, out.stderr);
+    let ts: Vec<Trace> = out.traces.iter().map(|p| Trace::read(p)).collect();
+    let parent = ts.iter().find(|t| t.data.meta.pid == out.pid).unwrap();
+    let child = ts.iter().find(|t| t.data.meta.pid != out.pid).unwrap();
+    for (t, name, n, reason) in [
+        (parent, "_Z6parentv", 3, "exit"),
+        (child, "_Z5childv", 2, "_exit 5"),
+    ] {
+        t.assert_complete();
+        assert_eq!(t.kernels_named(name).len(), n, "pid {}", t.data.meta.pid);
+        assert_eq!(end_reason(t), reason, "pid {}", t.data.meta.pid);
+    }
+}
