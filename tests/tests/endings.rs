@@ -54,3 +54,22 @@ fn a_forked_child_ending_in_exit_keeps_its_trace() {
         assert_eq!(end_reason(t), reason, "pid {}", t.data.meta.pid);
     }
 }
+
+#[test]
+fn a_trace_removed_while_the_job_runs_is_said_once() {
+    let w = Wheel::new(Cuda::V13, Layout::Flat);
+    let run = w.app(&["spin", "1.5"]).spawn();
+    poll(std::time::Duration::from_secs(20), || {
+        (!w.trace_files().is_empty()).then_some(())
+    })
+    .expect("the trace file appears");
+    std::fs::remove_dir_all(&w.traces).unwrap();
+    let out = run.into_inner().wait_with_output().unwrap();
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    let said: Vec<&str> = gputrace_lines(&err)
+        .into_iter()
+        .filter(|l| l.contains("trace file was removed"))
+        .collect();
+    assert_eq!(said.len(), 1, "{err}");
+}

@@ -150,6 +150,8 @@ struct Writer {
     evs: Vec<Event>,
     flush_every: Duration,
     last_write: Instant,
+    /// The file's removal was said.
+    removed_said: bool,
 }
 
 impl Writer {
@@ -162,6 +164,7 @@ impl Writer {
             evs: Vec::with_capacity(4096),
             flush_every: Duration::from_millis(flush_ms),
             last_write: Instant::now(),
+            removed_said: false,
         }
     }
 
@@ -264,6 +267,23 @@ impl Writer {
         if self.enc.is_empty() {
             return Ok(());
         }
-        self.out.write_events(&mut self.enc)
+        self.out.write_events(&mut self.enc)?;
+        self.say_if_removed();
+        Ok(())
+    }
+
+    /// The file was unlinked (its directory removed, a clean-up job): writes still
+    /// succeed into a file nobody can open, so the user is told once, on stderr.
+    fn say_if_removed(&mut self) {
+        use std::os::unix::fs::MetadataExt;
+        if self.removed_said {
+            return;
+        }
+        if self.out.get_ref().metadata().is_ok_and(|m| m.nlink() == 0) {
+            self.removed_said = true;
+            log::warn(
+                "the trace file was removed while the job runs (its directory deleted?): this process's trace is lost",
+            );
+        }
     }
 }
