@@ -326,6 +326,8 @@ pub struct ProcessReport {
     pub trace_start_ns: u64,
     pub span_ns: u64,
     pub host_api_events: u64,
+    /// How the process (or its trace window) ended.
+    pub ended: stalls::Ended,
     /// `host_api` or `gpu_only_heuristic`.
     pub attribution: String,
     pub devices: Vec<DeviceReport>,
@@ -1051,6 +1053,7 @@ fn analyze_process(
         trace_start_ns: ctx.t0,
         span_ns: ctx.t1 - ctx.t0,
         host_api_events: t.apis.len() as u64,
+        ended: stalls::ended(t),
         attribution: idle::Method::of(&ctx).name().into(),
         devices: dev_reports,
         startup: phase(&ctx, st.startup, satt.busy_ns, ps.startup_devices),

@@ -91,7 +91,7 @@ fn process_header(o: &mut String, p: &ProcessReport, multi: bool) {
         .collect();
     let _ = writeln!(
         o,
-        "   trace {}, {} traced, {}, {} host API events",
+        "   trace {}, {} traced, {}, {} host API events{}",
         if p.path.is_empty() {
             "(in memory)"
         } else {
@@ -103,7 +103,11 @@ fn process_header(o: &mut String, p: &ProcessReport, multi: bool) {
         } else {
             devs.join(", ")
         },
-        p.host_api_events
+        p.host_api_events,
+        match p.ended.how {
+            "unknown" => String::new(),
+            _ => format!("; ended: {}", p.ended.detail),
+        }
     );
     if p.devices.is_empty() {
         return;
