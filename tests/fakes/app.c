@@ -377,7 +377,9 @@ static void run_vfork_exec(void) {
     printf("vfork-exec: parent done\n");
 }
 
-static void run_fork_cuda(void) {
+/* The child makes 2 launches of _Z5childv and ends with exit(0), or, with `exit_now`,
+ * with _exit(5) as a multiprocessing child does. */
+static void run_fork_cuda(int exit_now) {
     fflush(stdout);
     pid_t pid = fork();
     if (pid == 0) {
@@ -386,12 +388,16 @@ static void run_fork_cuda(void) {
             OK(launch("_Z5childv", g, b, 0, NULL));
         OK(rt.DeviceSynchronize());
         printf("child: 2 launches\n");
+        if (exit_now) {
+            fflush(stdout);
+            _exit(failures ? 4 : 5);
+        }
         exit(failures ? 4 : 0);
     }
     CHECK(pid > 0, "fork failed");
     printf("parent: child exited with %d\n", wait_child(pid));
     parent_launches(3);
-    printf("fork-cuda: parent done\n");
+    printf("%s: parent done\n", exit_now ? "fork-cuda-exit" : "fork-cuda");
 }
 
 static void run_exit_now(const char *call) {
@@ -403,24 +409,6 @@ static void run_exit_now(const char *call) {
     if (strcmp(call, "quick_exit") == 0)
         quick_exit(7);
     _exit(7);
-}
-
-static void run_fork_cuda_exit(void) {
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid == 0) {
-        const dim3 g = {1, 1, 1}, b = {32, 1, 1};
-        for (int i = 0; i < 2; i++)
-            OK(launch("_Z5childv", g, b, 0, NULL));
-        OK(rt.DeviceSynchronize());
-        printf("child: 2 launches\n");
-        fflush(stdout);
-        _exit(failures ? 4 : 5);
-    }
-    CHECK(pid > 0, "fork failed");
-    printf("parent: child exited with %d\n", wait_child(pid));
-    parent_launches(3);
-    printf("fork-cuda-exit: parent done\n");
 }
 
 static double seconds_since(const struct timespec *t0) {
@@ -878,9 +866,9 @@ int main(int argc, char **argv) {
     else if (strcmp(s, "vfork-exec") == 0)
         run_vfork_exec();
     else if (strcmp(s, "fork-cuda") == 0)
-        run_fork_cuda();
+        run_fork_cuda(0);
     else if (strcmp(s, "fork-cuda-exit") == 0)
-        run_fork_cuda_exit();
+        run_fork_cuda(1);
     else if (strcmp(s, "exit-now") == 0 && argc > 2)
         run_exit_now(argv[2]);
     else if (strcmp(s, "spin") == 0)
