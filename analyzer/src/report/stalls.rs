@@ -133,11 +133,7 @@ pub struct Ended {
 /// How the trace `t` ended.
 pub fn ended(t: &Trace) -> Ended {
     let (end, _) = end_of(t);
-    let reason = t
-        .states
-        .iter()
-        .rev()
-        .find(|s| s.1 == fmt::CollectorState::Stopped as u8)
+    let reason = last_stop(t)
         .map(|s| t.str(s.2).trim().to_string())
         .unwrap_or_default();
     let exit_call = ["_exit ", "_Exit ", "quick_exit "]
@@ -377,14 +373,17 @@ pub fn stalls(t: &Trace) -> Vec<StallIn> {
         .collect()
 }
 
-/// How the trace ended, and when (trace clock).
-pub fn end_of(t: &Trace) -> (EndIn, u64) {
-    let stop = t
-        .states
+/// The trace's last `Stopped` state (its end record), if any.
+fn last_stop(t: &Trace) -> Option<&(u64, u8, u32)> {
+    t.states
         .iter()
         .rev()
-        .find(|s| s.1 == fmt::CollectorState::Stopped as u8);
-    let Some(&(ts, _, reason)) = stop else {
+        .find(|s| s.1 == fmt::CollectorState::Stopped as u8)
+}
+
+/// How the trace ended, and when (trace clock).
+pub fn end_of(t: &Trace) -> (EndIn, u64) {
+    let Some(&(ts, _, reason)) = last_stop(t) else {
         return (EndIn::CutShort, last_ts(t));
     };
     let r = t.str(reason).trim().to_string();
