@@ -309,7 +309,8 @@ pub fn socket_dir(xdg_runtime_dir: Option<&Path>, uid: u32) -> PathBuf {
 /// The variable that names a user's runtime directory (the preferred socket place).
 pub const RUNTIME_DIR_VAR: &str = "XDG_RUNTIME_DIR";
 
-const SOCKET_SUFFIX: &str = ".sock";
+/// The end of a control socket's name (a name ending otherwise is one being made).
+pub const SOCKET_SUFFIX: &str = ".sock";
 const SOCKET_TMP_SUFFIX: &str = ".sock.new";
 
 /// Whose control socket a file is: the pid as the process sees it, its pid namespace

@@ -16,7 +16,34 @@ fn socket_of(pid: u32) -> PathBuf {
             .into_iter()
             .find(|p| p.exists())
     })
-    .unwrap_or_else(|| panic!("pid {pid} never created its control socket"))
+    .unwrap_or_else(|| {
+        let dirs: std::collections::BTreeSet<_> = attach::candidate_sockets(pid)
+            .iter()
+            .filter_map(|p| p.parent().map(|d| d.to_path_buf()))
+            .collect();
+        let listing: Vec<String> = dirs
+            .iter()
+            .map(|d| {
+                let names: Vec<String> = std::fs::read_dir(d)
+                    .map(|rd| {
+                        rd.flatten()
+                            .map(|e| e.file_name().to_string_lossy().into_owned())
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                format!("{}: {names:?}", d.display())
+            })
+            .collect();
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        let status: Vec<&str> = status
+            .lines()
+            .filter(|l| l.starts_with("State:") || l.starts_with("NSpid:"))
+            .collect();
+        panic!(
+            "pid {pid} never created its control socket; looked for {:?}; found {listing:?}; {status:?}",
+            attach::candidate_sockets(pid)
+        )
+    })
 }
 
 /// Starts the app spinning for `secs` seconds in dormant mode and waits for its control

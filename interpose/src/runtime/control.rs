@@ -157,6 +157,15 @@ fn remove_stale(dir: &Path, me: &protocol::SocketKey) {
         if same_ns && key.pid == me.pid {
             continue;
         }
+        // A socket under its temporary name is between bind and rename, when a connect
+        // may be refused though its process lives: only a dead process's one is stale.
+        let half_made = e
+            .file_name()
+            .to_str()
+            .is_some_and(|n| !n.ends_with(protocol::SOCKET_SUFFIX));
+        if half_made && !(same_ns && !alive(key.pid)) {
+            continue;
+        }
         if same_ns && alive(key.pid) {
             // Alive, unless the pid was reused by a process started later.
             let now = protocol::SocketKey::of(Path::new(&format!("/proc/{}", key.pid)), key.pid);
