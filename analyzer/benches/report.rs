@@ -383,6 +383,7 @@ fn api(start: u64, dur: u64, corr: u32, cbid: u32, name: u32, bytes: u64, arg: u
         bytes,
         arg,
         result: 0,
+        ptr: fmt::ENV_NA64,
     })
 }
 

@@ -122,6 +122,7 @@ fn absurd_ids_and_values() {
             bytes: u64::MAX,
             arg: u32::MAX,
             result: u32::MAX,
+            ptr: u64::MAX - 1,
         }));
         b.ev.push(Event::Memcpy(fmt::Memcpy {
             start: s,
@@ -253,7 +254,8 @@ fn random_event(r: &mut Rng) -> Event {
             name: small(r, 12),
             bytes: r.below(1 << 30),
             arg: small(r, 5),
-            result: 0,
+            result: [0, 0, 0, 2, 700][r.below(5) as usize],
+            ptr: [fmt::ENV_NA64, 0x7e00_0000_0000 + small(r, 8) as u64 * 512][r.below(2) as usize],
         }),
         7 => Event::Memcpy(fmt::Memcpy {
             start: ts,

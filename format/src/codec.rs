@@ -486,6 +486,7 @@ mod tests {
                 bytes: 0,
                 arg: 0,
                 result: 0,
+                ptr: ENV_NA64,
             }),
             Event::Memcpy(Memcpy {
                 start: 13_000,
@@ -1444,6 +1445,33 @@ mod table_tests {
     /// Kinds after the stall reports, outside the pinned encoding test.
     fn newest_kinds() -> Vec<Event> {
         vec![
+            // A cudaMalloc with its pointer (format 2.5), and a failed one without.
+            Event::Api(Api {
+                start: 1_700_000_010_400_000_000,
+                end: 1_700_000_010_400_020_000,
+                tid: 4242,
+                corr: 77,
+                domain: DOMAIN_RUNTIME,
+                cbid: 20,
+                name: 1,
+                bytes: 1 << 30,
+                arg: 0,
+                result: 0,
+                ptr: 0x7f00_0000_0000,
+            }),
+            Event::Api(Api {
+                start: 1_700_000_010_400_030_000,
+                end: 1_700_000_010_400_040_000,
+                tid: 4242,
+                corr: 78,
+                domain: DOMAIN_RUNTIME,
+                cbid: 20,
+                name: 1,
+                bytes: 1 << 40,
+                arg: 0,
+                result: 2,
+                ptr: ENV_NA64,
+            }),
             Event::TracerCost(TracerCost {
                 ts: 1_700_000_010_500_000_000,
                 tid: 4242,
@@ -1457,6 +1485,46 @@ mod table_tests {
                 ns: u64::MAX,
             }),
         ]
+    }
+
+    /// An `Api` event's pointer (format 2.5) is written only where it is set: without
+    /// one the body is that of 2.4, which a 2.4 reader read and a 2.5 reader reads as no
+    /// pointer; with one, an older reader stops before it.
+    #[test]
+    fn an_api_pointer_is_written_only_where_set() {
+        let api = |ptr: u64| Api {
+            start: 1_000,
+            end: 1_500,
+            tid: 7,
+            corr: 3,
+            domain: DOMAIN_RUNTIME,
+            cbid: 22,
+            name: 2,
+            bytes: 0,
+            arg: 0,
+            result: 0,
+            ptr,
+        };
+        let body = |a: &Api| {
+            let mut b = Vec::new();
+            assert_eq!(
+                Event::Api(a.clone()).encode_body(&mut Delta::default(), &mut b),
+                TAG_API
+            );
+            b
+        };
+        let read = |b: &[u8]| {
+            let mut body = Body { b, pos: 0, base: 0 };
+            Event::decode_body(TAG_API, &mut Delta::default(), &mut body)
+        };
+        let none = body(&api(ENV_NA64));
+        let set = body(&api(0x7e00_0000_0200));
+        assert_eq!(set.len(), none.len() + 7, "the pointer is appended");
+        assert_eq!(&set[..none.len()], &none[..]);
+        assert_eq!(read(&none), Ok(Some(Event::Api(api(ENV_NA64)))));
+        assert_eq!(read(&set), Ok(Some(Event::Api(api(0x7e00_0000_0200)))));
+        // Pointer 0 (`cudaFree(NULL)`) is a value of its own, kept.
+        assert_eq!(read(&body(&api(0))), Ok(Some(Event::Api(api(0)))));
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! The event vocabulary of a trace. Append-only: a tag, once given, never changes.
 
-use crate::table::{Arr, Corr, Dev, End, Frames, Na, Opt, Sid, Text, Ts, Zz, U8, V};
+use crate::table::{Arr, Corr, Dev, End, Frames, Na, Opt, Sid, Text, Trail, Ts, Zz, U8, V};
 pub use crate::wire::PyFrame;
 use serde::{Deserialize, Serialize};
 
@@ -796,6 +796,12 @@ crate::define_events! {
             arg: u32 => V,
             /// Return code of the call.
             result: u32 => V,
+            /// The pointer an allocation returned (`cudaMalloc`, `cudaMallocHost`,
+            /// `cudaHostAlloc`, when it succeeded) or a free was given (`cudaFree`,
+            /// `cudaFreeHost`); [`ENV_NA64`] for other calls, a NULL pointer, and in
+            /// traces before 2.5. Added in 2.5; left off the body when not set, so the
+            /// other calls are written as before.
+            ptr: u64 => Trail<Na> = ENV_NA64,
         }
         /// A host-side copy call seen by the symbol hooks, with its host memory
         /// classified.

@@ -67,7 +67,9 @@ pub const VERSION_MAJOR: u16 = 2;
 /// (PySample: tag 32).
 /// 2.4: stall reports (Stall, StallOp, StallThread: tags 33-35); the last `Stopped`
 /// state's reason names the signal that ended the process (`signal SIGTERM 15`).
-pub const VERSION_MINOR: u16 = 4;
+/// 2.5: an `Api` event's `ptr`: the pointer an allocation returned or a free was given
+/// (appended, left off the other calls' bodies).
+pub const VERSION_MINOR: u16 = 5;
 /// Size of the fixed file header.
 pub const HEADER_LEN: usize = 16;
 /// Size of a chunk header.

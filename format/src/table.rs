@@ -24,6 +24,11 @@
 //! `Opt<C>` is `C` for a field appended to an existing kind: a body from an older
 //! writer ends before it, and the reader gives the field its default (`= value` in the
 //! table, else the type's default) instead of reporting the body cut short.
+//!
+//! `Trail<C>` is `Opt<C>` that is also left off when written: a body ends before its
+//! field when that field, and every field after it, holds its default. A field that is
+//! set on few events (a pointer on allocation calls) then costs the others nothing, and
+//! the bytes of an event that does not set it are those of the kind before the field.
 
 use crate::wire::{Body, DecodeError, Delta, PyFrame};
 use std::marker::PhantomData;
@@ -82,6 +87,9 @@ impl Span {
 pub trait Codec<T> {
     /// Appended to an older kind: absent from older bodies, read as the default.
     const OPTIONAL: bool = false;
+    /// Left off the end of the body when it holds its default and so does every field
+    /// after it ([`Trail`]).
+    const TRAILING: bool = false;
     fn put(d: &mut Delta, out: &mut Vec<u8>, v: &T);
     fn get(d: &mut Delta, b: &mut Body) -> Result<T, DecodeError>;
     fn value(v: &T) -> Value<'_>;
@@ -428,6 +436,41 @@ impl<T, C: Codec<T>> Codec<T> for Opt<C> {
     }
 }
 
+/// `C`, for a field appended to a kind and written only where it is not its default
+/// (nor any field after it): see the module's docs. Only for codecs without delta
+/// state ([`Stateless`]): leaving a delta-coded field off would leave the reader's
+/// deltas behind the writer's.
+#[cfg_attr(not(test), allow(dead_code))]
+pub struct Trail<C>(PhantomData<C>);
+impl<T, C: Codec<T> + Stateless> Codec<T> for Trail<C> {
+    const OPTIONAL: bool = true;
+    const TRAILING: bool = true;
+    const TIME: bool = C::TIME;
+    #[inline(always)]
+    fn put(d: &mut Delta, out: &mut Vec<u8>, v: &T) {
+        C::put(d, out, v)
+    }
+    #[inline(always)]
+    fn get(d: &mut Delta, b: &mut Body) -> Result<T, DecodeError> {
+        C::get(d, b)
+    }
+    fn value(v: &T) -> Value<'_> {
+        C::value(v)
+    }
+    fn time(v: &T) -> Option<(bool, u64)> {
+        C::time(v)
+    }
+}
+
+/// Codecs that read and write no delta state: a field of theirs may be left off.
+pub trait Stateless {}
+impl Stateless for V {}
+impl Stateless for Sid {}
+impl Stateless for U8 {}
+impl Stateless for Zz {}
+impl Stateless for Na {}
+impl Stateless for Dev {}
+
 /// Reads one field: an optional field absent from an older, shorter body takes its
 /// default.
 #[doc(hidden)]
@@ -573,7 +616,19 @@ macro_rules! define_events {
                         $ITAG
                     } )*
                     $( Event::$S(x) => {
-                        $( <$fc as Codec<$ft>>::put(d, out, &x.$f); )*
+                        // The body's length after its last field that must be written:
+                        // trailing fields at their defaults are cut off (`Trail`).
+                        #[allow(unused_mut)]
+                        let mut keep = out.len();
+                        $(
+                            <$fc as Codec<$ft>>::put(d, out, &x.$f);
+                            if !<$fc as Codec<$ft>>::TRAILING
+                                || x.$f != $crate::__field_default!($ft $(, $fd)?)
+                            {
+                                keep = out.len();
+                            }
+                        )*
+                        out.truncate(keep);
                         $STAG
                     } )*
                 }

@@ -289,7 +289,24 @@ fn check_basic(w: &Wheel, out: &Output, t: &Trace) {
             0
         };
         assert_eq!(a.bytes, want, "{a:?}");
+        // Allocations and frees carry the pointer (format 2.5), MEMORY2's address.
+        assert_eq!(a.ptr, m.address, "{a:?}");
     }
+    // Each free names the pointer its allocation returned.
+    let made: Vec<u64> = ["cudaMallocHost", "cudaHostAlloc"]
+        .iter()
+        .map(|n| t.apis_named(n)[0].ptr)
+        .collect();
+    let freed: Vec<u64> = t.apis_named("cudaFreeHost").iter().map(|a| a.ptr).collect();
+    assert!(
+        made.iter().all(|p| *p != 0 && *p != fmt::ENV_NA64),
+        "{made:?}"
+    );
+    assert_eq!(freed, made, "pinned frees name their allocations");
+    assert!(t
+        .apis_named("cudaLaunchKernel")
+        .iter()
+        .all(|a| a.ptr == fmt::ENV_NA64));
     let host: Vec<u64> = ["cudaMallocHost", "cudaHostAlloc"]
         .iter()
         .map(|n| t.apis_named(n)[0].bytes)
@@ -346,6 +363,10 @@ fn normalized(t: &Trace) -> BTreeMap<u32, Vec<String>> {
                 let mut a = a.clone();
                 let name = t.str(a.name).to_string();
                 (a.start, a.end, a.tid, a.name) = (0, 0, 0, 0);
+                // Pinned host pointers are malloc's: whether there is one.
+                if a.ptr != fmt::ENV_NA64 {
+                    a.ptr = 1;
+                }
                 (a.corr, format!("{a:?} {name}"))
             }
             fmt::Event::Device(d) => {

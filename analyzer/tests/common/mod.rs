@@ -154,6 +154,7 @@ impl B {
             bytes,
             arg,
             result: 0,
+            ptr: fmt::ENV_NA64,
         }));
         c
     }

@@ -8,7 +8,7 @@
 //!
 //! | kind | a | b | corr | x[0] | x[1] | x[2] | x[3] |
 //! | --- | --- | --- | --- | --- | --- | --- | --- |
-//! | API | domain | callback id | CUPTI correlation id | bytes | arg | result | - |
+//! | API | domain | callback id | CUPTI correlation id | bytes | arg | result | pointer (0: none) |
 //! | COPY | api, copy_kind << 8 | result | host_kind, flags << 8, dst dev << 16, src dev << 24 | bytes | stream | dst | src |
 //! | CALL | call | result | - | stream | arg0 | arg1 | arg2 |
 //! | HOST_ALLOC | op | result | flags | ptr | bytes | - | - |
@@ -290,6 +290,10 @@ impl ApiNames {
             bytes: r.x[0],
             arg: r.x[1] as u32,
             result: r.x[2] as u32,
+            ptr: match r.x[3] {
+                0 => fmt::ENV_NA64,
+                p => p,
+            },
         })
     }
 }

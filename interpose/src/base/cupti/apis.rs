@@ -29,8 +29,11 @@ pub enum Args {
     Peer,
     /// (devPtr, value, count[, stream]): count at 16.
     Set,
-    /// (ptr*, size[, flags]): size at 8.
+    /// (ptr*, size[, flags]): size at 8; the pointer made is written through the
+    /// out-parameter at 0.
     Size,
+    /// (ptr): a free of the pointer at 0.
+    Ptr,
     /// A driver copy (dst, src, ByteCount, hStream): count at 16; the direction is
     /// the call's own, given as a cudaMemcpyKind (1 HtoD, 2 DtoH, 3 DtoD, 4 any).
     DrvCopy(u8),
@@ -82,9 +85,9 @@ use Class as C;
 /// Runtime API ids recorded by default.
 pub static RUNTIME: &[ApiInfo] = &[
     api(20, "cudaMalloc", C::Alloc, A::Size),
-    api(22, "cudaFree", C::Alloc, A::None),
+    api(22, "cudaFree", C::Alloc, A::Ptr),
     api(25, "cudaMallocHost", C::Alloc, A::Size),
-    api(26, "cudaFreeHost", C::Alloc, A::None),
+    api(26, "cudaFreeHost", C::Alloc, A::Ptr),
     api(27, "cudaHostAlloc", C::Alloc, A::Size),
     api(31, "cudaMemcpy", C::Memcpy, A::Copy),
     api(32, "cudaMemcpy2D", C::Memcpy, A::Copy2D),
@@ -220,7 +223,35 @@ pub unsafe fn extract(info: &ApiInfo, params: *const u8) -> (u64, u64) {
         Args::Peer => (rd(32), 0),
         Args::Set => (rd(16), 0),
         Args::Size => (rd(8), 0),
+        Args::Ptr => (0, 0),
         Args::DrvCopy(kind) => (rd(16), kind as u64),
+    }
+}
+
+/// The pointer an allocation made or a free was given, read at EXIT: what pairs a
+/// `cudaFree` with its `cudaMalloc` (memory in use without MEMORY2 records). 0 for other
+/// calls, a failed allocation (`ok` false: its out-parameter holds nothing of ours to
+/// read) and a NULL out-parameter.
+///
+/// # Safety
+/// `params` must be NULL or point to the CUPTI parameter struct of the call `info`
+/// names, at that call's EXIT: the out-parameter of a successful allocation is then the
+/// caller's pointer the call has just written through.
+pub unsafe fn pointer(info: &ApiInfo, params: *const u8, ok: bool) -> u64 {
+    if params.is_null() {
+        return 0;
+    }
+    // SAFETY: the caller guarantees the layout; the first field of both shapes is a
+    // pointer-sized value.
+    let first = unsafe { (params as *const u64).read_unaligned() };
+    match info.args {
+        Args::Size if ok && first != 0 => {
+            // SAFETY: `first` is the call's `void **` out-parameter, which a successful
+            // allocation wrote the new pointer through.
+            unsafe { (first as *const u64).read_unaligned() }
+        }
+        Args::Ptr => first,
+        _ => 0,
     }
 }
 
@@ -266,6 +297,43 @@ mod tests {
             ids.dedup();
             assert_eq!(ids.len(), t.len());
         }
+    }
+
+    #[test]
+    fn allocations_and_frees_give_their_pointers() {
+        let mut made: u64 = 0x7e00_0000_0000;
+        // cudaMalloc(void **devPtr, size_t size).
+        let malloc = [&mut made as *mut u64 as u64, 1 << 20];
+        let info = find(gputrace_format::DOMAIN_RUNTIME, 20).unwrap();
+        let p = malloc.as_ptr() as *const u8;
+        // SAFETY: `malloc` has the layout of cudaMalloc's parameter struct, its
+        // out-parameter pointing to `made`.
+        unsafe {
+            assert_eq!(extract(info, p), (1 << 20, 0));
+            assert_eq!(pointer(info, p, true), 0x7e00_0000_0000);
+            assert_eq!(pointer(info, p, false), 0, "a failed call's is not read");
+        }
+        // A NULL out-parameter is not followed.
+        let null = [0u64, 64];
+        // SAFETY: as above, with devPtr NULL.
+        let got = unsafe { pointer(info, null.as_ptr() as *const u8, true) };
+        assert_eq!(got, 0);
+        // cudaFree(void *devPtr).
+        let free = [0x7e00_0000_0000u64];
+        let info = find(gputrace_format::DOMAIN_RUNTIME, 22).unwrap();
+        // SAFETY: `free` has the layout of cudaFree's parameter struct.
+        unsafe {
+            assert_eq!(
+                pointer(info, free.as_ptr() as *const u8, true),
+                0x7e00_0000_0000
+            );
+            assert_eq!(extract(info, free.as_ptr() as *const u8), (0, 0));
+        }
+        // Other calls have none.
+        let info = find(gputrace_format::DOMAIN_RUNTIME, 211).unwrap();
+        // SAFETY: any readable struct of at least 8 bytes.
+        let got = unsafe { pointer(info, free.as_ptr() as *const u8, true) };
+        assert_eq!(got, 0);
     }
 
     #[test]

@@ -122,6 +122,16 @@ pub unsafe extern "C" fn api_callback(
             // SAFETY: at EXIT, functionReturnValue points to the call's return code.
             unsafe { *(d.functionReturnValue as *const i32) as u32 as u64 }
         };
+        // The pointer an allocation made or a free was given (pairs frees with
+        // allocations: memory in use without MEMORY2 records).
+        let ptr = match info {
+            Some(info) if info.class == apis::Class::Alloc => {
+                // SAFETY: functionParams is the parameter struct of exactly this call,
+                // at its EXIT.
+                unsafe { apis::pointer(info, d.functionParams as *const u8, result == 0) }
+            }
+            _ => 0,
+        };
         // A launch that returned: noted as outstanding until its record arrives.
         if result == 0 && info.is_some_and(|i| i.class == apis::Class::Launch) {
             // SAFETY: functionParams is the parameter struct of exactly this call.
@@ -137,7 +147,7 @@ pub unsafe extern "C" fn api_callback(
             corr: d.correlationId,
             t0: start,
             t1: end,
-            x: [bytes, arg, result, 0],
+            x: [bytes, arg, result, ptr],
         });
     })
 }
