@@ -40,13 +40,18 @@ fn convert(input: &Path, output: &Path, compress: bool) -> Result<()> {
         w = w.without_compression();
     }
     // One chunk out for each chunk in; the encoder keeps kernel shapes across chunks
-    // as the collector's does.
+    // as the collector's does. The last holds the end record (a trace read without a
+    // warning has one): written as the end, as the collector writes it.
     let mut enc = Encoder::new();
-    for c in &chunks_in {
+    for (i, c) in chunks_in.iter().enumerate() {
         for e in c {
             enc.push(e);
         }
-        w.write_events(&mut enc)?;
+        if i + 1 == chunks_in.len() {
+            w.write_end(&mut enc)?;
+        } else {
+            w.write_events(&mut enc)?;
+        }
     }
     let bytes = w.into_inner();
     let (meta2, chunks_out, stats2) = chunks(output, &bytes)?;

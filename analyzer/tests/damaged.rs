@@ -222,3 +222,69 @@ fn a_verdict_keeps_the_case_of_an_acronym() {
     assert!(v.contains(": GPU idle while"), "{v}");
     assert!(!v.contains("gPU"), "{v}");
 }
+
+/// A trace whose chunks are numbered (format 2.6) with one chunk written twice in a row
+/// (a replayed write, a copy tool's repeat): the copy is not read, so the report counts
+/// the kernels of the original, names the copy's offset and exits 3. Before numbered
+/// chunks the copy was read as data: its kernels counted twice, silently.
+#[test]
+fn a_replayed_chunk_is_named_and_its_kernels_counted_once() {
+    use gputrace_format as fmt;
+    let dir = Dir::new("replay");
+    let seed = dir.file("seed.gtrace", &example("healthy.gtrace"));
+    let t = fmt::read_all(Path::new(&seed)).unwrap();
+    // Its events written again, numbered, in chunks of 100 events, the last as the end;
+    // the kernels of each events chunk.
+    let mut w = fmt::ChunkWriter::new(Vec::new(), &t.meta).unwrap();
+    let mut enc = fmt::Encoder::new();
+    let mut kernels_in = vec![0];
+    for e in &t.events {
+        if enc.count() == 100 {
+            w.write_events(&mut enc).unwrap();
+            kernels_in.push(0);
+        }
+        enc.push(e);
+        *kernels_in.last_mut().unwrap() += matches!(e, fmt::Event::Kernel(_)) as usize;
+    }
+    w.write_end(&mut enc).unwrap();
+    let d = w.into_inner();
+    let c = chunks(&d);
+    assert!(c.len() > 3 && c.len() == kernels_in.len() + 1);
+    // The chunk with the most kernels, repeated after itself.
+    let i = (0..kernels_in.len())
+        .max_by_key(|i| kernels_in[*i])
+        .unwrap();
+    assert!(kernels_in[i] > 0);
+    let (s, e) = c[i + 1];
+    let mut twice = d[..e].to_vec();
+    twice.extend_from_slice(&d[s..]);
+    let whole = dir.file("whole.gtrace", &d);
+    let replayed = dir.file("replayed.gtrace", &twice);
+    let count = |out: &str| {
+        let j: Value = serde_json::from_str(out).unwrap();
+        j["processes"][0]["kernels"]["count"].as_u64().unwrap()
+    };
+    let (code, out, err) = gputrace(&["report", "--json", &whole]);
+    assert_eq!(code, 0, "{err}");
+    let kernels = count(&out);
+    let (code, out, err) = gputrace(&["report", "--json", &replayed]);
+    assert_eq!(code, 3, "{err}");
+    assert_eq!(count(&out), kernels);
+    // The copy starts where the original ends; the chunk is numbered i + 1 (0: metadata).
+    let line = format!("chunk at byte {e} is a copy of chunk {}", i + 1);
+    assert!(err.contains(&line), "{err}");
+    let j: Value = serde_json::from_str(&out).unwrap();
+    let dmg = &j["processes"][0]["damage"];
+    assert_eq!(dmg["damaged"], true);
+    assert_eq!(dmg["cut_short"], false);
+    assert_eq!(dmg["places"][0]["kind"], "replayed");
+    assert_eq!(dmg["places"][0]["offset"], e as u64);
+    assert!(
+        verdict(&out).contains("1 replayed chunk set aside"),
+        "{out}"
+    );
+    // The text report says it too.
+    let (code, text, _) = gputrace(&["report", &replayed]);
+    assert_eq!(code, 3);
+    assert!(text.contains("replayed chunk"), "{text}");
+}

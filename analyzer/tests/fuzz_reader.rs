@@ -26,9 +26,12 @@
 //!   checked; the minor version is not (see below).
 //! * Every chunk: its marker, a payload length within `MAX_CHUNK_PAYLOAD`, the CRC-32 of
 //!   its payload, and a chunk kind the file's version knows (metadata only first). The
-//!   flags, padding and event count bytes of a chunk header are outside the checksum and
-//!   are not used to decode (the count only sizes a loss): changing them changes no
-//!   event.
+//!   event count bytes of a chunk header are outside the checksum and are not used to
+//!   decode (the count only sizes a loss): changing them changes no event.
+//! * Chunk numbers (format 2.6; the synthetic seed has them, the bundled traces are
+//!   older): the flags and number bytes of a chunk header, with their check bits; a
+//!   chunk replayed, out of place, unnumbered or after the end record is not read, a
+//!   gap in the numbers is named. In an older file those bytes are not read.
 //! * Compressed chunks: the expanded length must be what the chunk says and zstd's own
 //!   checksum of the expansion must hold; the census of tags (sizing only) is not checked.
 //! * The file's end: a trace (or environment file) without its final `Stopped` state was
@@ -49,11 +52,12 @@
 //! * Forged mutants: a chunk whose checksum was recomputed is by construction a valid
 //!   chunk; nothing in the format can tell its events from the writer's. Only the first
 //!   properties (no panic, it ends, every entry point agrees) hold for them.
-//! * Whole chunks duplicated, dropped or reordered (the seed's header followed by whole
-//!   chunks of the seed that are not simply its first chunks): every chunk is intact
-//!   and decodes on its own, so without a sequence number in the chunk header the
-//!   reader cannot see a replayed or missing chunk. A file cut at a chunk boundary is
-//!   not excluded (its missing `Stopped` state says so).
+//! * In a seed older than format 2.6 (the bundled traces), whole chunks duplicated,
+//!   dropped or reordered (the seed's header followed by whole chunks of the seed that
+//!   are not simply its first chunks): every chunk is intact and decodes on its own, so
+//!   without a number in the chunk header the reader cannot see a replayed or missing
+//!   chunk. A file cut at a chunk boundary is not excluded (its missing `Stopped` state
+//!   says so). In the synthetic seed, whose chunks are numbered, they must be reported.
 //! * A minor version raised above this reader's, which the file header does not
 //!   protect (older readers must read newer minor versions, and skip chunk kinds they
 //!   do not know): a mutant that also changes a chunk's kind byte then loses that chunk
@@ -204,19 +208,21 @@ fn example(path: &str) -> Seed {
     seed(path, std::fs::read(&p).unwrap())
 }
 
-/// `base`'s events written again, uncompressed, in chunks of `SYNTHETIC_CHUNK` events.
+/// `base`'s events written again, uncompressed, in chunks of `SYNTHETIC_CHUNK` events,
+/// numbered, the last written as the end.
 fn synthetic(base: &Seed) -> Seed {
     let mut w = ChunkWriter::new(Vec::new(), &base.meta)
         .unwrap()
         .without_compression();
     let mut enc = Encoder::new();
     for e in &base.events {
-        enc.push(e);
+        // A full chunk is written once more events follow it: the last is the end's.
         if enc.count() == SYNTHETIC_CHUNK {
             w.write_events(&mut enc).unwrap();
         }
+        enc.push(e);
     }
-    w.write_events(&mut enc).unwrap();
+    w.write_end(&mut enc).unwrap();
     let s = seed(
         &format!("synthetic ({}, plain chunks)", base.name),
         w.into_inner(),
@@ -735,14 +741,19 @@ fn rearranged(s: &Seed, data: &[u8]) -> bool {
     let h = fmt::HEADER_LEN;
     // The version fields (bytes 8..12) may differ: a clean read accepted them, and every
     // version the reader knows reads the same.
-    if data.len() < h
+    // A seed whose chunks are numbered (format 2.6: its metadata chunk's flags and number
+    // are not the zeros of an older writer) shows any rearrangement.
+    let numbered = s.data[h + 13..h + 16] != [0, 0, 0];
+    if numbered
+        || data.len() < h
         || data[..8] != s.data[..8]
         || data[12..h] != s.data[12..h]
         || s.data.starts_with(data)
     {
         return false;
     }
-    // A chunk header's flags, padding and event count (bytes 13..20) are not read.
+    // In an older file a chunk header's flags, padding and event count (bytes 13..20)
+    // are not read.
     let same = |at: usize, c: &Chunk| {
         let (head, len) = (13, c.end - c.start);
         data.len() - at >= len

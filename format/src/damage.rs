@@ -17,6 +17,50 @@ pub enum LossKind {
     /// A chunk that passed its checksum but whose events would not expand or decode, or
     /// whose kind no reader of this file's version knows (its header was changed).
     Undecodable,
+    // The chunk numbers of format 2.6 (see `crate::seq`); never in an older file.
+    /// A copy of the chunk numbered `seq`, already read (same number, same checksum): not
+    /// read again. Nothing is missing for it.
+    Replayed { seq: u16 },
+    /// An intact chunk numbered `seq` out of place after the chunk numbered `last`:
+    /// behind it, or ahead while the chunks after it go on from `last` (a reordered chunk,
+    /// or another file's): not read.
+    OutOfOrder { seq: u16, last: u16 },
+    /// The chunks numbered `from` to `to` (`chunks` of them, modulo 2^16) are missing
+    /// where nothing lies between the chunks before and after them. Those chunks are read.
+    Missing { from: u16, to: u16 },
+    /// Intact chunks after the chunk that holds the end record: not read (nothing of this
+    /// trace is written after its end).
+    AfterEnd,
+    /// An intact chunk without a valid number in a file whose chunks are numbered (its
+    /// header was changed, or it is an older writer's chunk: another file's): not read.
+    Unnumbered,
+}
+
+impl LossKind {
+    /// Chunks that are not records of this trace: a copy of one read, or chunks after its
+    /// end. Set aside, they are not counted as lost.
+    pub fn is_extra(self) -> bool {
+        matches!(self, LossKind::Replayed { .. } | LossKind::AfterEnd)
+    }
+
+    /// Its name in machine-readable output.
+    pub fn name(self) -> &'static str {
+        match self {
+            LossKind::Damaged => "damaged",
+            LossKind::TornTail => "torn_tail",
+            LossKind::Undecodable => "undecodable",
+            LossKind::Replayed { .. } => "replayed",
+            LossKind::OutOfOrder { .. } => "out_of_order",
+            LossKind::Missing { .. } => "missing",
+            LossKind::AfterEnd => "after_end",
+            LossKind::Unnumbered => "unnumbered",
+        }
+    }
+
+    /// Damage: anything but a torn tail (a write cut off, at the end of a file).
+    fn is_damage(self) -> bool {
+        self != LossKind::TornTail
+    }
 }
 
 /// One place of a file where records were lost.
@@ -51,7 +95,8 @@ pub struct ReadStats {
     pub truncated_tail: bool,
     /// Offset of the first damaged stretch (a torn tail is not damage).
     pub corrupt_at: Option<u64>,
-    /// Bytes not read: damaged stretches and a torn tail.
+    /// Bytes not read: damaged stretches, a torn tail, and chunks set aside (out of
+    /// sequence, or after the end).
     pub bytes_lost: u64,
     /// Events skipped because their tag is newer than this reader.
     pub unknown_events: u64,
@@ -61,7 +106,7 @@ pub struct ReadStats {
     /// Version of the file, as its header says.
     pub major: u16,
     pub minor: u16,
-    /// Every place records were lost, in file order.
+    /// Every place records were lost or chunks set aside, in file order.
     pub lost: Vec<Loss>,
     /// The trace has no end record: its collector never wrote the `Stopped` state that
     /// finishes every file (killed, disk full, or still running).
@@ -89,7 +134,7 @@ impl ReadStats {
 
     /// Damage inside this trace's own bytes (not counting a second trace joined after it).
     fn damaged_inside(&self) -> bool {
-        self.lost.iter().any(|l| l.kind != LossKind::TornTail)
+        self.lost.iter().any(|l| l.kind.is_damage())
             || self.bad_events > 0
             || self.header_damage.is_some()
             || self.meta_lost
@@ -105,11 +150,25 @@ impl ReadStats {
         self.damaged() || self.cut_short()
     }
 
-    /// Chunks and events lost to damage (not to a torn tail): (bytes, chunks, events).
+    /// Chunks and events lost to damage (not to a torn tail, and not chunks set aside as
+    /// no records of this trace: see [`LossKind::is_extra`]): (bytes, chunks, events).
     pub fn damage_totals(&self) -> (u64, u64, u64) {
-        let d = self.lost.iter().filter(|l| l.kind != LossKind::TornTail);
+        let d = self
+            .lost
+            .iter()
+            .filter(|l| l.kind.is_damage() && !l.kind.is_extra());
         d.fold((0, 0, 0), |(b, c, e), l| {
             (b + l.bytes, c + l.chunks, e + l.events)
+        })
+    }
+
+    /// Chunks set aside as no records of this trace: (replayed copies, chunks after the
+    /// end).
+    fn extra_chunks(&self) -> (u64, u64) {
+        self.lost.iter().fold((0, 0), |(r, a), l| match l.kind {
+            LossKind::Replayed { .. } => (r + l.chunks, a),
+            LossKind::AfterEnd => (r, a + l.chunks),
+            _ => (r, a),
         })
     }
 
@@ -167,13 +226,26 @@ impl ReadStats {
             }
             let mut items = Vec::new();
             if !what.is_empty() {
-                let places = self.lost.iter().filter(|l| l.kind != LossKind::TornTail);
+                let places = self
+                    .lost
+                    .iter()
+                    .filter(|l| l.kind.is_damage() && !l.kind.is_extra());
                 let when = places.clone().map(|l| self.when(l)).find(|w| !w.is_empty());
                 let mut s = format!("{} lost", what.join(", "));
                 if let Some(w) = when {
                     s += &format!(" ({w}{})", more(places.count()));
                 }
                 items.push(s);
+            }
+            let (replayed, after_end) = self.extra_chunks();
+            if replayed > 0 {
+                items.push(format!("{} set aside", plural(replayed, "replayed chunk")));
+            }
+            if after_end > 0 {
+                items.push(format!(
+                    "{} after its end record set aside",
+                    plural(after_end, "chunk")
+                ));
             }
             if self.header_damage.is_some() {
                 items.push("its header damaged".into());
@@ -196,20 +268,18 @@ impl ReadStats {
     fn damage_detail(&self, max: usize) -> String {
         let mut out = Vec::new();
         let (bytes, chunks, events) = self.damage_totals();
-        if bytes > 0 || chunks > 0 {
+        if bytes > 0 {
             let mut s = format!("{} unreadable", human_bytes(bytes));
             if chunks > 0 {
                 s += &format!(" ({}, at least {events} events)", plural(chunks, "chunk"));
             }
             out.push(s);
+        } else if chunks > 0 {
+            out.push(format!("{} missing", plural(chunks, "chunk")));
         } else if events > 0 {
             out.push(format!("{events} events lost"));
         }
-        let places: Vec<&Loss> = self
-            .lost
-            .iter()
-            .filter(|l| l.kind != LossKind::TornTail)
-            .collect();
+        let places: Vec<&Loss> = self.lost.iter().filter(|l| l.kind.is_damage()).collect();
         for l in places.iter().take(max) {
             let when = self.when(l);
             let when = if when.is_empty() {
@@ -228,7 +298,39 @@ impl ReadStats {
                     l.offset,
                     plural(l.events, "event")
                 ),
-                _ => format!("{} at byte {}{when}", human_bytes(l.bytes), l.offset),
+                LossKind::Replayed { seq } => format!(
+                    "chunk at byte {} is a copy of chunk {seq}, already read: not read again",
+                    l.offset
+                ),
+                LossKind::OutOfOrder { seq, last } => format!(
+                    "chunk at byte {} is numbered {seq}, out of sequence after chunk {last} \
+                     (reordered, or another file's): not read ({} lost{when})",
+                    l.offset,
+                    plural(l.events, "event")
+                ),
+                LossKind::Missing { from, to } => format!(
+                    "{} before the chunk at byte {}{when}",
+                    if from == to {
+                        format!("chunk {from} missing")
+                    } else {
+                        format!("chunks {from} to {to} missing")
+                    },
+                    l.offset
+                ),
+                LossKind::AfterEnd => format!(
+                    "{} after the end record, from byte {}: not read",
+                    plural(l.chunks, "chunk"),
+                    l.offset
+                ),
+                LossKind::Unnumbered => format!(
+                    "chunk at byte {} has no valid sequence number (its header was changed, \
+                     or it is another file's): not read ({} lost{when})",
+                    l.offset,
+                    plural(l.events, "event")
+                ),
+                LossKind::Damaged | LossKind::TornTail => {
+                    format!("{} at byte {}{when}", human_bytes(l.bytes), l.offset)
+                }
             });
         }
         if places.len() > max {

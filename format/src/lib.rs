@@ -5,7 +5,7 @@
 //!
 //! ```text
 //! header:  b"GPUTRACE" | major u16 | minor u16 | header_len u32        (little endian)
-//! chunk:   b"GTCK" | payload_len u32 | crc32(payload) u32 | kind u8 | flags u8 | pad u16
+//! chunk:   b"GTCK" | payload_len u32 | crc32(payload) u32 | kind u8 | flags u8 | seq u16
 //!          | event_count u32 | payload
 //! ```
 //!
@@ -22,6 +22,10 @@
 //! chunk is lost with it. Compressed chunks carry zstd's own checksum of the events
 //! they expand to, a second check behind the chunk's. Every collector ends its file
 //! with a `Stopped` state: a file without one was cut short.
+//! From version 2.6 the writer numbers its chunks (`seq`, from 0, the metadata) and marks
+//! the chunk holding its end record (a `flags` bit, with check bits over both: see
+//! `seq.rs`): a reader takes no replayed copy, no chunk out of place or after the end,
+//! and names a gap in the numbers (see [`LossKind`]).
 //! Timestamps are nanoseconds in CUPTI's time base: CLOCK_REALTIME on Linux.
 //!
 //! Compatibility: tags are append-only, a new event kind gets a new tag; a reader of
@@ -34,6 +38,7 @@ mod event;
 pub mod protocol;
 mod read;
 pub mod redact;
+mod seq;
 pub mod settings;
 mod table;
 mod wire;
@@ -69,7 +74,10 @@ pub const VERSION_MAJOR: u16 = 2;
 /// state's reason names the signal that ended the process (`signal SIGTERM 15`).
 /// 2.5: an `Api` event's `ptr`: the pointer an allocation returned or a free was given
 /// (appended, left off the other calls' bodies).
-pub const VERSION_MINOR: u16 = 5;
+/// 2.6: chunks numbered and the last one marked (the chunk header's `flags` and `seq`,
+/// zeros before): readers of 2.6 set aside replayed, reordered, foreign and trailing
+/// chunks; older readers do not read those bytes.
+pub const VERSION_MINOR: u16 = 6;
 /// Size of the fixed file header.
 pub const HEADER_LEN: usize = 16;
 /// Size of a chunk header.

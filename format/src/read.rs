@@ -3,15 +3,18 @@
 //! A damaged file is read around its damage: where a chunk fails its checks, the reader
 //! looks for the next chunk marker whose header is sane and whose checksum holds, goes
 //! on from there, and records what lay between (see [`ReadStats`]). A file cut short
-//! (a torn last write, or no end record) reads up to its last whole chunk.
+//! (a torn last write, or no end record) reads up to its last whole chunk. In a file
+//! whose chunks are numbered (format 2.6), only the writer's chunks in the writer's order
+//! are read (see [`Frames::in_sequence`]).
 
 pub use crate::codec::Census;
 use crate::damage::{Loss, LossKind};
 use crate::{
-    ChunkKind, CollectorState, Decoder, Event, Kernel, Meta, ReadStats, ShapeOp, Shapes,
+    seq, ChunkKind, CollectorState, Decoder, Event, Kernel, Meta, ReadStats, ShapeOp, Shapes,
     CHUNK_HEADER_LEN, CHUNK_MAGIC, HEADER_LEN, MAGIC, MAX_CHUNK_PAYLOAD, VERSION_MAJOR,
     VERSION_MINOR,
 };
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 /// Why a trace cannot be read at all.
@@ -85,7 +88,33 @@ struct Frames<'a> {
     /// No writer of this file's version writes chunk kinds this reader does not know,
     /// so one is damage (a changed kind byte) rather than a newer addition.
     strict_kinds: bool,
+    /// What the chunk numbers said so far.
+    seq: Sequence,
 }
+
+/// What the chunk numbers (format 2.6, see `crate::seq`) say of the chunks taken so far.
+#[derive(Clone, Default)]
+struct Sequence {
+    /// Whether this file's chunks are numbered: `None` until its first intact chunk
+    /// says (a file of an older version is never read as numbered).
+    on: Option<bool>,
+    /// The file header says the chunks are numbered (version 2.6 or later).
+    claimed: bool,
+    /// The number of the last chunk taken (`u16::MAX` before the first: the metadata's
+    /// is 0).
+    last: u16,
+    /// Every number taken, with its chunk's checksum: a chunk repeating both is a copy.
+    taken: HashMap<u16, u32>,
+    /// Bytes stepped over as damage, or a chunk without a valid number, since the last
+    /// chunk taken: a skip in the numbers is that loss, already recorded.
+    after_loss: bool,
+    /// The chunk holding the end record was taken: nothing after it is read.
+    ended: bool,
+}
+
+/// Chunk headers read ahead of a chunk numbered past the next number, to see whether the
+/// file goes on behind it (then it is the one out of place).
+const LOOKAHEAD: usize = 8;
 
 const META: u8 = ChunkKind::Meta as u8;
 const EVENTS: u8 = ChunkKind::Events as u8;
@@ -103,6 +132,9 @@ struct Head {
     len: usize,
     crc: u32,
     kind: u8,
+    /// The end mark and the check of `seq` (see `crate::seq`; 0 before 2.6).
+    flags: u8,
+    seq: u16,
     count: u32,
 }
 
@@ -118,6 +150,8 @@ impl Head {
             len,
             crc: word(8),
             kind: h[12],
+            flags: h[13],
+            seq: u16::from_le_bytes([h[14], h[15]]),
             count: word(16),
         })
     }
@@ -171,10 +205,24 @@ impl<'a> Frames<'a> {
         stored(&self.src, &self.buf, at)
     }
 
-    /// The chunk header at `pos`, if one could be there.
+    /// The chunk header at `pos`, if one could be there (a payload read before stays
+    /// where it was).
     fn head(&mut self, pos: u64) -> Option<Head> {
-        let at = self.read(pos, CHUNK_HEADER_LEN)?;
-        Head::parse(self.bytes(&at))
+        if pos.checked_add(CHUNK_HEADER_LEN as u64)? > self.len {
+            return None;
+        }
+        let mut h = [0u8; CHUNK_HEADER_LEN];
+        match &self.src {
+            Source::Mem(d) => {
+                let a = usize::try_from(pos).ok()?;
+                h.copy_from_slice(d.get(a..a + CHUNK_HEADER_LEN)?);
+            }
+            Source::File(f) => {
+                use std::os::unix::fs::FileExt;
+                f.read_exact_at(&mut h, pos).ok()?;
+            }
+        }
+        Head::parse(&h)
     }
 
     /// Up to `n` bytes at `pos`, copied.
@@ -208,6 +256,9 @@ impl<'a> Frames<'a> {
             };
             let whole = (CHUNK_HEADER_LEN + h.len) as u64;
             self.pos += whole;
+            if !self.in_sequence(offset, &h, stats) {
+                continue;
+            }
             // Only a file's first chunk is metadata: a later one is an events chunk whose
             // kind byte (outside the checksum) was changed.
             let stray_meta = h.kind == META && self.good > 0;
@@ -259,6 +310,7 @@ impl<'a> Frames<'a> {
     /// what lay between, as damage or, where the file ends inside a chunk, a torn tail.
     fn skip_damage(&mut self, stats: &mut ReadStats) {
         let start = self.pos;
+        self.seq.after_loss = true;
         if self.second_header_at(start) {
             // Another trace's events would be read as this one's (its clocks, strings
             // and shapes mixed with ours): stop at its header.
@@ -288,8 +340,8 @@ impl<'a> Frames<'a> {
         };
         let end = next.unwrap_or(self.len);
         // Reaching the end: a last chunk longer than what is left of the file is a write
-        // cut off (the file is whole up to it).
-        let torn = next.is_none() && self.torn_at(last);
+        // cut off (the file is whole up to it), unless the writer had ended it.
+        let torn = next.is_none() && !self.seq.ended && self.torn_at(last);
         let damaged_end = if torn { last } else { end };
         if damaged_end > start {
             let (c, e) = if torn { before_last } else { (chunks, events) };
@@ -327,6 +379,134 @@ impl<'a> Frames<'a> {
             );
         }
         self.pos = end;
+    }
+
+    /// Whether the intact chunk at `offset` (header `h`) is taken as the file's next
+    /// chunk, by its number (files of 2.6 on; every chunk of an older file is). If not,
+    /// records why, its events not read:
+    /// * after the chunk holding the end record: [`LossKind::AfterEnd`] (consecutive
+    ///   such chunks are one place);
+    /// * without a valid number: [`LossKind::Unnumbered`];
+    /// * numbered as the last chunk taken, or behind it: a copy of a chunk taken
+    ///   ([`LossKind::Replayed`]: same number and checksum), or else
+    ///   [`LossKind::OutOfOrder`];
+    /// * numbered past the next number while a chunk header among the next few goes on
+    ///   behind it (a chunk of another file, or moved ahead): [`LossKind::OutOfOrder`].
+    ///   Otherwise the chunk is taken, and the numbers it skips are
+    ///   [`LossKind::Missing`], unless damage stepped over since the last chunk taken
+    ///   already accounts for them.
+    ///
+    /// So a chunk is never read twice, chunks are read in the order written, and one
+    /// stray chunk, whatever its number, costs only itself. Whether the file's chunks are
+    /// numbered is settled by the file header (older versions: not) and its first intact
+    /// chunk: a file claiming 2.6 whose first chunk carries no valid number is read
+    /// without numbers, its header noted as damaged.
+    fn in_sequence(&mut self, offset: u64, h: &Head, stats: &mut ReadStats) -> bool {
+        let number = seq::read(h.flags, h.seq);
+        let on = *self.seq.on.get_or_insert(number.is_some());
+        if !on {
+            if self.seq.claimed {
+                self.seq.claimed = false;
+                let note = format!(
+                    "its version field reads {}.{}, but its first chunk carries no valid \
+                     sequence number (read without sequence checks)",
+                    stats.major, stats.minor
+                );
+                stats.header_damage = Some(match stats.header_damage.take() {
+                    Some(d) => format!("{d}, {note}"),
+                    None => note,
+                });
+            }
+            return true;
+        }
+        let (whole, frame) = ((CHUNK_HEADER_LEN + h.len) as u64, self.good);
+        let aside = |kind| Loss {
+            kind,
+            offset,
+            bytes: whole,
+            chunks: 1,
+            events: h.events(),
+            after_ns: None,
+            before_ns: None,
+            frame,
+        };
+        if self.seq.ended {
+            match stats.lost.last_mut() {
+                Some(l) if l.kind == LossKind::AfterEnd && l.offset + l.bytes == offset => {
+                    l.bytes += whole;
+                    l.chunks += 1;
+                    l.events += h.events();
+                    stats.bytes_lost += whole;
+                }
+                _ => record(stats, aside(LossKind::AfterEnd)),
+            }
+            return false;
+        }
+        let Some(end) = number else {
+            self.seq.after_loss = true;
+            record(stats, aside(LossKind::Unnumbered));
+            return false;
+        };
+        let last = self.seq.last;
+        let step = h.seq.wrapping_sub(last);
+        if step == 0 || step >= 0x8000 {
+            let kind = if self.seq.taken.get(&h.seq) == Some(&h.crc) {
+                LossKind::Replayed { seq: h.seq }
+            } else {
+                LossKind::OutOfOrder { seq: h.seq, last }
+            };
+            record(stats, aside(kind));
+            return false;
+        }
+        if step > 1 {
+            if self.goes_on_behind(offset + whole, last, step) {
+                record(stats, aside(LossKind::OutOfOrder { seq: h.seq, last }));
+                return false;
+            }
+            if !self.seq.after_loss {
+                record(
+                    stats,
+                    Loss {
+                        kind: LossKind::Missing {
+                            from: last.wrapping_add(1),
+                            to: h.seq.wrapping_sub(1),
+                        },
+                        offset,
+                        bytes: 0,
+                        chunks: step as u64 - 1,
+                        events: 0,
+                        after_ns: None,
+                        before_ns: None,
+                        frame: self.good,
+                    },
+                );
+            }
+        }
+        let s = &mut self.seq;
+        s.last = h.seq;
+        s.taken.insert(h.seq, h.crc);
+        s.after_loss = false;
+        s.ended = end;
+        true
+    }
+
+    /// Whether one of the next few chunk headers from `pos` (sane, validly numbered; their
+    /// payloads unchecked) is numbered between `last` and `last + step`: the file goes on
+    /// behind a chunk numbered `last + step`.
+    fn goes_on_behind(&mut self, mut pos: u64, last: u16, step: u16) -> bool {
+        for _ in 0..LOOKAHEAD {
+            let Some(h) = self.head(pos) else {
+                return false;
+            };
+            if seq::read(h.flags, h.seq).is_none() {
+                return false;
+            }
+            if (1..step).contains(&h.seq.wrapping_sub(last)) {
+                return true;
+            }
+            pos += (CHUNK_HEADER_LEN + h.len) as u64;
+        }
+        false
     }
 
     /// Whether a whole trace file's header starts at `pos`, with a chunk after it: a
@@ -544,6 +724,10 @@ impl<'a> ChunkReader<'a> {
             unzip: None,
             good: 0,
             strict_kinds: true,
+            seq: Sequence {
+                last: u16::MAX,
+                ..Default::default()
+            },
         };
         if len == 0 {
             return Err(NotATrace::error(p(), true));
@@ -607,6 +791,13 @@ impl<'a> ChunkReader<'a> {
         // version whatever the damaged fields said.
         frames.pos = HEADER_LEN as u64;
         frames.strict_kinds = !known || (major, minor) <= (VERSION_MAJOR, VERSION_MINOR);
+        // A file of an older version is read as before; one of 2.6 on (or whose version
+        // field is damaged) is numbered if its first intact chunk is.
+        let numbered = (major, minor) >= (2, seq::SINCE_MINOR);
+        if known && !numbered {
+            frames.seq.on = Some(false);
+        }
+        frames.seq.claimed = known && numbered;
         let mut r = ChunkReader {
             frames,
             path: p(),
@@ -622,6 +813,7 @@ impl<'a> ChunkReader<'a> {
             last_state: None,
             decoded: 0,
         };
+        let unread = r.frames.seq.clone();
         match r.frames.next_frame(&mut r.stats) {
             Some(f) if f.kind == META => {
                 match serde_json::from_slice(r.frames.bytes(&f.at)) {
@@ -637,6 +829,14 @@ impl<'a> ChunkReader<'a> {
                 r.frames.pos = f.offset;
                 r.frames.good -= 1;
                 r.stats.chunks -= 1;
+                // It is judged again by its number: as it was (a skip before it is
+                // recorded already).
+                r.frames.seq = Sequence {
+                    on: r.frames.seq.on,
+                    claimed: r.frames.seq.claimed,
+                    after_loss: true,
+                    ..unread
+                };
             }
             None => {
                 let s = &r.stats;
@@ -670,6 +870,7 @@ impl<'a> ChunkReader<'a> {
     pub fn census(&mut self) -> Census {
         let mut out = Census::default();
         let (pos, good, stats) = (self.frames.pos, self.frames.good, self.stats.clone());
+        let seq = self.frames.seq.clone();
         while let Some(f) = self.frames.next_frame(&mut self.stats) {
             let stored = self.frames.bytes(&f.at);
             match f.kind {
@@ -685,6 +886,7 @@ impl<'a> ChunkReader<'a> {
         self.frames.pos = pos;
         self.frames.good = good;
         self.stats = stats;
+        self.frames.seq = seq;
         let most = self.frames.len;
         out.0.iter_mut().for_each(|n| *n = (*n).min(most));
         out
@@ -762,6 +964,8 @@ impl<'a> ChunkReader<'a> {
             len: f.len,
             crc: 0,
             kind: f.kind,
+            flags: 0,
+            seq: 0,
             count: f.count,
         };
         self.stats.bad_events += h.events();
@@ -1228,29 +1432,32 @@ mod tests {
                 vec![state(T + i, s)]
             })
             .collect();
-        let (data, at) = file(&Meta::default(), &chunks);
-        // Before chunk 1: a chunk holding a kernel of a shape never defined, checksum
-        // intact. Chunk 2: its checksum broken (met by the framing while the first
-        // chunks are still being decoded).
-        let mut out = data[..at[1].0].to_vec();
+        // Before the events chunks: a chunk holding a kernel of a shape never defined,
+        // checksum intact. The second events chunk: its checksum broken (met by the
+        // framing while the first chunks are still being decoded).
         let mut w = ChunkWriter::new(Vec::new(), &Meta::default())
             .unwrap()
             .without_compression();
+        let bad = w.get_ref().len();
         let body = [TAG_KERNEL_COMPACT, 6, 0, 0, 0, 0, 0, 5];
         w.write_chunk(ChunkKind::Events, &body, 1).unwrap();
-        let head = HEADER_LEN + (at[0].1 - at[0].0);
-        out.extend_from_slice(&w.get_ref()[head..]);
-        out.extend_from_slice(&data[at[1].0..]);
-        let shift = out.len() - data.len();
-        out[at[2].0 + shift + 8] ^= 0xff;
+        let mut at = Vec::new();
+        let mut enc = Encoder::new();
+        for c in &chunks {
+            at.push(w.get_ref().len());
+            c.iter().for_each(|e| enc.push(e));
+            w.write_events(&mut enc).unwrap();
+        }
+        let mut out = w.into_inner();
+        let broken = at[1];
+        out[broken + 8] ^= 0xff;
         let (_, seq) = read(&out, 1);
         let kinds: Vec<(LossKind, u64)> = seq.lost.iter().map(|l| (l.kind, l.offset)).collect();
-        let broken = (at[2].0 + shift) as u64;
         assert_eq!(
             kinds,
             [
-                (LossKind::Undecodable, at[1].0 as u64),
-                (LossKind::Damaged, broken)
+                (LossKind::Undecodable, bad as u64),
+                (LossKind::Damaged, broken as u64)
             ],
             "{seq:?}"
         );
@@ -1264,7 +1471,7 @@ mod tests {
     #[test]
     fn a_forged_census_is_bounded_by_the_file() {
         let (mut data, _) = file(&Meta::default(), &[vec![state(T, CollectorState::Stopped)]]);
-        for _ in 0..100 {
+        for i in 0..100u16 {
             let mut p = (MAX_CHUNK_PAYLOAD as u32 - 1).to_le_bytes().to_vec();
             p.extend_from_slice(&[1, TAG_KERNEL_COMPACT]);
             p.extend_from_slice(&u32::MAX.to_le_bytes());
@@ -1272,7 +1479,11 @@ mod tests {
             data.extend_from_slice(CHUNK_MAGIC);
             data.extend_from_slice(&(p.len() as u32).to_le_bytes());
             data.extend_from_slice(&crc32fast::hash(&p).to_le_bytes());
-            data.extend_from_slice(&[ChunkKind::EventsZstd as u8, 0, 0, 0, 0, 0, 0, 0]);
+            // Numbered after the metadata and the one events chunk.
+            let n = i + 2;
+            data.extend_from_slice(&[ChunkKind::EventsZstd as u8, seq::flags(n, false)]);
+            data.extend_from_slice(&n.to_le_bytes());
+            data.extend_from_slice(&[0; 4]);
             data.extend_from_slice(&p);
         }
         let mut r = open(Path::new("t.gtrace"), &data).unwrap();
@@ -1282,6 +1493,324 @@ mod tests {
         let (events, stats) = read(&data, 1);
         assert_eq!(events.len(), 1);
         assert_eq!(stats.lost.len(), 100);
+    }
+
+    /// A finished file of `n` events chunks (numbered 1..=n, the metadata 0), each one
+    /// state at `T + i` (the last the `Stopped` end record, in a chunk written as the
+    /// end), and each chunk's (start, end), the metadata first.
+    fn ended(n: u64) -> (Vec<u8>, Vec<(usize, usize)>) {
+        let mut w = ChunkWriter::new(Vec::new(), &Meta::default())
+            .unwrap()
+            .without_compression();
+        let mut at = vec![(HEADER_LEN, w.get_ref().len())];
+        let mut enc = Encoder::new();
+        for i in 0..n {
+            let last = i + 1 == n;
+            let s = if last {
+                CollectorState::Stopped
+            } else {
+                CollectorState::Tracing
+            };
+            enc.push(&state(T + i, s));
+            let start = w.get_ref().len();
+            if last {
+                w.write_end(&mut enc).unwrap();
+            } else {
+                w.write_events(&mut enc).unwrap();
+            }
+            at.push((start, w.get_ref().len()));
+        }
+        (w.into_inner(), at)
+    }
+
+    /// The file header of `data`, then the byte ranges `parts` in order; and where each
+    /// part starts in the result.
+    fn parts(data: &[u8], parts: &[(usize, usize)]) -> (Vec<u8>, Vec<usize>) {
+        let mut out = data[..HEADER_LEN].to_vec();
+        let mut starts = Vec::new();
+        for (a, b) in parts {
+            starts.push(out.len());
+            out.extend_from_slice(&data[*a..*b]);
+        }
+        (out, starts)
+    }
+
+    /// The chunks of an [`ended`] file read, by the index of their state (`ts - T`), in
+    /// the order read; decoding on threads reads the same.
+    fn chunks_read(data: &[u8]) -> (Vec<u64>, ReadStats) {
+        let (events, stats) = read(data, 1);
+        for workers in [2, 3] {
+            let (e, s) = read(data, workers);
+            assert!(e == events && s == stats, "{workers} workers: {s:?}");
+        }
+        let ids = events
+            .iter()
+            .filter_map(|e| e.ts())
+            .map(|t| t - T)
+            .collect();
+        (ids, stats)
+    }
+
+    fn losses(st: &ReadStats) -> Vec<(LossKind, u64)> {
+        st.lost.iter().map(|l| (l.kind, l.offset)).collect()
+    }
+
+    /// A chunk written twice in a row is read once, and said to be a copy: nothing is
+    /// lost, so nothing is counted lost. So is one replayed further on.
+    #[test]
+    fn a_replayed_chunk_is_read_once() {
+        let (data, at) = ended(4);
+        let (whole, _) = chunks_read(&data);
+        assert_eq!(whole, [0, 1, 2, 3]);
+        // The chunk numbered 2 twice; the one numbered 1 again after 3.
+        let (twice, p) = parts(&data, &[at[0], at[1], at[2], at[2], at[3], at[4]]);
+        let (later, q) = parts(&data, &[at[0], at[1], at[2], at[3], at[1], at[4]]);
+        for (out, copy, n) in [(twice, p[3], 2), (later, q[4], 1)] {
+            let (ids, st) = chunks_read(&out);
+            assert_eq!(ids, whole);
+            assert!(st.damaged() && !st.cut_short(), "{st:?}");
+            assert_eq!(losses(&st), [(LossKind::Replayed { seq: n }, copy as u64)]);
+            let l = &st.lost[0];
+            let len = at[n as usize].1 - at[n as usize].0;
+            assert_eq!((l.bytes, l.chunks, l.events), (len as u64, 1, 1));
+            assert_eq!(st.damage_totals(), (0, 0, 0));
+            let w = st.warning().unwrap();
+            assert!(
+                w.contains(&format!("chunk at byte {copy} is a copy of chunk {n}")),
+                "{w}"
+            );
+            let b = st.brief().unwrap();
+            assert_eq!(b, "trace damaged: 1 replayed chunk set aside");
+        }
+    }
+
+    /// Two chunks swapped: the one ahead of its place is not read (its followers go on
+    /// behind it), the other is, and the first's absence from the sequence is named.
+    #[test]
+    fn a_reordered_chunk_is_not_read_out_of_place() {
+        let (data, at) = ended(5);
+        let (out, p) = parts(&data, &[at[0], at[1], at[3], at[2], at[4], at[5]]);
+        let (ids, st) = chunks_read(&out);
+        assert_eq!(ids, [0, 1, 3, 4]);
+        assert_eq!(
+            losses(&st),
+            [
+                (LossKind::OutOfOrder { seq: 3, last: 1 }, p[2] as u64),
+                (LossKind::Missing { from: 3, to: 3 }, p[4] as u64),
+            ]
+        );
+        assert!(st.damaged() && !st.cut_short(), "{st:?}");
+        let w = st.warning().unwrap();
+        assert!(
+            w.contains(&format!(
+                "chunk at byte {} is numbered 3, out of sequence after chunk 1",
+                p[2]
+            )),
+            "{w}"
+        );
+        assert!(w.contains(&format!(
+            "chunk 3 missing before the chunk at byte {}",
+            p[4]
+        )));
+    }
+
+    /// Another file's chunk, numbered far ahead, between two of this file's: it alone is
+    /// set aside, whatever its number, and the file reads on.
+    #[test]
+    fn a_foreign_chunk_costs_only_itself() {
+        let (data, at) = ended(5);
+        let (other, oat) = ended(40);
+        let mut out = data[..at[3].0].to_vec();
+        let at_foreign = out.len();
+        out.extend_from_slice(&other[oat[30].0..oat[30].1]);
+        out.extend_from_slice(&data[at[3].0..]);
+        let (ids, st) = chunks_read(&out);
+        assert_eq!(ids, [0, 1, 2, 3, 4]);
+        assert_eq!(
+            losses(&st),
+            [(LossKind::OutOfOrder { seq: 30, last: 2 }, at_foreign as u64)]
+        );
+        // Numbered behind (and unlike this file's chunk of that number): the same.
+        let mut w = ChunkWriter::new(Vec::new(), &Meta::default()).unwrap();
+        let mut enc = Encoder::new();
+        enc.push(&state(T + 100, CollectorState::Tracing));
+        let from = w.get_ref().len();
+        w.write_events(&mut enc).unwrap();
+        let mut out = data[..at[3].0].to_vec();
+        out.extend_from_slice(&w.get_ref()[from..]);
+        out.extend_from_slice(&data[at[3].0..]);
+        let (ids, st) = chunks_read(&out);
+        assert_eq!(ids, [0, 1, 2, 3, 4]);
+        assert_eq!(
+            losses(&st),
+            [(LossKind::OutOfOrder { seq: 1, last: 2 }, at_foreign as u64)]
+        );
+    }
+
+    /// Chunks after the end record are not read (one place, however many), and a chunk
+    /// cut short there is damage, not a trace cut short.
+    #[test]
+    fn nothing_after_the_end_record_is_read() {
+        let (data, at) = ended(3);
+        let (other, oat) = ended(3);
+        let mut out = data.clone();
+        out.extend_from_slice(&data[at[1].0..at[1].1]);
+        out.extend_from_slice(&other[oat[3].0..oat[3].1]);
+        let (ids, st) = chunks_read(&out);
+        assert_eq!(ids, [0, 1, 2]);
+        assert!(st.damaged() && !st.cut_short(), "{st:?}");
+        assert_eq!(losses(&st), [(LossKind::AfterEnd, data.len() as u64)]);
+        let l = &st.lost[0];
+        assert_eq!((l.bytes, l.chunks), ((out.len() - data.len()) as u64, 2));
+        assert_eq!(st.damage_totals(), (0, 0, 0));
+        let w = st.warning().unwrap();
+        assert!(
+            w.contains(&format!(
+                "2 chunks after the end record, from byte {}: not read",
+                data.len()
+            )),
+            "{w}"
+        );
+        assert!(st
+            .brief()
+            .unwrap()
+            .contains("2 chunks after its end record set aside"));
+        // Part of a chunk after the end.
+        let mut torn = data.clone();
+        torn.extend_from_slice(&data[at[1].0..at[1].1 - 1]);
+        let (ids, st) = chunks_read(&torn);
+        assert_eq!(ids, [0, 1, 2]);
+        assert!(st.damaged() && !st.cut_short(), "{st:?}");
+        assert_eq!(losses(&st), [(LossKind::Damaged, data.len() as u64)]);
+        // The writer writes nothing after the end.
+        let mut w = ChunkWriter::new(Vec::new(), &Meta::default()).unwrap();
+        let mut enc = Encoder::new();
+        enc.push(&state(T, CollectorState::Stopped));
+        w.write_end(&mut enc).unwrap();
+        assert!(w.write_chunk(ChunkKind::Events, &[], 0).is_err());
+    }
+
+    /// A chunk gone (nothing in its place): named, and the chunks after it read.
+    #[test]
+    fn a_missing_chunk_is_named_and_the_next_read() {
+        let (data, at) = ended(5);
+        let (out, p) = parts(&data, &[at[0], at[1], at[4], at[5]]);
+        let (ids, st) = chunks_read(&out);
+        assert_eq!(ids, [0, 3, 4]);
+        assert!(st.damaged() && !st.cut_short(), "{st:?}");
+        assert_eq!(
+            losses(&st),
+            [(LossKind::Missing { from: 2, to: 3 }, p[2] as u64)]
+        );
+        assert_eq!(st.damage_totals(), (0, 2, 0));
+        let w = st.warning().unwrap();
+        assert!(
+            w.contains(&format!(
+                "2 chunks missing; chunks 2 to 3 missing before the chunk at byte {}, \
+                 written between 0.000 s and 0.000 s",
+                p[2]
+            )),
+            "{w}"
+        );
+        assert_eq!(
+            st.brief().unwrap(),
+            "trace damaged: 2 chunks lost (written between 0.000 s and 0.000 s)"
+        );
+        // Damage where the chunk was: that damage is the loss, no gap besides.
+        let mut broken = data.clone();
+        broken[at[2].1 - 1] ^= 1;
+        let (ids, st) = chunks_read(&broken);
+        assert_eq!(ids, [0, 2, 3, 4]);
+        assert_eq!(losses(&st), [(LossKind::Damaged, at[2].0 as u64)]);
+        // The metadata chunk gone.
+        let (out, _) = parts(&data, &at[1..]);
+        let (ids, st) = chunks_read(&out);
+        assert_eq!(ids, [0, 1, 2, 3, 4]);
+        assert!(st.meta_lost);
+        let first = HEADER_LEN as u64;
+        assert_eq!(losses(&st), [(LossKind::Missing { from: 0, to: 0 }, first)]);
+    }
+
+    /// A chunk whose number or end mark was changed (any one bit) is set aside alone: it
+    /// cannot be told from another file's; no gap is named for it.
+    #[test]
+    fn a_changed_number_costs_its_chunk_only() {
+        let (data, at) = ended(4);
+        for (byte, bit) in [(13, 0), (13, 7), (14, 0), (15, 7)] {
+            let mut m = data.clone();
+            m[at[2].0 + byte] ^= 1 << bit;
+            let (ids, st) = chunks_read(&m);
+            assert_eq!(ids, [0, 2, 3], "byte {byte} bit {bit}");
+            assert_eq!(losses(&st), [(LossKind::Unnumbered, at[2].0 as u64)]);
+            assert_eq!(st.damage_totals().1, 1);
+        }
+    }
+
+    /// Numbers go on from 65535 to 0; a copy and a gap across the wrap are still seen.
+    #[test]
+    fn numbers_wrap_after_65535() {
+        let n = 65_537u64;
+        let (data, at) = ended(n);
+        let (events, st) = read(&data, 1);
+        assert_eq!(events.len() as u64, n);
+        assert!(!st.lost_records(), "{:?}", &st.lost[..st.lost.len().min(3)]);
+        // at[65535] is numbered 65535, at[65536] 0 (the second time).
+        let (a, b, c) = (at[65535], at[65536], at[65537]);
+        let mut out = data[..b.1].to_vec();
+        let copy = out.len();
+        out.extend_from_slice(&data[b.0..b.1]);
+        out.extend_from_slice(&data[c.0..]);
+        let (events, st) = read(&out, 2);
+        assert_eq!(events.len() as u64, n);
+        assert_eq!(losses(&st), [(LossKind::Replayed { seq: 0 }, copy as u64)]);
+        let mut out = data[..a.1].to_vec();
+        out.extend_from_slice(&data[c.0..]);
+        let (events, st) = read(&out, 1);
+        assert_eq!(events.len() as u64, n - 1);
+        assert_eq!(
+            losses(&st),
+            [(LossKind::Missing { from: 0, to: 0 }, a.1 as u64)]
+        );
+    }
+
+    /// `data` as a writer of version 2.`minor` without numbers wrote it: the header says
+    /// so, and every chunk's flags and number are zeros.
+    fn unnumbered(data: &[u8], at: &[(usize, usize)], minor: u16) -> Vec<u8> {
+        let mut d = data.to_vec();
+        d[10..12].copy_from_slice(&minor.to_le_bytes());
+        for (a, _) in at {
+            d[a + 13..a + 16].fill(0);
+        }
+        d
+    }
+
+    /// A file of a version before numbers reads as before: no check, so a copy reads
+    /// twice, as it always did. One claiming numbers without them is read whole, its
+    /// header said to be damaged.
+    #[test]
+    fn an_older_file_is_read_without_numbers() {
+        let (data, at) = ended(3);
+        let old = unnumbered(&data, &at, seq::SINCE_MINOR - 1);
+        let (ids, st) = chunks_read(&old);
+        assert_eq!(ids, [0, 1, 2]);
+        assert!(!st.lost_records(), "{st:?}");
+        let (twice, _) = parts(&old, &[at[0], at[1], at[2], at[2], at[3]]);
+        let (ids, st) = chunks_read(&twice);
+        assert_eq!(ids, [0, 1, 1, 2]);
+        assert!(!st.lost_records(), "{st:?}");
+        let claimed = unnumbered(&data, &at, seq::SINCE_MINOR);
+        let (ids, st) = chunks_read(&claimed);
+        assert_eq!(ids, [0, 1, 2]);
+        assert!(st.damaged() && st.lost.is_empty(), "{st:?}");
+        let h = st.header_damage.unwrap();
+        assert!(h.contains("carries no valid sequence number"), "{h}");
+        // An older writer's chunk in a numbered file: another file's.
+        let mut out = data[..at[2].0].to_vec();
+        out.extend_from_slice(&old[at[2].0..at[2].1]);
+        out.extend_from_slice(&data[at[3].0..]);
+        let (ids, st) = chunks_read(&out);
+        assert_eq!(ids, [0, 2]);
+        assert_eq!(losses(&st), [(LossKind::Unnumbered, at[2].0 as u64)]);
     }
 
     /// An environment file records no state but the Stopped that ends it: one cut at

@@ -1,12 +1,13 @@
 //! Writing chunks to a trace file.
 
-use crate::{file_header, ChunkKind, Encoder, Meta, CHUNK_MAGIC};
+use crate::{file_header, seq, ChunkKind, Encoder, Meta, CHUNK_MAGIC};
 use std::io::{self, Write};
 
 /// zstd level for events chunks: the fastest; higher levels gained under 2% on traces.
 const ZSTD_LEVEL: i32 = 1;
 
-/// Frames payloads as chunks and writes them, whole, to `W`.
+/// Frames payloads as chunks and writes them, whole, to `W`, numbered in the order
+/// written (see `crate::seq`); [`ChunkWriter::write_end`] writes the last.
 ///
 /// Each chunk goes out in a single `write_all` of a buffer built in memory, so a process
 /// killed between two chunks leaves only whole chunks behind (a kill in the middle of
@@ -19,6 +20,10 @@ pub struct ChunkWriter<W: Write> {
     stored: Vec<u8>,
     /// Bytes written so far, headers included.
     pub bytes_written: u64,
+    /// The next chunk's number (the metadata's is 0; see `crate::seq`).
+    seq: u16,
+    /// The chunk holding the end record is written: nothing may follow it.
+    ended: bool,
 }
 
 impl<W: Write> ChunkWriter<W> {
@@ -37,6 +42,8 @@ impl<W: Write> ChunkWriter<W> {
             }),
             stored: Vec::new(),
             bytes_written: crate::HEADER_LEN as u64,
+            seq: 0,
+            ended: false,
         };
         let json = serde_json::to_vec(meta).map_err(io::Error::other)?;
         w.write_chunk(ChunkKind::Meta, &json, 0)?;
@@ -52,13 +59,24 @@ impl<W: Write> ChunkWriter<W> {
     /// Writes the events `enc` holds as one chunk (compressed unless switched off) and
     /// resets it for the next chunk. Nothing is written for an empty encoder.
     pub fn write_events(&mut self, enc: &mut Encoder) -> io::Result<()> {
+        self.events(enc, false)
+    }
+
+    /// [`ChunkWriter::write_events`] for the file's last chunk, the one holding its end
+    /// record (the collector's last `Stopped` state): marked so in its header, a reader
+    /// takes no chunk after it. Any write after it fails.
+    pub fn write_end(&mut self, enc: &mut Encoder) -> io::Result<()> {
+        self.events(enc, true)
+    }
+
+    fn events(&mut self, enc: &mut Encoder, end: bool) -> io::Result<()> {
         if enc.is_empty() {
             return Ok(());
         }
         let census = enc.census();
         let (raw, n) = enc.take();
         let Some(zip) = &mut self.zip else {
-            return self.write_chunk(ChunkKind::Events, &raw, n);
+            return self.chunk(ChunkKind::Events, &raw, n, end);
         };
         let mut stored = std::mem::take(&mut self.stored);
         stored.clear();
@@ -73,10 +91,10 @@ impl<W: Write> ChunkWriter<W> {
         let r = match zip.compress_to_buffer(&raw, &mut stored[head..]) {
             Ok(z) => {
                 stored.truncate(head + z);
-                self.write_chunk(ChunkKind::EventsZstd, &stored, n)
+                self.chunk(ChunkKind::EventsZstd, &stored, n, end)
             }
             // Not expected (the buffer is large enough); the events still go out.
-            Err(_) => self.write_chunk(ChunkKind::Events, &raw, n),
+            Err(_) => self.chunk(ChunkKind::Events, &raw, n, end),
         };
         self.stored = stored;
         r
@@ -84,16 +102,32 @@ impl<W: Write> ChunkWriter<W> {
 
     /// Writes one chunk holding `count` events (0 for metadata) as `payload` is.
     pub fn write_chunk(&mut self, kind: ChunkKind, payload: &[u8], count: u32) -> io::Result<()> {
+        self.chunk(kind, payload, count, false)
+    }
+
+    /// Every chunk goes out here, numbered: the one place the chunks are counted.
+    fn chunk(&mut self, kind: ChunkKind, payload: &[u8], count: u32, end: bool) -> io::Result<()> {
+        if self.ended {
+            return Err(io::Error::other(
+                "the trace's end record is written: a chunk after it would be read as damage",
+            ));
+        }
         self.frame.clear();
         self.frame.extend_from_slice(CHUNK_MAGIC);
         self.frame
             .extend_from_slice(&(payload.len() as u32).to_le_bytes());
         self.frame
             .extend_from_slice(&crc32fast::hash(payload).to_le_bytes());
-        self.frame.extend_from_slice(&[kind as u8, 0, 0, 0]);
+        self.frame
+            .extend_from_slice(&[kind as u8, seq::flags(self.seq, end)]);
+        self.frame.extend_from_slice(&self.seq.to_le_bytes());
         self.frame.extend_from_slice(&count.to_le_bytes());
         self.frame.extend_from_slice(payload);
         self.out.write_all(&self.frame)?;
+        // A chunk that was not written takes no number (a failed write leaves at most a
+        // torn chunk, which readers step over).
+        self.seq = self.seq.wrapping_add(1);
+        self.ended = end;
         self.bytes_written += self.frame.len() as u64;
         Ok(())
     }

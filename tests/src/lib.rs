@@ -871,6 +871,8 @@ impl Trace {
         let s = &self.data.stats;
         assert!(!s.truncated_tail, "trace is truncated: {s:?}");
         assert_eq!(s.corrupt_at, None, "trace is corrupt: {s:?}");
+        // Chunks numbered in order, nothing after the end (format 2.6).
+        assert!(!s.damaged(), "trace damaged: {:?}", s.warning());
         assert_eq!(s.bad_events, 0, "undecodable events: {s:?}");
         assert_eq!(s.unknown_events, 0, "unknown events: {s:?}");
         let last = self.states().last().map(|s| s.1);

@@ -406,6 +406,20 @@ fn run_basic(cuda: Cuda, layout: Layout) -> (Wheel, Output, Trace) {
 fn basic_cuda13_wheel() {
     let (w, out, t) = run_basic(Cuda::V13, Layout::Flat);
     check_basic(&w, &out, &t);
+    // The collector writes its last chunk as the end: a copy of its first events chunk
+    // appended after it is set aside, not read.
+    let mut d = std::fs::read(&t.data.path).unwrap();
+    let meta_len = u32::from_le_bytes(d[fmt::HEADER_LEN + 4..][..4].try_into().unwrap());
+    let first = fmt::HEADER_LEN + fmt::CHUNK_HEADER_LEN + meta_len as usize;
+    let len = u32::from_le_bytes(d[first + 4..][..4].try_into().unwrap()) as usize;
+    let end = d.len();
+    d.extend_from_slice(&d[first..first + fmt::CHUNK_HEADER_LEN + len].to_vec());
+    let mut r = fmt::open(&t.data.path, &d).unwrap();
+    let mut n = 0;
+    r.for_each_event(|_| n += 1);
+    assert_eq!(n, t.data.events.len());
+    let kinds: Vec<_> = r.stats.lost.iter().map(|l| (l.kind, l.offset)).collect();
+    assert_eq!(kinds, [(fmt::LossKind::AfterEnd, end as u64)]);
 }
 
 #[test]

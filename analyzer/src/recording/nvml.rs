@@ -351,7 +351,7 @@ fn record(
         state: CollectorState::Stopped as u8,
         reason: 0,
     });
-    out.write(ctl);
+    out.write_end(ctl);
 }
 
 /// Starts the GPM thread (none where it could not be started: no GPM samples).
@@ -461,6 +461,15 @@ impl Out {
 
     /// Writes the events so far as one chunk, unless the caller stopped waiting.
     fn write(&mut self, ctl: &Ctl) {
+        self.write_chunk(ctl, false)
+    }
+
+    /// [`Out::write`] for the file's last chunk, holding its end record.
+    fn write_end(&mut self, ctl: &Ctl) {
+        self.write_chunk(ctl, true)
+    }
+
+    fn write_chunk(&mut self, ctl: &Ctl, end: bool) {
         // Held while writing, so that a caller giving up waits for a chunk in progress
         // rather than reading half of it.
         let st = lock(ctl);
@@ -470,7 +479,12 @@ impl Out {
         for e in self.events.drain(..) {
             self.enc.push(&e);
         }
-        self.failed = self.w.write_events(&mut self.enc).is_err();
+        let w = if end {
+            ChunkWriter::write_end
+        } else {
+            ChunkWriter::write_events
+        };
+        self.failed = w(&mut self.w, &mut self.enc).is_err();
     }
 }
 

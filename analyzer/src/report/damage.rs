@@ -20,7 +20,8 @@ pub struct TraceDamage {
     /// the records of its last moments are missing.
     pub cut_short: bool,
     pub bytes_lost: u64,
-    /// Chunks lost whose headers could be read (a lower bound).
+    /// Chunks lost whose headers could be read, or missing from the numbers (a lower
+    /// bound; chunks set aside as no records of this trace are not counted).
     pub chunks_lost: u64,
     /// Events known lost (a lower bound where chunk headers were unreadable).
     pub events_lost: u64,
@@ -34,7 +35,9 @@ pub struct TraceDamage {
 /// One place in the file where records were lost.
 #[derive(Serialize, Clone, Debug, PartialEq)]
 pub struct LostPlace {
-    /// `damaged`, `torn_tail` or `undecodable`.
+    /// `damaged`, `torn_tail`, `undecodable`, or, where the file's chunks are numbered
+    /// (format 2.6): `replayed` and `after_end` (chunks set aside, nothing lost),
+    /// `out_of_order`, `unnumbered` (chunks not read) and `missing` (a skip in the numbers).
     pub kind: String,
     pub offset: u64,
     pub bytes: u64,
@@ -69,12 +72,7 @@ impl TraceDamage {
                 .lost
                 .iter()
                 .map(|l| LostPlace {
-                    kind: match l.kind {
-                        LossKind::Damaged => "damaged",
-                        LossKind::TornTail => "torn_tail",
-                        LossKind::Undecodable => "undecodable",
-                    }
-                    .into(),
+                    kind: l.kind.name().into(),
                     offset: l.offset,
                     bytes: l.bytes,
                     events: l.events,

@@ -188,7 +188,7 @@ impl Writer {
                 if !stopping {
                     self.checkpoint();
                 }
-                self.write_chunk()?;
+                self.write_chunk(false)?;
             }
             if stopping {
                 // One more pass for anything that arrived while we wrote.
@@ -210,7 +210,8 @@ impl Writer {
                     reason,
                 });
                 self.encode_pending();
-                self.write_chunk()?;
+                // The end record's chunk, marked as the last: readers take nothing after it.
+                self.write_chunk(true)?;
                 return Ok(());
             }
         }
@@ -262,12 +263,17 @@ impl Writer {
         }
     }
 
-    fn write_chunk(&mut self) -> io::Result<()> {
+    /// Writes what is encoded as one chunk; `end`: the file's last, holding the end record.
+    fn write_chunk(&mut self, end: bool) -> io::Result<()> {
         self.last_write = Instant::now();
         if self.enc.is_empty() {
             return Ok(());
         }
-        self.out.write_events(&mut self.enc)?;
+        if end {
+            self.out.write_end(&mut self.enc)?;
+        } else {
+            self.out.write_events(&mut self.enc)?;
+        }
         self.say_if_removed();
         Ok(())
     }
