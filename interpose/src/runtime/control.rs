@@ -163,7 +163,7 @@ fn remove_stale(dir: &Path, me: &protocol::SocketKey) {
             .file_name()
             .to_str()
             .is_some_and(|n| !n.ends_with(protocol::SOCKET_SUFFIX));
-        if half_made && !(same_ns && !alive(key.pid)) {
+        if half_made && (!same_ns || alive(key.pid)) {
             continue;
         }
         if same_ns && alive(key.pid) {
