@@ -507,6 +507,10 @@ define_settings! {
         "Python stack samples of the threads that issue CUDA work during a trace window, every this many ms; taken by the host sampler, so off with it";
     STALL_MS = "GPUTRACE_STALL_MS", stall_ms: u64 = kind::ms_or_0(100, 3_600_000, "no watchdog"), default "5000", Library, false,
         "launched GPU work that makes no progress for this long is a stall: CUPTI is flushed (forced) so every completed record reaches the file, and a stall report (outstanding operations, every thread's call and Python stack) is written, again every period while it lasts";
+    HANDOVER_MS = "GPUTRACE_HANDOVER_MS", handover_ms: u64 = kind::ms_or_0(100, 60_000, "off"), default "500", Library, false,
+        "while launched GPU work is outstanding and CUPTI has handed over no record for this long, its buffers are flushed (CUPTI's default flush: the buffers whose records are all complete), so a busy job killed with SIGKILL loses about this much of what its GPU ran";
+    HANDOVER_FORCED = "GPUTRACE_HANDOVER_FORCED", handover_forced: bool = kind::FLAG, default "0", Library, true,
+        "the periodic handover forces CUPTI's flush (it then hands over incomplete records too, whose completion never comes: the kernels running at that moment are lost); for measuring it against the default flush";
     RANK = "GPUTRACE_RANK", rank: Option<u32> = kind::RANK, default "off", Library, false,
         "this process's rank in its job (a whole number); before RANK, SLURM_PROCID, ...";
     KEEP_SECRETS = "GPUTRACE_KEEP_SECRETS", keep_secrets: bool = kind::FLAG, default "0", Both, false,

@@ -40,6 +40,8 @@ P=(taskset -c "$CPUS")
 #   gputrace_ptb  the defaults with per-thread activity buffers
 #   api_activity  runtime calls as CUPTI RUNTIME activity records, no callbacks
 #   gputrace_b    the defaults with the library LIB_B (an A/B of two builds)
+#   no_handover   the defaults without the periodic handover (GPUTRACE_HANDOVER_MS=0)
+#   handover_forced  the defaults with the handover's flush forced
 MODES=${MODES:-untraced cupti_floor gputrace torch_profiler}
 OFF="GPUTRACE_HOOKS=0 GPUTRACE_HOST=0 GPUTRACE_PYSTACK=0"
 FLOOR="GPUTRACE_API=0 GPUTRACE_DRIVER_API=0 $OFF"
@@ -52,6 +54,8 @@ mode_env() {
     no_samplers) echo "GPUTRACE_HOST=0 GPUTRACE_PYSTACK=0" ;;
     gputrace_ptb) echo "GPUTRACE_PER_THREAD_BUFFERS=1" ;;
     api_activity) echo "GPUTRACE_API=activity $OFF" ;;
+    no_handover) echo "GPUTRACE_HANDOVER_MS=0" ;;
+    handover_forced) echo "GPUTRACE_HANDOVER_FORCED=1" ;;
     gputrace | gputrace_b) echo "" ;;
     *) return 1 ;;
   esac

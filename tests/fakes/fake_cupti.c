@@ -11,9 +11,12 @@
  *   - activity kinds enabled/disabled one by one; records of a disabled kind are not
  *     produced at all;
  *   - activity buffers come from the client's request callback and go back through
- *     its completion callback when full, on cuptiActivityFlushAll, from a worker
- *     thread every cuptiActivityFlushPeriod ms, and when the client re-registers its
- *     callbacks; a record that finds no buffer (request gave NULL) is dropped and
+ *     its completion callback when full, on cuptiActivityFlushAll, and when the
+ *     client re-registers its callbacks; cuptiActivityFlushPeriod's worker hands over
+ *     only full buffers ("Periodic flush can return only those activity buffers which
+ *     are full and have all the activity records completed"), and the fake hands a
+ *     full buffer over as soon as it fills, so the period changes nothing here: a
+ *     buffer that never fills waits for a flush; a record that finds no buffer (request gave NULL) is dropped and
  *     counted, and cuptiActivityGetNumDroppedRecords reports (and resets) the count;
  *   - cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER): unless
  *     the client promised zeroed buffers the fake clears each one it receives, as CUPTI
@@ -427,7 +430,6 @@ static int zeroed_promised;
 static int reported_unzeroed;
 
 static _Atomic uint32_t flush_period_ms;
-static int flusher_started;
 
 static uint64_t realtime_ns(void) {
     struct timespec ts;
@@ -534,21 +536,6 @@ static void flush_all(int forced) {
     pthread_mutex_unlock(&mu);
 }
 
-static void *flusher(void *arg) {
-    (void)arg;
-    for (;;) {
-        uint32_t ms = atomic_load(&flush_period_ms);
-        struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)(ms ? ms : 10) * 1000000L};
-        while (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
-        nanosleep(&ts, NULL);
-        if (atomic_load(&flush_period_ms))
-            flush_all(0);
-    }
-    return NULL;
-}
 
 /* ======================= CUPTI entry points ======================= */
 
@@ -700,15 +687,6 @@ EXPORT CUptiResult cuptiActivityFlushAll(uint32_t flag) {
 
 EXPORT CUptiResult cuptiActivityFlushPeriod(uint32_t time_ms) {
     atomic_store(&flush_period_ms, time_ms);
-    pthread_mutex_lock(&mu);
-    if (time_ms && !flusher_started) {
-        pthread_t t;
-        if (pthread_create(&t, NULL, flusher, NULL) == 0) {
-            pthread_detach(t);
-            flusher_started = 1;
-        }
-    }
-    pthread_mutex_unlock(&mu);
     return CUPTI_SUCCESS;
 }
 

@@ -30,6 +30,7 @@ fn attach_loads_the_library_into_a_process_started_without_it() {
     );
 
     let run = w.app(&["waiters", secs]).untraced().spawn();
+    let started = Instant::now();
     let pid = run.id();
     // The fake runtime is loaded at the program's start; attach once it is.
     poll(Duration::from_secs(10), || {
@@ -76,7 +77,11 @@ fn attach_loads_the_library_into_a_process_started_without_it() {
     // a few seconds left.
     let t0 = Instant::now();
     let mut counts = Vec::new();
-    while counts.len() < 200 && t0.elapsed() < Duration::from_secs(20) {
+    // Never past the program's end less a margin (a window it exits in is cut off):
+    // the loading may take long on a loaded machine.
+    let until = Duration::from_secs(secs.parse::<u64>().unwrap() - 6);
+    while counts.len() < 200 && t0.elapsed() < Duration::from_secs(20) && started.elapsed() < until
+    {
         let win = attach::attach(pid, Duration::from_millis(10), None, None, None, |_| {})
             .expect("window");
         let t = Trace::read(&win.trace);

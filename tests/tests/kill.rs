@@ -143,3 +143,54 @@ fn a_sigkill_loses_only_what_came_after_the_last_write() {
         .as_ref()
         .is_some_and(|d| d.cut_short && !d.damaged));
 }
+
+/// Kills the steady launcher once its trace holds `apis` launch records in at least 4
+/// chunks, with `env` set; returns its trace's kernel and launch record counts.
+fn kill_steady_after(env: &[(&str, &str)], apis: usize) -> (usize, usize) {
+    let w = Wheel::new(Cuda::V13, Layout::Flat);
+    let tmp = TempDir::new("steady");
+    let progress = tmp.path().join("progress");
+    let mut cmd = w
+        .app(&["steady", progress.to_str().unwrap()])
+        .env("GPUTRACE_FLUSH_MS", FLUSH_MS.to_string());
+    for (k, v) in env {
+        cmd = cmd.env(k, v);
+    }
+    let child = cmd.spawn();
+    let seen = poll(Duration::from_secs(120), || {
+        let f = w.trace_files().into_iter().next()?;
+        let d = gputrace_format::read_all(&f).ok()?;
+        let n = d
+            .events
+            .iter()
+            .filter(|e| matches!(e, Event::Api(_)))
+            .count();
+        (d.stats.chunks >= 4 && n >= apis).then_some(n)
+    });
+    let (_, _, err) = child.kill();
+    assert!(seen.is_some(), "the trace never grew; stderr:\n{err}");
+    let t = Trace::read(&w.trace_files()[0]);
+    (t.kernels().len(), t.apis().len())
+}
+
+/// CUPTI hands a buffer over when it is full or at a flush (its periodic flush only
+/// hands over full ones, and so does the fake): a GPU whose records fill no buffer
+/// before a SIGKILL leaves no kernel, unless the library's handover flushes while
+/// records are overdue.
+#[test]
+fn the_handover_keeps_the_kernels_of_a_busy_job_killed_before_a_buffer_filled() {
+    let (kernels, apis) = kill_steady_after(&[("GPUTRACE_HANDOVER_MS", "0")], 1500);
+    assert!(apis >= 1500, "{apis}");
+    assert_eq!(kernels, 0, "without the handover no buffer is handed over");
+    let (kernels, apis) = kill_steady_after(&[("GPUTRACE_HANDOVER_MS", "200")], 1500);
+    assert!(apis >= 1500, "{apis}");
+    assert!(
+        kernels > 0,
+        "the handover flushed nothing ({apis} launches recorded)"
+    );
+    use std::io::Write;
+    let _ = writeln!(
+        std::io::stderr(),
+        "handover 200 ms: {kernels} kernels of {apis} launch records reached the file"
+    );
+}

@@ -180,7 +180,8 @@ pub unsafe extern "C" fn execvpe(
 // Exits that run no exit handler (`_exit`, `_Exit`, `quick_exit`; Python's `os._exit`,
 // multiprocessing's children): the trace is finished in the call, as `exit` finishes
 // it through the handler registered at CUDA initialisation. glibc's own `exit` reaches
-// `_exit` internally, not through these.
+// `_exit` internally, not through these. `exit` itself is hooked only to note a status
+// other than 0 for the end record.
 
 type ExitFn = unsafe extern "C" fn(c_int) -> !;
 
@@ -207,6 +208,27 @@ fn exit_through(call: &str, status: c_int, real: Option<ExitFn>) {
         Some(f) => unsafe { f(status) },
         None => exit_group(status),
     }
+}
+
+/// # Safety
+/// Called by C code with the argument of exit(3). The exit handlers (ours among them)
+/// run in the real one; a status other than 0 is noted first, so the end record says
+/// `exit 1` where it would say `exit`. (A `main` that returns reaches glibc's exit
+/// inside glibc, not through this: its status is not seen.)
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn exit(status: c_int) {
+    entry!(exit_group(status), {
+        if status != 0 && !internal::is_internal() {
+            let saved = errno();
+            guarded(|| runtime::note_exit_status(status));
+            set_errno(saved);
+        }
+        match real_libc!(c"exit", ExitFn) {
+            // SAFETY: the real exit with the caller's status.
+            Some(f) => unsafe { f(status) },
+            None => exit_group(status),
+        }
+    })
 }
 
 /// # Safety

@@ -218,6 +218,16 @@ pub fn before_exit_now(call: &str, status: i32) {
     control::remove_socket();
 }
 
+/// The process calls `exit(status)` with a status other than 0: the exit handler's end
+/// record will say `exit N`. Only the traced process's own (a vfork child shares our
+/// memory).
+pub fn note_exit_status(status: i32) {
+    // SAFETY: getpid has no preconditions (glibc does not cache it).
+    if unsafe { libc::getpid() } as u32 == trace::traced_pid() {
+        writer::note_end_call(gputrace_format::end_reason_call("exit", status));
+    }
+}
+
 /// The exec returned: it failed, and this image runs on.
 pub fn after_failed_exec() {
     control::after_failed_exec();

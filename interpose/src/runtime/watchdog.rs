@@ -84,7 +84,8 @@ pub fn start() {
     }
     WAKE_FD.store(wake, Ordering::Release);
     DONE_FD.store(done, Ordering::Release);
-    let stall_ms = opts().stall_ms;
+    let o = opts();
+    let dog = Dog::new(o.stall_ms, o.handover_ms, o.handover_forced);
     let spec = Spec {
         first: ffi::block_end_signals,
         ..Spec::new(
@@ -92,7 +93,7 @@ pub fn start() {
             "internal error in the stall watchdog; it stops here (the program runs on)",
         )
     };
-    if let Err(e) = WATCHDOG.start(&POLICY, spec, move || Dog::new(stall_ms).run(wake, done)) {
+    if let Err(e) = WATCHDOG.start(&POLICY, spec, move || dog.run(wake, done)) {
         log::warn(&format!("cannot start the watchdog thread: {e}"));
         return;
     }
@@ -259,25 +260,39 @@ fn finish_for_signal(sig: i32) {
 
 struct Dog {
     stall_ns: u64,
+    /// The handover period (0: none), whether it forces the flush, and when it last
+    /// flushed (trace clock).
+    handover_ns: u64,
+    handover_forced: bool,
+    last_handover: u64,
     conv: tsc::Converter,
     /// The stall being reported: (id, seq, found at, next report at), trace clock.
     active: Option<(u32, u32, u64, u64)>,
 }
 
 impl Dog {
-    fn new(stall_ms: u64) -> Dog {
+    fn new(stall_ms: u64, handover_ms: u64, handover_forced: bool) -> Dog {
         Dog {
             stall_ns: stall_ms * 1_000_000,
+            handover_ns: handover_ms * 1_000_000,
+            handover_forced,
+            last_handover: 0,
             conv: tsc::Converter::new(),
             active: None,
         }
     }
 
+    /// How long the thread sleeps between two looks (ms): a fifth of the stall
+    /// threshold and half the handover period, 50 ms to 1 s.
     fn period(&self) -> i32 {
-        if self.stall_ns == 0 {
-            return 1000;
+        let mut ms = 1000;
+        if self.stall_ns > 0 {
+            ms = ms.min(self.stall_ns / 5_000_000);
         }
-        (self.stall_ns / 5_000_000).clamp(50, 1000) as i32
+        if self.handover_ns > 0 {
+            ms = ms.min(self.handover_ns / 2_000_000);
+        }
+        ms.clamp(50, 1000) as i32
     }
 
     fn run(mut self, wake: i32, done: i32) {
@@ -305,7 +320,43 @@ impl Dog {
             if self.stall_ns > 0 {
                 self.tick();
             }
+            if self.handover_ns > 0 {
+                self.hand_over();
+            }
         }
+    }
+
+    /// The periodic handover: CUPTI hands a buffer to us when it is full, or at a flush.
+    /// A busy GPU running few, long kernels fills none for minutes, and a SIGKILL then
+    /// loses every record it held (3000 matmuls in 5 s left 0 kernels). So when launched
+    /// work is outstanding, or something was launched since the last handover, and no
+    /// record has reached us for the period, CUPTI is flushed (its default flush: every
+    /// buffer whose records are all complete, full or not) and the writer writes at once.
+    /// A job whose records arrive by themselves never pays for it.
+    fn hand_over(&mut self) {
+        if !state::is_tracing() {
+            self.last_handover = 0;
+            return;
+        }
+        let now = clock::now_ns();
+        let due = |since: u64| now.saturating_sub(since) >= self.handover_ns;
+        if !due(self.last_handover) || !due(stall::last_completion()) {
+            return;
+        }
+        self.conv.tick();
+        let (n, _, newest) = stall::outstanding_launches();
+        if n == 0 && (newest == 0 || self.conv.to_real(newest) <= self.last_handover) {
+            return;
+        }
+        self.last_handover = now;
+        {
+            let _g = internal::Internal::enter();
+            let _u = crate::base::worker::lock(&CUPTI_USE);
+            if let Some(c) = cupti::active().filter(|_| state::is_tracing()) {
+                c.flush(self.handover_forced);
+            }
+        }
+        writer::write_soon();
     }
 
     fn tick(&mut self) {
