@@ -1081,3 +1081,72 @@ fn refused_counters_are_one_info_line_with_the_fix() {
     );
     assert!(warn_ids(&r).is_empty(), "{:?}", warn_ids(&r));
 }
+
+/// A cudaMalloc (20) or cudaFree (22) call with its pointer (format 2.5) and result.
+fn alloc_call(b: &mut B, ts: u64, cbid: u32, bytes: u64, result: u32, ptr: u64) {
+    let name = if cbid == MALLOC {
+        "cudaMalloc"
+    } else {
+        "cudaFree"
+    };
+    b.api(TID, ts, 20 * US, cbid, name, bytes, 0);
+    if let Some(Event::Api(a)) = b.ev.last_mut() {
+        a.result = result;
+        a.ptr = ptr;
+    }
+}
+
+/// A job whose allocator cache holds still (12 GiB from the start), then asks for 16 GiB
+/// once: it fails, the allocator frees a 4 GiB block and asks again, which succeeds, and
+/// the steps go on. Out of memory, not fatal: a warning; memory did not grow from step to
+/// step, so the fix is the peak's, not a leak's.
+#[test]
+fn an_allocation_the_job_survived_is_warned_and_the_fix_is_for_its_peak() {
+    let mut b = B::new();
+    let t = startup(&mut b, GIB);
+    alloc_call(&mut b, t, MALLOC, 8 * GIB, 0, 0x7f00_0000_0000);
+    alloc_call(&mut b, t + 100 * US, MALLOC, 4 * GIB, 0, 0x7f02_0000_0000);
+    let e = healthy_steps(&mut b, t + MS, 10);
+    alloc_call(&mut b, e + 100 * US, MALLOC, 16 * GIB, 2, fmt::ENV_NA64);
+    alloc_call(&mut b, e + 200 * US, 22, 0, 0, 0x7f02_0000_0000);
+    alloc_call(&mut b, e + 300 * US, MALLOC, 16 * GIB, 0, 0x7f04_0000_0000);
+    alloc_call(&mut b, e + 400 * US, 22, 0, 0, 0x7f04_0000_0000);
+    healthy_steps(&mut b, e + MS, 10);
+    let r = report(b.build());
+    let text = gputrace_analyzer::render_text(&r);
+    let f = get(&r, FindingId::OutOfMemory);
+    assert_eq!(f.severity, Severity::Warn, "{text}");
+    assert_eq!(f.title, "Allocations failed: device memory ran out");
+    assert_eq!(f.at_stake_ns, 0);
+    assert!(
+        f.summary.starts_with(
+            "cudaMalloc of 16.0 GiB failed with cudaErrorMemoryAllocation at +2.1"
+        ) && f
+            .summary
+            .contains(", and the job went on: 12.0 GiB allocated through cudaMalloc was in use then, and it did not grow from step to step"),
+        "{}",
+        f.summary
+    );
+    let ev = f.evidence.join("\n");
+    assert!(
+        ev.contains("1 earlier failure was recovered after the allocator freed its cache"),
+        "{ev}"
+    );
+    assert!(ev.contains("peak 24.0 GiB"), "{ev}");
+    assert!(
+        f.fix.starts_with("Memory did not grow from step to step"),
+        "{}",
+        f.fix
+    );
+    assert!(f.fix.contains("expandable_segments:True"));
+    assert!(find(&r, FindingId::MemoryGrowth).is_none(), "{text}");
+    // Rendered without time at stake, and with the failed-calls section.
+    assert!(text.contains(" WARN     out_of_memory\n"), "{text}");
+    assert!(
+        text.contains(
+            "\nFAILED CALLS\n   cudaMalloc returned cudaErrorMemoryAllocation (2) x1 at +"
+        ),
+        "{text}"
+    );
+    assert!(r.processes[0].fatal_call.is_none(), "the job went on");
+}

@@ -46,6 +46,11 @@ pub mod keys {
     pub const CONTAINER: &str = "container";
     pub const CUDA_VISIBLE_DEVICES: &str = "cuda_visible_devices";
     pub const PID: &str = "pid";
+    /// In an environment file of `gputrace run`: the command it started (its pid), and
+    /// how that process ended as its parent saw it (`exit 1`, `signal SIGKILL 9`,
+    /// `signal SIGSEGV 11, core dumped`).
+    pub const JOB_PID: &str = "job_pid";
+    pub const JOB_END: &str = "job_end";
     /// The number of GPUs NVML sees.
     pub const GPU_COUNT: &str = "gpu_count";
     // Per GPU (the fact's device is the NVML index):

@@ -840,6 +840,45 @@ static void run_graphs(int n) {
     printf("graphs: %d replays of %u nodes\n", n, g.nodes);
 }
 
+/*
+ * grow STEP_MB STEPS: a training loop that leaks, as one that keeps every step's loss
+ * tensor alive does. First a cache of 4 blocks of 64 MiB (an allocator's cached free
+ * blocks). Then up to STEPS steps, each: cudaMalloc(STEP_MB MiB), never freed; kernels
+ * _Z7forwardv (grid 64), _Z8backwardv (grid 64), _Z6updatev (grid 8) on the default
+ * stream; cudaDeviceSynchronize; 2 ms on the host. When a step's cudaMalloc fails
+ * (FAKE_CUDA_MEMORY_LIMIT), the app does what PyTorch's caching allocator does: it frees
+ * its cached blocks and asks once more; if that fails too it says so on stderr, as
+ * torch.cuda.OutOfMemoryError would, and exits with status 1. Otherwise, after STEPS
+ * steps, it frees nothing and exits 0.
+ */
+static void run_grow(size_t step_mb, int steps) {
+    const dim3 g = {64, 1, 1}, small = {8, 1, 1}, b = {256, 1, 1};
+    const size_t step = step_mb << 20;
+    void *cache[4] = {NULL, NULL, NULL, NULL};
+    for (int i = 0; i < 4; i++)
+        OK(rt.Malloc(&cache[i], (size_t)64 << 20));
+    for (int i = 0; i < steps; i++) {
+        void *p = NULL;
+        if (rt.Malloc(&p, step) != 0) {
+            for (int j = 0; j < 4; j++)
+                OK(rt.Free(cache[j]));
+            if (rt.Malloc(&p, step) != 0) {
+                fprintf(stderr,
+                        "grow: CUDA out of memory at step %d: tried to allocate %zu MiB\n",
+                        i + 1, step_mb);
+                fflush(stdout);
+                exit(1);
+            }
+        }
+        OK(launch("_Z7forwardv", g, b, 0, NULL));
+        OK(launch("_Z8backwardv", g, b, 0, NULL));
+        OK(launch("_Z6updatev", small, b, 0, NULL));
+        OK(rt.DeviceSynchronize());
+        usleep(2000);
+    }
+    printf("grow: %d steps of %zu MiB\n", steps, step_mb);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: app SCENARIO [ARGS]\n");
@@ -893,6 +932,8 @@ int main(int argc, char **argv) {
         run_pm();
     else if (strcmp(s, "graphs") == 0)
         run_graphs(argc > 2 ? atoi(argv[2]) : 5);
+    else if (strcmp(s, "grow") == 0 && argc > 3)
+        run_grow((size_t)atol(argv[2]), atoi(argv[3]));
     else {
         fprintf(stderr, "app: unknown scenario %s\n", s);
         return 2;

@@ -14,6 +14,8 @@
  *   cudaMemcpy/cudaMemcpyAsync| count == FAKE_BAD_COUNT| 11      | 42
  *   cudaMemset/cudaMemsetAsync| count == FAKE_BAD_COUNT| 1       | 43
  *   cudaMalloc                | size == FAKE_BAD_COUNT | 2       | 12 (*devPtr = NULL)
+ *   cudaMalloc                | allocated + size >     | 2       | (untouched;
+ *                             | FAKE_CUDA_MEMORY_LIMIT |         | *devPtr = NULL)
  *   cudaLaunchKernel          | gridDim.x == 0         | 9       | 22
  *   cudaStreamSynchronize     | stream not from        | 400     | 44
  *                             | cudaStreamCreate/NULL  |         |

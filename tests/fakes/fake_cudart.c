@@ -322,6 +322,15 @@ static struct range dev_ranges[MAX_RANGES];
 static struct range pinned_ranges[MAX_RANGES];
 static uintptr_t next_dev_addr = 0x7e0000000000ull;
 static uint32_t n_streams;
+/* Device memory allocated and not freed, against FAKE_CUDA_MEMORY_LIMIT. */
+static uint64_t dev_in_use;
+
+/* FAKE_CUDA_MEMORY_LIMIT=BYTES: the device memory cudaMalloc may hand out (0 or unset:
+ * no limit). */
+static uint64_t memory_limit(void) {
+    const char *e = getenv("FAKE_CUDA_MEMORY_LIMIT");
+    return e && *e ? strtoull(e, NULL, 10) : 0;
+}
 
 static int find_range(struct range *t, uintptr_t p) {
     for (int i = 0; i < MAX_RANGES; i++)
@@ -414,7 +423,16 @@ EXPORT cudaError_t cudaMalloc(void **devPtr, size_t size) {
             *devPtr = NULL;
         return leave(&c, 2, 12);
     }
+    uint64_t limit = memory_limit();
     pthread_mutex_lock(&mem_mu);
+    if (limit && dev_in_use + size > limit) {
+        /* Out of memory, as a GPU would say it: no record, errno untouched. */
+        pthread_mutex_unlock(&mem_mu);
+        if (devPtr)
+            *devPtr = NULL;
+        return leave(&c, 2, 0);
+    }
+    dev_in_use += size;
     uintptr_t a = next_dev_addr;
     next_dev_addr += (size + 511) & ~(size_t)511;
     next_dev_addr += 512;
@@ -449,6 +467,7 @@ EXPORT cudaError_t cudaFree(void *devPtr) {
     if (i >= 0) {
         size = dev_ranges[i].size;
         dev_ranges[i].size = 0;
+        dev_in_use -= size <= dev_in_use ? size : dev_in_use;
     }
     pthread_mutex_unlock(&mem_mu);
     if (i >= 0 && cupti.memory) {

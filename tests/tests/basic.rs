@@ -413,7 +413,7 @@ fn basic_cuda13_wheel() {
     let first = fmt::HEADER_LEN + fmt::CHUNK_HEADER_LEN + meta_len as usize;
     let len = u32::from_le_bytes(d[first + 4..][..4].try_into().unwrap()) as usize;
     let end = d.len();
-    d.extend_from_slice(&d[first..first + fmt::CHUNK_HEADER_LEN + len].to_vec());
+    d.extend_from_within(first..first + fmt::CHUNK_HEADER_LEN + len);
     let mut r = fmt::open(&t.data.path, &d).unwrap();
     let mut n = 0;
     r.for_each_event(|_| n += 1);

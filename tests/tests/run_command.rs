@@ -51,3 +51,85 @@ fn run_finds_its_library_and_reports() {
     // The basic scenario launches 8 kernels (tests/basic.rs checks them one by one).
     assert_eq!(t.kernels().len(), 8, "kernels: {:?}", t.kernels());
 }
+
+/// `gputrace report --json` of the traces `gputrace run` wrote.
+fn report_json(w: &Wheel) -> serde_json::Value {
+    let traces = w.traces.to_string_lossy().into_owned();
+    let r = w
+        .program(gputrace_bin(), &["report", "--json", &traces])
+        .untraced()
+        .run();
+    serde_json::from_str(&r.stdout)
+        .unwrap_or_else(|e| panic!("report --json: {e}\n{}\n{}", r.stdout, r.stderr))
+}
+
+#[test]
+fn run_says_how_its_job_ended_in_the_report() {
+    // The app leaks device memory until cudaMalloc fails, then exit(1)s, as a PyTorch job
+    // dies of torch.cuda.OutOfMemoryError (tests/memory.rs has the whole story).
+    let w = Wheel::new(Cuda::V13, Layout::Flat);
+    let traces = w.traces.to_string_lossy().into_owned();
+    let app = w.app.to_string_lossy().into_owned();
+    let limit = (256u64 << 20) + (4u64 << 30) + (1u64 << 29);
+    let out = w
+        .program(
+            gputrace_bin(),
+            &["run", "-o", &traces, "--", &app, "grow", "1024", "100"],
+        )
+        .env("FAKE_CUDA_MEMORY_LIMIT", limit.to_string())
+        .untraced()
+        .unset("GPUTRACE_DIR")
+        .run();
+    assert_eq!(out.status.code(), Some(1), "{}\n{}", out.stdout, out.stderr);
+    let verdict = out
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("VERDICT: "))
+        .unwrap_or_else(|| panic!("no verdict:\n{}\n{}", out.stdout, out.stderr));
+    assert!(
+        verdict.starts_with(
+            "VERDICT: The process exited with status 1 after cudaMalloc of 1.0 GiB failed \
+             with cudaErrorMemoryAllocation at +"
+        ),
+        "{verdict}"
+    );
+    let r = report_json(&w);
+    let ended = &r["processes"][0]["ended"];
+    assert_eq!(ended["status"], 1, "{ended}");
+    assert_eq!(ended["parent_saw"], "exit 1", "{ended}");
+    assert_eq!(ended["normal"], false, "{ended}");
+    assert_eq!(r["top_finding"], "out_of_memory", "{}", r["verdict"]);
+
+    // A crash: the parent saw the signal, and the end record agrees.
+    let w = Wheel::new(Cuda::V13, Layout::Flat);
+    let traces = w.traces.to_string_lossy().into_owned();
+    let marker = w.traces.join("stuck-marker");
+    let marker = marker.to_string_lossy().into_owned();
+    let out = w
+        .program(
+            gputrace_bin(),
+            &[
+                "run", "-o", &traces, "--", &app, "hang", "5", "segv", &marker,
+            ],
+        )
+        .untraced()
+        .unset("GPUTRACE_DIR")
+        .run();
+    assert_eq!(out.status.code(), Some(128 + 11), "{}", out.stderr);
+    let r = report_json(&w);
+    let ended = &r["processes"][0]["ended"];
+    assert_eq!(ended["signal"], "SIGSEGV", "{ended}");
+    assert!(
+        ended["parent_saw"]
+            .as_str()
+            .is_some_and(|p| p.starts_with("signal SIGSEGV 11")),
+        "{ended}"
+    );
+    assert!(
+        r["verdict"]
+            .as_str()
+            .is_some_and(|v| v.starts_with("The process was killed by SIGSEGV")),
+        "{}",
+        r["verdict"]
+    );
+}

@@ -397,9 +397,14 @@ fn run_in(
     drop(relay);
     // The last tick, bounded, before the reaping (the command's processes are still
     // listed as they ended).
-    let env_file = recorder.map(|r| r.finish(recorder::LAST_TICK_WAIT));
+    let env_file = recorder.map(|r| {
+        if let Ok(end) = &exited {
+            r.note_job_end(pid, end);
+        }
+        r.finish(recorder::LAST_TICK_WAIT)
+    });
     let status = exited
-        .and_then(|()| child.wait())
+        .and_then(|_| child.wait())
         .map_err(|e| RunError::Wait(pid, e))?;
     Ok(Ran {
         status,
@@ -649,12 +654,15 @@ mod signals {
         }
     }
 
-    /// Waits until `pid` has ended without reaping it.
-    pub(super) fn wait_exited(pid: u32) -> std::io::Result<()> {
+    /// Waits until the child `pid` has ended, without reaping it; returns how it ended
+    /// as the end records say it (`exit 1`, `signal SIGKILL 9`, `signal SIGSEGV 11, core
+    /// dumped`).
+    pub(super) fn wait_exited(pid: u32) -> std::io::Result<String> {
         loop {
             // SAFETY: info is an out-parameter of the right type; pid is our child.
+            let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+            // SAFETY: as above.
             let r = unsafe {
-                let mut info: libc::siginfo_t = std::mem::zeroed();
                 libc::waitid(
                     libc::P_PID,
                     pid as libc::id_t,
@@ -663,7 +671,18 @@ mod signals {
                 )
             };
             if r == 0 {
-                return Ok(());
+                // SAFETY: waitid filled in a SIGCHLD siginfo, whose si_status is set.
+                let status = unsafe { info.si_status() };
+                return Ok(match info.si_code {
+                    libc::CLD_EXITED => format!("exit {status}"),
+                    libc::CLD_DUMPED => {
+                        format!(
+                            "{}, core dumped",
+                            gputrace_format::end_reason_signal(status)
+                        )
+                    }
+                    _ => gputrace_format::end_reason_signal(status),
+                });
             }
             let e = std::io::Error::last_os_error();
             if e.kind() != std::io::ErrorKind::Interrupted {

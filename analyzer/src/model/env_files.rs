@@ -28,10 +28,20 @@
 //! files then leave the set: they are no process.
 
 use crate::error::Error;
-use crate::model::trace::Trace;
+use crate::model::trace::{fact, Trace};
 use gputrace_env::facts::{is_nvml_fact, keys};
 use gputrace_format::{self as fmt, FACT_HOST};
 use std::collections::{HashMap, HashSet};
+
+/// How `t`'s process ended as `gputrace run` saw it, when `e` is the environment file of
+/// the run that started it (same host, its `job_pid`).
+fn job_end_of(e: &Trace, t: &Trace) -> Option<String> {
+    if e.meta.host != t.meta.host {
+        return None;
+    }
+    let pid: u32 = fact(e, FACT_HOST, keys::JOB_PID)?.parse().ok()?;
+    (pid == t.meta.pid).then(|| fact(e, FACT_HOST, keys::JOB_END).map(str::to_string))?
+}
 
 /// The set's process traces, each with what an environment file of the set recorded
 /// for it. An error when the set holds environment files only.
@@ -52,6 +62,7 @@ pub fn give_environment(traces: Vec<Trace>) -> Result<Vec<Trace>, Error> {
         .collect();
     let env_ranges: Vec<Option<(u64, u64)>> = envs.iter().map(env_range).collect();
     for t in &mut procs {
+        t.parent_saw = envs.iter().find_map(|e| job_end_of(e, t));
         if has_own_nvml(t) {
             continue;
         }

@@ -86,6 +86,9 @@ pub struct Trace {
     pub task_waits: Vec<fmt::TaskWait>,
     /// The tracer's own cost per thread and period (time in its CUPTI callbacks), by time.
     pub tracer_costs: Vec<fmt::TracerCost>,
+    /// How the process ended as its parent saw it (`exit 1`, `signal SIGKILL 9`), when
+    /// `gputrace run` started it and wrote so in its environment file.
+    pub parent_saw: Option<String>,
 }
 
 /// One NVTX range: a push/pop pair (same thread) or a start/end pair (same id).
@@ -345,6 +348,7 @@ impl Trace {
             gil,
             task_waits,
             tracer_costs: _,
+            parent_saw: _,
         } = &mut p.tables;
         self.kernels.append(kernels);
         self.memcpys.append(memcpys);

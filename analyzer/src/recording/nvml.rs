@@ -163,6 +163,8 @@ struct CtlState {
     gpm: Vec<sampler::Item>,
     /// NVML indices of the GPUs the job was seen on (bit per index; 0: not yet seen).
     focus: u64,
+    /// The job's pid and how it ended, as its parent saw it, for the file's last facts.
+    job_end: Option<(u32, String)>,
 }
 
 fn lock(c: &Ctl) -> MutexGuard<'_, CtlState> {
@@ -255,6 +257,12 @@ impl Recorder {
         &self.path
     }
 
+    /// The job's process `pid` ended so (`exit 1`, `signal SIGKILL 9`): written as the
+    /// facts `job_pid` and `job_end` at the end of the file, for the report on its trace.
+    pub fn note_job_end(&self, pid: u32, end: &str) {
+        lock(&self.ctl).job_end = Some((pid, end.to_string()));
+    }
+
     /// Asks for the last tick and waits at most `wait` for the file to be complete;
     /// returns its path. Past `wait` the thread is left to finish its NVML call and
     /// writes nothing more: the file keeps what it had.
@@ -344,8 +352,25 @@ fn record(
     }
     // The GPM thread's last pair, if it comes soon (it may be stuck in NVML).
     GPM.stop(GPM_LAST_WAIT);
-    let items = std::mem::take(&mut lock(ctl).gpm);
+    let (items, job_end) = {
+        let mut st = lock(ctl);
+        (std::mem::take(&mut st.gpm), st.job_end.take())
+    };
     out.add(items);
+    if let Some((pid, end)) = job_end {
+        let fact = |key, value| gputrace_env::facts::Fact {
+            device: gputrace_format::FACT_HOST,
+            key,
+            value,
+        };
+        out.add(sampler::fact_items(
+            sampler::now_ns(),
+            vec![
+                fact(gputrace_env::facts::keys::JOB_PID, pid.to_string()),
+                fact(gputrace_env::facts::keys::JOB_END, end),
+            ],
+        ));
+    }
     out.events.push(Event::State {
         ts: sampler::now_ns(),
         state: CollectorState::Stopped as u8,

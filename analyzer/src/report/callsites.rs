@@ -178,6 +178,21 @@ impl<'t> Tally<'t> {
     }
 }
 
+/// Where the host call of thread `tid` that started at `start` was made, as a call site
+/// is tallied (the innermost frame of the user's code): `train.py:57 in step`, with
+/// ` [library]` when every frame is library code. None without its Python stack.
+pub fn place_of(t: &Trace, tid: u32, start: u64) -> Option<String> {
+    let st = t.call_site(tid, start)?;
+    let (f, user) = pick(t, &st.frames)?;
+    Some(format!(
+        "{}:{} in {}{}",
+        short_file(t.str(f.file)),
+        f.line,
+        t.str(f.function),
+        if user { "" } else { " [library]" }
+    ))
+}
+
 /// The frame a call is charged to: the innermost of the user's code, else the
 /// innermost; and whether it is the user's.
 fn pick<'f>(t: &Trace, frames: &'f [fmt::PyFrame]) -> Option<(&'f fmt::PyFrame, bool)> {

@@ -17,7 +17,9 @@ pub mod counters;
 pub mod ctx;
 pub mod damage;
 pub mod diff;
+pub mod endings;
 pub mod environment;
+pub mod failures;
 mod findings;
 pub mod graphs;
 pub mod host;
@@ -28,6 +30,8 @@ pub mod kernels;
 pub mod keymap;
 pub mod links;
 pub mod load;
+pub mod memuse;
+pub mod oom;
 pub mod pysamples;
 mod render;
 pub mod stalls;
@@ -327,7 +331,7 @@ pub struct ProcessReport {
     pub span_ns: u64,
     pub host_api_events: u64,
     /// How the process (or its trace window) ended.
-    pub ended: stalls::Ended,
+    pub ended: endings::Ended,
     /// `host_api` or `gpu_only_heuristic`.
     pub attribution: String,
     pub devices: Vec<DeviceReport>,
@@ -352,6 +356,10 @@ pub struct ProcessReport {
     pub launches: LaunchReport,
     pub copies: Vec<CopyReport>,
     pub memory: Vec<MemoryReport>,
+    /// Device memory allocated through `cudaMalloc` and in use, from each `cudaFree`
+    /// paired with its allocation by pointer (traces of format 2.5); absent without them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory_in_use: Option<MemoryInUse>,
     pub comm: CommReport,
     pub threads: Vec<ThreadReport>,
     pub notes: Vec<String>,
@@ -370,6 +378,48 @@ pub struct ProcessReport {
     /// the set-up calls; absent when no kernel ran in a graph.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub graphs: Option<graphs::GraphsReport>,
+    /// Calls that returned an error, by call and code, first failure first; absent when
+    /// none did.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub failed_calls: Vec<failures::FailedCall>,
+    /// The failed call after which the process ran no more GPU work, when it is one that
+    /// ends processes (out of memory, an error that corrupts the CUDA context, an NCCL
+    /// error): what the process most likely died of.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fatal_call: Option<failures::FatalCall>,
+}
+
+/// Device memory allocated through `cudaMalloc` and in use ([`memuse`]).
+#[derive(Serialize, Clone, Debug, PartialEq)]
+pub struct MemoryInUse {
+    pub source: memuse::Source,
+    pub allocations: u64,
+    pub frees: u64,
+    /// Frees of memory allocated before the trace began: the figures are lower bounds.
+    pub unknown_frees: u64,
+    pub peak_bytes: u64,
+    pub peak_at_ns: u64,
+    /// In use when the trace ended.
+    pub end_bytes: u64,
+    /// From step to step over the steady state (absent without steps).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub growth: Option<memuse::Growth>,
+}
+
+impl MemoryInUse {
+    fn of(ctx: &Ctx, steps: &[u64]) -> Option<MemoryInUse> {
+        let u = memuse::InUse::of(ctx.t).filter(|u| u.source == memuse::Source::CudaMalloc)?;
+        Some(MemoryInUse {
+            source: u.source,
+            allocations: u.allocs,
+            frees: u.frees.len() as u64,
+            unknown_frees: u.unknown_frees,
+            peak_bytes: u.peak_bytes,
+            peak_at_ns: ctx.rel(u.peak_at),
+            end_bytes: u.series.last().map_or(0, |p| p.1),
+            growth: u.growth(steps),
+        })
+    }
 }
 
 #[derive(Serialize, Clone, Debug, PartialEq)]
@@ -586,6 +636,7 @@ fn analyze_with(traces: &[Trace], timelines: bool) -> (Report, Vec<Option<Timeli
     findings::rank(&mut all);
     let (verdict, top) = findings::verdict(&processes, &all);
     let verdict = damage::qualify(verdict, &processes);
+    let verdict = endings::qualify(verdict, top, &processes);
     let report = Report {
         schema_version: SCHEMA_VERSION,
         generator: format!("gputrace {}", env!("CARGO_PKG_VERSION")),
@@ -1053,7 +1104,7 @@ fn analyze_process(
         trace_start_ns: ctx.t0,
         span_ns: ctx.t1 - ctx.t0,
         host_api_events: t.apis.len() as u64,
-        ended: stalls::ended(t),
+        ended: endings::ended(t),
         attribution: idle::Method::of(&ctx).name().into(),
         devices: dev_reports,
         startup: phase(&ctx, st.startup, satt.busy_ns, ps.startup_devices),
@@ -1095,6 +1146,7 @@ fn analyze_process(
                 events: m.events,
             })
             .collect(),
+        memory_in_use: MemoryInUse::of(&ctx, &st.bounds),
         comm: CommReport {
             kernels: cm.kernels,
             time_ns: cm.comm_ns,
@@ -1119,6 +1171,8 @@ fn analyze_process(
         host_cpu,
         environment: crate::report::environment::summary(t, st.steady.0, st.steady.1),
         graphs: graphs::report(&ctx, st.steady, kstats.count),
+        failed_calls: failures::failed_calls(t, ctx.t0),
+        fatal_call: failures::fatal(t, ctx.t0),
     };
     let rank_input = comm::RankInput {
         host: t.meta.host.clone(),

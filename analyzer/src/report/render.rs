@@ -1,6 +1,6 @@
 //! The report as text: the verdict first, then the findings, then the time breakdown.
 
-use super::{pct, Breakdown, Finding, FindingId, Layer, ProcessReport, Report, Severity};
+use super::{pct, Breakdown, Finding, FindingId, Layer, ProcessReport, Report, Severity, Stake};
 use std::fmt::Write;
 
 pub use super::units::dur;
@@ -505,15 +505,17 @@ fn finding(
         String::new()
     };
     let est = if f.estimated { ", estimated" } else { "" };
-    let stake = if f.at_stake_ns == 0 && f.id.layer() == Layer::Environment {
+    let no_time = f.id.layer() == Layer::Environment || f.id.stake() == Stake::Failure;
+    let stake = if f.at_stake_ns == 0 && no_time {
         String::new()
     } else {
         format!(
             "  {} at stake, {:.1}% of {}{est}",
             dur(f.at_stake_ns),
             f.at_stake_pct,
-            // A hang's share is of the whole trace: a hung job may have no steady state.
-            if f.id == FindingId::Hang {
+            // A hang's or a failure's share is of the whole trace: a hung or dead job
+            // may have no steady state.
+            if f.id == FindingId::Hang || f.id.stake() == Stake::Failure {
                 "the trace"
             } else {
                 "steady wall time"
@@ -555,6 +557,51 @@ fn finding(
         for (j, l) in s.lines().enumerate() {
             let _ = writeln!(o, "    {} {l}", if j == 0 { "fix:" } else { "    " });
         }
+    }
+}
+
+/// The calls that returned an error, one line per call and code.
+fn failed_calls(o: &mut String, p: &ProcessReport, multi: bool) {
+    let who = if multi {
+        format!(" of {}", p.label)
+    } else {
+        String::new()
+    };
+    let _ = writeln!(o, "\nFAILED CALLS{who}");
+    for c in &p.failed_calls {
+        let when = if c.count > 1 {
+            format!(
+                "x{} at +{} .. +{}",
+                c.count,
+                ts_ms(c.first_ns),
+                ts_ms(c.last_ns)
+            )
+        } else {
+            format!("x1 at +{}", ts_ms(c.first_ns))
+        };
+        let mut line = format!("{} returned {} {when}", c.call, c.code_words());
+        if let Some(b) = c.bytes {
+            line.push_str(&format!(", {} asked", bytes(b)));
+        }
+        if let Some(at) = &c.called_from {
+            line.push_str(&format!(", from {at}"));
+        }
+        if c.sticky {
+            line.push_str(": the CUDA context is unusable from then on");
+        }
+        wrap(o, "   ", &line, 100);
+    }
+    if let Some(fc) = &p.fatal_call {
+        wrap(
+            o,
+            "   ",
+            &format!(
+                "no GPU work ran after the last: {} ({})",
+                fc.phrase(),
+                fc.what()
+            ),
+            100,
+        );
     }
 }
 
@@ -668,6 +715,9 @@ pub fn render_text(r: &Report) -> String {
     let mut fix_shown = Vec::new();
     for (i, f) in r.findings.iter().enumerate() {
         finding(&mut o, i, f, multi, &mut fix_shown);
+    }
+    for p in r.processes.iter().filter(|p| !p.failed_calls.is_empty()) {
+        failed_calls(&mut o, p, multi);
     }
     for p in &r.processes {
         if p.devices.is_empty() {

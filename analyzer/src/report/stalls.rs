@@ -116,56 +116,6 @@ impl EndIn {
     }
 }
 
-/// How a process (or its trace window) ended, as its trace tells: in every report's
-/// header and in `--json`.
-#[derive(Serialize, Clone, Debug, PartialEq)]
-pub struct Ended {
-    /// `exit`, `exit_call` (`_exit`, `_Exit`, `quick_exit`: no exit handler ran),
-    /// `signal`, `abort`, `no_end_record` (killed, SIGKILL say, or the file cut short),
-    /// `window` (a trace window closed; the process went on) or `unknown` (the trace
-    /// records no state).
-    pub how: &'static str,
-    /// The end record's words (`exit`, `_exit 7`, `signal SIGTERM 15`), or what its
-    /// absence means.
-    pub detail: String,
-}
-
-/// How the trace `t` ended.
-pub fn ended(t: &Trace) -> Ended {
-    let (end, _) = end_of(t);
-    let reason = last_stop(t)
-        .map(|s| t.str(s.2).trim().to_string())
-        .unwrap_or_default();
-    let exit_call = ["_exit ", "_Exit ", "quick_exit "]
-        .iter()
-        .any(|c| reason.starts_with(c));
-    // A trace with no state at all that its reader did not find cut short (one built in
-    // memory, or written before states were) does not say how its process ended.
-    let untold = end == EndIn::CutShort && !t.stats.no_end && !t.stats.truncated_tail;
-    if untold {
-        return Ended {
-            how: "unknown",
-            detail: "not recorded".into(),
-        };
-    }
-    let how = match end {
-        EndIn::CutShort => "no_end_record",
-        EndIn::Window => "window",
-        EndIn::Abort => "abort",
-        EndIn::Signal(_) => "signal",
-        EndIn::Exit if exit_call => "exit_call",
-        EndIn::Exit => "exit",
-    };
-    let detail = match end {
-        EndIn::CutShort => {
-            "no end record: killed (SIGKILL, an out-of-memory kill) or the file cut short".into()
-        }
-        _ if reason.is_empty() => "exit".into(),
-        _ => reason,
-    };
-    Ended { how, detail }
-}
-
 // ------------------------------------------------------------------------------------
 // What the report says (the `hang` object of the finding).
 
@@ -374,7 +324,7 @@ pub fn stalls(t: &Trace) -> Vec<StallIn> {
 }
 
 /// The trace's last `Stopped` state (its end record), if any.
-fn last_stop(t: &Trace) -> Option<&(u64, u8, u32)> {
+pub(crate) fn last_stop(t: &Trace) -> Option<&(u64, u8, u32)> {
     t.states
         .iter()
         .rev()

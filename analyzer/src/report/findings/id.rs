@@ -58,6 +58,10 @@ ids! {
     MemoryBound = "memory_bound",
     /// Small batches while most device memory is unused.
     MemoryHeadroom = "memory_headroom",
+    /// Allocations failed for want of device memory: the process died of it, or nearly.
+    OutOfMemory = "out_of_memory",
+    /// Device memory in use grew step after step in a job that did not (yet) run out.
+    MemoryGrowth = "memory_growth",
     /// Collective time not hidden behind compute.
     CommExposed = "comm_exposed",
     /// A rank that arrives late at collectives (a finding about the whole job).
@@ -116,6 +120,9 @@ pub enum Stake {
     Stuck,
     /// Not lost time: what the trace says about its own coverage.
     Coverage,
+    /// A run that failed or is heading for failure: the traced time up to the failure
+    /// when the process died of it (the work it lost), none otherwise.
+    Failure,
 }
 
 /// Everything declared about one finding id.
@@ -150,6 +157,7 @@ impl FindingId {
                 Busy,
                 &[SmallGrid, LaunchBound, KernelFragmentation],
             ),
+            OutOfMemory | MemoryGrowth => (MemoryAndBatchSize, Failure, &[]),
             CommExposed => (CommunicationAndSync, Collective, &[]),
             CommStraggler => (CommunicationAndSync, Collective, &[]),
             EnvBlindWindow | EnvDroppedRecords | EnvNoHostApi | EnvTraceDamaged | EnvBadRecords => {

@@ -39,7 +39,9 @@ mod implicit_sync;
 mod kernel_fragmentation;
 mod launch_bound;
 mod memory_bound;
+mod memory_growth;
 mod memory_headroom;
+mod out_of_memory;
 mod pageable_memcpy;
 mod small_grid;
 mod sync_memcpy;
@@ -80,6 +82,8 @@ fn detector(id: FindingId) -> Detector {
         SmallGrid => Steady(small_grid::detect),
         MemoryBound => Steady(memory_bound::detect),
         MemoryHeadroom => Steady(memory_headroom::detect),
+        OutOfMemory => Always(out_of_memory::detect),
+        MemoryGrowth => Steady(memory_growth::detect),
         CommExposed => Steady(comm_exposed::detect),
         CommStraggler => Job(comm_straggler::detect),
         EnvBlindWindow => Always(env_blind_window::detect),
