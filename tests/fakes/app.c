@@ -408,6 +408,8 @@ static void run_exit_now(const char *call) {
         _Exit(7);
     if (strcmp(call, "quick_exit") == 0)
         quick_exit(7);
+    if (strcmp(call, "exit") == 0)
+        exit(7);
     _exit(7);
 }
 

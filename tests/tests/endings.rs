@@ -1,9 +1,15 @@
 //! Processes that end without their exit handlers: `_exit`, `_Exit`, `quick_exit` (what
 //! Python's `os._exit` and multiprocessing's children do) finish the trace in the call,
 //! keep everything recorded, say how the process ended, and leave the exit status as
-//! the program set it.
+//! the program set it. `exit(7)` (whose handlers run) is in the loop too: the end record
+//! and the report name its status as well.
 
 use gputrace_tests::*;
+
+fn report(path: &std::path::Path) -> gputrace_analyzer::report::Report {
+    let t = gputrace_analyzer::Trace::load(path).expect("read the trace");
+    gputrace_analyzer::report::analyze(&[t])
+}
 
 /// The reason of the trace's last state (the end record).
 fn end_reason(t: &Trace) -> String {
@@ -13,7 +19,7 @@ fn end_reason(t: &Trace) -> String {
 #[test]
 fn exits_without_handlers_keep_the_trace_and_say_how() {
     let w = Wheel::new(Cuda::V13, Layout::Flat);
-    for call in ["_exit", "_Exit", "quick_exit"] {
+    for call in ["_exit", "_Exit", "quick_exit", "exit"] {
         let base = w.app(&["exit-now", call]).untraced().run();
         assert_eq!(
             base.status.code(),
@@ -31,6 +37,20 @@ fn exits_without_handlers_keep_the_trace_and_say_how() {
         t.assert_complete();
         assert_eq!(t.kernels_named("_Z6parentv").len(), 3, "{call}");
         assert_eq!(end_reason(&t), format!("{call} 7"));
+        // The report says it: the trace line, --json's ended, and the verdict's lead.
+        let r = report(&out.traces[0]);
+        let text = gputrace_analyzer::render_text(&r);
+        assert!(text.contains(&format!("; ended: {call} 7\n")), "{text}");
+        let e = &r.processes[0].ended;
+        assert_eq!((e.status, e.normal), (Some(7), false), "{e:?}");
+        let lead = if call == "exit" {
+            "The process exited with status 7. ".to_string()
+        } else {
+            format!("The process ended through {call} with status 7 (no exit handler ran). ")
+        };
+        assert!(r.verdict.starts_with(&lead), "{}", r.verdict);
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(json["processes"][0]["ended"]["status"], 7, "{call}");
         std::fs::remove_dir_all(&w.traces).unwrap();
     }
 }
