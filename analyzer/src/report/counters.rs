@@ -206,6 +206,87 @@ pub struct CounterStats {
     pub measured: Option<Measured>,
     /// By kernel name, most busy first.
     pub by_kernel: Vec<KernelCounters>,
+    /// SM time with no warp while kernels ran, over the sampled time (one device's
+    /// samples with SM activity only).
+    pub sm_idle: Option<SmIdle>,
+}
+
+/// How much of the time kernels ran the SMs actually held warps, over the part of the
+/// steady state the samples cover: what bounds any estimate of SMs left empty by small
+/// grids or low occupancy. SM activity (GPM) is the share of SMs with at least one warp,
+/// averaged over the SMs and the sample, so `active_ns` is whole-GPU time.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct SmIdle {
+    /// Steady-state time the samples cover.
+    pub covered_ns: u64,
+    /// Time any kernel ran within it (their union).
+    pub busy_ns: u64,
+    /// Sum over the samples of SM activity x their time in the steady state.
+    pub active_ns: u64,
+}
+
+impl SmIdle {
+    /// SM time with no warp while kernels ran, in the covered time (whole-GPU ns).
+    pub fn idle_in_busy_ns(&self) -> u64 {
+        self.busy_ns.saturating_sub(self.active_ns)
+    }
+
+    /// The same over a steady state of `steady_ns`, scaled from the covered time; None
+    /// when the samples cover less than half of it.
+    pub fn bound_over(&self, steady_ns: u64) -> Option<u64> {
+        (self.covered_ns > 0 && self.covered_ns * 2 >= steady_ns).then(|| {
+            (self.idle_in_busy_ns() as f64 * steady_ns as f64 / self.covered_ns as f64) as u64
+        })
+    }
+}
+
+/// [`SmIdle`] of the samples `inside` (sorted by start, not overlapping) and `kernels`
+/// (sorted by start), within `steady`. None unless every sample is of one device and
+/// has its SM activity.
+fn sm_idle(
+    inside: &[&CounterSample],
+    kernels: &[fmt::Kernel],
+    steady: (u64, u64),
+) -> Option<SmIdle> {
+    let (s0, s1) = steady;
+    let dev = inside.first()?.device;
+    if inside
+        .iter()
+        .any(|c| c.device != dev || c.sm_active == fmt::ENV_NA)
+    {
+        return None;
+    }
+    let mut out = SmIdle::default();
+    for c in inside {
+        let span = c.end.min(s1) - c.start.max(s0);
+        out.covered_ns += span;
+        out.active_ns += (c.sm_active as f64 / 10_000.0 * span as f64) as u64;
+    }
+    // The union of the device's kernels, clipped to the steady state, against the samples.
+    let mut busy: Vec<(u64, u64)> = Vec::new();
+    for k in kernels
+        .iter()
+        .filter(|k| k.device == dev && k.end > k.start)
+    {
+        let (a, b) = (k.start.max(s0), k.end.min(s1));
+        if a >= b {
+            continue;
+        }
+        match busy.last_mut() {
+            Some(last) if a <= last.1 => last.1 = last.1.max(b),
+            _ => busy.push((a, b)),
+        }
+    }
+    let mut first = 0;
+    for (a, b) in busy {
+        while first < inside.len() && inside[first].end.min(s1) <= a {
+            first += 1;
+        }
+        for c in inside[first..].iter().take_while(|c| c.start < b) {
+            out.busy_ns += c.end.min(b).saturating_sub(c.start.max(a));
+        }
+    }
+    Some(out)
 }
 
 /// Weighted mean of one metric (hundredths of a percent, [`fmt::ENV_NA`] skipped).
@@ -374,6 +455,7 @@ pub fn stats(
     CounterStats {
         measured: Some(measured),
         by_kernel,
+        sm_idle: sm_idle(&inside, kernels, steady),
     }
 }
 
@@ -400,6 +482,40 @@ mod tests {
             end,
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn sm_idle_is_kernel_time_less_measured_sm_activity() {
+        let mut a = sample(0, 100, 0, 0);
+        a.sm_active = 5_000;
+        let mut b = sample(100, 200, 0, 0);
+        b.sm_active = 10_000;
+        let c = sample(200, 400, 0, 0);
+        // Kernels 0-100 (two, overlapping: one busy stretch) and 150-200; idle 200-400.
+        let kernels = [kernel(1, 0, 80), kernel(2, 50, 100), kernel(1, 150, 200)];
+        let s = stats(&[a.clone(), b.clone(), c], &kernels, (0, 400));
+        let m = s.sm_idle.unwrap();
+        assert_eq!((m.covered_ns, m.busy_ns), (400, 150));
+        // 50% of 100 + 100% of 100 + 90% of 200 = 50 + 100 + 180.
+        assert_eq!(m.active_ns, 330);
+        // Activity over idle time (another process, a sampling edge) makes it 0, not less.
+        assert_eq!(m.idle_in_busy_ns(), 0);
+        let mut quiet = sample(200, 400, 0, 0);
+        quiet.sm_active = 0;
+        let s = stats(&[a.clone(), b, quiet], &kernels, (0, 400));
+        let m = s.sm_idle.unwrap();
+        assert_eq!((m.active_ns, m.idle_in_busy_ns()), (150, 0));
+        let mut half = a;
+        half.end = 200;
+        let s = stats(&[half], &kernels, (0, 400));
+        let m = s.sm_idle.unwrap();
+        // Busy 150 of which SMs held warps 100 (50% of 200): 50 idle, scaled to 400.
+        assert_eq!(
+            (m.busy_ns, m.active_ns, m.idle_in_busy_ns()),
+            (150, 100, 50)
+        );
+        assert_eq!(m.bound_over(400), Some(100));
+        assert_eq!(m.bound_over(401), None);
     }
 
     #[test]

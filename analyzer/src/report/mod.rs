@@ -28,6 +28,7 @@ pub mod idle;
 pub mod intervals;
 pub mod kernels;
 pub mod keymap;
+pub mod launch_source;
 pub mod links;
 pub mod load;
 pub mod memuse;
@@ -107,6 +108,10 @@ pub struct Finding {
     pub fix: String,
     /// Ids of findings whose time this one's overlaps (not to be added up).
     pub overlaps: Vec<FindingId>,
+    /// The finding on the same process this one is a consequence of (`launch_bound`
+    /// caused by `implicit_sync`): ranked right after it, fixed by fixing it first.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub caused_by: Option<FindingId>,
     /// What the measurements say caused it, for findings with measured sub-causes
     /// (`data_starvation`, `cpu_bound`, `implicit_sync`).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -960,7 +965,7 @@ fn analyze_process(
     if kstats.no_device_info {
         notes.push("some kernels ran on devices without a device record: their grid fill (small_grid) is not computed".into());
     }
-    let hung = stalls::detect(t, ctx.t0);
+    let hung = stalls::detect(t, ctx.t0, st.steady.0);
     notes.extend(hung.notes);
     let damage = TraceDamage::of(t, ctx.t0);
     if let Some(d) = &damage {

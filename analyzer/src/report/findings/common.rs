@@ -46,6 +46,7 @@ pub(super) fn finding(id: FindingId, title: &str, ns: u64, wall: u64) -> Finding
         metrics: BTreeMap::new(),
         fix: String::new(),
         overlaps: id.overlaps().to_vec(),
+        caused_by: None,
         subcause: None,
         call_sites: Vec::new(),
         host_was_in: Vec::new(),

@@ -114,7 +114,7 @@ pub enum Stake {
     Idle(Cause),
     /// GPU time lost to collectives, measured outside the idle attribution.
     Collective,
-    /// GPU time busy but poorly used (estimated, or other findings' time summed).
+    /// GPU time busy but poorly used (estimated, or the time of a finding it overlaps).
     Busy,
     /// GPU time with no progress: from the last progress to the end of the trace.
     Stuck,

@@ -1,5 +1,10 @@
-//! `memory_headroom`: small or short kernels while most device memory is unused; its time at
-//! stake is that of the findings a larger batch would shrink (it overlaps them).
+//! `memory_headroom`: small or short kernels while most device memory is unused, in a job
+//! where a larger batch is plausible: training (backward or optimizer work seen in its
+//! kernels or its Python stacks), not inference at a batch the caller chose. Its time at
+//! stake is that of the largest finding a larger batch would shrink (small_grid,
+//! bounded by the SM activity measured where GPM sampled; launch_bound;
+//! kernel_fragmentation): the same time, never their sum. It warns only when that time
+//! was measured, not estimated, and is large.
 
 use super::common::{bytes, dur, pct_str, share};
 use super::id::FindingId;
@@ -10,10 +15,33 @@ use crate::report::{pct, Finding, Severity};
 
 /// Peak device memory below this share of capacity is headroom.
 const USED_BELOW_PCT: f64 = 30.0;
-/// The overlapped findings' time must reach this share to report...
+/// The overlapped finding's time must reach this share to report...
 const FIXABLE_PCT: f64 = 3.0;
-/// ... and this share to warn.
+/// ... and this share, measured, to warn.
 const FIXABLE_WARN_PCT: f64 = 10.0;
+
+/// Names (kernels, Python files and functions, any string of the trace) that say the job
+/// trains: backward passes and optimizers. Lower case; matched as substrings.
+const TRAINING_MARKS: &[&str] = &[
+    "backward",
+    "_bwd",
+    "bwd_",
+    "torch/optim/",
+    "torch/autograd/",
+    "optimizer",
+    "multi_tensor_apply",
+    "adam",
+    "sgd",
+];
+
+/// Whether the trace shows training: any of its strings (kernel names, Python frames)
+/// carries a [`TRAINING_MARKS`] mark.
+fn trains(cx: &FindingCx) -> bool {
+    cx.ctx.t.strings.iter().any(|s| {
+        let s = s.to_ascii_lowercase();
+        TRAINING_MARKS.iter().any(|m| s.contains(m))
+    })
+}
 
 pub(super) fn detect(cx: &FindingCx) -> Option<Finding> {
     // The device with the most headroom.
@@ -25,31 +53,55 @@ pub(super) fn detect(cx: &FindingCx) -> Option<Finding> {
             pct(a.peak_bytes, a.capacity_bytes).total_cmp(&pct(b.peak_bytes, b.capacity_bytes))
         })?;
     let used = pct(m.peak_bytes, m.capacity_bytes);
-    // The time of the findings it overlaps (`FindingId::about`).
-    let fixable = cx.kstats.small_grid_ns as u64
-        + cx.idle(Cause::LaunchBound)
-        + cx.idle(Cause::KernelFragmentation);
+    if used >= USED_BELOW_PCT || !trains(cx) {
+        return None;
+    }
+    // The largest of the findings it overlaps (`FindingId::about`), and whether its time
+    // is an estimate.
+    let (grid_ns, grid_est, _) = super::small_grid::stake(cx);
+    let (under, fixable, estimated) = [
+        (FindingId::SmallGrid, grid_ns, grid_est),
+        (FindingId::LaunchBound, cx.idle(Cause::LaunchBound), false),
+        (
+            FindingId::KernelFragmentation,
+            cx.idle(Cause::KernelFragmentation),
+            false,
+        ),
+    ]
+    .into_iter()
+    .max_by_key(|&(_, ns, _)| ns)?;
     let fp = pct(fixable, cx.wall);
-    if !(used < USED_BELOW_PCT && fp >= FIXABLE_PCT) {
+    if fp < FIXABLE_PCT {
         return None;
     }
     let mut x = cx.finding(
         FindingId::MemoryHeadroom,
         "Small batches while most device memory is unused",
         fixable,
-        true,
+        estimated,
     );
-    if fp < FIXABLE_WARN_PCT {
-        x.severity = Severity::Info;
-    } else if x.severity == Severity::Critical {
-        x.severity = Severity::Warn;
-    }
+    x.severity = if fp >= FIXABLE_WARN_PCT && !estimated {
+        Severity::Warn
+    } else {
+        Severity::Info
+    };
     x.summary = format!(
-        "Peak device memory was {:.0}% of capacity while small or short kernels cost {} of the steady state: a larger batch would use the idle memory and SMs.",
+        "Peak device memory was {:.0}% of capacity in a training job while {} cost {} of the steady state: a larger batch would use the idle memory and give each launch more work.",
         used,
+        under,
         share(fixable, cx.wall)
     );
     evidence(cx, m, used, &mut x);
+    x.evidence.push(format!(
+        "time at stake: {}'s {}{}, the same time as that finding's, not in addition",
+        under,
+        dur(fixable),
+        if estimated {
+            " (an estimate from grid sizes, no GPU counters to bound it: info, not a warning)"
+        } else {
+            ""
+        }
+    ));
     x.metrics.insert("peak_bytes".into(), m.peak_bytes as f64);
     x.metrics
         .insert("capacity_bytes".into(), m.capacity_bytes as f64);
@@ -76,7 +128,7 @@ fn evidence(cx: &FindingCx, m: &MemoryUse, used: f64, x: &mut Finding) {
         }
     ));
     x.evidence.push(format!(
-        "median kernel {}, SM fill (block slots occupied) ~{}; time at stake is that of {}",
+        "median kernel {}, SM fill (block slots occupied) ~{}; it overlaps {}",
         dur(cx.report.kernels.p50_ns),
         cx.report
             .sm_fill_pct

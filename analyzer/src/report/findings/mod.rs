@@ -17,6 +17,7 @@ mod id;
 mod inputs;
 mod rank;
 
+mod chains;
 mod comm_exposed;
 mod comm_straggler;
 mod cpu_bound;
@@ -105,14 +106,16 @@ fn detector(id: FindingId) -> Detector {
 /// Findings about one process, in the order of [`FindingId::ALL`] (the rank orders them).
 pub(crate) fn process(cx: &FindingCx) -> Vec<Finding> {
     let steady = cx.has_steady_gpu();
-    FindingId::ALL
+    let mut found: Vec<Finding> = FindingId::ALL
         .iter()
         .filter_map(|&id| match detector(id) {
             Detector::Steady(d) if steady => d(cx),
             Detector::Always(d) => d(cx),
             Detector::Steady(_) | Detector::Job(_) => None,
         })
-        .collect()
+        .collect();
+    chains::link(cx, &mut found);
+    found
 }
 
 /// Findings about a job of several ranks, added to (and adjusting) the processes' findings.

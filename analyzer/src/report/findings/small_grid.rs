@@ -7,8 +7,31 @@ use super::inputs::FindingCx;
 use crate::report::kernels::NameAgg;
 use crate::report::{Example, Finding};
 
+/// The time at stake: the estimate from grid sizes, bounded by what the GPU's counters
+/// measured (SM time with no warp while kernels ran) where they cover the steady state;
+/// whether it is still the estimate; and the measured bound.
+pub(super) fn stake(cx: &FindingCx) -> (u64, bool, Option<u64>) {
+    let est = cx.kstats.small_grid_ns as u64;
+    let bound = measured_bound(cx);
+    match bound {
+        Some(b) if b < est => (b, false, bound),
+        _ => (est, true, bound),
+    }
+}
+
+/// SM time left with no warp while kernels ran in the steady state, from GPM's SM
+/// activity: no grid could have filled more than that. None without samples covering
+/// most of the steady state of a one-device process.
+fn measured_bound(cx: &FindingCx) -> Option<u64> {
+    if cx.ctx.devices.len() != 1 {
+        return None;
+    }
+    cx.counters.sm_idle?.bound_over(cx.report.steady.wall_ns)
+}
+
 pub(super) fn detect(cx: &FindingCx) -> Option<Finding> {
-    let ns = cx.kstats.small_grid_ns as u64;
+    let est = cx.kstats.small_grid_ns as u64;
+    let (ns, estimated, bound) = stake(cx);
     if !cx.reportable(ns) {
         return None;
     }
@@ -17,12 +40,22 @@ pub(super) fn detect(cx: &FindingCx) -> Option<Finding> {
         FindingId::SmallGrid,
         "Kernels with far fewer blocks than the GPU holds",
         ns,
-        true,
+        estimated,
     );
     x.summary = format!(
-        "Kernels with fewer blocks than SMs, filling less than a quarter of the GPU's resident-block slots, leave SMs empty while they run; the empty share of their time is {} of the steady state (estimate).",
-        share(ns, cx.wall)
+        "Kernels with fewer blocks than SMs, filling less than a quarter of the GPU's resident-block slots, leave SMs empty while they run; the empty share of their time is {} of the steady state ({}).",
+        share(ns, cx.wall),
+        if estimated {
+            "estimate"
+        } else {
+            "bounded by the SM activity measured"
+        }
     );
+    x.evidence.push(basis_line(cx, est, bound));
+    x.metrics.insert("estimate_ns".into(), est as f64);
+    if let Some(b) = bound {
+        x.metrics.insert("measured_bound_ns".into(), b as f64);
+    }
     x.evidence.push(format!(
         "nvidia-smi GPU-Util would read {:.0}% (time with any kernel running); SM fill actually achieved ~{} (time-weighted resident blocks / slots, estimated from grid, block, registers and shared memory)",
         r.gpu_util_pct,
@@ -52,6 +85,32 @@ pub(super) fn detect(cx: &FindingCx) -> Option<Finding> {
     }
     x.fix = "Give each kernel more parallel work: raise the batch size (or tokens per step); for your own kernels launch enough blocks to cover every SM several times (grid-stride loops), or use smaller blocks; run independent small kernels concurrently on separate streams.".into();
     Some(x)
+}
+
+/// What the time at stake rests on: the estimate's assumption, and the measurement that
+/// bounds it when there is one.
+fn basis_line(cx: &FindingCx, est: u64, bound: Option<u64>) -> String {
+    let Some(b) = bound else {
+        return format!(
+            "estimated from grid, block, registers and shared memory ({}), assuming every resident-block slot left empty is lost time; no GPU counters checked it (gputrace run samples NVML GPM, which measures SM activity)",
+            dur(est)
+        );
+    };
+    let sm = cx
+        .counters
+        .measured
+        .as_ref()
+        .and_then(|m| m.m.sm_active_pct)
+        .map(pct_str)
+        .unwrap_or_else(|| "?".into());
+    format!(
+        "measured: SMs active {sm} of the steady state while kernels ran {} of it, so SMs sat with no warp during kernels for at most {} ({}); the estimate from grid sizes, {}, is {}",
+        share(cx.report.steady.busy_ns, cx.report.steady.wall_ns),
+        dur(b),
+        share(b, cx.wall),
+        dur(est),
+        if b < est { "capped at it" } else { "within it" }
+    )
 }
 
 /// What the GPU's counters measured while kernel `name` ran (NVML GPM): the SMs that

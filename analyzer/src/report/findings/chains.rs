@@ -1,0 +1,66 @@
+//! Causes before their consequences. Some findings are what another one does to the
+//! GPU: a host that waits for the GPU after every layer (`implicit_sync`) drains the
+//! queue, so every launch after a wait finds an empty GPU and the kernels run shorter
+//! than their launches (`launch_bound`). Removing the waits lets the host run ahead and
+//! hides the launches behind the queue; fixing the launches alone does not remove the
+//! waits. That holds when the GPU has more to run than the host spends launching it
+//! (kernel time at least the host's time outside the waits); otherwise the launches are
+//! the bottleneck with or without the waits. Such a consequence is linked to its cause (`caused_by`), ranked right after it,
+//! and the cause takes the consequence's severity when that is higher; the times stay
+//! apart (each is idle time charged to one cause, never added twice).
+
+use super::id::FindingId;
+use super::inputs::FindingCx;
+use crate::report::Finding;
+
+/// A launch call on average at most this many launches after a wait for the GPU: the
+/// queue is drained so often that launch latency cannot hide behind it.
+const LAUNCHES_PER_WAIT: f64 = 20.0;
+
+/// Links the consequences among one process's findings to their causes.
+pub(super) fn link(cx: &FindingCx, found: &mut [Finding]) {
+    let Some(sync) = found.iter().position(|f| f.id == FindingId::ImplicitSync) else {
+        return;
+    };
+    let Some(lb) = found.iter().position(|f| f.id == FindingId::LaunchBound) else {
+        return;
+    };
+    let waits = found[sync]
+        .metrics
+        .get("sync_calls")
+        .copied()
+        .unwrap_or(0.0);
+    let launches = cx.report.launches.launch_calls as f64;
+    if waits < 1.0 || launches / waits > LAUNCHES_PER_WAIT {
+        return;
+    }
+    // Without the waits a queue builds only if the GPU has more to run than the host
+    // spends launching it: the kernels' time at least the host's time outside the
+    // waits. Otherwise the launches are the bottleneck with or without the waits.
+    let blocked = found[sync]
+        .metrics
+        .get("sync_blocked_ns")
+        .copied()
+        .unwrap_or(0.0) as u64;
+    let steady = &cx.report.steady;
+    if steady.busy_ns < steady.wall_ns.saturating_sub(blocked) {
+        return;
+    }
+    let every = launches / waits;
+    let cause_sev = found[sync].severity.max(found[lb].severity);
+    found[sync].severity = cause_sev;
+    let f = &mut found[lb];
+    f.caused_by = Some(FindingId::ImplicitSync);
+    f.evidence.insert(
+        0,
+        format!(
+            "a consequence of implicit_sync: the host waited for the GPU {} times in the steady state, once every {every:.1} launches, so the launches after each wait found an empty GPU; with the waits gone the host runs ahead and their latency hides behind the queue",
+            waits as u64
+        ),
+    );
+    f.fix = format!(
+        "First remove the waits (implicit_sync, the cause): the launch gaps shrink with them. Then, if launches still outrun the kernels: {}",
+        f.fix
+    );
+    f.metrics.insert("launches_per_wait".into(), every);
+}
