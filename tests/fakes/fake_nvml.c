@@ -103,6 +103,9 @@ static const char *scenario(void) {
 }
 
 static int is(const char *s) { return strcmp(scenario(), s) == 0; }
+/* Held at the power limit under load (sw_power_cap alone): at the default limit
+ * (`power_cap`) or at one lowered to 400 W (`power_cap_lowered`). */
+static int is_power_cap(void) { return is("power_cap") || is("power_cap_lowered"); }
 
 static void log_line(const char *what) {
     const char *p = getenv("FAKE_NVML_LOG");
@@ -250,7 +253,7 @@ EXPORT nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t d, unsigned int type, un
     while (is("hang"))
         pause();
     if (type == 1) /* SM */
-        *mhz = is("throttled") ? 1200 : 1980;
+        *mhz = is("throttled") ? 1200 : is_power_cap() ? 1500 : 1980;
     else if (type == 2) /* MEM */
         *mhz = 2619;
     else
@@ -271,7 +274,7 @@ EXPORT nvmlReturn_t nvmlDeviceGetMaxClockInfo(nvmlDevice_t d, unsigned int type,
 
 EXPORT nvmlReturn_t nvmlDeviceGetCurrentClocksEventReasons(nvmlDevice_t d, unsigned long long *r) {
     NEED_GPU(d);
-    *r = is("throttled") ? (0x4ull | 0x8ull) : 0;
+    *r = is("throttled") ? (0x4ull | 0x8ull) : is_power_cap() ? 0x4ull : 0;
     return NVML_SUCCESS;
 }
 
@@ -283,7 +286,7 @@ EXPORT nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t d, unsigned int *mw) {
 
 EXPORT nvmlReturn_t nvmlDeviceGetEnforcedPowerLimit(nvmlDevice_t d, unsigned int *mw) {
     NEED_GPU(d);
-    *mw = 700000;
+    *mw = is("power_cap_lowered") ? 400000 : 700000;
     return NVML_SUCCESS;
 }
 

@@ -71,6 +71,26 @@ fn throttled_clocks_are_a_warning_with_the_reason_and_fix() {
 }
 
 #[test]
+fn held_at_the_default_power_limit_is_no_warning_as_in_the_report() {
+    // sw_power_cap alone at the default limit: how the GPU boosts under load (the
+    // report's env_throttled calls it normal; both apply rules::ThrottleKind).
+    let d = doctor_in("power_cap");
+    let c = line(&d, "clocks");
+    assert_eq!(c.status, Status::Ok, "{c:?}");
+    assert!(
+        c.message
+            .contains("1500 of 1980 MHz; reasons: sw_power_cap"),
+        "{c:?}"
+    );
+    // The same under a limit lowered to 400 W: a warning, with the limit's fix.
+    let d = doctor_in("power_cap_lowered");
+    let c = line(&d, "clocks");
+    assert_eq!(c.status, Status::Warn, "{c:?}");
+    assert!(c.fix.as_deref().unwrap().contains("-pl"), "{c:?}");
+    assert_eq!(line(&d, "power_limit").status, Status::Warn);
+}
+
+#[test]
 fn another_process_on_the_gpu_is_listed() {
     let d = doctor_in("shared");
     let c = line(&d, "processes");

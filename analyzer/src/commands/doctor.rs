@@ -267,7 +267,7 @@ fn gpu_checks(n: &Nvml, all: &[Fact], out: &mut Vec<Check>) {
             ),
             None,
         ));
-        clock_check(n, d, i, out);
+        clock_check(n, all, d, i, out);
         if let Some(p) = rules::power_limit(all, i) {
             let (lim, def) = (p.limit_mw, p.default_mw);
             if p.lowered() {
@@ -455,30 +455,31 @@ fn gpm_check(gpu: u32, r: Result<(), gputrace_env::gpm::Unavailable>) -> Check {
     )
 }
 
-fn clock_check(n: &Nvml, d: Device, i: u32, out: &mut Vec<Check>) {
+fn clock_check(n: &Nvml, all: &[Fact], d: Device, i: u32, out: &mut Vec<Check>) {
     let (Some(sm), Some(max)) = (n.clock(d, nvml::CLOCK_SM), n.max_clock(d, nvml::CLOCK_SM)) else {
         return;
     };
     let reasons = n.clock_reasons(d).unwrap_or(0);
-    let throttle = reasons & fmt::CLOCK_REASONS_THROTTLE;
     let names = fmt::clock_reason_names(reasons).join(", ");
     let msg = format!(
         "SM clock {sm} of {max} MHz{}{}",
         if names.is_empty() { "" } else { "; reasons: " },
         names
     );
-    if throttle == 0 {
+    // The report's rule (env_throttled): held at the default power limit is how the GPU
+    // boosts under load, not a fault.
+    let throttle = rules::ThrottleKind::of(reasons, rules::power_limit(all, i));
+    if !throttle.is_fault() {
         out.push(check("clocks", Some(i), Status::Ok, msg, None));
         return;
     }
-    let fix = if throttle & (fmt::CLOCK_REASON_HW_THERMAL | fmt::CLOCK_REASON_SW_THERMAL) != 0 {
-        "The GPU is too hot: check cooling and airflow (nvidia-smi -q -d TEMPERATURE,PERFORMANCE)."
-    } else if throttle & (fmt::CLOCK_REASON_HW_SLOWDOWN | fmt::CLOCK_REASON_HW_POWER_BRAKE) != 0 {
-        "Hardware slowdown (power supply or temperature): check nvidia-smi -q -d PERFORMANCE and the machine's power and cooling."
-    } else {
-        "Held at the power limit: check nvidia-smi -q -d POWER; a lowered limit (see power_limit) or a hot GPU draws this."
-    };
-    out.push(check("clocks", Some(i), Status::Warn, msg, Some(fix)));
+    out.push(check(
+        "clocks",
+        Some(i),
+        Status::Warn,
+        msg,
+        Some(throttle.fix()),
+    ));
 }
 
 fn pcie_check(n: &Nvml, d: Device, i: u32, out: &mut Vec<Check>) {

@@ -311,6 +311,9 @@ pub struct Throttle {
     pub device: u32,
     /// Names of the throttle reasons seen.
     pub reasons: Vec<String>,
+    /// The same as NVML's bits (`fmt::CLOCK_REASON_*`).
+    #[serde(skip)]
+    pub reason_bits: u64,
     pub throttled_ns: u64,
     pub throttled_pct: f64,
     /// Median SM clock while throttled, and the maximum.
@@ -369,6 +372,7 @@ pub fn throttled(t: &Trace, lo: u64, hi: u64) -> Vec<Throttle> {
                 .into_iter()
                 .map(String::from)
                 .collect(),
+            reason_bits: mask,
             throttled_ns: ns,
             throttled_pct: 100.0 * ns as f64 / hi.saturating_sub(lo).max(1) as f64,
             sm_clock_mhz: clock,

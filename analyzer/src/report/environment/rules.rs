@@ -226,6 +226,58 @@ pub fn power_limit<F: Facts + ?Sized>(f: &F, device: u32) -> Option<PowerLimit> 
     })
 }
 
+/// What NVML's clock event reasons (`fmt::CLOCK_REASON_*` bits) say about a GPU, for the
+/// report's `env_throttled` and `gputrace doctor` alike.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ThrottleKind {
+    /// No throttling reason.
+    None,
+    /// Held at its default power limit: how the GPU's boost works under a full load (an
+    /// H200 running bf16 matmuls at 1500 of 1980 MHz, 400 W of 700 W, said
+    /// sw_power_cap). Worth knowing, not a fault.
+    AtPowerCap,
+    /// Held at a power limit set below the default.
+    LoweredPowerLimit,
+    /// Too hot (hardware or software thermal slowdown).
+    Thermal,
+    /// A hardware slowdown or power brake (power supply, temperature).
+    Hardware,
+}
+
+impl ThrottleKind {
+    /// The reasons `reasons` of a GPU whose power limit is `limit` (when known).
+    pub fn of(reasons: u64, limit: Option<PowerLimit>) -> ThrottleKind {
+        use gputrace_format as fmt;
+        let r = reasons & fmt::CLOCK_REASONS_THROTTLE;
+        if r == 0 {
+            ThrottleKind::None
+        } else if r & (fmt::CLOCK_REASON_HW_THERMAL | fmt::CLOCK_REASON_SW_THERMAL) != 0 {
+            ThrottleKind::Thermal
+        } else if r & (fmt::CLOCK_REASON_HW_SLOWDOWN | fmt::CLOCK_REASON_HW_POWER_BRAKE) != 0 {
+            ThrottleKind::Hardware
+        } else if limit.is_some_and(|p| p.lowered()) {
+            ThrottleKind::LoweredPowerLimit
+        } else {
+            ThrottleKind::AtPowerCap
+        }
+    }
+
+    /// A fault worth a warning (not the normal power cap).
+    pub fn is_fault(self) -> bool {
+        !matches!(self, ThrottleKind::None | ThrottleKind::AtPowerCap)
+    }
+
+    /// What to do about it.
+    pub fn fix(self) -> &'static str {
+        match self {
+            ThrottleKind::Thermal => "The GPU is too hot: check cooling and airflow (nvidia-smi -q -d TEMPERATURE,PERFORMANCE).",
+            ThrottleKind::Hardware => "Hardware slowdown (power supply or temperature): check nvidia-smi -q -d PERFORMANCE and the machine's power and cooling.",
+            ThrottleKind::LoweredPowerLimit => "Held at a power limit below the default: restore it (sudo nvidia-smi -i N -pl <default watts>) or ask the administrator why it was lowered.",
+            ThrottleKind::AtPowerCap | ThrottleKind::None => "Nothing to fix: the GPU boosts up to its default power limit and holds there under a full load.",
+        }
+    }
+}
+
 /// A PCIe link trained below what it can do: (narrower, slower generation). NVML's
 /// "not available" readings (0 or the sentinel) are not below anything.
 pub fn pcie_below_max(gen: u32, gen_max: u32, width: u32, width_max: u32) -> Option<(bool, bool)> {

@@ -23,14 +23,12 @@ pub(super) fn detect(cx: &FindingCx) -> Option<Finding> {
     let ns = (w.throttled_ns as f64 * busy_share.min(1.0) * w.clock_drop_pct / 100.0) as u64;
     let mut x = cx.finding(FindingId::EnvThrottled, "Clocks throttled", ns, true);
     let hot = w.reasons.iter().any(|r| r.contains("thermal"));
-    // Capping at the default power limit under a full load is how the GPU's boost
-    // works (an H200 running bf16 matmuls at 1500 of 1980 MHz, 400 W of 700 W, said
-    // sw_power_cap): worth knowing, not a fault. A lowered limit, heat or a hardware
-    // slowdown is.
+    // The rule `gputrace doctor` applies too: capping at the default power limit under a
+    // full load is how the GPU's boost works; a lowered limit, heat or a hardware
+    // slowdown is a fault.
     let power = environment::rules::power_limit(cx.ctx.t, w.device);
     let lowered = power.is_some_and(|p| p.lowered());
-    let only_power_cap = w.reasons.iter().all(|r| r == "sw_power_cap");
-    let normal = only_power_cap && !lowered;
+    let normal = !environment::rules::ThrottleKind::of(w.reason_bits, power).is_fault();
     if x.severity < Severity::Warn && w.throttled_pct >= 10.0 && !normal {
         x.severity = Severity::Warn;
     }
