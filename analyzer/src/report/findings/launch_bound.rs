@@ -1,11 +1,14 @@
 //! `launch_bound`: kernels shorter than the time to launch them; the host issued work back
-//! to back and still could not keep the GPU fed.
+//! to back and still could not keep the GPU fed. Which code issued those launches (the
+//! Python samples and kernel families of the launch-bound stretches) and the fix for that
+//! code come from [`crate::report::launch_source`].
 
 use super::common::{dur, push_examples_line, share};
 use super::id::FindingId;
 use super::inputs::FindingCx;
 use crate::report::idle::Cause;
-use crate::report::Finding;
+use crate::report::launch_source::{self, LaunchSource};
+use crate::report::{Finding, KernelsReport, LaunchReport};
 use gputrace_format as fmt;
 use std::collections::HashMap;
 
@@ -86,15 +89,9 @@ pub(super) fn detect(cx: &FindingCx) -> Option<Finding> {
     }
     x.examples = cx.idle_examples(Cause::LaunchBound);
     push_examples_line(&mut x);
+    let fix = add_source(&mut x, &launch_source::find(cx.ctx, cx.steps.steady));
     cx.heuristic_note(&mut x);
-    x.metrics.insert("kernels_per_s".into(), k.per_second);
-    x.metrics.insert("kernel_p50_ns".into(), k.p50_ns as f64);
-    x.metrics.insert(
-        "launch_interval_p50_ns".into(),
-        l.launch_interval_p50_ns as f64,
-    );
-    x.metrics
-        .insert("empty_queue_pct".into(), l.empty_queue_pct);
+    add_metrics(&mut x, k, l);
     if let Some(g) = cx.graphs() {
         x.metrics
             .insert("launch_calls".into(), l.launch_calls as f64);
@@ -106,8 +103,50 @@ pub(super) fn detect(cx: &FindingCx) -> Option<Finding> {
         x.fix = "The job already replays CUDA graphs, and the host still falls behind between replays: give each replay more work (a larger batch, more of the step inside one graph, several iterations per replay), and move host work between replays (Python, logging, .item(), data preparation) off the loop or make it asynchronous.".into();
         return Some(x);
     }
-    x.fix = "Cut the per-kernel host cost: capture the step in a CUDA graph (torch.compile(mode=\"reduce-overhead\") or torch.cuda.CUDAGraph), fuse small ops with torch.compile, and give each kernel more work (a larger batch).".into();
+    x.fix = fix.unwrap_or_else(|| GENERIC_FIX.into());
     Some(x)
+}
+
+/// The fix when no source of the launches was named.
+const GENERIC_FIX: &str = "Cut the per-kernel host cost: capture the step in a CUDA graph (torch.compile(mode=\"reduce-overhead\") or torch.cuda.CUDAGraph), fuse small ops with torch.compile, and give each kernel more work (a larger batch).";
+
+/// The kernel and launch rates behind the finding.
+fn add_metrics(x: &mut Finding, k: &KernelsReport, l: &LaunchReport) {
+    x.metrics.insert("kernels_per_s".into(), k.per_second);
+    x.metrics.insert("kernel_p50_ns".into(), k.p50_ns as f64);
+    x.metrics.insert(
+        "launch_interval_p50_ns".into(),
+        l.launch_interval_p50_ns as f64,
+    );
+    x.metrics
+        .insert("empty_queue_pct".into(), l.empty_queue_pct);
+}
+
+/// The evidence of where the launches came from: the samples in the launch-bound
+/// stretches (also the finding's `host_was_in`), the kernel families started there, the
+/// source named (also its `subcause`), and their numbers as metrics; the fix for that
+/// source, if one was named (a job that replays CUDA graphs keeps its own).
+fn add_source(x: &mut Finding, src: &LaunchSource) -> Option<String> {
+    x.evidence.extend(src.samples_line());
+    x.evidence.extend(src.families_line());
+    x.evidence.extend(src.source_line());
+    x.host_was_in = src.places.clone();
+    if let Some((s, pct)) = src.source {
+        x.subcause = Some(s.id().to_string());
+        x.metrics.insert("source_samples_pct".into(), pct);
+    }
+    if src.kernels > 0 {
+        x.metrics
+            .insert("stretch_kernels".into(), src.kernels as f64);
+        for f in &src.families {
+            x.metrics.insert(format!("family_{}_pct", f.id), f.pct);
+        }
+    }
+    if src.samples > 0 {
+        x.metrics
+            .insert("stretch_samples".into(), src.samples as f64);
+    }
+    src.fix()
 }
 
 /// The tracer's own cost inside `window` (ns, callbacks), from its `TracerCost` events
