@@ -72,7 +72,9 @@ fn diff_of_a_fix_names_the_cause_gone() {
     let summary = v["summary"].as_str().unwrap();
     assert!(summary.starts_with("step time "), "{summary}");
     assert!(summary.contains("data_starvation gone"), "{summary}");
-    // Known answer: 6022 us per step with no host call before, none after.
+    // Known answer: 6022 us per step with no host call, and the 5 us from the launch
+    // call's return to its kernel (a 6 ms gap is not launch latency; the 5 us inside the
+    // call is other_cuda_call) before, none after.
     let ds = v["causes"]
         .as_array()
         .unwrap()
@@ -80,7 +82,7 @@ fn diff_of_a_fix_names_the_cause_gone() {
         .find(|c| c["name"] == "data_starvation")
         .unwrap();
     let per_step = ds["before"].as_f64().unwrap();
-    assert!((per_step - 6022e3).abs() < 2e3, "{per_step}");
+    assert!((per_step - 6027e3).abs() < 2e3, "{per_step}");
     assert_eq!(ds["after"].as_f64().unwrap(), 0.0);
     assert!(v["findings_lost"]
         .as_array()

@@ -166,14 +166,21 @@ fn check(path: &Path) -> usize {
             // ("on a CPU by thread: ..." shares it out: its own check below.)
             let seen: Vec<String> = durations_after(&flat_text, "on a CPU ")
                 .into_iter()
-                .filter(|d| !d.starts_with("by thread"))
+                // ("while another thread ... was on a CPU (cpu_bound): ..." is not it.)
+                .filter(|d| !d.starts_with("by thread") && !d.starts_with("(cpu_bound)"))
                 .collect();
             assert!(!seen.is_empty(), "{name}: no CPU time in the text");
             // The per-thread shares add up to the same total (each rounded to its
             // printed precision: within 1% and 0.02 ms).
             if let Some(i) = flat_text.find("on a CPU by thread: ") {
                 let line = &flat_text[i..];
-                let line = &line[..line.find(" CPUs available").unwrap_or(line.len())];
+                // Up to the next host line (the contention line also names threads).
+                let end = [" CPUs available", " host blocked "]
+                    .iter()
+                    .filter_map(|m| line.find(m))
+                    .min()
+                    .unwrap_or(line.len());
+                let line = &line[..end];
                 let shares: f64 = line
                     .split(") ")
                     .skip(1)

@@ -54,6 +54,91 @@ impl HostClass {
     }
 }
 
+/// A gap may be launch latency up to this many times the trace's own cost of one launch.
+pub const LAUNCH_GAP_MULT: u64 = 4;
+/// ... and always up to this long (the "back to back" distance between calls,
+/// `idle::QUIET_LAUNCH_NS`)...
+pub const LAUNCH_GAP_FLOOR_NS: u64 = 100_000;
+/// ... but never longer than this (the host samples' short stretch: above it, the
+/// feeding thread's CPU time is host work, `cpu_bound`).
+pub const LAUNCH_GAP_CEIL_NS: u64 = super::host::CPU_LAUNCH_NS;
+
+/// How long a GPU gap may be and still be launch latency (`launch_bound`), from what the
+/// trace measured: a launch costs the host the median time between two launch calls of
+/// one thread (Python and framework overhead included) or, if longer, the median launch
+/// call. A gap of up to [`LAUNCH_GAP_MULT`] (4) launches is of the order of a launch;
+/// the bound is kept within [[`LAUNCH_GAP_FLOOR_NS`], [`LAUNCH_GAP_CEIL_NS`]]
+/// (100 us to 1 ms). E.g. a torch.compile(mode="reduce-overhead") job replaying a graph
+/// every 96 us: gaps up to 384 us are launch latency; its 7 ms gaps are host work. Eager
+/// PyTorch launching every 10 us: up to 100 us (the floor).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LaunchGap {
+    /// Launch calls measured (host API records, else the symbol hooks' launches).
+    pub calls: u64,
+    /// Median launch call, and median time from one launch call to the next on a thread.
+    pub call_p50_ns: u64,
+    pub interval_p50_ns: u64,
+    /// The longest gap that may be charged to `launch_bound`.
+    pub max_ns: u64,
+}
+
+impl LaunchGap {
+    /// From (thread, start, end) of each launch call, in start order per thread.
+    pub fn of(launches: impl Iterator<Item = (u32, u64, u64)>) -> LaunchGap {
+        let mut durs = Vec::new();
+        let mut ivals = Vec::new();
+        let mut last: std::collections::HashMap<u32, u64> = Default::default();
+        for (tid, s, e) in launches {
+            durs.push(e.saturating_sub(s));
+            if let Some(p) = last.insert(tid, s) {
+                ivals.push(s.saturating_sub(p));
+            }
+        }
+        let median = |v: &mut Vec<u64>| {
+            if v.is_empty() {
+                return 0;
+            }
+            let m = v.len() / 2;
+            *v.select_nth_unstable(m).1
+        };
+        let (call, ival) = (median(&mut durs), median(&mut ivals));
+        LaunchGap {
+            calls: durs.len() as u64,
+            call_p50_ns: call,
+            interval_p50_ns: ival,
+            max_ns: call
+                .max(ival)
+                .saturating_mul(LAUNCH_GAP_MULT)
+                .clamp(LAUNCH_GAP_FLOOR_NS, LAUNCH_GAP_CEIL_NS),
+        }
+    }
+
+    /// The launch calls of a trace: host API records, else the symbol hooks' launches
+    /// (without host events: the floor, which the GPU-only rule's 20 us is under).
+    pub fn of_ctx(ctx: &Ctx) -> LaunchGap {
+        let t = ctx.t;
+        if ctx.has_api() {
+            LaunchGap::of(
+                t.apis
+                    .iter()
+                    .zip(&ctx.api_kind)
+                    .filter(|(_, k)| **k == ApiKind::Launch)
+                    .filter_map(|(a, _)| ctx.sane(a.start, a.end).map(|(s, e)| (a.tid, s, e))),
+            )
+        } else {
+            LaunchGap::of(
+                t.host_calls
+                    .iter()
+                    .filter(|c| {
+                        gputrace_format::hostcall_info(c.call).1
+                            == gputrace_format::HostCallClass::Launch
+                    })
+                    .filter_map(|c| ctx.sane(c.start, c.end).map(|(s, e)| (c.tid, s, e))),
+            )
+        }
+    }
+}
+
 /// Maps correlation ids to table indices: a dense table when ids are compact, else a
 /// sorted list searched by bisection.
 #[derive(Debug, Default)]
@@ -228,6 +313,8 @@ pub struct Ctx<'a> {
     pub blind: Vec<(u64, u64, String)>,
     /// Host samples, indexed (None when the trace has none).
     pub host: Option<super::host::HostCpu>,
+    /// The longest GPU gap that may be launch latency, from the trace's launch calls.
+    pub launch_gap: LaunchGap,
 }
 
 impl<'a> Ctx<'a> {
@@ -264,11 +351,13 @@ impl<'a> Ctx<'a> {
             bad_records: 0,
             blind: Vec::new(),
             host: super::host::HostCpu::new(t),
+            launch_gap: LaunchGap::of(std::iter::empty()),
         };
         let api_corrs = c.scan();
         c.blind = c.blind_windows();
         c.memcpy_by_corr = CorrIndex::build(t.memcpys.len(), |i| t.memcpys[i].corr);
         c.classify_apis(api_corrs);
+        c.launch_gap = LaunchGap::of_ctx(&c);
         c
     }
 

@@ -874,18 +874,22 @@ impl HostSplit {
 
 /// Splits a quiet stretch [s, e) of a gap (no CUDA call on any thread; charged to
 /// `data_starvation` before this) by what thread `tid` was doing. `quiet_ns`: the length
-/// of the whole quiet stretch on the host. Pushes the pieces (contiguous: CPU time
+/// of the whole quiet stretch on the host. `launch_gap`: the GPU's gap is short enough
+/// to be launch overhead ([`super::idle::LaunchGap`]); when it is not, CPU time is
+/// `cpu_bound` however short the quiet stretch. Pushes the pieces (contiguous: CPU time
 /// first) and adds to `acc`.
 pub fn split_quiet(
     h: &HostCpu,
     tid: Option<u32>,
-    s: u64,
-    e: u64,
+    (s, e): (u64, u64),
     quiet_ns: u64,
+    launch_gap: bool,
     out: &mut Vec<(u64, u64, Cause)>,
     acc: &mut HostSplit,
 ) {
     let len = e.saturating_sub(s);
+    // Host overhead between back-to-back launches, not host work.
+    let short = launch_gap && quiet_ns <= CPU_LAUNCH_NS;
     let first = h.thread_for(tid);
     // Each launching thread's own split: a thread blocked while another launching
     // thread runs (the main thread waiting for the autograd thread) is the host
@@ -912,7 +916,7 @@ pub fn split_quiet(
     acc.unmeasured_ns = acc.unmeasured_ns.saturating_add(len - covered);
     let mut p = s;
     if cpu > 0 {
-        if quiet_ns <= CPU_LAUNCH_NS {
+        if short {
             acc.short_ns = acc.short_ns.saturating_add(cpu);
             out.push((p, p + cpu, Cause::LaunchBound));
         } else {
@@ -938,7 +942,7 @@ pub fn split_quiet(
     // Blocked, waiting for another thread of the process (the GIL, a thread on a
     // CPU): the process was computing, so `cpu_bound`, never `data_starvation`.
     let mut waited = 0;
-    if blocked > 0 && quiet_ns > CPU_LAUNCH_NS {
+    if blocked > 0 && !short {
         let mut feeding: Vec<u32> = parts.iter().map(|x| x.0).collect();
         feeding.extend(h.feeders.iter().copied());
         let c = h.contention(&feeding, s, e, blocked);
@@ -965,7 +969,7 @@ pub fn split_quiet(
     // for input: `cpu_bound`.
     let mut io = sp.io.min(blocked - waited);
     let mut fault = 0;
-    if io > 0 && quiet_ns > CPU_LAUNCH_NS {
+    if io > 0 && !short {
         if let Some(&(t, _)) = parts.first() {
             if h.in_page_faults(t, s, e) {
                 fault = io.min(e.saturating_sub(p));
@@ -987,7 +991,7 @@ pub fn split_quiet(
     if covered > 0 {
         if blocked >= covered - blocked {
             acc.blocked_spans.push((s, e));
-        } else if quiet_ns > CPU_LAUNCH_NS {
+        } else if !short {
             acc.cpu_spans.push((s, e));
             acc.cpu_gaps += 1;
         }
@@ -1131,7 +1135,7 @@ mod tests {
         let h = HostCpu::new(t).unwrap();
         let mut out = vec![];
         let mut acc = HostSplit::default();
-        split_quiet(&h, Some(7), 0, 40 * MS, 40 * MS, &mut out, &mut acc);
+        split_quiet(&h, Some(7), (0, 40 * MS), 40 * MS, true, &mut out, &mut acc);
         (out, acc)
     }
 
@@ -1171,7 +1175,15 @@ mod tests {
         let h = HostCpu::new(&t).unwrap();
         let mut out = vec![];
         let mut acc = HostSplit::default();
-        split_quiet(&h, Some(7), 10 * MS, 50 * MS, 40 * MS, &mut out, &mut acc);
+        split_quiet(
+            &h,
+            Some(7),
+            (10 * MS, 50 * MS),
+            40 * MS,
+            true,
+            &mut out,
+            &mut acc,
+        );
         // 25% on a CPU, 5% waiting for one: 12 ms of 40.
         assert_eq!(
             out,
@@ -1189,17 +1201,39 @@ mod tests {
         split_quiet(
             &h,
             Some(7),
-            60 * MS,
-            60 * MS + 400_000,
+            (60 * MS, 60 * MS + 400_000),
             400_000,
+            true,
             &mut out,
             &mut acc,
         );
         assert_eq!(out[0].2, Cause::LaunchBound);
         assert_eq!(acc.short_ns, 120_000);
+        // The same stretch in a GPU gap too long to be a launch's: host work.
+        out.clear();
+        let mut acc2 = HostSplit::default();
+        split_quiet(
+            &h,
+            Some(7),
+            (60 * MS, 60 * MS + 400_000),
+            400_000,
+            false,
+            &mut out,
+            &mut acc2,
+        );
+        assert_eq!(out[0], (60 * MS, 60 * MS + 120_000, Cause::CpuBound));
+        assert_eq!((acc2.short_ns, acc2.on_cpu_ns), (0, 100_000));
         // Not sampled there: all stays data_starvation, unmeasured.
         out.clear();
-        split_quiet(&h, Some(7), 200 * MS, 210 * MS, 10 * MS, &mut out, &mut acc);
+        split_quiet(
+            &h,
+            Some(7),
+            (200 * MS, 210 * MS),
+            10 * MS,
+            true,
+            &mut out,
+            &mut acc,
+        );
         assert_eq!(out, vec![(200 * MS, 210 * MS, Cause::DataStarvation)]);
         assert_eq!(acc.unmeasured_ns, 10 * MS);
     }

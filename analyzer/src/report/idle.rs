@@ -19,6 +19,12 @@
 //!    is under 100 us and the work after it was launched by a call that was not recorded
 //!    (driver-API launches), else `data_starvation` (waiting for input or doing host-side
 //!    work).
+//! 4. `launch_bound` is launch latency: only a gap of the order of one launch may be
+//!    charged to it ([`LaunchGap`]: at most 4x the trace's median launch interval or
+//!    call, never under 100 us nor over 1 ms). In a longer gap the host was doing
+//!    something else: time inside a launch call is `other_cuda_call`, and a quiet stretch
+//!    that rule 3 would call back to back is what the host was doing then
+//!    (`data_starvation`, split by the host samples into `cpu_bound` and its sub-causes).
 //!
 //! Without host API events, rule 1 and the quiet-stretch test are unavailable; Sync
 //! activity records still give host waits, and the rest is a GPU-only heuristic: gaps of
@@ -26,6 +32,7 @@
 //! the copy's length, anything else is `data_starvation`.
 
 use super::ctx::{Ctx, HostClass, HOST_CLASSES};
+pub use super::ctx::{LaunchGap, LAUNCH_GAP_CEIL_NS, LAUNCH_GAP_FLOOR_NS, LAUNCH_GAP_MULT};
 use super::intervals::{GpuWork, Select, Work, WorkKind};
 use gputrace_format::MemKind;
 
@@ -753,6 +760,8 @@ impl State<'_, '_, '_> {
             && !queued
             && next
                 .is_some_and(|w| w.kind == WorkKind::Kernel && self.ctx.api_for(w.corr).is_none());
+        // Rule 4: only a gap of the order of a launch may be launch latency.
+        let launch_gap = len <= self.ctx.launch_gap.max_ns;
         if queued {
             let c = if len <= FRAG_GAP_NS {
                 Cause::KernelFragmentation
@@ -782,7 +791,11 @@ impl State<'_, '_, '_> {
                 let seg = self.seg_at(p);
                 let e = seg.e.min(cut).max(p + 1).min(cut);
                 let cause = match seg.class {
+                    // In a launch call through a gap far longer than a launch: a CUDA
+                    // call that took long, not launch latency.
+                    Some(HostClass::Issue) if !launch_gap => Cause::OtherCall,
                     Some(c) => Cause::from_host(c),
+                    None if !launch_gap => Cause::DataStarvation,
                     None if host_api => {
                         if seg.e.saturating_sub(seg.s) <= QUIET_LAUNCH_NS
                             || (unlinked && len <= QUIET_LAUNCH_NS)
@@ -811,9 +824,9 @@ impl State<'_, '_, '_> {
                         super::host::split_quiet(
                             h,
                             tid,
-                            p,
-                            e,
+                            (p, e),
                             seg.e.saturating_sub(seg.s),
+                            launch_gap,
                             &mut self.pieces,
                             &mut self.host_acc,
                         );
@@ -895,5 +908,32 @@ impl State<'_, '_, '_> {
                 .memcpys
                 .get(w.index)
                 .is_some_and(|m| super::classify::host_mem_kind(m) == MemKind::Pageable)
+    }
+}
+
+#[cfg(test)]
+mod launch_gap_tests {
+    use super::*;
+
+    #[test]
+    fn the_launch_gap_bound_is_a_few_launches_within_its_floor_and_ceiling() {
+        assert_eq!(LAUNCH_GAP_FLOOR_NS, QUIET_LAUNCH_NS);
+        // A replay every 96 us, calls of 10 us: 4 x 96 us.
+        let g = LaunchGap::of((0..100u64).map(|i| (1, i * 96_000, i * 96_000 + 10_000)));
+        assert_eq!(
+            (g.calls, g.call_p50_ns, g.interval_p50_ns),
+            (100, 10_000, 96_000)
+        );
+        assert_eq!(g.max_ns, 384_000);
+        // Eager launches every 8 us: the floor. Two threads interleaved: per thread.
+        let g = LaunchGap::of((0..100u64).map(|i| ((i % 2) as u32, i * 4_000, i * 4_000 + 3_000)));
+        assert_eq!((g.interval_p50_ns, g.max_ns), (8_000, LAUNCH_GAP_FLOOR_NS));
+        // A launch every 50 ms: the ceiling. No launches: the floor.
+        let g = LaunchGap::of((0..10u64).map(|i| (1, i * 50_000_000, i * 50_000_000 + 5_000)));
+        assert_eq!(g.max_ns, LAUNCH_GAP_CEIL_NS);
+        assert_eq!(
+            LaunchGap::of(std::iter::empty()).max_ns,
+            LAUNCH_GAP_FLOOR_NS
+        );
     }
 }

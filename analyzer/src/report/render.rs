@@ -221,7 +221,13 @@ fn process_header(o: &mut String, p: &ProcessReport, multi: bool) {
                 v(m.m.tensor_active_pct),
                 v(m.m.dram_pct)
             );
-            for k in &p.measured_kernels {
+            // Per kernel name only where the values are its own (exact); a mixed row
+            // would repeat the mix of the samples it shared.
+            for k in p
+                .measured_kernels
+                .iter()
+                .filter(|k| k.attribution == "exact")
+            {
                 let _ = write!(
                     o,
                     "     {} x{} ({}): SMs {}, occupancy {}, tensor {}, DRAM {}",
@@ -244,6 +250,25 @@ fn process_header(o: &mut String, p: &ProcessReport, multi: bool) {
                         "tensor_bound" => ": compute-bound on the tensor pipes (healthy)",
                         _ => "",
                     }
+                );
+            }
+            let mixed = p
+                .measured_kernels
+                .iter()
+                .filter(|k| k.attribution != "exact")
+                .count();
+            if mixed > 0 {
+                let all = mixed == p.measured_kernels.len();
+                let who = match (all, mixed) {
+                    (true, 1) => "per kernel: the one kernel name sampled never had a sample to itself (each sample it ran in also held".to_string(),
+                    (true, n) => format!("per kernel: the {n} busiest kernel names never had a sample to themselves (each sample they ran in also held"),
+                    (false, 1) => "1 more of the busiest kernel names never had a sample to itself (each sample it ran in also held".to_string(),
+                    (false, n) => format!("{n} more of the busiest kernel names never had a sample to themselves (each sample they ran in also held"),
+                };
+                let _ = writeln!(
+                    o,
+                    "     {who} other kernels, or more than {:.0}% idle time): the values would repeat the mix of those samples, so they are not shown",
+                    100.0 - super::counters::FILL * 100.0
                 );
             }
         }

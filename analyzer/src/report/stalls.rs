@@ -505,8 +505,9 @@ fn thread_name(t: &Trace, tid: u32) -> String {
     t.thread_name(tid).to_string()
 }
 
-/// A process's hang, if its trace shows one. `t0`: the report's trace start.
-pub fn detect(t: &Trace, t0: u64) -> Detected {
+/// A process's hang, if its trace shows one. `t0`: the report's trace start;
+/// `steady_from`: where its steady state begins (stalls before it are start-up's).
+pub fn detect(t: &Trace, t0: u64, steady_from: u64) -> Detected {
     let rel = |x: u64| x.saturating_sub(t0);
     let mut out = Detected::default();
     // Most traces: no stall records and a normal end. Nothing more to read.
@@ -575,16 +576,22 @@ pub fn detect(t: &Trace, t0: u64) -> Detected {
                     .collect()
             };
             if pending.is_empty() {
-                if out.notes.len() < 3 {
+                // A note only where it tells something: the GPU went without progress
+                // for at least the watchdog's threshold (a shorter stretch, down to 0 ns,
+                // is records that reached the watchdog late, not a GPU that stood
+                // still), and not in start-up (compilation, autotuning, warm-up: the
+                // host is busy and the few records of its work come late).
+                let upto = resolved.unwrap_or(last.ts);
+                let still = upto.saturating_sub(last.since);
+                if out.notes.len() < 3 && still >= stall_threshold(t) && last.since >= steady_from {
                     let what = last
                         .ops
                         .first()
                         .map(|o| op_words(o.kind, &short_name(&o.name)))
                         .unwrap_or_else(|| "its work".into());
-                    let upto = resolved.unwrap_or(last.ts);
                     out.notes.push(format!(
                         "the GPU made no progress for at least {} from +{} ({} outstanding), then it completed: a long operation, not a hang",
-                        dur(upto.saturating_sub(last.since)),
+                        dur(still),
                         ts(rel(last.since)),
                         what
                     ));
@@ -1292,7 +1299,7 @@ pub fn live(t: &Trace, timeout_ns: u64) -> Option<(u64, u64, Hang)> {
         return None;
     }
     let ctx = super::Ctx::new(t);
-    let h = detect(t, ctx.t0).hang?;
+    let h = detect(t, ctx.t0, 0).hang?;
     if h.stall_id != Some(last.id as u64) {
         return None;
     }
