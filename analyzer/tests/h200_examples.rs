@@ -68,7 +68,7 @@ fn implicit_sync_names_the_line_that_read_the_loss() {
         r["verdict"]
             .as_str()
             .unwrap()
-            .ends_with("implicit_sync (34% of wall time, 59.4 ms): d2h_read, called from implicit_sync.py:18 in <module>"),
+            .contains("implicit_sync (34% of wall time, 59.4 ms): d2h_read, called from implicit_sync.py:18 in <module> (the loop is 45% of the 395.7 ms run"),
         "{}",
         r["verdict"]
     );
@@ -107,8 +107,8 @@ fn the_main_jobs_example_names_the_workers_and_the_lines() {
     // The verdict names the sub-cause and the user's line the host waited at: the
     // DataLoader's `for` line (16-frame stacks reach it through the loader's frames).
     assert!(
-        r["verdict"].as_str().unwrap().ends_with(
-            "data_starvation (65% of wall time, 2.173 s): workers_saturated, host at train.py:42 in main"
+        r["verdict"].as_str().unwrap().contains(
+            "data_starvation (65% of wall time, 2.173 s): workers_saturated, host at train.py:42 in main (the loop is 47% of the 7.063 s run: start-up 53%"
         ),
         "{}",
         r["verdict"]

@@ -33,6 +33,7 @@ pub mod links;
 pub mod load;
 pub mod memuse;
 pub mod oom;
+pub mod phases;
 pub mod pysamples;
 mod render;
 pub mod stalls;
@@ -387,6 +388,10 @@ pub struct ProcessReport {
     /// none did.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub failed_calls: Vec<failures::FailedCall>,
+    /// The whole traced time, phase by phase ([`phases`]): start-up, compilation, the
+    /// loop, checkpoints, evaluation, pauses; absent for a trace with no time span.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run: Option<phases::Run>,
     /// The failed call after which the process ran no more GPU work, when it is one that
     /// ends processes (out of memory, an error that corrupts the CUDA context, an NCCL
     /// error): what the process most likely died of.
@@ -641,6 +646,7 @@ fn analyze_with(traces: &[Trace], timelines: bool) -> (Report, Vec<Option<Timeli
     findings::rank(&mut all);
     let (verdict, top) = findings::verdict(&processes, &all);
     let verdict = damage::qualify(verdict, &processes);
+    let verdict = phases::qualify(verdict, top, &processes);
     let verdict = endings::qualify(verdict, top, &processes);
     let report = Report {
         schema_version: SCHEMA_VERSION,
@@ -1176,6 +1182,7 @@ fn analyze_process(
         host_cpu,
         environment: crate::report::environment::summary(t, st.steady.0, st.steady.1),
         graphs: graphs::report(&ctx, st.steady, kstats.count),
+        run: Some(phases::run(&ctx, st.steady)).filter(|r| r.span_ns > 0),
         failed_calls: failures::failed_calls(t, ctx.t0),
         fatal_call: failures::fatal(t, ctx.t0),
     };

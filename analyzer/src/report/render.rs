@@ -112,6 +112,27 @@ fn process_header(o: &mut String, p: &ProcessReport, multi: bool) {
     if p.devices.is_empty() {
         return;
     }
+    if let Some(r) = &p.run {
+        let recompiled = if r.recompiles > 0 {
+            format!(
+                "; recompiled {} times after the GPU work began ({})",
+                r.recompiles,
+                dur(r.recompile_ns)
+            )
+        } else {
+            String::new()
+        };
+        let mut w = String::new();
+        let pad = "              ";
+        wrap(
+            &mut w,
+            pad,
+            &format!("{}: {}{recompiled}", dur(r.span_ns), r.words(5)),
+            100,
+        );
+        o.push_str("   run       ");
+        o.push_str(&w[pad.len() - 1..]);
+    }
     let s = &p.startup;
     let _ = writeln!(
         o,
@@ -531,6 +552,7 @@ fn finding(
     };
     let est = if f.estimated { ", estimated" } else { "" };
     let no_time = f.id.layer() == Layer::Environment || f.id.stake() == Stake::Failure;
+    let of_trace = f.id == FindingId::Hang || matches!(f.id.stake(), Stake::Failure | Stake::Run);
     let stake = if f.at_stake_ns == 0 && no_time {
         String::new()
     } else {
@@ -540,7 +562,7 @@ fn finding(
             f.at_stake_pct,
             // A hang's or a failure's share is of the whole trace: a hung or dead job
             // may have no steady state.
-            if f.id == FindingId::Hang || f.id.stake() == Stake::Failure {
+            if of_trace {
                 "the trace"
             } else {
                 "steady wall time"

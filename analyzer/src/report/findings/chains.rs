@@ -7,7 +7,9 @@
 //! (kernel time at least the host's time outside the waits); otherwise the launches are
 //! the bottleneck with or without the waits. Such a consequence is linked to its cause (`caused_by`), ranked right after it,
 //! and the cause takes the consequence's severity when that is higher; the times stay
-//! apart (each is idle time charged to one cause, never added twice).
+//! apart (each is idle time charged to one cause, never added twice). Likewise the idle
+//! time of a host that was compiling again (`recompilation`) reads as `data_starvation`
+//! or `cpu_bound`: those follow from it.
 
 use super::id::FindingId;
 use super::inputs::FindingCx;
@@ -19,6 +21,46 @@ const LAUNCHES_PER_WAIT: f64 = 20.0;
 
 /// Links the consequences among one process's findings to their causes.
 pub(super) fn link(cx: &FindingCx, found: &mut [Finding]) {
+    sync_then_launches(cx, found);
+    compiling_host(found);
+}
+
+/// A host compiling (torch.compile again for new shapes) issues no work: the GPU idles
+/// with no CUDA call and the idle attribution charges it to data_starvation or cpu_bound.
+/// Where the recompilation's time is at least half of such a finding's, that finding
+/// follows from it.
+fn compiling_host(found: &mut [Finding]) {
+    let Some(rec) = found.iter().position(|f| f.id == FindingId::Recompilation) else {
+        return;
+    };
+    let (rec_ns, rec_sev) = (found[rec].at_stake_ns, found[rec].severity);
+    let mut sev = rec_sev;
+    for f in found
+        .iter_mut()
+        .filter(|f| matches!(f.id, FindingId::DataStarvation | FindingId::CpuBound))
+    {
+        if rec_ns * 2 < f.at_stake_ns {
+            continue;
+        }
+        f.caused_by = Some(FindingId::Recompilation);
+        f.evidence.insert(
+            0,
+            format!(
+                "a consequence of recompilation: the host spent {} compiling after the GPU work began, time it issued no work; this idle time is mostly that",
+                crate::report::units::dur(rec_ns)
+            ),
+        );
+        f.fix = format!(
+            "First stop the recompilations (recompilation, the cause). Then, if the GPU still waits here: {}",
+            f.fix
+        );
+        sev = sev.max(f.severity);
+    }
+    found[rec].severity = sev;
+}
+
+/// `launch_bound` after every wait for the GPU follows from the waits.
+fn sync_then_launches(cx: &FindingCx, found: &mut [Finding]) {
     let Some(sync) = found.iter().position(|f| f.id == FindingId::ImplicitSync) else {
         return;
     };

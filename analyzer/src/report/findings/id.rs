@@ -62,6 +62,9 @@ ids! {
     OutOfMemory = "out_of_memory",
     /// Device memory in use grew step after step in a job that did not (yet) run out.
     MemoryGrowth = "memory_growth",
+    /// Compilation again after the GPU work began (torch.compile recompiling for new
+    /// shapes, JAX re-jitting): time the run spent compiling instead of running.
+    Recompilation = "recompilation",
     /// Collective time not hidden behind compute.
     CommExposed = "comm_exposed",
     /// A rank that arrives late at collectives (a finding about the whole job).
@@ -123,6 +126,9 @@ pub enum Stake {
     /// A run that failed or is heading for failure: the traced time up to the failure
     /// when the process died of it (the work it lost), none otherwise.
     Failure,
+    /// Time of the whole run outside the loop's GPU time (compiling): a share of the
+    /// trace, not of the steady state.
+    Run,
 }
 
 /// Everything declared about one finding id.
@@ -158,6 +164,7 @@ impl FindingId {
                 &[SmallGrid, LaunchBound, KernelFragmentation],
             ),
             OutOfMemory | MemoryGrowth => (MemoryAndBatchSize, Failure, &[]),
+            Recompilation => (CpuPreprocessing, Run, &[]),
             CommExposed => (CommunicationAndSync, Collective, &[]),
             CommStraggler => (CommunicationAndSync, Collective, &[]),
             EnvBlindWindow | EnvDroppedRecords | EnvNoHostApi | EnvTraceDamaged | EnvBadRecords => {

@@ -44,6 +44,7 @@ mod memory_growth;
 mod memory_headroom;
 mod out_of_memory;
 mod pageable_memcpy;
+mod recompilation;
 mod small_grid;
 mod sync_memcpy;
 
@@ -85,6 +86,7 @@ fn detector(id: FindingId) -> Detector {
         MemoryHeadroom => Steady(memory_headroom::detect),
         OutOfMemory => Always(out_of_memory::detect),
         MemoryGrowth => Steady(memory_growth::detect),
+        Recompilation => Always(recompilation::detect),
         CommExposed => Steady(comm_exposed::detect),
         CommStraggler => Job(comm_straggler::detect),
         EnvBlindWindow => Always(env_blind_window::detect),

@@ -124,8 +124,14 @@ pub(crate) fn verdict(procs: &[ProcessReport], all: &[Finding]) -> (String, Opti
             dur(f.at_stake_ns)
         )
     } else {
+        // A failure's or a recompilation's share is of the whole trace.
+        let of = if matches!(f.id.stake(), Stake::Failure | Stake::Run) {
+            "the trace"
+        } else {
+            "wall time"
+        };
         format!(
-            "GPU busy {busy:.0}% of {scope}, but the top finding is {}{who}: {} ({:.0}% of wall time, {}{est}){at}",
+            "GPU busy {busy:.0}% of {scope}, but the top finding is {}{who}: {} ({:.0}% of {of}, {}{est}){at}",
             f.id,
             lower_first(&f.title),
             f.at_stake_pct,

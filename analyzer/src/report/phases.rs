@@ -1,0 +1,496 @@
+//! The whole run, phase by phase: every process's traced time cut into start-up,
+//! compilation, the loop (the steady state the findings are about), checkpoints,
+//! evaluation, other GPU work, host work with no GPU work, pauses and the end, so the
+//! report can say where all the time went before it diagnoses one loop.
+//!
+//! The trace is cut into bins ([`bin_ns`]: a 400th of the trace, 20 ms to 1 s; the steady
+//! state's start and end are edges too, so the loop is exactly the steady state). Each bin
+//! gets one kind, from what was measured in it:
+//! * **compilation**: most Python stack samples of the bin are inside a compiler
+//!   (`torch/_dynamo/`, `torch/_inductor/`, `torch/_functorch/`, `triton/compiler/`,
+//!   `triton/runtime/jit.py`, `jax/_src/interpreters/`, `jax/_src/compiler.py`,
+//!   `jax/_src/pjit.py` compiling, `torch/backends/cudnn` autotuning);
+//! * **checkpoint**: most samples in `torch/serialization.py` (torch.save / torch.load),
+//!   `safetensors` or `orbax`;
+//! * **evaluation**: most samples under a frame of the program's own code whose function
+//!   is named `eval*`, `evaluate*`, `valid*` or `test*`;
+//! * otherwise by time: **loop** inside the steady state; before it **start-up**; after
+//!   it **GPU work** where the GPU was busy, else **pause** where neither the GPU nor
+//!   the host's CUDA calls did anything, else **host work**.
+//!
+//! Runs of one kind become phases. Without Python samples (no CPython, sampling off)
+//! only the kinds by time are told. Compilation after the first GPU work (the loop or
+//! other) is recompilation, the `recompilation` finding's time; its count is of
+//! episodes: runs of compiling samples, a new one wherever a kernel started between two
+//! samples (finer than the bins: a job that recompiles before every step counts each).
+
+use crate::model::trace::Trace;
+use crate::report::Ctx;
+use gputrace_format as fmt;
+use serde::Serialize;
+
+/// A phase's kind.
+#[derive(Serialize, Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    StartUp,
+    Compilation,
+    Loop,
+    Checkpoint,
+    Evaluation,
+    GpuWork,
+    HostWork,
+    Pause,
+}
+
+impl Kind {
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::StartUp => "start-up",
+            Kind::Compilation => "compilation",
+            Kind::Loop => "loop",
+            Kind::Checkpoint => "checkpoint",
+            Kind::Evaluation => "evaluation",
+            Kind::GpuWork => "other GPU work",
+            Kind::HostWork => "host work",
+            Kind::Pause => "pause",
+        }
+    }
+}
+
+/// One phase: a stretch of one kind.
+#[derive(Serialize, Clone, Debug, PartialEq)]
+pub struct Phase {
+    pub kind: Kind,
+    /// ns after the trace start.
+    pub start_ns: u64,
+    pub end_ns: u64,
+    /// Share of the phase the GPU was busy with kernels (their summed time, capped).
+    pub gpu_busy_pct: f64,
+}
+
+/// Time of one kind over the run.
+#[derive(Serialize, Clone, Debug, PartialEq)]
+pub struct KindTime {
+    pub kind: Kind,
+    pub ns: u64,
+    pub pct: f64,
+    /// Phases of this kind.
+    pub phases: u64,
+}
+
+/// The run, phase by phase.
+#[derive(Serialize, Clone, Debug, PartialEq, Default)]
+pub struct Run {
+    pub span_ns: u64,
+    /// Most time first.
+    pub by_kind: Vec<KindTime>,
+    pub phases: Vec<Phase>,
+    /// Compilation after GPU work had begun: its time and its episodes.
+    pub recompile_ns: u64,
+    pub recompiles: u64,
+    /// The Python frames told compilation (`torch` or `jax`), when any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub compiler: Option<&'static str>,
+}
+
+impl Run {
+    pub fn time(&self, k: Kind) -> u64 {
+        self.by_kind
+            .iter()
+            .find(|x| x.kind == k)
+            .map_or(0, |x| x.ns)
+    }
+
+    /// "compilation 74% (16.9 s, 98 times), loop 12% (2.7 s), start-up 9% (2.1 s)": the
+    /// largest kinds, at most `n`.
+    pub fn words(&self, n: usize) -> String {
+        self.by_kind
+            .iter()
+            .filter(|k| k.pct >= 0.5 || k.kind == Kind::Loop)
+            .take(n)
+            .map(|k| {
+                let times = if k.phases > 1 && (evidenced(k.kind) || k.kind == Kind::Pause) {
+                    format!(", {} times", k.phases)
+                } else {
+                    String::new()
+                };
+                format!(
+                    "{} {} ({}{times})",
+                    k.kind.name(),
+                    share_words(k.pct),
+                    crate::report::units::dur(k.ns)
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+/// A share in words: whole percents, one decimal below 1%.
+fn share_words(pct: f64) -> String {
+    if pct < 1.0 {
+        format!("{pct:.1}%")
+    } else {
+        format!("{pct:.0}%")
+    }
+}
+
+/// Bin width for a trace of `span` ns.
+fn bin_ns(span: u64) -> u64 {
+    (span / 400).clamp(20_000_000, 1_000_000_000)
+}
+
+/// Frames (file paths) of compilers, and which compiler.
+const COMPILE_FILES: &[(&str, &str)] = &[
+    ("torch/_dynamo/", "torch"),
+    ("torch/_inductor/", "torch"),
+    ("torch/_functorch/", "torch"),
+    ("torch/fx/experimental/symbolic_shapes", "torch"),
+    ("triton/compiler/", "torch"),
+    ("triton/runtime/jit.py", "torch"),
+    ("torch/backends/cudnn", "torch"),
+    ("jax/_src/interpreters/", "jax"),
+    ("jax/_src/compiler.py", "jax"),
+    ("jax/_src/pjit.py", "jax"),
+];
+
+/// Frames of saving and loading checkpoints.
+const CHECKPOINT_FILES: &[&str] = &["torch/serialization.py", "safetensors", "orbax/"];
+
+/// What one sampled stack was doing.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Doing {
+    Compiling(&'static str),
+    Checkpoint,
+    Evaluating,
+    Other,
+}
+
+fn doing(t: &Trace, st: &fmt::PyStack) -> Doing {
+    // Importing a compiler's modules (`import torch._dynamo` at start-up) is not
+    // compiling: a stack inside the import machinery is importing.
+    if st
+        .frames
+        .iter()
+        .any(|f| t.str(f.file).starts_with("<frozen importlib"))
+    {
+        return Doing::Other;
+    }
+    for f in &st.frames {
+        let file = t.str(f.file);
+        if let Some((_, who)) = COMPILE_FILES.iter().find(|(p, _)| file.contains(p)) {
+            return Doing::Compiling(who);
+        }
+        if CHECKPOINT_FILES.iter().any(|p| file.contains(p)) {
+            return Doing::Checkpoint;
+        }
+    }
+    let evaluating = st.frames.iter().any(|f| {
+        let file = t.str(f.file);
+        let user = !(file.contains("site-packages")
+            || file.contains("/lib/python")
+            || file.starts_with('<'));
+        let fun = t.str(f.function).to_ascii_lowercase();
+        user && ["eval", "valid", "test"].iter().any(|p| fun.starts_with(p))
+    });
+    if evaluating {
+        Doing::Evaluating
+    } else {
+        Doing::Other
+    }
+}
+
+/// Per bin: samples by what they were doing, kernel time, CUDA calls.
+#[derive(Clone, Copy, Default)]
+struct Bin {
+    samples: u32,
+    compiling: u32,
+    checkpoint: u32,
+    evaluating: u32,
+    kernel_ns: u64,
+    calls: u32,
+}
+
+/// Bin edges: every `w` from `t0`, and the steady state's start and end, up to `t1`.
+fn edges(t0: u64, t1: u64, w: u64, steady: (u64, u64)) -> Vec<u64> {
+    let mut e: Vec<u64> = (0..).map(|i| t0 + i * w).take_while(|&x| x < t1).collect();
+    e.extend(
+        [steady.0, steady.1]
+            .into_iter()
+            .filter(|&x| x > t0 && x < t1),
+    );
+    e.push(t1);
+    e.sort_unstable();
+    e.dedup();
+    e
+}
+
+/// What the bins hold, the compiler seen, and the times of the samples that were
+/// compiling (sorted).
+type Binned = (Vec<Bin>, Option<&'static str>, Vec<u64>);
+
+fn bins(t: &Trace, edges: &[u64]) -> Binned {
+    let (t0, t1) = (edges[0], edges[edges.len() - 1]);
+    let n = edges.len() - 1;
+    let mut out = vec![Bin::default(); n];
+    let at = |ts: u64| edges.partition_point(|&e| e <= ts).clamp(1, n) - 1;
+    let mut compiler = None;
+    let mut compiling = Vec::new();
+    for s in &t.py_samples {
+        if s.ts < t0 || s.ts >= t1 {
+            continue;
+        }
+        let Some(st) = t.py_stack(s.stack) else {
+            continue;
+        };
+        let b = &mut out[at(s.ts)];
+        b.samples += 1;
+        match doing(t, st) {
+            Doing::Compiling(who) => {
+                b.compiling += 1;
+                compiler = compiler.or(Some(who));
+                compiling.push(s.ts);
+            }
+            Doing::Checkpoint => b.checkpoint += 1,
+            Doing::Evaluating => b.evaluating += 1,
+            Doing::Other => {}
+        }
+    }
+    for k in &t.kernels {
+        let (s, e) = (k.start.max(t0), k.end.min(t1));
+        let mut x = s;
+        while x < e {
+            let i = at(x);
+            let y = e.min(edges[i + 1]);
+            out[i].kernel_ns += y - x;
+            x = y;
+        }
+    }
+    for a in &t.apis {
+        if a.start >= t0 && a.start < t1 {
+            out[at(a.start)].calls += 1;
+        }
+    }
+    compiling.sort_unstable();
+    (out, compiler, compiling)
+}
+
+/// Compilations that began at or after `from`: runs of compiling samples, a new one
+/// wherever a kernel started between two of them (GPU work ran in between).
+fn episodes(t: &Trace, compiling: &[u64], from: u64) -> u64 {
+    let ran_between = |a: u64, b: u64| {
+        let i = t.kernels.partition_point(|k| k.start <= a);
+        t.kernels.get(i).is_some_and(|k| k.start < b)
+    };
+    let mut n = 0;
+    let mut prev: Option<u64> = None;
+    for &ts in compiling {
+        let new = match prev {
+            None => true,
+            Some(p) => ran_between(p, ts),
+        };
+        if new && ts >= from {
+            n += 1;
+        }
+        prev = Some(ts);
+    }
+    n
+}
+
+/// The kind of bin `b` over `[start, start + w)` (absolute), given the steady state.
+fn kind_of(b: &Bin, start: u64, w: u64, steady: (u64, u64)) -> Kind {
+    let most = |n: u32| b.samples >= 2 && n * 2 >= b.samples;
+    if most(b.compiling) {
+        return Kind::Compilation;
+    }
+    if most(b.checkpoint) {
+        return Kind::Checkpoint;
+    }
+    if most(b.evaluating) {
+        return Kind::Evaluation;
+    }
+    let mid = start + w / 2;
+    if b.calls == 0 && b.kernel_ns == 0 && mid >= steady.0 {
+        // Kept only when long (see `smooth`): a quiet bin inside a loop is its own.
+        return Kind::Pause;
+    }
+    if steady.1 > steady.0 && mid >= steady.0 && mid < steady.1 {
+        return Kind::Loop;
+    }
+    if mid < steady.0 {
+        return Kind::StartUp;
+    }
+    if b.kernel_ns * 20 >= w {
+        Kind::GpuWork
+    } else if b.calls == 0 && b.kernel_ns == 0 {
+        Kind::Pause
+    } else {
+        Kind::HostWork
+    }
+}
+
+/// Kinds told by what the program was doing (never absorbed into their neighbours).
+fn evidenced(k: Kind) -> bool {
+    matches!(k, Kind::Compilation | Kind::Checkpoint | Kind::Evaluation)
+}
+
+/// A pause shorter than this is part of what it interrupts (a loop waiting for its
+/// data, start-up between two steps of it).
+const PAUSE_NS: u64 = 1_000_000_000;
+
+/// A pause shorter than [`PAUSE_NS`] takes the kind of the phase before it (or after
+/// it); then a phase of one bin told only by time, between two phases of one kind, joins
+/// them (start-up cut by a compile bin and back).
+fn smooth(mut phases: Vec<Phase>, kernel_ns: Vec<u64>, w: u64) -> (Vec<Phase>, Vec<u64>) {
+    for i in 0..phases.len() {
+        if phases[i].kind == Kind::Pause && phases[i].end_ns - phases[i].start_ns < PAUSE_NS {
+            let near = if i > 0 {
+                Some(phases[i - 1].kind)
+            } else {
+                phases.get(i + 1).map(|p| p.kind)
+            };
+            if let Some(k) = near.filter(|&k| k != Kind::Pause) {
+                phases[i].kind = k;
+            }
+        }
+    }
+    let mut out: Vec<Phase> = Vec::with_capacity(phases.len());
+    let mut ks: Vec<u64> = Vec::with_capacity(phases.len());
+    let mut i = 0;
+    while i < phases.len() {
+        let p = &phases[i];
+        let short = p.end_ns - p.start_ns <= w && !evidenced(p.kind) && p.kind != Kind::Loop;
+        let joins = short
+            && i + 1 < phases.len()
+            && out
+                .last()
+                .is_some_and(|prev: &Phase| prev.kind == phases[i + 1].kind);
+        if joins {
+            let last = out.last_mut().unwrap();
+            last.end_ns = phases[i + 1].end_ns;
+            *ks.last_mut().unwrap() += kernel_ns[i] + kernel_ns[i + 1];
+            i += 2;
+            continue;
+        }
+        match out.last_mut() {
+            Some(last) if last.kind == p.kind => {
+                last.end_ns = p.end_ns;
+                *ks.last_mut().unwrap() += kernel_ns[i];
+            }
+            _ => {
+                out.push(p.clone());
+                ks.push(kernel_ns[i]);
+            }
+        }
+        i += 1;
+    }
+    (out, ks)
+}
+
+/// The run of the process whose trace `ctx` reads, with its steady state `steady`.
+pub fn run(ctx: &Ctx, steady: (u64, u64)) -> Run {
+    let (t0, t1) = (ctx.t0, ctx.t1);
+    let span = t1.saturating_sub(t0);
+    if span == 0 {
+        return Run::default();
+    }
+    let w = bin_ns(span);
+    let edges = edges(t0, t1, w, steady);
+    let (bins, compiler, compiling) = bins(ctx.t, &edges);
+    let mut phases: Vec<Phase> = Vec::new();
+    let mut kernel_ns: Vec<u64> = Vec::new();
+    for (i, b) in bins.iter().enumerate() {
+        let (start, end) = (edges[i], edges[i + 1]);
+        let kind = kind_of(b, start, end - start, steady);
+        match phases.last_mut() {
+            Some(p) if p.kind == kind => {
+                p.end_ns = end - t0;
+                *kernel_ns.last_mut().unwrap() += b.kernel_ns;
+            }
+            _ => {
+                phases.push(Phase {
+                    kind,
+                    start_ns: start - t0,
+                    end_ns: end - t0,
+                    gpu_busy_pct: 0.0,
+                });
+                kernel_ns.push(b.kernel_ns);
+            }
+        }
+    }
+    let (phases, kernel_ns) = smooth(phases, kernel_ns, w);
+    let mut phases = phases;
+    for (p, k) in phases.iter_mut().zip(&kernel_ns) {
+        let len = (p.end_ns - p.start_ns).max(1);
+        p.gpu_busy_pct = (100.0 * *k as f64 / len as f64).min(100.0);
+    }
+    // Recompilation: compilation after the first GPU work (the loop or other).
+    let first_work = phases
+        .iter()
+        .position(|p| matches!(p.kind, Kind::Loop | Kind::GpuWork));
+    let (mut recompile_ns, mut recompiles) = (0, 0);
+    if let Some(f) = first_work {
+        recompile_ns = phases[f..]
+            .iter()
+            .filter(|p| p.kind == Kind::Compilation)
+            .map(|p| p.end_ns - p.start_ns)
+            .sum();
+        recompiles = episodes(ctx.t, &compiling, t0 + phases[f].start_ns);
+    }
+    let mut by_kind: Vec<KindTime> = Vec::new();
+    for p in &phases {
+        let ns = p.end_ns - p.start_ns;
+        match by_kind.iter_mut().find(|k| k.kind == p.kind) {
+            Some(k) => {
+                k.ns += ns;
+                k.phases += 1;
+            }
+            None => by_kind.push(KindTime {
+                kind: p.kind,
+                ns,
+                pct: 0.0,
+                phases: 1,
+            }),
+        }
+    }
+    for k in &mut by_kind {
+        k.pct = crate::report::pct(k.ns, span);
+    }
+    by_kind.sort_by(|a, b| b.ns.cmp(&a.ns).then(a.kind.cmp(&b.kind)));
+    Run {
+        span_ns: span,
+        by_kind,
+        phases,
+        recompile_ns,
+        recompiles,
+        compiler,
+    }
+}
+
+/// The verdict, with the whole run after it when the loop it diagnoses is a small part
+/// of it: "<verdict> (the loop is 12% of the 22.9 s run: compilation 74% (16.9 s, 98
+/// times), loop 12% (2.7 s), start-up 9% (2.1 s))". One process only (several: each
+/// process's run is in its section); a hang's verdict is about the end, left as it is.
+pub fn qualify(
+    verdict: String,
+    top: Option<crate::report::FindingId>,
+    procs: &[crate::report::ProcessReport],
+) -> String {
+    let [p] = procs else {
+        return verdict;
+    };
+    let Some(r) = &p.run else {
+        return verdict;
+    };
+    let looped = r.time(Kind::Loop);
+    if top == Some(crate::report::FindingId::Hang) || looped == 0 || looped * 2 >= r.span_ns {
+        return verdict;
+    }
+    format!(
+        "{verdict} (the loop is {} of the {} run: {})",
+        share_words(crate::report::pct(looped, r.span_ns)),
+        crate::report::units::dur(r.span_ns),
+        r.words(3)
+    )
+}

@@ -1,0 +1,154 @@
+//! The whole run, phase by phase, on synthetic traces with known phases: start-up (with
+//! the compiler's modules imported, which is not compiling), a first compilation, a
+//! loop of steps, then compilation again and again between bursts of GPU work (the
+//! recompiling job), a checkpoint save and a pause.
+
+mod common;
+
+use common::*;
+use gputrace_analyzer::report::phases::Kind;
+use gputrace_analyzer::report::{analyze, render_text, FindingId, Report, Severity};
+use gputrace_format::{self as fmt, Event};
+
+const DYNAMO: &str = "/venv/lib/python3.12/site-packages/torch/_dynamo/convert_frame.py";
+const SAVE: &str = "/venv/lib/python3.12/site-packages/torch/serialization.py";
+const TRAIN: &str = "/work/train.py";
+
+/// Python stacks: 1 compiling (dynamo under train.py), 2 importing dynamo, 3 saving, 4
+/// the training step.
+fn stacks(b: &mut B) {
+    let frame = |b: &mut B, file: &str, function: &str, line: u32| fmt::PyFrame {
+        file: b.s(file),
+        function: b.s(function),
+        line,
+    };
+    let compiling = vec![
+        frame(b, DYNAMO, "_compile", 700),
+        frame(b, TRAIN, "step", 40),
+    ];
+    let importing = vec![
+        frame(b, DYNAMO, "<module>", 60),
+        frame(b, "<frozen importlib._bootstrap>", "_find_and_load", 1360),
+        frame(b, TRAIN, "<module>", 3),
+    ];
+    let saving = vec![frame(b, SAVE, "save", 900), frame(b, TRAIN, "main", 80)];
+    let stepping = vec![frame(b, TRAIN, "step", 41)];
+    for (id, frames) in [(1, compiling), (2, importing), (3, saving), (4, stepping)] {
+        b.ev.push(Event::PyStack(fmt::PyStack { id, frames }));
+    }
+}
+
+/// Samples of stack `stack` every 10 ms over [from, to).
+fn sample(b: &mut B, from: u64, to: u64, stack: u32) {
+    let mut ts = from;
+    while ts < to {
+        b.ev.push(Event::PySample(fmt::PySample {
+            ts,
+            tid: TID,
+            stack,
+        }));
+        ts += 10 * MS;
+    }
+}
+
+/// Steps of 4 kernels of 500 us from `h` for `n` steps; the end.
+fn steps(b: &mut B, mut h: u64, n: usize) -> u64 {
+    for _ in 0..n {
+        b.step_kernels(h, 500 * US);
+        h += 2100 * US;
+    }
+    h
+}
+
+/// Start-up 2 s (its first 0.5 s importing dynamo), a first compile of 1 s, a loop of
+/// 200 steps (420 ms), then 10 rounds of 1 s compiling and 5 steps, a 300 ms checkpoint
+/// save, a 2 s pause, 5 steps.
+fn recompiling() -> B {
+    let mut b = B::new();
+    stacks(&mut b);
+    let t = startup(&mut b, 2 * GIB);
+    sample(&mut b, T0 + 100 * MS, T0 + 600 * MS, 2);
+    sample(&mut b, t, t + S, 1);
+    let mut h = t + S;
+    sample(&mut b, h, h + 420 * MS, 4);
+    h = steps(&mut b, h, 200);
+    for _ in 0..10 {
+        sample(&mut b, h, h + S, 1);
+        h += S;
+        h = steps(&mut b, h, 5);
+    }
+    sample(&mut b, h, h + 300 * MS, 3);
+    h += 300 * MS;
+    h += 2 * S;
+    steps(&mut b, h, 5);
+    b
+}
+
+fn report(b: B) -> Report {
+    analyze(&[b.build()])
+}
+
+#[test]
+fn a_recompiling_run_is_told_phase_by_phase() {
+    let r = report(recompiling());
+    let text = render_text(&r);
+    let run = r.processes[0].run.as_ref().expect("a run");
+    let time = |k: Kind| run.time(k) as f64 / 1e9;
+    // Compilation: the first (1 s) and ten more (1 s each), within a bin each way.
+    assert!((time(Kind::Compilation) - 11.0).abs() < 0.3, "{text}");
+    assert_eq!(run.recompiles, 10, "{text}");
+    assert!((run.recompile_ns as f64 / 1e9 - 10.0).abs() < 0.3, "{text}");
+    assert_eq!(run.compiler, Some("torch"));
+    // The checkpoint and the pause.
+    assert!((time(Kind::Checkpoint) - 0.3).abs() < 0.1, "{text}");
+    assert!((time(Kind::Pause) - 2.0).abs() < 0.2, "{text}");
+    // Importing torch._dynamo at start-up is start-up, not compilation.
+    assert!(run.phases[0].kind == Kind::StartUp, "{:?}", run.phases[0]);
+    assert!(time(Kind::StartUp) > 1.9, "{text}");
+    // The largest kind first; shares add up to the run.
+    assert_eq!(run.by_kind[0].kind, Kind::Compilation);
+    let sum: u64 = run.by_kind.iter().map(|k| k.ns).sum();
+    assert_eq!(sum, run.span_ns);
+    // The finding: critical, its time a share of the trace, the torch fix.
+    let f = r
+        .findings
+        .iter()
+        .find(|f| f.id == FindingId::Recompilation)
+        .unwrap_or_else(|| panic!("{text}"));
+    assert_eq!(f.severity, Severity::Critical);
+    assert_eq!(f.at_stake_ns, run.recompile_ns);
+    assert!(f.at_stake_pct > 40.0, "{}", f.at_stake_pct);
+    assert!(f.fix.contains("dynamic=True"), "{}", f.fix);
+    assert_eq!(r.findings[0].id, FindingId::Recompilation, "{text}");
+    // The verdict says the loop is a small part of the run, and what the rest was.
+    assert!(
+        r.verdict.contains("of the ") && r.verdict.contains("run: compilation "),
+        "{}",
+        r.verdict
+    );
+    assert!(text.contains("\n   run        "), "{text}");
+    assert!(
+        text.contains("recompiled 10 times after the GPU work began"),
+        "{text}"
+    );
+    // --json carries the phases.
+    let json = serde_json::to_value(&r).unwrap();
+    let phases = json["processes"][0]["run"]["phases"].as_array().unwrap();
+    assert!(phases.iter().any(|p| p["kind"] == "checkpoint"));
+    assert_eq!(json["processes"][0]["run"]["recompiles"], 10);
+}
+
+#[test]
+fn a_plain_loop_has_no_compilation_and_no_run_clause() {
+    // Start-up 2 s, then 3000 steps (6.3 s): the loop is most of the run.
+    let mut b = B::new();
+    let t = startup(&mut b, 2 * GIB);
+    steps(&mut b, t, 3000);
+    let r = report(b);
+    let run = r.processes[0].run.as_ref().unwrap();
+    assert_eq!(run.recompiles, 0);
+    assert_eq!(run.time(Kind::Compilation), 0);
+    assert!(run.time(Kind::Loop) * 2 > run.span_ns, "{:?}", run.by_kind);
+    assert!(!r.verdict.contains(" run: "), "{}", r.verdict);
+    assert!(r.findings.iter().all(|f| f.id != FindingId::Recompilation));
+}
