@@ -465,7 +465,8 @@ mod tests {
                 | set::NVML_MS
                 | set::PM_US
                 | set::HOST_TREE_MS
-                | set::STALL_MS => "100",
+                | set::STALL_MS
+                | set::HANDOVER_MS => "100",
                 _ => "1",
             };
             let d = o(&[(s.name, value)]);
