@@ -10,7 +10,9 @@
 //! summed over ranks, busy share is over all of them.
 //!
 //! Idle causes and kernels are compared per step when both sides have steps (runs of
-//! different lengths then compare), else as shares of the steady-state wall time.
+//! different lengths then compare), else as shares of the steady-state wall time. The
+//! whole run is compared phase by phase, in time (`processes[].run`: compilation 16.9 s
+//! -> 0.8 s), summed over processes, with the recompilations counted.
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -36,6 +38,22 @@ struct ProcView {
     breakdown: BreakdownView,
     kernels: KernelsView,
     copies: Vec<CopyView>,
+    run: RunView,
+}
+
+#[derive(Deserialize, Default, Debug)]
+#[serde(default)]
+struct RunView {
+    span_ns: u64,
+    by_kind: Vec<KindView>,
+    recompiles: u64,
+}
+
+#[derive(Deserialize, Default, Debug)]
+#[serde(default)]
+struct KindView {
+    kind: String,
+    ns: u64,
 }
 
 #[derive(Deserialize, Default, Debug)]
@@ -133,6 +151,10 @@ pub struct Side {
     /// Findings by id: (severity, title, at stake ns, at stake %), the largest of a
     /// finding raised on several ranks.
     pub findings: BTreeMap<String, (String, String, u64, f64)>,
+    /// The traced time over processes, and its time by phase kind ("compilation").
+    pub run_ns: u64,
+    pub phases: BTreeMap<String, u64>,
+    pub recompiles: u64,
 }
 
 /// Why a side could not be read.
@@ -168,6 +190,16 @@ impl Side {
             s.busy_ns += p.breakdown.busy_ns;
             for c in p.breakdown.causes.iter().chain(&p.breakdown.unattributed) {
                 *s.causes.entry(c.cause.clone()).or_default() += c.ns;
+            }
+            s.run_ns += p.run.span_ns;
+            s.recompiles += p.run.recompiles;
+            for k in &p.run.by_kind {
+                // The kind's name in words ("other GPU work"), an unknown one as written.
+                let name = serde_json::from_value::<crate::report::phases::Kind>(
+                    serde_json::Value::String(k.kind.clone()),
+                )
+                .map_or_else(|_| k.kind.clone(), |x| x.name().to_string());
+                *s.phases.entry(name).or_default() += k.ns;
             }
             s.kernel_count += p.kernels.count;
             s.kernel_ns += p.kernels.total_ns;
@@ -266,6 +298,9 @@ pub struct Diff {
     pub per_step: bool,
     pub step: Option<Change>,
     pub busy_pct: Change,
+    /// The traced time (ns), then each phase kind's time (ns), largest change first.
+    pub run: Change,
+    pub phases: Vec<Change>,
     /// Every idle cause of either side, largest change first.
     pub causes: Vec<Change>,
     /// The kernels with the largest change in time, of the top kernels of either side.
@@ -338,6 +373,15 @@ pub fn diff(before: Side, after: Side) -> Diff {
     kernels.truncate(TOP);
     let mut copies = compare(&before.copies, &after.copies, |x| x.2, na, nb);
     copies.truncate(TOP);
+    let run = Change::new("run", before.run_ns as f64, after.run_ns as f64);
+    let mut phases = compare(
+        &before.phases,
+        &after.phases,
+        |&x| x,
+        |ns| ns as f64,
+        |ns| ns as f64,
+    );
+    phases.retain(|p| p.before > 0.0 || p.after > 0.0);
     let fc = |id: &String| {
         let a = before.findings.get(id);
         let b = after.findings.get(id);
@@ -393,6 +437,20 @@ pub fn diff(before: Side, after: Side) -> Diff {
             busy.before, busy.after
         ));
     }
+    // The whole run, when a phase's change is a tenth of the run before or more.
+    if let Some(p) = phases.first() {
+        if run.before > 0.0 && p.delta.abs() >= 0.1 * run.before {
+            words.push(format!(
+                "run {} -> {}, {} {} ({} -> {})",
+                secs(run.before),
+                secs(run.after),
+                p.name,
+                signed_pct(p.pct),
+                secs(p.before),
+                secs(p.after)
+            ));
+        }
+    }
     for f in &lost {
         if f.before.as_deref().is_some_and(notable) {
             words.push(format!("{} gone", f.id));
@@ -425,6 +483,8 @@ pub fn diff(before: Side, after: Side) -> Diff {
         per_step,
         step,
         busy_pct: busy,
+        run,
+        phases,
         causes,
         kernels,
         copies,
@@ -433,6 +493,14 @@ pub fn diff(before: Side, after: Side) -> Diff {
         findings_changed: changed,
         before,
         after,
+    }
+}
+
+fn secs(ns: f64) -> String {
+    if ns >= 10e9 {
+        format!("{:.0} s", ns / 1e9)
+    } else {
+        format!("{:.1} s", ns / 1e9)
     }
 }
 
@@ -487,6 +555,25 @@ pub fn render_text(d: &Diff) -> String {
             );
         }
     };
+    if d.run.before > 0.0 || d.run.after > 0.0 {
+        let _ = writeln!(
+            s,
+            "\nThe whole run (time by phase)     {:>10} -> {:>10}  {}",
+            secs(d.run.before),
+            secs(d.run.after),
+            signed_pct(d.run.pct)
+        );
+        for r in &d.phases {
+            let _ = writeln!(
+                s,
+                "  {:<32} {:>10} -> {:>10}  {}",
+                r.name,
+                secs(r.before),
+                secs(r.after),
+                signed_pct(r.pct)
+            );
+        }
+    }
     table(&mut s, "Idle time by cause", &d.causes);
     table(&mut s, "Top kernels", &d.kernels);
     table(&mut s, "Copies", &d.copies);
@@ -629,6 +716,47 @@ mod tests {
         assert_eq!(d.summary, "step time +0% (1.00 ms -> 1.00 ms)");
         assert!(d.causes.iter().all(|c| c.delta == 0.0));
         assert!(d.findings_gained.is_empty() && d.findings_lost.is_empty());
+    }
+
+    #[test]
+    fn the_whole_run_is_compared_phase_by_phase() {
+        let with_run = |compile_ns: u64, loop_ns: u64, recompiles: u64| {
+            let mut r = report(1_000_000, 5, 4_000_000, &[], &[], None);
+            r["processes"][0]["run"] = json!({
+                "span_ns": compile_ns + loop_ns,
+                "recompiles": recompiles,
+                "by_kind": [
+                    {"kind": "compilation", "ns": compile_ns, "pct": 0.0, "phases": 1},
+                    {"kind": "loop", "ns": loop_ns, "pct": 0.0, "phases": 1},
+                    {"kind": "start_up", "ns": 0, "pct": 0.0, "phases": 1}
+                ]
+            });
+            Side::from_json("x", r).unwrap()
+        };
+        let d = diff(
+            with_run(16_900_000_000, 2_700_000_000, 98),
+            with_run(800_000_000, 2_600_000_000, 0),
+        );
+        assert_eq!(d.phases[0].name, "compilation", "largest change first");
+        assert_eq!(d.phases[0].before, 16.9e9);
+        assert_eq!(d.before.recompiles, 98);
+        assert!(d.before.phases.contains_key("start-up"));
+        assert!(d.phases.iter().all(|p| p.name != "start-up"), "none on either side");
+        assert!(
+            d.summary
+                .contains("run 20 s -> 3.4 s, compilation -95% (17 s -> 0.8 s)"),
+            "{}",
+            d.summary
+        );
+        let text = render_text(&d);
+        assert!(text.contains("The whole run (time by phase)"), "{text}");
+        // Without phases on either side (older reports), no run line or table.
+        let plain = report(1_000_000, 5, 4_000_000, &[], &[], None);
+        let d = diff(
+            Side::from_json("x", plain.clone()).unwrap(),
+            Side::from_json("x", plain).unwrap(),
+        );
+        assert!(d.phases.is_empty() && !render_text(&d).contains("whole run"));
     }
 
     #[test]

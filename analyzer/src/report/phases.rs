@@ -27,10 +27,10 @@
 use crate::model::trace::Trace;
 use crate::report::Ctx;
 use gputrace_format as fmt;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// A phase's kind.
-#[derive(Serialize, Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[serde(rename_all = "snake_case")]
 pub enum Kind {
     StartUp,
