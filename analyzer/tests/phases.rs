@@ -15,7 +15,7 @@ const SAVE: &str = "/venv/lib/python3.12/site-packages/torch/serialization.py";
 const TRAIN: &str = "/work/train.py";
 
 /// Python stacks: 1 compiling (dynamo under train.py), 2 importing dynamo, 3 saving, 4
-/// the training step.
+/// the training step, 5 evaluating.
 fn stacks(b: &mut B) {
     let frame = |b: &mut B, file: &str, function: &str, line: u32| fmt::PyFrame {
         file: b.s(file),
@@ -33,7 +33,14 @@ fn stacks(b: &mut B) {
     ];
     let saving = vec![frame(b, SAVE, "save", 900), frame(b, TRAIN, "main", 80)];
     let stepping = vec![frame(b, TRAIN, "step", 41)];
-    for (id, frames) in [(1, compiling), (2, importing), (3, saving), (4, stepping)] {
+    let evaluating = vec![frame(b, TRAIN, "evaluate", 60), frame(b, TRAIN, "main", 75)];
+    for (id, frames) in [
+        (1, compiling),
+        (2, importing),
+        (3, saving),
+        (4, stepping),
+        (5, evaluating),
+    ] {
         b.ev.push(Event::PyStack(fmt::PyStack { id, frames }));
     }
 }
@@ -151,4 +158,72 @@ fn a_plain_loop_has_no_compilation_and_no_run_clause() {
     assert!(run.time(Kind::Loop) * 2 > run.span_ns, "{:?}", run.by_kind);
     assert!(!r.verdict.contains(" run: "), "{}", r.verdict);
     assert!(r.findings.iter().all(|f| f.id != FindingId::Recompilation));
+}
+
+/// Start-up 2 s, then 4 epochs of 500 steps (1.05 s each); after each of the first three
+/// an evaluation (400 ms of other kernels, in `evaluate`) and a checkpoint save (300 ms).
+fn epochs() -> B {
+    let mut b = B::new();
+    stacks(&mut b);
+    let mut h = startup(&mut b, 2 * GIB);
+    for epoch in 0..4 {
+        sample(&mut b, h, h + 1050 * MS, 4);
+        h = steps(&mut b, h, 500);
+        if epoch < 3 {
+            sample(&mut b, h, h + 400 * MS, 5);
+            for i in 0..200 {
+                b.launch(
+                    h + i * 2 * MS,
+                    5 * US,
+                    h + i * 2 * MS + 10 * US,
+                    MS,
+                    "eval_gemm",
+                    BIG,
+                );
+            }
+            h += 400 * MS;
+            sample(&mut b, h, h + 300 * MS, 3);
+            h += 300 * MS;
+        }
+    }
+    b
+}
+
+#[test]
+fn a_loop_interrupted_by_evaluation_and_checkpoints_names_them() {
+    let r = report(epochs());
+    let text = render_text(&r);
+    let run = r.processes[0].run.as_ref().expect("a run");
+    let time = |k: Kind| run.time(k) as f64 / 1e9;
+    // All four epochs are the loop (the steps outside the steady stretch too).
+    assert!((time(Kind::Loop) - 4.2).abs() < 0.3, "{text}");
+    assert_eq!(time(Kind::GpuWork), 0.0, "{text}");
+    assert!((time(Kind::Evaluation) - 1.2).abs() < 0.2, "{text}");
+    assert!((time(Kind::Checkpoint) - 0.9).abs() < 0.2, "{text}");
+    // The parts that come back, named with their period in steps.
+    let ev = run
+        .periodic
+        .iter()
+        .find(|p| p.kind == Kind::Evaluation)
+        .unwrap_or_else(|| panic!("{text}"));
+    assert_eq!(ev.times, 3);
+    let every = ev.every_steps.expect("steps known");
+    assert!((450..=550).contains(&every), "{every}");
+    // 1.2 s of a loop region of 6.3 s.
+    assert!((ev.pct_of_loop - 19.0).abs() < 3.0, "{}", ev.pct_of_loop);
+    assert!(run
+        .periodic
+        .iter()
+        .any(|p| p.kind == Kind::Checkpoint && p.times == 3));
+    assert!(text.contains("also evaluation (3 times, "), "{text}");
+    // The loop is half of the run: the verdict names the largest part that comes back.
+    assert!(
+        r.verdict.contains("(every ~")
+            && r.verdict
+                .contains("also evaluation: 19% of the loop's time)"),
+        "{}",
+        r.verdict
+    );
+    let json = serde_json::to_value(&r).unwrap();
+    assert_eq!(json["processes"][0]["run"]["periodic"][0]["times"], 3);
 }

@@ -64,6 +64,7 @@ if steps["original"] and steps["fixed"]:
     out["gain_pct"] = round(100 * (o - f) / o, 1)
 print(json.dumps(out))
 PYEOF
+  tar -C "$C" -czf "$C/traces.tgz" traces 2>/dev/null
   rm -rf "$C/traces"
 done
 "$PY" - "$S" <<'PYEOF' | tee "$D/table.txt"

@@ -6,7 +6,8 @@
 # lines, CLOCK_REALTIME ns, the trace's clock). The summary line has, per kind, the report's
 # time (processes[0].run.by_kind) beside the script's, the recompiles counted, the top
 # finding and the verdict. Appended to $OUT/phases/summary.jsonl as measured; a table last.
-# The recompiling job's trace is kept as $OUT/phases/recompile.tgz (for examples/).
+# Each job's traces are kept as $OUT/phases/<job>/traces.tgz (with its marks), to analyse
+# again here; the recompiling job's is for examples/.
 #   OUT=/tmp/o scripts/gpu/phases.sh          ONLY=pause,eval_ckpt ...
 set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -63,7 +64,7 @@ except Exception as e:
     out["report_error"] = repr(e)
 print(json.dumps(out))
 PYEOF
-  [ "$w" = recompile ] && tar -C "$C" -czf "$D/recompile.tgz" traces marks.jsonl 2>/dev/null
+  tar -C "$C" -czf "$C/traces.tgz" traces marks.jsonl 2>/dev/null
   rm -rf "$C/traces"
 done
 "$PY" - "$S" <<'PYEOF' | tee "$D/table.txt"

@@ -1103,7 +1103,7 @@ fn analyze_process(
     let counters = counters::stats(&t.counter_samples, &t.kernels, st.steady);
     let sm_fill = (kstats.fill_known_ns > 0 && swin > 0)
         .then(|| (100.0 * kstats.fill_ns / (swin * devs_active) as f64).min(100.0));
-    let report = ProcessReport {
+    let mut report = ProcessReport {
         index,
         label: label.clone(),
         path: t.path.display().to_string(),
@@ -1186,6 +1186,14 @@ fn analyze_process(
         failed_calls: failures::failed_calls(t, ctx.t0),
         fatal_call: failures::fatal(t, ctx.t0),
     };
+    if let Some(r) = report.run.as_mut() {
+        let step_ns = if report.steps.detected {
+            report.steps.step_ns_median
+        } else {
+            0
+        };
+        phases::name_periods(r, step_ns);
+    }
     let rank_input = comm::RankInput {
         host: t.meta.host.clone(),
         clocks: t.clocks.clone(),

@@ -28,6 +28,7 @@ use crate::model::trace::Trace;
 use crate::report::Ctx;
 use gputrace_format as fmt;
 use serde::{Deserialize, Serialize};
+use std::collections::{HashMap, HashSet};
 
 /// A phase's kind.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -92,6 +93,57 @@ pub struct Run {
     /// The Python frames told compilation (`torch` or `jax`), when any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub compiler: Option<&'static str>,
+    /// What interrupts the loop again and again (evaluation every N steps, a checkpoint,
+    /// a recompilation), most time first.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub periodic: Vec<Periodic>,
+}
+
+/// A part of the loop that comes back: a phase of one kind between stretches of the loop,
+/// two times or more.
+#[derive(Serialize, Clone, Debug, PartialEq)]
+pub struct Periodic {
+    pub kind: Kind,
+    pub times: u64,
+    /// Its time in all, and as a share of the loop's time (the first loop stretch's start
+    /// to the last one's end, these parts included).
+    pub ns: u64,
+    pub pct_of_loop: f64,
+    /// The median time from one start to the next, and in steps when the steps are known.
+    pub every_ns: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub every_steps: Option<u64>,
+}
+
+impl Periodic {
+    fn every(&self) -> String {
+        match self.every_steps {
+            Some(n) => format!("every ~{n} steps"),
+            None => format!("every ~{}", crate::report::units::dur(self.every_ns)),
+        }
+    }
+
+    /// "every ~100 steps also evaluation: 9% of the loop's time".
+    pub fn short_words(&self) -> String {
+        format!(
+            "{} also {}: {} of the loop's time",
+            self.every(),
+            self.kind.name(),
+            share_words(self.pct_of_loop)
+        )
+    }
+
+    /// "every ~100 steps also evaluation (3 times, 1.1 s each): 9% of the loop's time".
+    pub fn words(&self) -> String {
+        let every = self.every();
+        format!(
+            "{every} also {} ({} times, {} each): {} of the loop's time",
+            self.kind.name(),
+            self.times,
+            crate::report::units::dur(self.ns / self.times.max(1)),
+            share_words(self.pct_of_loop)
+        )
+    }
 }
 
 impl Run {
@@ -209,6 +261,8 @@ struct Bin {
     checkpoint: u32,
     evaluating: u32,
     kernel_ns: u64,
+    /// Kernel time of the steady state's own kernels (by name).
+    loop_kernel_ns: u64,
     calls: u32,
 }
 
@@ -230,7 +284,7 @@ fn edges(t0: u64, t1: u64, w: u64, steady: (u64, u64)) -> Vec<u64> {
 /// compiling (sorted).
 type Binned = (Vec<Bin>, Option<&'static str>, Vec<u64>);
 
-fn bins(t: &Trace, edges: &[u64]) -> Binned {
+fn bins(t: &Trace, edges: &[u64], looped: &HashSet<u32>) -> Binned {
     let (t0, t1) = (edges[0], edges[edges.len() - 1]);
     let n = edges.len() - 1;
     let mut out = vec![Bin::default(); n];
@@ -264,6 +318,9 @@ fn bins(t: &Trace, edges: &[u64]) -> Binned {
             let i = at(x);
             let y = e.min(edges[i + 1]);
             out[i].kernel_ns += y - x;
+            if looped.contains(&k.name) {
+                out[i].loop_kernel_ns += y - x;
+            }
             x = y;
         }
     }
@@ -322,7 +379,13 @@ fn kind_of(b: &Bin, start: u64, w: u64, steady: (u64, u64)) -> Kind {
         return Kind::StartUp;
     }
     if b.kernel_ns * 20 >= w {
-        Kind::GpuWork
+        // The loop again after its steady stretch (another epoch, steps of another
+        // shape): mostly the steady state's own kernels.
+        if b.loop_kernel_ns * 10 >= b.kernel_ns * 7 {
+            Kind::Loop
+        } else {
+            Kind::GpuWork
+        }
     } else if b.calls == 0 && b.kernel_ns == 0 {
         Kind::Pause
     } else {
@@ -397,7 +460,8 @@ pub fn run(ctx: &Ctx, steady: (u64, u64)) -> Run {
     }
     let w = bin_ns(span);
     let edges = edges(t0, t1, w, steady);
-    let (bins, compiler, compiling) = bins(ctx.t, &edges);
+    let looped = loop_kernels(ctx.t, steady);
+    let (bins, compiler, compiling) = bins(ctx.t, &edges, &looped);
     let mut phases: Vec<Phase> = Vec::new();
     let mut kernel_ns: Vec<u64> = Vec::new();
     for (i, b) in bins.iter().enumerate() {
@@ -465,11 +529,103 @@ pub fn run(ctx: &Ctx, steady: (u64, u64)) -> Run {
         recompile_ns,
         recompiles,
         compiler,
+        periodic: Vec::new(),
     }
 }
 
+/// The kernel names that make up most (90%) of the steady state's kernel time.
+fn loop_kernels(t: &Trace, steady: (u64, u64)) -> HashSet<u32> {
+    let mut by_name: HashMap<u32, u64> = HashMap::new();
+    for k in &t.kernels {
+        if k.start >= steady.0 && k.end <= steady.1 {
+            let e = by_name.entry(k.name).or_default();
+            *e = e.saturating_add(k.end.saturating_sub(k.start));
+        }
+    }
+    let total: u128 = by_name.values().map(|&x| x as u128).sum();
+    let mut v: Vec<(u32, u64)> = by_name.into_iter().collect();
+    v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    let mut out = HashSet::new();
+    let mut sum = 0;
+    for (name, ns) in v {
+        if sum * 10 >= total * 9 {
+            break;
+        }
+        sum += ns as u128;
+        out.insert(name);
+    }
+    out
+}
+
+/// Names the parts that keep interrupting the loop: phases of one kind (not the loop)
+/// between its first and last stretch, at least twice; `step_ns` (the median step, 0 when
+/// unknown) turns their spacing into steps.
+pub fn name_periods(r: &mut Run, step_ns: u64) {
+    let first = r.phases.iter().position(|p| p.kind == Kind::Loop);
+    let last = r.phases.iter().rposition(|p| p.kind == Kind::Loop);
+    let (Some(first), Some(last)) = (first, last) else {
+        return;
+    };
+    let inner = &r.phases[first..=last];
+    let loop_ns = inner[inner.len() - 1].end_ns - inner[0].start_ns;
+    if loop_ns == 0 {
+        return;
+    }
+    let mut kinds: Vec<Kind> = inner
+        .iter()
+        .map(|p| p.kind)
+        .filter(|&k| k != Kind::Loop)
+        .collect();
+    kinds.sort();
+    kinds.dedup();
+    let mut out = Vec::new();
+    for kind in kinds {
+        let mine: Vec<&Phase> = inner.iter().filter(|p| p.kind == kind).collect();
+        if mine.len() < 2 {
+            continue;
+        }
+        let ns: u64 = mine.iter().map(|p| p.end_ns - p.start_ns).sum();
+        let mut gaps: Vec<u64> = mine
+            .windows(2)
+            .map(|w| w[1].start_ns - w[0].start_ns)
+            .collect();
+        gaps.sort_unstable();
+        let every_ns = gaps[gaps.len() / 2];
+        // Steps in between: the loop's own time from one start to the next, in steps.
+        let mut looped: Vec<u64> = mine
+            .windows(2)
+            .map(|w| {
+                inner
+                    .iter()
+                    .filter(|p| {
+                        p.kind == Kind::Loop
+                            && p.start_ns >= w[0].start_ns
+                            && p.start_ns < w[1].start_ns
+                    })
+                    .map(|p| p.end_ns - p.start_ns)
+                    .sum()
+            })
+            .collect();
+        looped.sort_unstable();
+        let every_steps = (step_ns > 0)
+            .then(|| (looped[looped.len() / 2] + step_ns / 2) / step_ns)
+            .filter(|&n| n > 0);
+        out.push(Periodic {
+            kind,
+            times: mine.len() as u64,
+            ns,
+            pct_of_loop: crate::report::pct(ns, loop_ns),
+            every_ns,
+            every_steps,
+        });
+    }
+    out.sort_by(|a, b| b.ns.cmp(&a.ns).then(a.kind.cmp(&b.kind)));
+    r.periodic = out;
+}
+
 /// The verdict, with the whole run after it when the loop it diagnoses is a small part
-/// of it: "<verdict> (the loop is 12% of the 22.9 s run: compilation 74% (16.9 s, 98
+/// of it (else with the part that keeps interrupting the loop, when that is a tenth of
+/// its time or more): "<verdict> (the loop is 12% of the 22.9 s run: compilation 74% (16.9 s, 98
 /// times), loop 12% (2.7 s), start-up 9% (2.1 s))". One process only (several: each
 /// process's run is in its section); a hang's verdict is about the end, left as it is.
 pub fn qualify(
@@ -484,8 +640,16 @@ pub fn qualify(
         return verdict;
     };
     let looped = r.time(Kind::Loop);
-    if top == Some(crate::report::FindingId::Hang) || looped == 0 || looped * 2 >= r.span_ns {
+    if top == Some(crate::report::FindingId::Hang) || looped == 0 {
         return verdict;
+    }
+    if looped * 2 >= r.span_ns {
+        // The loop is most of the run: name what keeps interrupting it, when that is
+        // a tenth of its time or more.
+        return match r.periodic.first().filter(|p| p.pct_of_loop >= 10.0) {
+            Some(p) => format!("{verdict} ({})", p.short_words()),
+            None => verdict,
+        };
     }
     format!(
         "{verdict} (the loop is {} of the {} run: {})",

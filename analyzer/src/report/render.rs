@@ -122,12 +122,18 @@ fn process_header(o: &mut String, p: &ProcessReport, multi: bool) {
         } else {
             String::new()
         };
+        let periodic: String = r
+            .periodic
+            .iter()
+            .take(3)
+            .map(|p| format!("; {}", p.words()))
+            .collect();
         let mut w = String::new();
         let pad = "              ";
         wrap(
             &mut w,
             pad,
-            &format!("{}: {}{recompiled}", dur(r.span_ns), r.words(5)),
+            &format!("{}: {}{recompiled}{periodic}", dur(r.span_ns), r.words(5)),
             100,
         );
         o.push_str("   run       ");
