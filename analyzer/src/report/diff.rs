@@ -741,7 +741,10 @@ mod tests {
         assert_eq!(d.phases[0].before, 16.9e9);
         assert_eq!(d.before.recompiles, 98);
         assert!(d.before.phases.contains_key("start-up"));
-        assert!(d.phases.iter().all(|p| p.name != "start-up"), "none on either side");
+        assert!(
+            d.phases.iter().all(|p| p.name != "start-up"),
+            "none on either side"
+        );
         assert!(
             d.summary
                 .contains("run 20 s -> 3.4 s, compilation -95% (17 s -> 0.8 s)"),
