@@ -113,6 +113,25 @@ enum Cmd {
         #[arg(short = 'f', long)]
         force: bool,
     },
+    /// Add a job's traces to a Parquet dataset partitioned by job, host, rank, window.
+    #[command(
+        long_about = "Add a job's traces to a dataset: Parquet tables (kernels, copies, api_calls, nccl_calls, nvtx, idle_gaps, steps, gpu_samples, counters, findings, gpu_metrics, python_samples, processes) under DIR/<table>/job=J/host=H/rank=R/window=W/, one file per process. Each trace is analysed alone, one at a time, so memory stays that of the largest trace however many ranks the job has. Layout: docs/dataset.md.\n\nA partition that exists already is left as it is unless --force is given."
+    )]
+    Dataset {
+        /// Trace files (*.gtrace) of one job, or directories of them (`gputrace run -o
+        /// DIR`).
+        #[arg(required = true)]
+        traces: Vec<PathBuf>,
+        /// The dataset's root directory (made, or added to).
+        #[arg(short = 'o', long = "out")]
+        out: PathBuf,
+        /// The job's name in the dataset (default: the name of the traces' directory).
+        #[arg(long)]
+        job: Option<String>,
+        /// Replace partitions that exist already.
+        #[arg(short = 'f', long)]
+        force: bool,
+    },
     /// Check the GPUs, driver, CUDA runtimes and machine before tracing.
     #[command(
         long_about = "Check the environment with no job running: GPUs, driver and CUDA runtimes, clocks and throttle reasons, power, PCIe and GPU-to-GPU links, processes on the GPUs, CPUs and memory. Each line OK / WARN (with the fix) / INFO."
@@ -338,6 +357,26 @@ fn run_cli(cli: Cli) -> Result<i32> {
             }
             Ok(e.outcome.exit_code())
         }
+        Cmd::Dataset {
+            traces,
+            out,
+            job,
+            force,
+        } => {
+            let t = std::time::Instant::now();
+            let d = app::dataset(&traces, &out, job.as_deref(), force, &options(), &warn)?;
+            warn(&format!(
+                "wrote {} process{} of job {} into {} ({} events, {:.1} MB in the dataset, {:.1} s)",
+                d.partitions.len(),
+                if d.partitions.len() == 1 { "" } else { "es" },
+                d.job,
+                d.root.display(),
+                d.events,
+                dir_size(&d.root) as f64 / 1e6,
+                t.elapsed().as_secs_f64()
+            ));
+            Ok(d.outcome.exit_code())
+        }
         Cmd::Doctor {
             json,
             nvml,
@@ -373,12 +412,16 @@ fn run_cli(cli: Cli) -> Result<i32> {
 }
 
 /// Bytes in a file, or in the files of a directory.
+/// Bytes of the files under `p` (a file: its size), symbolic links not followed.
 fn dir_size(p: &std::path::Path) -> u64 {
     match std::fs::read_dir(p) {
         Ok(rd) => rd
             .flatten()
-            .filter_map(|e| e.metadata().ok())
-            .map(|m| m.len())
+            .map(|e| match e.file_type() {
+                Ok(t) if t.is_dir() => dir_size(&e.path()),
+                Ok(t) if t.is_file() => e.metadata().map_or(0, |m| m.len()),
+                _ => 0,
+            })
             .sum(),
         Err(_) => std::fs::metadata(p).map(|m| m.len()).unwrap_or(0),
     }

@@ -245,6 +245,22 @@ pub fn export(
     drop(views);
     drop(timelines);
     drop(traces);
+    let events = stream_into(exporter.as_mut(), order)?;
+    let paths = exporter.close().map_err(Error::Output)?;
+    Ok(Exported {
+        paths,
+        processes: n,
+        events,
+        outcome,
+    })
+}
+
+/// Streams each trace's events (its file read again, in order) into a timeline
+/// exporter whose processes were given; the events streamed.
+fn stream_into(
+    exporter: &mut dyn crate::export::overlay::TimelineExporter,
+    order: Vec<(usize, PathBuf)>,
+) -> Result<u64, Error> {
     let mut events = 0;
     exporter
         .as_events()
@@ -263,13 +279,157 @@ pub fn export(
         .as_events()
         .finish(&mut io::sink())
         .map_err(Error::Output)?;
-    let paths = exporter.close().map_err(Error::Output)?;
-    Ok(Exported {
-        paths,
-        processes: n,
-        events,
-        outcome,
+    Ok(events)
+}
+
+/// The dataset's description file, at its root.
+pub const DATASET_FILE: &str = "_gputrace_dataset.json";
+/// The dataset layout's version: a reader refuses another major.
+pub const DATASET_VERSION: u32 = 1;
+
+/// What `gputrace dataset` wrote.
+#[derive(Clone, Debug, Default)]
+pub struct DatasetWritten {
+    pub root: PathBuf,
+    pub job: String,
+    /// The partitions written, one per process trace.
+    pub partitions: Vec<PathBuf>,
+    pub events: u64,
+    pub outcome: Outcome,
+}
+
+/// The job name a dataset uses when none is given: the name of the first directory
+/// given, else of the first trace's directory, else "job".
+pub fn default_job(paths: &[PathBuf]) -> String {
+    let dir = paths.iter().find(|p| p.is_dir()).cloned().or_else(|| {
+        paths
+            .first()
+            .and_then(|p| p.parent().map(Path::to_path_buf))
+    });
+    dir.and_then(|d| {
+        std::fs::canonicalize(&d)
+            .ok()
+            .and_then(|c| c.file_name().map(|n| n.to_string_lossy().into_owned()))
     })
+    .filter(|n| !n.is_empty())
+    .unwrap_or_else(|| "job".into())
+}
+
+/// `gputrace dataset -o DIR`: each process trace analysed alone (with the environment
+/// files beside it), its tables written as Parquet under `root`, partitioned Hive-style
+/// by job, host, rank and window (`export::parquet::Partition`). One trace is in memory
+/// at a time, so a job of any number of ranks is written in the memory of its largest
+/// trace. A dataset grows: other jobs, ranks or windows are added beside what is there;
+/// a partition file that exists is refused unless `force`. The root's
+/// `_gputrace_dataset.json` names the layout's version and its tables.
+pub fn dataset(
+    paths: &[PathBuf],
+    root: &Path,
+    job: Option<&str>,
+    force: bool,
+    opts: &Options,
+    warn: Warn<'_>,
+) -> Result<DatasetWritten, Error> {
+    use crate::export::parquet::{Parquet, Partition};
+    let job = job.map_or_else(|| default_job(paths), str::to_string);
+    let files = load::distinct_paths(&load::expand_dirs(paths)?, warn);
+    let is_env = |p: &Path| {
+        p.file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with("gputrace-env-"))
+    };
+    let (envs, procs): (Vec<PathBuf>, Vec<PathBuf>) = files.into_iter().partition(|p| is_env(p));
+    if procs.is_empty() {
+        return Err(match envs.first() {
+            Some(e) => Error::EnvironmentOnly(e.clone()),
+            None => Error::NoTraces(paths.first().cloned().unwrap_or_default()),
+        });
+    }
+    check_dataset_root(root)?;
+    let mut out = DatasetWritten {
+        root: root.to_path_buf(),
+        job: job.clone(),
+        ..Default::default()
+    };
+    for f in &procs {
+        // The environment files of the trace's directory.
+        let mut set = vec![f.clone()];
+        set.extend(envs.iter().filter(|e| e.parent() == f.parent()).cloned());
+        let traces = load::load_set(&set, &opts.load, warn)?;
+        out.outcome.damaged |= traces.iter().any(|t| t.stats.damaged());
+        let (report, timelines) = crate::report::analyze_timelines(&traces);
+        let views = crate::export::overlay::views(&traces, &report, &timelines);
+        let Some(v) = views.first() else {
+            continue;
+        };
+        let part = Partition {
+            job: job.clone(),
+            host: v.process.host.clone(),
+            rank: v.process.rank.map_or(-1, i64::from),
+            window: v.trace.window.map_or(0, |w| w.0),
+            pid: v.process.pid,
+        };
+        let probe = root
+            .join("processes")
+            .join(part.path())
+            .join(format!("part-{}.parquet", part.pid));
+        if probe.exists() && !force {
+            return Err(Error::OutputExists(probe));
+        }
+        let mut ex = Parquet::create_partition(root, &part).map_err(Error::Output)?;
+        crate::export::overlay::TimelineExporter::process(&mut ex, v).map_err(Error::Output)?;
+        let order = vec![(v.index, v.trace.path.clone())];
+        drop(views);
+        drop(timelines);
+        drop(traces);
+        out.events += stream_into(&mut ex, order)?;
+        crate::export::overlay::TimelineExporter::close(&mut ex).map_err(Error::Output)?;
+        out.partitions.push(part.path());
+    }
+    Ok(out)
+}
+
+/// Makes the dataset's root, or checks the one there: its description file must be of
+/// this layout's version; a directory with files but no description is refused.
+fn check_dataset_root(root: &Path) -> Result<(), Error> {
+    let desc = root.join(DATASET_FILE);
+    let bad = |why: String| {
+        Error::Output(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{}: {why}", root.display()),
+        ))
+    };
+    match std::fs::read_to_string(&desc) {
+        Ok(text) => {
+            let v: serde_json::Value = serde_json::from_str(&text)
+                .map_err(|e| bad(format!("{DATASET_FILE} is not JSON: {e}")))?;
+            let ver = v.get("version").and_then(|x| x.as_u64());
+            if ver != Some(DATASET_VERSION as u64) {
+                return Err(bad(format!(
+                    "a dataset of layout version {} (this gputrace writes {DATASET_VERSION})",
+                    ver.map_or("unknown".into(), |x| x.to_string())
+                )));
+            }
+            Ok(())
+        }
+        Err(_) => {
+            if std::fs::read_dir(root).is_ok_and(|mut d| d.next().is_some()) {
+                return Err(bad(format!(
+                    "not a gputrace dataset (no {DATASET_FILE}) and not empty"
+                )));
+            }
+            crate::export::create_private_dir(root).map_err(Error::Output)?;
+            let tables: Vec<&str> = crate::export::parquet::table_names().collect();
+            let v = serde_json::json!({
+                "format": "gputrace dataset",
+                "version": DATASET_VERSION,
+                "partitioning": ["job", "host", "rank", "window"],
+                "tables": tables,
+                "about": "Parquet tables of gputrace traces: <table>/job=J/host=H/rank=R/window=W/part-<pid>.parquet; docs/dataset.md",
+            });
+            let text = serde_json::to_string_pretty(&v).unwrap_or_default();
+            std::fs::write(&desc, text + "\n").map_err(Error::Output)
+        }
+    }
 }
 
 /// One side of `gputrace diff`: a report saved as JSON (`gputrace report --json`), or

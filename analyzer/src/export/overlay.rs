@@ -50,6 +50,8 @@ pub struct ProcessView<'a> {
     pub timeline: &'a Timeline,
     /// This process's findings.
     pub findings: Vec<&'a Finding>,
+    /// The job's verdict (the report's first line).
+    pub verdict: &'a str,
     /// Added to the trace's timestamps to put every process on one time base: 0 for a
     /// single trace; with several, CLOCK_REALTIME, corrected by the collectives' ends
     /// across hosts where the report aligned them.
@@ -164,6 +166,7 @@ pub fn views<'a>(
                     .iter()
                     .filter(|f| f.process == Some(i))
                     .collect(),
+                verdict: &report.verdict,
                 offset_ns,
                 pid,
                 world,

@@ -15,6 +15,12 @@
 //! | `counters` | value of a sampler's percentage counter: a sampled thread's or a process's CPU %, the machine's CPU busy and iowait %, another process's SM % of a GPU (`track` thread, process, machine or gpu; `id` its tid, pid or NVML index, -1 for the machine) |
 //! | `gpu_metrics` | GPU counter sample over `start_ns..end_ns` (NVML GPM from `gputrace run`/`attach`, or CUPTI PM in older traces): `device` (the process's CUDA ordinal), `instance` (MIG GPU instance, -1 for the whole GPU), `source` (`gpm`, `pm`), each metric in percent of peak and PCIe/NVLink bytes over the sample; -1 where the GPU gave none |
 //! | `findings` | finding of the report |
+//! | `python_samples` | Python stack sample |
+//! | `processes` | process: its command, how it ended, its steady state and steps, the verdict and top finding |
+//!
+//! A dataset (`gputrace dataset`) has the same tables, one directory each, partitioned
+//! Hive-style by job, host, rank and window ([`Partition`]); there the files have no
+//! `rank` and `host` columns (the path holds them).
 //!
 //! Written with the `parquet` crate's column writers (no Arrow), Snappy-compressed,
 //! strings dictionary-encoded, a row group every [`ROW_GROUP`] rows: memory stays at
@@ -236,6 +242,30 @@ const TABLES: &[(&str, &[(&str, Kind)])] = &[
             ("depth", Kind::I),
         ],
     ),
+    (
+        "processes",
+        &[
+            ("command", Kind::S),
+            ("rank_source", Kind::S),
+            ("trace", Kind::S),
+            ("start_ns", Kind::I),
+            ("end_ns", Kind::I),
+            ("ended_how", Kind::S),
+            ("ended_detail", Kind::S),
+            ("ended_status", Kind::I),
+            ("ended_normal", Kind::I),
+            ("damaged", Kind::I),
+            ("steady_start_ns", Kind::I),
+            ("steady_end_ns", Kind::I),
+            ("steady_busy_pct", Kind::F),
+            ("steps", Kind::I),
+            ("step_ns_median", Kind::I),
+            ("kernels", Kind::I),
+            ("kernel_ns", Kind::I),
+            ("verdict", Kind::S),
+            ("top_finding", Kind::S),
+        ],
+    ),
 ];
 
 const KERNELS: usize = 0;
@@ -250,6 +280,7 @@ const COUNTERS: usize = 8;
 const FINDINGS: usize = 9;
 const METRICS: usize = 10;
 const PYTHON: usize = 11;
+const PROCESSES: usize = 12;
 
 /// A column's values waiting for the next row group.
 enum Col {
@@ -261,6 +292,7 @@ enum Col {
 struct Table {
     name: &'static str,
     path: PathBuf,
+    bare: bool,
     w: Option<SerializedFileWriter<File>>,
     cols: Vec<Col>,
     rows: usize,
@@ -273,10 +305,21 @@ fn perr(e: parquet::errors::ParquetError) -> io::Error {
 }
 
 impl Table {
-    fn create(dir: &Path, name: &'static str, cols: &[(&str, Kind)]) -> io::Result<Table> {
-        let mut schema = format!(
-            "message {name} {{ REQUIRED INT64 rank; REQUIRED BYTE_ARRAY host (UTF8); REQUIRED INT64 pid;"
-        );
+    /// The table `name` written to `path`; `bare`: without the `rank` and `host` columns
+    /// (a dataset's partition path holds them).
+    fn create(
+        path: PathBuf,
+        name: &'static str,
+        cols: &[(&str, Kind)],
+        bare: bool,
+    ) -> io::Result<Table> {
+        let mut schema = if bare {
+            format!("message {name} {{ REQUIRED INT64 pid;")
+        } else {
+            format!(
+                "message {name} {{ REQUIRED INT64 rank; REQUIRED BYTE_ARRAY host (UTF8); REQUIRED INT64 pid;"
+            )
+        };
         for (c, k) in cols {
             match k {
                 Kind::I => schema.push_str(&format!(" REQUIRED INT64 {c};")),
@@ -291,14 +334,18 @@ impl Table {
                 .set_compression(Compression::SNAPPY)
                 .build(),
         );
-        let path = dir.join(format!("{name}.parquet"));
         let w = SerializedFileWriter::new(super::create_private(&path)?, schema, props)
             .map_err(perr)?;
-        let mut all = vec![Kind::I, Kind::S, Kind::I];
+        let mut all = if bare {
+            vec![Kind::I]
+        } else {
+            vec![Kind::I, Kind::S, Kind::I]
+        };
         all.extend(cols.iter().map(|c| c.1));
         Ok(Table {
             name,
             path,
+            bare,
             w: Some(w),
             cols: all
                 .into_iter()
@@ -341,8 +388,11 @@ impl Table {
         self
     }
 
-    /// The three columns every row starts with.
+    /// The columns every row starts with: rank, host and pid (pid alone in a dataset).
     fn who(&mut self, w: &Who) -> &mut Self {
+        if self.bare {
+            return self.i(w.pid);
+        }
         self.i(w.rank).s(w.host.clone()).i(w.pid)
     }
 
@@ -450,10 +500,35 @@ impl Parquet {
         super::create_private_dir(dir)?;
         let tables = TABLES
             .iter()
-            .map(|(name, cols)| Table::create(dir, name, cols))
+            .map(|(name, cols)| {
+                Table::create(dir.join(format!("{name}.parquet")), name, cols, false)
+            })
             .collect::<io::Result<Vec<_>>>()?;
         Ok(Parquet {
             dir: dir.to_path_buf(),
+            tables,
+            who: HashMap::new(),
+            cur: 0,
+            names: HashMap::new(),
+            pushed: HashMap::new(),
+            started: HashMap::new(),
+            last_ts: 0,
+        })
+    }
+
+    /// Writes one process's tables into a dataset under `root`: each table at
+    /// `<root>/<table>/<partition>/part-<pid>.parquet`, without the `rank` and `host`
+    /// columns (the partition path holds them). See [`Partition`].
+    pub fn create_partition(root: &Path, part: &Partition) -> io::Result<Parquet> {
+        let mut tables = Vec::with_capacity(TABLES.len());
+        for (name, cols) in TABLES {
+            let dir = root.join(name).join(part.path());
+            super::create_private_dir(&dir)?;
+            let file = dir.join(format!("part-{}.parquet", part.pid));
+            tables.push(Table::create(file, name, cols, true)?);
+        }
+        Ok(Parquet {
+            dir: root.to_path_buf(),
             tables,
             who: HashMap::new(),
             cur: 0,
@@ -508,6 +583,56 @@ impl Parquet {
     }
 }
 
+/// The tables' names, in order.
+pub fn table_names() -> impl Iterator<Item = &'static str> {
+    TABLES.iter().map(|t| t.0)
+}
+
+/// Where one process's rows go in a dataset: Hive-style `job=J/host=H/rank=R/window=W`
+/// (`rank=-1` when unknown; `window=0` for a whole run, else the window's start in ns).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Partition {
+    pub job: String,
+    pub host: String,
+    pub rank: i64,
+    pub window: u64,
+    pub pid: u32,
+}
+
+impl Partition {
+    /// The partition's relative path, each value escaped as Hive does (`%XX` for `/`,
+    /// `=`, `%`, control characters and the like).
+    pub fn path(&self) -> PathBuf {
+        PathBuf::from(format!(
+            "job={}/host={}/rank={}/window={}",
+            escape(&self.job),
+            escape(&self.host),
+            self.rank,
+            self.window
+        ))
+    }
+}
+
+/// A partition value as a path component: letters, digits, `.`, `_`, `-` and `+` kept,
+/// anything else `%XX` (its UTF-8 bytes); empty as Hive's default partition name.
+pub fn escape(v: &str) -> String {
+    if v.is_empty() {
+        return "__HIVE_DEFAULT_PARTITION__".into();
+    }
+    let mut out = String::with_capacity(v.len());
+    for b in v.bytes() {
+        if b.is_ascii_alphanumeric() || b"._-+".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    if out == "." || out == ".." {
+        return out.replace('.', "%2E");
+    }
+    out
+}
+
 fn bs(s: &str) -> ByteArray {
     ByteArray::from(s.as_bytes().to_vec())
 }
@@ -520,6 +645,45 @@ impl TimelineExporter for Parquet {
             pid: v.pid as i64,
             offset: v.offset_ns,
         };
+        {
+            let p = v.process;
+            let at = |rel: u64| v.at(p.trace_start_ns.saturating_add(rel));
+            let top = v
+                .findings
+                .iter()
+                .find(|f| f.severity >= crate::report::Severity::Warn)
+                .map_or("", |f| f.id.as_str());
+            self.tables[PROCESSES]
+                .who(&w)
+                .s(bs(&p.command.join(" ")))
+                .s(bs(&p.rank_source))
+                .s(bs(&p.path))
+                .u(at(0))
+                .u(at(p.span_ns))
+                .s(p.ended.how)
+                .s(bs(&p.ended.detail))
+                .i(p.ended.status.map_or(-1, i64::from))
+                .i(p.ended.normal as i64)
+                .i(p.damage.is_some() as i64)
+                .u(at(p.steady.start_ns))
+                .u(at(p.steady.end_ns))
+                .f(p.steady.busy_pct)
+                .u(if p.steps.detected {
+                    p.steps.count as u64
+                } else {
+                    0
+                })
+                .u(if p.steps.detected {
+                    p.steps.step_ns_median
+                } else {
+                    0
+                })
+                .u(p.kernels.count)
+                .u(p.kernels.total_ns)
+                .s(bs(v.verdict))
+                .s(top)
+                .end_row()?;
+        }
         let tl = v.timeline;
         let phase = |t: u64| {
             if t < tl.steady.0 {

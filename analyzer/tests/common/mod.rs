@@ -690,3 +690,51 @@ pub fn get(r: &Report, id: impl std::fmt::Display) -> &Finding {
         )
     })
 }
+
+/// A job of `ranks` ranks on `ranks` hosts (`RANK` set), `steps` steps each: compute
+/// (5 ms; 7 ms on rank `slow`), then an all-reduce on one communicator (an NCCL call with
+/// its sequence number, from 1, and its kernel, which ends 1 ms after the last rank's
+/// arrival). Rank `behind`, when given, stops `behind.1` collectives early: it never
+/// arrives at the last ones, and the others' last kernels never end (a hang).
+pub fn nccl_job(ranks: u32, steps: usize, slow: u32, behind: Option<(u32, usize)>) -> Vec<B> {
+    let period = 7 * MS + 10 * US + MS + US;
+    (0..ranks)
+        .map(|r| {
+            let mut b = B::new();
+            b.meta.pid = 4000 + r;
+            b.meta.host = format!("node{r}");
+            b.meta.options = vec![("RANK".into(), r.to_string())];
+            let t = startup(&mut b, 40 * GIB);
+            let compute = if r == slow { 7 * MS } else { 5 * MS };
+            let mine = match behind {
+                Some((who, n)) if who == r => steps - n,
+                _ => steps,
+            };
+            for k in 0..mine as u64 {
+                let s = t + k * period;
+                let host = t - MS + k * 20 * US;
+                b.launch(host, 5 * US, s, compute, "fwd_bwd", BIG);
+                let arrive = s + compute + 10 * US;
+                let end = s + 7 * MS + 10 * US + MS;
+                b.ev.push(Event::Nccl(fmt::Nccl {
+                    start: arrive - 2 * US,
+                    end: arrive,
+                    tid: TID,
+                    op: fmt::NCCL_ALL_REDUCE,
+                    count: 1 << 20,
+                    bytes: 4 << 20,
+                    datatype: 7,
+                    redop: 0,
+                    peer_or_root: -1,
+                    comm_id: 0xC0FFEE,
+                    rank: r as i32,
+                    nranks: ranks as i32,
+                    seq: k + 1,
+                    ..Default::default()
+                }));
+                b.launch(host + 10 * US, 5 * US, arrive, end - arrive, ALLREDUCE, BIG);
+            }
+            b
+        })
+        .collect()
+}
