@@ -105,6 +105,14 @@ fn a_job_becomes_partitions_one_per_rank() {
             4000 + r
         )));
         assert_eq!(kernels, 60, "30 steps of compute and all-reduce");
+        // The collectives, keyed by the NCCL call: the same (comm, seq) on every rank.
+        let c = ds.join(format!(
+            "collectives/job=run-7/host=node{r}/rank={r}/window=0/part-{}.parquet",
+            4000 + r
+        ));
+        assert_eq!(read(&c).1, 30);
+        assert_eq!(strings(&c, "keyed_by")[0], "call");
+        assert_eq!(strings(&c, "comm")[0], "0000000000c0ffee");
         let p = ds.join(format!(
             "processes/job=run-7/host=node{r}/rank={r}/window=0/part-{}.parquet",
             4000 + r

@@ -16,6 +16,7 @@
 //! | `gpu_metrics` | GPU counter sample over `start_ns..end_ns` (NVML GPM from `gputrace run`/`attach`, or CUPTI PM in older traces): `device` (the process's CUDA ordinal), `instance` (MIG GPU instance, -1 for the whole GPU), `source` (`gpm`, `pm`), each metric in percent of peak and PCIe/NVLink bytes over the sample; -1 where the GPU gave none |
 //! | `findings` | finding of the report |
 //! | `python_samples` | Python stack sample |
+//! | `collectives` | NCCL kernel, with the key that matches it across ranks (`comm`, `seq`; `keyed_by` call or order) |
 //! | `processes` | process: its command, how it ended, its steady state and steps, the verdict and top finding |
 //!
 //! A dataset (`gputrace dataset`) has the same tables, one directory each, partitioned
@@ -243,6 +244,18 @@ const TABLES: &[(&str, &[(&str, Kind)])] = &[
         ],
     ),
     (
+        "collectives",
+        &[
+            ("comm", Kind::S),
+            ("seq", Kind::I),
+            ("keyed_by", Kind::S),
+            ("name", Kind::S),
+            ("start_ns", Kind::I),
+            ("end_ns", Kind::I),
+            ("dur_ns", Kind::I),
+        ],
+    ),
+    (
         "processes",
         &[
             ("command", Kind::S),
@@ -280,7 +293,8 @@ const COUNTERS: usize = 8;
 const FINDINGS: usize = 9;
 const METRICS: usize = 10;
 const PYTHON: usize = 11;
-const PROCESSES: usize = 12;
+const COLLECTIVES: usize = 12;
+const PROCESSES: usize = 13;
 
 /// A column's values waiting for the next row group.
 enum Col {
@@ -713,6 +727,23 @@ impl TimelineExporter for Parquet {
                     .s(phase(c[0]))
                     .end_row()?;
             }
+        }
+        // Collectives, keyed as the report matches them across ranks: by the NCCL call's
+        // communicator (16 hex digits, as nccl_calls.comm_id) and sequence number when the hooks saw the call, else by the
+        // kernel's name and its occurrence number.
+        for c in &tl.collectives {
+            let (comm, seq, by) = match c.call {
+                Some((comm, seq)) => (format!("{comm:016x}"), seq, "call"),
+                None => (c.name.clone(), c.seq as u64, "order"),
+            };
+            self.tables[COLLECTIVES]
+                .who(&w)
+                .s(bs(&comm))
+                .u(seq)
+                .s(by)
+                .s(bs(&demangle(&c.name)))
+                .span(v.at(c.start), v.at(c.end))
+                .end_row()?;
         }
         for (i, b) in tl.steps.windows(2).enumerate() {
             self.tables[STEPS]

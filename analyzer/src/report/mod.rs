@@ -545,6 +545,8 @@ pub struct Timeline {
     pub idle: Vec<idle::IdlePiece>,
     /// Every CUDA graph replay, in start order.
     pub replays: Vec<graphs::Replay>,
+    /// This rank's collectives (NCCL kernels on its primary device), in start order.
+    pub collectives: Vec<comm::Collective>,
 }
 
 /// [`analyze`], and each process's [`Timeline`] (in the order of `processes`).
@@ -1201,6 +1203,7 @@ fn analyze_process(
         steady: st.steady,
     };
     let tl = ps.idle.take().map(|idle| Timeline {
+        collectives: rank_input.colls.clone(),
         trace: index,
         steps: st.bounds.clone(),
         startup: st.startup,

@@ -716,9 +716,10 @@ pub fn nccl_job(ranks: u32, steps: usize, slow: u32, behind: Option<(u32, usize)
                 b.launch(host, 5 * US, s, compute, "fwd_bwd", BIG);
                 let arrive = s + compute + 10 * US;
                 let end = s + 7 * MS + 10 * US + MS;
+                // The call that launches the kernel (the host is ahead of the GPU).
                 b.ev.push(Event::Nccl(fmt::Nccl {
-                    start: arrive - 2 * US,
-                    end: arrive,
+                    start: host + 9 * US,
+                    end: host + 16 * US,
                     tid: TID,
                     op: fmt::NCCL_ALL_REDUCE,
                     count: 1 << 20,
