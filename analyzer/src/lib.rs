@@ -21,6 +21,8 @@
 pub mod commands;
 pub mod error;
 pub mod export;
+#[cfg(feature = "fleet")]
+pub mod fleet;
 pub mod model;
 pub mod par;
 pub mod recording;

@@ -451,7 +451,10 @@ fn top_level_help_lists_one_line_per_command() {
         .collect();
     assert_eq!(
         names,
-        ["run", "summary", "report", "dump", "diff", "export", "dataset", "doctor", "attach", "help"],
+        [
+            "run", "summary", "report", "dump", "diff", "export", "dataset", "fleet", "doctor",
+            "attach", "help"
+        ],
         "{out}"
     );
     for l in &list {

@@ -132,6 +132,31 @@ enum Cmd {
         #[arg(short = 'f', long)]
         force: bool,
     },
+    /// The job across its ranks, from a dataset: straggler, hang, outlier ranks.
+    #[cfg(feature = "fleet")]
+    #[command(
+        long_about = "The job across its ranks, as SQL over a dataset (`gputrace dataset`) on the embedded engine, in bounded memory (spilling to disk): step time per rank and its spread; the straggler, from who reaches each collective last; a hang across ranks (the rank that never arrived at a collective the others reached, and where its Python was); members of a communicator with no trace; a rank whose finding stands out from the others'. Layout and queries: docs/dataset.md."
+    )]
+    Fleet {
+        /// The dataset's root directory.
+        dataset: PathBuf,
+        /// The job to analyse (needed when the dataset holds several).
+        #[arg(long)]
+        job: Option<String>,
+        /// Print the result as JSON.
+        #[arg(long)]
+        json: bool,
+        /// Memory the queries may hold before spilling to disk (bytes, or with K, M, G).
+        #[arg(long, default_value = "2G", value_parser = parse_bytes)]
+        memory: u64,
+        /// Where to spill (default: a temporary directory).
+        #[arg(long)]
+        spill: Option<PathBuf>,
+        /// Take the queries' rows from another engine's run instead (the JSON that
+        /// `spark-submit scripts/fleet_spark.py DATASET JOB --out FILE` writes).
+        #[arg(long)]
+        results: Option<PathBuf>,
+    },
     /// Check the GPUs, driver, CUDA runtimes and machine before tracing.
     #[command(
         long_about = "Check the environment with no job running: GPUs, driver and CUDA runtimes, clocks and throttle reasons, power, PCIe and GPU-to-GPU links, processes on the GPUs, CPUs and memory. Each line OK / WARN (with the fix) / INFO."
@@ -186,6 +211,32 @@ enum Cmd {
         #[arg(long)]
         no_load: bool,
     },
+}
+
+/// "2G", "512M", "1048576": bytes (K, M, G, T are powers of 1024; a trailing "iB" or "B"
+/// is allowed).
+#[cfg(feature = "fleet")]
+fn parse_bytes(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let t = t
+        .strip_suffix("iB")
+        .or_else(|| t.strip_suffix('B'))
+        .unwrap_or(t);
+    let (num, mult) = match t.chars().last() {
+        Some('K') | Some('k') => (&t[..t.len() - 1], 1u64 << 10),
+        Some('M') | Some('m') => (&t[..t.len() - 1], 1 << 20),
+        Some('G') | Some('g') => (&t[..t.len() - 1], 1 << 30),
+        Some('T') | Some('t') => (&t[..t.len() - 1], 1 << 40),
+        _ => (t, 1),
+    };
+    let n: f64 = num
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s:?} is not a size (e.g. 2G, 512M)"))?;
+    if !(n.is_finite() && n > 0.0) {
+        return Err(format!("{s:?}: the size must be above 0"));
+    }
+    Ok((n * mult as f64) as u64)
 }
 
 fn parse_timeline_format(s: &str) -> Result<Format, String> {
@@ -356,6 +407,28 @@ fn run_cli(cli: Cli) -> Result<i32> {
                 ));
             }
             Ok(e.outcome.exit_code())
+        }
+        #[cfg(feature = "fleet")]
+        Cmd::Fleet {
+            dataset,
+            job,
+            json,
+            memory,
+            spill,
+            results,
+        } => {
+            let f = match results {
+                Some(r) => app::fleet_from_results(&r, job.as_deref())?,
+                None => app::fleet(&dataset, job.as_deref(), memory, spill.as_deref())?,
+            };
+            let mut out = stdout();
+            if json {
+                serde_json::to_writer_pretty(&mut out, &f)?;
+                writeln!(out)?;
+            } else {
+                write!(out, "{}", gputrace_analyzer::fleet::render_text(&f))?;
+            }
+            Ok(0)
         }
         Cmd::Dataset {
             traces,

@@ -493,3 +493,102 @@ pub fn diff(
     let d = crate::report::diff::diff(b, a);
     written(export::write_document(format, Document::Diff(&d), out).and_then(|_| out.flush()))
 }
+
+/// `gputrace fleet DATASET`: the job-level analysis of `job` (the dataset's only job
+/// when None) on the embedded engine, holding at most `memory` bytes.
+#[cfg(feature = "fleet")]
+pub fn fleet(
+    root: &Path,
+    job: Option<&str>,
+    memory: u64,
+    spill: Option<&Path>,
+) -> Result<crate::fleet::Fleet, crate::fleet::FleetError> {
+    use crate::fleet::{engine::DataFusion, FleetError, Sql};
+    let desc = root.join(DATASET_FILE);
+    let text = std::fs::read_to_string(&desc).map_err(|_| {
+        FleetError::Dataset(format!(
+            "{}: not a gputrace dataset (no {DATASET_FILE}; write one with gputrace dataset)",
+            root.display()
+        ))
+    })?;
+    let ver = serde_json::from_str::<serde_json::Value>(&text)
+        .ok()
+        .and_then(|v| v.get("version").and_then(|x| x.as_u64()));
+    if ver != Some(DATASET_VERSION as u64) {
+        return Err(FleetError::Dataset(format!(
+            "{}: a dataset of layout version {} (this gputrace reads {DATASET_VERSION})",
+            root.display(),
+            ver.map_or("unknown".into(), |x| x.to_string())
+        )));
+    }
+    let mut e = DataFusion::open(
+        root,
+        memory.min(usize::MAX as u64) as usize,
+        spill,
+        crate::par::workers(),
+    )?;
+    let jobs: Vec<String> = e
+        .rows("SELECT DISTINCT job FROM processes ORDER BY job")?
+        .iter()
+        .filter_map(|r| r.get("job").and_then(|v| v.as_str()).map(str::to_string))
+        .collect();
+    let job = match job {
+        Some(j) if jobs.iter().any(|x| x == j) => j.to_string(),
+        Some(j) => return Err(FleetError::NoJob(j.into(), jobs.join(", "))),
+        None if jobs.len() == 1 => jobs[0].clone(),
+        None if jobs.is_empty() => {
+            return Err(FleetError::Dataset(format!(
+                "{}: the dataset holds no process",
+                root.display()
+            )))
+        }
+        None => {
+            return Err(FleetError::Dataset(format!(
+                "{}: several jobs ({}); say which with --job",
+                root.display(),
+                jobs.join(", ")
+            )))
+        }
+    };
+    crate::fleet::analyze(&mut e, &job)
+}
+
+/// `gputrace fleet --results FILE`: the job-level analysis from the rows another engine
+/// produced for the same queries (`scripts/fleet_spark.py`'s output).
+#[cfg(feature = "fleet")]
+pub fn fleet_from_results(
+    path: &Path,
+    job: Option<&str>,
+) -> Result<crate::fleet::Fleet, crate::fleet::FleetError> {
+    use crate::fleet::{FleetError, Replayed, Row};
+    let bad = |why: String| FleetError::Dataset(format!("{}: {why}", path.display()));
+    let text = std::fs::read_to_string(path).map_err(|e| bad(e.to_string()))?;
+    let v: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| bad(format!("not JSON: {e}")))?;
+    let got = v
+        .get("job")
+        .and_then(|j| j.as_str())
+        .ok_or_else(|| bad("no \"job\" (not the output of fleet_spark.py)".into()))?;
+    if let Some(j) = job {
+        if j != got {
+            return Err(bad(format!("the results are of job {got:?}, not {j:?}")));
+        }
+    }
+    let mut results = std::collections::BTreeMap::new();
+    let map = v
+        .get("results")
+        .and_then(|r| r.as_object())
+        .ok_or_else(|| bad("no \"results\" object".into()))?;
+    for (name, rows) in map {
+        let rows: Vec<Row> = rows
+            .as_array()
+            .map(|a| a.iter().filter_map(|r| r.as_object().cloned()).collect())
+            .unwrap_or_default();
+        results.insert(name.clone(), rows);
+    }
+    let mut e = Replayed {
+        job: got.to_string(),
+        results,
+    };
+    crate::fleet::analyze(&mut e, got)
+}

@@ -695,7 +695,8 @@ pub fn get(r: &Report, id: impl std::fmt::Display) -> &Finding {
 /// (5 ms; 7 ms on rank `slow`), then an all-reduce on one communicator (an NCCL call with
 /// its sequence number, from 1, and its kernel, which ends 1 ms after the last rank's
 /// arrival). Rank `behind`, when given, stops `behind.1` collectives early: it never
-/// arrives at the last ones, and the others' last kernels never end (a hang).
+/// arrives at the last ones the others reached (a hang, as the others' traces see it up
+/// to their end).
 pub fn nccl_job(ranks: u32, steps: usize, slow: u32, behind: Option<(u32, usize)>) -> Vec<B> {
     let period = 7 * MS + 10 * US + MS + US;
     (0..ranks)

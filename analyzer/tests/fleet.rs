@@ -1,0 +1,171 @@
+//! `gputrace fleet`: the job-level analysis over a dataset, on generated jobs with known
+//! answers: the straggler, the rank that never arrived, a member with no trace, the rank
+//! whose finding stands out; and what it says of bad input.
+#![cfg(feature = "fleet")]
+
+mod common;
+
+use common::*;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+fn tmpdir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("gputrace-fleet-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Writes the ranks' traces and a dataset of them (job `job`); the dataset's root.
+fn dataset(d: &Path, job: &str, ranks: &[B]) -> PathBuf {
+    let traces = d.join(format!("traces-{job}"));
+    std::fs::create_dir_all(&traces).unwrap();
+    for (i, b) in ranks.iter().enumerate() {
+        write(&traces, &format!("rank{i}.gtrace"), b);
+    }
+    let ds = d.join("ds");
+    let (code, _, err) = gputrace(&[
+        "dataset",
+        "-o",
+        ds.to_str().unwrap(),
+        "--job",
+        job,
+        traces.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    ds
+}
+
+fn fleet(args: &[&str]) -> (i32, Value, String, String) {
+    let mut a = vec!["fleet", "--json", "--memory", "256M"];
+    a.extend_from_slice(args);
+    let (code, out, err) = gputrace(&a);
+    let v = serde_json::from_str(&out).unwrap_or(Value::Null);
+    (code, v, out, err)
+}
+
+#[test]
+fn the_rank_that_arrives_last_is_the_straggler() {
+    let d = tmpdir("straggler");
+    let ds = dataset(&d, "j", &nccl_job(4, 40, 2, None));
+    let (code, v, out, err) = fleet(&[ds.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(v["straggler"]["rank"], 2, "{out}");
+    assert_eq!(v["straggler"]["collectives"], 40, "{out}");
+    assert_eq!(v["straggler"]["times_last"], 40, "{out}");
+    // The others reach each all-reduce 2 ms before it: 2 ms x 40 of waiting.
+    let waited = v["straggler"]["others_waited_ns"].as_i64().unwrap();
+    assert!((waited - 80_000_000).abs() < 1_000_000, "{waited}");
+    assert!(
+        v["verdict"]
+            .as_str()
+            .unwrap()
+            .starts_with("Straggler: rank 2 arrived last at 40 of 40 collectives (100%)"),
+        "{}",
+        v["verdict"]
+    );
+    assert_eq!(v["ranks"].as_array().unwrap().len(), 4);
+    assert!(v["behind"].as_array().unwrap().is_empty());
+    // The text says the same.
+    let (code, text, _) = gputrace(&["fleet", ds.to_str().unwrap()]);
+    assert_eq!(code, 0);
+    assert!(text.contains("VERDICT: Straggler: rank 2"), "{text}");
+    assert!(text.contains("last: rank 2 40 times (100%)"), "{text}");
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn a_rank_that_never_arrived_is_named() {
+    let d = tmpdir("hang");
+    // Rank 3 stops 5 collectives before the others (35 of 40), with no straggler.
+    let ds = dataset(&d, "j", &nccl_job(4, 40, 99, Some((3, 5))));
+    let (code, v, out, err) = fleet(&[ds.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let b = &v["behind"][0];
+    assert_eq!(b["rank"], 3, "{out}");
+    assert_eq!(b["reached"], 35, "{out}");
+    assert_eq!(b["most"], 40, "{out}");
+    assert_eq!(v["behind"].as_array().unwrap().len(), 1, "{out}");
+    assert!(
+        v["verdict"].as_str().unwrap().starts_with(
+            "Hang: rank 3 never arrived at collective #36 of communicator 0000000000c0ffee"
+        ),
+        "{}",
+        v["verdict"]
+    );
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn a_member_with_no_trace_is_said() {
+    let d = tmpdir("missing");
+    let mut ranks = nccl_job(4, 20, 99, None);
+    ranks.pop();
+    let ds = dataset(&d, "j", &ranks);
+    let (code, v, out, err) = fleet(&[ds.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(v["missing"][0]["size"], 4, "{out}");
+    assert_eq!(v["missing"][0]["seen"], 3, "{out}");
+    assert!(
+        v["verdict"]
+            .as_str()
+            .unwrap()
+            .starts_with("1 of the 4 members of communicator"),
+        "{}",
+        v["verdict"]
+    );
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn a_rank_whose_finding_stands_out_is_named() {
+    let d = tmpdir("outlier");
+    let mut ranks: Vec<B> = (0..3).map(|_| healthy(40)).collect();
+    ranks.push(data_starved(40));
+    for (r, b) in ranks.iter_mut().enumerate() {
+        b.meta.pid = 5000 + r as u32;
+        b.meta.options = vec![("RANK".into(), r.to_string())];
+    }
+    let ds = dataset(&d, "j", &ranks);
+    let (code, v, out, err) = fleet(&[ds.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let o = &v["outliers"][0];
+    assert_eq!(o["rank"], 3, "{out}");
+    let top = v["ranks"][3]["top_finding"].as_str().unwrap().to_string();
+    assert_eq!(o["finding"], top.as_str(), "{out}");
+    assert!(o["pct"].as_f64().unwrap() >= 10.0, "{out}");
+    assert!(
+        v["verdict"]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!("Rank 3 differs: {top}")),
+        "{}",
+        v["verdict"]
+    );
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn bad_input_gets_a_clear_error() {
+    let d = tmpdir("bad");
+    // Not a dataset.
+    let (code, _, _, err) = fleet(&[d.to_str().unwrap()]);
+    assert_ne!(code, 0);
+    assert!(err.contains("not a gputrace dataset"), "{err}");
+    // Two jobs: which one must be said; an unknown one is refused with the list.
+    let ds = dataset(&d, "a", &nccl_job(2, 5, 9, None));
+    dataset(&d, "b", &nccl_job(2, 5, 9, None));
+    let (code, _, _, err) = fleet(&[ds.to_str().unwrap()]);
+    assert_ne!(code, 0);
+    assert!(err.contains("several jobs (a, b)"), "{err}");
+    let (code, _, _, err) = fleet(&[ds.to_str().unwrap(), "--job", "c"]);
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("no job named \"c\"") && err.contains("a, b"),
+        "{err}"
+    );
+    let (code, v, _, err) = fleet(&[ds.to_str().unwrap(), "--job", "b"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(v["job"], "b");
+    let _ = std::fs::remove_dir_all(&d);
+}

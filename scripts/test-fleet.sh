@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# The fleet analysis on both engines (CI runs this after scripts/test.sh): N-rank datasets
+# generated from a real trace (examples/nccl_single_rank.gtrace, one H200 rank with NCCL)
+# by scripts/fleet_gen.py, with a known straggler, a rank that stops early (a hang), a
+# missing rank and an outlier rank; `gputrace fleet` on the embedded engine and on Apache
+# Spark in local mode (scripts/fleet_spark.py, the same SQL) must both find the injected
+# answer and give the same result. pyspark and pyarrow from PyPI, pinned, into
+# target/fleet-venv (made once); Spark needs a JDK 17 (`java`; installed from the system
+# packages when missing).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PINS="pyspark==4.0.1 pyarrow==26.0.1"
+VENV=target/fleet-venv
+if ! command -v java >/dev/null 2>&1; then
+  apt-get update -qq && apt-get install -y -qq openjdk-17-jre-headless
+fi
+if [ "$(cat "$VENV/pins" 2>/dev/null)" != "$PINS" ]; then
+  start=$(date +%s)
+  rm -rf "$VENV"
+  python3 -m venv "$VENV"
+  "$VENV/bin/pip" install --quiet --disable-pip-version-check --root-user-action=ignore $PINS
+  echo "$PINS" > "$VENV/pins"
+  echo "fleet checks: Python packages installed in $(( $(date +%s) - start )) s"
+fi
+cargo build -q -p gputrace-analyzer
+G=target/debug/gputrace
+PY=$VENV/bin/python
+OUT=$(mktemp -d)
+trap 'rm -rf "$OUT"' EXIT
+"$G" dataset -o "$OUT/src" --job src examples/nccl_single_rank.gtrace
+failed=0
+for case in "straggler:--straggler 5" "hang:--behind 3:4" "missing:--missing 6" "outlier:--outlier 2:data_starvation:40"; do
+  name=${case%%:*}; args=${case#*:}
+  D=$OUT/$name
+  # shellcheck disable=SC2086
+  "$PY" scripts/fleet_gen.py "$OUT/src" "$D" --ranks 8 $args >/dev/null
+  "$G" fleet --json "$D" >"$OUT/$name.embedded.json"
+  PATH="$VENV/bin:$PATH" "$VENV/bin/spark-submit" --master "local[2]" scripts/fleet_spark.py "$D" generated \
+    --out "$OUT/$name.spark-rows.json" >"$OUT/$name.spark.log" 2>&1 || { tail -20 "$OUT/$name.spark.log"; exit 1; }
+  "$G" fleet --json "$D" --results "$OUT/$name.spark-rows.json" >"$OUT/$name.spark.json"
+  if "$PY" - "$D/answers.json" "$OUT/$name.embedded.json" "$OUT/$name.spark.json" <<'PYEOF'
+import json, sys
+want = json.load(open(sys.argv[1]))
+a = json.load(open(sys.argv[2]))
+b = json.load(open(sys.argv[3]))
+ok = True
+def check(cond, what):
+    global ok
+    if not cond:
+        ok = False
+        print("  FAILED:", what)
+if a != b:
+    ok = False
+    for k in a:
+        if a.get(k) != b.get(k):
+            print("  FAILED: the engines differ on", k, ":", json.dumps(a.get(k))[:300], "vs", json.dumps(b.get(k))[:300])
+check(len(a["ranks"]) == want["ranks"], "ranks %d, want %d" % (len(a["ranks"]), want["ranks"]))
+if want["straggler"] is not None:
+    check((a["straggler"] or {}).get("rank") == want["straggler"], "straggler %s" % a["straggler"])
+if want["behind"]:
+    check(a["behind"] and a["behind"][0]["rank"] == want["behind"]["rank"], "behind %s" % a["behind"])
+    check(a["verdict"].startswith("Hang: rank %d" % want["behind"]["rank"]), a["verdict"])
+if want["missing"] is not None:
+    check(a["missing"] and a["missing"][0]["size"] - a["missing"][0]["seen"] == 1, "missing %s" % a["missing"])
+if want["outlier"]:
+    check(any(o["rank"] == want["outlier"]["rank"] and o["finding"] == want["outlier"]["finding"]
+              for o in a["outliers"]), "outliers %s" % a["outliers"])
+print("%s: %s | %s" % ("ok" if ok else "FAILED", sys.argv[1].split("/")[-2], a["verdict"][:150]))
+sys.exit(0 if ok else 1)
+PYEOF
+  then :; else failed=$((failed + 1)); fi
+done
+echo "fleet checks: $failed failed"
+[ "$failed" = 0 ]
