@@ -22,7 +22,7 @@ if [ "$(cat "$VENV/pins" 2>/dev/null)" != "$PINS" ]; then
   echo "$PINS" > "$VENV/pins"
   echo "fleet checks: Python packages installed in $(( $(date +%s) - start )) s"
 fi
-cargo build -q -p gputrace-analyzer
+cargo build -q -p gputrace-analyzer --features fleet
 G=target/debug/gputrace
 PY=$VENV/bin/python
 OUT=$(mktemp -d)

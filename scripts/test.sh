@@ -6,7 +6,8 @@ cd "$(dirname "$0")/.."
 cargo build -p gputrace-interpose
 # Among them the fault matrix (analyzer/tests/fault_matrix.rs: damaged variants of the
 # bundled traces), which prints its counts, and the SIGKILL test (tests/tests/kill.rs).
-cargo test --workspace
+# The fleet command's engine (DataFusion) is a feature: built and tested here.
+cargo test --workspace --features gputrace-analyzer/fleet
 # The CUPTI callbacks' cost per launch on the fake CUDA, a short run against the
 # recorded figure and target (bench/callbacks.json): printed, never asserted.
 # The release library: the figures and the target are of the release build.
