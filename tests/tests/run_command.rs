@@ -133,3 +133,55 @@ fn run_says_how_its_job_ended_in_the_report() {
         r["verdict"]
     );
 }
+
+#[test]
+fn run_adds_its_traces_to_a_dataset() {
+    let w = Wheel::new(Cuda::V13, Layout::Flat);
+    let traces = w.traces.to_string_lossy().into_owned();
+    let app = w.app.to_string_lossy().into_owned();
+    let ds = w.traces.with_extension("dataset");
+    let ds_s = ds.to_string_lossy().into_owned();
+    let out = w
+        .program(
+            gputrace_bin(),
+            &[
+                "run",
+                "-o",
+                &traces,
+                "--dataset",
+                &ds_s,
+                "--job",
+                "nightly",
+                "--",
+                &app,
+                "basic",
+            ],
+        )
+        .untraced()
+        .unset("GPUTRACE_DIR")
+        .run();
+    out.assert_ok();
+    assert!(
+        out.stderr
+            .contains("added 1 process of job nightly to the dataset"),
+        "{}",
+        out.stderr
+    );
+    let t = out.only_trace();
+    // One partition: the process's tables under job=nightly, its host and rank -1; the
+    // environment file gave its samples and is not a process of its own.
+    let part = ds
+        .join("kernels/job=nightly")
+        .join(format!(
+            "host={}",
+            gputrace_analyzer::export::parquet::escape(&t.data.meta.host)
+        ))
+        .join("rank=-1/window=0")
+        .join(format!("part-{}.parquet", t.data.meta.pid));
+    assert!(part.exists(), "{} missing", part.display());
+    let procs: Vec<_> = std::fs::read_dir(ds.join("processes/job=nightly"))
+        .unwrap()
+        .collect();
+    assert_eq!(procs.len(), 1);
+    let _ = std::fs::remove_dir_all(&ds);
+}

@@ -44,6 +44,14 @@ enum Cmd {
         /// running.
         #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = hangwatch::parse_timeout)]
         hang_timeout: std::time::Duration,
+        /// Also add the traces to this dataset when the command ends (`gputrace dataset`;
+        /// docs/dataset.md), under the job --job names (default: the trace directory's
+        /// name).
+        #[arg(long, value_name = "DIR")]
+        dataset: Option<PathBuf>,
+        /// The job's name in the dataset.
+        #[arg(long, requires = "dataset")]
+        job: Option<String>,
         /// The command and its arguments.
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
         cmd: Vec<OsString>,
@@ -292,6 +300,8 @@ fn run_cli(cli: Cli) -> Result<i32> {
             summary,
             dormant,
             hang_timeout,
+            dataset,
+            job,
             cmd,
         } => {
             let env: Vec<(String, String)> = if dormant {
@@ -310,6 +320,19 @@ fn run_cli(cli: Cli) -> Result<i32> {
                     // one; the command's exit code stands either way.
                     if let Err(e) = report_on(traces, json, summary) {
                         print_error(&e.into());
+                    }
+                    // The dataset too when asked; a failure is said, the exit code stands.
+                    if let Some(ds) = &dataset {
+                        match app::dataset(traces, ds, job.as_deref(), false, &options(), &warn) {
+                            Ok(d) => warn(&format!(
+                                "added {} process{} of job {} to the dataset {}",
+                                d.partitions.len(),
+                                if d.partitions.len() == 1 { "" } else { "es" },
+                                d.job,
+                                d.root.display()
+                            )),
+                            Err(e) => print_error(&e.into()),
+                        }
                     }
                     Ok(())
                 },
