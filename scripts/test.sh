@@ -6,8 +6,10 @@ cd "$(dirname "$0")/.."
 cargo build -p gputrace-interpose
 # Among them the fault matrix (analyzer/tests/fault_matrix.rs: damaged variants of the
 # bundled traces), which prints its counts, and the SIGKILL test (tests/tests/kill.rs).
-# The fleet command's engine (DataFusion) is a feature: built and tested here.
-cargo test --workspace --features gputrace-analyzer/fleet
+cargo test --workspace
+# The fleet command (feature fleet: DataFusion) and its tests, apart: every test binary
+# linked with DataFusion is about 700 MB in a debug build, so only these are.
+cargo test -p gputrace-analyzer --features fleet --lib --test fleet
 # The CUPTI callbacks' cost per launch on the fake CUDA, a short run against the
 # recorded figure and target (bench/callbacks.json): printed, never asserted.
 # The release library: the figures and the target are of the release build.
