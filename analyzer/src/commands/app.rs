@@ -388,6 +388,21 @@ pub fn dataset(
     Ok(out)
 }
 
+/// Whether a dataset's description (`_gputrace_dataset.json`'s text) is of the layout this
+/// gputrace reads and writes; else why not.
+fn check_layout(text: &str) -> Result<(), String> {
+    let v: serde_json::Value =
+        serde_json::from_str(text).map_err(|e| format!("{DATASET_FILE} is not JSON: {e}"))?;
+    let ver = v.get("version").and_then(|x| x.as_u64());
+    if ver != Some(DATASET_VERSION as u64) {
+        return Err(format!(
+            "a dataset of layout version {} (this gputrace reads and writes {DATASET_VERSION})",
+            ver.map_or("unknown".into(), |x| x.to_string())
+        ));
+    }
+    Ok(())
+}
+
 /// Makes the dataset's root, or checks the one there: its description file must be of
 /// this layout's version; a directory with files but no description is refused.
 fn check_dataset_root(root: &Path) -> Result<(), Error> {
@@ -399,18 +414,7 @@ fn check_dataset_root(root: &Path) -> Result<(), Error> {
         ))
     };
     match std::fs::read_to_string(&desc) {
-        Ok(text) => {
-            let v: serde_json::Value = serde_json::from_str(&text)
-                .map_err(|e| bad(format!("{DATASET_FILE} is not JSON: {e}")))?;
-            let ver = v.get("version").and_then(|x| x.as_u64());
-            if ver != Some(DATASET_VERSION as u64) {
-                return Err(bad(format!(
-                    "a dataset of layout version {} (this gputrace writes {DATASET_VERSION})",
-                    ver.map_or("unknown".into(), |x| x.to_string())
-                )));
-            }
-            Ok(())
-        }
+        Ok(text) => check_layout(&text).map_err(bad),
         Err(_) => {
             if std::fs::read_dir(root).is_ok_and(|mut d| d.next().is_some()) {
                 return Err(bad(format!(
@@ -511,16 +515,7 @@ pub fn fleet(
             root.display()
         ))
     })?;
-    let ver = serde_json::from_str::<serde_json::Value>(&text)
-        .ok()
-        .and_then(|v| v.get("version").and_then(|x| x.as_u64()));
-    if ver != Some(DATASET_VERSION as u64) {
-        return Err(FleetError::Dataset(format!(
-            "{}: a dataset of layout version {} (this gputrace reads {DATASET_VERSION})",
-            root.display(),
-            ver.map_or("unknown".into(), |x| x.to_string())
-        )));
-    }
+    check_layout(&text).map_err(|why| FleetError::Dataset(format!("{}: {why}", root.display())))?;
     let mut e = DataFusion::open(
         root,
         memory.min(usize::MAX as u64) as usize,

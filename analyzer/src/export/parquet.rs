@@ -518,7 +518,12 @@ impl Parquet {
                 Table::create(dir.join(format!("{name}.parquet")), name, cols, false)
             })
             .collect::<io::Result<Vec<_>>>()?;
-        Ok(Parquet {
+        Ok(Parquet::with(dir, tables))
+    }
+
+    /// An exporter writing `tables`, its output `dir`.
+    fn with(dir: &Path, tables: Vec<Table>) -> Parquet {
+        Parquet {
             dir: dir.to_path_buf(),
             tables,
             who: HashMap::new(),
@@ -527,7 +532,7 @@ impl Parquet {
             pushed: HashMap::new(),
             started: HashMap::new(),
             last_ts: 0,
-        })
+        }
     }
 
     /// Writes one process's tables into a dataset under `root`: each table at
@@ -541,16 +546,7 @@ impl Parquet {
             let file = dir.join(format!("part-{}.parquet", part.pid));
             tables.push(Table::create(file, name, cols, true)?);
         }
-        Ok(Parquet {
-            dir: root.to_path_buf(),
-            tables,
-            who: HashMap::new(),
-            cur: 0,
-            names: HashMap::new(),
-            pushed: HashMap::new(),
-            started: HashMap::new(),
-            last_ts: 0,
-        })
+        Ok(Parquet::with(root, tables))
     }
 
     fn who(&self) -> Who {

@@ -11,6 +11,7 @@
 
 pub mod engine;
 
+use crate::report::summary::truncate;
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -645,14 +646,6 @@ pub fn render_text(f: &Fleet) -> String {
         );
     }
     s
-}
-
-fn truncate(s: &str, n: usize) -> String {
-    if s.chars().count() <= n {
-        s.to_string()
-    } else {
-        s.chars().take(n.saturating_sub(1)).collect::<String>() + "…"
-    }
 }
 
 #[cfg(test)]

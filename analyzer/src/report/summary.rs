@@ -518,11 +518,12 @@ fn render_hooks(s: &Summary, o: &mut String) {
     }
 }
 
-fn truncate(s: &str, n: usize) -> String {
+/// `s` cut to `n` characters, the last one an ellipsis when cut.
+pub(crate) fn truncate(s: &str, n: usize) -> String {
     if s.chars().count() <= n {
         s.to_string()
     } else {
-        let mut t: String = s.chars().take(n - 1).collect();
+        let mut t: String = s.chars().take(n.saturating_sub(1)).collect();
         t.push('…');
         t
     }

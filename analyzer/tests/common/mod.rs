@@ -572,11 +572,40 @@ pub fn straggler_ranks(steps: usize) -> Vec<Trace> {
         .collect()
 }
 
+/// Step `k` of the NCCL jobs, from `t`: compute (`compute` long, launched 1 ms ahead), then
+/// an all-reduce on communicator 0xC0FFEE: the NCCL call of rank `who.0` of `who.1` (sequence
+/// number k + 1) launching kernel `name`, which starts 10 us after the compute and ends 1 ms
+/// after the slowest rank's (7 ms of compute) arrival. Steps are 8.011 ms apart.
+pub fn nccl_step(b: &mut B, t: u64, k: u64, compute: u64, who: (u32, u32), name: &str) {
+    let s = t + k * (7 * MS + 10 * US + MS + US);
+    let host = t - MS + k * 20 * US;
+    b.launch(host, 5 * US, s, compute, "fwd_bwd", BIG);
+    let arrive = s + compute + 10 * US;
+    let end = s + 7 * MS + 10 * US + MS;
+    // The call that launches the kernel (the host is ahead of the GPU).
+    b.ev.push(Event::Nccl(fmt::Nccl {
+        start: host + 9 * US,
+        end: host + 16 * US,
+        tid: TID,
+        op: fmt::NCCL_ALL_REDUCE,
+        count: 1 << 20,
+        bytes: 4 << 20,
+        datatype: 7,
+        redop: 0,
+        peer_or_root: -1,
+        comm_id: 0xC0FFEE,
+        rank: who.0 as i32,
+        nranks: who.1 as i32,
+        seq: k + 1,
+        ..Default::default()
+    }));
+    b.launch(host + 10 * US, 5 * US, arrive, end - arrive, name, BIG);
+}
+
 /// The straggler job as the symbol hooks see it: every all-reduce is an NCCL call (one
 /// communicator, sequence numbers from 1, the rank in the call), no RANK setting, and rank
 /// 2's kernels have another algorithm's name, so only the calls can match them.
 pub fn straggler_ranks_with_nccl(steps: usize) -> Vec<Trace> {
-    let period = 7 * MS + 10 * US + MS + US;
     (0..3u32)
         .map(|r| {
             let mut b = B::new();
@@ -596,28 +625,7 @@ pub fn straggler_ranks_with_nccl(steps: usize) -> Vec<Trace> {
                 ALLREDUCE
             };
             for k in 0..steps as u64 {
-                let s = t + k * period;
-                let host = t - MS + k * 20 * US;
-                b.launch(host, 5 * US, s, compute, "fwd_bwd", BIG);
-                let arrive = s + compute + 10 * US;
-                let end = s + 7 * MS + 10 * US + MS;
-                b.ev.push(Event::Nccl(fmt::Nccl {
-                    start: host + 9 * US,
-                    end: host + 16 * US,
-                    tid: TID,
-                    op: fmt::NCCL_ALL_REDUCE,
-                    count: 1 << 20,
-                    bytes: 4 << 20,
-                    datatype: 7,
-                    redop: 0,
-                    peer_or_root: -1,
-                    comm_id: 0xC0FFEE,
-                    rank: r as i32,
-                    nranks: 3,
-                    seq: k + 1,
-                    ..Default::default()
-                }));
-                b.launch(host + 10 * US, 5 * US, arrive, end - arrive, name, BIG);
+                nccl_step(&mut b, t, k, compute, (r, 3), name);
             }
             b.build()
         })
@@ -698,7 +706,6 @@ pub fn get(r: &Report, id: impl std::fmt::Display) -> &Finding {
 /// arrives at the last ones the others reached (a hang, as the others' traces see it up
 /// to their end).
 pub fn nccl_job(ranks: u32, steps: usize, slow: u32, behind: Option<(u32, usize)>) -> Vec<B> {
-    let period = 7 * MS + 10 * US + MS + US;
     (0..ranks)
         .map(|r| {
             let mut b = B::new();
@@ -712,29 +719,7 @@ pub fn nccl_job(ranks: u32, steps: usize, slow: u32, behind: Option<(u32, usize)
                 _ => steps,
             };
             for k in 0..mine as u64 {
-                let s = t + k * period;
-                let host = t - MS + k * 20 * US;
-                b.launch(host, 5 * US, s, compute, "fwd_bwd", BIG);
-                let arrive = s + compute + 10 * US;
-                let end = s + 7 * MS + 10 * US + MS;
-                // The call that launches the kernel (the host is ahead of the GPU).
-                b.ev.push(Event::Nccl(fmt::Nccl {
-                    start: host + 9 * US,
-                    end: host + 16 * US,
-                    tid: TID,
-                    op: fmt::NCCL_ALL_REDUCE,
-                    count: 1 << 20,
-                    bytes: 4 << 20,
-                    datatype: 7,
-                    redop: 0,
-                    peer_or_root: -1,
-                    comm_id: 0xC0FFEE,
-                    rank: r as i32,
-                    nranks: ranks as i32,
-                    seq: k + 1,
-                    ..Default::default()
-                }));
-                b.launch(host + 10 * US, 5 * US, arrive, end - arrive, ALLREDUCE, BIG);
+                nccl_step(&mut b, t, k, compute, (r, ranks), ALLREDUCE);
             }
             b
         })
