@@ -97,6 +97,23 @@ def strip(text):
         s = s[:k] + s[j:]
 
 
+def inline_modules(s):
+    """In an inline `mod m { ... }` (one level), `super::` is the file's own module."""
+    blocks = []
+    for m in re.finditer(r"\bmod\s+\w+\s*\{", s):
+        j, depth = m.end() - 1, 0
+        while j < len(s):
+            depth += s[j] == "{"
+            depth -= s[j] == "}"
+            if depth == 0:
+                break
+            j += 1
+        blocks.append((m.end(), j))
+    for a, b in reversed(blocks):
+        s = s[:a] + re.sub(r"\bsuper::", "self::", s[a:b]) + s[b:]
+    return s
+
+
 def expand(tree):
     """`a::{b, c::{d, e}}` -> [a::b, a::c::d, a::c::e]."""
     tree = re.sub(r"\s+", "", tree)
@@ -156,13 +173,15 @@ def main():
                 modules[module_of(p)] = p
     edges = {}
     for m, p in modules.items():
-        s = strip(open(p).read())
+        s = inline_modules(strip(open(p).read()))
         names = set()
         for u in re.finditer(r"\buse\s+([^;]+);", s):
             tree = re.sub(r"\s+as\s+\w+", "", u.group(1))
             names.update(expand(tree))
         for x in re.finditer(r"\b((?:crate|super|self)(?:::\w+)+)", s):
-            names.add(x.group(1))
+            # `crate::a::{b, c}` names a::b and a::c (expanded above), not a.
+            if not s.startswith("::{", x.end()):
+                names.add(x.group(1))
         out = set()
         for n in names:
             r = resolve(m, n, modules, None)

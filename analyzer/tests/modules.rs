@@ -142,6 +142,43 @@ fn strip(text: &str) -> String {
     out
 }
 
+/// In an inline `mod m { ... }` (one level), `super::` is the file's own module: written
+/// `self::` here.
+fn inline_modules(s: &str) -> String {
+    let mut blocks = Vec::new();
+    let mut from = 0;
+    while let Some(k) = s[from..].find("mod ").map(|k| k + from) {
+        from = k + 4;
+        if k > 0 && s[..k].ends_with(|ch: char| ch.is_alphanumeric() || ch == '_') {
+            continue;
+        }
+        let rest = &s[k + 4..];
+        let name_end = rest
+            .find(|ch: char| !(ch.is_alphanumeric() || ch == '_'))
+            .unwrap_or(rest.len());
+        if name_end == 0 || !rest[name_end..].trim_start().starts_with('{') {
+            continue;
+        }
+        let open = k + 4 + name_end + rest[name_end..].find('{').unwrap_or(0);
+        let mut depth = 0;
+        let mut end = s.len();
+        for (j, ch) in s[open..].char_indices() {
+            depth += (ch == '{') as i32 - (ch == '}') as i32;
+            if depth == 0 {
+                end = open + j;
+                break;
+            }
+        }
+        blocks.push((open, end));
+    }
+    let mut out = s.to_string();
+    for &(a, b) in blocks.iter().rev() {
+        let inner = out[a..b].replace("super::", "self::");
+        out.replace_range(a..b, &inner);
+    }
+    out
+}
+
 /// `a::{b, c::{d, e}}` as `a::b`, `a::c::d`, `a::c::e` (`self` in a tree is its prefix).
 fn expand(tree: &str) -> Vec<String> {
     let tree: String = tree.chars().filter(|ch| !ch.is_whitespace()).collect();
@@ -209,7 +246,7 @@ fn graph() -> BTreeMap<Module, BTreeSet<Module>> {
     let mut g = BTreeMap::new();
     for p in &paths {
         let me = module_of(&src, p);
-        let s = strip(&std::fs::read_to_string(p).unwrap());
+        let s = inline_modules(&strip(&std::fs::read_to_string(p).unwrap()));
         let mut names = Vec::new();
         let mut rest = s.as_str();
         while let Some(k) = rest.find("use ") {
@@ -238,6 +275,10 @@ fn graph() -> BTreeMap<Module, BTreeSet<Module>> {
                 let end = tail
                     .find(|ch: char| !(ch.is_alphanumeric() || ch == '_' || ch == ':'))
                     .unwrap_or(tail.len());
+                // `crate::a::{b, c}` names a::b and a::c (expanded above), not a.
+                if tail[end..].starts_with('{') {
+                    continue;
+                }
                 names.push(tail[..end].to_string());
             }
         }
@@ -346,4 +387,123 @@ fn the_scanner_sees_what_it_should() {
     let report_of = |m: &str| g[&m.split('/').map(String::from).collect::<Module>()].clone();
     assert!(report_of("report/host").contains(&vec!["report".to_string(), "cause".to_string()]));
     assert!(report_of("export/overlay").contains(&vec!["report".to_string(), "view".to_string()]));
+}
+
+#[test]
+fn no_module_names_an_ancestor() {
+    // A parent holds what its children share only by re-exporting it: the children
+    // name the module that defines it (report/out, export/api, fleet/rows).
+    let mut bad = Vec::new();
+    for (m, to) in graph() {
+        for t in &to {
+            if !t.is_empty() && t.len() < m.len() && m.starts_with(t) {
+                bad.push(format!("{} -> {}", name(&m), name(t)));
+            }
+        }
+    }
+    assert!(
+        bad.is_empty(),
+        "modules naming an ancestor:\n{}",
+        bad.join("\n")
+    );
+}
+
+#[test]
+fn inline_modules_and_use_prefixes_are_read_as_rust_does() {
+    let s = inline_modules("mod imp { use super::*; }\nuse super::x;");
+    assert_eq!(s, "mod imp { use self::*; }\nuse super::x;");
+    let g = graph();
+    let of = |m: &str| g[&m.split('/').map(String::from).collect::<Module>()].clone();
+    // `use crate::report::{...}` and `mod imp { use super::*; }` name no parent.
+    assert!(!of("report/findings/inputs").contains(&vec!["report".to_string()]));
+    assert!(!of("commands/inject").contains(&vec!["commands".to_string()]));
+}
+
+/// Functions of analyzer/src over `max` lines (outside `#[cfg(test)]` items), longest
+/// first: (lines, file, name). A function runs from its `fn` line to the first line
+/// after it that is a closing brace at its indentation (rustfmt's layout).
+fn long_functions(max: usize) -> Vec<(usize, String, String)> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut paths = Vec::new();
+    files(&src, &mut paths);
+    let mut out = Vec::new();
+    for p in &paths {
+        let text = std::fs::read_to_string(p).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        // Tests sit at the end of a file, from `#[cfg(test)]` on.
+        let end = lines
+            .iter()
+            .position(|l| l.trim() == "#[cfg(test)]")
+            .unwrap_or(lines.len());
+        for i in 0..end {
+            let l = lines[i];
+            let body = l.trim_start();
+            let indent = &l[..l.len() - body.len()];
+            let body = body
+                .trim_start_matches("pub(crate) ")
+                .trim_start_matches("pub(super) ")
+                .trim_start_matches("pub ")
+                .trim_start_matches("const ")
+                .trim_start_matches("unsafe ")
+                .trim_start_matches("extern \"C\" ");
+            let Some(rest) = body.strip_prefix("fn ") else {
+                continue;
+            };
+            if l.trim_end().ends_with(';') {
+                continue;
+            }
+            let name: String = rest
+                .chars()
+                .take_while(|ch| ch.is_alphanumeric() || *ch == '_')
+                .collect();
+            let close = format!("{indent}}}");
+            if let Some(j) = (i + 1..end).find(|&j| lines[j] == close) {
+                if j - i + 1 > max {
+                    let file = p.strip_prefix(&src).unwrap().display().to_string();
+                    out.push((j - i + 1, file, name));
+                }
+            }
+        }
+    }
+    out.sort_by(|a, b| b.cmp(a));
+    out
+}
+
+/// Functions still over 150 lines, with their length: each may only shrink, and the list
+/// only lose entries.
+const LONG_FUNCTIONS: &[(&str, &str, usize)] = &[
+    ("report/analyze.rs", "analyze_process", 343),
+    ("export/jsonl.rs", "event", 305),
+    ("export/slices.rs", "describe", 304),
+    ("report/steps.rs", "detect", 266),
+    ("report/render.rs", "process_header", 259),
+    ("bin/gputrace.rs", "run_cli", 214),
+    ("export/parquet.rs", "process", 206),
+    ("fleet/mod.rs", "analyze", 192),
+    ("report/idle.rs", "gap", 177),
+    ("export/parquet.rs", "event", 169),
+    ("export/perfetto.rs", "process", 167),
+    ("report/idle.rs", "attribute_windows", 165),
+    ("report/comm.rs", "cluster", 164),
+    ("report/stalls.rs", "detect", 163),
+    ("export/chrome.rs", "process", 156),
+    ("report/host.rs", "new", 152),
+];
+
+#[test]
+fn no_function_is_over_150_lines() {
+    assert!(
+        !long_functions(20).is_empty(),
+        "the scanner found no function"
+    );
+    let bad: Vec<String> = long_functions(150)
+        .into_iter()
+        .filter(|(n, file, name)| {
+            !LONG_FUNCTIONS
+                .iter()
+                .any(|&(f, m, max)| f == file && m == name && *n <= max)
+        })
+        .map(|(n, file, name)| format!("{file} {name}: {n} lines"))
+        .collect();
+    assert!(bad.is_empty(), "functions over 150 lines: {bad:?}");
 }

@@ -15,9 +15,9 @@
 //! (`baseTimeNanoseconds` holds the start on the job's time base): absolute
 //! nanoseconds do not fit a JSON number's precision.
 
+use super::api::{EventExporter, TraceContext, TraceEvent};
 use super::overlay::{self, ProcessView, TimelineExporter};
 use super::slices::{self, Arg, Cat, Flow, Name, Nvtx, Shown, Slice, Track};
-use super::{EventExporter, TraceContext, TraceEvent};
 use crate::model::trace::demangle;
 use std::collections::HashMap;
 use std::fs::File;
@@ -69,7 +69,7 @@ impl Chrome {
     /// per process in it.
     pub fn create(out: &Path, processes: usize) -> io::Result<Chrome> {
         let dir = if processes > 1 {
-            super::create_private_dir(out)?;
+            super::api::create_private_dir(out)?;
             Some(out.to_path_buf())
         } else {
             None
@@ -324,7 +324,7 @@ impl TimelineExporter for Chrome {
             )),
             None => self.single.clone(),
         };
-        let mut out = BufWriter::with_capacity(1 << 20, super::create_private(&path)?);
+        let mut out = BufWriter::with_capacity(1 << 20, super::api::create_private(&path)?);
         let rank = v.process.rank.unwrap_or(v.index as u32);
         // HTA finds the rank with a pattern that wants a space after the colon.
         writeln!(out, "{{\"schemaVersion\": 1,")?;

@@ -1,7 +1,7 @@
 //! JSON: one pretty-printed document and a newline (the report's schema is in the
 //! docs; summaries are a list, one per trace).
 
-use super::{Document, DocumentExporter};
+use super::api::{Document, DocumentExporter};
 use std::io::{self, Write};
 
 /// The JSON exporter.

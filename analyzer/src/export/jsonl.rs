@@ -72,7 +72,7 @@
 //!   quota), `cpus_available`, `memory_limit` (0: none), `thread_period_us`,
 //!   `tree_period_us`.
 
-use super::{EventExporter, TraceContext, TraceEvent};
+use super::api::{EventExporter, TraceContext, TraceEvent};
 use crate::model::trace::demangle;
 use gputrace_format::{self as fmt, CopyKind, MemKind, SyncKind, Value};
 use serde::Serialize;

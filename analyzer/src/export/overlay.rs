@@ -19,7 +19,7 @@
 //! gave to several processes of a host are shown by the first of them only
 //! ([`ProcessView::nvml_samples`]).
 
-use super::EventExporter;
+use super::api::EventExporter;
 use crate::model::trace::Trace;
 use crate::report::view::{Finding, FxMap, ProcessReport, Report, Timeline};
 use gputrace_format::{self as fmt, MemKind};

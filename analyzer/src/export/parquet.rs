@@ -27,9 +27,9 @@
 //! strings dictionary-encoded, a row group every [`ROW_GROUP`] rows: memory stays at
 //! one row group per table however long the trace.
 
+use super::api::{EventExporter, TraceContext, TraceEvent};
 use super::overlay::{self, ProcessView, TimelineExporter};
 use super::slices::{Nvtx, Shown};
-use super::{EventExporter, TraceContext, TraceEvent};
 use crate::model::trace::demangle;
 use crate::report::view::place_of;
 use gputrace_format::{self as fmt, CopyKind, MemKind};
@@ -348,7 +348,7 @@ impl Table {
                 .set_compression(Compression::SNAPPY)
                 .build(),
         );
-        let w = SerializedFileWriter::new(super::create_private(&path)?, schema, props)
+        let w = SerializedFileWriter::new(super::api::create_private(&path)?, schema, props)
             .map_err(perr)?;
         let mut all = if bare {
             vec![Kind::I]
@@ -511,7 +511,7 @@ pub struct Parquet {
 impl Parquet {
     /// Writes the tables into `dir` (made).
     pub fn create(dir: &Path) -> io::Result<Parquet> {
-        super::create_private_dir(dir)?;
+        super::api::create_private_dir(dir)?;
         let tables = TABLES
             .iter()
             .map(|(name, cols)| {
@@ -542,7 +542,7 @@ impl Parquet {
         let mut tables = Vec::with_capacity(TABLES.len());
         for (name, cols) in TABLES {
             let dir = root.join(name).join(part.path());
-            super::create_private_dir(&dir)?;
+            super::api::create_private_dir(&dir)?;
             let file = dir.join(format!("part-{}.parquet", part.pid));
             tables.push(Table::create(file, name, cols, true)?);
         }

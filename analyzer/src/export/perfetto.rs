@@ -21,10 +21,10 @@
 //! argument names) are interned. Timestamps are absolute nanoseconds; a slice's end is
 //! written right after its beginning (trace_processor orders events by time).
 
+use super::api::{EventExporter, TraceContext, TraceEvent};
 use super::overlay::{self, ProcessView, Sampled, Series, TimelineExporter};
 use super::proto::{double, fixed64, int, message, string, uint, varint};
 use super::slices::{self, Arg, Args, Cat, Flow, Name, Nvtx, Shown, Slice, Track};
-use super::{EventExporter, TraceContext, TraceEvent};
 use crate::model::trace::demangle;
 use crate::report::view::FxMap;
 use crate::report::Cause;
@@ -175,7 +175,7 @@ pub struct Perfetto {
 impl Perfetto {
     /// Writes to `path` (created).
     pub fn create(path: &Path) -> io::Result<Perfetto> {
-        let file = super::create_private(path)?;
+        let file = super::api::create_private(path)?;
         Ok(Self::to_writer(
             Box::new(BufWriter::with_capacity(1 << 20, file)),
             path,

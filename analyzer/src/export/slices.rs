@@ -3,7 +3,7 @@
 //! work. One description serves every timeline format (Perfetto, Chrome JSON), so they
 //! show the same things under the same names.
 
-use super::{TraceContext, TraceEvent};
+use super::api::{TraceContext, TraceEvent};
 use gputrace_format::{self as fmt, CopyKind, MemKind, SyncKind};
 
 /// Where a slice goes, within its process.

@@ -25,7 +25,7 @@
 //! records (about 96 bytes each; an NVML GPU sample, rare, another 96 on the heap)
 //! besides the index, whatever the file; only the number of passes grows.
 
-use super::{EventExporter, TraceContext, TraceEvent};
+use super::api::{EventExporter, TraceContext, TraceEvent};
 use crate::model::trace::{clip_start, untimed, window_of};
 use gputrace_format::{self as fmt, ChunkReader, Event, Meta, ReadError, ReadStats};
 use std::cell::Cell;

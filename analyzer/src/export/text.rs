@@ -1,7 +1,7 @@
 //! Text for people: the report (verdict, findings, time breakdown) and the per-device
 //! summaries.
 
-use super::{Document, DocumentExporter};
+use super::api::{Document, DocumentExporter};
 use std::io::{self, Write};
 
 /// The text exporter.

@@ -6,7 +6,7 @@
 //! it reads Hive-partitioned directories as tables, and its memory pool bounds what a
 //! query holds.
 
-use super::{FleetError, Row, Sql, TABLES};
+use super::rows::{FleetError, Row, Sql, TABLES};
 use datafusion::arrow::array::{Array, AsArray};
 use datafusion::arrow::datatypes::{
     DataType, Float64Type, Int32Type, Int64Type, UInt32Type, UInt64Type,

@@ -10,6 +10,9 @@
 //! is decided here, the same whichever engine ran the SQL.
 
 pub mod engine;
+mod rows;
+
+pub use rows::{FleetError, Row, Sql, TABLES};
 
 use crate::report::summary::truncate;
 use serde::Serialize;
@@ -26,34 +29,6 @@ pub const QUERIES: &[(&str, &str)] = &[
     ("idle", include_str!("sql/idle.sql")),
     ("last_place", include_str!("sql/last_place.sql")),
 ];
-
-/// The tables the queries read.
-pub const TABLES: &[&str] = &[
-    "processes",
-    "collectives",
-    "nccl_calls",
-    "findings",
-    "idle_gaps",
-    "python_samples",
-];
-
-/// One result row: column name to value (numbers, strings, null).
-pub type Row = serde_json::Map<String, Value>;
-
-/// What runs the SQL.
-pub trait Sql {
-    fn rows(&mut self, sql: &str) -> Result<Vec<Row>, FleetError>;
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum FleetError {
-    #[error("{0}")]
-    Dataset(String),
-    #[error("query {query}: {message}")]
-    Query { query: String, message: String },
-    #[error("no job named {0:?} in the dataset (jobs: {1})")]
-    NoJob(String, String),
-}
 
 /// A string as an SQL literal.
 pub fn literal(s: &str) -> String {

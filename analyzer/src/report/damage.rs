@@ -2,7 +2,6 @@
 //! that says so wherever the loss could change the answer (it never claims "no GPU
 //! activity" of a trace that lost records).
 
-use super::ProcessReport;
 use crate::model::trace::Trace;
 use gputrace_format::LossKind;
 use serde::Serialize;
@@ -83,32 +82,5 @@ impl TraceDamage {
             summary: s.warning().unwrap_or_default(),
             brief: s.brief().unwrap_or_default(),
         })
-    }
-}
-
-/// The verdict, with the loss of any trace stated: "no GPU activity" only when nothing
-/// was lost.
-pub(crate) fn qualify(verdict: String, procs: &[ProcessReport]) -> String {
-    let hit: Vec<&ProcessReport> = procs.iter().filter(|p| p.damage.is_some()).collect();
-    let what = match hit[..] {
-        [] => return verdict,
-        [p] => {
-            let brief = p.damage.as_ref().map(|d| d.brief.as_str()).unwrap_or("");
-            if procs.len() == 1 {
-                brief.to_string()
-            } else {
-                format!("{brief} for {}", p.label)
-            }
-        }
-        _ => format!(
-            "{} of {} traces damaged or cut short (see their notes)",
-            hit.len(),
-            procs.len()
-        ),
-    };
-    if verdict == NO_GPU {
-        format!("No GPU activity in what could be read: {what}")
-    } else {
-        format!("{verdict}; {what}: the report covers what could be read")
     }
 }

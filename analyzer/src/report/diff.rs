@@ -221,7 +221,7 @@ impl Side {
                 e.2 += c.time_ns;
             }
         }
-        s.busy_pct = crate::report::pct(s.busy_ns, s.wall_ns);
+        s.busy_pct = crate::report::units::pct(s.busy_ns, s.wall_ns);
         for f in r.findings {
             let e = s
                 .findings
@@ -235,7 +235,7 @@ impl Side {
     }
 
     /// A report made now.
-    pub fn from_report(source: &str, r: &crate::report::Report) -> Side {
+    pub fn from_report(source: &str, r: &crate::report::out::Report) -> Side {
         let v = serde_json::to_value(r).unwrap_or_default();
         Side::from_json(source, v).unwrap_or_default()
     }

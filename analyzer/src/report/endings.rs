@@ -3,7 +3,6 @@
 //! an end that was not a normal exit 0, a clause in the verdict.
 
 use super::stalls::{end_of, last_stop, EndIn};
-use super::{FindingId, ProcessReport};
 use crate::model::trace::Trace;
 use gputrace_format as fmt;
 use serde::Serialize;
@@ -144,53 +143,6 @@ pub fn phrase(e: &Ended) -> Option<String> {
             (None, None) => return None,
         },
     })
-}
-
-/// The verdict, led by how its processes ended where one did not end normally:
-/// "The process exited with status 1 [after cudaMalloc of 1.0 GiB failed with
-/// cudaErrorMemoryAllocation at +9.5 s]. <verdict>"; several: "2 of 8 processes did not end
-/// normally: rank 3 was killed by SIGSEGV, rank 5 exited with status 1. <verdict>".
-/// A hang's verdict names the end itself ("the job ended by SIGTERM at +1.2 s").
-pub fn qualify(verdict: String, top: Option<FindingId>, procs: &[ProcessReport]) -> String {
-    if top == Some(FindingId::Hang) {
-        return verdict;
-    }
-    let odd: Vec<(&str, String)> = procs
-        .iter()
-        .filter_map(|p| {
-            let what = phrase(&p.ended)?;
-            // What it most likely died of, when a call that ends processes failed last.
-            let what = match &p.fatal_call {
-                Some(fc) => format!("{what} after {}", fc.phrase()),
-                None => what,
-            };
-            Some((p.label.as_str(), what))
-        })
-        .collect();
-    let lead = match odd[..] {
-        [] => return verdict,
-        [(_, ref what)] if procs.len() == 1 => format!("The process {what}"),
-        [(label, ref what)] => format!("{label} {what}"),
-        _ => {
-            let shown: Vec<String> = odd
-                .iter()
-                .take(4)
-                .map(|(l, w)| format!("{l} {w}"))
-                .collect();
-            let more = if odd.len() > 4 {
-                format!(", and {} more", odd.len() - 4)
-            } else {
-                String::new()
-            };
-            format!(
-                "{} of {} processes did not end normally: {}{more}",
-                odd.len(),
-                procs.len(),
-                shown.join(", ")
-            )
-        }
-    };
-    format!("{lead}. {verdict}")
 }
 
 #[cfg(test)]

@@ -9,8 +9,8 @@
 
 use crate::model::trace::Trace;
 use crate::report::callsites;
-use crate::report::render::{bytes, ts};
 use crate::report::stalls::{end_of, EndIn};
+use crate::report::units::{bytes, ts};
 use gputrace_format as fmt;
 use serde::Serialize;
 use std::collections::BTreeMap;

@@ -12,7 +12,7 @@
 //! cannot cause (the whole graph was submitted by one call).
 
 use super::ctx::Ctx;
-use super::pct;
+use super::units::pct;
 use serde::Serialize;
 use std::collections::{HashMap, HashSet};
 

@@ -751,7 +751,7 @@ pub struct ChildUse {
 impl ChildUse {
     /// Share of one CPU it used while alive in the spans, %.
     pub fn cpu_pct(&self) -> f64 {
-        super::pct(self.cpu_ns, self.covered_ns)
+        super::units::pct(self.cpu_ns, self.covered_ns)
     }
 }
 

@@ -6,8 +6,8 @@
 //! findings' words are in `findings/cpu_bound.rs` and `findings/data_starvation.rs`.
 
 use super::host::{self, HostCpu, HostSplit, Tree};
-use super::pct;
 use super::pysamples::{self, HostPlace};
+use super::units::pct;
 use serde::Serialize;
 
 /// A worker that used at least this share of a CPU while the feeding thread was
@@ -301,7 +301,7 @@ fn saturated(t: &TreeReport, cpus: Option<f64>) -> bool {
 
 /// The `host` section of a process's report (None without host samples).
 pub(crate) fn report(
-    ctx: &super::Ctx,
+    ctx: &super::ctx::Ctx,
     att: &super::idle::Attribution,
     steady: (u64, u64),
 ) -> Option<HostReport> {

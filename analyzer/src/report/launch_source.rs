@@ -248,7 +248,7 @@ pub fn find(ctx: &Ctx, steady: (u64, u64)) -> LaunchSource {
     r.source = choose(&kinds, r.samples, &r.families);
     // Layers run token by token, updating a KV cache: a decode loop.
     if matches!(r.source, Some((Source::SmallLayers, _)))
-        && crate::report::pct(kv, r.samples) >= KV_CACHE_MIN_PCT
+        && crate::report::units::pct(kv, r.samples) >= KV_CACHE_MIN_PCT
     {
         r.source = r.source.map(|(_, p)| (Source::Generation, p));
     }
@@ -351,7 +351,7 @@ fn share(t: &Trace, f: usize, names: HashMap<u32, u64>, total: u64) -> FamilySha
         id,
         label,
         kernels: n,
-        pct: crate::report::pct(n, total),
+        pct: crate::report::units::pct(n, total),
         example,
     }
 }
@@ -523,7 +523,7 @@ fn choose(
     let (&kind, &n) = kinds
         .iter()
         .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0)))?;
-    let pct = crate::report::pct(n, total);
+    let pct = crate::report::units::pct(n, total);
     if pct < SOURCE_MIN_PCT {
         return None;
     }

@@ -25,7 +25,7 @@
 //! samples (finer than the bins: a job that recompiles before every step counts each).
 
 use crate::model::trace::Trace;
-use crate::report::Ctx;
+use crate::report::ctx::Ctx;
 use gputrace_format as fmt;
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
@@ -180,7 +180,7 @@ impl Run {
 }
 
 /// A share in words: whole percents, one decimal below 1%.
-fn share_words(pct: f64) -> String {
+pub(crate) fn share_words(pct: f64) -> String {
     if pct < 1.0 {
         format!("{pct:.1}%")
     } else {
@@ -519,7 +519,7 @@ pub fn run(ctx: &Ctx, steady: (u64, u64)) -> Run {
         }
     }
     for k in &mut by_kind {
-        k.pct = crate::report::pct(k.ns, span);
+        k.pct = crate::report::units::pct(k.ns, span);
     }
     by_kind.sort_by(|a, b| b.ns.cmp(&a.ns).then(a.kind.cmp(&b.kind)));
     Run {
@@ -614,47 +614,11 @@ pub fn name_periods(r: &mut Run, step_ns: u64) {
             kind,
             times: mine.len() as u64,
             ns,
-            pct_of_loop: crate::report::pct(ns, loop_ns),
+            pct_of_loop: crate::report::units::pct(ns, loop_ns),
             every_ns,
             every_steps,
         });
     }
     out.sort_by(|a, b| b.ns.cmp(&a.ns).then(a.kind.cmp(&b.kind)));
     r.periodic = out;
-}
-
-/// The verdict, with the whole run after it when the loop it diagnoses is a small part
-/// of it (else with the part that keeps interrupting the loop, when that is a tenth of
-/// its time or more): "<verdict> (the loop is 12% of the 22.9 s run: compilation 74% (16.9 s, 98
-/// times), loop 12% (2.7 s), start-up 9% (2.1 s))". One process only (several: each
-/// process's run is in its section); a hang's verdict is about the end, left as it is.
-pub fn qualify(
-    verdict: String,
-    top: Option<crate::report::FindingId>,
-    procs: &[crate::report::ProcessReport],
-) -> String {
-    let [p] = procs else {
-        return verdict;
-    };
-    let Some(r) = &p.run else {
-        return verdict;
-    };
-    let looped = r.time(Kind::Loop);
-    if top == Some(crate::report::FindingId::Hang) || looped == 0 {
-        return verdict;
-    }
-    if looped * 2 >= r.span_ns {
-        // The loop is most of the run: name what keeps interrupting it, when that is
-        // a tenth of its time or more.
-        return match r.periodic.first().filter(|p| p.pct_of_loop >= 10.0) {
-            Some(p) => format!("{verdict} ({})", p.short_words()),
-            None => verdict,
-        };
-    }
-    format!(
-        "{verdict} (the loop is {} of the {} run: {})",
-        share_words(crate::report::pct(looped, r.span_ns)),
-        crate::report::units::dur(r.span_ns),
-        r.words(3)
-    )
 }

@@ -1,36 +1,16 @@
 //! The report as text: the verdict first, then the findings, then the time breakdown.
 
-use super::{pct, Breakdown, Finding, FindingId, Layer, ProcessReport, Report, Severity, Stake};
+use super::findings::{FindingId, Layer, Stake};
+
+use super::out::{Breakdown, Finding, ProcessReport, Report, Severity};
+use super::units::pct;
 use std::fmt::Write;
 
-pub use super::units::dur;
-
-/// A timestamp relative to the trace start, in seconds (to the microsecond).
-pub fn ts(ns: u64) -> String {
-    format!("{:.6} s", ns as f64 / 1e9)
-}
+pub use super::units::{bytes, dur, pct_str};
 
 /// A phase boundary, in seconds (to the millisecond).
 fn ts_ms(ns: u64) -> String {
     format!("{:.3} s", ns as f64 / 1e9)
-}
-
-/// A percentage with a decimal when it is small.
-pub fn pct_str(p: f64) -> String {
-    if p > 0.0 && p < 9.95 {
-        format!("{p:.1}%")
-    } else {
-        format!("{p:.0}%")
-    }
-}
-
-/// "12.3% (820 ms)"
-pub fn share(part: u64, whole: u64) -> String {
-    format!("{:.1}% ({})", pct(part, whole), dur(part))
-}
-
-pub fn bytes(b: u64) -> String {
-    crate::report::summary::bytes(b)
 }
 
 fn sev(s: Severity) -> &'static str {
@@ -696,7 +676,7 @@ fn breakdown(o: &mut String, title: &str, b: &Breakdown) {
 /// Under a process's breakdown: the findings whose time at stake is more than the idle
 /// time charged to them above (GPU time they would also save, such as slow copies), so
 /// that the two figures are not read as disagreeing.
-fn at_stake_beyond_idle(o: &mut String, r: &Report, p: &super::ProcessReport) {
+fn at_stake_beyond_idle(o: &mut String, r: &Report, p: &super::out::ProcessReport) {
     for f in r.findings.iter().filter(|f| f.process == Some(p.index)) {
         let id = f.id.as_str();
         let Some(c) = p.breakdown.causes.iter().find(|c| c.cause == id) else {

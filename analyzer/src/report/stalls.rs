@@ -18,8 +18,7 @@
 
 use super::callsites::{is_library, short_file};
 use super::classify::{self, ApiKind};
-use super::render::{dur, ts};
-use super::{Finding, FindingId, ProcessReport};
+use super::units::{bytes, dur, ts};
 use crate::model::trace::Trace;
 use gputrace_format as fmt;
 use serde::Serialize;
@@ -981,7 +980,7 @@ pub fn sentence(h: &Hang, live: bool) -> String {
             "it is `{}` #{} ({}) on communicator {} (rank {} of {})",
             n.op,
             n.seq,
-            super::render::bytes(n.bytes),
+            bytes(n.bytes),
             n.comm_id,
             n.rank,
             n.nranks
@@ -1099,7 +1098,7 @@ pub fn evidence(h: &Hang, live: bool) -> Vec<String> {
                 n.comm_id,
                 r.last_op,
                 r.last_seq,
-                super::render::bytes(r.last_bytes),
+                bytes(r.last_bytes),
                 ts(r.last_call_ns),
                 if r.arrived {
                     ", stuck in the collective"
@@ -1178,7 +1177,7 @@ pub struct NcclTail {
     pub host: Option<String>,
 }
 
-/// What [`job`] needs of one trace.
+/// What [`super::hang_ranks::add`] needs of one trace.
 pub fn nccl_tail(t: &Trace, hang: Option<&Hang>) -> NcclTail {
     let mut tail = NcclTail::default();
     for n in &t.nccl {
@@ -1234,57 +1233,6 @@ fn host_at_end(t: &Trace) -> Option<String> {
     ))
 }
 
-/// Adds what every traced rank's NCCL calls say to the hang findings of a stuck
-/// collective: which ranks reached it, which never arrived, and ranks with no trace.
-/// `tails[i]` belongs to `procs[i]`.
-pub(crate) fn job(procs: &[ProcessReport], tails: &[NcclTail], all: &mut [Finding]) {
-    for f in all.iter_mut().filter(|f| f.id == FindingId::Hang) {
-        let Some(h) = f.hang.as_deref_mut() else {
-            continue;
-        };
-        let Some(n) = h.nccl.as_mut() else { continue };
-        let Ok(comm) = u64::from_str_radix(n.comm_id.trim_start_matches("0x"), 16) else {
-            continue;
-        };
-        let mut ranks = Vec::new();
-        let mut seen = HashSet::new();
-        for (p, tail) in procs.iter().zip(tails) {
-            let Some(&(rank, _)) = tail.rank_by_comm.get(&comm) else {
-                continue;
-            };
-            seen.insert(rank);
-            let Some(&(seq, op, start, bytes)) = tail.last.get(&comm) else {
-                continue;
-            };
-            ranks.push(RankNccl {
-                process: p.index,
-                label: p.label.clone(),
-                rank,
-                last_seq: seq,
-                last_op: fmt::nccl_op_name(op).to_string(),
-                last_bytes: bytes,
-                last_call_ns: start.saturating_sub(p.trace_start_ns),
-                arrived: seq >= n.seq,
-                host: tail.host.clone(),
-            });
-        }
-        if ranks.len() < 2 {
-            continue;
-        }
-        ranks.sort_by_key(|r| r.rank);
-        n.never_arrived = ranks
-            .iter()
-            .filter(|r| !r.arrived)
-            .map(|r| r.label.clone())
-            .collect();
-        n.untraced_ranks = (0..n.nranks.max(0)).filter(|r| !seen.contains(r)).collect();
-        n.ranks = ranks;
-        f.summary = sentence(h, false);
-        f.evidence = evidence(h, false);
-        f.fix = fix(h);
-    }
-}
-
 // ------------------------------------------------------------------------------------
 // While the job still runs (`gputrace run` / `attach` with `--hang-timeout`).
 
@@ -1298,7 +1246,7 @@ pub fn live(t: &Trace, timeout_ns: u64) -> Option<(u64, u64, Hang)> {
     if last.flags & fmt::STALL_RESOLVED != 0 || gap < timeout_ns {
         return None;
     }
-    let ctx = super::Ctx::new(t);
+    let ctx = super::ctx::Ctx::new(t);
     let h = detect(t, ctx.t0, 0).hang?;
     if h.stall_id != Some(last.id as u64) {
         return None;

@@ -6,6 +6,8 @@ use serde::Serialize;
 use std::collections::HashMap;
 use std::fmt::Write;
 
+pub use super::units::bytes;
+
 #[derive(Debug, Serialize, Default, Clone)]
 pub struct CopyStats {
     pub count: u64,
@@ -335,21 +337,6 @@ pub fn summarize(t: &Trace) -> Summary {
 /// Milliseconds with three decimals.
 pub fn ms(ns: u64) -> String {
     format!("{:.3} ms", ns as f64 / 1e6)
-}
-
-pub fn bytes(b: u64) -> String {
-    const U: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = b as f64;
-    let mut i = 0;
-    while v >= 1024.0 && i < U.len() - 1 {
-        v /= 1024.0;
-        i += 1;
-    }
-    if i == 0 {
-        format!("{b} B")
-    } else {
-        format!("{v:.1} {}", U[i])
-    }
 }
 
 /// The summary as text.

@@ -11,9 +11,9 @@
 //! time of a host that was compiling again (`recompilation`) reads as `data_starvation`
 //! or `cpu_bound`: those follow from it.
 
-use super::id::FindingId;
 use super::inputs::FindingCx;
-use crate::report::Finding;
+use crate::report::out::id::FindingId;
+use crate::report::out::Finding;
 
 /// A launch call on average at most this many launches after a wait for the GPU: the
 /// queue is drained so often that launch latency cannot hide behind it.

@@ -1,10 +1,11 @@
 //! `comm_exposed`: NCCL kernels that ran with no compute kernel alongside.
 
 use super::common::{dur, share};
-use super::id::FindingId;
 use super::inputs::Calls;
 use super::inputs::FindingCx;
-use crate::report::{pct, Example, Finding};
+use crate::report::out::id::FindingId;
+use crate::report::out::{Example, Finding};
+use crate::report::units::pct;
 
 pub(super) fn detect(cx: &FindingCx) -> Option<Finding> {
     let cm = &cx.comm;

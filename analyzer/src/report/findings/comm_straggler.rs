@@ -3,9 +3,10 @@
 //! `comm_exposed` findings into this one.
 
 use super::common::{self, dur, severity_for, share, REPORT_PCT};
-use super::id::FindingId;
 use super::inputs::JobCx;
-use crate::report::{pct, Example, Finding, ProcessReport, Severity};
+use crate::report::out::id::FindingId;
+use crate::report::out::{Example, Finding, ProcessReport, Severity};
+use crate::report::units::pct;
 
 /// Arriving last at fewer than this share of collectives caps the finding at a warning.
 const CRITICAL_LAST_PCT: f64 = 50.0;

@@ -1,11 +1,12 @@
 //! What detectors share: the severity rule, the finding skeleton, and evidence formatting.
 
-use super::id::FindingId;
 use crate::model::trace::demangle;
-use crate::report::{pct, Example, Finding, Severity};
+use crate::report::out::id::FindingId;
+use crate::report::out::{Example, Finding, Severity};
+use crate::report::units::pct;
 use std::collections::BTreeMap;
 
-pub(super) use crate::report::render::{bytes, dur, pct_str, share, ts};
+pub(super) use crate::report::units::{bytes, dur, pct_str, share, ts};
 
 /// Share of the steady-state wall time from which a cause is worth a warning.
 pub const WARN_PCT: f64 = 5.0;

@@ -4,12 +4,12 @@
 //! between back-to-back launches are `launch_bound` (host.rs).
 
 use super::common::{dur, push_examples_line, share};
-use super::id::FindingId;
 use super::inputs::FindingCx;
 use crate::report::host_causes::{self, HostReport};
 use crate::report::idle::Cause;
+use crate::report::out::id::FindingId;
+use crate::report::out::Finding;
 use crate::report::pysamples;
-use crate::report::Finding;
 
 pub(super) fn detect(cx: &FindingCx) -> Option<Finding> {
     let h = cx.report.host_cpu.as_ref()?;
@@ -44,7 +44,7 @@ fn fill_contention(x: &mut Finding, r: &HostReport, f: &FindingCx, kind: &str) -
     let at = pysamples::first_place(&r.python_of_contender)
         .map(|p| format!(" at {p}"))
         .unwrap_or_default();
-    let idle_pct = crate::report::pct(r.contention_ns, r.quiet_ns);
+    let idle_pct = crate::report::units::pct(r.contention_ns, r.quiet_ns);
     x.title = match kind {
         "gil_contention" => "GPU idle while another thread of the process held the GIL".into(),
         "dispatch_thread" => {

@@ -3,12 +3,12 @@
 //! samples measured and the fix it calls for (the thread's CPU time is `cpu_bound`).
 
 use super::common::{bytes, dur, push_examples_line, share};
-use super::id::FindingId;
 use super::inputs::FindingCx;
 use crate::report::host_causes::{self, HostReport};
 use crate::report::idle::Cause;
+use crate::report::out::id::FindingId;
+use crate::report::out::Finding;
 use crate::report::pysamples;
-use crate::report::Finding;
 
 pub(super) fn detect(cx: &FindingCx) -> Option<Finding> {
     let ns = cx.idle(Cause::DataStarvation);

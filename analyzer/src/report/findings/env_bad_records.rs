@@ -1,8 +1,8 @@
 //! `env_bad_records`: records with impossible timestamps, clipped or ignored.
 
-use super::id::FindingId;
 use super::inputs::FindingCx;
-use crate::report::{Finding, Severity};
+use crate::report::out::id::FindingId;
+use crate::report::out::{Finding, Severity};
 
 pub(super) fn detect(cx: &FindingCx) -> Option<Finding> {
     let n = cx.ctx.bad_records;

@@ -2,10 +2,11 @@
 //! CUPTI user held the subscriber).
 
 use super::common::dur;
-use super::id::FindingId;
 use super::inputs::FindingCx;
 use crate::report::intervals::clip_len;
-use crate::report::{pct, Example, Finding, Severity};
+use crate::report::out::id::FindingId;
+use crate::report::out::{Example, Finding, Severity};
+use crate::report::units::pct;
 
 /// Blind for this share of the steady state: a warning.
 const WARN_PCT: f64 = 20.0;

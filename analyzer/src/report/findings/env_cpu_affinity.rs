@@ -1,10 +1,10 @@
 //! `env_cpu_affinity`: the process may run only (or mostly) on CPUs far from its GPU
 //! (another NUMA node than the GPU's local CPUs).
 
-use super::id::FindingId;
 use super::inputs::FindingCx;
 use crate::report::environment;
-use crate::report::{Finding, Severity};
+use crate::report::out::id::FindingId;
+use crate::report::out::{Finding, Severity};
 
 pub(super) fn detect(cx: &FindingCx) -> Option<Finding> {
     let all = environment::cpu_affinity(cx.ctx.t);

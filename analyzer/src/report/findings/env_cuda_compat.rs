@@ -1,10 +1,10 @@
 //! `env_cuda_compat`: the CUDA runtime the process loaded, the driver and the framework's
 //! build do not fit (from the trace's facts).
 
-use super::id::FindingId;
 use super::inputs::FindingCx;
 use crate::report::environment;
-use crate::report::{Finding, Severity};
+use crate::report::out::id::FindingId;
+use crate::report::out::{Finding, Severity};
 
 pub(super) fn detect(cx: &FindingCx) -> Option<Finding> {
     let issues = environment::cuda_compat(cx.ctx.t);

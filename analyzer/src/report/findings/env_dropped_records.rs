@@ -1,8 +1,8 @@
 //! `env_dropped_records`: records the collector lost; every number undercounts by as much.
 
-use super::id::FindingId;
 use super::inputs::FindingCx;
-use crate::report::{Finding, Severity};
+use crate::report::out::id::FindingId;
+use crate::report::out::{Finding, Severity};
 use gputrace_format::{DROP_BUFFER_POOL, DROP_CUPTI, DROP_RING};
 
 /// Dropped records from this share of all: a warning.

@@ -1,9 +1,9 @@
 //! `env_no_host_api`: GPU records without host API callbacks, so idle causes are GPU-only
 //! heuristics.
 
-use super::id::FindingId;
 use super::inputs::FindingCx;
-use crate::report::{Finding, Severity};
+use crate::report::out::id::FindingId;
+use crate::report::out::{Finding, Severity};
 
 pub(super) fn detect(cx: &FindingCx) -> Option<Finding> {
     if cx.ctx.has_api() || cx.ctx.devices.is_empty() {

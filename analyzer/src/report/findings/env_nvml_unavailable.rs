@@ -2,10 +2,10 @@
 //! environment checks (other processes, clocks, PCIe) could not be made. One info line,
 //! never a failure.
 
-use super::id::FindingId;
 use super::inputs::FindingCx;
 use crate::report::environment;
-use crate::report::{Finding, Severity};
+use crate::report::out::id::FindingId;
+use crate::report::out::{Finding, Severity};
 
 pub(super) fn detect(cx: &FindingCx) -> Option<Finding> {
     let why = environment::nvml_unavailable(cx.ctx.t)?;

@@ -3,10 +3,10 @@
 //! the link speed to save power), and only when copies are a measurable share.
 
 use super::common::dur;
-use super::id::FindingId;
 use super::inputs::FindingCx;
 use crate::report::environment;
-use crate::report::Finding;
+use crate::report::out::id::FindingId;
+use crate::report::out::Finding;
 
 pub(super) fn detect(cx: &FindingCx) -> Option<Finding> {
     let (s0, s1) = cx.steps.steady;

@@ -2,9 +2,9 @@
 //! refused or could not sample them; the trace's `pm_sampling` fact says why. One info
 //! line with the fix, never a failure.
 
-use super::id::FindingId;
 use super::inputs::FindingCx;
-use crate::report::{Finding, Severity};
+use crate::report::out::id::FindingId;
+use crate::report::out::{Finding, Severity};
 use gputrace_env::facts::keys;
 
 pub(super) fn detect(cx: &FindingCx) -> Option<Finding> {

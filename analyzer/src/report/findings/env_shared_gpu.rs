@@ -4,10 +4,11 @@
 //! this finding's time includes what the idle causes would otherwise be blamed for.
 
 use super::common::{bytes, dur};
-use super::id::FindingId;
 use super::inputs::FindingCx;
 use crate::report::environment;
-use crate::report::{pct, Finding, Severity};
+use crate::report::out::id::FindingId;
+use crate::report::out::{Finding, Severity};
+use crate::report::units::pct;
 
 pub(super) fn detect(cx: &FindingCx) -> Option<Finding> {
     let t = cx.ctx.t;

@@ -2,10 +2,10 @@
 //! slowdown (NVML's clock event reasons) during the steady state.
 
 use super::common::dur;
-use super::id::FindingId;
 use super::inputs::FindingCx;
 use crate::report::environment;
-use crate::report::{Finding, Severity};
+use crate::report::out::id::FindingId;
+use crate::report::out::{Finding, Severity};
 
 /// Clocks this much below their maximum make a throttled period count.
 const MIN_DROP_PCT: f64 = 5.0;

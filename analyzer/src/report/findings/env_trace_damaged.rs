@@ -1,9 +1,9 @@
 //! `env_trace_damaged`: the trace file was damaged or cut short; the report covers what was
 //! read.
 
-use super::id::FindingId;
 use super::inputs::FindingCx;
-use crate::report::{Finding, Severity};
+use crate::report::out::id::FindingId;
+use crate::report::out::{Finding, Severity};
 
 pub(super) fn detect(cx: &FindingCx) -> Option<Finding> {
     let w = cx.ctx.t.stats.warning()?;

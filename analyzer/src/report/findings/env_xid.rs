@@ -1,10 +1,10 @@
 //! `env_xid`: the driver reported Xid errors or new uncorrected ECC errors on a GPU while
 //! the trace was open.
 
-use super::id::FindingId;
 use super::inputs::FindingCx;
 use crate::report::environment;
-use crate::report::{Example, Finding, Severity};
+use crate::report::out::id::FindingId;
+use crate::report::out::{Example, Finding, Severity};
 use gputrace_format as fmt;
 
 /// Distinct Xid codes named in the summary.

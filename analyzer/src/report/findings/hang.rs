@@ -4,10 +4,11 @@
 //! GPU is stuck makes no progress at all. The time at stake is the stall's length, from
 //! the last GPU progress to the end of the trace.
 
-use super::id::FindingId;
 use super::inputs::FindingCx;
+use crate::report::out::id::FindingId;
+use crate::report::out::{Finding, Severity};
 use crate::report::stalls::{evidence, fix, sentence};
-use crate::report::{pct, Finding, Severity};
+use crate::report::units::pct;
 
 pub(super) fn detect(cx: &FindingCx) -> Option<Finding> {
     let h = cx.hang.as_ref()?;

@@ -2,13 +2,13 @@
 //! waited for the host.
 
 use super::common::{bytes, dur, push_examples_line, share};
-use super::id::FindingId;
 use super::inputs::Calls;
 use super::inputs::FindingCx;
 use crate::report::classify::ApiKind;
 use crate::report::idle::Cause;
+use crate::report::out::id::FindingId;
+use crate::report::out::Finding;
 use crate::report::syncfix::{self, SyncCause};
-use crate::report::Finding;
 
 pub(super) fn detect(cx: &FindingCx) -> Option<Finding> {
     let ns = cx.idle(Cause::ImplicitSync);
@@ -80,7 +80,7 @@ fn follow_the_call(x: &mut Finding, cx: &FindingCx) {
         "the fix follows the call that synchronised most: {} ({} calls, {:.0}% of the {} the host was blocked in synchronising calls){}",
         cause.id(),
         n,
-        crate::report::pct(ns, total),
+        crate::report::units::pct(ns, total),
         dur(total),
         if cause == SyncCause::Allocator && allocs > 0 {
             format!("; {allocs} cudaMalloc-like calls beside them")

@@ -8,12 +8,14 @@ use crate::report::classify::{self, ApiKind};
 use crate::report::comm::{ClusterComm, CommStats};
 use crate::report::copies::CopyStats;
 use crate::report::counters::CounterStats;
+use crate::report::ctx::Ctx;
 use crate::report::ctx::HostClass;
 use crate::report::idle::{Attribution, Cause, Method};
 use crate::report::kernels::{KernelStats, MemoryUse};
 use crate::report::links::LaunchStats;
+use crate::report::out::id::FindingId;
+use crate::report::out::{Example, Finding, ProcessReport};
 use crate::report::steps::Steps;
-use crate::report::{Ctx, Example, Finding, FindingId, ProcessReport};
 use gputrace_format::{self as fmt, CopyKind, MemKind};
 
 /// Everything measured about one process, for its detectors.
@@ -86,7 +88,7 @@ impl FindingCx<'_, '_> {
 
     /// Whether the share of the steady state is large enough to report.
     pub fn reportable(&self, ns: u64) -> bool {
-        crate::report::pct(ns, self.wall) >= common::REPORT_PCT
+        crate::report::units::pct(ns, self.wall) >= common::REPORT_PCT
     }
 
     /// Nanoseconds after the start of the trace.

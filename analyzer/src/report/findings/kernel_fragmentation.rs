@@ -2,10 +2,10 @@
 //! between already-queued kernels are the time at stake.
 
 use super::common::{dur, share};
-use super::id::FindingId;
 use super::inputs::FindingCx;
 use crate::report::idle::Cause;
-use crate::report::{Finding, Severity};
+use crate::report::out::id::FindingId;
+use crate::report::out::{Finding, Severity};
 
 pub(super) fn detect(cx: &FindingCx) -> Option<Finding> {
     let ns = cx.idle(Cause::KernelFragmentation);

@@ -4,11 +4,11 @@
 //! code come from [`crate::report::launch_source`].
 
 use super::common::{dur, push_examples_line, share};
-use super::id::FindingId;
 use super::inputs::FindingCx;
 use crate::report::idle::Cause;
 use crate::report::launch_source::{self, LaunchSource};
-use crate::report::{Finding, KernelsReport, LaunchReport};
+use crate::report::out::id::FindingId;
+use crate::report::out::{Finding, KernelsReport, LaunchReport};
 use gputrace_format as fmt;
 use std::collections::HashMap;
 

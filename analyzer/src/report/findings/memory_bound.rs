@@ -5,12 +5,12 @@
 //! busy time in the steady state. Thresholds: [`crate::report::counters::Verdict`].
 
 use super::common::{dur, share};
-use super::id::FindingId;
 use super::inputs::FindingCx;
 use crate::report::counters::{
     KernelCounters, Verdict, IDLE_FP_PCT, IDLE_TENSOR_PCT, MEMORY_DRAM_PCT,
 };
-use crate::report::Finding;
+use crate::report::out::id::FindingId;
+use crate::report::out::Finding;
 
 fn bound(k: &KernelCounters) -> bool {
     // At least half the kernels' time sampled, so a sample or two at their edges

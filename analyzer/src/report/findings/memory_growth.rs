@@ -5,10 +5,10 @@
 //! already failed gets `out_of_memory` instead.
 
 use super::common::{bytes, dur};
-use super::id::FindingId;
 use super::inputs::FindingCx;
 use crate::report::failures::OUT_OF_MEMORY;
-use crate::report::{Finding, Severity};
+use crate::report::out::id::FindingId;
+use crate::report::out::{Finding, Severity};
 
 /// Growth over the steady state below this is not worth a warning.
 const MIN_GROWTH: u64 = 256 << 20;

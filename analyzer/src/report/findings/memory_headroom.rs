@@ -7,11 +7,12 @@
 //! was measured, not estimated, and is large.
 
 use super::common::{bytes, dur, pct_str, share};
-use super::id::FindingId;
 use super::inputs::FindingCx;
 use crate::report::idle::Cause;
 use crate::report::kernels::MemoryUse;
-use crate::report::{pct, Finding, Severity};
+use crate::report::out::id::FindingId;
+use crate::report::out::{Finding, Severity};
+use crate::report::units::pct;
 
 /// Peak device memory below this share of capacity is headroom.
 const USED_BELOW_PCT: f64 = 30.0;

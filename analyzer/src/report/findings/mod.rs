@@ -13,7 +13,7 @@
 //! [`FindingId::about`] and in [`detector`]. New input data is a field of [`FindingCx`].
 
 mod common;
-mod id;
+
 mod inputs;
 mod rank;
 
@@ -48,13 +48,13 @@ mod recompilation;
 mod small_grid;
 mod sync_memcpy;
 
+pub use super::out::id::{About, FindingId, Layer, Stake, UnknownFindingId};
 pub(crate) use common::kernel_name as kernel_name_of;
 pub(crate) use common::REPORT_PCT;
-pub use id::{About, FindingId, Layer, Stake, UnknownFindingId};
 pub(crate) use inputs::{FindingCx, JobCx};
 pub(crate) use rank::{rank, verdict};
 
-use super::Finding;
+use super::out::Finding;
 
 /// A detector, by when it runs. Each returns its finding when the trace shows it.
 #[derive(Clone, Copy)]

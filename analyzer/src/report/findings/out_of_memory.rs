@@ -5,11 +5,12 @@
 //! is warned: it runs at the edge of its memory.
 
 use super::common::{bytes, ts};
-use super::id::FindingId;
 use super::inputs::FindingCx;
 use crate::report::memuse::Growth;
 use crate::report::oom::{self, Diagnosis, Oom};
-use crate::report::{pct, Example, Finding, Severity};
+use crate::report::out::id::FindingId;
+use crate::report::out::{Example, Finding, Severity};
+use crate::report::units::pct;
 
 pub(super) fn detect(cx: &FindingCx) -> Option<Finding> {
     let o = oom::detect(cx.ctx.t, cx.ctx.t0, &cx.steps.bounds)?;

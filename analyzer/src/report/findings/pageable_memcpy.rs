@@ -2,11 +2,11 @@
 //! blocking the host.
 
 use super::common::{bytes, dur, push_examples_line, share};
-use super::id::FindingId;
 use super::inputs::Calls;
 use super::inputs::FindingCx;
 use crate::report::idle::Cause;
-use crate::report::{Example, Finding};
+use crate::report::out::id::FindingId;
+use crate::report::out::{Example, Finding};
 
 pub(super) fn detect(cx: &FindingCx) -> Option<Finding> {
     let idle = cx.idle(Cause::PageableMemcpy);

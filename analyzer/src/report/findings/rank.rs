@@ -1,8 +1,9 @@
 //! The order of the findings and the one-line verdict that names the top one.
 
 use super::common::dur;
-use super::id::{FindingId, Layer, Stake};
-use crate::report::{pct, Finding, ProcessReport, Severity};
+use crate::report::out::id::{FindingId, Layer, Stake};
+use crate::report::out::{Finding, ProcessReport, Severity};
+use crate::report::units::pct;
 
 /// The time a finding ranks by: its time at stake, half of it when that is a model's
 /// estimate of poorly used busy time that no measurement checked (small_grid's estimate

@@ -5,10 +5,11 @@
 //! no steady state worth the name). A one-time compile at start-up is start-up, not this.
 
 use super::common::{dur, share};
-use super::id::FindingId;
 use super::inputs::FindingCx;
+use crate::report::out::id::FindingId;
+use crate::report::out::{Example, Finding, Severity};
 use crate::report::phases::{Kind, Run};
-use crate::report::{pct, Example, Finding, Severity};
+use crate::report::units::pct;
 
 /// Share of the trace from which recompiling is worth a note, a warning, critical.
 const NOTE_PCT: f64 = 3.0;

@@ -2,10 +2,10 @@
 //! empty while they run (an estimate from grid, block, registers and shared memory).
 
 use super::common::{dur, pct_str, share};
-use super::id::FindingId;
 use super::inputs::FindingCx;
 use crate::report::kernels::NameAgg;
-use crate::report::{Example, Finding};
+use crate::report::out::id::FindingId;
+use crate::report::out::{Example, Finding};
 
 /// The time at stake: the estimate from grid sizes, bounded by what the GPU's counters
 /// measured (SM time with no warp while kernels ran) where they cover the steady state;

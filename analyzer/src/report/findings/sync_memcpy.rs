@@ -1,11 +1,11 @@
 //! `sync_memcpy`: copies from pinned memory made with a blocking call.
 
 use super::common::{bytes, dur, push_examples_line, share};
-use super::id::FindingId;
 use super::inputs::Calls;
 use super::inputs::FindingCx;
 use crate::report::idle::Cause;
-use crate::report::Finding;
+use crate::report::out::id::FindingId;
+use crate::report::out::Finding;
 
 pub(super) fn detect(cx: &FindingCx) -> Option<Finding> {
     let ns = cx.idle(Cause::SyncMemcpy);

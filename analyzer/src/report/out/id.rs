@@ -4,7 +4,7 @@
 //! A new variant goes in the `ids!` list with its name; the compiler then points at
 //! [`FindingId::about`] (its layer and time) and at the detector list in `findings/mod.rs`.
 
-use crate::report::idle::Cause;
+use crate::report::cause::Cause;
 use serde::{Serialize, Serializer};
 use std::fmt;
 use std::str::FromStr;

@@ -1,0 +1,114 @@
+//! The verdict sentence once every process is analysed: the top finding's sentence
+//! qualified by what else the user must know first (a damaged trace, a process that did
+//! not end normally, a loop that is a small part of the run).
+
+use super::out::id::FindingId;
+use super::out::ProcessReport;
+use super::units::{dur, pct};
+use super::{damage, endings, phases};
+
+/// The verdict, with the loss of any trace stated: "no GPU activity" only when nothing
+/// was lost.
+pub(crate) fn damage(verdict: String, procs: &[ProcessReport]) -> String {
+    let hit: Vec<&ProcessReport> = procs.iter().filter(|p| p.damage.is_some()).collect();
+    let what = match hit[..] {
+        [] => return verdict,
+        [p] => {
+            let brief = p.damage.as_ref().map(|d| d.brief.as_str()).unwrap_or("");
+            if procs.len() == 1 {
+                brief.to_string()
+            } else {
+                format!("{brief} for {}", p.label)
+            }
+        }
+        _ => format!(
+            "{} of {} traces damaged or cut short (see their notes)",
+            hit.len(),
+            procs.len()
+        ),
+    };
+    if verdict == damage::NO_GPU {
+        format!("No GPU activity in what could be read: {what}")
+    } else {
+        format!("{verdict}; {what}: the report covers what could be read")
+    }
+}
+
+/// The verdict, led by how its processes ended where one did not end normally:
+/// "The process exited with status 1 [after cudaMalloc of 1.0 GiB failed with
+/// cudaErrorMemoryAllocation at +9.5 s]. <verdict>"; several: "2 of 8 processes did not end
+/// normally: rank 3 was killed by SIGSEGV, rank 5 exited with status 1. <verdict>".
+/// A hang's verdict names the end itself ("the job ended by SIGTERM at +1.2 s").
+pub(crate) fn endings(verdict: String, top: Option<FindingId>, procs: &[ProcessReport]) -> String {
+    if top == Some(FindingId::Hang) {
+        return verdict;
+    }
+    let odd: Vec<(&str, String)> = procs
+        .iter()
+        .filter_map(|p| {
+            let what = endings::phrase(&p.ended)?;
+            // What it most likely died of, when a call that ends processes failed last.
+            let what = match &p.fatal_call {
+                Some(fc) => format!("{what} after {}", fc.phrase()),
+                None => what,
+            };
+            Some((p.label.as_str(), what))
+        })
+        .collect();
+    let lead = match odd[..] {
+        [] => return verdict,
+        [(_, ref what)] if procs.len() == 1 => format!("The process {what}"),
+        [(label, ref what)] => format!("{label} {what}"),
+        _ => {
+            let shown: Vec<String> = odd
+                .iter()
+                .take(4)
+                .map(|(l, w)| format!("{l} {w}"))
+                .collect();
+            let more = if odd.len() > 4 {
+                format!(", and {} more", odd.len() - 4)
+            } else {
+                String::new()
+            };
+            format!(
+                "{} of {} processes did not end normally: {}{more}",
+                odd.len(),
+                procs.len(),
+                shown.join(", ")
+            )
+        }
+    };
+    format!("{lead}. {verdict}")
+}
+
+/// The verdict, with the whole run after it when the loop it diagnoses is a small part
+/// of it (else with the part that keeps interrupting the loop, when that is a tenth of
+/// its time or more): "<verdict> (the loop is 12% of the 22.9 s run: compilation 74% (16.9 s, 98
+/// times), loop 12% (2.7 s), start-up 9% (2.1 s))". One process only (several: each
+/// process's run is in its section); a hang's verdict is about the end, left as it is.
+pub(crate) fn phases(verdict: String, top: Option<FindingId>, procs: &[ProcessReport]) -> String {
+    let [p] = procs else {
+        return verdict;
+    };
+    let Some(r) = &p.run else {
+        return verdict;
+    };
+    let looped = r.time(phases::Kind::Loop);
+    if top == Some(FindingId::Hang) || looped == 0 {
+        return verdict;
+    }
+    if looped * 2 >= r.span_ns {
+        // The loop is most of the run: name what keeps interrupting it, when that is
+        // a tenth of its time or more.
+        return match r.periodic.first().filter(|p| p.pct_of_loop >= 10.0) {
+            Some(p) => format!("{verdict} ({})", p.short_words()),
+            None => verdict,
+        };
+    }
+    format!(
+        "{verdict} (the loop is {} of the {} run: {})",
+        phases::share_words(pct(looped, r.span_ns)),
+        dur(r.span_ns),
+        r.words(3)
+    )
+}
