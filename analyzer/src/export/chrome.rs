@@ -88,6 +88,83 @@ impl Chrome {
             .get_mut(&self.cur)
             .ok_or_else(|| io::Error::other("no process selected"))
     }
+
+    /// Creates a process's file and writes its header and its process and device names.
+    fn open_file(&self, v: &ProcessView<'_>) -> io::Result<File1> {
+        let path = match &self.dir {
+            Some(d) => d.join(format!(
+                "{}.json",
+                v.process
+                    .label
+                    .chars()
+                    .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+                    .collect::<String>()
+            )),
+            None => self.single.clone(),
+        };
+        let mut out = BufWriter::with_capacity(1 << 20, super::api::create_private(&path)?);
+        let rank = v.process.rank.unwrap_or(v.index as u32);
+        // HTA finds the rank with a pattern that wants a space after the colon.
+        writeln!(out, "{{\"schemaVersion\": 1,")?;
+        writeln!(
+            out,
+            "\"distributedInfo\": {{\"rank\": {rank}, \"world_size\": {}}},",
+            v.world
+        )?;
+        writeln!(out, "\"baseTimeNanoseconds\": {},", v.job_start_ns)?;
+        writeln!(out, "\"displayTimeUnit\": \"ns\",")?;
+        let props: Vec<serde_json::Value> = v
+            .trace
+            .devices
+            .iter()
+            .map(|d| {
+                serde_json::json!({
+                    "id": d.id,
+                    "name": v.trace.str(d.name),
+                    "totalGlobalMem": d.global_memory,
+                    "computeMajor": d.cc_major,
+                    "computeMinor": d.cc_minor,
+                    "numSms": d.sm_count,
+                    "maxThreadsPerMultiprocessor": d.max_threads_per_sm,
+                    "regsPerMultiprocessor": d.max_regs_per_sm,
+                    "sharedMemPerMultiprocessor": d.max_smem_per_sm,
+                })
+            })
+            .collect();
+        writeln!(
+            out,
+            "\"deviceProperties\": {},",
+            serde_json::to_string(&props).unwrap_or_else(|_| "[]".into())
+        )?;
+        writeln!(out, "\"traceEvents\": [")?;
+        let mut f = File1 {
+            out,
+            path: path.clone(),
+            pid: v.pid,
+            offset: v.offset_ns,
+            base: v.job_start_ns,
+            names: Default::default(),
+            line: Vec::with_capacity(512),
+            named: Default::default(),
+            nvtx_open: HashMap::new(),
+            nvtx_levels: HashMap::new(),
+            last_ts: 0,
+            flows: slices::Flows::default(),
+        };
+        let pname = v.display_name();
+        let _ = write!(
+            f.line,
+            r#"{{"ph":"M","name":"process_name","pid":{},"tid":0,"args":{{"name":{}}}}}"#,
+            v.pid,
+            json_str(&pname)
+        );
+        f.emit()?;
+        for d in &v.trace.devices {
+            // Name the device's pid with its model.
+            f.name_track(Track::Idle(d.id), Some(v.trace.str(d.name)))?;
+        }
+        Ok(f)
+    }
 }
 
 /// Microseconds after `base`, with three decimals (written without allocating).
@@ -309,82 +386,9 @@ impl File1 {
         self.line.push(b'}');
         self.emit()
     }
-}
 
-impl TimelineExporter for Chrome {
-    fn process(&mut self, v: &ProcessView<'_>) -> io::Result<()> {
-        let path = match &self.dir {
-            Some(d) => d.join(format!(
-                "{}.json",
-                v.process
-                    .label
-                    .chars()
-                    .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
-                    .collect::<String>()
-            )),
-            None => self.single.clone(),
-        };
-        let mut out = BufWriter::with_capacity(1 << 20, super::api::create_private(&path)?);
-        let rank = v.process.rank.unwrap_or(v.index as u32);
-        // HTA finds the rank with a pattern that wants a space after the colon.
-        writeln!(out, "{{\"schemaVersion\": 1,")?;
-        writeln!(
-            out,
-            "\"distributedInfo\": {{\"rank\": {rank}, \"world_size\": {}}},",
-            v.world
-        )?;
-        writeln!(out, "\"baseTimeNanoseconds\": {},", v.job_start_ns)?;
-        writeln!(out, "\"displayTimeUnit\": \"ns\",")?;
-        let props: Vec<serde_json::Value> = v
-            .trace
-            .devices
-            .iter()
-            .map(|d| {
-                serde_json::json!({
-                    "id": d.id,
-                    "name": v.trace.str(d.name),
-                    "totalGlobalMem": d.global_memory,
-                    "computeMajor": d.cc_major,
-                    "computeMinor": d.cc_minor,
-                    "numSms": d.sm_count,
-                    "maxThreadsPerMultiprocessor": d.max_threads_per_sm,
-                    "regsPerMultiprocessor": d.max_regs_per_sm,
-                    "sharedMemPerMultiprocessor": d.max_smem_per_sm,
-                })
-            })
-            .collect();
-        writeln!(
-            out,
-            "\"deviceProperties\": {},",
-            serde_json::to_string(&props).unwrap_or_else(|_| "[]".into())
-        )?;
-        writeln!(out, "\"traceEvents\": [")?;
-        let mut f = File1 {
-            out,
-            path: path.clone(),
-            pid: v.pid,
-            offset: v.offset_ns,
-            base: v.job_start_ns,
-            names: Default::default(),
-            line: Vec::with_capacity(512),
-            named: Default::default(),
-            nvtx_open: HashMap::new(),
-            nvtx_levels: HashMap::new(),
-            last_ts: 0,
-            flows: slices::Flows::default(),
-        };
-        let pname = v.display_name();
-        let _ = write!(
-            f.line,
-            r#"{{"ph":"M","name":"process_name","pid":{},"tid":0,"args":{{"name":{}}}}}"#,
-            v.pid,
-            json_str(&pname)
-        );
-        f.emit()?;
-        for d in &v.trace.devices {
-            // Name the device's pid with its model.
-            f.name_track(Track::Idle(d.id), Some(v.trace.str(d.name)))?;
-        }
+    /// Writes the analysis's slices: phases, steps, graph replays, idle pieces, findings.
+    fn analysis_slices(&mut self, v: &ProcessView<'_>) -> io::Result<()> {
         let tl = v.timeline;
         for (name, (s, e)) in [
             ("start-up", tl.startup),
@@ -392,7 +396,7 @@ impl TimelineExporter for Chrome {
             ("tail", tl.tail),
         ] {
             if e > s {
-                f.slice(
+                self.slice(
                     None,
                     &overlay(Track::Phases, s, e, Name::Static(name), Cat::Step),
                 )?;
@@ -400,17 +404,17 @@ impl TimelineExporter for Chrome {
         }
         for (i, w) in tl.steps.windows(2).enumerate() {
             let name = format!("step {i}");
-            f.slice(
+            self.slice(
                 None,
                 &overlay(Track::Steps, w[0], w[1], Name::Text(&name), Cat::Step),
             )?;
         }
         for r in &tl.replays {
             let name = format!("graph {} replay", r.graph_id);
-            f.slice(None, &slices::replay_slice(r, &name))?;
+            self.slice(None, &slices::replay_slice(r, &name))?;
         }
         for p in &tl.idle {
-            f.slice(
+            self.slice(
                 None,
                 &overlay(
                     Track::Idle(p.device),
@@ -433,37 +437,50 @@ impl TimelineExporter for Chrome {
                 );
                 s.args.push(Arg::S("severity", fnd.severity.name()));
                 s.args.push(Arg::S("what", &ex.what));
-                f.slice(None, &s)?;
+                self.slice(None, &s)?;
             }
         }
+        Ok(())
+    }
+
+    /// Writes the Python sample spans and the counters of the process and its samplers.
+    fn sampled_series(&mut self, v: &ProcessView<'_>) -> io::Result<()> {
         let mut res = Ok(());
         overlay::python_spans(v.trace, |p| {
             if res.is_ok() {
-                res = f.slice(None, &slices::python_slice(p));
+                res = self.slice(None, &slices::python_slice(p));
             }
         });
         res?;
         let mut res = Ok(());
         overlay::counters(v.trace, |s, ts, val| {
             if res.is_ok() {
-                res = f.counter(&s.name(), s.device(), ts, val);
+                res = self.counter(&s.name(), s.device(), ts, val);
             }
         });
         std::mem::replace(&mut res, Ok(()))?;
         // The samplers' series: counters of the process (pid), named by what they are of.
-        let pid = f.pid;
+        let pid = self.pid;
         overlay::nvml_counters(v.trace, &v.nvml_samples, |s, ts, val| {
             if res.is_ok() {
-                res = f.counter(&format!("GPU {} {}", s.device(), s.name()), pid, ts, val);
+                res = self.counter(&format!("GPU {} {}", s.device(), s.name()), pid, ts, val);
             }
         });
         std::mem::replace(&mut res, Ok(()))?;
         overlay::sampled_counters(v.trace, &v.nvml_processes, |s, name, ts, val| {
             if res.is_ok() {
-                res = f.counter(&s.flat_name(name), pid, ts, val);
+                res = self.counter(&s.flat_name(name), pid, ts, val);
             }
         });
-        std::mem::replace(&mut res, Ok(()))?;
+        res
+    }
+}
+
+impl TimelineExporter for Chrome {
+    fn process(&mut self, v: &ProcessView<'_>) -> io::Result<()> {
+        let mut f = self.open_file(v)?;
+        f.analysis_slices(v)?;
+        f.sampled_series(v)?;
         self.files.insert(v.index, f);
         self.cur = v.index;
         Ok(())

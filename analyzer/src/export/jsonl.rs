@@ -194,23 +194,11 @@ fn generic(m: &mut Line, cx: &TraceContext<'_>, pid: u32, ev: &dyn fmt::Fields, 
     });
 }
 
-impl EventExporter for Jsonl {
-    fn begin_trace(&mut self, _cx: &TraceContext<'_>, _out: &mut dyn Write) -> io::Result<()> {
-        // Ids are the trace's own.
-        self.demangled.clear();
-        Ok(())
-    }
-
-    fn event(
-        &mut self,
-        cx: &TraceContext<'_>,
-        ev: &TraceEvent<'_>,
-        out: &mut dyn Write,
-    ) -> io::Result<()> {
+impl Jsonl {
+    /// Writes the line of a device, kernel, copy, memset, sync, memory or CUDA API record.
+    fn gpu_activity(&mut self, cx: &TraceContext<'_>, ev: &TraceEvent<'_>) {
         let m = &mut self.line;
         let pid = cx.meta.pid;
-        // Most kinds: the generic line of the event table's definition, less the fields
-        // named, which the arm writes its own way.
         let mut line = |e: &dyn fmt::Fields, own: &[&str]| generic(m, cx, pid, e, own);
         match *ev {
             TraceEvent::Device(d) => {
@@ -266,6 +254,16 @@ impl EventExporter for Jsonl {
                 let driver = a.domain == fmt::DOMAIN_DRIVER;
                 m.put("domain", if driver { "driver" } else { "runtime" });
             }
+            _ => unreachable!("not a GPU activity event"),
+        }
+    }
+
+    /// Writes the line of a collector's record: state, drops, clock pair, stalls, other kinds.
+    fn collector_record(&mut self, cx: &TraceContext<'_>, ev: &TraceEvent<'_>) {
+        let m = &mut self.line;
+        let pid = cx.meta.pid;
+        let mut line = |e: &dyn fmt::Fields, own: &[&str]| generic(m, cx, pid, e, own);
+        match *ev {
             TraceEvent::State { ts, state, reason } => {
                 m.start("state", pid, ts, None);
                 let name = fmt::CollectorState::from_u8(state)
@@ -295,6 +293,45 @@ impl EventExporter for Jsonl {
                 m.put("mono_ns", &mono_ns);
                 m.put("real_ns", &real_ns);
             }
+            TraceEvent::Other(fmt::Event::Stall(x)) => {
+                line(x, &["since", "flags"]);
+                m.put("since_ns", &x.since);
+                m.put("end", &(x.flags & fmt::STALL_END != 0));
+                m.put("resolved", &(x.flags & fmt::STALL_RESOLVED != 0));
+                m.put("forced_flush", &(x.flags & fmt::STALL_FORCED_FLUSH != 0));
+            }
+            TraceEvent::Other(fmt::Event::StallOp(x)) => {
+                line(x, &["kind", "flags", "corr", "launch_ts", "start"]);
+                let kind = match x.kind {
+                    fmt::STALL_OP_KERNEL => "kernel",
+                    fmt::STALL_OP_MEMCPY => "memcpy",
+                    fmt::STALL_OP_MEMSET => "memset",
+                    _ => "other",
+                };
+                m.put("kind", kind);
+                m.put("correlation", &x.corr);
+                m.put("launch_ns", &x.launch_ts);
+                m.put("start_ns", &x.start);
+                m.put("at_launch", &(x.flags & fmt::STALL_OP_FLAG_LAUNCH != 0));
+                let incomplete = x.flags & fmt::STALL_OP_FLAG_INCOMPLETE != 0;
+                m.put("incomplete_record", &incomplete);
+            }
+            TraceEvent::Other(fmt::Event::StallThread(x)) => {
+                line(x, &["call_start", "state"]);
+                m.put("call_start_ns", &x.call_start);
+                m.state("state", x.state);
+            }
+            TraceEvent::Other(e) => line(e, &[]),
+            _ => unreachable!("not a collector record"),
+        }
+    }
+
+    /// Writes the line of a call the symbol hooks saw (host copies and calls, NCCL, NVTX).
+    fn host_call(&mut self, cx: &TraceContext<'_>, ev: &TraceEvent<'_>) {
+        let m = &mut self.line;
+        let pid = cx.meta.pid;
+        let mut line = |e: &dyn fmt::Fields, own: &[&str]| generic(m, cx, pid, e, own);
+        match *ev {
             TraceEvent::HostCopy(c) => {
                 let own = [
                     "api",
@@ -367,6 +404,16 @@ impl EventExporter for Jsonl {
                 m.put("kind", fmt::nvtx_kind_name(n.kind));
                 m.put("truncated", &(n.flags & fmt::NVTX_FLAG_TRUNCATED != 0));
             }
+            _ => unreachable!("not a host call"),
+        }
+    }
+
+    /// Writes the line of an NVML reading (facts, samples, processes, events) or counter sample.
+    fn gpu_sampler(&mut self, cx: &TraceContext<'_>, ev: &TraceEvent<'_>) {
+        let m = &mut self.line;
+        let pid = cx.meta.pid;
+        let mut line = |e: &dyn fmt::Fields, own: &[&str]| generic(m, cx, pid, e, own);
+        match *ev {
             // Fields NVML did not give are left out (the generic line does that).
             TraceEvent::Fact(f) => line(f, &[]),
             TraceEvent::GpuSample(g) => {
@@ -388,6 +435,56 @@ impl EventExporter for Jsonl {
                 let xid = e.kind == fmt::GPU_EVENT_XID;
                 m.put(if xid { "xid" } else { "count" }, &e.data);
             }
+            TraceEvent::CounterSample(x) => {
+                let pct = [
+                    ("sm_active_pct", x.sm_active),
+                    ("occupancy_pct", x.occupancy),
+                    ("tensor_active_pct", x.tensor_active),
+                    ("dram_pct", x.dram),
+                    ("fp64_pct", x.fp64_active),
+                    ("fp32_pct", x.fp32_active),
+                    ("fp16_pct", x.fp16_active),
+                    ("integer_pct", x.integer_active),
+                    ("tensor_dfma_pct", x.tensor_dfma),
+                    ("tensor_hmma_pct", x.tensor_hmma),
+                    ("tensor_imma_pct", x.tensor_imma),
+                ];
+                let own = [
+                    "sm_active",
+                    "occupancy",
+                    "tensor_active",
+                    "dram",
+                    "fp64_active",
+                    "fp32_active",
+                    "fp16_active",
+                    "integer_active",
+                    "tensor_dfma",
+                    "tensor_hmma",
+                    "tensor_imma",
+                    "source",
+                    "instance",
+                ];
+                line(x, &own);
+                for (k, v) in pct {
+                    if v != fmt::ENV_NA {
+                        m.put(k, &(v as f64 / 100.0));
+                    }
+                }
+                m.put("source", x.source_name());
+                if x.instance != fmt::ENV_NA {
+                    m.put("gpu_instance", &x.instance);
+                }
+            }
+            _ => unreachable!("not a GPU sampler event"),
+        }
+    }
+
+    /// Writes the line of a host sampler's reading (threads, processes, machine, CPU limits).
+    fn host_sampler(&mut self, cx: &TraceContext<'_>, ev: &TraceEvent<'_>) {
+        let m = &mut self.line;
+        let pid = cx.meta.pid;
+        let mut line = |e: &dyn fmt::Fields, own: &[&str]| generic(m, cx, pid, e, own);
+        match *ev {
             TraceEvent::ThreadCpu(x) => {
                 line(x, &["state"]);
                 m.state("state", x.state);
@@ -430,80 +527,62 @@ impl EventExporter for Jsonl {
                 line(x, &[]);
                 m.put("cpus_available", &x.cpus_available());
             }
-            TraceEvent::CounterSample(x) => {
-                let pct = [
-                    ("sm_active_pct", x.sm_active),
-                    ("occupancy_pct", x.occupancy),
-                    ("tensor_active_pct", x.tensor_active),
-                    ("dram_pct", x.dram),
-                    ("fp64_pct", x.fp64_active),
-                    ("fp32_pct", x.fp32_active),
-                    ("fp16_pct", x.fp16_active),
-                    ("integer_pct", x.integer_active),
-                    ("tensor_dfma_pct", x.tensor_dfma),
-                    ("tensor_hmma_pct", x.tensor_hmma),
-                    ("tensor_imma_pct", x.tensor_imma),
-                ];
-                let own = [
-                    "sm_active",
-                    "occupancy",
-                    "tensor_active",
-                    "dram",
-                    "fp64_active",
-                    "fp32_active",
-                    "fp16_active",
-                    "integer_active",
-                    "tensor_dfma",
-                    "tensor_hmma",
-                    "tensor_imma",
-                    "source",
-                    "instance",
-                ];
-                line(x, &own);
-                for (k, v) in pct {
-                    if v != fmt::ENV_NA {
-                        m.put(k, &(v as f64 / 100.0));
-                    }
-                }
-                m.put("source", x.source_name());
-                if x.instance != fmt::ENV_NA {
-                    m.put("gpu_instance", &x.instance);
-                }
-            }
-            TraceEvent::Thread { tid, name } => line(&fmt::Event::Thread { tid, name }, &[]),
-            TraceEvent::PyStack(st) => line(st, &[]),
-            TraceEvent::CallSite(c) => line(c, &[]),
-            TraceEvent::PySample(x) => line(x, &[]),
-            TraceEvent::Other(fmt::Event::Stall(x)) => {
-                line(x, &["since", "flags"]);
-                m.put("since_ns", &x.since);
-                m.put("end", &(x.flags & fmt::STALL_END != 0));
-                m.put("resolved", &(x.flags & fmt::STALL_RESOLVED != 0));
-                m.put("forced_flush", &(x.flags & fmt::STALL_FORCED_FLUSH != 0));
-            }
-            TraceEvent::Other(fmt::Event::StallOp(x)) => {
-                line(x, &["kind", "flags", "corr", "launch_ts", "start"]);
-                let kind = match x.kind {
-                    fmt::STALL_OP_KERNEL => "kernel",
-                    fmt::STALL_OP_MEMCPY => "memcpy",
-                    fmt::STALL_OP_MEMSET => "memset",
-                    _ => "other",
-                };
-                m.put("kind", kind);
-                m.put("correlation", &x.corr);
-                m.put("launch_ns", &x.launch_ts);
-                m.put("start_ns", &x.start);
-                m.put("at_launch", &(x.flags & fmt::STALL_OP_FLAG_LAUNCH != 0));
-                let incomplete = x.flags & fmt::STALL_OP_FLAG_INCOMPLETE != 0;
-                m.put("incomplete_record", &incomplete);
-            }
-            TraceEvent::Other(fmt::Event::StallThread(x)) => {
-                line(x, &["call_start", "state"]);
-                m.put("call_start_ns", &x.call_start);
-                m.state("state", x.state);
-            }
-            TraceEvent::Other(e) => line(e, &[]),
+            _ => unreachable!("not a host sampler event"),
         }
-        m.finish(out)
+    }
+}
+
+impl EventExporter for Jsonl {
+    fn begin_trace(&mut self, _cx: &TraceContext<'_>, _out: &mut dyn Write) -> io::Result<()> {
+        // Ids are the trace's own.
+        self.demangled.clear();
+        Ok(())
+    }
+
+    fn event(
+        &mut self,
+        cx: &TraceContext<'_>,
+        ev: &TraceEvent<'_>,
+        out: &mut dyn Write,
+    ) -> io::Result<()> {
+        // Each family's method writes most kinds as the generic line of the event table's
+        // definition, less the fields named, which the arm writes its own way.
+        match *ev {
+            TraceEvent::Device(_)
+            | TraceEvent::Kernel(_)
+            | TraceEvent::Memcpy(_)
+            | TraceEvent::Memset(_)
+            | TraceEvent::Sync(_)
+            | TraceEvent::Memory(_)
+            | TraceEvent::Api(_) => self.gpu_activity(cx, ev),
+            TraceEvent::State { .. }
+            | TraceEvent::Dropped { .. }
+            | TraceEvent::Clock { .. }
+            | TraceEvent::Other(_) => self.collector_record(cx, ev),
+            TraceEvent::HostCopy(_)
+            | TraceEvent::HostCall(_)
+            | TraceEvent::HostAlloc(_)
+            | TraceEvent::Nccl(_)
+            | TraceEvent::NcclComm(_)
+            | TraceEvent::Nvtx(_) => self.host_call(cx, ev),
+            TraceEvent::Fact(_)
+            | TraceEvent::GpuSample(_)
+            | TraceEvent::GpuProcess(_)
+            | TraceEvent::GpuEvent(_)
+            | TraceEvent::CounterSample(_) => self.gpu_sampler(cx, ev),
+            TraceEvent::ThreadCpu(_)
+            | TraceEvent::ProcSample(_)
+            | TraceEvent::MachineSample(_)
+            | TraceEvent::CpuLimits(_) => self.host_sampler(cx, ev),
+            // Thread names and Python stacks: the generic line as it is.
+            TraceEvent::Thread { tid, name } => {
+                let thread = fmt::Event::Thread { tid, name };
+                generic(&mut self.line, cx, cx.meta.pid, &thread, &[])
+            }
+            TraceEvent::PyStack(st) => generic(&mut self.line, cx, cx.meta.pid, st, &[]),
+            TraceEvent::CallSite(c) => generic(&mut self.line, cx, cx.meta.pid, c, &[]),
+            TraceEvent::PySample(x) => generic(&mut self.line, cx, cx.meta.pid, x, &[]),
+        }
+        self.line.finish(out)
     }
 }

@@ -591,6 +591,394 @@ impl Parquet {
             .i(level)
             .end_row()
     }
+
+    /// Writes the process's row of the `processes` table.
+    fn process_row(&mut self, v: &ProcessView<'_>, w: &Who) -> io::Result<()> {
+        let p = v.process;
+        let at = |rel: u64| v.at(p.trace_start_ns.saturating_add(rel));
+        let top = v
+            .findings
+            .iter()
+            .find(|f| f.severity >= crate::report::Severity::Warn)
+            .map_or("", |f| f.id.as_str());
+        self.tables[PROCESSES]
+            .who(w)
+            .s(bs(&p.command.join(" ")))
+            .s(bs(&p.rank_source))
+            .s(bs(&p.path))
+            .u(at(0))
+            .u(at(p.span_ns))
+            .s(p.ended.how)
+            .s(bs(&p.ended.detail))
+            .i(p.ended.status.map_or(-1, i64::from))
+            .i(p.ended.normal as i64)
+            .i(p.damage.is_some() as i64)
+            .u(at(p.steady.start_ns))
+            .u(at(p.steady.end_ns))
+            .f(p.steady.busy_pct)
+            .u(if p.steps.detected {
+                p.steps.count as u64
+            } else {
+                0
+            })
+            .u(if p.steps.detected {
+                p.steps.step_ns_median
+            } else {
+                0
+            })
+            .u(p.kernels.count)
+            .u(p.kernels.total_ns)
+            .s(bs(v.verdict))
+            .s(top)
+            .end_row()
+    }
+
+    /// Writes the analysis's rows: idle gaps, collectives, steps and findings.
+    fn analysis_rows(&mut self, v: &ProcessView<'_>, w: &Who) -> io::Result<()> {
+        let tl = v.timeline;
+        let phase = |t: u64| {
+            if t < tl.steady.0 {
+                "startup"
+            } else if t < tl.steady.1 {
+                "steady"
+            } else {
+                "tail"
+            }
+        };
+        for p in &tl.idle {
+            // Cut at the steady state's bounds, so that a sum over a phase is exact.
+            let mut cuts = vec![p.start];
+            for b in [tl.steady.0, tl.steady.1] {
+                if b > p.start && b < p.end {
+                    cuts.push(b);
+                }
+            }
+            cuts.push(p.end);
+            for c in cuts.windows(2) {
+                self.tables[IDLE]
+                    .who(w)
+                    .u(p.device as u64)
+                    .span(v.at(c[0]), v.at(c[1]))
+                    .s(p.cause.id())
+                    .i(p.cause.attributed() as i64)
+                    .s(phase(c[0]))
+                    .end_row()?;
+            }
+        }
+        // Collectives, keyed as the report matches them across ranks: by the NCCL call's
+        // communicator (16 hex digits, as nccl_calls.comm_id) and sequence number when the hooks saw the call, else by the
+        // kernel's name and its occurrence number.
+        for c in &tl.collectives {
+            let (comm, seq, by) = match c.call {
+                Some((comm, seq)) => (format!("{comm:016x}"), seq, "call"),
+                None => (c.name.clone(), c.seq as u64, "order"),
+            };
+            self.tables[COLLECTIVES]
+                .who(w)
+                .s(bs(&comm))
+                .u(seq)
+                .s(by)
+                .s(bs(&demangle(&c.name)))
+                .span(v.at(c.start), v.at(c.end))
+                .end_row()?;
+        }
+        for (i, b) in tl.steps.windows(2).enumerate() {
+            self.tables[STEPS]
+                .who(w)
+                .u(i as u64)
+                .span(v.at(b[0]), v.at(b[1]))
+                .end_row()?;
+        }
+        for f in &v.findings {
+            self.tables[FINDINGS]
+                .who(w)
+                .s(f.id.as_str())
+                .s(f.severity.name())
+                .s(bs(&f.title))
+                .u(f.at_stake_ns)
+                .s(bs(&format!("{:.3}", f.at_stake_pct)))
+                .s(bs(&f.summary))
+                .s(bs(&f.fix))
+                .end_row()?;
+        }
+        Ok(())
+    }
+
+    /// Writes the samplers' rows: GPU metrics, NVML samples, counters, Python samples.
+    fn sampler_rows(&mut self, v: &ProcessView<'_>, w: &Who) -> io::Result<()> {
+        // GPU counter samples, one wide row each.
+        for c in &v.trace.counter_samples {
+            let t = &mut self.tables[METRICS];
+            let instance = if c.instance == fmt::ENV_NA {
+                -1
+            } else {
+                c.instance as i64
+            };
+            t.who(w)
+                .u(c.device as u64)
+                .i(instance)
+                .s(c.source_name())
+                .u(v.at(c.start))
+                .u(v.at(c.end));
+            for x in c.percentages() {
+                t.f(if x == fmt::ENV_NA {
+                    -1.0
+                } else {
+                    x as f64 / 100.0
+                });
+            }
+            for x in [
+                c.pcie_read_bytes,
+                c.pcie_write_bytes,
+                c.nvlink_rx_bytes,
+                c.nvlink_tx_bytes,
+            ] {
+                t.i(if x == fmt::ENV_NA64 { -1 } else { x as i64 });
+            }
+            t.end_row()?;
+        }
+        // The samplers' readings, from the loaded trace (with what an environment
+        // file gave it).
+        {
+            let shown = v.trace.gpu_samples.iter().zip(&v.nvml_samples);
+            for (g, _) in shown.filter(|x| *x.1) {
+                let t = &mut self.tables[SAMPLES];
+                t.who(w).u(g.device as u64).u(v.at(g.ts));
+                // NVML's readings; -1 where it gave none.
+                for what in overlay::Nvml::ALL {
+                    t.i(what.of(g).unwrap_or(-1));
+                }
+                let reasons = if g.clock_reasons == fmt::ENV_NA64 {
+                    -1
+                } else {
+                    g.clock_reasons as i64
+                };
+                t.i(reasons).end_row()?;
+            }
+        }
+        let mut res = Ok(());
+        overlay::sampled_counters(v.trace, &v.nvml_processes, |s, name, ts, val| {
+            if res.is_err() {
+                return;
+            }
+            let (track, id) = s.owner();
+            res = self.tables[COUNTERS]
+                .who(w)
+                .s(track)
+                .i(id)
+                .s(bs(name))
+                .u(v.at(ts))
+                .f(val)
+                .end_row();
+        });
+        std::mem::replace(&mut res, Ok(()))?;
+        // Each Python stack sample with the place it names (as the report tallies them).
+        for x in &v.trace.py_samples {
+            let Some(st) = v.trace.py_stack(x.stack) else {
+                continue;
+            };
+            let Some((p, user, inner)) = place_of(v.trace, st) else {
+                continue;
+            };
+            let str = |id: u32| bs(v.trace.str(id));
+            self.tables[PYTHON]
+                .who(w)
+                .u(x.tid as u64)
+                .u(v.at(x.ts))
+                .s(str(p.file))
+                .u(p.line as u64)
+                .s(str(p.function))
+                .u(user as u64)
+                .s(str(inner.file))
+                .u(inner.line as u64)
+                .s(str(inner.function))
+                .u(x.stack as u64)
+                .u(st.frames.len() as u64)
+                .end_row()?;
+        }
+        Ok(())
+    }
+
+    /// Writes the row of a kernel (`kernels`), a copy or a memset (`copies`).
+    fn gpu_work_row(
+        &mut self,
+        cx: &TraceContext<'_>,
+        ev: &TraceEvent<'_>,
+        w: &Who,
+    ) -> io::Result<()> {
+        let at = |t: u64| overlay::shift(t, w.offset);
+        match *ev {
+            TraceEvent::Kernel(k) => {
+                let name = self.name(cx, k.name, true);
+                self.tables[KERNELS]
+                    .who(w)
+                    .u(k.device as u64)
+                    .u(k.stream as u64)
+                    .span(at(k.start), at(k.end))
+                    .s(name)
+                    .u(k.corr as u64)
+                    .u(k.grid[0] as u64)
+                    .u(k.grid[1] as u64)
+                    .u(k.grid[2] as u64)
+                    .u(k.block[0] as u64)
+                    .u(k.block[1] as u64)
+                    .u(k.block[2] as u64)
+                    .u(k.registers as u64)
+                    .u(k.static_smem as u64 + k.dynamic_smem as u64)
+                    .u(k.graph_id as u64)
+                    .end_row()
+            }
+            TraceEvent::Memcpy(c) => self.tables[COPIES]
+                .who(w)
+                .u(c.device as u64)
+                .u(c.stream as u64)
+                .span(at(c.start), at(c.end))
+                .s(CopyKind::from_u8(c.copy_kind).name())
+                .u(c.bytes)
+                .s(MemKind::from_u8(c.src_kind).name())
+                .s(MemKind::from_u8(c.dst_kind).name())
+                .i((c.flags & fmt::MEMCPY_FLAG_ASYNC != 0) as i64)
+                .u(c.corr as u64)
+                .end_row(),
+            TraceEvent::Memset(m) => self.tables[COPIES]
+                .who(w)
+                .u(m.device as u64)
+                .u(m.stream as u64)
+                .span(at(m.start), at(m.end))
+                .s("memset")
+                .u(m.bytes)
+                .s(MemKind::Device.name())
+                .s(MemKind::from_u8(m.mem_kind).name())
+                .i(1)
+                .u(m.corr as u64)
+                .end_row(),
+            _ => Ok(()),
+        }
+    }
+
+    /// Writes the row of an API call, a hooked host call or copy, or an NCCL call.
+    fn call_row(&mut self, cx: &TraceContext<'_>, ev: &TraceEvent<'_>, w: &Who) -> io::Result<()> {
+        let at = |t: u64| overlay::shift(t, w.offset);
+        match *ev {
+            TraceEvent::Api(a) => {
+                let name = self.name(cx, a.name, false);
+                self.tables[API]
+                    .who(w)
+                    .u(a.tid as u64)
+                    .span(at(a.start), at(a.end))
+                    .s(name)
+                    .s("cupti")
+                    .u(a.cbid as u64)
+                    .u(a.corr as u64)
+                    .u(a.bytes)
+                    .u(a.result as u64)
+                    .end_row()
+            }
+            TraceEvent::HostCall(c) => self.tables[API]
+                .who(w)
+                .u(c.tid as u64)
+                .span(at(c.start), at(c.end))
+                .s(fmt::hostcall_info(c.call).0)
+                .s("hooks")
+                .i(-1)
+                .i(0)
+                .i(0)
+                .u(c.result as u64)
+                .end_row(),
+            TraceEvent::HostCopy(c) if c.flags & fmt::HOSTCOPY_FLAG_CUPTI_API == 0 => self.tables
+                [API]
+                .who(w)
+                .u(c.tid as u64)
+                .span(at(c.start), at(c.end))
+                .s(fmt::hostcopy_api_name(c.api))
+                .s("hooks")
+                .i(-1)
+                .i(0)
+                .u(c.bytes)
+                .u(c.result as u64)
+                .end_row(),
+            TraceEvent::Nccl(n) => self.tables[NCCL]
+                .who(w)
+                .u(n.tid as u64)
+                .span(at(n.start), at(n.end))
+                .s(fmt::nccl_op_name(n.op))
+                .u(n.count)
+                .u(n.bytes)
+                .s(fmt::nccl_datatype(n.datatype).1)
+                .s(fmt::nccl_redop_name(n.redop))
+                .i(n.peer_or_root as i64)
+                .s(bs(&format!("{:016x}", n.comm_id)))
+                .i(n.rank as i64)
+                .i(n.nranks as i64)
+                .u(n.seq)
+                .u(n.result as u64)
+                .end_row(),
+            TraceEvent::NcclComm(n) => self.tables[NCCL]
+                .who(w)
+                .u(n.tid as u64)
+                .span(at(n.start), at(n.end))
+                .s(fmt::nccl_comm_op_name(n.op))
+                .i(0)
+                .i(0)
+                .s("")
+                .s("")
+                .i(n.color as i64)
+                .s(bs(&format!("{:016x}", n.comm_id)))
+                .i(n.rank as i64)
+                .i(n.nranks as i64)
+                .i(0)
+                .u(n.result as u64)
+                .end_row(),
+            _ => Ok(()),
+        }
+    }
+
+    /// Writes the `nvtx` rows an NVTX call completes, holding the ranges it opens.
+    fn nvtx_rows(&mut self, cx: &TraceContext<'_>, ev: &TraceEvent<'_>, w: &Who) -> io::Result<()> {
+        match super::slices::describe(cx, ev) {
+            Shown::Nvtx(Nvtx::Push { tid, ts, level, .. }) => {
+                let text = self.name(cx, nvtx_text(ev), false);
+                let st = self.pushed.entry(tid).or_default();
+                // A push at a level already open: the pops between were lost.
+                if let Some(i) = st.iter().position(|x| x.0 >= level) {
+                    let closed = st.split_off(i);
+                    for (l, s, t) in closed {
+                        self.nvtx_row(w, tid, (s, ts), t, "push_pop", l as i64)?;
+                    }
+                }
+                self.pushed.entry(tid).or_default().push((level, ts, text));
+                Ok(())
+            }
+            Shown::Nvtx(Nvtx::Pop { tid, ts, level }) => {
+                let closed = match self.pushed.get_mut(&tid) {
+                    Some(st) => match st.iter().position(|x| x.0 >= level) {
+                        Some(i) => st.split_off(i),
+                        None => Vec::new(),
+                    },
+                    None => Vec::new(),
+                };
+                for (l, s, t) in closed.into_iter().rev() {
+                    self.nvtx_row(w, tid, (s, ts), t, "push_pop", l as i64)?;
+                }
+                Ok(())
+            }
+            Shown::Nvtx(Nvtx::Start { ts, id, .. }) => {
+                let text = self.name(cx, nvtx_text(ev), false);
+                let tid = nvtx_tid(ev);
+                self.started.insert(id, (tid, ts, text));
+                Ok(())
+            }
+            Shown::Nvtx(Nvtx::End { ts, id }) => match self.started.remove(&id) {
+                Some((tid, s, t)) => self.nvtx_row(w, tid, (s, ts), t, "start_end", -1),
+                None => Ok(()),
+            },
+            Shown::Nvtx(Nvtx::Mark { tid, ts, .. }) => {
+                let text = self.name(cx, nvtx_text(ev), false);
+                self.nvtx_row(w, tid, (ts, ts), text, "mark", -1)
+            }
+            _ => Ok(()),
+        }
+    }
 }
 
 /// The tables' names, in order.
@@ -655,201 +1043,9 @@ impl TimelineExporter for Parquet {
             pid: v.pid as i64,
             offset: v.offset_ns,
         };
-        {
-            let p = v.process;
-            let at = |rel: u64| v.at(p.trace_start_ns.saturating_add(rel));
-            let top = v
-                .findings
-                .iter()
-                .find(|f| f.severity >= crate::report::Severity::Warn)
-                .map_or("", |f| f.id.as_str());
-            self.tables[PROCESSES]
-                .who(&w)
-                .s(bs(&p.command.join(" ")))
-                .s(bs(&p.rank_source))
-                .s(bs(&p.path))
-                .u(at(0))
-                .u(at(p.span_ns))
-                .s(p.ended.how)
-                .s(bs(&p.ended.detail))
-                .i(p.ended.status.map_or(-1, i64::from))
-                .i(p.ended.normal as i64)
-                .i(p.damage.is_some() as i64)
-                .u(at(p.steady.start_ns))
-                .u(at(p.steady.end_ns))
-                .f(p.steady.busy_pct)
-                .u(if p.steps.detected {
-                    p.steps.count as u64
-                } else {
-                    0
-                })
-                .u(if p.steps.detected {
-                    p.steps.step_ns_median
-                } else {
-                    0
-                })
-                .u(p.kernels.count)
-                .u(p.kernels.total_ns)
-                .s(bs(v.verdict))
-                .s(top)
-                .end_row()?;
-        }
-        let tl = v.timeline;
-        let phase = |t: u64| {
-            if t < tl.steady.0 {
-                "startup"
-            } else if t < tl.steady.1 {
-                "steady"
-            } else {
-                "tail"
-            }
-        };
-        for p in &tl.idle {
-            // Cut at the steady state's bounds, so that a sum over a phase is exact.
-            let mut cuts = vec![p.start];
-            for b in [tl.steady.0, tl.steady.1] {
-                if b > p.start && b < p.end {
-                    cuts.push(b);
-                }
-            }
-            cuts.push(p.end);
-            for c in cuts.windows(2) {
-                self.tables[IDLE]
-                    .who(&w)
-                    .u(p.device as u64)
-                    .span(v.at(c[0]), v.at(c[1]))
-                    .s(p.cause.id())
-                    .i(p.cause.attributed() as i64)
-                    .s(phase(c[0]))
-                    .end_row()?;
-            }
-        }
-        // Collectives, keyed as the report matches them across ranks: by the NCCL call's
-        // communicator (16 hex digits, as nccl_calls.comm_id) and sequence number when the hooks saw the call, else by the
-        // kernel's name and its occurrence number.
-        for c in &tl.collectives {
-            let (comm, seq, by) = match c.call {
-                Some((comm, seq)) => (format!("{comm:016x}"), seq, "call"),
-                None => (c.name.clone(), c.seq as u64, "order"),
-            };
-            self.tables[COLLECTIVES]
-                .who(&w)
-                .s(bs(&comm))
-                .u(seq)
-                .s(by)
-                .s(bs(&demangle(&c.name)))
-                .span(v.at(c.start), v.at(c.end))
-                .end_row()?;
-        }
-        for (i, b) in tl.steps.windows(2).enumerate() {
-            self.tables[STEPS]
-                .who(&w)
-                .u(i as u64)
-                .span(v.at(b[0]), v.at(b[1]))
-                .end_row()?;
-        }
-        for f in &v.findings {
-            self.tables[FINDINGS]
-                .who(&w)
-                .s(f.id.as_str())
-                .s(f.severity.name())
-                .s(bs(&f.title))
-                .u(f.at_stake_ns)
-                .s(bs(&format!("{:.3}", f.at_stake_pct)))
-                .s(bs(&f.summary))
-                .s(bs(&f.fix))
-                .end_row()?;
-        }
-        // GPU counter samples, one wide row each.
-        for c in &v.trace.counter_samples {
-            let t = &mut self.tables[METRICS];
-            let instance = if c.instance == fmt::ENV_NA {
-                -1
-            } else {
-                c.instance as i64
-            };
-            t.who(&w)
-                .u(c.device as u64)
-                .i(instance)
-                .s(c.source_name())
-                .u(v.at(c.start))
-                .u(v.at(c.end));
-            for x in c.percentages() {
-                t.f(if x == fmt::ENV_NA {
-                    -1.0
-                } else {
-                    x as f64 / 100.0
-                });
-            }
-            for x in [
-                c.pcie_read_bytes,
-                c.pcie_write_bytes,
-                c.nvlink_rx_bytes,
-                c.nvlink_tx_bytes,
-            ] {
-                t.i(if x == fmt::ENV_NA64 { -1 } else { x as i64 });
-            }
-            t.end_row()?;
-        }
-        // The samplers' readings, from the loaded trace (with what an environment
-        // file gave it).
-        {
-            let shown = v.trace.gpu_samples.iter().zip(&v.nvml_samples);
-            for (g, _) in shown.filter(|x| *x.1) {
-                let t = &mut self.tables[SAMPLES];
-                t.who(&w).u(g.device as u64).u(v.at(g.ts));
-                // NVML's readings; -1 where it gave none.
-                for what in overlay::Nvml::ALL {
-                    t.i(what.of(g).unwrap_or(-1));
-                }
-                let reasons = if g.clock_reasons == fmt::ENV_NA64 {
-                    -1
-                } else {
-                    g.clock_reasons as i64
-                };
-                t.i(reasons).end_row()?;
-            }
-        }
-        let mut res = Ok(());
-        overlay::sampled_counters(v.trace, &v.nvml_processes, |s, name, ts, val| {
-            if res.is_err() {
-                return;
-            }
-            let (track, id) = s.owner();
-            res = self.tables[COUNTERS]
-                .who(&w)
-                .s(track)
-                .i(id)
-                .s(bs(name))
-                .u(v.at(ts))
-                .f(val)
-                .end_row();
-        });
-        std::mem::replace(&mut res, Ok(()))?;
-        // Each Python stack sample with the place it names (as the report tallies them).
-        for x in &v.trace.py_samples {
-            let Some(st) = v.trace.py_stack(x.stack) else {
-                continue;
-            };
-            let Some((p, user, inner)) = place_of(v.trace, st) else {
-                continue;
-            };
-            let str = |id: u32| bs(v.trace.str(id));
-            self.tables[PYTHON]
-                .who(&w)
-                .u(x.tid as u64)
-                .u(v.at(x.ts))
-                .s(str(p.file))
-                .u(p.line as u64)
-                .s(str(p.function))
-                .u(user as u64)
-                .s(str(inner.file))
-                .u(inner.line as u64)
-                .s(str(inner.function))
-                .u(x.stack as u64)
-                .u(st.frames.len() as u64)
-                .end_row()?;
-        }
+        self.process_row(v, &w)?;
+        self.analysis_rows(v, &w)?;
+        self.sampler_rows(v, &w)?;
         self.who.insert(v.index, w);
         self.cur = v.index;
         Ok(())
@@ -884,165 +1080,17 @@ impl EventExporter for Parquet {
         _out: &mut dyn Write,
     ) -> io::Result<()> {
         let w = self.who();
-        let at = |t: u64| overlay::shift(t, w.offset);
         self.last_ts = self.last_ts.max(ev.ts());
         match *ev {
-            TraceEvent::Kernel(k) => {
-                let name = self.name(cx, k.name, true);
-                self.tables[KERNELS]
-                    .who(&w)
-                    .u(k.device as u64)
-                    .u(k.stream as u64)
-                    .span(at(k.start), at(k.end))
-                    .s(name)
-                    .u(k.corr as u64)
-                    .u(k.grid[0] as u64)
-                    .u(k.grid[1] as u64)
-                    .u(k.grid[2] as u64)
-                    .u(k.block[0] as u64)
-                    .u(k.block[1] as u64)
-                    .u(k.block[2] as u64)
-                    .u(k.registers as u64)
-                    .u(k.static_smem as u64 + k.dynamic_smem as u64)
-                    .u(k.graph_id as u64)
-                    .end_row()
+            TraceEvent::Kernel(_) | TraceEvent::Memcpy(_) | TraceEvent::Memset(_) => {
+                self.gpu_work_row(cx, ev, &w)
             }
-            TraceEvent::Memcpy(c) => self.tables[COPIES]
-                .who(&w)
-                .u(c.device as u64)
-                .u(c.stream as u64)
-                .span(at(c.start), at(c.end))
-                .s(CopyKind::from_u8(c.copy_kind).name())
-                .u(c.bytes)
-                .s(MemKind::from_u8(c.src_kind).name())
-                .s(MemKind::from_u8(c.dst_kind).name())
-                .i((c.flags & fmt::MEMCPY_FLAG_ASYNC != 0) as i64)
-                .u(c.corr as u64)
-                .end_row(),
-            TraceEvent::Memset(m) => self.tables[COPIES]
-                .who(&w)
-                .u(m.device as u64)
-                .u(m.stream as u64)
-                .span(at(m.start), at(m.end))
-                .s("memset")
-                .u(m.bytes)
-                .s(MemKind::Device.name())
-                .s(MemKind::from_u8(m.mem_kind).name())
-                .i(1)
-                .u(m.corr as u64)
-                .end_row(),
-            TraceEvent::Api(a) => {
-                let name = self.name(cx, a.name, false);
-                self.tables[API]
-                    .who(&w)
-                    .u(a.tid as u64)
-                    .span(at(a.start), at(a.end))
-                    .s(name)
-                    .s("cupti")
-                    .u(a.cbid as u64)
-                    .u(a.corr as u64)
-                    .u(a.bytes)
-                    .u(a.result as u64)
-                    .end_row()
-            }
-            TraceEvent::HostCall(c) => self.tables[API]
-                .who(&w)
-                .u(c.tid as u64)
-                .span(at(c.start), at(c.end))
-                .s(fmt::hostcall_info(c.call).0)
-                .s("hooks")
-                .i(-1)
-                .i(0)
-                .i(0)
-                .u(c.result as u64)
-                .end_row(),
-            TraceEvent::HostCopy(c) if c.flags & fmt::HOSTCOPY_FLAG_CUPTI_API == 0 => self.tables
-                [API]
-                .who(&w)
-                .u(c.tid as u64)
-                .span(at(c.start), at(c.end))
-                .s(fmt::hostcopy_api_name(c.api))
-                .s("hooks")
-                .i(-1)
-                .i(0)
-                .u(c.bytes)
-                .u(c.result as u64)
-                .end_row(),
-            TraceEvent::Nccl(n) => self.tables[NCCL]
-                .who(&w)
-                .u(n.tid as u64)
-                .span(at(n.start), at(n.end))
-                .s(fmt::nccl_op_name(n.op))
-                .u(n.count)
-                .u(n.bytes)
-                .s(fmt::nccl_datatype(n.datatype).1)
-                .s(fmt::nccl_redop_name(n.redop))
-                .i(n.peer_or_root as i64)
-                .s(bs(&format!("{:016x}", n.comm_id)))
-                .i(n.rank as i64)
-                .i(n.nranks as i64)
-                .u(n.seq)
-                .u(n.result as u64)
-                .end_row(),
-            TraceEvent::NcclComm(n) => self.tables[NCCL]
-                .who(&w)
-                .u(n.tid as u64)
-                .span(at(n.start), at(n.end))
-                .s(fmt::nccl_comm_op_name(n.op))
-                .i(0)
-                .i(0)
-                .s("")
-                .s("")
-                .i(n.color as i64)
-                .s(bs(&format!("{:016x}", n.comm_id)))
-                .i(n.rank as i64)
-                .i(n.nranks as i64)
-                .i(0)
-                .u(n.result as u64)
-                .end_row(),
-            TraceEvent::Nvtx(_) => match super::slices::describe(cx, ev) {
-                Shown::Nvtx(Nvtx::Push { tid, ts, level, .. }) => {
-                    let text = self.name(cx, nvtx_text(ev), false);
-                    let st = self.pushed.entry(tid).or_default();
-                    // A push at a level already open: the pops between were lost.
-                    if let Some(i) = st.iter().position(|x| x.0 >= level) {
-                        let closed = st.split_off(i);
-                        for (l, s, t) in closed {
-                            self.nvtx_row(&w, tid, (s, ts), t, "push_pop", l as i64)?;
-                        }
-                    }
-                    self.pushed.entry(tid).or_default().push((level, ts, text));
-                    Ok(())
-                }
-                Shown::Nvtx(Nvtx::Pop { tid, ts, level }) => {
-                    let closed = match self.pushed.get_mut(&tid) {
-                        Some(st) => match st.iter().position(|x| x.0 >= level) {
-                            Some(i) => st.split_off(i),
-                            None => Vec::new(),
-                        },
-                        None => Vec::new(),
-                    };
-                    for (l, s, t) in closed.into_iter().rev() {
-                        self.nvtx_row(&w, tid, (s, ts), t, "push_pop", l as i64)?;
-                    }
-                    Ok(())
-                }
-                Shown::Nvtx(Nvtx::Start { ts, id, .. }) => {
-                    let text = self.name(cx, nvtx_text(ev), false);
-                    let tid = nvtx_tid(ev);
-                    self.started.insert(id, (tid, ts, text));
-                    Ok(())
-                }
-                Shown::Nvtx(Nvtx::End { ts, id }) => match self.started.remove(&id) {
-                    Some((tid, s, t)) => self.nvtx_row(&w, tid, (s, ts), t, "start_end", -1),
-                    None => Ok(()),
-                },
-                Shown::Nvtx(Nvtx::Mark { tid, ts, .. }) => {
-                    let text = self.name(cx, nvtx_text(ev), false);
-                    self.nvtx_row(&w, tid, (ts, ts), text, "mark", -1)
-                }
-                _ => Ok(()),
-            },
+            TraceEvent::Api(_)
+            | TraceEvent::HostCall(_)
+            | TraceEvent::HostCopy(_)
+            | TraceEvent::Nccl(_)
+            | TraceEvent::NcclComm(_) => self.call_row(cx, ev, &w),
+            TraceEvent::Nvtx(_) => self.nvtx_rows(cx, ev, &w),
             _ => Ok(()),
         }
     }

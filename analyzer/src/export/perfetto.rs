@@ -725,10 +725,9 @@ impl Perfetto {
         }
         Ok(())
     }
-}
 
-impl TimelineExporter for Perfetto {
-    fn process(&mut self, v: &ProcessView<'_>) -> io::Result<()> {
+    /// Starts a process's packet sequence and writes its process track's descriptor.
+    fn begin_process(&mut self, v: &ProcessView<'_>) -> io::Result<()> {
         let uuid = self.uuid();
         let p = Proc {
             seq: v.index as u64 + 1,
@@ -773,8 +772,11 @@ impl TimelineExporter for Perfetto {
                 }
                 string(p, f::PD_NAME, &name);
             })
-        })?;
-        // What the analysis placed on the timeline.
+        })
+    }
+
+    /// Writes the analysis's slices: phases, steps, graph replays, idle pieces, findings.
+    fn analysis_slices(&mut self, v: &ProcessView<'_>) -> io::Result<()> {
         let tl = v.timeline;
         let phases = [
             ("start-up", tl.startup),
@@ -853,6 +855,11 @@ impl TimelineExporter for Perfetto {
                 )?;
             }
         }
+        Ok(())
+    }
+
+    /// Writes a process's counters, its sampled threads' tracks and its Python samples.
+    fn sampled_tracks(&mut self, v: &ProcessView<'_>) -> io::Result<()> {
         let mut res = Ok(());
         overlay::counters(v.trace, |s, ts, val| {
             if res.is_ok() {
@@ -894,6 +901,15 @@ impl TimelineExporter for Perfetto {
             }
         });
         res
+    }
+}
+
+impl TimelineExporter for Perfetto {
+    fn process(&mut self, v: &ProcessView<'_>) -> io::Result<()> {
+        self.begin_process(v)?;
+        // What the analysis placed on the timeline.
+        self.analysis_slices(v)?;
+        self.sampled_tracks(v)
     }
 
     fn as_events(&mut self) -> &mut dyn EventExporter {

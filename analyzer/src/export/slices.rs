@@ -274,6 +274,55 @@ pub fn describe<'a>(cx: &TraceContext<'a>, ev: &TraceEvent<'a>) -> Shown<'a> {
     match *ev {
         TraceEvent::Device(d) => Shown::Device(d),
         TraceEvent::Thread { tid, name } => Shown::Thread { tid, name },
+        TraceEvent::Kernel(_)
+        | TraceEvent::Memcpy(_)
+        | TraceEvent::Memset(_)
+        | TraceEvent::Sync(_) => gpu_work(ev),
+        TraceEvent::Memory(_) | TraceEvent::Clock { .. } => Shown::Nothing,
+        TraceEvent::GpuEvent(e) => {
+            let mut s = slice(
+                Track::Nvml(e.device),
+                e.ts,
+                e.ts,
+                Name::Static(fmt::gpu_event_name(e.kind)),
+                Cat::Collector,
+            );
+            s.args.push(U("data", e.data));
+            Shown::Slice(s)
+        }
+        // Facts are in the report.
+        TraceEvent::Fact(_) => Shown::Nothing,
+        // The samplers' readings (NVML's, the host CPU sampler's) are counters, written
+        // from the loaded trace's tables with the process (`overlay::nvml_counters`,
+        // `overlay::sampled_counters`): there they include what an environment file
+        // gave the trace. The CPU limits are in the report's host section.
+        TraceEvent::GpuSample(_)
+        | TraceEvent::GpuProcess(_)
+        | TraceEvent::ThreadCpu(_)
+        | TraceEvent::ProcSample(_)
+        | TraceEvent::MachineSample(_)
+        | TraceEvent::CpuLimits(_) => Shown::Nothing,
+        // GPU counter samples are counter tracks (overlay::sampled_counters).
+        TraceEvent::CounterSample(_) => Shown::Nothing,
+        // Python call sites are in the report's findings.
+        TraceEvent::PyStack(_) | TraceEvent::CallSite(_) | TraceEvent::PySample(_) => {
+            Shown::Nothing
+        }
+        TraceEvent::Other(e) => generic(cx, e),
+        TraceEvent::Api(_)
+        | TraceEvent::HostCopy(_)
+        | TraceEvent::HostCall(_)
+        | TraceEvent::HostAlloc(_) => host_call(cx, ev),
+        TraceEvent::State { .. } | TraceEvent::Dropped { .. } => collector_record(cx, ev),
+        TraceEvent::Nccl(_) | TraceEvent::NcclComm(_) => nccl_call(ev),
+        TraceEvent::Nvtx(n) => nvtx_call(n),
+    }
+}
+
+/// How GPU work (a kernel, copy or memset) or a CUDA sync record shows on a timeline.
+fn gpu_work<'a>(ev: &TraceEvent<'a>) -> Shown<'a> {
+    use Arg::*;
+    match *ev {
         TraceEvent::Kernel(k) => {
             let mut s = slice(
                 Track::Stream {
@@ -363,37 +412,14 @@ pub fn describe<'a>(cx: &TraceContext<'a>, ev: &TraceEvent<'a>) -> Shown<'a> {
             s.args.push(U("correlation", y.corr as u64));
             Shown::Slice(s)
         }
-        TraceEvent::Memory(_) | TraceEvent::Clock { .. } => Shown::Nothing,
-        TraceEvent::GpuEvent(e) => {
-            let mut s = slice(
-                Track::Nvml(e.device),
-                e.ts,
-                e.ts,
-                Name::Static(fmt::gpu_event_name(e.kind)),
-                Cat::Collector,
-            );
-            s.args.push(U("data", e.data));
-            Shown::Slice(s)
-        }
-        // Facts are in the report.
-        TraceEvent::Fact(_) => Shown::Nothing,
-        // The samplers' readings (NVML's, the host CPU sampler's) are counters, written
-        // from the loaded trace's tables with the process (`overlay::nvml_counters`,
-        // `overlay::sampled_counters`): there they include what an environment file
-        // gave the trace. The CPU limits are in the report's host section.
-        TraceEvent::GpuSample(_)
-        | TraceEvent::GpuProcess(_)
-        | TraceEvent::ThreadCpu(_)
-        | TraceEvent::ProcSample(_)
-        | TraceEvent::MachineSample(_)
-        | TraceEvent::CpuLimits(_) => Shown::Nothing,
-        // GPU counter samples are counter tracks (overlay::sampled_counters).
-        TraceEvent::CounterSample(_) => Shown::Nothing,
-        // Python call sites are in the report's findings.
-        TraceEvent::PyStack(_) | TraceEvent::CallSite(_) | TraceEvent::PySample(_) => {
-            Shown::Nothing
-        }
-        TraceEvent::Other(e) => generic(cx, e),
+        _ => unreachable!("not GPU work or a sync record"),
+    }
+}
+
+/// How a CUDA API call, or a call only the symbol hooks saw, shows on a timeline.
+fn host_call<'a>(cx: &TraceContext<'a>, ev: &TraceEvent<'a>) -> Shown<'a> {
+    use Arg::*;
+    match *ev {
         TraceEvent::Api(a) => {
             let cat = if a.domain == fmt::DOMAIN_DRIVER {
                 Cat::Driver
@@ -412,26 +438,6 @@ pub fn describe<'a>(cx: &TraceContext<'a>, ev: &TraceEvent<'a>) -> Shown<'a> {
             if a.corr != 0 && submits(a, cx.str(a.name)) {
                 s.flow = Flow::Launch(a.corr);
             }
-            Shown::Slice(s)
-        }
-        TraceEvent::State { ts, state, reason } => {
-            let name = fmt::CollectorState::from_u8(state).map_or("state", |s| s.name());
-            let mut s = slice(Track::Collector, ts, ts, Name::Static(name), Cat::Collector);
-            if reason != 0 {
-                s.args.push(S("reason", cx.str(reason)));
-            }
-            Shown::Slice(s)
-        }
-        TraceEvent::Dropped { ts, source, count } => {
-            let mut s = slice(
-                Track::Collector,
-                ts,
-                ts,
-                Name::Static("records dropped"),
-                Cat::Collector,
-            );
-            s.args.push(U("count", count));
-            s.args.push(U("source", source as u64));
             Shown::Slice(s)
         }
         TraceEvent::HostCopy(c) => {
@@ -487,6 +493,14 @@ pub fn describe<'a>(cx: &TraceContext<'a>, ev: &TraceEvent<'a>) -> Shown<'a> {
             }
             Shown::Slice(s)
         }
+        _ => unreachable!("not a host call"),
+    }
+}
+
+/// How an NCCL call or communicator call shows on a timeline.
+fn nccl_call<'a>(ev: &TraceEvent<'a>) -> Shown<'a> {
+    use Arg::*;
+    match *ev {
         TraceEvent::Nccl(n) => {
             let mut s = slice(
                 Track::Nccl(n.tid),
@@ -543,35 +557,66 @@ pub fn describe<'a>(cx: &TraceContext<'a>, ev: &TraceEvent<'a>) -> Shown<'a> {
             }
             Shown::Slice(s)
         }
-        TraceEvent::Nvtx(n) => {
-            let name = Name::Str(n.text);
-            Shown::Nvtx(match n.kind {
-                fmt::NVTX_PUSH => Nvtx::Push {
-                    tid: n.tid,
-                    ts: n.ts,
-                    level: n.id as u32,
-                    name,
-                },
-                fmt::NVTX_POP => Nvtx::Pop {
-                    tid: n.tid,
-                    ts: n.ts,
-                    level: n.id as u32,
-                },
-                fmt::NVTX_START => Nvtx::Start {
-                    ts: n.ts,
-                    id: n.id,
-                    name,
-                },
-                fmt::NVTX_END => Nvtx::End { ts: n.ts, id: n.id },
-                fmt::NVTX_MARK => Nvtx::Mark {
-                    tid: n.tid,
-                    ts: n.ts,
-                    name,
-                },
-                _ => return Shown::Nothing,
-            })
-        }
+        _ => unreachable!("not an NCCL call"),
     }
+}
+
+/// How the collector's state changes and drops show on a timeline.
+fn collector_record<'a>(cx: &TraceContext<'a>, ev: &TraceEvent<'a>) -> Shown<'a> {
+    use Arg::*;
+    match *ev {
+        TraceEvent::State { ts, state, reason } => {
+            let name = fmt::CollectorState::from_u8(state).map_or("state", |s| s.name());
+            let mut s = slice(Track::Collector, ts, ts, Name::Static(name), Cat::Collector);
+            if reason != 0 {
+                s.args.push(S("reason", cx.str(reason)));
+            }
+            Shown::Slice(s)
+        }
+        TraceEvent::Dropped { ts, source, count } => {
+            let mut s = slice(
+                Track::Collector,
+                ts,
+                ts,
+                Name::Static("records dropped"),
+                Cat::Collector,
+            );
+            s.args.push(U("count", count));
+            s.args.push(U("source", source as u64));
+            Shown::Slice(s)
+        }
+        _ => unreachable!("not a collector record"),
+    }
+}
+
+/// The range an NVTX call opens or closes, or its mark (nothing for an unknown kind).
+fn nvtx_call<'a>(n: &fmt::Nvtx) -> Shown<'a> {
+    let name = Name::Str(n.text);
+    Shown::Nvtx(match n.kind {
+        fmt::NVTX_PUSH => Nvtx::Push {
+            tid: n.tid,
+            ts: n.ts,
+            level: n.id as u32,
+            name,
+        },
+        fmt::NVTX_POP => Nvtx::Pop {
+            tid: n.tid,
+            ts: n.ts,
+            level: n.id as u32,
+        },
+        fmt::NVTX_START => Nvtx::Start {
+            ts: n.ts,
+            id: n.id,
+            name,
+        },
+        fmt::NVTX_END => Nvtx::End { ts: n.ts, id: n.id },
+        fmt::NVTX_MARK => Nvtx::Mark {
+            tid: n.tid,
+            ts: n.ts,
+            name,
+        },
+        _ => return Shown::Nothing,
+    })
 }
 
 /// The slice of a span of Python stack samples: named by the place, with the innermost

@@ -388,41 +388,12 @@ fn steps_report(ctx: &Ctx, s: &steps::Steps, step_busy: &[u64]) -> StepsReport {
     r
 }
 
-fn analyze_process(
-    t: &Trace,
-    index: usize,
-    multi: bool,
-    timeline: bool,
-) -> (
-    ProcessReport,
-    Vec<Finding>,
-    comm::RankInput,
-    Option<Timeline>,
-) {
-    let ctx = Ctx::new(t);
-    let (rank, rank_source) = rank_of(t);
-    let label = match rank {
-        Some(r) => format!("rank {r}"),
-        None if multi => format!("#{index} pid {}@{}", t.meta.pid, t.meta.host),
-        None => format!("pid {}", t.meta.pid),
-    };
-    let st = steps::detect(&ctx);
-    let mut ps = passes(&ctx, &st, timeline);
-    let devs_active = ps.steady_devices;
-    let wall = st.steady.1.saturating_sub(st.steady.0) * devs_active;
-    let swall = st.startup.1.saturating_sub(st.startup.0) * ps.startup_devices;
-    let per_dev = ps.per_dev.clone();
-    let kstats = kernels::stats(&ctx, st.steady, ps.kernel_busy);
-    let launches = links::stats(&ctx, st.steady, ps.queues);
-    let cstats = copies::stats(&ctx, st.steady, &ps.exposure);
-    let memory = kernels::memory(&ctx, st.steady);
-    let cm = comm::stats(&ctx, st.steady);
-    let tail_busy = ps.tail.busy_ns;
-    let satt = ps.startup;
-    let att = ps.steady;
-
+/// Notes on how the trace was collected and what it lacks: the attribution method, a
+/// late load, the trace window, records without or with impossible timestamps, and
+/// devices left out.
+fn trace_notes(t: &Trace, ctx: &Ctx, no_device_info: bool) -> Vec<String> {
     let mut notes = Vec::new();
-    match idle::Method::of(&ctx) {
+    match idle::Method::of(ctx) {
         idle::Method::HostApi => {}
         idle::Method::HostHooks => notes.push(
             "no host API events in this trace (CUPTI callbacks unavailable): host activity comes from the symbol hooks' sync, launch and copy calls, without correlation ids".to_string(),
@@ -466,26 +437,16 @@ fn analyze_process(
             ctx::MAX_DEVICES
         ));
     }
-    if kstats.no_device_info {
+    if no_device_info {
         notes.push("some kernels ran on devices without a device record: their grid fill (small_grid) is not computed".into());
     }
-    let hung = stalls::detect(t, ctx.t0, st.steady.0);
-    notes.extend(hung.notes);
-    let damage = TraceDamage::of(t, ctx.t0);
-    if let Some(d) = &damage {
-        notes.push(d.summary.clone());
-    }
-    let host_cpu = host_causes::report(&ctx, &att, st.steady);
-    // Said where it qualifies a finding: when data_starvation is reported.
-    if host_cpu.is_none() && pct(att.get(Cause::DataStarvation), wall) >= findings::REPORT_PCT {
-        notes.push(host_causes::NOT_MEASURED_NOTE.to_string());
-    }
-    if st.source == steps::StepSource::None && !ctx.devices.is_empty() {
-        notes.push("no repeating step found: the steady state is taken from the end of the first long idle stretch (or the first GPU work) to the last GPU work".into());
-    }
+    notes
+}
 
-    let dev_reports = ctx
-        .devices
+/// One report per analysed device: its name, SM count, memory, compute capability and
+/// steady-state busy share.
+fn device_reports(t: &Trace, ctx: &Ctx, per_dev: &[(u32, f64)]) -> Vec<DeviceReport> {
+    ctx.devices
         .iter()
         .map(|&d| {
             let info = ctx.device_info(d);
@@ -504,11 +465,14 @@ fn analyze_process(
                     .unwrap_or(0.0),
             }
         })
-        .collect();
+        .collect()
+}
 
-    let swin = st.steady.1.saturating_sub(st.steady.0);
+/// The steady-state kernel report: rate, duration quantiles, share of kernels under
+/// 10 µs and the ten kernels with the most time.
+fn kernels_report(t: &Trace, kstats: &kernels::KernelStats, swin: u64) -> KernelsReport {
     let h = &kstats.hist;
-    let kreport = KernelsReport {
+    KernelsReport {
         count: kstats.count,
         total_ns: kstats.total_ns,
         per_second: if swin > 0 {
@@ -555,7 +519,12 @@ fn analyze_process(
                 comm: a.comm,
             })
             .collect(),
-    };
+    }
+}
+
+/// The steady-state launch report: launch latency and interval quantiles, launch call
+/// time, queue depth and one row per stream.
+fn launch_report(launches: &links::LaunchStats) -> LaunchReport {
     let q = |hh: &hdrhistogram::Histogram<u64>, x: f64| {
         if hh.is_empty() {
             0
@@ -563,7 +532,7 @@ fn analyze_process(
             hh.value_at_quantile(x)
         }
     };
-    let lreport = LaunchReport {
+    LaunchReport {
         linked: launches.linked,
         unlinked: launches.unlinked,
         latency_p50_ns: q(&launches.latency, 0.5),
@@ -597,7 +566,141 @@ fn analyze_process(
                 empty_pct: pct(s.empty, s.submits),
             })
             .collect(),
+    }
+}
+
+/// One row per group of steady-state copies (host memory kind, direction, async or
+/// not): count, bytes, time, time exposed and throughput.
+fn copy_reports(cstats: &copies::CopyStats) -> Vec<CopyReport> {
+    cstats
+        .groups
+        .iter()
+        .map(|g| CopyReport {
+            host_memory: g.host_memory.to_string(),
+            direction: g.direction.to_string(),
+            is_async: g.is_async,
+            count: g.count,
+            bytes: g.bytes,
+            time_ns: g.time_ns,
+            exposed_ns: g.exposed_ns,
+            gbps: g.gbps(),
+        })
+        .collect()
+}
+
+/// One row per device's memory use: peak bytes, capacity and peak share of it.
+fn memory_reports(memory: &[kernels::MemoryUse]) -> Vec<MemoryReport> {
+    memory
+        .iter()
+        .map(|m| MemoryReport {
+            device: m.device,
+            peak_bytes: m.peak_bytes,
+            capacity_bytes: m.capacity_bytes,
+            peak_pct: (m.capacity_bytes > 0).then(|| pct(m.peak_bytes, m.capacity_bytes)),
+            lower_bound: m.lower_bound,
+            events: m.events,
+        })
+        .collect()
+}
+
+/// One row per host thread that called the CUDA API: its name, calls and time in
+/// launches, copies, syncs and other calls.
+fn thread_reports(t: &Trace, launches: &links::LaunchStats) -> Vec<ThreadReport> {
+    launches
+        .threads
+        .iter()
+        .map(|th| ThreadReport {
+            tid: th.tid,
+            name: t.thread_name(th.tid).to_string(),
+            calls: th.calls,
+            launch_ns: th.launch_ns,
+            copy_ns: th.copy_ns,
+            sync_ns: th.sync_ns,
+            other_ns: th.other_ns,
+        })
+        .collect()
+}
+
+/// The process's timeline: its steps and phases, every idle piece, its collectives and
+/// its CUDA graph replays.
+fn process_timeline(
+    t: &Trace,
+    ctx: &Ctx,
+    index: usize,
+    st: &steps::Steps,
+    idle: Vec<idle::IdlePiece>,
+    collectives: &[comm::Collective],
+) -> Timeline {
+    Timeline {
+        collectives: collectives.to_vec(),
+        trace: index,
+        steps: st.bounds.clone(),
+        startup: st.startup,
+        steady: st.steady,
+        tail: st.tail,
+        idle,
+        replays: if t.kernels.iter().any(|k| k.graph_id != 0) {
+            graphs::replays(ctx).0
+        } else {
+            Vec::new()
+        },
+    }
+}
+
+fn analyze_process(
+    t: &Trace,
+    index: usize,
+    multi: bool,
+    timeline: bool,
+) -> (
+    ProcessReport,
+    Vec<Finding>,
+    comm::RankInput,
+    Option<Timeline>,
+) {
+    let ctx = Ctx::new(t);
+    let (rank, rank_source) = rank_of(t);
+    let label = match rank {
+        Some(r) => format!("rank {r}"),
+        None if multi => format!("#{index} pid {}@{}", t.meta.pid, t.meta.host),
+        None => format!("pid {}", t.meta.pid),
     };
+    let st = steps::detect(&ctx);
+    let mut ps = passes(&ctx, &st, timeline);
+    let devs_active = ps.steady_devices;
+    let wall = st.steady.1.saturating_sub(st.steady.0) * devs_active;
+    let swall = st.startup.1.saturating_sub(st.startup.0) * ps.startup_devices;
+    let per_dev = ps.per_dev.clone();
+    let kstats = kernels::stats(&ctx, st.steady, ps.kernel_busy);
+    let launches = links::stats(&ctx, st.steady, ps.queues);
+    let cstats = copies::stats(&ctx, st.steady, &ps.exposure);
+    let memory = kernels::memory(&ctx, st.steady);
+    let cm = comm::stats(&ctx, st.steady);
+    let tail_busy = ps.tail.busy_ns;
+    let satt = ps.startup;
+    let att = ps.steady;
+
+    let mut notes = trace_notes(t, &ctx, kstats.no_device_info);
+    let hung = stalls::detect(t, ctx.t0, st.steady.0);
+    notes.extend(hung.notes);
+    let damage = TraceDamage::of(t, ctx.t0);
+    if let Some(d) = &damage {
+        notes.push(d.summary.clone());
+    }
+    let host_cpu = host_causes::report(&ctx, &att, st.steady);
+    // Said where it qualifies a finding: when data_starvation is reported.
+    if host_cpu.is_none() && pct(att.get(Cause::DataStarvation), wall) >= findings::REPORT_PCT {
+        notes.push(host_causes::NOT_MEASURED_NOTE.to_string());
+    }
+    if st.source == steps::StepSource::None && !ctx.devices.is_empty() {
+        notes.push("no repeating step found: the steady state is taken from the end of the first long idle stretch (or the first GPU work) to the last GPU work".into());
+    }
+
+    let dev_reports = device_reports(t, &ctx, &per_dev);
+
+    let swin = st.steady.1.saturating_sub(st.steady.0);
+    let kreport = kernels_report(t, &kstats, swin);
+    let lreport = launch_report(&launches);
     let counters = counters::stats(&t.counter_samples, &t.kernels, st.steady);
     let sm_fill = (kstats.fill_known_ns > 0 && swin > 0)
         .then(|| (100.0 * kstats.fill_ns / (swin * devs_active) as f64).min(100.0));
@@ -630,31 +733,8 @@ fn analyze_process(
         }),
         kernels: kreport,
         launches: lreport,
-        copies: cstats
-            .groups
-            .iter()
-            .map(|g| CopyReport {
-                host_memory: g.host_memory.to_string(),
-                direction: g.direction.to_string(),
-                is_async: g.is_async,
-                count: g.count,
-                bytes: g.bytes,
-                time_ns: g.time_ns,
-                exposed_ns: g.exposed_ns,
-                gbps: g.gbps(),
-            })
-            .collect(),
-        memory: memory
-            .iter()
-            .map(|m| MemoryReport {
-                device: m.device,
-                peak_bytes: m.peak_bytes,
-                capacity_bytes: m.capacity_bytes,
-                peak_pct: (m.capacity_bytes > 0).then(|| pct(m.peak_bytes, m.capacity_bytes)),
-                lower_bound: m.lower_bound,
-                events: m.events,
-            })
-            .collect(),
+        copies: copy_reports(&cstats),
+        memory: memory_reports(&memory),
         memory_in_use: MemoryInUse::of(&ctx, &st.bounds),
         comm: CommReport {
             kernels: cm.kernels,
@@ -662,19 +742,7 @@ fn analyze_process(
             exposed_ns: cm.exposed_ns,
             exposed_pct: pct(cm.exposed_ns, cm.comm_ns),
         },
-        threads: launches
-            .threads
-            .iter()
-            .map(|th| ThreadReport {
-                tid: th.tid,
-                name: t.thread_name(th.tid).to_string(),
-                calls: th.calls,
-                launch_ns: th.launch_ns,
-                copy_ns: th.copy_ns,
-                sync_ns: th.sync_ns,
-                other_ns: th.other_ns,
-            })
-            .collect(),
+        threads: thread_reports(t, &launches),
         notes,
         damage,
         host_cpu,
@@ -698,20 +766,10 @@ fn analyze_process(
         colls: comm::collectives(&ctx),
         steady: st.steady,
     };
-    let tl = ps.idle.take().map(|idle| Timeline {
-        collectives: rank_input.colls.clone(),
-        trace: index,
-        steps: st.bounds.clone(),
-        startup: st.startup,
-        steady: st.steady,
-        tail: st.tail,
-        idle,
-        replays: if t.kernels.iter().any(|k| k.graph_id != 0) {
-            graphs::replays(&ctx).0
-        } else {
-            Vec::new()
-        },
-    });
+    let tl = ps
+        .idle
+        .take()
+        .map(|idle| process_timeline(t, &ctx, index, &st, idle, &rank_input.colls));
     let cx = findings::FindingCx {
         ctx: &ctx,
         index,

@@ -533,64 +533,8 @@ pub fn attribute_windows(
     let mut cur: Option<(u64, u64, Work, u32)> = None;
     let mut kcur: Option<(u64, u64)> = None;
     let mut step_i = 0usize;
-    let mut flush =
-        |st: &mut State, pass: &mut Pass, prev: &mut u64, b: (u64, u64, Work, u32)| -> bool {
-            let (bs0, be0, first, last_corr) = b;
-            if be0 <= w0 {
-                st.prev_corr = Some(last_corr);
-                return true;
-            }
-            if bs0 >= w1 {
-                st.gap(&mut pass.windows, *prev, w1, Some(first));
-                *prev = w1;
-                return false;
-            }
-            let bs = bs0.max(w0);
-            if bs > *prev {
-                st.gap(&mut pass.windows, *prev, bs, Some(first));
-            }
-            let be = be0.min(w1);
-            let from = bs.max(*prev);
-            if be > from {
-                st.split(&mut pass.windows, from, be, |w, n| w.busy_ns += n);
-            }
-            if let Some(sb) = steps {
-                while step_i + 1 < sb.len() && sb[step_i + 1] <= bs0 {
-                    step_i += 1;
-                }
-                let mut j = step_i;
-                while j + 1 < sb.len() && sb[j] < be0 {
-                    pass.step_busy[j] += super::intervals::clip_len(bs0, be0, sb[j], sb[j + 1]);
-                    j += 1;
-                }
-            }
-            *prev = (*prev).max(be);
-            st.prev_corr = Some(last_corr);
-            true
-        };
     let mut copies: Vec<OpenCopy> = Vec::new();
     let expo = extras.exposure_window;
-    let kflush = |pass: &mut Pass,
-                  k: (u64, u64),
-                  copies: &mut Vec<OpenCopy>,
-                  exposure: &mut Vec<(u32, u64)>| {
-        for i in 0..nw {
-            pass.kernel_busy[i] += super::intervals::clip_len(k.0, k.1, bounds[i], bounds[i + 1]);
-        }
-        if !copies.is_empty() {
-            for c in copies.iter_mut() {
-                c.covered += super::intervals::clip_len(k.0, k.1, c.start, c.end);
-            }
-            // Later kernel intervals start after k ends: copies ending by then are done.
-            copies.retain(|c| {
-                let done = c.end <= k.1;
-                if done {
-                    exposure.push((c.index, (c.end - c.start).saturating_sub(c.covered)));
-                }
-                !done
-            });
-        }
-    };
     let mut open = true;
     for w in GpuWork::new(ctx, Some(dev), Select::ALL) {
         if let Some(q) = extras.queues.as_mut() {
@@ -601,7 +545,7 @@ pub fn attribute_windows(
                 kcur = match kcur {
                     Some((s, e)) if w.start <= e => Some((s, e.max(w.end))),
                     Some(k) => {
-                        kflush(&mut pass, k, &mut copies, &mut extras.exposure);
+                        flush_kernels(&mut pass, k, bounds, &mut copies, &mut extras.exposure);
                         Some((w.start, w.end))
                     }
                     None => Some((w.start, w.end)),
@@ -629,7 +573,7 @@ pub fn attribute_windows(
             }
             Some(b) => {
                 if open {
-                    open = flush(&mut st, &mut pass, &mut prev, b);
+                    open = st.flush_block(&mut pass, &mut prev, &mut step_i, b, (w0, w1), steps);
                 }
                 Some((w.start, w.end, w, w.corr))
             }
@@ -640,7 +584,7 @@ pub fn attribute_windows(
         }
     }
     if let Some(k) = kcur {
-        kflush(&mut pass, k, &mut copies, &mut extras.exposure);
+        flush_kernels(&mut pass, k, bounds, &mut copies, &mut extras.exposure);
     }
     for c in copies {
         extras
@@ -648,13 +592,42 @@ pub fn attribute_windows(
             .push((c.index, (c.end - c.start).saturating_sub(c.covered)));
     }
     if let (Some(b), true) = (cur, open) {
-        flush(&mut st, &mut pass, &mut prev, b);
+        st.flush_block(&mut pass, &mut prev, &mut step_i, b, (w0, w1), steps);
     }
     if prev < w1 {
         st.gap(&mut pass.windows, prev, w1, None);
     }
     extras.idle = st.idle.take();
     pass
+}
+
+/// Charges one merged kernel interval `k`: its time in each window, and its overlap
+/// with the open copies; copies that end by its end are done and their exposed time
+/// is appended to `exposure`.
+fn flush_kernels(
+    pass: &mut Pass,
+    k: (u64, u64),
+    bounds: &[u64],
+    copies: &mut Vec<OpenCopy>,
+    exposure: &mut Vec<(u32, u64)>,
+) {
+    let nw = pass.kernel_busy.len();
+    for i in 0..nw {
+        pass.kernel_busy[i] += super::intervals::clip_len(k.0, k.1, bounds[i], bounds[i + 1]);
+    }
+    if !copies.is_empty() {
+        for c in copies.iter_mut() {
+            c.covered += super::intervals::clip_len(k.0, k.1, c.start, c.end);
+        }
+        // Later kernel intervals start after k ends: copies ending by then are done.
+        copies.retain(|c| {
+            let done = c.end <= k.1;
+            if done {
+                exposure.push((c.index, (c.end - c.start).saturating_sub(c.covered)));
+            }
+            !done
+        });
+    }
 }
 
 struct State<'c, 'a, 'b> {
@@ -674,6 +647,53 @@ struct State<'c, 'a, 'b> {
 }
 
 impl State<'_, '_, '_> {
+    /// Charges one merged block of work (start, end, first work, correlation id of the
+    /// work that ends last): the idle gap before it, its busy time per window and per
+    /// step. False once the block starts at or after the end of `window`.
+    fn flush_block(
+        &mut self,
+        pass: &mut Pass,
+        prev: &mut u64,
+        step_i: &mut usize,
+        b: (u64, u64, Work, u32),
+        window: (u64, u64),
+        steps: Option<&[u64]>,
+    ) -> bool {
+        let (w0, w1) = window;
+        let (bs0, be0, first, last_corr) = b;
+        if be0 <= w0 {
+            self.prev_corr = Some(last_corr);
+            return true;
+        }
+        if bs0 >= w1 {
+            self.gap(&mut pass.windows, *prev, w1, Some(first));
+            *prev = w1;
+            return false;
+        }
+        let bs = bs0.max(w0);
+        if bs > *prev {
+            self.gap(&mut pass.windows, *prev, bs, Some(first));
+        }
+        let be = be0.min(w1);
+        let from = bs.max(*prev);
+        if be > from {
+            self.split(&mut pass.windows, from, be, |w, n| w.busy_ns += n);
+        }
+        if let Some(sb) = steps {
+            while *step_i + 1 < sb.len() && sb[*step_i + 1] <= bs0 {
+                *step_i += 1;
+            }
+            let mut j = *step_i;
+            while j + 1 < sb.len() && sb[j] < be0 {
+                pass.step_busy[j] += super::intervals::clip_len(bs0, be0, sb[j], sb[j + 1]);
+                j += 1;
+            }
+        }
+        *prev = (*prev).max(be);
+        self.prev_corr = Some(last_corr);
+        true
+    }
+
     fn seg_at(&mut self, p: u64) -> Seg {
         loop {
             match self.seg {
@@ -770,75 +790,102 @@ impl State<'_, '_, '_> {
             };
             self.pieces.push((a, b, c));
         } else {
-            let mut p = a;
-            // Advance the host sweep to `a` so that every call begun before it is seen.
-            self.seg_at(a);
-            if let Some((we, class)) = self.host.window_at(a) {
-                let e = we.min(b);
-                if e > p {
-                    self.pieces.push((p, e, Cause::from_host(class)));
-                    p = e;
-                }
-            }
-            // GPU-only: the end of a gap before a pageable copy is the driver staging it.
-            let mut cut = b;
-            if self.method == Method::GpuOnly && len > FRAG_GAP_NS {
-                if let Some(w) = next.filter(|w| self.is_pageable_copy(w)) {
-                    cut = b - (w.end - w.start).min(b - p);
-                }
-            }
-            while p < cut {
-                let seg = self.seg_at(p);
-                let e = seg.e.min(cut).max(p + 1).min(cut);
-                let cause = match seg.class {
-                    // In a launch call through a gap far longer than a launch: a CUDA
-                    // call that took long, not launch latency.
-                    Some(HostClass::Issue) if !launch_gap => Cause::OtherCall,
-                    Some(c) => Cause::from_host(c),
-                    None if !launch_gap => Cause::DataStarvation,
-                    None if host_api => {
-                        if seg.e.saturating_sub(seg.s) <= QUIET_LAUNCH_NS
-                            || (unlinked && len <= QUIET_LAUNCH_NS)
-                        {
-                            Cause::LaunchBound
-                        } else {
-                            Cause::DataStarvation
-                        }
-                    }
-                    // Hook-recorded calls: back-to-back calls, or a gap too short to be
-                    // anything but a launch the hooks do not see (driver API).
-                    None if self.method == Method::HostHooks => {
-                        if seg.e.saturating_sub(seg.s) <= QUIET_LAUNCH_NS || len <= FRAG_GAP_NS {
-                            Cause::LaunchBound
-                        } else {
-                            Cause::DataStarvation
-                        }
-                    }
-                    None if len <= FRAG_GAP_NS => Cause::LaunchBound,
-                    None => Cause::DataStarvation,
-                };
-                match (&self.ctx.host, cause) {
-                    // With host samples, what the feeding thread did decides.
-                    (Some(h), Cause::DataStarvation) => {
-                        let tid = next.and_then(|w| self.ctx.api_for(w.corr)).map(|a| a.tid);
-                        super::host::split_quiet(
-                            h,
-                            tid,
-                            (p, e),
-                            seg.e.saturating_sub(seg.s),
-                            launch_gap,
-                            &mut self.pieces,
-                            &mut self.host_acc,
-                        );
-                    }
-                    _ => self.pieces.push((p, e, cause)),
-                }
+            self.host_pieces(a, b, next, unlinked, launch_gap);
+        }
+        self.charge(outs, a, b);
+    }
+
+    /// Cuts the gap [a, b) by what the host was doing (the call that ends in it, then
+    /// each host segment), ending with the staging of a pageable copy in GPU-only mode.
+    fn host_pieces(
+        &mut self,
+        a: u64,
+        b: u64,
+        next: Option<Work>,
+        unlinked: bool,
+        launch_gap: bool,
+    ) {
+        let len = b - a;
+        let mut p = a;
+        // Advance the host sweep to `a` so that every call begun before it is seen.
+        self.seg_at(a);
+        if let Some((we, class)) = self.host.window_at(a) {
+            let e = we.min(b);
+            if e > p {
+                self.pieces.push((p, e, Cause::from_host(class)));
                 p = e;
             }
-            if cut < b {
-                self.pieces.push((cut.max(p), b, Cause::PageableMemcpy));
+        }
+        // GPU-only: the end of a gap before a pageable copy is the driver staging it.
+        let mut cut = b;
+        if self.method == Method::GpuOnly && len > FRAG_GAP_NS {
+            if let Some(w) = next.filter(|w| self.is_pageable_copy(w)) {
+                cut = b - (w.end - w.start).min(b - p);
             }
         }
+        while p < cut {
+            let seg = self.seg_at(p);
+            let e = seg.e.min(cut).max(p + 1).min(cut);
+            let cause = self.quiet_cause(seg, len, launch_gap, unlinked);
+            match (&self.ctx.host, cause) {
+                // With host samples, what the feeding thread did decides.
+                (Some(h), Cause::DataStarvation) => {
+                    let tid = next.and_then(|w| self.ctx.api_for(w.corr)).map(|a| a.tid);
+                    super::host::split_quiet(
+                        h,
+                        tid,
+                        (p, e),
+                        seg.e.saturating_sub(seg.s),
+                        launch_gap,
+                        &mut self.pieces,
+                        &mut self.host_acc,
+                    );
+                }
+                _ => self.pieces.push((p, e, cause)),
+            }
+            p = e;
+        }
+        if cut < b {
+            self.pieces.push((cut.max(p), b, Cause::PageableMemcpy));
+        }
+    }
+
+    /// The cause of a stretch of a gap of `len` ns that lies in host segment `seg`.
+    fn quiet_cause(&self, seg: Seg, len: u64, launch_gap: bool, unlinked: bool) -> Cause {
+        let host_api = self.method == Method::HostApi;
+        match seg.class {
+            // In a launch call through a gap far longer than a launch: a CUDA
+            // call that took long, not launch latency.
+            Some(HostClass::Issue) if !launch_gap => Cause::OtherCall,
+            Some(c) => Cause::from_host(c),
+            None if !launch_gap => Cause::DataStarvation,
+            None if host_api => {
+                if seg.e.saturating_sub(seg.s) <= QUIET_LAUNCH_NS
+                    || (unlinked && len <= QUIET_LAUNCH_NS)
+                {
+                    Cause::LaunchBound
+                } else {
+                    Cause::DataStarvation
+                }
+            }
+            // Hook-recorded calls: back-to-back calls, or a gap too short to be
+            // anything but a launch the hooks do not see (driver API).
+            None if self.method == Method::HostHooks => {
+                if seg.e.saturating_sub(seg.s) <= QUIET_LAUNCH_NS || len <= FRAG_GAP_NS {
+                    Cause::LaunchBound
+                } else {
+                    Cause::DataStarvation
+                }
+            }
+            None if len <= FRAG_GAP_NS => Cause::LaunchBound,
+            None => Cause::DataStarvation,
+        }
+    }
+
+    /// Charges the pieces of the gap [a, b) to the windows, records them as idle pieces
+    /// when asked, and counts the gap under its dominant cause in the window of its start.
+    fn charge(&mut self, outs: &mut [Attribution], a: u64, b: u64) {
+        let len = b - a;
         let mut local = [0u64; NCAUSE];
         let wa = self.window_of(a).min(outs.len() - 1);
         let pieces = std::mem::take(&mut self.pieces);

@@ -93,32 +93,81 @@ fn process_header(o: &mut String, p: &ProcessReport, multi: bool) {
         return;
     }
     if let Some(r) = &p.run {
-        let recompiled = if r.recompiles > 0 {
-            format!(
-                "; recompiled {} times after the GPU work began ({})",
-                r.recompiles,
-                dur(r.recompile_ns)
-            )
-        } else {
-            String::new()
-        };
-        let periodic: String = r
-            .periodic
-            .iter()
-            .take(3)
-            .map(|p| format!("; {}", p.words()))
-            .collect();
-        let mut w = String::new();
-        let pad = "              ";
-        wrap(
-            &mut w,
-            pad,
-            &format!("{}: {}{recompiled}{periodic}", dur(r.span_ns), r.words(5)),
-            100,
-        );
-        o.push_str("   run       ");
-        o.push_str(&w[pad.len() - 1..]);
+        run_line(o, r);
     }
+    phase_lines(o, p);
+    let l = &p.launches;
+    if l.linked > 0 {
+        let line = format!(
+            "{} GPU operations (kernels, copies, memsets) linked to the calls that submitted them; launch latency (call start to kernel start) median {} (p90 {}); {:.0}% found their stream empty; mean queue depth {:.1} (operations already waiting on the stream at each submission)",
+            l.linked,
+            dur(l.latency_p50_ns),
+            dur(l.latency_p90_ns),
+            l.empty_queue_pct,
+            l.mean_queue_depth
+        );
+        wrap(o, "   launches   ", &line, 100);
+    }
+    if let Some(g) = &p.graphs {
+        graph_lines(o, g);
+    }
+    match &p.measured {
+        Some(m) => measured_lines(o, p, m),
+        None => {
+            let _ = writeln!(
+                o,
+                "   nvidia-smi GPU-Util would read {:.0}%; SM fill (block slots occupied) actually achieved ~{} (estimated from grid sizes)",
+                p.gpu_util_pct,
+                p.sm_fill_pct
+                    .map(pct_str)
+                    .unwrap_or_else(|| "? (no device record)".into())
+            );
+        }
+    }
+    if let Some(h) = &p.host_cpu {
+        host_lines(o, h);
+    }
+    if let Some(e) = &p.environment {
+        env_line(o, e);
+    }
+    for n in &p.notes {
+        wrap(o, "   note: ", n, 100);
+    }
+}
+
+/// The run line: the span of GPU work in words, recompiles after the GPU work began and
+/// up to three periodic patterns, wrapped at 100 columns.
+fn run_line(o: &mut String, r: &super::phases::Run) {
+    let recompiled = if r.recompiles > 0 {
+        format!(
+            "; recompiled {} times after the GPU work began ({})",
+            r.recompiles,
+            dur(r.recompile_ns)
+        )
+    } else {
+        String::new()
+    };
+    let periodic: String = r
+        .periodic
+        .iter()
+        .take(3)
+        .map(|p| format!("; {}", p.words()))
+        .collect();
+    let mut w = String::new();
+    let pad = "              ";
+    wrap(
+        &mut w,
+        pad,
+        &format!("{}: {}{recompiled}{periodic}", dur(r.span_ns), r.words(5)),
+        100,
+    );
+    o.push_str("   run       ");
+    o.push_str(&w[pad.len() - 1..]);
+}
+
+/// The start-up, steady state and after lines (window, wall time, GPU busy share, steps
+/// found), then the step statistics and boundary when steps were detected.
+fn phase_lines(o: &mut String, p: &ProcessReport) {
     let s = &p.startup;
     let _ = writeln!(
         o,
@@ -167,137 +216,108 @@ fn process_header(o: &mut String, p: &ProcessReport, multi: bool) {
         );
     }
     if p.steps.detected {
-        let s = &p.steps;
+        step_lines(o, &p.steps);
+    }
+}
+
+/// Step duration and per-step GPU busy statistics, and the work the step boundary falls on.
+fn step_lines(o: &mut String, s: &super::out::StepsReport) {
+    let _ = writeln!(
+        o,
+        "   steps      median {} (min {}, max {}, spread {:.0}%), GPU busy per step median {:.0}% (min {:.0}%, max {:.0}%)",
+        dur(s.step_ns_median),
+        dur(s.step_ns_min),
+        dur(s.step_ns_max),
+        s.spread_pct,
+        s.busy_pct_median,
+        s.busy_pct_min,
+        s.busy_pct_max
+    );
+    if let Some(a) = &s.anchor_kernel {
+        let short: String = if a.chars().count() > 70 {
+            let mut t: String = a.chars().take(69).collect();
+            t.push('…');
+            t
+        } else {
+            a.clone()
+        };
+        let what = if short.starts_with("memcpy ") || short == "memset" {
+            ""
+        } else {
+            "kernel "
+        };
+        let _ = writeln!(o, "              (step boundary at {what}{short})");
+    }
+}
+
+/// The measured counters line: GPU-Util next to measured SM activity and occupancy, then
+/// one line per kernel name whose samples were its own, and a line on those that had none.
+fn measured_lines(o: &mut String, p: &ProcessReport, m: &super::counters::Measured) {
+    let v = |x: Option<f64>| x.map(pct_str).unwrap_or_else(|| "?".into());
+    let by = if m.source == "gpm" {
+        "NVML GPM"
+    } else {
+        "CUPTI PM"
+    };
+    let _ = writeln!(
+        o,
+        "   nvidia-smi GPU-Util would read {:.0}%; SMs actually active {}, occupancy {} (measured by {by}: {} samples; tensor {}, DRAM {} of peak)",
+        p.gpu_util_pct,
+        v(m.m.sm_active_pct),
+        v(m.m.occupancy_pct),
+        m.samples,
+        v(m.m.tensor_active_pct),
+        v(m.m.dram_pct)
+    );
+    // Per kernel name only where the values are its own (exact); a mixed row
+    // would repeat the mix of the samples it shared.
+    for k in p
+        .measured_kernels
+        .iter()
+        .filter(|k| k.attribution == "exact")
+    {
+        let _ = write!(
+            o,
+            "     {} x{} ({}): SMs {}, occupancy {}, tensor {}, DRAM {}",
+            k.name,
+            k.count,
+            k.attribution,
+            v(k.m.sm_active_pct),
+            v(k.m.occupancy_pct),
+            v(k.m.tensor_active_pct),
+            v(k.m.dram_pct)
+        );
+        if let Some(fp) = k.m.fp_max_pct() {
+            let _ = write!(o, ", FP {}", pct_str(fp));
+        }
         let _ = writeln!(
             o,
-            "   steps      median {} (min {}, max {}, spread {:.0}%), GPU busy per step median {:.0}% (min {:.0}%, max {:.0}%)",
-            dur(s.step_ns_median),
-            dur(s.step_ns_min),
-            dur(s.step_ns_max),
-            s.spread_pct,
-            s.busy_pct_median,
-            s.busy_pct_min,
-            s.busy_pct_max
-        );
-        if let Some(a) = &s.anchor_kernel {
-            let short: String = if a.chars().count() > 70 {
-                let mut t: String = a.chars().take(69).collect();
-                t.push('…');
-                t
-            } else {
-                a.clone()
-            };
-            let what = if short.starts_with("memcpy ") || short == "memset" {
-                ""
-            } else {
-                "kernel "
-            };
-            let _ = writeln!(o, "              (step boundary at {what}{short})");
-        }
-    }
-    let l = &p.launches;
-    if l.linked > 0 {
-        let line = format!(
-            "{} GPU operations (kernels, copies, memsets) linked to the calls that submitted them; launch latency (call start to kernel start) median {} (p90 {}); {:.0}% found their stream empty; mean queue depth {:.1} (operations already waiting on the stream at each submission)",
-            l.linked,
-            dur(l.latency_p50_ns),
-            dur(l.latency_p90_ns),
-            l.empty_queue_pct,
-            l.mean_queue_depth
-        );
-        wrap(o, "   launches   ", &line, 100);
-    }
-    if let Some(g) = &p.graphs {
-        graph_lines(o, g);
-    }
-    match &p.measured {
-        Some(m) => {
-            let v = |x: Option<f64>| x.map(pct_str).unwrap_or_else(|| "?".into());
-            let by = if m.source == "gpm" {
-                "NVML GPM"
-            } else {
-                "CUPTI PM"
-            };
-            let _ = writeln!(
-                o,
-                "   nvidia-smi GPU-Util would read {:.0}%; SMs actually active {}, occupancy {} (measured by {by}: {} samples; tensor {}, DRAM {} of peak)",
-                p.gpu_util_pct,
-                v(m.m.sm_active_pct),
-                v(m.m.occupancy_pct),
-                m.samples,
-                v(m.m.tensor_active_pct),
-                v(m.m.dram_pct)
-            );
-            // Per kernel name only where the values are its own (exact); a mixed row
-            // would repeat the mix of the samples it shared.
-            for k in p
-                .measured_kernels
-                .iter()
-                .filter(|k| k.attribution == "exact")
-            {
-                let _ = write!(
-                    o,
-                    "     {} x{} ({}): SMs {}, occupancy {}, tensor {}, DRAM {}",
-                    k.name,
-                    k.count,
-                    k.attribution,
-                    v(k.m.sm_active_pct),
-                    v(k.m.occupancy_pct),
-                    v(k.m.tensor_active_pct),
-                    v(k.m.dram_pct)
-                );
-                if let Some(fp) = k.m.fp_max_pct() {
-                    let _ = write!(o, ", FP {}", pct_str(fp));
-                }
-                let _ = writeln!(
-                    o,
-                    "{}",
-                    match k.verdict {
-                        "memory_bound" => ": memory-bound",
-                        "tensor_bound" => ": compute-bound on the tensor pipes (healthy)",
-                        _ => "",
-                    }
-                );
+            "{}",
+            match k.verdict {
+                "memory_bound" => ": memory-bound",
+                "tensor_bound" => ": compute-bound on the tensor pipes (healthy)",
+                _ => "",
             }
-            let mixed = p
-                .measured_kernels
-                .iter()
-                .filter(|k| k.attribution != "exact")
-                .count();
-            if mixed > 0 {
-                let all = mixed == p.measured_kernels.len();
-                let who = match (all, mixed) {
-                    (true, 1) => "per kernel: the one kernel name sampled never had a sample to itself (each sample it ran in also held".to_string(),
-                    (true, n) => format!("per kernel: the {n} busiest kernel names never had a sample to themselves (each sample they ran in also held"),
-                    (false, 1) => "1 more of the busiest kernel names never had a sample to itself (each sample it ran in also held".to_string(),
-                    (false, n) => format!("{n} more of the busiest kernel names never had a sample to themselves (each sample they ran in also held"),
-                };
-                let _ = writeln!(
-                    o,
-                    "     {who} other kernels, or more than {:.0}% idle time): the values would repeat the mix of those samples, so they are not shown",
-                    100.0 - super::counters::FILL * 100.0
-                );
-            }
-        }
-        None => {
-            let _ = writeln!(
-                o,
-                "   nvidia-smi GPU-Util would read {:.0}%; SM fill (block slots occupied) actually achieved ~{} (estimated from grid sizes)",
-                p.gpu_util_pct,
-                p.sm_fill_pct
-                    .map(pct_str)
-                    .unwrap_or_else(|| "? (no device record)".into())
-            );
-        }
+        );
     }
-    if let Some(h) = &p.host_cpu {
-        host_lines(o, h);
-    }
-    if let Some(e) = &p.environment {
-        env_line(o, e);
-    }
-    for n in &p.notes {
-        wrap(o, "   note: ", n, 100);
+    let mixed = p
+        .measured_kernels
+        .iter()
+        .filter(|k| k.attribution != "exact")
+        .count();
+    if mixed > 0 {
+        let all = mixed == p.measured_kernels.len();
+        let who = match (all, mixed) {
+            (true, 1) => "per kernel: the one kernel name sampled never had a sample to itself (each sample it ran in also held".to_string(),
+            (true, n) => format!("per kernel: the {n} busiest kernel names never had a sample to themselves (each sample they ran in also held"),
+            (false, 1) => "1 more of the busiest kernel names never had a sample to itself (each sample it ran in also held".to_string(),
+            (false, n) => format!("{n} more of the busiest kernel names never had a sample to themselves (each sample they ran in also held"),
+        };
+        let _ = writeln!(
+            o,
+            "     {who} other kernels, or more than {:.0}% idle time): the values would repeat the mix of those samples, so they are not shown",
+            100.0 - super::counters::FILL * 100.0
+        );
     }
 }
 

@@ -78,9 +78,11 @@ pub fn anchor_label(t: &crate::model::trace::Trace, id: u32) -> String {
     }
 }
 
-pub fn detect(ctx: &Ctx) -> Steps {
+/// Steps with no repeating structure: start-up before `steady_from`, steady state up to
+/// `steady_to`, tail after it.
+fn no_steps(ctx: &Ctx, steady_from: u64, steady_to: u64) -> Steps {
     let (t0, t1) = (ctx.t0, ctx.t1);
-    let none = |steady_from: u64, steady_to: u64| Steps {
+    Steps {
         source: StepSource::None,
         anchor: None,
         nvtx_text: None,
@@ -92,216 +94,321 @@ pub fn detect(ctx: &Ctx) -> Steps {
         startup: (t0, steady_from),
         steady: (steady_from, steady_to),
         tail: (steady_to, t1),
-    };
+    }
+}
+
+/// Steps from marked boundaries (NVTX ranges or graph replays), slow leading steps
+/// counted as warm-up; the phases are widened to take in boundaries outside the trace span.
+fn marked_steps(
+    ctx: &Ctx,
+    source: StepSource,
+    nvtx_text: Option<u32>,
+    graph_id: Option<u32>,
+    bounds: Vec<u64>,
+) -> Steps {
+    let (t0, t1) = (ctx.t0, ctx.t1);
+    let (bounds, warm) = drop_warmup(bounds);
+    let s0 = bounds[0];
+    let s1 = *bounds.last().unwrap();
+    Steps {
+        source,
+        anchor: None,
+        nvtx_text,
+        period: None,
+        graph_id,
+        bounds,
+        warmup_steps: warm,
+        irregular: 0,
+        startup: (t0.min(s0), s0),
+        steady: (s0, s1),
+        tail: (s1, t1.max(s1)),
+    }
+}
+
+pub fn detect(ctx: &Ctx) -> Steps {
+    let (t0, t1) = (ctx.t0, ctx.t1);
     if let Some((text, bounds)) = nvtx_steps(ctx) {
-        let (bounds, warm) = drop_warmup(bounds);
-        let s0 = bounds[0];
-        let s1 = *bounds.last().unwrap();
-        return Steps {
-            source: StepSource::Nvtx,
-            anchor: None,
-            nvtx_text: Some(text),
-            period: None,
-            graph_id: None,
-            bounds,
-            warmup_steps: warm,
-            irregular: 0,
-            startup: (t0.min(s0), s0),
-            steady: (s0, s1),
-            tail: (s1, t1.max(s1)),
-        };
+        return marked_steps(ctx, StepSource::Nvtx, Some(text), None, bounds);
     }
     let Some(dev) = ctx.primary else {
-        return none(t0, t1);
+        return no_steps(ctx, t0, t1);
     };
     // A job that replays one CUDA graph per step: each replay starts a step.
     if let Some((graph, bounds)) = super::graphs::replay_steps(ctx, dev, MIN_STEPS) {
-        let (bounds, warm) = drop_warmup(bounds);
-        let s0 = bounds[0];
-        let s1 = *bounds.last().unwrap();
-        return Steps {
-            source: StepSource::GraphReplay,
-            anchor: None,
-            nvtx_text: None,
-            period: None,
-            graph_id: Some(graph),
-            bounds,
-            warmup_steps: warm,
-            irregular: 0,
-            startup: (t0.min(s0), s0),
-            steady: (s0, s1),
-            tail: (s1, t1.max(s1)),
-        };
+        return marked_steps(ctx, StepSource::GraphReplay, None, Some(graph), bounds);
     }
-    let t = ctx.t;
-    // The primary device's work in start order: the kernel table itself when the device
-    // has no copies or memsets and the table needs no filtering; else kernels, copies and
-    // memsets merged (a step often starts with its input copy), names in one array
-    // (scanned for the period) and table entries in another (kind in the top two bits).
-    // Copies and memsets join the sequence when they are not rare (2% of the device's
-    // work or more): a step that is a copy and a repeated block of kernels is only told
-    // from the block by its copy; rare ones would cost a merge for nothing.
-    let others = t.memcpys.iter().filter(|m| m.device == dev).count()
-        + t.memsets.iter().filter(|m| m.device == dev).count();
-    let works = ctx
-        .device_works
-        .iter()
-        .find(|d| d.0 == dev)
-        .map_or(0, |d| d.1 as usize);
-    let has_other = others > 0 && others * 50 >= works;
-    let use_table = ctx.devices.len() == 1 && ctx.bad_records == 0 && !has_other;
-    let (names, seq): (Vec<u32>, Vec<u32>) = if use_table {
-        (Vec::new(), Vec::new())
-    } else {
-        let cap = ctx
+    let works = DeviceWorks::new(ctx, dev);
+    let n = works.len();
+    let name = |p: usize| works.name(p);
+    let start = |p: usize| works.start(p);
+    let end = |p: usize| works.end(p);
+    if let Some(steps) = kernel_period_steps(ctx, n, &name, &start, &end) {
+        return steps;
+    }
+    steady_without_steps(ctx, dev, n, &start, &end)
+}
+
+/// The primary device's work in start order: the kernel table itself when the device
+/// has no copies or memsets and the table needs no filtering; else kernels, copies and
+/// memsets merged (a step often starts with its input copy), names in one array
+/// (scanned for the period) and table entries in another (kind in the top two bits).
+struct DeviceWorks<'a> {
+    t: &'a crate::model::trace::Trace,
+    hi: u64,
+    merged: bool,
+    names: Vec<u32>,
+    seq: Vec<u32>,
+}
+
+impl<'a> DeviceWorks<'a> {
+    /// The work sequence of device `dev`, merged with its copies and memsets when they
+    /// are not rare.
+    fn new(ctx: &Ctx<'a>, dev: u32) -> Self {
+        let t = ctx.t;
+        // Copies and memsets join the sequence when they are not rare (2% of the device's
+        // work or more): a step that is a copy and a repeated block of kernels is only told
+        // from the block by its copy; rare ones would cost a merge for nothing.
+        let others = t.memcpys.iter().filter(|m| m.device == dev).count()
+            + t.memsets.iter().filter(|m| m.device == dev).count();
+        let works = ctx
             .device_works
             .iter()
             .find(|d| d.0 == dev)
             .map_or(0, |d| d.1 as usize);
-        let mut names = Vec::with_capacity(cap);
-        let mut seq = Vec::with_capacity(cap);
-        for w in super::intervals::GpuWork::new(ctx, Some(dev), super::intervals::Select::ALL) {
-            if w.index >= 1 << 30 {
-                continue;
+        let has_other = others > 0 && others * 50 >= works;
+        let use_table = ctx.devices.len() == 1 && ctx.bad_records == 0 && !has_other;
+        let (names, seq): (Vec<u32>, Vec<u32>) = if use_table {
+            (Vec::new(), Vec::new())
+        } else {
+            let cap = ctx
+                .device_works
+                .iter()
+                .find(|d| d.0 == dev)
+                .map_or(0, |d| d.1 as usize);
+            let mut names = Vec::with_capacity(cap);
+            let mut seq = Vec::with_capacity(cap);
+            for w in super::intervals::GpuWork::new(ctx, Some(dev), super::intervals::Select::ALL) {
+                if w.index >= 1 << 30 {
+                    continue;
+                }
+                let (kind, name) = match w.kind {
+                    WorkKind::Kernel => (0u32, t.kernels[w.index].name),
+                    WorkKind::Memcpy => (1, MEMCPY_NAME - t.memcpys[w.index].copy_kind as u32),
+                    WorkKind::Memset => (2, MEMSET_NAME),
+                };
+                names.push(name);
+                seq.push((kind << 30) | w.index as u32);
             }
-            let (kind, name) = match w.kind {
-                WorkKind::Kernel => (0u32, t.kernels[w.index].name),
-                WorkKind::Memcpy => (1, MEMCPY_NAME - t.memcpys[w.index].copy_kind as u32),
-                WorkKind::Memset => (2, MEMSET_NAME),
-            };
-            names.push(name);
-            seq.push((kind << 30) | w.index as u32);
+            (names, seq)
+        };
+        DeviceWorks {
+            t,
+            hi: ctx.hi,
+            merged: !use_table,
+            names,
+            seq,
         }
-        (names, seq)
-    };
-    let merged = !use_table;
-    let n = if merged { seq.len() } else { t.kernels.len() };
-    // (start, end) of position p.
-    let span_at = |p: usize| -> (u64, u64) {
-        if !merged {
+    }
+
+    /// Number of positions in the sequence.
+    fn len(&self) -> usize {
+        if self.merged {
+            self.seq.len()
+        } else {
+            self.t.kernels.len()
+        }
+    }
+
+    /// (start, end) of position p.
+    fn span_at(&self, p: usize) -> (u64, u64) {
+        let t = self.t;
+        if !self.merged {
             let k = &t.kernels[p];
-            return (k.start, k.end.clamp(k.start, ctx.hi));
+            return (k.start, k.end.clamp(k.start, self.hi));
         }
-        let e = seq[p];
+        let e = self.seq[p];
         let i = (e & ((1 << 30) - 1)) as usize;
         match e >> 30 {
             0 => {
                 let k = &t.kernels[i];
-                (k.start, k.end.clamp(k.start, ctx.hi))
+                (k.start, k.end.clamp(k.start, self.hi))
             }
             1 => {
                 let m = &t.memcpys[i];
-                (m.start, m.end.clamp(m.start, ctx.hi))
+                (m.start, m.end.clamp(m.start, self.hi))
             }
             _ => {
                 let m = &t.memsets[i];
-                (m.start, m.end.clamp(m.start, ctx.hi))
+                (m.start, m.end.clamp(m.start, self.hi))
             }
-        }
-    };
-    let name = |p: usize| if merged { names[p] } else { t.kernels[p].name };
-    let start = |p: usize| span_at(p).0;
-    let end = |p: usize| span_at(p).1;
-
-    if let Some(found) = periodic(n, &name, t.strings.len()) {
-        let (period, rs, re) = found;
-        let p = refine_by_gaps(period, rs, re, t0, &start, &end);
-        // Phase: vote, per period, for the position preceded by the largest GPU gap.
-        let mut max_end = t0;
-        for i in 0..rs {
-            max_end = max_end.max(end(i));
-        }
-        let mut votes = vec![0u32; p];
-        let mut block = rs;
-        while block + p <= re {
-            let (mut best_gap, mut best_j) = (0u64, 0usize);
-            for j in 0..p {
-                let i = block + j;
-                let gap = start(i).saturating_sub(max_end);
-                if j == 0 || gap > best_gap {
-                    best_gap = gap;
-                    best_j = j;
-                }
-                max_end = max_end.max(end(i));
-            }
-            votes[best_j] += 1;
-            block += p;
-        }
-        let phase = votes
-            .iter()
-            .enumerate()
-            .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(&a.0)))
-            .map(|(j, _)| j)
-            .unwrap_or(0);
-        let anchor = name(rs + phase);
-        let mut pos = vec![rs + phase];
-        let mut irregular = 0;
-        let mut misses_in_a_row = 0;
-        loop {
-            let b = *pos.last().unwrap();
-            let e = b + p;
-            if e >= re {
-                break;
-            }
-            let next = if name(e) == anchor {
-                misses_in_a_row = 0;
-                e
-            } else {
-                let reach = (p / 4).max(1);
-                let mut found = None;
-                for d in 1..=reach {
-                    if e >= d && e - d > b && name(e - d) == anchor {
-                        found = Some(e - d);
-                        break;
-                    }
-                    if e + d < re && name(e + d) == anchor {
-                        found = Some(e + d);
-                        break;
-                    }
-                }
-                match found {
-                    Some(x) => {
-                        misses_in_a_row = 0;
-                        x
-                    }
-                    None => {
-                        irregular += 1;
-                        misses_in_a_row += 1;
-                        e
-                    }
-                }
-            };
-            if misses_in_a_row > 3 {
-                break;
-            }
-            pos.push(next);
-        }
-        let mut bounds: Vec<u64> = pos.iter().map(|&q| start(q)).collect();
-        bounds.dedup();
-        if bounds.len() > MIN_STEPS {
-            let (bounds, warm) = drop_warmup(bounds);
-            let s0 = bounds[0];
-            let s1 = *bounds.last().unwrap();
-            return Steps {
-                source: StepSource::KernelPeriod,
-                anchor: Some(anchor),
-                nvtx_text: None,
-                period: Some(p as u32),
-                graph_id: None,
-                bounds,
-                warmup_steps: warm,
-                irregular,
-                startup: (t0, s0),
-                steady: (s0, s1),
-                tail: (s1, t1),
-            };
         }
     }
 
-    // No steps: the steady state starts after a long idle stretch early in the trace
-    // (imports, model init), else at the first GPU work; it ends with the last GPU work.
+    /// Name id of position p.
+    fn name(&self, p: usize) -> u32 {
+        if self.merged {
+            self.names[p]
+        } else {
+            self.t.kernels[p].name
+        }
+    }
+
+    /// Start time of position p.
+    fn start(&self, p: usize) -> u64 {
+        self.span_at(p).0
+    }
+
+    /// End time of position p, clamped to the sanity bound.
+    fn end(&self, p: usize) -> u64 {
+        self.span_at(p).1
+    }
+}
+
+/// Steps from the period of the work sequence: boundaries on the anchor kernel at the
+/// position in the period most often preceded by the largest GPU gap; `None` when no
+/// period is found or it gives too few steps.
+fn kernel_period_steps(
+    ctx: &Ctx,
+    n: usize,
+    name: &impl Fn(usize) -> u32,
+    start: &impl Fn(usize) -> u64,
+    end: &impl Fn(usize) -> u64,
+) -> Option<Steps> {
+    let (t0, t1) = (ctx.t0, ctx.t1);
+    let (period, rs, re) = periodic(n, name, ctx.t.strings.len())?;
+    let p = refine_by_gaps(period, rs, re, t0, start, end);
+    let phase = gap_phase(p, rs, re, t0, start, end);
+    let anchor = name(rs + phase);
+    let (pos, irregular) = anchor_positions(name, anchor, rs + phase, p, re);
+    let mut bounds: Vec<u64> = pos.iter().map(|&q| start(q)).collect();
+    bounds.dedup();
+    if bounds.len() <= MIN_STEPS {
+        return None;
+    }
+    let (bounds, warm) = drop_warmup(bounds);
+    let s0 = bounds[0];
+    let s1 = *bounds.last().unwrap();
+    Some(Steps {
+        source: StepSource::KernelPeriod,
+        anchor: Some(anchor),
+        nvtx_text: None,
+        period: Some(p as u32),
+        graph_id: None,
+        bounds,
+        warmup_steps: warm,
+        irregular,
+        startup: (t0, s0),
+        steady: (s0, s1),
+        tail: (s1, t1),
+    })
+}
+
+/// Phase of the step in a period of `p` positions: each period from `rs` to `re` votes
+/// for the position preceded by its largest GPU gap; the most voted (the first on a tie).
+fn gap_phase(
+    p: usize,
+    rs: usize,
+    re: usize,
+    t0: u64,
+    start: &impl Fn(usize) -> u64,
+    end: &impl Fn(usize) -> u64,
+) -> usize {
+    let mut max_end = t0;
+    for i in 0..rs {
+        max_end = max_end.max(end(i));
+    }
+    let mut votes = vec![0u32; p];
+    let mut block = rs;
+    while block + p <= re {
+        let (mut best_gap, mut best_j) = (0u64, 0usize);
+        for j in 0..p {
+            let i = block + j;
+            let gap = start(i).saturating_sub(max_end);
+            if j == 0 || gap > best_gap {
+                best_gap = gap;
+                best_j = j;
+            }
+            max_end = max_end.max(end(i));
+        }
+        votes[best_j] += 1;
+        block += p;
+    }
+    votes
+        .iter()
+        .enumerate()
+        .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(&a.0)))
+        .map(|(j, _)| j)
+        .unwrap_or(0)
+}
+
+/// Step start positions from `first`, one period `p` apart, each moved to the nearest
+/// `anchor` name within a quarter period; stops before `re` or after more than three
+/// misses in a row. Also returns the number of boundaries not on the anchor.
+fn anchor_positions(
+    name: &impl Fn(usize) -> u32,
+    anchor: u32,
+    first: usize,
+    p: usize,
+    re: usize,
+) -> (Vec<usize>, usize) {
+    let mut pos = vec![first];
+    let mut irregular = 0;
+    let mut misses_in_a_row = 0;
+    loop {
+        let b = *pos.last().unwrap();
+        let e = b + p;
+        if e >= re {
+            break;
+        }
+        let next = if name(e) == anchor {
+            misses_in_a_row = 0;
+            e
+        } else {
+            let reach = (p / 4).max(1);
+            let mut found = None;
+            for d in 1..=reach {
+                if e >= d && e - d > b && name(e - d) == anchor {
+                    found = Some(e - d);
+                    break;
+                }
+                if e + d < re && name(e + d) == anchor {
+                    found = Some(e + d);
+                    break;
+                }
+            }
+            match found {
+                Some(x) => {
+                    misses_in_a_row = 0;
+                    x
+                }
+                None => {
+                    irregular += 1;
+                    misses_in_a_row += 1;
+                    e
+                }
+            }
+        };
+        if misses_in_a_row > 3 {
+            break;
+        }
+        pos.push(next);
+    }
+    (pos, irregular)
+}
+
+/// No steps: the steady state starts after a long idle stretch early in the trace
+/// (imports, model init), else at the first GPU work; it ends with the last GPU work.
+fn steady_without_steps(
+    ctx: &Ctx,
+    dev: u32,
+    n: usize,
+    start: &impl Fn(usize) -> u64,
+    end: &impl Fn(usize) -> u64,
+) -> Steps {
+    let (t0, t1) = (ctx.t0, ctx.t1);
+    let t = ctx.t;
     if n == 0 {
-        return none(t0, t1);
+        return no_steps(ctx, t0, t1);
     }
     let half = t0 + (t1 - t0) / 2;
     let mut max_end = 0u64;
@@ -342,7 +449,7 @@ pub fn detect(ctx: &Ctx) -> Steps {
         }
     }
     let to = last_end.clamp(from, t1);
-    none(from.clamp(t0, t1), to)
+    no_steps(ctx, from.clamp(t0, t1), to)
 }
 
 /// A period of the name sequence can be a fraction of the step: a step that launches
