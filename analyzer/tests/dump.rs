@@ -753,3 +753,61 @@ fn a_counter_sample_gets_one_line() {
     assert_eq!(l["pcie_read_bytes"], 4096);
     assert!(l.get("occupancy_pct").is_none() && l.get("nvlink_rx_bytes").is_none());
 }
+
+#[test]
+fn streamed_summary_is_the_summary_of_the_loaded_trace() {
+    use gputrace_analyzer::export::summary::summarize as streamed_summary;
+    use gputrace_analyzer::model::trace::union_len;
+    use gputrace_analyzer::report::summary::summarize;
+    let path = PathBuf::from("random.gtrace");
+    for seed in 1..=8u64 {
+        let window = seed % 3 == 0;
+        let (meta, ev) = random_events(seed, 2_000, window);
+        let ev = if seed % 2 == 0 {
+            shuffle_blocks(ev, seed)
+        } else {
+            ev
+        };
+        let bytes = encode(&meta, &ev, seed, seed % 4 < 2);
+        let t = Trace::from_bytes(&path, &bytes).unwrap();
+        let want = summarize(&t);
+        let got = streamed_summary(&EventStream::from_bytes(&path, &bytes).unwrap()).unwrap();
+        assert_eq!(
+            serde_json::to_value(&got).unwrap(),
+            serde_json::to_value(&want).unwrap(),
+            "seed {seed}"
+        );
+        assert!(want.devices.iter().any(|d| d.kernels > 0), "seed {seed}");
+        if window {
+            assert!(want.window.is_some(), "seed {seed}");
+            assert!(want.incomplete > 0, "seed {seed}: {want:?}");
+        }
+        // Busy time, summed as the work comes, is the union of every interval.
+        for d in &want.devices {
+            let mut iv: Vec<(u64, u64)> = t
+                .kernels
+                .iter()
+                .filter(|k| k.device == d.device)
+                .map(|k| (k.start, k.end))
+                .chain(
+                    t.memcpys
+                        .iter()
+                        .filter(|m| m.device == d.device)
+                        .map(|m| (m.start, m.end)),
+                )
+                .chain(
+                    t.memsets
+                        .iter()
+                        .filter(|m| m.device == d.device)
+                        .map(|m| (m.start, m.end)),
+                )
+                .collect();
+            assert_eq!(
+                d.busy_ns,
+                union_len(&mut iv),
+                "seed {seed} device {}",
+                d.device
+            );
+        }
+    }
+}

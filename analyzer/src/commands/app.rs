@@ -75,9 +75,10 @@ pub fn report(
     written(res).map(|_| outcome)
 }
 
-/// `gputrace summary`: per-device summary of each trace. The traces are read one at a
-/// time (only one is held), each file once; environment files are no process and have
-/// no summary (given alone, they are an error).
+/// `gputrace summary`: per-device summary of each trace. Each trace is streamed from
+/// its file in time order (bounded memory, whatever its size: [`export::summary`]);
+/// environment files are no process and have no summary (given alone, they are an
+/// error).
 pub fn summary(
     paths: &[PathBuf],
     format: Format,
@@ -88,13 +89,18 @@ pub fn summary(
     let mut outcome = Outcome::default();
     let mut env_file = None;
     for p in load::distinct_paths(&load::expand_dirs(paths)?, warn) {
-        let t = load::load(&p, warn)?;
-        outcome.damaged |= t.stats.damaged();
-        if t.meta.is_environment() {
+        load::check_path(&p)?;
+        let s = EventStream::open(&p).map_err(|e| Error::read(&p, e))?;
+        outcome.damaged |= load::pass_on_loss(&p, s.read_stats(), warn);
+        if s.meta().is_environment() {
             env_file.get_or_insert(p);
             continue;
         }
-        all.push(crate::report::summary::summarize(&t));
+        all.push(match export::summary::summarize(&s) {
+            Ok(x) => x,
+            Err(StreamError::Read(e)) => return Err(Error::read(&p, e)),
+            Err(StreamError::Write(e)) => return Err(Error::Output(e)),
+        });
     }
     if let (true, Some(p)) = (all.is_empty(), env_file) {
         return Err(Error::EnvironmentOnly(p));

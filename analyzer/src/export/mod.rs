@@ -41,6 +41,7 @@ pub mod perfetto;
 pub mod proto;
 pub mod slices;
 pub mod stream;
+pub mod summary;
 pub mod text;
 
 pub use api::*;

@@ -58,6 +58,11 @@ pub struct StreamStats {
     pub events: u64,
     /// Most records held in the reorder buffer at once.
     pub peak_pending: usize,
+    /// GPU records that began before a trace window opened: handed over with their
+    /// start clipped to it.
+    pub clipped: u64,
+    /// GPU records without timestamps (still running when collection stopped): left out.
+    pub incomplete: u64,
 }
 
 /// Where the chunks come from, opened once per pass.
@@ -230,6 +235,16 @@ impl<'a> EventStream<'a> {
         &self.stats
     }
 
+    /// The trace window's bounds, for a window trace (as [`crate::Trace`] has them).
+    pub fn window(&self) -> Option<(u64, u64)> {
+        self.window
+    }
+
+    /// An interned string by id ("" for an id never defined).
+    pub fn str(&self, id: u32) -> &str {
+        self.strings.get(&id).map_or("", |s| s.as_str())
+    }
+
     /// Hands every event to `exporter` (between its `begin_trace` and `end_trace`), in
     /// time order, holding at most `2 x max_pending` records (at least 1) at a time.
     pub fn write(
@@ -272,6 +287,9 @@ impl<'a> EventStream<'a> {
                 }
                 let Some(rec) = Rec::of(e) else { return };
                 let Some(entry) = Entry::new(rec, seq) else {
+                    if w.stats.passes == 1 {
+                        w.stats.incomplete += 1;
+                    }
                     return;
                 };
                 let key = entry.key(lo);
@@ -378,6 +396,9 @@ impl Writer<'_, '_> {
         let n = pending.partition_point(|e| ready(&e.key(lo)));
         for e in &pending[..n] {
             let key = e.key(lo);
+            if e.rec.gpu_span().is_some_and(|(s, _)| s != key.ts) {
+                self.stats.clipped += 1;
+            }
             let r = self.small_until(Some(&key)).and_then(|_| {
                 self.stats.events += 1;
                 e.rec

@@ -111,6 +111,73 @@ pub struct NvtxRange {
     pub truncated: bool,
 }
 
+/// NVTX records paired into ranges as they come in time order: pushes with pops per
+/// thread (a pop of level L closes the open push of level L, and any deeper ones left
+/// open by lost records), starts with ends by id. Pops and ends with nothing open (their
+/// push came before the trace) are dropped. Holds only the ranges still open.
+#[derive(Default)]
+pub struct NvtxPairing {
+    stacks: HashMap<u32, Vec<NvtxRange>>,
+    started: HashMap<u64, NvtxRange>,
+}
+
+impl NvtxPairing {
+    /// Takes the next record; the ranges it closes go to `closed`.
+    pub fn add(&mut self, n: &fmt::Nvtx, closed: &mut Vec<NvtxRange>) {
+        let r = NvtxRange {
+            start: n.ts,
+            end: n.ts,
+            open: true,
+            tid: n.tid,
+            text: n.text,
+            level: None,
+            id: None,
+            truncated: n.flags & fmt::NVTX_FLAG_TRUNCATED != 0,
+        };
+        match n.kind {
+            fmt::NVTX_PUSH => self.stacks.entry(n.tid).or_default().push(NvtxRange {
+                level: Some(n.id as u32),
+                ..r
+            }),
+            fmt::NVTX_POP => {
+                let st = self.stacks.entry(n.tid).or_default();
+                if let Some(i) = st.iter().rposition(|x| x.level == Some(n.id as u32)) {
+                    for mut x in st.drain(i..) {
+                        x.end = n.ts;
+                        x.open = false;
+                        closed.push(x);
+                    }
+                }
+            }
+            fmt::NVTX_START => {
+                self.started.insert(
+                    n.id,
+                    NvtxRange {
+                        id: Some(n.id),
+                        ..r
+                    },
+                );
+            }
+            fmt::NVTX_END => {
+                if let Some(mut x) = self.started.remove(&n.id) {
+                    x.end = n.ts;
+                    x.open = false;
+                    closed.push(x);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The ranges still open (their end is left at their start).
+    pub fn into_open(self) -> impl Iterator<Item = NvtxRange> {
+        self.stacks
+            .into_values()
+            .flatten()
+            .chain(self.started.into_values())
+    }
+}
+
 /// Most decode workers one trace uses: past a few, the reading thread (checksums, the
 /// merge into the tables) is the limit.
 pub const MAX_DECODE_WORKERS: usize = 4;
@@ -491,58 +558,11 @@ impl Trace {
     /// dropped; ranges open at the end run to the end of the trace.
     fn pair_nvtx(&self) -> Vec<NvtxRange> {
         let mut out = Vec::new();
-        let mut stacks: HashMap<u32, Vec<NvtxRange>> = HashMap::new();
-        let mut started: HashMap<u64, NvtxRange> = HashMap::new();
+        let mut pairing = NvtxPairing::default();
         for n in &self.nvtx {
-            let r = NvtxRange {
-                start: n.ts,
-                end: n.ts,
-                open: true,
-                tid: n.tid,
-                text: n.text,
-                level: None,
-                id: None,
-                truncated: n.flags & fmt::NVTX_FLAG_TRUNCATED != 0,
-            };
-            match n.kind {
-                fmt::NVTX_PUSH => stacks.entry(n.tid).or_default().push(NvtxRange {
-                    level: Some(n.id as u32),
-                    ..r
-                }),
-                fmt::NVTX_POP => {
-                    let st = stacks.entry(n.tid).or_default();
-                    if let Some(i) = st.iter().rposition(|x| x.level == Some(n.id as u32)) {
-                        for mut x in st.drain(i..) {
-                            x.end = n.ts;
-                            x.open = false;
-                            out.push(x);
-                        }
-                    }
-                }
-                fmt::NVTX_START => {
-                    started.insert(
-                        n.id,
-                        NvtxRange {
-                            id: Some(n.id),
-                            ..r
-                        },
-                    );
-                }
-                fmt::NVTX_END => {
-                    if let Some(mut x) = started.remove(&n.id) {
-                        x.end = n.ts;
-                        x.open = false;
-                        out.push(x);
-                    }
-                }
-                _ => {}
-            }
+            pairing.add(n, &mut out);
         }
-        let mut left = stacks
-            .into_values()
-            .flatten()
-            .chain(started.into_values())
-            .peekable();
+        let mut left = pairing.into_open().peekable();
         if left.peek().is_some() {
             // (A walk over every table: only when some range is left open.)
             let last = self.nvtx.last().map(|n| n.ts).unwrap_or(0);
@@ -676,25 +696,11 @@ impl Trace {
     /// Intervals in which the collector did not see GPU activity (another CUPTI user).
     /// An open window at the end runs to the end of the trace.
     pub fn blind_windows(&self) -> Vec<(u64, u64, String)> {
-        let mut out = Vec::new();
-        let mut open: Option<(u64, u32)> = None;
-        for (ts, st, reason) in &self.states {
-            match fmt::CollectorState::from_u8(*st) {
-                Some(fmt::CollectorState::Blind) if open.is_none() => open = Some((*ts, *reason)),
-                Some(fmt::CollectorState::Blind) => {}
-                Some(_) => {
-                    if let Some((s, r)) = open.take() {
-                        out.push((s, *ts, self.str(r).to_string()));
-                    }
-                }
-                None => {}
-            }
-        }
-        if let Some((s, r)) = open {
-            let end = self.span().map(|s| s.1).unwrap_or(0);
-            out.push((s, end.max(s), self.str(r).to_string()));
-        }
-        out
+        blind_windows(
+            &self.states,
+            || self.span().map(|s| s.1).unwrap_or(0),
+            |r| self.str(r),
+        )
     }
 }
 
@@ -842,6 +848,34 @@ pub fn demangle(name: &str) -> String {
         }
     }
     name.to_string()
+}
+
+/// Intervals in which the collector did not see GPU activity, from its state changes
+/// `(ts, state, reason)` in time order: (start, end, why). One still open at the end
+/// runs to `end_of_trace()`.
+pub fn blind_windows<'a>(
+    states: &[(u64, u8, u32)],
+    end_of_trace: impl FnOnce() -> u64,
+    text: impl Fn(u32) -> &'a str,
+) -> Vec<(u64, u64, String)> {
+    let mut out = Vec::new();
+    let mut open: Option<(u64, u32)> = None;
+    for &(ts, st, reason) in states {
+        match fmt::CollectorState::from_u8(st) {
+            Some(fmt::CollectorState::Blind) if open.is_none() => open = Some((ts, reason)),
+            Some(fmt::CollectorState::Blind) => {}
+            Some(_) => {
+                if let Some((s, r)) = open.take() {
+                    out.push((s, ts, text(r).to_string()));
+                }
+            }
+            None => {}
+        }
+    }
+    if let Some((s, r)) = open {
+        out.push((s, end_of_trace().max(s), text(r).to_string()));
+    }
+    out
 }
 
 /// Length of the union of intervals (need not be sorted).

@@ -1,10 +1,11 @@
 //! `gputrace summary`: what the GPU did, per device.
 
-use crate::model::trace::{demangle, union_len, Trace};
+use crate::model::trace::{blind_windows, demangle, NvtxPairing, NvtxRange, Trace};
 use gputrace_format::{self as fmt, CopyKind, MemKind};
 use serde::Serialize;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Write;
+use std::path::Path;
 
 pub use super::units::bytes;
 
@@ -99,34 +100,6 @@ pub struct HostSampleStats {
     pub cpus_available: Option<f64>,
 }
 
-fn host_sample_stats(t: &Trace) -> Option<HostSampleStats> {
-    if !t.has_host_samples() {
-        return None;
-    }
-    let mut tids: Vec<u32> = t.thread_cpu.iter().map(|x| x.tid).collect();
-    tids.sort_unstable();
-    tids.dedup();
-    let mut kids: Vec<u32> = t
-        .proc_samples
-        .iter()
-        .filter(|p| p.flags & (fmt::PROC_FLAG_THREAD | fmt::PROC_FLAG_SELF) == 0)
-        .map(|p| p.pid)
-        .collect();
-    kids.sort_unstable();
-    kids.dedup();
-    let l = t.cpu_limits.first();
-    Some(HostSampleStats {
-        threads: tids.len(),
-        thread_samples: t.thread_cpu.len() as u64,
-        children: kids.len(),
-        proc_samples: t.proc_samples.len() as u64,
-        machine_samples: t.machine.len() as u64,
-        thread_period_us: l.map_or(0, |l| l.thread_period_us),
-        tree_period_us: l.map_or(0, |l| l.tree_period_us),
-        cpus_available: l.map(|l| l.cpus_available()),
-    })
-}
-
 /// Copy calls of one host memory class, as the symbol hooks classified them.
 #[derive(Debug, Serialize, Default, Clone, PartialEq)]
 pub struct HostCopyStats {
@@ -162,51 +135,6 @@ pub fn class_source_name(source: u8) -> &'static str {
     }
 }
 
-fn host_copy_stats(t: &Trace) -> Vec<HostCopyStats> {
-    let mut by: HashMap<(&'static str, &'static str), HostCopyStats> = HashMap::new();
-    for c in &t.host_copies {
-        let class = MemKind::from_u8(c.host_kind).name();
-        let source = class_source_name(c.source);
-        let e = by.entry((class, source)).or_insert_with(|| HostCopyStats {
-            class: class.to_string(),
-            source: source.to_string(),
-            ..Default::default()
-        });
-        e.calls += 1;
-        e.bytes += c.bytes;
-        e.host_ns += c.end.saturating_sub(c.start);
-        if c.flags & fmt::HOSTCOPY_FLAG_CUPTI_API != 0 {
-            e.also_cupti += 1;
-        }
-    }
-    let mut v: Vec<_> = by.into_values().collect();
-    v.sort_by(|a, b| a.class.cmp(&b.class).then(a.source.cmp(&b.source)));
-    v
-}
-
-fn nccl_stats(t: &Trace) -> (Vec<NcclStats>, usize) {
-    let mut by: HashMap<u8, NcclStats> = HashMap::new();
-    let mut comms = std::collections::HashSet::new();
-    for n in &t.nccl {
-        let e = by.entry(n.op).or_insert_with(|| NcclStats {
-            op: fmt::nccl_op_name(n.op).to_string(),
-            ..Default::default()
-        });
-        e.calls += 1;
-        e.bytes += n.bytes;
-        e.host_ns += n.end.saturating_sub(n.start);
-        if n.result != 0 {
-            e.failed += 1;
-        }
-        if n.comm_id != 0 {
-            comms.insert(n.comm_id);
-        }
-    }
-    let mut v: Vec<_> = by.into_iter().collect();
-    v.sort_by_key(|(op, _)| *op);
-    (v.into_iter().map(|(_, s)| s).collect(), comms.len())
-}
-
 /// The host-side memory kind of a copy, as one word.
 pub fn copy_class(m: &fmt::Memcpy) -> &'static str {
     let ck = CopyKind::from_u8(m.copy_kind);
@@ -226,112 +154,371 @@ pub fn copy_class(m: &fmt::Memcpy) -> &'static str {
     }
 }
 
-pub fn summarize(t: &Trace) -> Summary {
-    let (start, end) = t.span().unwrap_or((0, 0));
-    let span = end - start;
-    let mut ids: Vec<u32> = t
-        .kernels
-        .iter()
-        .map(|k| k.device)
-        .chain(t.memcpys.iter().map(|m| m.device))
-        .chain(t.memsets.iter().map(|m| m.device))
-        .chain(t.devices.iter().map(|d| d.id))
-        .collect();
-    ids.sort_unstable();
-    ids.dedup();
-    let devices = ids
-        .into_iter()
-        .map(|id| {
-            let info = t.devices.iter().find(|d| d.id == id);
-            let mut iv = Vec::new();
-            let mut streams = std::collections::HashSet::new();
-            let mut kernel_ns = 0;
-            let mut kernels = 0;
-            let mut per_name: HashMap<u32, (u64, u64)> = HashMap::new();
-            for k in t.kernels.iter().filter(|k| k.device == id) {
-                let d = k.end.saturating_sub(k.start);
-                kernel_ns = d.saturating_add(kernel_ns);
-                kernels += 1;
-                let e = per_name.entry(k.name).or_default();
-                e.0 += 1;
-                e.1 = e.1.saturating_add(d);
-                iv.push((k.start, k.end));
-                streams.insert(k.stream);
+/// GPU work of one device, summed as it comes in start order.
+#[derive(Default)]
+struct DeviceTotals {
+    kernels: u64,
+    kernel_ns: u64,
+    memsets: u64,
+    copies: HashMap<String, CopyStats>,
+    /// By interned name: (count, total ns).
+    per_name: HashMap<u32, (u64, u64)>,
+    streams: HashSet<u32>,
+    busy_ns: u64,
+    /// The busy stretch still growing (work comes in start order).
+    open: Option<(u64, u64)>,
+}
+
+impl DeviceTotals {
+    /// Adds `[s, e)` to the union of busy time (`s` never below an earlier one's).
+    fn busy(&mut self, s: u64, e: u64, stream: u32) {
+        self.streams.insert(stream);
+        if e <= s {
+            return;
+        }
+        match self.open {
+            Some((os, oe)) if s <= oe => self.open = Some((os, oe.max(e))),
+            Some((os, oe)) => {
+                self.busy_ns += oe - os;
+                self.open = Some((s, e));
             }
-            let mut copies: HashMap<String, CopyStats> = HashMap::new();
-            for m in t.memcpys.iter().filter(|m| m.device == id) {
-                let c = copies.entry(copy_class(m).to_string()).or_default();
-                c.count += 1;
-                c.bytes = c.bytes.saturating_add(m.bytes);
-                c.time_ns = c.time_ns.saturating_add(m.end.saturating_sub(m.start));
-                iv.push((m.start, m.end));
-                streams.insert(m.stream);
-            }
-            let mut memsets = 0;
-            for m in t.memsets.iter().filter(|m| m.device == id) {
-                memsets += 1;
-                iv.push((m.start, m.end));
-                streams.insert(m.stream);
-            }
-            let busy = union_len(&mut iv);
-            let mut top: Vec<TopKernel> = per_name
-                .into_iter()
-                .map(|(n, (c, tot))| TopKernel {
-                    name: demangle(t.str(n)),
-                    count: c,
-                    total_ns: tot,
-                    mean_ns: tot / c.max(1),
-                })
-                .collect();
-            top.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.name.cmp(&b.name)));
-            top.truncate(10);
-            DeviceSummary {
-                device: id,
-                name: info.map(|d| t.str(d.name).to_string()).unwrap_or_default(),
-                sm_count: info.map(|d| d.sm_count).unwrap_or(0),
-                memory_bytes: info.map(|d| d.global_memory).unwrap_or(0),
-                kernels,
-                kernel_ns,
-                memsets,
-                copies,
-                busy_ns: busy,
-                busy_pct: if span > 0 {
-                    100.0 * busy as f64 / span as f64
-                } else {
-                    0.0
-                },
-                streams: streams.len(),
-                top_kernels: top,
-            }
-        })
-        .collect();
-    let (nccl, nccl_communicators) = nccl_stats(t);
-    Summary {
-        path: t.path.display().to_string(),
-        pid: t.meta.pid,
-        host: t.meta.host.clone(),
-        cmdline: crate::secrets::cmdline(&t.meta.cmdline),
-        cupti: format!("{} ({})", t.meta.cupti_path, t.meta.cupti_source),
-        start_ns: start,
-        span_ns: span,
-        devices,
-        api_calls: t.apis.len() as u64,
-        dropped_cupti: t.dropped(fmt::DROP_CUPTI),
-        dropped_ring: t.dropped(fmt::DROP_RING),
-        dropped_buffers: t.dropped(fmt::DROP_BUFFER_POOL),
-        blind_windows: t.blind_windows(),
-        warning: t.stats.warning(),
-        window: t.window,
-        clipped: t.clipped,
-        incomplete: t.incomplete,
-        host_copies: host_copy_stats(t),
-        host_calls: t.host_calls.len() as u64,
-        nccl,
-        nccl_communicators,
-        nvtx_ranges: t.nvtx_ranges.len() as u64,
-        nvtx_marks: t.nvtx_marks().count() as u64,
-        host_samples: host_sample_stats(t),
+            None => self.open = Some((s, e)),
+        }
     }
+
+    fn finish(
+        mut self,
+        id: u32,
+        info: Option<&fmt::Device>,
+        span: u64,
+        str: &dyn Fn(u32) -> String,
+    ) -> DeviceSummary {
+        if let Some((os, oe)) = self.open.take() {
+            self.busy_ns += oe - os;
+        }
+        let mut top: Vec<TopKernel> = self
+            .per_name
+            .into_iter()
+            .map(|(n, (c, tot))| TopKernel {
+                name: demangle(&str(n)),
+                count: c,
+                total_ns: tot,
+                mean_ns: tot / c.max(1),
+            })
+            .collect();
+        top.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.name.cmp(&b.name)));
+        top.truncate(10);
+        DeviceSummary {
+            device: id,
+            name: info.map(|d| str(d.name)).unwrap_or_default(),
+            sm_count: info.map(|d| d.sm_count).unwrap_or(0),
+            memory_bytes: info.map(|d| d.global_memory).unwrap_or(0),
+            kernels: self.kernels,
+            kernel_ns: self.kernel_ns,
+            memsets: self.memsets,
+            copies: self.copies,
+            busy_ns: self.busy_ns,
+            busy_pct: if span > 0 {
+                100.0 * self.busy_ns as f64 / span as f64
+            } else {
+                0.0
+            },
+            streams: self.streams.len(),
+            top_kernels: top,
+        }
+    }
+}
+
+/// A trace's summary, built from its records as they come in time order (GPU work by
+/// its start): what it holds is bounded by the number of devices, streams, kernel
+/// names, threads and open NVTX ranges, not by the number of records.
+#[derive(Default)]
+pub struct SummaryBuilder {
+    devices: BTreeMap<u32, DeviceTotals>,
+    info: Vec<fmt::Device>,
+    /// First and last timestamps of any recorded interval (as [`Trace::span`]).
+    lo: u64,
+    hi: u64,
+    api_calls: u64,
+    drops: [u64; 3],
+    states: Vec<(u64, u8, u32)>,
+    host_copies: HashMap<(&'static str, &'static str), HostCopyStats>,
+    host_calls: u64,
+    nccl: BTreeMap<u8, NcclStats>,
+    communicators: HashSet<u64>,
+    nvtx: NvtxPairing,
+    nvtx_closed: u64,
+    nvtx_last: u64,
+    nvtx_marks: u64,
+    closed: Vec<NvtxRange>,
+    sampled_threads: HashSet<u32>,
+    thread_samples: u64,
+    children: HashSet<u32>,
+    proc_samples: u64,
+    machine_samples: u64,
+    limits: Option<fmt::CpuLimits>,
+}
+
+impl SummaryBuilder {
+    pub fn new() -> Self {
+        SummaryBuilder {
+            lo: u64::MAX,
+            ..Default::default()
+        }
+    }
+
+    fn see(&mut self, s: u64, e: u64) {
+        if s > 0 {
+            self.lo = self.lo.min(s);
+            self.hi = self.hi.max(e.max(s));
+        }
+    }
+
+    fn device_totals(&mut self, id: u32) -> &mut DeviceTotals {
+        self.devices.entry(id).or_default()
+    }
+
+    pub fn device(&mut self, d: &fmt::Device) {
+        self.device_totals(d.id);
+        self.info.push(d.clone());
+    }
+
+    pub fn kernel(&mut self, k: &fmt::Kernel) {
+        self.see(k.start, k.end);
+        let t = self.device_totals(k.device);
+        let d = k.end.saturating_sub(k.start);
+        t.kernel_ns = d.saturating_add(t.kernel_ns);
+        t.kernels += 1;
+        let e = t.per_name.entry(k.name).or_default();
+        e.0 += 1;
+        e.1 = e.1.saturating_add(d);
+        t.busy(k.start, k.end, k.stream);
+    }
+
+    pub fn memcpy(&mut self, m: &fmt::Memcpy) {
+        self.see(m.start, m.end);
+        let t = self.device_totals(m.device);
+        let c = t.copies.entry(copy_class(m).to_string()).or_default();
+        c.count += 1;
+        c.bytes = c.bytes.saturating_add(m.bytes);
+        c.time_ns = c.time_ns.saturating_add(m.end.saturating_sub(m.start));
+        t.busy(m.start, m.end, m.stream);
+    }
+
+    pub fn memset(&mut self, m: &fmt::Memset) {
+        self.see(m.start, m.end);
+        let t = self.device_totals(m.device);
+        t.memsets += 1;
+        t.busy(m.start, m.end, m.stream);
+    }
+
+    pub fn api(&mut self, a: &fmt::Api) {
+        self.see(a.start, a.end);
+        self.api_calls += 1;
+    }
+
+    pub fn sync(&mut self, s: &fmt::Sync) {
+        self.see(s.start, s.end);
+    }
+
+    pub fn state(&mut self, ts: u64, state: u8, reason: u32) {
+        self.states.push((ts, state, reason));
+    }
+
+    pub fn dropped(&mut self, source: u8, count: u64) {
+        let i = match source {
+            fmt::DROP_CUPTI => 0,
+            fmt::DROP_RING => 1,
+            fmt::DROP_BUFFER_POOL => 2,
+            _ => return,
+        };
+        self.drops[i] += count;
+    }
+
+    pub fn host_copy(&mut self, c: &fmt::HostCopy) {
+        self.see(c.start, c.end);
+        let class = MemKind::from_u8(c.host_kind).name();
+        let source = class_source_name(c.source);
+        let e = self
+            .host_copies
+            .entry((class, source))
+            .or_insert_with(|| HostCopyStats {
+                class: class.to_string(),
+                source: source.to_string(),
+                ..Default::default()
+            });
+        e.calls += 1;
+        e.bytes += c.bytes;
+        e.host_ns += c.end.saturating_sub(c.start);
+        if c.flags & fmt::HOSTCOPY_FLAG_CUPTI_API != 0 {
+            e.also_cupti += 1;
+        }
+    }
+
+    pub fn host_call(&mut self, c: &fmt::HostCall) {
+        self.see(c.start, c.end);
+        self.host_calls += 1;
+    }
+
+    pub fn nccl(&mut self, n: &fmt::Nccl) {
+        self.see(n.start, n.end);
+        let e = self.nccl.entry(n.op).or_insert_with(|| NcclStats {
+            op: fmt::nccl_op_name(n.op).to_string(),
+            ..Default::default()
+        });
+        e.calls += 1;
+        e.bytes += n.bytes;
+        e.host_ns += n.end.saturating_sub(n.start);
+        if n.result != 0 {
+            e.failed += 1;
+        }
+        if n.comm_id != 0 {
+            self.communicators.insert(n.comm_id);
+        }
+    }
+
+    pub fn nvtx(&mut self, n: &fmt::Nvtx) {
+        self.nvtx_last = n.ts;
+        if n.kind == fmt::NVTX_MARK {
+            self.nvtx_marks += 1;
+        }
+        self.nvtx.add(n, &mut self.closed);
+        self.nvtx_closed += self.closed.len() as u64;
+        self.closed.clear();
+    }
+
+    pub fn thread_cpu(&mut self, x: &fmt::ThreadCpu) {
+        self.sampled_threads.insert(x.tid);
+        self.thread_samples += 1;
+    }
+
+    pub fn proc_sample(&mut self, p: &fmt::ProcSample) {
+        self.proc_samples += 1;
+        if p.flags & (fmt::PROC_FLAG_THREAD | fmt::PROC_FLAG_SELF) == 0 {
+            self.children.insert(p.pid);
+        }
+    }
+
+    pub fn machine_sample(&mut self) {
+        self.machine_samples += 1;
+    }
+
+    pub fn cpu_limits(&mut self, l: &fmt::CpuLimits) {
+        self.limits.get_or_insert_with(|| l.clone());
+    }
+
+    /// The summary of the trace at `path`: `str` gives interned strings; `read` is
+    /// what reading the file found; `window`, `clipped` and `incomplete` as [`Trace`]
+    /// has them.
+    pub fn finish(
+        self,
+        path: &Path,
+        meta: &fmt::Meta,
+        read: &fmt::ReadStats,
+        window: (Option<(u64, u64)>, u64, u64),
+        str: &dyn Fn(u32) -> String,
+    ) -> Summary {
+        let (start, end) = if self.lo <= self.hi {
+            (self.lo, self.hi)
+        } else {
+            (0, 0)
+        };
+        let span = end - start;
+        let info = &self.info;
+        let devices = self
+            .devices
+            .into_iter()
+            .map(|(id, t)| t.finish(id, info.iter().find(|d| d.id == id), span, str))
+            .collect();
+        let mut host_copies: Vec<HostCopyStats> = self.host_copies.into_values().collect();
+        host_copies.sort_by(|a, b| a.class.cmp(&b.class).then(a.source.cmp(&b.source)));
+        let open = self.nvtx.into_open().count() as u64;
+        let host_samples = (self.thread_samples > 0).then(|| HostSampleStats {
+            threads: self.sampled_threads.len(),
+            thread_samples: self.thread_samples,
+            children: self.children.len(),
+            proc_samples: self.proc_samples,
+            machine_samples: self.machine_samples,
+            thread_period_us: self.limits.as_ref().map_or(0, |l| l.thread_period_us),
+            tree_period_us: self.limits.as_ref().map_or(0, |l| l.tree_period_us),
+            cpus_available: self.limits.as_ref().map(|l| l.cpus_available()),
+        });
+        let names: Vec<(u32, String)> = self.states.iter().map(|s| (s.2, str(s.2))).collect();
+        let text = |r: u32| names.iter().find(|n| n.0 == r).map_or("", |n| n.1.as_str());
+        Summary {
+            path: path.display().to_string(),
+            pid: meta.pid,
+            host: meta.host.clone(),
+            cmdline: crate::secrets::cmdline(&meta.cmdline),
+            cupti: format!("{} ({})", meta.cupti_path, meta.cupti_source),
+            start_ns: start,
+            span_ns: span,
+            devices,
+            api_calls: self.api_calls,
+            dropped_cupti: self.drops[0],
+            dropped_ring: self.drops[1],
+            dropped_buffers: self.drops[2],
+            blind_windows: blind_windows(&self.states, || end, text),
+            warning: read.warning(),
+            window: window.0,
+            clipped: window.1,
+            incomplete: window.2,
+            host_copies,
+            host_calls: self.host_calls,
+            nccl: self.nccl.into_values().collect(),
+            nccl_communicators: self.communicators.len(),
+            nvtx_ranges: self.nvtx_closed + open,
+            nvtx_marks: self.nvtx_marks,
+            host_samples,
+        }
+    }
+}
+
+/// The summary of a trace already in memory (the command streams the file instead:
+/// [`crate::export::summary`]).
+pub fn summarize(t: &Trace) -> Summary {
+    let mut b = SummaryBuilder::new();
+    for d in &t.devices {
+        b.device(d);
+    }
+    // GPU work in start order across the three tables (each sorted by start).
+    let mut gpu: Vec<(u64, u8, usize)> = Vec::new();
+    gpu.extend(t.kernels.iter().enumerate().map(|(i, k)| (k.start, 0, i)));
+    gpu.extend(t.memcpys.iter().enumerate().map(|(i, m)| (m.start, 1, i)));
+    gpu.extend(t.memsets.iter().enumerate().map(|(i, m)| (m.start, 2, i)));
+    gpu.sort_unstable();
+    for (_, kind, i) in gpu {
+        match kind {
+            0 => b.kernel(&t.kernels[i]),
+            1 => b.memcpy(&t.memcpys[i]),
+            _ => b.memset(&t.memsets[i]),
+        }
+    }
+    t.apis.iter().for_each(|a| b.api(a));
+    t.syncs.iter().for_each(|s| b.sync(s));
+    for &(ts, st, r) in &t.states {
+        b.state(ts, st, r);
+    }
+    for &(_, source, count) in &t.drops {
+        b.dropped(source, count);
+    }
+    t.host_copies.iter().for_each(|c| b.host_copy(c));
+    t.host_calls.iter().for_each(|c| b.host_call(c));
+    t.nccl.iter().for_each(|n| b.nccl(n));
+    t.nvtx.iter().for_each(|n| b.nvtx(n));
+    t.thread_cpu.iter().for_each(|x| b.thread_cpu(x));
+    t.proc_samples.iter().for_each(|p| b.proc_sample(p));
+    t.machine.iter().for_each(|_| b.machine_sample());
+    if let Some(l) = t.cpu_limits.first() {
+        b.cpu_limits(l);
+    }
+    b.finish(
+        &t.path,
+        &t.meta,
+        &t.stats,
+        (t.window, t.clipped, t.incomplete),
+        &|n| t.str(n).to_string(),
+    )
 }
 
 /// Milliseconds with three decimals.
