@@ -316,24 +316,7 @@ fn run_cli(cli: Cli) -> Result<i32> {
                 &env,
                 hang_timeout,
                 |traces| {
-                    // A report that fails is said here, with its hint line where there is
-                    // one; the command's exit code stands either way.
-                    if let Err(e) = report_on(traces, json, summary) {
-                        print_error(&e.into());
-                    }
-                    // The dataset too when asked; a failure is said, the exit code stands.
-                    if let Some(ds) = &dataset {
-                        match app::dataset(traces, ds, job.as_deref(), false, &options(), &warn) {
-                            Ok(d) => warn(&format!(
-                                "added {} process{} of job {} to the dataset {}",
-                                d.partitions.len(),
-                                if d.partitions.len() == 1 { "" } else { "es" },
-                                d.job,
-                                d.root.display()
-                            )),
-                            Err(e) => print_error(&e.into()),
-                        }
-                    }
+                    report_run(traces, json, summary, dataset.as_deref(), job.as_deref());
                     Ok(())
                 },
             ))
@@ -360,39 +343,13 @@ fn run_cli(cli: Cli) -> Result<i32> {
             } else {
                 10
             }));
-            let (nvml, warning) = recorder::Settings::from_env();
-            if let Some(w) = warning {
-                warn(&w);
-            }
-            let started = |p: &std::path::Path| {
-                warn(&format!(
-                    "tracing pid {pid} for {:.1} s into {}",
-                    duration.as_secs_f64(),
-                    p.display()
-                ))
-            };
-            if let Some(l) = attach::load_if_needed(pid, !no_load)? {
-                warn(&format!(
-                    // Only a thread waiting in a system call is used.
-                    "loaded libgputrace.so into pid {pid} (it was started without it): its thread {} was stopped {:.1} ms while it waited",
-                    l.tid,
-                    l.stalled.as_secs_f64() * 1e3,
-                ));
-            }
             let req = protocol::WindowReq {
                 duration,
                 steps,
                 at_ms,
                 dir: out,
             };
-            let (w, env_file) =
-                attach::attach_watched(pid, &req, &nvml, &warn, hang_timeout, started)?;
-            println!("trace: {}", w.trace.display());
-            if no_report {
-                return Ok(0);
-            }
-            let files: Vec<PathBuf> = std::iter::once(w.trace).chain(env_file).collect();
-            Ok(report_on(&files, json, false)?.exit_code())
+            attach_window(pid, &req, hang_timeout, !no_load, no_report, json)
         }
         Cmd::Diff {
             before,
@@ -414,23 +371,7 @@ fn run_cli(cli: Cli) -> Result<i32> {
             format,
             out,
             force,
-        } => {
-            let t = std::time::Instant::now();
-            let e = app::export(&traces, format, out.as_deref(), force, &options(), &warn)?;
-            for p in &e.paths {
-                let size = dir_size(p);
-                warn(&format!(
-                    "wrote {} ({:.1} MB, {} events of {} process{}, {:.1} s)",
-                    p.display(),
-                    size as f64 / 1e6,
-                    e.events,
-                    e.processes,
-                    if e.processes == 1 { "" } else { "es" },
-                    t.elapsed().as_secs_f64()
-                ));
-            }
-            Ok(e.outcome.exit_code())
-        }
+        } => export_traces(&traces, format, out.as_deref(), force),
         #[cfg(feature = "fleet")]
         Cmd::Fleet {
             dataset,
@@ -439,71 +380,193 @@ fn run_cli(cli: Cli) -> Result<i32> {
             memory,
             spill,
             results,
-        } => {
-            let f = match results {
-                Some(r) => app::fleet_from_results(&r, job.as_deref())?,
-                None => app::fleet(&dataset, job.as_deref(), memory, spill.as_deref())?,
-            };
-            let mut out = stdout();
-            if json {
-                serde_json::to_writer_pretty(&mut out, &f)?;
-                writeln!(out)?;
-            } else {
-                write!(out, "{}", gputrace_analyzer::fleet::render_text(&f))?;
-            }
-            Ok(0)
-        }
+        } => fleet_job(
+            &dataset,
+            job.as_deref(),
+            json,
+            memory,
+            spill.as_deref(),
+            results.as_deref(),
+        ),
         Cmd::Dataset {
             traces,
             out,
             job,
             force,
-        } => {
-            let t = std::time::Instant::now();
-            let d = app::dataset(&traces, &out, job.as_deref(), force, &options(), &warn)?;
-            warn(&format!(
-                "wrote {} process{} of job {} into {} ({} events, {:.1} MB in the dataset, {:.1} s)",
-                d.partitions.len(),
-                if d.partitions.len() == 1 { "" } else { "es" },
-                d.job,
-                d.root.display(),
-                d.events,
-                dir_size(&d.root) as f64 / 1e6,
-                t.elapsed().as_secs_f64()
-            ));
-            Ok(d.outcome.exit_code())
-        }
+        } => add_to_dataset(&traces, &out, job.as_deref(), force),
         Cmd::Doctor {
             json,
             nvml,
             site_packages,
-        } => {
-            let d = doctor::run(&doctor::Options {
-                nvml,
-                site_packages,
-                cuda_driver: None,
-            });
-            let text = if json {
-                serde_json::to_string_pretty(&d)? + "\n"
-            } else {
-                doctor::render_text(&d)
-            };
-            let code = if d.bottom_line.ready {
-                0
-            } else {
-                doctor::CANNOT_TRACE_EXIT
-            };
-            let mut out = stdout();
-            match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
-                // A reader that closed the pipe early has seen enough, as for the others.
-                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(code),
-                r => r.map(|_| code).map_err(|e| Error::Output(e).into()),
-            }
-        }
+        } => check_environment(json, nvml, site_packages),
         Cmd::Dump { trace } => {
             let (outcome, _) = app::events(&trace, Format::Jsonl, &mut stdout(), &warn)?;
             Ok(outcome.exit_code())
         }
+    }
+}
+
+/// Prints the report of a traced command's traces and adds them to a dataset if asked.
+fn report_run(
+    traces: &[PathBuf],
+    json: bool,
+    summary: bool,
+    dataset: Option<&std::path::Path>,
+    job: Option<&str>,
+) {
+    // A report that fails is said here, with its hint line where there is
+    // one; the command's exit code stands either way.
+    if let Err(e) = report_on(traces, json, summary) {
+        print_error(&e.into());
+    }
+    // The dataset too when asked; a failure is said, the exit code stands.
+    if let Some(ds) = dataset {
+        match app::dataset(traces, ds, job, false, &options(), &warn) {
+            Ok(d) => warn(&format!(
+                "added {} process{} of job {} to the dataset {}",
+                d.partitions.len(),
+                if d.partitions.len() == 1 { "" } else { "es" },
+                d.job,
+                d.root.display()
+            )),
+            Err(e) => print_error(&e.into()),
+        }
+    }
+}
+
+/// Traces a window of process `pid`, prints the trace's path and its report; the exit code.
+fn attach_window(
+    pid: u32,
+    req: &protocol::WindowReq,
+    hang_timeout: std::time::Duration,
+    load: bool,
+    no_report: bool,
+    json: bool,
+) -> Result<i32> {
+    let (nvml, warning) = recorder::Settings::from_env();
+    if let Some(w) = warning {
+        warn(&w);
+    }
+    let started = |p: &std::path::Path| {
+        warn(&format!(
+            "tracing pid {pid} for {:.1} s into {}",
+            req.duration.as_secs_f64(),
+            p.display()
+        ))
+    };
+    if let Some(l) = attach::load_if_needed(pid, load)? {
+        warn(&format!(
+            // Only a thread waiting in a system call is used.
+            "loaded libgputrace.so into pid {pid} (it was started without it): its thread {} was stopped {:.1} ms while it waited",
+            l.tid,
+            l.stalled.as_secs_f64() * 1e3,
+        ));
+    }
+    let (w, env_file) = attach::attach_watched(pid, req, &nvml, &warn, hang_timeout, started)?;
+    println!("trace: {}", w.trace.display());
+    if no_report {
+        return Ok(0);
+    }
+    let files: Vec<PathBuf> = std::iter::once(w.trace).chain(env_file).collect();
+    Ok(report_on(&files, json, false)?.exit_code())
+}
+
+/// Exports the traces as a timeline or tables, saying each file written; the exit code.
+fn export_traces(
+    traces: &[PathBuf],
+    format: Format,
+    out: Option<&std::path::Path>,
+    force: bool,
+) -> Result<i32> {
+    let t = std::time::Instant::now();
+    let e = app::export(traces, format, out, force, &options(), &warn)?;
+    for p in &e.paths {
+        let size = dir_size(p);
+        warn(&format!(
+            "wrote {} ({:.1} MB, {} events of {} process{}, {:.1} s)",
+            p.display(),
+            size as f64 / 1e6,
+            e.events,
+            e.processes,
+            if e.processes == 1 { "" } else { "es" },
+            t.elapsed().as_secs_f64()
+        ));
+    }
+    Ok(e.outcome.exit_code())
+}
+
+/// Prints the job-level analysis of a dataset (or of saved results) as text or JSON.
+#[cfg(feature = "fleet")]
+fn fleet_job(
+    dataset: &std::path::Path,
+    job: Option<&str>,
+    json: bool,
+    memory: u64,
+    spill: Option<&std::path::Path>,
+    results: Option<&std::path::Path>,
+) -> Result<i32> {
+    let f = match results {
+        Some(r) => app::fleet_from_results(r, job)?,
+        None => app::fleet(dataset, job, memory, spill)?,
+    };
+    let mut out = stdout();
+    if json {
+        serde_json::to_writer_pretty(&mut out, &f)?;
+        writeln!(out)?;
+    } else {
+        write!(out, "{}", gputrace_analyzer::fleet::render_text(&f))?;
+    }
+    Ok(0)
+}
+
+/// Adds the traces to the dataset under `out`, saying what was written; the exit code.
+fn add_to_dataset(
+    traces: &[PathBuf],
+    out: &std::path::Path,
+    job: Option<&str>,
+    force: bool,
+) -> Result<i32> {
+    let t = std::time::Instant::now();
+    let d = app::dataset(traces, out, job, force, &options(), &warn)?;
+    warn(&format!(
+        "wrote {} process{} of job {} into {} ({} events, {:.1} MB in the dataset, {:.1} s)",
+        d.partitions.len(),
+        if d.partitions.len() == 1 { "" } else { "es" },
+        d.job,
+        d.root.display(),
+        d.events,
+        dir_size(&d.root) as f64 / 1e6,
+        t.elapsed().as_secs_f64()
+    ));
+    Ok(d.outcome.exit_code())
+}
+
+/// Runs the environment checks and prints them as text or JSON; the exit code.
+fn check_environment(
+    json: bool,
+    nvml: Option<PathBuf>,
+    site_packages: Vec<PathBuf>,
+) -> Result<i32> {
+    let d = doctor::run(&doctor::Options {
+        nvml,
+        site_packages,
+        cuda_driver: None,
+    });
+    let text = if json {
+        serde_json::to_string_pretty(&d)? + "\n"
+    } else {
+        doctor::render_text(&d)
+    };
+    let code = if d.bottom_line.ready {
+        0
+    } else {
+        doctor::CANNOT_TRACE_EXIT
+    };
+    let mut out = stdout();
+    match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
+        // A reader that closed the pipe early has seen enough, as for the others.
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(code),
+        r => r.map(|_| code).map_err(|e| Error::Output(e).into()),
     }
 }
 

@@ -228,7 +228,52 @@ fn median(v: &mut [f64]) -> f64 {
 
 /// The job-level analysis of `job`.
 pub fn analyze(e: &mut dyn Sql, job: &str) -> Result<Fleet, FleetError> {
-    let ranks: Vec<Rank> = run(e, "ranks", job)?
+    let ranks = rank_rows(e, job)?;
+    let step = step_spread(&ranks);
+    let idle = idle_by_rank(e, job)?;
+
+    // The straggler.
+    let last = run(e, "straggler", job)?;
+    let collectives = last.first().map_or(0, |r| int(r, "collectives"));
+    let straggler = find_straggler(&ranks, &idle, &last, collectives);
+
+    // Ranks behind on a communicator, and communicators with members missing.
+    let behind = ranks_behind(e, job, &ranks)?;
+    let missing: Vec<Missing> = run(e, "members", job)?
+        .iter()
+        .map(|r| Missing {
+            comm: text(r, "comm"),
+            size: int(r, "size"),
+            seen: int(r, "seen"),
+        })
+        .filter(|m| m.seen < m.size)
+        .collect();
+
+    let outliers = finding_outliers(e, job, &ranks)?;
+    let not_normal: Vec<i64> = ranks
+        .iter()
+        .filter(|r| !r.ended_normal && !r.ended.is_empty() && r.ended != "unknown")
+        .map(|r| r.rank)
+        .collect();
+    let mut f = Fleet {
+        job: job.to_string(),
+        verdict: String::new(),
+        ranks,
+        step,
+        straggler,
+        collectives,
+        behind,
+        missing,
+        outliers,
+        not_normal,
+    };
+    f.verdict = verdict(&f);
+    Ok(f)
+}
+
+/// The job's processes, from the `ranks` query.
+fn rank_rows(e: &mut dyn Sql, job: &str) -> Result<Vec<Rank>, FleetError> {
+    Ok(run(e, "ranks", job)?
         .iter()
         .map(|r| Rank {
             rank: int(r, "rank"),
@@ -242,12 +287,13 @@ pub fn analyze(e: &mut dyn Sql, job: &str) -> Result<Fleet, FleetError> {
             damaged: int(r, "damaged") != 0,
             top_finding: text(r, "top_finding"),
         })
-        .collect();
-    let n = ranks.len();
+        .collect())
+}
 
-    // Step time per rank.
+/// The spread of the median step time over the ranks that have steps (at least two).
+fn step_spread(ranks: &[Rank]) -> Option<StepSpread> {
     let stepped: Vec<&Rank> = ranks.iter().filter(|r| r.step_ns_median > 0).collect();
-    let step = (stepped.len() >= 2).then(|| {
+    (stepped.len() >= 2).then(|| {
         let mut v: Vec<f64> = stepped.iter().map(|r| r.step_ns_median as f64).collect();
         let med = median(&mut v);
         let fast = stepped
@@ -270,19 +316,30 @@ pub fn analyze(e: &mut dyn Sql, job: &str) -> Result<Fleet, FleetError> {
                 0.0
             },
         }
-    });
+    })
+}
 
-    // Idle causes per rank (for the straggler's own).
+/// Each rank's steady-state idle time by cause, from the `idle` query.
+fn idle_by_rank(
+    e: &mut dyn Sql,
+    job: &str,
+) -> Result<BTreeMap<i64, Vec<(String, i64)>>, FleetError> {
     let mut idle: BTreeMap<i64, Vec<(String, i64)>> = BTreeMap::new();
     for r in run(e, "idle", job)? {
         idle.entry(int(&r, "rank"))
             .or_default()
             .push((text(&r, "cause"), int(&r, "ns")));
     }
+    Ok(idle)
+}
 
-    // The straggler.
-    let last = run(e, "straggler", job)?;
-    let collectives = last.first().map_or(0, |r| int(r, "collectives"));
+/// The straggler named by the first of the `straggler` query's rows, if it is one.
+fn find_straggler(
+    ranks: &[Rank],
+    idle: &BTreeMap<i64, Vec<(String, i64)>>,
+    last: &[Row],
+    collectives: i64,
+) -> Option<Straggler> {
     // The loop's length: the median rank's steps x median step.
     let loop_ns = {
         let mut v: Vec<f64> = ranks
@@ -292,7 +349,7 @@ pub fn analyze(e: &mut dyn Sql, job: &str) -> Result<Fleet, FleetError> {
             .collect();
         median(&mut v) as i64
     };
-    let straggler = last.first().and_then(|top| {
+    last.first().and_then(|top| {
         let rank = int(top, "rank");
         let times = int(top, "times_last");
         let share = 100.0 * times as f64 / collectives.max(1) as f64;
@@ -327,9 +384,11 @@ pub fn analyze(e: &mut dyn Sql, job: &str) -> Result<Fleet, FleetError> {
                     .collect(),
             }
         })
-    });
+    })
+}
 
-    // Ranks behind on a communicator, and communicators with members missing.
+/// The ranks behind on a communicator, each with where its Python was last seen.
+fn ranks_behind(e: &mut dyn Sql, job: &str, ranks: &[Rank]) -> Result<Vec<Behind>, FleetError> {
     let places: BTreeMap<i64, Row> = run(e, "last_place", job)?
         .into_iter()
         .map(|r| (int(&r, "rank"), r))
@@ -357,17 +416,15 @@ pub fn analyze(e: &mut dyn Sql, job: &str) -> Result<Fleet, FleetError> {
             }),
         });
     }
-    let missing: Vec<Missing> = run(e, "members", job)?
-        .iter()
-        .map(|r| Missing {
-            comm: text(r, "comm"),
-            size: int(r, "size"),
-            seen: int(r, "seen"),
-        })
-        .filter(|m| m.seen < m.size)
-        .collect();
+    Ok(behind)
+}
 
-    // Findings that stand out on one rank.
+/// The findings that stand out on one rank against the others', largest share first.
+fn finding_outliers(
+    e: &mut dyn Sql,
+    job: &str,
+    ranks: &[Rank],
+) -> Result<Vec<Outlier>, FleetError> {
     let mut by_id: BTreeMap<String, BTreeMap<i64, f64>> = BTreeMap::new();
     for r in run(e, "findings", job)? {
         by_id
@@ -376,7 +433,7 @@ pub fn analyze(e: &mut dyn Sql, job: &str) -> Result<Fleet, FleetError> {
             .insert(int(&r, "rank"), float(&r, "pct"));
     }
     let mut outliers = Vec::new();
-    if n >= 3 {
+    if ranks.len() >= 3 {
         for (id, per) in &by_id {
             for (&rank, &pct) in per {
                 let mut others: Vec<f64> = ranks
@@ -399,25 +456,7 @@ pub fn analyze(e: &mut dyn Sql, job: &str) -> Result<Fleet, FleetError> {
         }
         outliers.sort_by(|a, b| b.pct.total_cmp(&a.pct).then(a.rank.cmp(&b.rank)));
     }
-    let not_normal: Vec<i64> = ranks
-        .iter()
-        .filter(|r| !r.ended_normal && !r.ended.is_empty() && r.ended != "unknown")
-        .map(|r| r.rank)
-        .collect();
-    let mut f = Fleet {
-        job: job.to_string(),
-        verdict: String::new(),
-        ranks,
-        step,
-        straggler,
-        collectives,
-        behind,
-        missing,
-        outliers,
-        not_normal,
-    };
-    f.verdict = verdict(&f);
-    Ok(f)
+    Ok(outliers)
 }
 
 /// The last two components of a path.

@@ -217,45 +217,17 @@ pub fn cluster(ranks: &[RankInput]) -> Option<ClusterComm> {
         return None;
     }
     // 1. Each trace's CUPTI time onto CLOCK_REALTIME through its own clock pairs.
-    let mut off: Vec<i64> = ranks
-        .iter()
-        .map(|r| {
-            let mut d: Vec<i64> = r
-                .clocks
-                .iter()
-                .filter(|c| c.0 > 0 && c.2 > 0)
-                .map(|c| c.2 as i128 - c.0 as i128)
-                .map(|x| x.clamp(i64::MIN as i128, i64::MAX as i128) as i64)
-                .collect();
-            median_i64(&mut d).unwrap_or(0)
-        })
-        .collect();
+    let mut off = realtime_offsets(ranks);
     // Index collectives by key on every rank: by NCCL call when every collective of
     // every rank is tied to one, else by kernel name and order.
     let by_call = ranks
         .iter()
         .all(|r| r.colls.iter().all(|c| c.call.is_some()));
-    let maps: Vec<HashMap<CollKey, usize>> = ranks
-        .iter()
-        .map(|r| {
-            let mut m = HashMap::new();
-            for (i, c) in r.colls.iter().enumerate() {
-                m.entry(c.key(by_call)).or_insert(i);
-            }
-            m
-        })
-        .collect();
-    let keys: Vec<CollKey> = ranks[0]
-        .colls
-        .iter()
-        .map(|c| c.key(by_call))
-        .filter(|k| maps.iter().all(|m| m.contains_key(k)))
-        .collect();
+    let (maps, keys) = index_collectives(ranks, by_call);
     let unmatched = ranks[0].colls.len() as u64 - keys.len() as u64;
     if keys.is_empty() {
         return None;
     }
-    let at = |r: usize, k: &CollKey| &ranks[r].colls[maps[r][k]];
     let matching = if by_call {
         "nccl_calls"
     } else {
@@ -267,75 +239,18 @@ pub fn cluster(ranks: &[RankInput]) -> Option<ClusterComm> {
     let alignment = if same_host {
         "same_host_clock"
     } else {
-        for r in 1..n {
-            let mut d: Vec<i64> = keys
-                .iter()
-                .map(|k| {
-                    let e0 = at(0, k).end as i128 + off[0] as i128;
-                    let er = at(r, k).end as i128 + off[r] as i128;
-                    (e0 - er).clamp(i64::MIN as i128, i64::MAX as i128) as i64
-                })
-                .collect();
-            if let Some(m) = median_i64(&mut d) {
-                off[r] = off[r].saturating_add(m);
-            }
-        }
+        align_collective_ends(ranks, &maps, &keys, &mut off);
         "collective_ends"
     };
-    let abs = |r: usize, ts: u64| ts as i128 + off[r] as i128;
     // 3. Arrivals, in steady state only (start-up collectives are rendezvous, not skew).
-    let mut skews: Vec<RankSkew> = (0..n)
-        .map(|r| RankSkew {
-            process: r,
-            clock_offset_ns: off[r],
-            collectives: 0,
-            last_arrivals: 0,
-            wait_ns: 0,
-        })
-        .collect();
-    let mut caused = vec![0u64; n];
-    let mut wait_for = vec![vec![0u64; n]; n]; // wait_for[late][waiter]
-    let mut spreads: Vec<i64> = Vec::new();
-    let mut matched = 0u64;
-    let mut examples: Vec<Vec<(u64, u64)>> = vec![Vec::new(); n];
-    for k in &keys {
-        let steady = (0..n).all(|r| {
-            let c = at(r, k);
-            c.start >= ranks[r].steady.0 && c.start < ranks[r].steady.1.max(ranks[r].steady.0 + 1)
-        });
-        if !steady {
-            continue;
-        }
-        matched += 1;
-        let starts: Vec<i128> = (0..n).map(|r| abs(r, at(r, k).start)).collect();
-        let ends: Vec<i128> = (0..n).map(|r| abs(r, at(r, k).end)).collect();
-        let emax = ends.iter().max().copied().unwrap_or(0);
-        let emin = ends.iter().min().copied().unwrap_or(0);
-        spreads.push((emax - emin).clamp(0, i64::MAX as i128) as i64);
-        let (last, &smax) = starts
-            .iter()
-            .enumerate()
-            .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(&a.0)))
-            .unwrap();
-        skews[last].last_arrivals += 1;
-        let mut worst = 0u64;
-        for r in 0..n {
-            skews[r].collectives += 1;
-            let w = (smax - starts[r]).clamp(0, u64::MAX as i128) as u64;
-            // A rank cannot wait longer than its kernel ran.
-            let w = w.min(at(r, k).end - at(r, k).start);
-            skews[r].wait_ns += w;
-            if r != last {
-                caused[last] += w;
-                wait_for[last][r] += w;
-                worst = worst.max(w);
-            }
-        }
-        let ex = &mut examples[last];
-        ex.push((at(last, k).start, worst));
-        ex.sort_by_key(|e| std::cmp::Reverse(e.1));
-        ex.truncate(3);
-    }
+    let Arrivals {
+        skews,
+        caused,
+        wait_for,
+        mut spreads,
+        matched,
+        mut examples,
+    } = arrivals(ranks, &maps, &keys, &off);
     if matched == 0 {
         return Some(ClusterComm {
             ranks: skews,
@@ -374,4 +289,154 @@ pub fn cluster(ranks: &[RankInput]) -> Option<ClusterComm> {
         others_wait_ns: others,
         examples: ex,
     })
+}
+
+/// Each rank's offset from CUPTI time to CLOCK_REALTIME: the median over its clock pairs.
+fn realtime_offsets(ranks: &[RankInput]) -> Vec<i64> {
+    ranks
+        .iter()
+        .map(|r| {
+            let mut d: Vec<i64> = r
+                .clocks
+                .iter()
+                .filter(|c| c.0 > 0 && c.2 > 0)
+                .map(|c| c.2 as i128 - c.0 as i128)
+                .map(|x| x.clamp(i64::MIN as i128, i64::MAX as i128) as i64)
+                .collect();
+            median_i64(&mut d).unwrap_or(0)
+        })
+        .collect()
+}
+
+/// Each rank's collectives by key, and the first rank's keys that every rank has.
+fn index_collectives(
+    ranks: &[RankInput],
+    by_call: bool,
+) -> (Vec<HashMap<CollKey, usize>>, Vec<CollKey>) {
+    let maps: Vec<HashMap<CollKey, usize>> = ranks
+        .iter()
+        .map(|r| {
+            let mut m = HashMap::new();
+            for (i, c) in r.colls.iter().enumerate() {
+                m.entry(c.key(by_call)).or_insert(i);
+            }
+            m
+        })
+        .collect();
+    let keys: Vec<CollKey> = ranks[0]
+        .colls
+        .iter()
+        .map(|c| c.key(by_call))
+        .filter(|k| maps.iter().all(|m| m.contains_key(k)))
+        .collect();
+    (maps, keys)
+}
+
+/// Shifts the offsets of ranks 1.. so that their collectives' median end meets rank 0's.
+fn align_collective_ends(
+    ranks: &[RankInput],
+    maps: &[HashMap<CollKey, usize>],
+    keys: &[CollKey],
+    off: &mut [i64],
+) {
+    let at = |r: usize, k: &CollKey| &ranks[r].colls[maps[r][k]];
+    for r in 1..ranks.len() {
+        let mut d: Vec<i64> = keys
+            .iter()
+            .map(|k| {
+                let e0 = at(0, k).end as i128 + off[0] as i128;
+                let er = at(r, k).end as i128 + off[r] as i128;
+                (e0 - er).clamp(i64::MIN as i128, i64::MAX as i128) as i64
+            })
+            .collect();
+        if let Some(m) = median_i64(&mut d) {
+            off[r] = off[r].saturating_add(m);
+        }
+    }
+}
+
+/// Arrival skew at the collectives matched on every rank in steady state.
+struct Arrivals {
+    skews: Vec<RankSkew>,
+    /// Time each rank made the others wait, summed.
+    caused: Vec<u64>,
+    /// Time each rank made each other rank wait: `wait_for[late][waiter]`.
+    wait_for: Vec<Vec<u64>>,
+    /// Spread of each collective's end times.
+    spreads: Vec<i64>,
+    matched: u64,
+    /// Each rank's largest waits caused: (start on its time base, wait), at most 3.
+    examples: Vec<Vec<(u64, u64)>>,
+}
+
+/// Who arrived last at each steady-state collective of `keys`, and who waited how long.
+fn arrivals(
+    ranks: &[RankInput],
+    maps: &[HashMap<CollKey, usize>],
+    keys: &[CollKey],
+    off: &[i64],
+) -> Arrivals {
+    let n = ranks.len();
+    let at = |r: usize, k: &CollKey| &ranks[r].colls[maps[r][k]];
+    let abs = |r: usize, ts: u64| ts as i128 + off[r] as i128;
+    let mut skews: Vec<RankSkew> = (0..n)
+        .map(|r| RankSkew {
+            process: r,
+            clock_offset_ns: off[r],
+            collectives: 0,
+            last_arrivals: 0,
+            wait_ns: 0,
+        })
+        .collect();
+    let mut caused = vec![0u64; n];
+    let mut wait_for = vec![vec![0u64; n]; n]; // wait_for[late][waiter]
+    let mut spreads: Vec<i64> = Vec::new();
+    let mut matched = 0u64;
+    let mut examples: Vec<Vec<(u64, u64)>> = vec![Vec::new(); n];
+    for k in keys {
+        let steady = (0..n).all(|r| {
+            let c = at(r, k);
+            c.start >= ranks[r].steady.0 && c.start < ranks[r].steady.1.max(ranks[r].steady.0 + 1)
+        });
+        if !steady {
+            continue;
+        }
+        matched += 1;
+        let starts: Vec<i128> = (0..n).map(|r| abs(r, at(r, k).start)).collect();
+        let ends: Vec<i128> = (0..n).map(|r| abs(r, at(r, k).end)).collect();
+        let emax = ends.iter().max().copied().unwrap_or(0);
+        let emin = ends.iter().min().copied().unwrap_or(0);
+        spreads.push((emax - emin).clamp(0, i64::MAX as i128) as i64);
+        let (last, &smax) = starts
+            .iter()
+            .enumerate()
+            .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(&a.0)))
+            .unwrap();
+        skews[last].last_arrivals += 1;
+        let mut worst = 0u64;
+        for r in 0..n {
+            skews[r].collectives += 1;
+            let w = (smax - starts[r]).clamp(0, u64::MAX as i128) as u64;
+            // A rank cannot wait longer than its kernel ran.
+            let w = w.min(at(r, k).end - at(r, k).start);
+            skews[r].wait_ns += w;
+            if r != last {
+                caused[last] += w;
+                wait_for[last][r] += w;
+                worst = worst.max(w);
+            }
+        }
+        let ex = &mut examples[last];
+        ex.push((at(last, k).start, worst));
+        ex.sort_by_key(|e| std::cmp::Reverse(e.1));
+        ex.truncate(3);
+    }
+    Arrivals {
+        skews,
+        caused,
+        wait_for,
+        spreads,
+        matched,
+        examples,
+    }
 }

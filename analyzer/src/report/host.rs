@@ -204,78 +204,126 @@ fn gputrace_thread(t: &Trace, comm: u32) -> bool {
     t.str(comm).starts_with("gputrace-")
 }
 
+/// Each sampled thread's CPU samples, in time order, the threads sorted by tid.
+fn thread_series(t: &Trace) -> Vec<ThreadSeries> {
+    let mut threads: Vec<ThreadSeries> = Vec::new();
+    // Samples are time-sorted: group by tid keeping the order.
+    let mut tids: Vec<u32> = t.thread_cpu.iter().map(|x| x.tid).collect();
+    tids.sort_unstable();
+    tids.dedup();
+    for tid in tids {
+        threads.push(ThreadSeries {
+            tid,
+            pts: Vec::new(),
+        });
+    }
+    for x in &t.thread_cpu {
+        if let Ok(i) = threads.binary_search_by_key(&x.tid, |s| s.tid) {
+            threads[i].pts.push(Pt {
+                ts: x.ts,
+                cpu: x.cpu_ns,
+                wait: x.wait_ns,
+                state: x.state,
+                rq: 0,
+            });
+        }
+    }
+    threads
+}
+
+/// The process samples as series: descendants, own threads (not the tracer's), itself.
+fn proc_series(t: &Trace) -> (Vec<ProcSeries>, Vec<ProcSeries>, Option<ProcSeries>) {
+    let mut procs: Vec<ProcSeries> = Vec::new();
+    let mut own: Vec<ProcSeries> = Vec::new();
+    let mut me: Option<ProcSeries> = None;
+    for x in &t.proc_samples {
+        let thread = x.flags & fmt::PROC_FLAG_THREAD != 0;
+        let is_self = x.flags & fmt::PROC_FLAG_SELF != 0;
+        let pt = PPt {
+            ts: x.ts,
+            cpu: x.cpu_ns,
+            state: x.state,
+            rchar: x.rchar,
+            read_bytes: x.read_bytes,
+            io: x.flags & fmt::PROC_FLAG_NO_IO == 0,
+        };
+        let list = if is_self {
+            let m = me.get_or_insert_with(|| ProcSeries {
+                pid: x.pid,
+                ppid: x.ppid,
+                comm: x.comm,
+                pts: Vec::new(),
+            });
+            m.pts.push(pt);
+            continue;
+        } else if thread {
+            if gputrace_thread(t, x.comm) {
+                continue;
+            }
+            &mut own
+        } else {
+            &mut procs
+        };
+        match list.iter_mut().find(|p| p.pid == x.pid) {
+            Some(p) => {
+                p.comm = x.comm;
+                p.pts.push(pt)
+            }
+            None => list.push(ProcSeries {
+                pid: x.pid,
+                ppid: x.ppid,
+                comm: x.comm,
+                pts: vec![pt],
+            }),
+        }
+    }
+    (procs, own, me)
+}
+
+/// The sampled threads with 2% or more of the launches (most first), and the feeder.
+fn feeding_threads(t: &Trace, threads: &[ThreadSeries]) -> (Vec<u32>, Option<u32>) {
+    // The feeding thread: most launch calls (API events, else hook calls).
+    let mut count: std::collections::HashMap<u32, u64> = Default::default();
+    for a in &t.apis {
+        if matches!(
+            super::classify::api_kind(a, t.str(a.name)),
+            super::classify::ApiKind::Launch
+        ) {
+            *count.entry(a.tid).or_default() += 1;
+        }
+    }
+    if count.is_empty() {
+        for c in &t.host_calls {
+            *count.entry(c.tid).or_default() += 1;
+        }
+    }
+    let mut ranked: Vec<(u32, u64)> = count.into_iter().collect();
+    ranked.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    let total: u64 = ranked.iter().map(|x| x.1).sum();
+    // Threads with at least 2% of the launches (a stray call from a helper thread
+    // does not make it a feeding thread).
+    let feeders: Vec<u32> = ranked
+        .iter()
+        .filter(|x| x.1.saturating_mul(50) >= total)
+        .map(|x| x.0)
+        .filter(|tid| threads.binary_search_by_key(tid, |s| s.tid).is_ok())
+        .collect();
+    let feeder = ranked
+        .first()
+        .map(|x| x.0)
+        .or_else(|| threads.iter().find(|s| s.tid == t.meta.pid).map(|s| s.tid))
+        .or_else(|| threads.first().map(|s| s.tid));
+    (feeders, feeder)
+}
+
 impl HostCpu {
     /// `None` for a trace without host samples.
     pub fn new(t: &Trace) -> Option<HostCpu> {
         if !t.has_host_samples() {
             return None;
         }
-        let mut threads: Vec<ThreadSeries> = Vec::new();
-        // Samples are time-sorted: group by tid keeping the order.
-        let mut tids: Vec<u32> = t.thread_cpu.iter().map(|x| x.tid).collect();
-        tids.sort_unstable();
-        tids.dedup();
-        for tid in tids {
-            threads.push(ThreadSeries {
-                tid,
-                pts: Vec::new(),
-            });
-        }
-        for x in &t.thread_cpu {
-            if let Ok(i) = threads.binary_search_by_key(&x.tid, |s| s.tid) {
-                threads[i].pts.push(Pt {
-                    ts: x.ts,
-                    cpu: x.cpu_ns,
-                    wait: x.wait_ns,
-                    state: x.state,
-                    rq: 0,
-                });
-            }
-        }
-        let mut procs: Vec<ProcSeries> = Vec::new();
-        let mut own: Vec<ProcSeries> = Vec::new();
-        let mut me: Option<ProcSeries> = None;
-        for x in &t.proc_samples {
-            let thread = x.flags & fmt::PROC_FLAG_THREAD != 0;
-            let is_self = x.flags & fmt::PROC_FLAG_SELF != 0;
-            let pt = PPt {
-                ts: x.ts,
-                cpu: x.cpu_ns,
-                state: x.state,
-                rchar: x.rchar,
-                read_bytes: x.read_bytes,
-                io: x.flags & fmt::PROC_FLAG_NO_IO == 0,
-            };
-            let list = if is_self {
-                let m = me.get_or_insert_with(|| ProcSeries {
-                    pid: x.pid,
-                    ppid: x.ppid,
-                    comm: x.comm,
-                    pts: Vec::new(),
-                });
-                m.pts.push(pt);
-                continue;
-            } else if thread {
-                if gputrace_thread(t, x.comm) {
-                    continue;
-                }
-                &mut own
-            } else {
-                &mut procs
-            };
-            match list.iter_mut().find(|p| p.pid == x.pid) {
-                Some(p) => {
-                    p.comm = x.comm;
-                    p.pts.push(pt)
-                }
-                None => list.push(ProcSeries {
-                    pid: x.pid,
-                    ppid: x.ppid,
-                    comm: x.comm,
-                    pts: vec![pt],
-                }),
-            }
-        }
+        let mut threads = thread_series(t);
+        let (procs, own, me) = proc_series(t);
         let machine = t
             .machine
             .iter()
@@ -295,37 +343,7 @@ impl HostCpu {
             .as_ref()
             .map(|l| l.thread_period_us as u64 * 1000)
             .unwrap_or(0);
-        // The feeding thread: most launch calls (API events, else hook calls).
-        let mut count: std::collections::HashMap<u32, u64> = Default::default();
-        for a in &t.apis {
-            if matches!(
-                super::classify::api_kind(a, t.str(a.name)),
-                super::classify::ApiKind::Launch
-            ) {
-                *count.entry(a.tid).or_default() += 1;
-            }
-        }
-        if count.is_empty() {
-            for c in &t.host_calls {
-                *count.entry(c.tid).or_default() += 1;
-            }
-        }
-        let mut ranked: Vec<(u32, u64)> = count.into_iter().collect();
-        ranked.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-        let total: u64 = ranked.iter().map(|x| x.1).sum();
-        // Threads with at least 2% of the launches (a stray call from a helper thread
-        // does not make it a feeding thread).
-        let feeders: Vec<u32> = ranked
-            .iter()
-            .filter(|x| x.1.saturating_mul(50) >= total)
-            .map(|x| x.0)
-            .filter(|tid| threads.binary_search_by_key(tid, |s| s.tid).is_ok())
-            .collect();
-        let feeder = ranked
-            .first()
-            .map(|x| x.0)
-            .or_else(|| threads.iter().find(|s| s.tid == t.meta.pid).map(|s| s.tid))
-            .or_else(|| threads.first().map(|s| s.tid));
+        let (feeders, feeder) = feeding_threads(t, &threads);
         let max_gap = MAX_SAMPLE_GAP_NS.max(period.saturating_mul(20));
         for th in &mut threads {
             place_runq(&mut th.pts, max_gap);

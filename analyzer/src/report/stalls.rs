@@ -517,20 +517,6 @@ pub fn detect(t: &Trace, t0: u64, steady_from: u64) -> Detected {
         }
     }
     let (end, until) = end_of(t);
-    let end_out = |e: &EndIn| -> Option<HangEnd> {
-        let (how, signal) = match e {
-            EndIn::Exit => ("exit", None),
-            EndIn::Signal(s) => ("signal", Some(s.clone())),
-            EndIn::Abort => ("abort", None),
-            EndIn::CutShort => ("cut_short", None),
-            EndIn::Window => ("window_closed", None),
-        };
-        Some(HangEnd {
-            how: how.into(),
-            signal,
-            at_ns: rel(until),
-        })
-    };
     let reports = stalls(t);
     if !reports.is_empty() {
         let done = completed(t, reports.iter().flat_map(|s| s.ops.iter().map(|o| o.corr)));
@@ -583,17 +569,8 @@ pub fn detect(t: &Trace, t0: u64, steady_from: u64) -> Detected {
                 let upto = resolved.unwrap_or(last.ts);
                 let still = upto.saturating_sub(last.since);
                 if out.notes.len() < 3 && still >= stall_threshold(t) && last.since >= steady_from {
-                    let what = last
-                        .ops
-                        .first()
-                        .map(|o| op_words(o.kind, &short_name(&o.name)))
-                        .unwrap_or_else(|| "its work".into());
-                    out.notes.push(format!(
-                        "the GPU made no progress for at least {} from +{} ({} outstanding), then it completed: a long operation, not a hang",
-                        dur(still),
-                        ts(rel(last.since)),
-                        what
-                    ));
+                    out.notes
+                        .push(long_operation_note(last, still, rel(last.since)));
                 }
                 continue;
             }
@@ -607,43 +584,8 @@ pub fn detect(t: &Trace, t0: u64, steady_from: u64) -> Detected {
                 .copied()
                 .unwrap_or(pending[0]);
             let from = if op.start > 0 { op.start } else { op.launch_ts };
-            let hop = HangOp {
-                kind: op.kind.name().into(),
-                name: short_name(&op.name),
-                nccl_kernel: op.kind == OpKind::Kernel && classify::is_comm_kernel(&op.name),
-                device: (op.device != u32::MAX).then_some(op.device),
-                stream: (op.stream != 0).then_some(op.stream),
-                corr: op.corr,
-                launched_at_ns: (op.launch_ts > 0).then(|| rel(op.launch_ts)),
-                started_at_ns: (op.start > 0).then(|| rel(op.start)),
-                grid: Some(op.grid),
-                block: Some(op.block),
-                launch_tid: (op.tid != 0).then_some(op.tid),
-                launch_site: launch_site(t, op.tid, op.corr, op.launch_ts).or_else(|| {
-                    // The launching thread's stack at the stall, when it is still in the
-                    // launch (a launch that blocks on a full queue).
-                    last.threads
-                        .iter()
-                        .find(|th| th.tid == op.tid && th.call.contains("Launch"))
-                        .and_then(|th| place_of(t, th.stack, "stall"))
-                }),
-            };
-            let threads = last
-                .threads
-                .iter()
-                // The tracer's own threads are not the job's.
-                .filter(|th| !thread_name(t, th.tid).starts_with("gputrace-"))
-                .map(|th| HangThread {
-                    tid: th.tid,
-                    name: thread_name(t, th.tid),
-                    main: th.tid == t.meta.pid && th.tid != 0,
-                    call: (!th.call.is_empty()).then(|| th.call.clone()),
-                    call_start_ns: (!th.call.is_empty() && th.call_start > 0)
-                        .then(|| rel(th.call_start)),
-                    state: (th.state != 0).then(|| (th.state as char).to_string()),
-                    place: place_of(t, th.stack, "stall"),
-                })
-                .collect();
+            let hop = stuck_op(t, t0, op, last);
+            let threads = stall_threads(t, t0, last);
             out.hang = Some(Hang {
                 source: "stall_records".into(),
                 stall_id: Some(*id),
@@ -655,7 +597,7 @@ pub fn detect(t: &Trace, t0: u64, steady_from: u64) -> Detected {
                 stuck_for_ns: until.saturating_sub(from),
                 until_ns: rel(until),
                 threads,
-                end: end_out(&end),
+                end: hang_end(&end, rel(until)),
                 nccl: nccl_of(t, op, &end),
             });
         }
@@ -663,11 +605,87 @@ pub fn detect(t: &Trace, t0: u64, steady_from: u64) -> Detected {
     }
     if end.abnormal() {
         out.hang = from_end(t, t0, until).map(|mut h| {
-            h.end = end_out(&end);
+            h.end = hang_end(&end, rel(until));
             h
         });
     }
     out
+}
+
+/// How the process ended, for a hang: the end's kind and signal, at `at_ns`.
+fn hang_end(e: &EndIn, at_ns: u64) -> Option<HangEnd> {
+    let (how, signal) = match e {
+        EndIn::Exit => ("exit", None),
+        EndIn::Signal(s) => ("signal", Some(s.clone())),
+        EndIn::Abort => ("abort", None),
+        EndIn::CutShort => ("cut_short", None),
+        EndIn::Window => ("window_closed", None),
+    };
+    Some(HangEnd {
+        how: how.into(),
+        signal,
+        at_ns,
+    })
+}
+
+/// The note for a stall whose work all completed: a long operation, not a hang.
+fn long_operation_note(last: &StallIn, still: u64, since_rel: u64) -> String {
+    let what = last
+        .ops
+        .first()
+        .map(|o| op_words(o.kind, &short_name(&o.name)))
+        .unwrap_or_else(|| "its work".into());
+    format!(
+        "the GPU made no progress for at least {} from +{} ({} outstanding), then it completed: a long operation, not a hang",
+        dur(still),
+        ts(since_rel),
+        what
+    )
+}
+
+/// The stuck operation `op` of the stall report `last`, with where it was launched.
+fn stuck_op(t: &Trace, t0: u64, op: &OpIn, last: &StallIn) -> HangOp {
+    let rel = |x: u64| x.saturating_sub(t0);
+    HangOp {
+        kind: op.kind.name().into(),
+        name: short_name(&op.name),
+        nccl_kernel: op.kind == OpKind::Kernel && classify::is_comm_kernel(&op.name),
+        device: (op.device != u32::MAX).then_some(op.device),
+        stream: (op.stream != 0).then_some(op.stream),
+        corr: op.corr,
+        launched_at_ns: (op.launch_ts > 0).then(|| rel(op.launch_ts)),
+        started_at_ns: (op.start > 0).then(|| rel(op.start)),
+        grid: Some(op.grid),
+        block: Some(op.block),
+        launch_tid: (op.tid != 0).then_some(op.tid),
+        launch_site: launch_site(t, op.tid, op.corr, op.launch_ts).or_else(|| {
+            // The launching thread's stack at the stall, when it is still in the
+            // launch (a launch that blocks on a full queue).
+            last.threads
+                .iter()
+                .find(|th| th.tid == op.tid && th.call.contains("Launch"))
+                .and_then(|th| place_of(t, th.stack, "stall"))
+        }),
+    }
+}
+
+/// The job's threads in the stall report `last` (not the tracer's), with what each did.
+fn stall_threads(t: &Trace, t0: u64, last: &StallIn) -> Vec<HangThread> {
+    let rel = |x: u64| x.saturating_sub(t0);
+    last.threads
+        .iter()
+        // The tracer's own threads are not the job's.
+        .filter(|th| !thread_name(t, th.tid).starts_with("gputrace-"))
+        .map(|th| HangThread {
+            tid: th.tid,
+            name: thread_name(t, th.tid),
+            main: th.tid == t.meta.pid && th.tid != 0,
+            call: (!th.call.is_empty()).then(|| th.call.clone()),
+            call_start_ns: (!th.call.is_empty() && th.call_start > 0).then(|| rel(th.call_start)),
+            state: (th.state != 0).then(|| (th.state as char).to_string()),
+            place: place_of(t, th.stack, "stall"),
+        })
+        .collect()
 }
 
 /// Without stall records: the earliest launch after the last GPU record whose GPU work
