@@ -22,7 +22,7 @@
 //! A file far out of order would fill the buffer: at `2 x max_pending` records it
 //! keeps the `max_pending` earliest and drops the rest, and another pass over the file
 //! picks up from the earliest record dropped. Memory stays within `2 x max_pending`
-//! records (about 96 bytes each; an NVML GPU sample, rare, another 96 on the heap)
+//! records (about 104 bytes each; an NVML GPU sample, rare, another 96 on the heap)
 //! besides the index, whatever the file; only the number of passes grows.
 
 use super::api::{EventExporter, TraceContext, TraceEvent};
@@ -35,7 +35,7 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 /// Records the reorder buffer keeps (it holds up to twice as many before dropping
-/// the latest): 2^18 records, so at most 48 MiB.
+/// the latest): 2^18 records, so at most 52 MiB.
 pub const DEFAULT_MAX_PENDING: usize = 1 << 18;
 
 /// Why streaming stopped.
@@ -286,7 +286,7 @@ impl<'a> EventStream<'a> {
                     w.flush(&mut pending, lo, |k| k.ts < floor);
                 }
                 let Some(rec) = Rec::of(e) else { return };
-                let Some(entry) = Entry::new(rec, seq) else {
+                let Some(entry) = Entry::new(rec, seq, lo) else {
                     if w.stats.passes == 1 {
                         w.stats.incomplete += 1;
                     }
@@ -665,27 +665,29 @@ impl Rec {
     }
 }
 
-/// A record in the reorder buffer, and its place in the file.
+/// A record in the reorder buffer, its place in the file, and where it sorts (kept:
+/// the buffer is sorted at every chunk, and computing it is a match on the record).
 struct Entry {
+    at: u64,
     seq: u64,
     rec: Rec,
 }
 
 impl Entry {
-    /// `None` for GPU work without timestamps (left out, as in the analysis).
-    fn new(rec: Rec, seq: u64) -> Option<Entry> {
-        match rec.gpu_span() {
-            Some((s, e)) if untimed(s, e) => None,
-            _ => Some(Entry { seq, rec }),
-        }
+    /// `None` for GPU work without timestamps (left out, as in the analysis). `lo`: the
+    /// start of the trace's window, if any.
+    fn new(rec: Rec, seq: u64, lo: Option<u64>) -> Option<Entry> {
+        let at = match (rec.gpu_span(), lo) {
+            (Some((s, e)), _) if untimed(s, e) => return None,
+            (Some((s, e)), Some(lo)) => clip_start(s, e, lo),
+            _ => rec.raw_ts(),
+        };
+        Some(Entry { at, seq, rec })
     }
 
     /// Where it sorts: its start, for GPU work clipped to a window opened at `lo`.
-    fn ts(&self, lo: Option<u64>) -> u64 {
-        match (self.rec.gpu_span(), lo) {
-            (Some((s, e)), Some(lo)) => clip_start(s, e, lo),
-            _ => self.rec.raw_ts(),
-        }
+    fn ts(&self, _lo: Option<u64>) -> u64 {
+        self.at
     }
 
     fn key(&self, lo: Option<u64>) -> Key {
@@ -714,7 +716,7 @@ mod tests {
     fn a_buffered_record_is_small() {
         // The memory bound in the docs assumes this.
         assert!(
-            std::mem::size_of::<Entry>() <= 96,
+            std::mem::size_of::<Entry>() <= 104,
             "{}",
             std::mem::size_of::<Entry>()
         );

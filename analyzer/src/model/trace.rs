@@ -3,6 +3,7 @@
 use gputrace_format::{self as fmt, Event, Meta, ReadError, ReadStats};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 /// The name id a replay from a graph-level record has until `finish` names it.
 const GRAPH_REPLAY_NAME: u32 = u32::MAX - 1;
@@ -22,6 +23,10 @@ pub struct Trace {
     pub clipped: u64,
     /// GPU records without timestamps (still running when collection stopped): dropped.
     pub incomplete: u64,
+    /// [`Trace::span`], once computed (a walk over every table of intervals). Public
+    /// only so that a trace can be built field by field with `..Default::default()`;
+    /// code that changes a table after asking the span resets it (`OnceLock::new()`).
+    pub span_cache: OnceLock<Option<(u64, u64)>>,
     /// Interned strings by id (index 0 is the empty string).
     pub strings: Vec<String>,
     pub devices: Vec<fmt::Device>,
@@ -377,6 +382,7 @@ impl Trace {
             window: _,
             clipped: _,
             incomplete: _,
+            span_cache: _,
             strings: _,
             devices: _,
             kernels,
@@ -516,6 +522,8 @@ impl Trace {
         self.host_calls.shrink_to_fit();
         self.nccl.shrink_to_fit();
         self.nvtx.shrink_to_fit();
+        // Tables were sorted and clipped: the span is computed again when asked.
+        self.span_cache = OnceLock::new();
     }
 
     /// A window trace covers [first Tracing, last Stopped]. GPU work that started
@@ -657,6 +665,10 @@ impl Trace {
 
     /// First and last timestamps of any recorded interval.
     pub fn span(&self) -> Option<(u64, u64)> {
+        *self.span_cache.get_or_init(|| self.compute_span())
+    }
+
+    fn compute_span(&self) -> Option<(u64, u64)> {
         let mut lo = u64::MAX;
         let mut hi = 0u64;
         let mut see = |s: u64, e: u64| {

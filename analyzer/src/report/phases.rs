@@ -311,14 +311,25 @@ fn bins(t: &Trace, edges: &[u64], looped: &HashSet<u32>) -> Binned {
             Doing::Other => {}
         }
     }
+    // The loop's kernel names by string id (ids are indexes into the string table).
+    let mut is_loop = vec![false; t.strings.len()];
+    for &n in looped {
+        if let Some(x) = is_loop.get_mut(n as usize) {
+            *x = true;
+        }
+    }
     for k in &t.kernels {
         let (s, e) = (k.start.max(t0), k.end.min(t1));
+        let looping = match is_loop.get(k.name as usize) {
+            Some(&l) => l,
+            None => looped.contains(&k.name),
+        };
         let mut x = s;
         while x < e {
             let i = at(x);
             let y = e.min(edges[i + 1]);
             out[i].kernel_ns += y - x;
-            if looped.contains(&k.name) {
+            if looping {
                 out[i].loop_kernel_ns += y - x;
             }
             x = y;
