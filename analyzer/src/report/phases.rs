@@ -318,15 +318,22 @@ fn bins(t: &Trace, edges: &[u64], looped: &HashSet<u32>) -> Binned {
             *x = true;
         }
     }
+    // Kernels come in start order: the bin of a start only moves forward.
+    let mut first = 0;
     for k in &t.kernels {
         let (s, e) = (k.start.max(t0), k.end.min(t1));
         let looping = match is_loop.get(k.name as usize) {
             Some(&l) => l,
             None => looped.contains(&k.name),
         };
-        let mut x = s;
+        while first + 1 < n && edges[first + 1] <= s {
+            first += 1;
+        }
+        let (mut x, mut i) = (s, first);
         while x < e {
-            let i = at(x);
+            while i + 1 < n && edges[i + 1] <= x {
+                i += 1;
+            }
             let y = e.min(edges[i + 1]);
             out[i].kernel_ns += y - x;
             if looping {
