@@ -74,11 +74,17 @@ pub fn io_message(e: &io::Error) -> String {
     }
 }
 
+/// Exit status of a command that would have overwritten an existing output (an export
+/// without `--force`): nothing was written.
+pub const OUTPUT_EXISTS_EXIT: i32 = 7;
+
 impl Error {
-    /// Whether the command was asked for something it will not do as asked (as a
-    /// wrong argument is): exit status 2, not 1.
-    pub fn is_usage(&self) -> bool {
-        matches!(self, Error::OutputExists(_))
+    /// The command's exit status for this error: [`OUTPUT_EXISTS_EXIT`], else 1.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            Error::OutputExists(_) => OUTPUT_EXISTS_EXIT,
+            _ => 1,
+        }
     }
 
     /// A trace at `path` could not be read.

@@ -475,3 +475,54 @@ fn top_level_help_lists_one_line_per_command() {
     assert!(out.contains("docs/json-schema.md"), "{out}");
     assert!(!out.contains("README.md"), "{out}");
 }
+
+#[test]
+fn with_json_stdout_is_one_json_document_even_on_failure() {
+    let dir = tmpdir("json-errors");
+    let missing = dir.join("missing.gtrace");
+    let missing = missing.to_str().unwrap();
+    // A command that fails, and an argument clap refuses: the error as JSON on stdout,
+    // with the exit status it would have anyway; the message still on stderr.
+    for (args, want) in [
+        (vec!["report", "--json", missing], 1),
+        (vec!["summary", "--json", missing], 1),
+        (vec!["report", "--json", "--no-such-flag", missing], 2),
+    ] {
+        let (code, out, err) = gputrace(&args);
+        assert_eq!(code, want, "{args:?}: {err}");
+        let v: Value =
+            serde_json::from_str(&out).unwrap_or_else(|e| panic!("{args:?}: {e}: {out:?}"));
+        assert_eq!(v["error"]["exit_code"], want, "{out}");
+        let msg = v["error"]["message"].as_str().unwrap();
+        assert!(
+            !msg.is_empty() && err.contains(msg.split(':').next().unwrap()),
+            "{msg} / {err}"
+        );
+    }
+    // Without --json, nothing on stdout.
+    let (code, out, _) = gputrace(&["report", missing]);
+    assert_eq!((code, out.as_str()), (1, ""));
+    std::fs::remove_dir_all(dir).ok();
+}
+
+#[test]
+fn version_names_the_commit_and_its_date() {
+    let (code, out, _) = gputrace(&["--version"]);
+    assert_eq!(code, 0);
+    // "gputrace 0.1.0 (0123456789ab 2026-12-06)", or "(unknown unknown)" outside git.
+    let inner = out
+        .trim()
+        .split_once(" (")
+        .and_then(|(_, r)| r.strip_suffix(')'))
+        .unwrap_or_else(|| panic!("{out}"));
+    let (commit, date) = inner.split_once(' ').unwrap_or_else(|| panic!("{out}"));
+    assert!(
+        commit == "unknown"
+            || (commit.len() == 12 && commit.chars().all(|c| c.is_ascii_hexdigit())),
+        "{out}"
+    );
+    assert!(
+        date == "unknown" || (date.len() == 10 && date.as_bytes()[4] == b'-'),
+        "{out}"
+    );
+}

@@ -265,12 +265,12 @@ fn export_never_overwrites_without_force() {
         args.push(t);
         gputrace(&args)
     };
-    // A file (perfetto, chrome with one trace): refused, with exit 2, and left as it was.
+    // A file (perfetto, chrome with one trace): refused, with exit 7, and left as it was.
     for format in ["perfetto", "chrome"] {
         let out = d.join(format!("out.{format}"));
         std::fs::write(&out, b"earlier work").unwrap();
         let (code, _, err) = export(format, &out, false);
-        assert_eq!(code, 2, "{format}: {err}");
+        assert_eq!(code, 7, "{format}: {err}");
         assert!(
             err.contains(&format!(
                 "{} exists already: not overwritten",
@@ -288,7 +288,7 @@ fn export_never_overwrites_without_force() {
         let (code, _, err) = gputrace(&["export", "--format", format, t]);
         assert_eq!(code, 0, "{format}: {err}");
         let (code, _, err) = gputrace(&["export", "--format", format, t]);
-        assert_eq!(code, 2, "{format}: {err}");
+        assert_eq!(code, 7, "{format}: {err}");
         assert!(err.contains("exists already"), "{err}");
     }
     // A directory (parquet): an empty one is written into; one with files in it is
@@ -301,7 +301,7 @@ fn export_never_overwrites_without_force() {
     let before = std::fs::read(&kernels).unwrap();
     std::fs::write(&kernels, b"earlier work").unwrap();
     let (code, _, err) = export("parquet", &pq, false);
-    assert_eq!(code, 2, "{err}");
+    assert_eq!(code, 7, "{err}");
     assert_eq!(std::fs::read(&kernels).unwrap(), b"earlier work");
     let (code, _, err) = export("parquet", &pq, true);
     assert_eq!(code, 0, "{err}");

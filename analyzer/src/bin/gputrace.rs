@@ -12,8 +12,18 @@ use std::ffi::OsString;
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 
+/// `gputrace --version`: the version, the commit and its date.
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (",
+    env!("GPUTRACE_COMMIT"),
+    " ",
+    env!("GPUTRACE_COMMIT_DATE"),
+    ")"
+);
+
 #[derive(Parser, Debug)]
-#[command(name = "gputrace", version, about = "Finds out why a GPU job is slow")]
+#[command(name = "gputrace", version = VERSION, about = "Finds out why a GPU job is slow")]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -269,6 +279,23 @@ fn options() -> app::Options {
     }
 }
 
+impl Cmd {
+    /// Whether the command prints JSON (`--json`).
+    fn json(&self) -> bool {
+        match self {
+            Cmd::Run { json, .. }
+            | Cmd::Summary { json, .. }
+            | Cmd::Report { json, .. }
+            | Cmd::Diff { json, .. }
+            | Cmd::Doctor { json, .. }
+            | Cmd::Attach { json, .. } => *json,
+            #[cfg(feature = "fleet")]
+            Cmd::Fleet { json, .. } => *json,
+            _ => false,
+        }
+    }
+}
+
 fn format(json: bool) -> Format {
     if json {
         Format::Json
@@ -417,7 +444,8 @@ fn report_run(
     // A report that fails is said here, with its hint line where there is
     // one; the command's exit code stands either way.
     if let Err(e) = report_on(traces, json, summary) {
-        print_error(&e.into());
+        let e = e.into();
+        print_error(&e, json, error_code(&e));
     }
     // The dataset too when asked; a failure is said, the exit code stands.
     if let Some(ds) = dataset {
@@ -429,7 +457,10 @@ fn report_run(
                 d.job,
                 d.root.display()
             )),
-            Err(e) => print_error(&e.into()),
+            Err(e) => {
+                let e = e.into();
+                print_error(&e, false, error_code(&e))
+            }
         }
     }
 }
@@ -463,7 +494,13 @@ fn attach_window(
         ));
     }
     let (w, env_file) = attach::attach_watched(pid, req, &nvml, &warn, hang_timeout, started)?;
-    println!("trace: {}", w.trace.display());
+    // The trace's path: on stdout alone when it is the output, else on stderr so that
+    // the report (one JSON document with --json) is all stdout holds.
+    match (no_report, json) {
+        (true, true) => println!("{}", serde_json::json!({ "trace": w.trace })),
+        (true, false) => println!("trace: {}", w.trace.display()),
+        (false, _) => warn(&format!("trace: {}", w.trace.display())),
+    }
     if no_report {
         return Ok(0);
     }
@@ -586,9 +623,8 @@ fn dir_size(p: &std::path::Path) -> u64 {
     }
 }
 
-/// An error as one line (each cause said once), and a hint line where the library has
-/// one. Never a backtrace: these are the user's errors, not ours.
-fn print_error(e: &anyhow::Error) {
+/// The error's message, its causes appended where they add something, and a hint.
+fn error_text(e: &anyhow::Error) -> (String, Option<String>) {
     let mut msg = e.to_string();
     for cause in e.chain().skip(1) {
         let c = cause.to_string();
@@ -596,47 +632,94 @@ fn print_error(e: &anyhow::Error) {
             msg = format!("{msg}: {c}");
         }
     }
-    eprintln!("gputrace: {msg}");
     let hint = match e.downcast_ref::<Error>() {
         Some(e) => e.hint(),
         None => e
             .downcast_ref::<attach::AttachError>()
             .and_then(attach::AttachError::hint),
     };
-    if let Some(h) = hint {
+    (msg, hint)
+}
+
+/// Says why the command failed, on stderr: the message with its causes, then a hint
+/// when there is one. Never a backtrace: these are the user's errors, not ours. With
+/// `--json`, stdout also gets the error as one JSON document (see [`json_error`]).
+fn print_error(e: &anyhow::Error, json: bool, code: i32) {
+    let (msg, hint) = error_text(e);
+    eprintln!("gputrace: {msg}");
+    if let Some(h) = &hint {
         eprintln!("gputrace: {h}");
+    }
+    if json {
+        println!("{}", json_error(&msg, hint.as_deref(), code));
     }
 }
 
-/// The exit status of a command that failed: 2 for what is wrong usage (as clap's own
-/// errors are), else 1.
+/// `{"error": {"message": ..., "hint": ..., "exit_code": N}}`: what a `--json` command
+/// prints on stdout when it fails, so that its stdout is always one JSON document.
+fn json_error(message: &str, hint: Option<&str>, code: i32) -> String {
+    serde_json::json!({
+        "error": {"message": message, "hint": hint, "exit_code": code}
+    })
+    .to_string()
+}
+
+/// The exit status of a command that failed (see the table in docs/commands.md).
 fn error_code(e: &anyhow::Error) -> i32 {
     match (
         e.downcast_ref::<Error>(),
         e.downcast_ref::<attach::AttachError>(),
     ) {
-        (Some(e), _) if e.is_usage() => 2,
+        (Some(e), _) => e.exit_code(),
         (_, Some(a)) => a.exit_code(),
         _ => 1,
     }
 }
 
-/// Exit codes: 0 done (also when the reader of the output closed it early), 1 the
-/// command failed (a trace that cannot be read, a process that cannot be attached
-/// to, ...), 2 wrong usage (also an `export` output that exists, without --force), 3
-/// (`report`, `summary`, `dump`, `export`, `attach`) done, but a trace
-/// was damaged and the output covers what could be read of it (a trace merely cut
-/// short gives 0); 4, 5, 6 (`attach`) refused for safety: the control socket or its
-/// directory is not the process user's own and private, the process listening is not
-/// the one asked for, a reply named a file outside the trace directory; `run` exits with its command's code, or as a shell would when the
-/// command could not be started (125, 126, 127; see `gputrace_analyzer::commands::run`).
+/// Whether the arguments ask for JSON output (for errors found before a command runs,
+/// such as clap's own).
+fn wants_json(args: &[OsString]) -> bool {
+    args.iter()
+        .take_while(|a| *a != "--")
+        .any(|a| a == "--json")
+}
+
+/// Exit codes (the table is docs/commands.md's): 0 done (also when the reader of the
+/// output closed it early), 1 the command failed (a trace that cannot be read, a process
+/// that cannot be attached to, ...), 2 wrong usage, 3 (`report`, `summary`, `dump`,
+/// `export`, `attach`) done, but a trace was damaged and the output covers what could be
+/// read of it (a trace merely cut short gives 0); 4, 5, 6 (`attach`) refused for safety:
+/// the control socket or its directory is not the process user's own and private, the
+/// process listening is not the one asked for, a reply named a file outside the trace
+/// directory; 4 (`doctor`) this machine cannot trace; 7 an output exists and `--force`
+/// was not given; `run` exits with its command's code, or as a shell would when the
+/// command could not be started (125, 126, 127; see
+/// `gputrace_analyzer::commands::run`).
 fn main() {
-    let cli = Cli::parse();
+    let args: Vec<OsString> = std::env::args_os().collect();
+    let cli = match Cli::try_parse_from(&args) {
+        Ok(cli) => cli,
+        Err(e) => {
+            let code = e.exit_code();
+            if code != 0 && wants_json(&args) {
+                let first = e.to_string();
+                let msg = first
+                    .lines()
+                    .next()
+                    .unwrap_or("")
+                    .trim_start_matches("error: ");
+                println!("{}", json_error(msg, None, code));
+            }
+            e.exit()
+        }
+    };
+    let json = cli.cmd.json();
     let code = match run_cli(cli) {
         Ok(code) => code,
         Err(e) => {
-            print_error(&e);
-            error_code(&e)
+            let code = error_code(&e);
+            print_error(&e, json, code);
+            code
         }
     };
     std::process::exit(code);

@@ -15,7 +15,7 @@
 //! -> 0.8 s), summed over processes, with the recompilations counted.
 
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// How many kernels and copies a diff lists.
 pub const TOP: usize = 8;
@@ -33,12 +33,20 @@ struct ReportView {
 #[derive(Deserialize, Default, Debug)]
 #[serde(default)]
 struct ProcView {
+    command: Vec<String>,
+    devices: Vec<DeviceView>,
     steady: PhaseView,
     steps: StepsView,
     breakdown: BreakdownView,
     kernels: KernelsView,
     copies: Vec<CopyView>,
     run: RunView,
+}
+
+#[derive(Deserialize, Default, Debug)]
+#[serde(default)]
+struct DeviceView {
+    name: String,
 }
 
 #[derive(Deserialize, Default, Debug)]
@@ -155,6 +163,30 @@ pub struct Side {
     pub run_ns: u64,
     pub phases: BTreeMap<String, u64>,
     pub recompiles: u64,
+    /// The programs its processes ran (`train.py`, `-m pkg.mod`, the executable's name).
+    pub programs: BTreeSet<String>,
+    /// The names of the GPUs it ran on.
+    pub gpus: BTreeSet<String>,
+}
+
+/// The program a command line runs: for a Python interpreter its script or `-m`
+/// module, else the executable's file name.
+fn program_of(cmd: &[String]) -> Option<String> {
+    let base = |a: &str| a.rsplit('/').next().unwrap_or(a).to_string();
+    let exe = base(cmd.first()?);
+    if !exe.starts_with("python") {
+        return Some(exe);
+    }
+    let mut args = cmd[1..].iter();
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "-m" => return args.next().map(|m| format!("-m {m}")),
+            "-c" => return Some(format!("{exe} -c")),
+            x if x.starts_with('-') => {}
+            x => return Some(base(x)),
+        }
+    }
+    Some(exe)
 }
 
 /// Why a side could not be read.
@@ -191,6 +223,13 @@ impl Side {
             for c in p.breakdown.causes.iter().chain(&p.breakdown.unattributed) {
                 *s.causes.entry(c.cause.clone()).or_default() += c.ns;
             }
+            s.programs.extend(program_of(&p.command));
+            s.gpus.extend(
+                p.devices
+                    .iter()
+                    .map(|d| d.name.clone())
+                    .filter(|n| !n.is_empty()),
+            );
             s.run_ns += p.run.span_ns;
             s.recompiles += p.run.recompiles;
             for k in &p.run.by_kind {
@@ -310,6 +349,9 @@ pub struct Diff {
     pub findings_lost: Vec<FindingChange>,
     /// On both sides with another severity.
     pub findings_changed: Vec<FindingChange>,
+    /// What makes the comparison doubtful: the runs ran different programs, or on
+    /// different GPUs.
+    pub warnings: Vec<String>,
     pub before: Side,
     pub after: Side,
 }
@@ -356,6 +398,30 @@ fn compare<V>(
 /// Severities that make a finding worth naming in the summary.
 fn notable(sev: &str) -> bool {
     sev == "warn" || sev == "critical"
+}
+
+/// What makes two runs hard to compare: other programs, other GPUs (each side's set,
+/// when both are known and differ).
+fn warnings(before: &Side, after: &Side) -> Vec<String> {
+    let list = |v: &BTreeSet<String>| v.iter().cloned().collect::<Vec<_>>().join(", ");
+    let mut out = Vec::new();
+    let differ =
+        |a: &BTreeSet<String>, b: &BTreeSet<String>| !a.is_empty() && !b.is_empty() && a != b;
+    if differ(&before.programs, &after.programs) {
+        out.push(format!(
+            "the runs ran different programs ({} before, {} after)",
+            list(&before.programs),
+            list(&after.programs)
+        ));
+    }
+    if differ(&before.gpus, &after.gpus) {
+        out.push(format!(
+            "the runs ran on different GPUs ({} before, {} after)",
+            list(&before.gpus),
+            list(&after.gpus)
+        ));
+    }
+    out
 }
 
 /// Compares two reports' sides.
@@ -418,7 +484,9 @@ pub fn diff(before: Side, after: Side) -> Diff {
     match &step {
         Some(s) => words.push(format!(
             "step time {} ({} -> {})",
-            signed_pct(s.pct),
+            Some(s.words(ms))
+                .filter(|w| !w.is_empty())
+                .unwrap_or_else(|| "unchanged".into()),
             ms(s.before),
             ms(s.after)
         )),
@@ -445,7 +513,7 @@ pub fn diff(before: Side, after: Side) -> Diff {
                 secs(run.before),
                 secs(run.after),
                 p.name,
-                signed_pct(p.pct),
+                p.words(secs),
                 secs(p.before),
                 secs(p.after)
             ));
@@ -491,6 +559,7 @@ pub fn diff(before: Side, after: Side) -> Diff {
         findings_gained: gained,
         findings_lost: lost,
         findings_changed: changed,
+        warnings: warnings(&before, &after),
         before,
         after,
     }
@@ -504,11 +573,24 @@ fn secs(ns: f64) -> String {
     }
 }
 
-fn signed_pct(p: Option<f64>) -> String {
-    match p {
-        Some(p) if p >= 0.0 => format!("+{p:.0}%"),
-        Some(p) => format!("{p:.0}%"),
-        None => "new".into(),
+impl Change {
+    /// The change in a few characters, as the values are shown by `show`: nothing when
+    /// they show alike (a change below what is shown is no change), "new" from nothing,
+    /// "gone" to nothing, "12x" for ten times or more (a percentage from almost nothing
+    /// says little), else a signed percentage ("+12%", "-3%"; never "-0%").
+    fn words(&self, show: fn(f64) -> String) -> String {
+        if show(self.before) == show(self.after) {
+            return String::new();
+        }
+        match self.pct {
+            _ if self.before <= 0.0 => "new".into(),
+            _ if self.after <= 0.0 => "gone".into(),
+            Some(p) if p >= 900.0 => format!("{:.0}x", self.after / self.before),
+            Some(p) if p.abs() < 0.5 => "0%".into(),
+            Some(p) if p > 0.0 => format!("+{p:.0}%"),
+            Some(p) => format!("{p:.0}%"),
+            None => "new".into(),
+        }
     }
 }
 
@@ -519,6 +601,9 @@ pub fn render_text(d: &Diff) -> String {
     let _ = writeln!(s, "DIFF  {}", d.summary);
     let _ = writeln!(s, "  before: {}", d.before.source);
     let _ = writeln!(s, "  after:  {}", d.after.source);
+    for w in &d.warnings {
+        let _ = writeln!(s, "  note: {w}");
+    }
     let _ = writeln!(s);
     let unit = if d.per_step {
         "per step"
@@ -531,7 +616,7 @@ pub fn render_text(d: &Diff) -> String {
             "Step time (median, slowest rank)  {:>10} -> {:>10}  {}",
             ms(st.before),
             ms(st.after),
-            signed_pct(st.pct)
+            st.words(ms)
         );
     }
     let _ = writeln!(
@@ -544,14 +629,18 @@ pub fn render_text(d: &Diff) -> String {
             return;
         }
         let _ = writeln!(s, "\n{title} ({unit}):");
-        for r in rows {
+        // Rows that show as nothing on both sides say nothing.
+        for r in rows
+            .iter()
+            .filter(|r| ms(r.before) != ms(0.0) || ms(r.after) != ms(0.0))
+        {
             let _ = writeln!(
                 s,
                 "  {:<44} {:>10} -> {:>10}  {}",
                 truncate(&r.name, 44),
                 ms(r.before),
                 ms(r.after),
-                signed_pct(r.pct)
+                r.words(ms)
             );
         }
     };
@@ -561,7 +650,7 @@ pub fn render_text(d: &Diff) -> String {
             "\nThe whole run (time by phase)     {:>10} -> {:>10}  {}",
             secs(d.run.before),
             secs(d.run.after),
-            signed_pct(d.run.pct)
+            d.run.words(secs)
         );
         for r in &d.phases {
             let _ = writeln!(
@@ -570,7 +659,7 @@ pub fn render_text(d: &Diff) -> String {
                 r.name,
                 secs(r.before),
                 secs(r.after),
-                signed_pct(r.pct)
+                r.words(secs)
             );
         }
     }
@@ -601,6 +690,12 @@ pub fn render_text(d: &Diff) -> String {
         "Findings with another severity",
         &d.findings_changed,
     );
+    // No trailing blanks where a change reads as nothing.
+    let mut out: String = s.lines().map(|l| format!("{}\n", l.trim_end())).collect();
+    if !s.ends_with('\n') {
+        out.pop();
+    }
+    s = out;
     s
 }
 
@@ -713,7 +808,7 @@ mod tests {
             Side::from_json("x", r.clone()).unwrap(),
             Side::from_json("x", r).unwrap(),
         );
-        assert_eq!(d.summary, "step time +0% (1.00 ms -> 1.00 ms)");
+        assert_eq!(d.summary, "step time unchanged (1.00 ms -> 1.00 ms)");
         assert!(d.causes.iter().all(|c| c.delta == 0.0));
         assert!(d.findings_gained.is_empty() && d.findings_lost.is_empty());
     }
@@ -766,5 +861,47 @@ mod tests {
     fn not_a_report_is_refused() {
         assert!(Side::from_json("x", json!({"a": 1})).is_err());
         assert!(Side::from_json("x", json!([1, 2])).is_err());
+    }
+
+    #[test]
+    fn a_change_reads_as_the_values_are_shown() {
+        let c = |b: f64, a: f64| Change::new("x", b, a).words(ms);
+        // Alike as shown (0.2 us and 0.3 us are both "0.000 ms"): no percentage.
+        assert_eq!(c(200.0, 300.0), "");
+        assert_eq!(c(0.0, 0.0), "");
+        assert_eq!(c(0.0, 2e6), "new");
+        assert_eq!(c(2e6, 0.0), "gone");
+        // From almost nothing: a ratio, not "+122771%".
+        assert_eq!(c(1e4, 1.2e7), "1200x");
+        assert_eq!(c(1e6, 1.5e6), "+50%");
+        assert_eq!(c(1e6, 0.7e6), "-30%");
+        // Never "-0%".
+        assert_eq!(c(1e9, 0.999e9), "0%");
+    }
+
+    #[test]
+    fn runs_of_other_programs_or_gpus_are_said_to_be() {
+        let cmd = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            program_of(&cmd(&["/usr/bin/python3", "-u", "train.py", "--lr", "1"])).unwrap(),
+            "train.py"
+        );
+        assert_eq!(
+            program_of(&cmd(&["python", "-m", "torch.distributed.run"])).unwrap(),
+            "-m torch.distributed.run"
+        );
+        assert_eq!(program_of(&cmd(&["./bench", "-n", "3"])).unwrap(), "bench");
+        let side = |p: &str, g: &str| Side {
+            programs: [p.to_string()].into(),
+            gpus: [g.to_string()].into(),
+            ..Default::default()
+        };
+        assert!(warnings(&side("a.py", "H100"), &side("a.py", "H100")).is_empty());
+        let w = warnings(&side("a.py", "H100"), &side("b.py", "H200"));
+        assert_eq!(w.len(), 2, "{w:?}");
+        assert!(w[0].contains("a.py before, b.py after"), "{w:?}");
+        assert!(w[1].contains("H100 before, H200 after"), "{w:?}");
+        // Unknown on one side (a report without them): nothing said.
+        assert!(warnings(&Side::default(), &side("b.py", "H200")).is_empty());
     }
 }

@@ -558,11 +558,12 @@ pub fn render(s: &Summary) -> String {
         );
         let _ = writeln!(
             o,
-            "  busy      {} of {} = {:.1}%  (any kernel, copy or memset running; {} streams)",
+            "  busy      {} of {} = {:.1}%  (any kernel, copy or memset running; {} stream{})",
             ms(d.busy_ns),
             ms(s.span_ns),
             d.busy_pct,
-            d.streams
+            d.streams,
+            if d.streams == 1 { "" } else { "s" }
         );
         let _ = writeln!(
             o,
