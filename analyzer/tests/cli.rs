@@ -526,3 +526,31 @@ fn version_names_the_commit_and_its_date() {
         "{out}"
     );
 }
+
+#[test]
+fn dump_takes_what_report_takes() {
+    let dir = examples().join("implicit_sync");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "gtrace"))
+        .collect();
+    files.sort();
+    assert!(files.len() >= 2, "{files:?}");
+    let (code, all, err) = gputrace(&["dump", dir.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    // The directory: its traces one after the other, as each alone.
+    let mut each = String::new();
+    for f in &files {
+        let (code, out, err) = gputrace(&["dump", f.to_str().unwrap()]);
+        assert_eq!(code, 0, "{err}");
+        assert!(!out.is_empty());
+        each.push_str(&out);
+    }
+    assert_eq!(all, each);
+    let names: Vec<&str> = files.iter().map(|f| f.to_str().unwrap()).collect();
+    let (code, listed, _) = gputrace(&["dump", names[0], names[1]]);
+    assert_eq!(code, 0);
+    assert!(listed.len() > all.len() / 4 && listed.lines().count() > 10);
+}

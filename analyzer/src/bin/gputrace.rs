@@ -90,11 +90,12 @@ enum Cmd {
     },
     /// Every event of a trace as JSON lines, in time order.
     #[command(
-        long_about = "Every event of a trace as one JSON object per line, in time order, written as the trace is read (memory stays bounded whatever its size)."
+        long_about = "Every event of a trace as one JSON object per line, in time order, written as the trace is read (memory stays bounded whatever its size). Several traces (or directories of them) are written one after the other; each line names its process (pid)."
     )]
     Dump {
-        /// The trace file (*.gtrace).
-        trace: PathBuf,
+        /// Trace files (*.gtrace), or directories of them (`gputrace run -o DIR`).
+        #[arg(required = true)]
+        traces: Vec<PathBuf>,
     },
     /// What changed between two runs.
     #[command(
@@ -426,10 +427,7 @@ fn run_cli(cli: Cli) -> Result<i32> {
             nvml,
             site_packages,
         } => check_environment(json, nvml, site_packages),
-        Cmd::Dump { trace } => {
-            let (outcome, _) = app::events(&trace, Format::Jsonl, &mut stdout(), &warn)?;
-            Ok(outcome.exit_code())
-        }
+        Cmd::Dump { traces } => Ok(app::dump(&traces, &mut stdout(), &warn)?.exit_code()),
     }
 }
 
@@ -786,7 +784,10 @@ mod tests {
         assert!(Cli::try_parse_from(["gputrace", "summary"]).is_err());
         assert!(Cli::try_parse_from(["gputrace", "report"]).is_err());
         assert!(Cli::try_parse_from(["gputrace", "dump"]).is_err());
-        assert!(Cli::try_parse_from(["gputrace", "dump", "a.gtrace", "b.gtrace"]).is_err());
+        assert!(matches!(
+            Cli::try_parse_from(["gputrace", "dump", "a.gtrace", "runs/"]).unwrap().cmd,
+            Cmd::Dump { traces } if traces.len() == 2
+        ));
         assert!(matches!(
             Cli::try_parse_from(["gputrace", "dump", "a.gtrace"])
                 .unwrap()

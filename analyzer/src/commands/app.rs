@@ -111,7 +111,18 @@ pub fn summary(
     .map(|_| outcome)
 }
 
-/// `gputrace dump` (and any export of events): the trace's events in time order,
+/// `gputrace dump`: the events of each trace (directories stand for their traces) as
+/// JSON lines, one trace after the other, each streamed in bounded memory ([`events`]).
+pub fn dump(paths: &[PathBuf], out: &mut dyn Write, warn: Warn<'_>) -> Result<Outcome, Error> {
+    let mut outcome = Outcome::default();
+    for p in load::distinct_paths(&load::expand_dirs(paths)?, warn) {
+        let (o, _) = events(&p, Format::Jsonl, out, warn)?;
+        outcome.damaged |= o.damaged;
+    }
+    Ok(outcome)
+}
+
+/// One trace's events (`gputrace dump`, and any export of events): the trace's events in time order,
 /// written as they are read, in bounded memory (see [`crate::export::stream`]). A
 /// damaged trace is read past its damage, as for the report (what was lost is said
 /// through `warn` before the events).
