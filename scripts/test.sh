@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The test command (README): builds the preload library the end-to-end tests load,
-# then runs every test of the workspace.
+# then runs every test of the workspace. Benchmarks are apart (scripts/bench-*.sh, their
+# results in bench/): nothing here is timed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build -p gputrace-interpose
@@ -10,11 +11,6 @@ cargo test --workspace
 # The fleet command (feature fleet: DataFusion) and its tests, apart: every test binary
 # linked with DataFusion is about 700 MB in a debug build, so only these are.
 cargo test -p gputrace-analyzer --features fleet --lib --test fleet
-# The CUPTI callbacks' cost per launch on the fake CUDA, a short run against the
-# recorded figure and target (bench/callbacks.json): printed, never asserted.
-# The release library: the figures and the target are of the release build.
-cargo build --release -p gputrace-interpose
-SHORT=1 scripts/bench-callbacks.sh
 # The analyzer's outputs of the bundled examples, byte for byte against the recorded
 # sums (tests/golden/outputs.sha256).
 scripts/check-identical.sh
