@@ -240,7 +240,8 @@ fn user_errors_are_short_and_never_show_a_backtrace() {
         (&["dump", missing], missing, "no such file"),
         (&["summary", missing], missing, "no such file"),
         (&["report", e], e, "no trace files"),
-        (&["dump", d], d, "it is a directory"),
+        // A directory stands for its traces, as for report: here one that is not one.
+        (&["dump", d], j, "not a gputrace trace"),
         (&["summary", j], j, "not a gputrace trace"),
     ];
     for (args, path, why) in cases {

@@ -778,7 +778,6 @@ fn analyze_process(
         att,
         wall,
         kstats,
-        launches,
         copies: cstats,
         memory,
         comm: cm,

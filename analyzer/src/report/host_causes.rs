@@ -533,6 +533,16 @@ pub(crate) fn who(r: &HostReport) -> String {
     }
 }
 
+/// Whether the CPU time counted over the GPU's idle gaps (`on_cpu_ns`, `runq_ns`) is
+/// several threads', not the feeding thread's alone: its words then say so.
+pub(crate) fn cpu_of_several(r: &HostReport) -> bool {
+    match r.computing_threads.as_slice() {
+        [] => false,
+        [one] => Some(one.tid) != r.feeding_thread,
+        _ => true,
+    }
+}
+
 /// The threads that spent the `cpu_bound` time: "main thread (tid 12)", or with shares
 /// when several did ("main thread (tid 12) 80%, autograd thread (tid 13, ...) 20%").
 pub(crate) fn who_computing(r: &HostReport) -> String {

@@ -451,17 +451,29 @@ fn host_lines(o: &mut String, h: &super::host_causes::HostReport) {
         (Some(t), n) => format!("thread {t} ({n})"),
         _ => "feeding thread unknown".into(),
     };
-    let mut line = format!(
-        "{who}, in {} of GPU idle with no CUDA call: on a CPU {}, waiting for a CPU {}, between launches {}, blocked {}",
-        dur(h.quiet_ns),
+    let cpu = format!(
+        "on a CPU {}, waiting for a CPU {}, between launches {}",
         dur(h.on_cpu_ns),
         dur(h.runq_ns),
-        dur(h.launch_overhead_ns),
-        dur(h.blocked_ns)
+        dur(h.launch_overhead_ns)
     );
+    let mut blocked = format!("blocked {}", dur(h.blocked_ns));
     if h.io_blocked_ns > 0 {
-        line.push_str(&format!(" (I/O {})", dur(h.io_blocked_ns)));
+        blocked.push_str(&format!(" (I/O {})", dur(h.io_blocked_ns)));
     }
+    // The CPU time is the feeding thread's, or the launching threads' together (the
+    // next line splits it by thread).
+    let mut line = if super::host_causes::cpu_of_several(h) {
+        format!(
+            "{who}, in {} of GPU idle with no CUDA call: {blocked}; the launching threads together {cpu}",
+            dur(h.quiet_ns)
+        )
+    } else {
+        format!(
+            "{who}, in {} of GPU idle with no CUDA call: {cpu}, {blocked}",
+            dur(h.quiet_ns)
+        )
+    };
     if h.page_fault_ns > 0 {
         line.push_str(&format!(", in page faults {}", dur(h.page_fault_ns)));
     }

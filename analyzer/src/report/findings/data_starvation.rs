@@ -85,12 +85,17 @@ fn with_host_samples(x: &mut Finding, r: &HostReport, wall: u64, waited: &str) {
     x.evidence.insert(
         0,
         format!(
-            "{who} was blocked (not on a CPU) for {} of the idle time with no CUDA call{}; on a CPU {} and waiting for one {} (cpu_bound), {} in short stretches between launches (launch_bound){}",
+            "{who} was blocked (not on a CPU) for {} of the idle time with no CUDA call{}; {}on a CPU {} and waiting for one {} (cpu_bound), {} in short stretches between launches (launch_bound){}",
             dur(r.blocked_ns),
             if r.io_blocked_ns > 0 {
                 format!(", {} of it in I/O wait (D state)", dur(r.io_blocked_ns))
             } else {
                 String::new()
+            },
+            if host_causes::cpu_of_several(r) {
+                "the launching threads together were "
+            } else {
+                ""
             },
             dur(r.on_cpu_ns),
             dur(r.runq_ns),

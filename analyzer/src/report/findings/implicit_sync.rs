@@ -5,6 +5,7 @@ use super::common::{bytes, dur, push_examples_line, share};
 use super::inputs::Calls;
 use super::inputs::FindingCx;
 use crate::report::classify::ApiKind;
+use crate::report::ctx::HostClass;
 use crate::report::idle::Cause;
 use crate::report::out::id::FindingId;
 use crate::report::out::Finding;
@@ -21,12 +22,18 @@ pub(super) fn detect(cx: &FindingCx) -> Option<Finding> {
         ns,
         false,
     );
-    let syncs = cx.calls_of(&[ApiKind::Sync, ApiKind::Free]);
-    let top = syncs
+    let (syncs, with_copies) = implicit_calls(cx);
+    let mut top = syncs
         .iter()
         .take(3)
         .map(|s| format!("{} x{} (blocked {})", s.0, s.1, dur(s.2)))
         .collect::<Vec<_>>();
+    if with_copies > 0 {
+        // Counted once: those are the copies' (pageable_memcpy, sync_memcpy).
+        top.push(format!(
+            "{with_copies} more finished a copy (counted with the copies)"
+        ));
+    }
     x.summary = format!(
         "Synchronising calls drained the GPU's queue; the idle time after each, until the host had issued new work, cost {} of the steady state.",
         share(ns, cx.wall)
@@ -58,12 +65,43 @@ pub(super) fn detect(cx: &FindingCx) -> Option<Finding> {
     push_examples_line(&mut x);
     cx.heuristic_note(&mut x);
     let calls: u64 = syncs.iter().map(|s| s.1).sum();
-    let blocked: u64 = syncs.iter().map(|s| s.2).sum();
+    let blocked = syncs.iter().fold(0u64, |a, s| a.saturating_add(s.2));
     x.metrics.insert("sync_calls".into(), calls as f64);
     x.metrics.insert("sync_blocked_ns".into(), blocked as f64);
     x.fix = "Stop reading GPU results every step: keep running losses/metrics as GPU tensors and call .item() (or .cpu(), print) every N steps; remove torch.cuda.synchronize() from the loop (time with torch.cuda.Event instead); avoid Python control flow that depends on GPU values; make host<->device copies non_blocking=True.".into();
     follow_the_call(&mut x, cx);
     Some(x)
+}
+
+/// The steady state's synchronising calls (syncs, frees) whose wait is this finding's,
+/// by name: (name, calls, ns in them), most time first; and how many syncs finished a
+/// copy instead (their wait belongs to the copy's finding).
+fn implicit_calls(cx: &FindingCx) -> (Vec<(String, u64, u64)>, u64) {
+    let (ctx, w) = (cx.ctx, cx.steps.steady);
+    let mut by: std::collections::BTreeMap<&str, (u64, u64)> = Default::default();
+    let mut with_copies = 0;
+    for (i, a) in ctx.t.apis.iter().enumerate() {
+        if a.start < w.0 || a.start >= w.1 {
+            continue;
+        }
+        let kind = ctx.api_kind.get(i).copied().unwrap_or(ApiKind::Other);
+        if !matches!(kind, ApiKind::Sync | ApiKind::Free) {
+            continue;
+        }
+        if ctx.api_class.get(i) != Some(&HostClass::Implicit) {
+            with_copies += 1;
+            continue;
+        }
+        let e = by.entry(ctx.t.str(a.name)).or_default();
+        e.0 += 1;
+        e.1 = e.1.saturating_add(a.end.saturating_sub(a.start));
+    }
+    let mut v: Vec<(String, u64, u64)> = by
+        .into_iter()
+        .map(|(n, (c, ns))| (n.to_string(), c, ns))
+        .collect();
+    v.sort_by(|a, b| b.2.cmp(&a.2).then(a.0.cmp(&b.0)));
+    (v, with_copies)
 }
 
 /// Picks the fix by the call that synchronised most (host time blocked in it), and says

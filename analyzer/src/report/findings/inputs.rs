@@ -4,7 +4,6 @@
 
 use super::common::{self, dur};
 use crate::report::callsites::{self, CallSite, Tally};
-use crate::report::classify::{self, ApiKind};
 use crate::report::comm::{ClusterComm, CommStats};
 use crate::report::copies::CopyStats;
 use crate::report::counters::CounterStats;
@@ -12,7 +11,6 @@ use crate::report::ctx::Ctx;
 use crate::report::ctx::HostClass;
 use crate::report::idle::{Attribution, Cause, Method};
 use crate::report::kernels::{KernelStats, MemoryUse};
-use crate::report::links::LaunchStats;
 use crate::report::out::id::FindingId;
 use crate::report::out::{Example, Finding, ProcessReport};
 use crate::report::steps::Steps;
@@ -32,7 +30,6 @@ pub(crate) struct FindingCx<'c, 'a> {
     /// Steady-state wall time x devices with work: what time at stake is a share of.
     pub wall: u64,
     pub kstats: KernelStats,
-    pub launches: LaunchStats,
     pub copies: CopyStats,
     pub memory: Vec<MemoryUse>,
     pub comm: CommStats,
@@ -240,19 +237,5 @@ impl FindingCx<'_, '_> {
         if let Some(line) = callsites::evidence(&f.call_sites) {
             f.evidence.push(line);
         }
-    }
-
-    /// Calls of some kinds in the steady state, by total time: (name, count, total ns,
-    /// longest (start, dur)).
-    pub fn calls_of(&self, want: &[ApiKind]) -> Vec<(String, u64, u64, (u64, u64))> {
-        let mut v: Vec<_> = self
-            .launches
-            .calls
-            .iter()
-            .filter(|(n, _)| want.contains(&classify::kind_from_name(n)))
-            .map(|(n, c)| (n.clone(), c.0, c.1, c.2))
-            .collect();
-        v.sort_by(|a, b| b.2.cmp(&a.2).then(a.0.cmp(&b.0)));
-        v
     }
 }
