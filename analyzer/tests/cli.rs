@@ -555,3 +555,46 @@ fn dump_takes_what_report_takes() {
     assert_eq!(code, 0);
     assert!(listed.len() > all.len() / 4 && listed.lines().count() > 10);
 }
+
+#[test]
+fn colour_adds_escapes_and_nothing_else() {
+    use gputrace_analyzer::report::render::colour;
+    let dir = examples().join("train");
+    let traces: Vec<Trace> = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "gtrace"))
+        .map(|p| Trace::load(&p).unwrap())
+        .collect();
+    let text = gputrace_analyzer::render_text(&gputrace_analyzer::analyze(&traces));
+    let c = colour(&text);
+    assert!(
+        c.contains("\x1b[1;31mCRITICAL\x1b[0m data_starvation"),
+        "{c}"
+    );
+    assert!(c.contains("\x1b[33mWARN\x1b[0m"), "{c}");
+    assert!(
+        c.starts_with("gputrace report") && c.contains("\x1b[1mVERDICT:"),
+        "{c}"
+    );
+    assert!(c.contains("\x1b[32mfix:\x1b[0m "), "{c}");
+    // Without the escapes, the same text.
+    let mut plain = String::new();
+    let mut it = c.chars().peekable();
+    while let Some(ch) = it.next() {
+        if ch == '\x1b' {
+            for x in it.by_ref() {
+                if x == 'm' {
+                    break;
+                }
+            }
+        } else {
+            plain.push(ch);
+        }
+    }
+    assert_eq!(plain, text);
+    // Not a terminal (the tests' pipe): no colour from the command.
+    let (_, out, _) = gputrace(&["report", dir.to_str().unwrap()]);
+    assert!(!out.contains('\x1b'));
+}

@@ -140,6 +140,7 @@ fn export_holds_no_more_than_the_analysis() {
             workers: 1,
         },
         exiting: false,
+        colour: false,
     };
     // What `report` holds: the loaded trace and the analysis.
     let (analysis, _) = peak_of(|| {

@@ -22,8 +22,29 @@ const VERSION: &str = concat!(
     ")"
 );
 
+/// Examples under `gputrace --help`.
+const EXAMPLES: &str = "Examples:
+  gputrace run -- python train.py            trace a job, then print what its GPU waited for
+  gputrace run -o runs/a -- torchrun --nproc-per-node 8 train.py
+                                             every rank's trace in runs/a, one report for the job
+  gputrace report runs/a                     the report again, from the traces
+  gputrace report --json runs/a | jq .verdict
+  gputrace summary runs/a                    what the GPU did, per device
+  gputrace diff runs/a runs/b                what changed between two runs
+  gputrace export --format perfetto runs/a   a timeline for ui.perfetto.dev
+  gputrace run --dormant -- python serve.py  then: gputrace attach PID --duration 10s
+  gputrace doctor                            can this machine trace, and what is odd about it
+
+Exit status: 0 done, 1 failed, 2 wrong usage, 3 a trace was damaged (the output covers what
+could be read), 7 the output exists (add --force); docs/commands.md has them all.";
+
 #[derive(Parser, Debug)]
-#[command(name = "gputrace", version = VERSION, about = "Finds out why a GPU job is slow")]
+#[command(
+    name = "gputrace",
+    version = VERSION,
+    about = "Finds out why a GPU job is slow",
+    after_help = EXAMPLES
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -277,7 +298,18 @@ fn options() -> app::Options {
             ..Default::default()
         },
         exiting: true,
+        colour: colour_wanted(),
     }
+}
+
+/// Colour for a person at a terminal: stdout is one, `NO_COLOR` is unset or empty
+/// (no-color.org) and `TERM` is not `dumb`.
+fn colour_wanted() -> bool {
+    use std::io::IsTerminal;
+    let set = |k: &str| std::env::var_os(k).is_some_and(|v| !v.is_empty());
+    std::io::stdout().is_terminal()
+        && !set("NO_COLOR")
+        && std::env::var_os("TERM").is_none_or(|t| t != "dumb")
 }
 
 impl Cmd {

@@ -18,6 +18,8 @@ pub struct Options {
     /// (unmapping hundreds of MB only delays the exit, tens of ms on a 10 M-event
     /// trace).
     pub exiting: bool,
+    /// The text report may be coloured (stdout is a terminal and `NO_COLOR` is unset).
+    pub colour: bool,
 }
 
 /// Exit status of `report`, `summary`, `dump` and `export` after their output when a trace it
@@ -68,7 +70,12 @@ pub fn report(
         damaged: traces.iter().any(|t| t.stats.damaged()),
     };
     let r = crate::report::analyze(&traces);
-    let res = export::write_document(format, Document::Report(&r), out).and_then(|_| out.flush());
+    let res = if opts.colour && format == Format::Text {
+        out.write_all(crate::report::render::colour(&crate::report::render_text(&r)).as_bytes())
+    } else {
+        export::write_document(format, Document::Report(&r), out)
+    }
+    .and_then(|_| out.flush());
     if opts.exiting {
         std::mem::forget(traces);
     }
@@ -201,6 +208,55 @@ fn check_output(target: &Path, force: bool) -> Result<(), Error> {
     Ok(())
 }
 
+/// Output bytes per event of each timeline format, as measured on the 10 M-event
+/// benchmark trace (bench/export.json).
+fn bytes_per_event(format: Format) -> f64 {
+    match format {
+        Format::Chrome => 460.0,
+        Format::Perfetto => 125.0,
+        Format::Parquet => 31.0,
+        _ => 0.0,
+    }
+}
+
+/// Said before an export of 1 GB or more: its estimated size, so that a Chrome export of a
+/// large trace (about 460 bytes per event) is no surprise.
+fn size_warning(format: Format, traces: &[crate::model::trace::Trace]) -> Option<String> {
+    let events: usize = traces
+        .iter()
+        .map(|t| {
+            t.kernels.len()
+                + t.apis.len()
+                + t.memcpys.len()
+                + t.memsets.len()
+                + t.syncs.len()
+                + t.host_calls.len()
+                + t.host_copies.len()
+                + t.nccl.len()
+                + t.nvtx.len()
+        })
+        .sum();
+    size_words(format, events)
+}
+
+/// The estimate for `events` events, when it is 1 GB or more.
+fn size_words(format: Format, events: usize) -> Option<String> {
+    let bytes = events as f64 * bytes_per_event(format);
+    (bytes >= 1e9).then(|| {
+        format!(
+            "exporting about {events} events as {}: about {:.1} GB ({:.0} bytes per event){}",
+            format.name(),
+            bytes / 1e9,
+            bytes_per_event(format),
+            if format == Format::Chrome {
+                "; Perfetto's format (--format perfetto) is about a quarter of that"
+            } else {
+                ""
+            }
+        )
+    })
+}
+
 /// `gputrace export --format perfetto|chrome|parquet`: the job's traces analysed
 /// together (as `report` does), what the analysis placed on each process's timeline
 /// handed to the exporter, the traces dropped, then each trace's events streamed from
@@ -237,6 +293,9 @@ pub fn export(
     };
     if out.is_none() {
         check_output(&target, force)?;
+    }
+    if let Some(w) = size_warning(format, &traces) {
+        warn(&w);
     }
     let mut exporter = match export::timeline_exporter(format, &target, n) {
         Some(Ok(e)) => e,
@@ -603,4 +662,22 @@ pub fn fleet_from_results(
         results,
     };
     crate::fleet::analyze(&mut e, got)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_large_export_is_announced_with_its_size() {
+        assert_eq!(size_words(Format::Chrome, 1_000_000), None);
+        let w = size_words(Format::Chrome, 10_000_000).unwrap();
+        assert!(
+            w.contains("about 4.6 GB") && w.contains("--format perfetto"),
+            "{w}"
+        );
+        let w = size_words(Format::Perfetto, 10_000_000).unwrap();
+        assert!(w.contains("about 1.2 GB") && !w.contains("quarter"), "{w}");
+        assert_eq!(size_words(Format::Parquet, 10_000_000), None);
+    }
 }

@@ -36,7 +36,7 @@ pub mod memuse;
 pub mod oom;
 pub mod phases;
 pub mod pysamples;
-mod render;
+pub mod render;
 pub mod stalls;
 pub mod steps;
 pub mod summary;

@@ -824,3 +824,46 @@ pub fn render_text(r: &Report) -> String {
     }
     o
 }
+
+/// The text report with ANSI colours for a terminal: the verdict line bold, each
+/// finding's severity (CRITICAL red, WARN yellow) and its `fix:` green. The words are the
+/// same: only escape sequences are added.
+pub fn colour(text: &str) -> String {
+    const BOLD: &str = "\x1b[1m";
+    const RED: &str = "\x1b[1;31m";
+    const YELLOW: &str = "\x1b[33m";
+    const GREEN: &str = "\x1b[32m";
+    const RESET: &str = "\x1b[0m";
+    let mut o = String::with_capacity(text.len() + 256);
+    for line in text.split_inclusive('\n') {
+        let (body, nl) = match line.strip_suffix('\n') {
+            Some(b) => (b, "\n"),
+            None => (line, ""),
+        };
+        let trimmed = body.trim_start();
+        let indent = &body[..body.len() - trimmed.len()];
+        // " 1. CRITICAL data_starvation ...": the number, then the severity word.
+        let numbered = trimmed
+            .split_once(". ")
+            .filter(|(n, _)| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()));
+        if body.starts_with("VERDICT:") {
+            o.push_str(&format!("{BOLD}{body}{RESET}{nl}"));
+        } else if let Some((n, rest)) = numbered {
+            let (word, tail) = rest.split_once(' ').unwrap_or((rest, ""));
+            let c = match word {
+                "CRITICAL" => Some(RED),
+                "WARN" => Some(YELLOW),
+                _ => None,
+            };
+            match c {
+                Some(c) => o.push_str(&format!("{indent}{n}. {c}{word}{RESET} {tail}{nl}")),
+                None => o.push_str(line),
+            }
+        } else if let Some(rest) = trimmed.strip_prefix("fix: ") {
+            o.push_str(&format!("{indent}{GREEN}fix:{RESET} {rest}{nl}"));
+        } else {
+            o.push_str(line);
+        }
+    }
+    o
+}
