@@ -320,6 +320,29 @@ fn unrelated_traces_are_said_to_be_unrelated() {
     assert_eq!(v["trace_set"]["one_job"], false);
     assert_eq!(v["trace_set"]["reasons"][0]["id"], "hosts_without_ranks");
     assert!(v["cluster"].is_null());
+    // A verdict each, not one for both: the report's only lists them.
+    assert!(v["top_finding"].is_null(), "{out}");
+    let verdict = v["verdict"].as_str().unwrap();
+    assert!(
+        verdict.starts_with("2 processes that are not one job's ranks"),
+        "{verdict}"
+    );
+    for p in v["processes"].as_array().unwrap() {
+        assert_eq!(p["top_finding"], "data_starvation", "{p}");
+        let own = p["verdict"].as_str().unwrap();
+        assert!(own.contains("data_starvation"), "{own}");
+        assert!(verdict.contains(&format!("{} data_starvation", p["label"].as_str().unwrap())));
+    }
+    // The same traces as one job (same host, so they may be): one verdict, none each.
+    let mut c = data_starved(20);
+    c.meta.pid = 78;
+    let pc = write(&dir, "c.gtrace", &c);
+    let (_, out, _) = gputrace(&["report", "--json", pa, pc.to_str().unwrap()]);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    if v["trace_set"]["one_job"] != false {
+        assert!(v["processes"][0].get("verdict").is_none(), "{out}");
+        assert!(!v["verdict"].as_str().unwrap().contains("not one job's"));
+    }
     // One trace: no such field.
     let (_, out, _) = gputrace(&["report", "--json", pa]);
     let v: Value = serde_json::from_str(&out).unwrap();

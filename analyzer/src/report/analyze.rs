@@ -142,10 +142,23 @@ fn analyze_with(traces: &[Trace], timelines: bool) -> (Report, Vec<Option<Timeli
         hang_ranks::add(&processes, &tails, &mut all);
     }
     findings::rank(&mut all);
-    let (verdict, top) = findings::verdict(&processes, &all);
-    let verdict = verdict::damage(verdict, &processes);
-    let verdict = verdict::phases(verdict, top, &processes);
-    let verdict = verdict::endings(verdict, top, &processes);
+    let unrelated = multi && trace_set.as_ref().is_some_and(|s| !s.one_job);
+    let (verdict, top) = if unrelated {
+        // Not one job: a verdict per process, and a list of them for the report's.
+        for i in 0..processes.len() {
+            let mine: Vec<Finding> = all
+                .iter()
+                .filter(|f| f.process == Some(i))
+                .cloned()
+                .collect();
+            let (v, top) = one_verdict(&processes[i..=i], &mine);
+            processes[i].verdict = Some(v);
+            processes[i].top_finding = top;
+        }
+        (verdict::unrelated(&processes), None)
+    } else {
+        one_verdict(&processes, &all)
+    };
     let report = Report {
         schema_version: SCHEMA_VERSION,
         generator: format!("gputrace {}", env!("CARGO_PKG_VERSION")),
@@ -158,6 +171,15 @@ fn analyze_with(traces: &[Trace], timelines: bool) -> (Report, Vec<Option<Timeli
         findings: all,
     };
     (report, lines)
+}
+
+/// The verdict over `processes` from their ranked findings, qualified by what must be
+/// said first (damage, the run's phases, how a process ended).
+fn one_verdict(processes: &[ProcessReport], all: &[Finding]) -> (String, Option<FindingId>) {
+    let (v, top) = findings::verdict(processes, all);
+    let v = verdict::damage(v, processes);
+    let v = verdict::phases(v, top, processes);
+    (verdict::endings(v, top, processes), top)
 }
 
 /// Whether the traces look like the ranks of one job (`order[i]`: the trace of
@@ -751,6 +773,8 @@ fn analyze_process(
         run: Some(phases::run(&ctx, st.steady)).filter(|r| r.span_ns > 0),
         failed_calls: failures::failed_calls(t, ctx.t0),
         fatal_call: failures::fatal(t, ctx.t0),
+        verdict: None,
+        top_finding: None,
     };
     if let Some(r) = report.run.as_mut() {
         let step_ns = if report.steps.detected {

@@ -58,6 +58,9 @@ fn process_header(o: &mut String, p: &ProcessReport, multi: bool) {
         format!("pid {}{on}", p.pid)
     };
     let _ = writeln!(o, "\n== {who}{cmd}");
+    if let Some(v) = &p.verdict {
+        wrap(o, "   VERDICT    ", v, 100);
+    }
     let devs: Vec<String> = p
         .devices
         .iter()

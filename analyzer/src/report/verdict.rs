@@ -112,3 +112,27 @@ pub(crate) fn phases(verdict: String, top: Option<FindingId>, procs: &[ProcessRe
         r.words(3)
     )
 }
+
+/// The report's verdict over processes that are not one job's ranks: each process with
+/// its top finding ("healthy" without one); each has its own verdict in its section.
+pub(crate) fn unrelated(procs: &[ProcessReport]) -> String {
+    let each: Vec<String> = procs
+        .iter()
+        .take(4)
+        .map(|p| match p.top_finding {
+            Some(id) => format!("{} {id}", p.label),
+            None if p.devices.is_empty() => format!("{} no GPU activity", p.label),
+            None => format!("{} healthy", p.label),
+        })
+        .collect();
+    let more = if procs.len() > 4 {
+        format!(", and {} more", procs.len() - 4)
+    } else {
+        String::new()
+    };
+    format!(
+        "{} processes that are not one job's ranks, each with its own verdict below: {}{more}",
+        procs.len(),
+        each.join(", ")
+    )
+}

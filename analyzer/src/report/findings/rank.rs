@@ -236,6 +236,20 @@ mod tests {
         x
     }
 
+    #[test]
+    fn a_title_in_running_text_keeps_an_acronym() {
+        assert_eq!(
+            lower_first("GPU idle while the feeding thread"),
+            "GPU idle while the feeding thread"
+        );
+        assert_eq!(
+            lower_first("Copies from pageable memory"),
+            "copies from pageable memory"
+        );
+        assert_eq!(lower_first("A"), "a");
+        assert_eq!(lower_first(""), "");
+    }
+
     fn order(all: &mut [Finding]) -> Vec<FindingId> {
         rank(all);
         all.iter().map(|f| f.id).collect()

@@ -357,6 +357,12 @@ pub struct ProcessReport {
     /// error): what the process most likely died of.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fatal_call: Option<failures::FatalCall>,
+    /// This process's own verdict and top finding, when the traces given together are not
+    /// one job's ranks (the report's verdict then only lists them).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub top_finding: Option<FindingId>,
 }
 
 /// Device memory allocated through `cudaMalloc` and in use ([`memuse`]).
