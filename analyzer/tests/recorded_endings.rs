@@ -1,0 +1,86 @@
+//! Jobs recorded on an H100 (`scripts/gpu/batch.sh`, PARTS=phases,endings; results in
+//! bench/results/2026-12-06-run19-endings-phases-judgement-h100) and bundled under
+//! examples/: how each ended, and a run that compiles again and again.
+
+mod common;
+
+use common::gputrace;
+use serde_json::Value;
+use std::path::PathBuf;
+
+fn report(dir: &str) -> (i32, Value) {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../examples")
+        .join(dir);
+    let (code, out, err) = gputrace(&["report", "--json", p.to_str().unwrap()]);
+    let v = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{dir}: {e}: {err}"));
+    (code, v)
+}
+
+/// torch.cuda.OutOfMemoryError ended it with status 1: the verdict leads with the
+/// status and the failed allocation, and the top finding is the death, not "Healthy".
+#[test]
+fn a_job_that_died_of_cuda_oom_says_so() {
+    let (code, r) = report("oom");
+    assert_eq!(code, 0);
+    assert_eq!(r["top_finding"], "out_of_memory");
+    let v = r["verdict"].as_str().unwrap();
+    assert!(
+        v.starts_with("The process exited with status 1 after cudaMalloc of 1.0 GiB failed with cudaErrorMemoryAllocation"),
+        "{v}"
+    );
+    assert!(v.contains("oom.py:15"), "{v}");
+    let p = &r["processes"][0];
+    assert_eq!(p["ended"]["status"], 1);
+    assert_eq!(p["ended"]["normal"], false);
+    assert_eq!(
+        p["fatal_call"]["kind"], "out_of_memory",
+        "{}",
+        p["fatal_call"]
+    );
+}
+
+/// A GPU-bound job SIGKILLed after about 5 s (3120 kernels completed by its own count):
+/// the periodic handover kept 2799 steps' kernels, where the trace used to hold none.
+#[test]
+fn a_busy_job_killed_keeps_its_kernels_and_says_how_it_ended() {
+    let (code, r) = report("sigkill");
+    // Cut short (no end record), not damaged: exit 0.
+    assert_eq!(code, 0);
+    let v = r["verdict"].as_str().unwrap();
+    assert!(v.starts_with("The process was killed by SIGKILL"), "{v}");
+    let p = &r["processes"][0];
+    assert_eq!(p["ended"]["signal"], "SIGKILL");
+    assert!(
+        p["steps"]["count"].as_u64().unwrap() > 2000,
+        "{}",
+        p["steps"]
+    );
+    assert!(!v.contains("No GPU activity"), "{v}");
+}
+
+/// torch.compile with a batch size that changes every step (dynamic shapes off): most
+/// of the run is compilation, and that is the verdict, not a launch-bound "steady state".
+#[test]
+fn a_run_that_recompiles_every_step_is_told_so() {
+    let (_, r) = report("recompile");
+    assert_eq!(r["top_finding"], "recompilation");
+    let p = &r["processes"][0];
+    let run = &p["run"];
+    let span = run["span_ns"].as_f64().unwrap();
+    let compiling: f64 = run["by_kind"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|k| k["kind"] == "compilation")
+        .map(|k| k["ns"].as_f64().unwrap())
+        .sum();
+    // The script's own marks: 21.0 s of 25.5 s compiling (82%).
+    assert!(
+        compiling / span > 0.75 && compiling / span < 0.9,
+        "{}",
+        compiling / span
+    );
+    assert!(run["recompiles"].as_u64().unwrap() > 100, "{run}");
+    assert_eq!(run["compiler"], "torch");
+}
