@@ -170,7 +170,7 @@ fn a_dataset_grows_and_never_replaces_silently() {
         "j1",
         files[0].to_str().unwrap(),
     ]);
-    assert_ne!(code, 0);
+    assert_eq!(code, 7, "{err}");
     assert!(err.contains("exists"), "{err}");
     assert_eq!(
         std::fs::metadata(&kept).unwrap().modified().unwrap(),
