@@ -41,8 +41,12 @@ done
 if [ -f scripts/export_check/check_parquet.py ]; then
   check scripts/export_check/check_parquet.py "$G" "$OUT" examples/*.gtrace
 fi
+# The directories of one process trace and its environment file (`gputrace run`'s pair;
+# examples/recompile also holds its compile worker's trace).
 for d in examples/*/; do
-  if ls "$d"gputrace-env-*.gtrace > /dev/null 2>&1; then
+  envs=$(ls "$d"gputrace-env-*.gtrace 2>/dev/null | wc -l)
+  procs=$(ls "$d"*.gtrace 2>/dev/null | grep -vc '/gputrace-env-')
+  if [ "$envs" = 1 ] && [ "$procs" = 1 ]; then
     check scripts/export_check/check_counters.py "$G" "$OUT" "$d"
   fi
 done
