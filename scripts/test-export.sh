@@ -44,8 +44,8 @@ fi
 # The directories of one process trace and its environment file (`gputrace run`'s pair;
 # examples/recompile also holds its compile worker's trace).
 for d in examples/*/; do
-  envs=$(ls "$d"gputrace-env-*.gtrace 2>/dev/null | wc -l)
-  procs=$(ls "$d"*.gtrace 2>/dev/null | grep -vc '/gputrace-env-')
+  envs=$(ls "$d"gputrace-env-*.gtrace 2>/dev/null | wc -l || true)
+  procs=$(ls "$d"*.gtrace 2>/dev/null | grep -vc "/gputrace-env-" || true)
   if [ "$envs" = 1 ] && [ "$procs" = 1 ]; then
     check scripts/export_check/check_counters.py "$G" "$OUT" "$d"
   fi
