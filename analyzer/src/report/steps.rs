@@ -277,7 +277,8 @@ fn kernel_period_steps(
     let (t0, t1) = (ctx.t0, ctx.t1);
     let (period, rs, re) = periodic(n, name, ctx.t.strings.len())?;
     let p = refine_by_gaps(period, rs, re, t0, start, end);
-    let phase = gap_phase(p, rs, re, t0, start, end);
+    let votes = gap_votes(p, rs, re, t0, start, end);
+    let phase = anchor_phase(&votes, p, rs, re, name);
     let anchor = name(rs + phase);
     let (pos, irregular) = anchor_positions(name, anchor, rs + phase, p, re);
     let mut bounds: Vec<u64> = pos.iter().map(|&q| start(q)).collect();
@@ -303,16 +304,44 @@ fn kernel_period_steps(
     })
 }
 
-/// Phase of the step in a period of `p` positions: each period from `rs` to `re` votes
-/// for the position preceded by its largest GPU gap; the most voted (the first on a tie).
-fn gap_phase(
+/// The step's phase in a period of `p` positions: the most voted position (the first on
+/// a tie) whose name comes in half the periods from `rs` to `re` or more. A rarer name,
+/// such as the copies of the weights before the first step, would lose every step after
+/// it; without such a name, the most voted.
+fn anchor_phase(
+    votes: &[u32],
+    p: usize,
+    rs: usize,
+    re: usize,
+    name: &impl Fn(usize) -> u32,
+) -> usize {
+    let mut order: Vec<usize> = (0..votes.len()).collect();
+    order.sort_by(|&a, &b| votes[b].cmp(&votes[a]).then(a.cmp(&b)));
+    let periods = (re - rs) / p.max(1);
+    let regular = |j: usize| {
+        let n = name(rs + j);
+        let count = (rs..re).filter(|&x| name(x) == n).count();
+        count * 2 >= periods
+    };
+    // Only the few most voted are tried: each try walks the periodic stretch once.
+    order
+        .iter()
+        .take(8)
+        .copied()
+        .find(|&j| votes[j] > 0 && regular(j))
+        .unwrap_or(order.first().copied().unwrap_or(0))
+}
+
+/// Votes for the step's phase in a period of `p` positions: each period from `rs` to `re`
+/// votes for the position preceded by its largest GPU gap.
+fn gap_votes(
     p: usize,
     rs: usize,
     re: usize,
     t0: u64,
     start: &impl Fn(usize) -> u64,
     end: &impl Fn(usize) -> u64,
-) -> usize {
+) -> Vec<u32> {
     let mut max_end = t0;
     for i in 0..rs {
         max_end = max_end.max(end(i));
@@ -334,11 +363,6 @@ fn gap_phase(
         block += p;
     }
     votes
-        .iter()
-        .enumerate()
-        .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(&a.0)))
-        .map(|(j, _)| j)
-        .unwrap_or(0)
 }
 
 /// Step start positions from `first`, one period `p` apart, each moved to the nearest
@@ -777,7 +801,26 @@ impl BestRun for Option<(usize, usize, usize)> {
 
 #[cfg(test)]
 mod tests {
-    use super::drop_warmup;
+    use super::{anchor_phase, drop_warmup};
+
+    #[test]
+    fn the_step_anchor_is_a_name_every_step_has() {
+        // 3 uploads (name 9) before steps of 5 ops (names 1..=5), 40 steps.
+        let names: Vec<u32> = std::iter::repeat_n(9, 3)
+            .chain((0..40).flat_map(|_| 1..=5u32))
+            .collect();
+        let name = |i: usize| names[i];
+        let (p, rs, re) = (5, 0, names.len());
+        // Position 2's largest gap votes most, but at rs + 2 stands an upload: the next
+        // most voted position whose name every step has wins.
+        let votes = [1, 3, 30, 0, 6];
+        assert_eq!(anchor_phase(&votes, p, rs, re, &name), 4);
+        // Past the uploads, the most voted stands.
+        assert_eq!(anchor_phase(&votes, p, 3, re, &name), 2);
+        // No name regular enough: the most voted.
+        let rare = |i: usize| i as u32;
+        assert_eq!(anchor_phase(&votes, p, rs, re, &rare), 2);
+    }
 
     /// Step boundaries from step durations (ns), from 0.
     fn bounds(durs: &[u64]) -> Vec<u64> {
