@@ -96,9 +96,8 @@ pub fn summary(
     let mut outcome = Outcome::default();
     let mut env_file = None;
     for p in load::distinct_paths(&load::expand_dirs(paths)?, warn) {
-        load::check_path(&p)?;
-        let s = EventStream::open(&p).map_err(|e| Error::read(&p, e))?;
-        outcome.damaged |= load::pass_on_loss(&p, s.read_stats(), warn);
+        let (s, damaged) = open_stream(&p, warn)?;
+        outcome.damaged |= damaged;
         if s.meta().is_environment() {
             env_file.get_or_insert(p);
             continue;
@@ -116,6 +115,15 @@ pub fn summary(
         export::write_document(format, Document::Summaries(&all), out).and_then(|_| out.flush()),
     )
     .map(|_| outcome)
+}
+
+/// A trace opened for streaming (its index read), what reading it found passed on
+/// ([`load::pass_on_loss`]): the stream, and whether the trace was damaged.
+fn open_stream(path: &Path, warn: Warn<'_>) -> Result<(EventStream<'static>, bool), Error> {
+    load::check_path(path)?;
+    let s = EventStream::open(path).map_err(|e| Error::read(path, e))?;
+    let damaged = load::pass_on_loss(path, s.read_stats(), warn);
+    Ok((s, damaged))
 }
 
 /// `gputrace dump`: the events of each trace (directories stand for their traces) as
@@ -156,11 +164,8 @@ pub fn events_with(
             format!("{} is not a format of events", format.name()),
         )));
     };
-    load::check_path(path)?;
-    let s = EventStream::open(path).map_err(|e| Error::read(path, e))?;
-    let outcome = Outcome {
-        damaged: load::pass_on_loss(path, s.read_stats(), warn),
-    };
+    let (s, damaged) = open_stream(path, warn)?;
+    let outcome = Outcome { damaged };
     let r = exporter
         .begin(out)
         .map_err(StreamError::Write)

@@ -669,40 +669,33 @@ impl Trace {
     }
 
     fn compute_span(&self) -> Option<(u64, u64)> {
-        let mut lo = u64::MAX;
-        let mut hi = 0u64;
-        let mut see = |s: u64, e: u64| {
-            if s > 0 {
-                lo = lo.min(s);
-                hi = hi.max(e.max(s));
-            }
-        };
+        let mut b = Bounds::default();
         for k in &self.kernels {
-            see(k.start, k.end)
+            b.see(k.start, k.end)
         }
         for m in &self.memcpys {
-            see(m.start, m.end)
+            b.see(m.start, m.end)
         }
         for m in &self.memsets {
-            see(m.start, m.end)
+            b.see(m.start, m.end)
         }
         for a in &self.apis {
-            see(a.start, a.end)
+            b.see(a.start, a.end)
         }
         for s in &self.syncs {
-            see(s.start, s.end)
+            b.see(s.start, s.end)
         }
         // Host-side events of the symbol hooks (all a trace has when CUPTI is blind).
         for c in &self.host_copies {
-            see(c.start, c.end)
+            b.see(c.start, c.end)
         }
         for c in &self.host_calls {
-            see(c.start, c.end)
+            b.see(c.start, c.end)
         }
         for n in &self.nccl {
-            see(n.start, n.end)
+            b.see(n.start, n.end)
         }
-        (lo <= hi).then_some((lo, hi))
+        b.get()
     }
 
     /// Intervals in which the collector did not see GPU activity (another CUPTI user).
@@ -860,6 +853,38 @@ pub fn demangle(name: &str) -> String {
         }
     }
     name.to_string()
+}
+
+/// The first and last timestamps of recorded intervals, as they come (what
+/// [`Trace::span`] is over a trace's tables); an interval without a start (0) is left out.
+#[derive(Clone, Copy, Debug)]
+pub struct Bounds {
+    lo: u64,
+    hi: u64,
+}
+
+impl Default for Bounds {
+    fn default() -> Self {
+        Bounds {
+            lo: u64::MAX,
+            hi: 0,
+        }
+    }
+}
+
+impl Bounds {
+    /// Takes the interval `[s, e]` (an end before its start counts as the start).
+    pub fn see(&mut self, s: u64, e: u64) {
+        if s > 0 {
+            self.lo = self.lo.min(s);
+            self.hi = self.hi.max(e.max(s));
+        }
+    }
+
+    /// (first, last), or None when no interval was seen.
+    pub fn get(&self) -> Option<(u64, u64)> {
+        (self.lo <= self.hi).then_some((self.lo, self.hi))
+    }
 }
 
 /// Intervals in which the collector did not see GPU activity, from its state changes

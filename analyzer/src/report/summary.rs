@@ -1,6 +1,6 @@
 //! `gputrace summary`: what the GPU did, per device.
 
-use crate::model::trace::{blind_windows, demangle, NvtxPairing, NvtxRange, Trace};
+use crate::model::trace::{blind_windows, demangle, Bounds, NvtxPairing, NvtxRange, Trace};
 use gputrace_format::{self as fmt, CopyKind, MemKind};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -237,8 +237,7 @@ pub struct SummaryBuilder {
     devices: BTreeMap<u32, DeviceTotals>,
     info: Vec<fmt::Device>,
     /// First and last timestamps of any recorded interval (as [`Trace::span`]).
-    lo: u64,
-    hi: u64,
+    span: Bounds,
     api_calls: u64,
     drops: [u64; 3],
     states: Vec<(u64, u8, u32)>,
@@ -261,17 +260,7 @@ pub struct SummaryBuilder {
 
 impl SummaryBuilder {
     pub fn new() -> Self {
-        SummaryBuilder {
-            lo: u64::MAX,
-            ..Default::default()
-        }
-    }
-
-    fn see(&mut self, s: u64, e: u64) {
-        if s > 0 {
-            self.lo = self.lo.min(s);
-            self.hi = self.hi.max(e.max(s));
-        }
+        Self::default()
     }
 
     fn device_totals(&mut self, id: u32) -> &mut DeviceTotals {
@@ -284,7 +273,7 @@ impl SummaryBuilder {
     }
 
     pub fn kernel(&mut self, k: &fmt::Kernel) {
-        self.see(k.start, k.end);
+        self.span.see(k.start, k.end);
         let t = self.device_totals(k.device);
         let d = k.end.saturating_sub(k.start);
         t.kernel_ns = d.saturating_add(t.kernel_ns);
@@ -296,7 +285,7 @@ impl SummaryBuilder {
     }
 
     pub fn memcpy(&mut self, m: &fmt::Memcpy) {
-        self.see(m.start, m.end);
+        self.span.see(m.start, m.end);
         let t = self.device_totals(m.device);
         let c = t.copies.entry(copy_class(m).to_string()).or_default();
         c.count += 1;
@@ -306,19 +295,19 @@ impl SummaryBuilder {
     }
 
     pub fn memset(&mut self, m: &fmt::Memset) {
-        self.see(m.start, m.end);
+        self.span.see(m.start, m.end);
         let t = self.device_totals(m.device);
         t.memsets += 1;
         t.busy(m.start, m.end, m.stream);
     }
 
     pub fn api(&mut self, a: &fmt::Api) {
-        self.see(a.start, a.end);
+        self.span.see(a.start, a.end);
         self.api_calls += 1;
     }
 
     pub fn sync(&mut self, s: &fmt::Sync) {
-        self.see(s.start, s.end);
+        self.span.see(s.start, s.end);
     }
 
     pub fn state(&mut self, ts: u64, state: u8, reason: u32) {
@@ -336,7 +325,7 @@ impl SummaryBuilder {
     }
 
     pub fn host_copy(&mut self, c: &fmt::HostCopy) {
-        self.see(c.start, c.end);
+        self.span.see(c.start, c.end);
         let class = MemKind::from_u8(c.host_kind).name();
         let source = class_source_name(c.source);
         let e = self
@@ -356,12 +345,12 @@ impl SummaryBuilder {
     }
 
     pub fn host_call(&mut self, c: &fmt::HostCall) {
-        self.see(c.start, c.end);
+        self.span.see(c.start, c.end);
         self.host_calls += 1;
     }
 
     pub fn nccl(&mut self, n: &fmt::Nccl) {
-        self.see(n.start, n.end);
+        self.span.see(n.start, n.end);
         let e = self.nccl.entry(n.op).or_insert_with(|| NcclStats {
             op: fmt::nccl_op_name(n.op).to_string(),
             ..Default::default()
@@ -418,11 +407,7 @@ impl SummaryBuilder {
         window: (Option<(u64, u64)>, u64, u64),
         str: &dyn Fn(u32) -> String,
     ) -> Summary {
-        let (start, end) = if self.lo <= self.hi {
-            (self.lo, self.hi)
-        } else {
-            (0, 0)
-        };
+        let (start, end) = self.span.get().unwrap_or((0, 0));
         let span = end - start;
         let info = &self.info;
         let devices = self
