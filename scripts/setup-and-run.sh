@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One command: build gputrace, then run the main job.
-#   scripts/setup-and-run.sh                 report on the bundled real H200 trace
+#   scripts/setup-and-run.sh                 report on the bundled real H200 trace (and
+#                                            gputrace-report.html, the same as a page)
 #   scripts/setup-and-run.sh CMD ARGS...     trace CMD (needs a GPU) and report on it
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -8,7 +9,9 @@ cargo build --release -p gputrace-interpose -p gputrace-analyzer >&2
 G=target/release/gputrace
 if [ $# -eq 0 ]; then
   # A training loop starved by its DataLoader workers, with the host samples, Python call
-  # sites and stack samples, and the environment file `gputrace run` wrote beside it.
-  exec "$G" report examples/train/*.gtrace
+  # sites and stack samples, and the environment file `gputrace run` wrote beside it. The
+  # same report as a page to open in a browser: gputrace-report.html.
+  echo "the report as a page: gputrace-report.html" >&2
+  exec "$G" report --html gputrace-report.html --force examples/train/*.gtrace
 fi
 exec "$G" run -- "$@"

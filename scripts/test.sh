@@ -14,3 +14,6 @@ cargo test -p gputrace-analyzer --features fleet --lib --test fleet
 # The analyzer's outputs of the bundled examples, byte for byte against the recorded
 # sums (tests/golden/outputs.sha256).
 scripts/check-identical.sh
+# The HTML report opened in headless Chromium, its figures against --json's, for every
+# bundled example (skipped without Chromium, except in CI: GPUTRACE_REQUIRE_BROWSER=1).
+scripts/test-html.py target/debug/gputrace

@@ -141,6 +141,8 @@ fn export_holds_no_more_than_the_analysis() {
         },
         exiting: false,
         colour: false,
+        html: None,
+        force: false,
     };
     // What `report` holds: the loaded trace and the analysis.
     let (analysis, _) = peak_of(|| {

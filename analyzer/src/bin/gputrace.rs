@@ -29,6 +29,7 @@ const EXAMPLES: &str = "Examples:
                                              every rank's trace in runs/a, one report for the job
   gputrace report runs/a                     the report again, from the traces
   gputrace report --json runs/a | jq .verdict
+  gputrace report --html a.html runs/a       the same as a page: timeline, phases, steps
   gputrace summary runs/a                    what the GPU did, per device
   gputrace diff runs/a runs/b                what changed between two runs
   gputrace export --format perfetto runs/a   a timeline for ui.perfetto.dev
@@ -108,6 +109,13 @@ enum Cmd {
         /// Print the report as JSON (schema in docs/json-schema.md).
         #[arg(long)]
         json: bool,
+        /// Also write the report as one self-contained HTML page (timeline, phases,
+        /// steps, breakdown, findings); open it in any browser.
+        #[arg(long, value_name = "FILE")]
+        html: Option<PathBuf>,
+        /// Replace the --html page if it exists.
+        #[arg(long)]
+        force: bool,
     },
     /// Every event of a trace as JSON lines, in time order.
     #[command(
@@ -299,6 +307,8 @@ fn options() -> app::Options {
         },
         exiting: true,
         colour: colour_wanted(),
+        html: None,
+        force: false,
     }
 }
 
@@ -384,8 +394,18 @@ fn run_cli(cli: Cli) -> Result<i32> {
         Cmd::Summary { traces, json } => {
             Ok(app::summary(&traces, format(json), &mut stdout(), &warn)?.exit_code())
         }
-        Cmd::Report { traces, json } => {
-            Ok(app::report(&traces, format(json), &options(), &mut stdout(), &warn)?.exit_code())
+        Cmd::Report {
+            traces,
+            json,
+            html,
+            force,
+        } => {
+            let opts = app::Options {
+                html,
+                force,
+                ..options()
+            };
+            Ok(app::report(&traces, format(json), &opts, &mut stdout(), &warn)?.exit_code())
         }
         Cmd::Attach {
             pid,
@@ -830,7 +850,7 @@ mod tests {
             .unwrap()
             .cmd
         {
-            Cmd::Report { traces, json } => {
+            Cmd::Report { traces, json, .. } => {
                 assert_eq!(traces.len(), 2);
                 assert!(json);
             }

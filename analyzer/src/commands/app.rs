@@ -20,6 +20,10 @@ pub struct Options {
     pub exiting: bool,
     /// The text report may be coloured (stdout is a terminal and `NO_COLOR` is unset).
     pub colour: bool,
+    /// `report --html FILE`: the page is written there too.
+    pub html: Option<PathBuf>,
+    /// An output that exists may be replaced.
+    pub force: bool,
 }
 
 /// Exit status of `report`, `summary`, `dump` and `export` after their output when a trace it
@@ -69,7 +73,20 @@ pub fn report(
     let outcome = Outcome {
         damaged: traces.iter().any(|t| t.stats.damaged()),
     };
-    let r = crate::report::analyze(&traces);
+    let r = match &opts.html {
+        Some(page) => {
+            check_output(page, opts.force)?;
+            let (r, timelines) = crate::report::analyze_timelines(&traces);
+            export::create_private(page)
+                .and_then(|f| {
+                    let mut w = std::io::BufWriter::new(f);
+                    export::html::write(&r, &traces, &timelines, &mut w)
+                })
+                .map_err(Error::Output)?;
+            r
+        }
+        None => crate::report::analyze(&traces),
+    };
     let res = if opts.colour && format == Format::Text {
         out.write_all(crate::report::render::colour(&crate::report::render_text(&r)).as_bytes())
     } else {

@@ -33,6 +33,7 @@
 
 mod api;
 pub mod chrome;
+pub mod html;
 pub mod json;
 pub mod jsonl;
 pub mod overlay;
