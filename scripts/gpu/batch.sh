@@ -16,7 +16,11 @@ for p in "${parts[@]}"; do
   start=$(date +%s)
   OUT=$WORK SUMMARY=$OUT/$p.jsonl "$ROOT/scripts/gpu/$p.sh" >"$WORK/$p.log" 2>&1
   echo "$p rc=$? $(( $(date +%s) - start )) s" >>"$OUT/gpu.txt"
-  tar -C "$WORK" -czf "$OUT/$p.tgz" --exclude='*/traces' "$p" "$p.log" 2>/dev/null
+  # Traces stay behind (too big), but for the parts named in KEEP_TRACES (the gallery's).
+  case ",${KEEP_TRACES:-}," in
+    *",$p,"*) tar -C "$WORK" -czf "$OUT/$p.tgz" "$p" "$p.log" 2>/dev/null ;;
+    *) tar -C "$WORK" -czf "$OUT/$p.tgz" --exclude='*/traces' "$p" "$p.log" 2>/dev/null ;;
+  esac
 done
 for p in "${parts[@]}"; do
   echo "== $p"; tail -n 14 "$WORK/$p/table.txt" 2>/dev/null
