@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# A job of several ranks on the GPU (issue 40; needs 2 GPUs or more: nvidia-h100-x2). Builds
-# nothing: target/release/{gputrace,libgputrace.so} are carried. scripts/workloads/ranks/ddp.py
-# under `gputrace run -- torchrun --nproc-per-node $NPROC`, three ways: balanced, one rank a
+# A job of several ranks (issue 40). Builds nothing: target/release/{gputrace,libgputrace.so}
+# are carried. scripts/workloads/ranks/ddp.py under `gputrace run -- torchrun
+# --nproc-per-node $NPROC` (default: one rank per GPU, NCCL; on one GPU 4 ranks sharing it,
+# gloo on CUDA tensors), three ways: balanced, one rank a
 # straggler (15 ms of host work before every step), and one rank that stops issuing
 # collectives after step 30 (a hang across ranks: --hang-timeout 15s, then SIGINT after 70 s).
 # Per case: the ranks' own step times, report.txt/.json, the page (report.html) and the
@@ -16,7 +17,8 @@ PY=${PY:-python3}; [ -x /opt/torch/.venv/bin/python3 ] && PY=/opt/torch/.venv/bi
 G=$ROOT/target/release/gputrace
 W=$ROOT/scripts/workloads/ranks
 S=${SUMMARY:-$D/summary.jsonl}
-N=${NPROC:-2}
+ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+N=${NPROC:-$([ "$ngpu" -ge 2 ] && echo "$ngpu" || echo 4)}
 export PYTHONUNBUFFERED=1
 git -C "$ROOT" rev-parse HEAD >"$D/commit" 2>/dev/null || true
 nvidia-smi -L >"$D/gpus.txt" 2>&1

@@ -1,5 +1,7 @@
-"""A data-parallel training job of N ranks (torchrun, NCCL), each rank one GPU: a 6-layer MLP
-under DistributedDataParallel, its gradients all-reduced every step.
+"""A data-parallel training job of N ranks (torchrun): a 6-layer MLP under
+DistributedDataParallel, its gradients all-reduced every step. With a GPU per rank the
+backend is NCCL (layers of 4096); with fewer GPUs than ranks the ranks share them and the
+backend is gloo on CUDA tensors (layers of 1024: gloo reduces on the CPU).
 
     torchrun --nproc-per-node 2 ddp.py [--steps 80] [--slow-rank R --slow-ms X]
                                        [--hang-rank R --hang-after K]
@@ -19,19 +21,28 @@ ap.add_argument("--slow-rank", type=int, default=-1)
 ap.add_argument("--slow-ms", type=float, default=0.0)
 ap.add_argument("--hang-rank", type=int, default=-1)
 ap.add_argument("--hang-after", type=int, default=30)
+ap.add_argument("--backend", default="auto", choices=["auto", "nccl", "gloo"])
 a = ap.parse_args()
 
 rank = int(os.environ["RANK"])
 local = int(os.environ["LOCAL_RANK"])
-torch.cuda.set_device(local)
-dist.init_process_group("nccl", device_id=torch.device("cuda", local))
+world = int(os.environ["WORLD_SIZE"])
+gpus = torch.cuda.device_count()
+backend = a.backend if a.backend != "auto" else ("nccl" if gpus >= world else "gloo")
+gpu = local % gpus
+torch.cuda.set_device(gpu)
+if backend == "nccl":
+    dist.init_process_group("nccl", device_id=torch.device("cuda", gpu))
+else:
+    dist.init_process_group("gloo")
+width = 4096 if backend == "nccl" else 1024
 dev = "cuda"
 torch.manual_seed(0)
-model = torch.nn.Sequential(*[torch.nn.Sequential(torch.nn.Linear(4096, 4096), torch.nn.ReLU())
+model = torch.nn.Sequential(*[torch.nn.Sequential(torch.nn.Linear(width, width), torch.nn.ReLU())
                               for _ in range(6)]).to(dev)
-ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=[local])
+ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=[gpu])
 opt = torch.optim.AdamW(ddp.parameters(), lr=1e-4, fused=True)
-x = torch.randn(512, 4096, device=dev)
+x = torch.randn(512, width, device=dev)
 
 
 def host_work(ms):
@@ -62,4 +73,5 @@ torch.cuda.synchronize()
 mean = (time.perf_counter() - t0) / max(1, a.steps - 5)
 dist.barrier()
 dist.destroy_process_group()
-print(json.dumps({"rank": rank, "steps": a.steps, "mean_step_ms": round(1e3 * mean, 3)}), flush=True)
+print(json.dumps({"rank": rank, "backend": backend, "gpu": gpu, "steps": a.steps,
+                  "mean_step_ms": round(1e3 * mean, 3)}), flush=True)
