@@ -231,7 +231,12 @@ fn launch_gaps_after_every_wait_follow_from_the_wait() {
         "{text}"
     );
     assert!(f.fix.contains("captured or compiled"), "{}", f.fix);
-    assert_eq!(r.top_finding, Some(FindingId::ImplicitSync), "{}", r.verdict);
+    assert_eq!(
+        r.top_finding,
+        Some(FindingId::ImplicitSync),
+        "{}",
+        r.verdict
+    );
     // Waits rarer than one per 20 launches: no chain.
     let mut b = B::new();
     let mut h = startup(&mut b, 2 * GIB);

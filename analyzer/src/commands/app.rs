@@ -343,7 +343,7 @@ pub fn export(
     drop(views);
     drop(timelines);
     drop(traces);
-    let events = stream_into(exporter.as_mut(), order)?;
+    let events = stream_into(exporter.as_mut(), order, opts.load.progress)?;
     let paths = exporter.close().map_err(Error::Output)?;
     Ok(Exported {
         paths,
@@ -358,6 +358,7 @@ pub fn export(
 fn stream_into(
     exporter: &mut dyn crate::export::overlay::TimelineExporter,
     order: Vec<(usize, PathBuf)>,
+    progress: bool,
 ) -> Result<u64, Error> {
     let mut events = 0;
     exporter
@@ -367,7 +368,19 @@ fn stream_into(
     for (index, path) in order {
         exporter.select(index).map_err(Error::Output)?;
         let s = EventStream::open(&path).map_err(|e| Error::read(&path, e))?;
-        match s.write(DEFAULT_MAX_PENDING, exporter.as_events(), &mut io::sink()) {
+        let bar = load::Bar::events(
+            progress,
+            s.events(),
+            format!("exporting {}", path.display()),
+        );
+        let mut counted = Counted {
+            inner: exporter.as_events(),
+            bar: &bar,
+            n: 0,
+        };
+        let res = s.write(DEFAULT_MAX_PENDING, &mut counted, &mut io::sink());
+        bar.finish();
+        match res {
             Ok(st) => events += st.events,
             Err(StreamError::Read(e)) => return Err(Error::read(&path, e)),
             Err(StreamError::Write(e)) => return Err(Error::Output(e)),
@@ -378,6 +391,48 @@ fn stream_into(
         .finish(&mut io::sink())
         .map_err(Error::Output)?;
     Ok(events)
+}
+
+/// An exporter that moves a progress bar on as events pass through it.
+struct Counted<'a> {
+    inner: &'a mut dyn crate::export::EventExporter,
+    bar: &'a load::Bar,
+    n: u64,
+}
+
+impl crate::export::EventExporter for Counted<'_> {
+    fn begin(&mut self, out: &mut dyn Write) -> io::Result<()> {
+        self.inner.begin(out)
+    }
+    fn begin_trace(
+        &mut self,
+        cx: &crate::export::TraceContext<'_>,
+        out: &mut dyn Write,
+    ) -> io::Result<()> {
+        self.inner.begin_trace(cx, out)
+    }
+    fn event(
+        &mut self,
+        cx: &crate::export::TraceContext<'_>,
+        ev: &crate::export::TraceEvent<'_>,
+        out: &mut dyn Write,
+    ) -> io::Result<()> {
+        self.n += 1;
+        if self.n.is_multiple_of(65_536) {
+            self.bar.set(self.n);
+        }
+        self.inner.event(cx, ev, out)
+    }
+    fn end_trace(
+        &mut self,
+        cx: &crate::export::TraceContext<'_>,
+        out: &mut dyn Write,
+    ) -> io::Result<()> {
+        self.inner.end_trace(cx, out)
+    }
+    fn finish(&mut self, out: &mut dyn Write) -> io::Result<()> {
+        self.inner.finish(out)
+    }
 }
 
 /// The dataset's description file, at its root.
@@ -479,7 +534,7 @@ pub fn dataset(
         drop(views);
         drop(timelines);
         drop(traces);
-        out.events += stream_into(&mut ex, order)?;
+        out.events += stream_into(&mut ex, order, opts.load.progress)?;
         crate::export::overlay::TimelineExporter::close(&mut ex).map_err(Error::Output)?;
         out.partitions.push(part.path());
     }

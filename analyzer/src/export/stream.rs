@@ -222,6 +222,11 @@ impl<'a> EventStream<'a> {
         Ok(s)
     }
 
+    /// Events in the file when it was indexed (what [`EventStream::write`] goes through).
+    pub fn events(&self) -> u64 {
+        self.events
+    }
+
     pub fn path(&self) -> &Path {
         &self.path
     }

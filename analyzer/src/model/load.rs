@@ -194,7 +194,7 @@ fn read_all(paths: &[PathBuf], opts: &LoadOptions, warn: Warn<'_>) -> Result<Vec
 }
 
 /// A progress bar that appears only once reading has taken a second.
-struct Bar {
+pub(crate) struct Bar {
     pb: indicatif::ProgressBar,
     done: Arc<AtomicBool>,
     watcher: Option<std::thread::JoinHandle<()>>,
@@ -202,17 +202,27 @@ struct Bar {
 
 impl Bar {
     fn start(show: bool, total: u64, paths: &[PathBuf]) -> Bar {
+        let msg = match paths {
+            [one] => format!("reading {}", one.display()),
+            _ => format!("reading {} traces", paths.len()),
+        };
+        Bar::new(show, total, msg, "{bytes}/{total_bytes}")
+    }
+
+    /// A bar counting events (an export's second pass, over each trace's file).
+    pub(crate) fn events(show: bool, total: u64, msg: String) -> Bar {
+        Bar::new(show, total, msg, "{human_pos}/{human_len} events")
+    }
+
+    fn new(show: bool, total: u64, msg: String, counts: &str) -> Bar {
         use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
         let pb = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::hidden());
         pb.set_style(
-            ProgressStyle::with_template("{msg} [{bar:30}] {bytes}/{total_bytes} ({eta})")
+            ProgressStyle::with_template(&format!("{{msg}} [{{bar:30}}] {counts} ({{eta}})"))
                 .unwrap_or_else(|_| ProgressStyle::default_bar())
                 .progress_chars("=> "),
         );
-        pb.set_message(match paths {
-            [one] => format!("reading {}", one.display()),
-            _ => format!("reading {} traces", paths.len()),
-        });
+        pb.set_message(msg);
         let done = Arc::new(AtomicBool::new(false));
         let watcher = show.then(|| {
             let pb = pb.clone();
@@ -232,7 +242,7 @@ impl Bar {
         Bar { pb, done, watcher }
     }
 
-    fn set(&self, pos: u64) {
+    pub(crate) fn set(&self, pos: u64) {
         self.pb.set_position(pos);
     }
 
@@ -241,7 +251,7 @@ impl Bar {
         self.pb.suspend(f)
     }
 
-    fn finish(mut self) {
+    pub(crate) fn finish(mut self) {
         self.done.store(true, Ordering::Relaxed);
         if let Some(w) = self.watcher.take() {
             let _ = w.join();
