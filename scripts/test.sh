@@ -17,3 +17,6 @@ scripts/check-identical.sh
 # The HTML report opened in headless Chromium, its figures against --json's, for every
 # bundled example (skipped without Chromium, except in CI: GPUTRACE_REQUIRE_BROWSER=1).
 scripts/test-html.py target/debug/gputrace
+# The gallery (docs/gallery.md): every bundled real trace's verdict and top findings, as
+# the analyzer says them now.
+scripts/gallery.py --check target/debug/gputrace
