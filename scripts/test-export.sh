@@ -12,14 +12,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PINS="perfetto==0.59.1 protobuf==7.36.2 HolisticTraceAnalysis==0.5.0 pyarrow==26.0.1"
 VENV=target/export-venv
-if [ "$(cat "$VENV/pins" 2>/dev/null)" != "$PINS" ]; then
-  start=$(date +%s)
-  rm -rf "$VENV"
-  python3 -m venv "$VENV"
-  "$VENV/bin/pip" install --quiet --disable-pip-version-check --root-user-action=ignore $PINS
-  echo "$PINS" > "$VENV/pins"
-  echo "export checks: Python packages installed in $(( $(date +%s) - start )) s"
-fi
+. scripts/lib/venv.sh
+pinned_venv "$VENV" "$PINS" "export checks"
 cargo build -p gputrace-analyzer
 G=target/debug/gputrace
 OUT=$(mktemp -d)

@@ -14,14 +14,8 @@ VENV=target/fleet-venv
 if ! command -v java >/dev/null 2>&1; then
   apt-get update -qq && apt-get install -y -qq openjdk-17-jre-headless
 fi
-if [ "$(cat "$VENV/pins" 2>/dev/null)" != "$PINS" ]; then
-  start=$(date +%s)
-  rm -rf "$VENV"
-  python3 -m venv "$VENV"
-  "$VENV/bin/pip" install --quiet --disable-pip-version-check --root-user-action=ignore $PINS
-  echo "$PINS" > "$VENV/pins"
-  echo "fleet checks: Python packages installed in $(( $(date +%s) - start )) s"
-fi
+. scripts/lib/venv.sh
+pinned_venv "$VENV" "$PINS" "fleet checks"
 cargo build -q -p gputrace-analyzer --features fleet
 G=target/debug/gputrace
 PY=$VENV/bin/python
