@@ -6,7 +6,7 @@
 # straggler (15 ms of host work before every step), and one rank that stops issuing
 # collectives after step 30 (a hang across ranks: --hang-timeout 15s, then SIGINT after 70 s).
 # Per case: the ranks' own step times, report.txt/.json, the page (report.html) and the
-# traces (traces.tgz), to analyse again here (`gputrace dataset` + `gputrace fleet`) and
+# traces with the dataset `gputrace run --dataset` wrote (traces.tgz), for `gputrace fleet` here, and
 # bundle. One summary line per case appended to $SUMMARY as measured; a table last.
 #   OUT=/tmp/o scripts/gpu/ranks.sh            ONLY=straggler,hang NPROC=2
 set -u
@@ -31,14 +31,14 @@ for c in balanced straggler hang; do
     hang) args=(--hang-rank 1 --hang-after 30); lim=70; extra=(--hang-timeout 15s) ;;
   esac
   start=$(date +%s)
-  ( cd "$W" && timeout -s INT -k 20 "$lim" "$G" run "${extra[@]}" -o "$C/traces" -- \
+  ( cd "$W" && timeout -s INT -k 20 "$lim" "$G" run "${extra[@]}" -o "$C/traces" --dataset "$C/dataset" --job "$c" -- \
       "$PY" -m torch.distributed.run --standalone --nproc-per-node "$N" ddp.py "${args[@]}" ) \
       >"$C/ranks.jsonl" 2>"$C/run.log"
   rc=$?
   took=$(( $(date +%s) - start ))
   "$G" report "$C/traces" >"$C/report.txt" 2>&1
   "$G" report --json --html "$C/report.html" --force "$C/traces" >"$C/report.json" 2>>"$C/report.txt"
-  tar -C "$C" -czf "$C/traces.tgz" traces && rm -rf "$C/traces"
+  tar -C "$C" -czf "$C/traces.tgz" traces dataset && rm -rf "$C/traces" "$C/dataset"
   "$PY" - "$c" "$C" "$rc" "$took" <<'PYEOF' >>"$S"
 import json, sys
 c, d, rc, took = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
