@@ -227,3 +227,81 @@ fn a_loop_interrupted_by_evaluation_and_checkpoints_names_them() {
     let json = serde_json::to_value(&r).unwrap();
     assert_eq!(json["processes"][0]["run"]["periodic"][0]["times"], 3);
 }
+
+/// A loop stretch from `h` of `n` kernels of 20 us, each launched by a call of 30 us
+/// every 80 us and starting 20 us after its call returns: the GPU is busy a quarter of the
+/// time, and idle the rest waiting for the next launch (launch_bound). The end.
+fn launch_gaps(b: &mut B, mut h: u64, n: usize) -> u64 {
+    for i in 0..n {
+        let name = format!("small_op_{}", i % 10);
+        b.launch(h, 30 * US, h + 50 * US, 20 * US, &name, BIG);
+        h += 80 * US;
+    }
+    h
+}
+
+#[test]
+fn each_phase_kind_has_its_busy_time_and_idle_causes() {
+    // Start-up 2 s (nothing on the GPU, no CUDA call), a loop of 1 s with launch gaps, a
+    // pause of 3 s (no GPU work, no call), the loop again for 1 s.
+    let mut b = B::new();
+    let h = startup(&mut b, 2 * GIB);
+    let h = launch_gaps(&mut b, h, 12_500);
+    launch_gaps(&mut b, h + 3 * S, 12_500);
+    let r = report(b);
+    let text = render_text(&r);
+    let p = &r.processes[0];
+    let run = p.run.as_ref().expect("a run");
+    let kind = |k: Kind| {
+        run.by_kind
+            .iter()
+            .find(|x| x.kind == k)
+            .unwrap_or_else(|| panic!("no {k:?}: {text}"))
+    };
+    // Busy and idle add up to each kind's time (one device).
+    for k in &run.by_kind {
+        let idle: u64 = k.idle.iter().map(|c| c.ns).sum();
+        assert_eq!(k.busy_ns + idle, k.ns, "{k:?}");
+    }
+    // The pause: nothing ran, and nobody asked for anything.
+    let pause = kind(Kind::Pause);
+    assert!((pause.ns as f64 / 1e9 - 3.0).abs() < 0.1, "{text}");
+    assert_eq!(pause.busy_ns, 0);
+    assert_eq!(pause.idle[0].cause, "data_starvation", "{:?}", pause.idle);
+    assert!(pause.idle[0].pct > 99.0, "{:?}", pause.idle);
+    // The loop: busy a quarter of its time, the rest the launches.
+    let lp = kind(Kind::Loop);
+    assert!((lp.ns as f64 / 1e9 - 2.0).abs() < 0.1, "{text}");
+    assert!((lp.busy_pct() - 25.0).abs() < 1.0, "{}", lp.busy_pct());
+    assert_eq!(lp.idle[0].cause, "launch_bound", "{:?}", lp.idle);
+    assert!((lp.idle[0].pct - 75.0).abs() < 2.0, "{:?}", lp.idle);
+    // Start-up: quiet on the host and the GPU.
+    let su = kind(Kind::StartUp);
+    assert_eq!(su.idle[0].cause, "data_starvation", "{:?}", su.idle);
+    // The kinds share out all the busy time of the run: 25 000 kernels of 20 us.
+    let busy: u64 = run.by_kind.iter().map(|k| k.busy_ns).sum();
+    assert_eq!(busy, 25_000 * 20 * US);
+    assert_eq!(busy, p.startup.busy_ns + p.steady.busy_ns + p.tail.busy_ns);
+    // A line per kind under the run line, in by_kind order.
+    let lines: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.starts_with("   run "))
+        .skip(1)
+        .take(run.by_kind.len())
+        .collect();
+    for (l, k) in lines.iter().zip(&run.by_kind) {
+        assert!(
+            l.starts_with(&format!("              {} ", k.kind.name())),
+            "{l}\n{text}"
+        );
+    }
+    assert!(
+        text.contains(": GPU busy 0%, data_starvation 100%\n"),
+        "{text}"
+    );
+    assert!(text.contains(": GPU busy 25%, launch_bound 75%"), "{text}");
+    // --json carries them.
+    let json = serde_json::to_value(&r).unwrap();
+    let k0 = &json["processes"][0]["run"]["by_kind"][0];
+    assert!(k0["busy_ns"].is_u64() && k0["idle"].is_array(), "{k0}");
+}

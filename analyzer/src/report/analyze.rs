@@ -250,7 +250,8 @@ fn breakdown(att: &idle::Attribution, wall: u64) -> Breakdown {
     }
 }
 
-/// One pass per device over start-up, steady state and tail.
+/// One pass per device over start-up, steady state and tail, cut at the run's phase
+/// edges so that each phase kind gets its own share too.
 struct Passes {
     startup: idle::Attribution,
     steady: idle::Attribution,
@@ -269,15 +270,97 @@ struct Passes {
     exposure: Vec<(u32, u64)>,
     /// Every idle piece, when a timeline was asked for.
     idle: Option<Vec<idle::IdlePiece>>,
+    /// Per phase kind, in the order of the run's `by_kind`.
+    kinds: Vec<KindIdle>,
 }
 
-fn passes(ctx: &Ctx, st: &steps::Steps, timeline: bool) -> Passes {
+/// Busy and idle time of one phase kind, summed over the devices counted for it.
+#[derive(Clone, Copy, Default)]
+struct KindIdle {
+    busy_ns: u64,
+    by_cause: [u64; idle::NCAUSE],
+    devices: u64,
+}
+
+impl KindIdle {
+    fn add(&mut self, a: &idle::Attribution) {
+        self.busy_ns += a.busy_ns;
+        for (m, t) in self.by_cause.iter_mut().zip(a.by_cause) {
+            *m += t;
+        }
+    }
+    fn merge(&mut self, o: &KindIdle) {
+        self.busy_ns += o.busy_ns;
+        for (m, t) in self.by_cause.iter_mut().zip(o.by_cause) {
+            *m += t;
+        }
+    }
+}
+
+/// The windows of the passes: start-up, steady state and tail, each cut at the edges of
+/// the run's phases inside it.
+struct Windows {
+    bounds: Vec<u64>,
+    /// Per window: the start-up (0), the steady state (1) or the tail (2) it lies in.
+    part: Vec<usize>,
+    /// Per window: the phase kind it lies in (an index into the run's `by_kind`).
+    kind: Vec<Option<usize>>,
+}
+
+impl Windows {
+    fn of(ctx: &Ctx, st: &steps::Steps, run: &phases::Run) -> Windows {
+        let parts = [
+            st.startup.0,
+            st.steady.0,
+            st.steady.1,
+            st.tail.1.max(st.steady.1),
+        ];
+        // A window's part: the part that held its start before the cuts (an empty part
+        // holds nothing).
+        let part_of = |t: u64| parts[1..3].partition_point(|&b| b <= t);
+        if parts.windows(2).any(|w| w[0] > w[1]) {
+            // Out of order: the three parts as they are, no cuts.
+            return Windows {
+                bounds: parts.to_vec(),
+                part: vec![0, 1, 2],
+                kind: vec![None; 3],
+            };
+        }
+        let mut bounds = parts.to_vec();
+        for p in &run.phases {
+            for e in [p.start_ns, p.end_ns] {
+                bounds.push(ctx.t0.saturating_add(e).clamp(parts[0], parts[3]));
+            }
+        }
+        bounds.sort_unstable();
+        bounds.dedup();
+        let kind_index = |k: phases::Kind| run.by_kind.iter().position(|x| x.kind == k);
+        let n = bounds.len().saturating_sub(1);
+        let part = bounds[..n].iter().map(|&s| part_of(s)).collect();
+        let kind = bounds[..n]
+            .iter()
+            .map(|&s| {
+                // The phase holding the window's start holds all of it (its edges are cuts).
+                let rel = s.checked_sub(ctx.t0)?;
+                let i = run.phases.partition_point(|p| p.start_ns <= rel);
+                let p = &run.phases[i.checked_sub(1)?];
+                if rel >= p.end_ns {
+                    return None;
+                }
+                kind_index(p.kind)
+            })
+            .collect();
+        Windows { bounds, part, kind }
+    }
+}
+
+fn passes(ctx: &Ctx, st: &steps::Steps, run: &phases::Run, timeline: bool) -> Passes {
     let method = idle::Method::of(ctx);
-    let bounds = [
-        st.startup.0,
-        st.steady.0,
-        st.steady.1,
-        st.tail.1.max(st.steady.1),
+    let win = Windows::of(ctx, st, run);
+    let parts = [
+        st.startup,
+        st.steady,
+        (st.tail.0, st.tail.1.max(st.steady.1)),
     ];
     let mut out = Passes {
         startup: idle::Attribution::empty(st.startup, method),
@@ -291,6 +374,7 @@ fn passes(ctx: &Ctx, st: &steps::Steps, timeline: bool) -> Passes {
         queues: links::QueueTracker::new(st.steady),
         exposure: Vec::new(),
         idle: None,
+        kinds: vec![KindIdle::default(); run.by_kind.len()],
     };
     let mut extras = idle::Extras {
         queues: Some(links::QueueTracker::new(st.steady)),
@@ -301,25 +385,41 @@ fn passes(ctx: &Ctx, st: &steps::Steps, timeline: bool) -> Passes {
     let wlen = st.steady.1.saturating_sub(st.steady.0);
     for &d in &ctx.devices {
         let steps = (Some(d) == ctx.primary && st.bounds.len() > 1).then_some(st.bounds.as_slice());
-        let mut p = idle::attribute_windows(ctx, d, &bounds, steps, &mut extras);
+        let mut p = idle::attribute_windows(ctx, d, &win.bounds, steps, &mut extras);
         if steps.is_some() {
             out.step_busy = std::mem::take(&mut p.step_busy);
         }
-        let [su, sd, tl]: [idle::Attribution; 3] = match p.windows.try_into() {
-            Ok(w) => w,
-            Err(_) => continue,
-        };
+        // The cut windows back into their parts, and into their phase kinds.
+        let mut whole = parts.map(|w| idle::Attribution::empty(w, method));
+        let mut kernel_busy = [0u64; 3];
+        let mut kinds = vec![KindIdle::default(); out.kinds.len()];
+        for (i, w) in p.windows.iter().enumerate() {
+            whole[win.part[i]].merge(w);
+            kernel_busy[win.part[i]] += p.kernel_busy[i];
+            if let Some(k) = win.kind[i] {
+                kinds[k].add(w);
+            }
+        }
+        let [su, sd, tl] = whole;
         out.per_dev.push((d, pct(sd.busy_ns, wlen)));
         let primary = Some(d) == ctx.primary;
         if sd.busy_ns > 0 || primary {
             out.steady_devices += 1;
             out.steady.merge(&sd);
-            out.kernel_busy += p.kernel_busy[1];
+            out.kernel_busy += kernel_busy[1];
             out.tail.merge(&tl);
         }
         if su.busy_ns > 0 || primary {
             out.startup_devices += 1;
             out.startup.merge(&su);
+        }
+        // As the steady state counts them: devices with work in the kind, and the
+        // primary one.
+        for (all, mine) in out.kinds.iter_mut().zip(&kinds) {
+            if mine.busy_ns > 0 || primary {
+                all.devices += 1;
+                all.merge(mine);
+            }
         }
     }
     out.steady_devices = out.steady_devices.max(1);
@@ -688,7 +788,12 @@ fn analyze_process(
         None => format!("pid {}", t.meta.pid),
     };
     let st = steps::detect(&ctx);
-    let mut ps = passes(&ctx, &st, timeline);
+    // The run's phases first: their edges cut the passes' windows.
+    let mut run = phases::run(&ctx, st.steady);
+    let mut ps = passes(&ctx, &st, &run, timeline);
+    for (k, i) in run.by_kind.iter_mut().zip(&ps.kinds) {
+        k.set_idle(i.busy_ns, &i.by_cause, i.devices);
+    }
     let devs_active = ps.steady_devices;
     let wall = st.steady.1.saturating_sub(st.steady.0) * devs_active;
     let swall = st.startup.1.saturating_sub(st.startup.0) * ps.startup_devices;
@@ -770,7 +875,7 @@ fn analyze_process(
         host_cpu,
         environment: crate::report::environment::summary(t, st.steady.0, st.steady.1),
         graphs: graphs::report(&ctx, st.steady, kstats.count),
-        run: Some(phases::run(&ctx, st.steady)).filter(|r| r.span_ns > 0),
+        run: Some(run).filter(|r| r.span_ns > 0),
         failed_calls: failures::failed_calls(t, ctx.t0),
         fatal_call: failures::fatal(t, ctx.t0),
         verdict: None,

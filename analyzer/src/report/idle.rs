@@ -514,6 +514,7 @@ pub fn attribute_windows(
     if w1 <= w0 {
         return pass;
     }
+    let sorted = bounds.windows(2).all(|w| w[0] <= w[1]);
     let use_apis = method == Method::HostApi;
     let mut st = State {
         ctx,
@@ -545,7 +546,14 @@ pub fn attribute_windows(
                 kcur = match kcur {
                     Some((s, e)) if w.start <= e => Some((s, e.max(w.end))),
                     Some(k) => {
-                        flush_kernels(&mut pass, k, bounds, &mut copies, &mut extras.exposure);
+                        flush_kernels(
+                            &mut pass,
+                            k,
+                            bounds,
+                            sorted,
+                            &mut copies,
+                            &mut extras.exposure,
+                        );
                         Some((w.start, w.end))
                     }
                     None => Some((w.start, w.end)),
@@ -584,7 +592,14 @@ pub fn attribute_windows(
         }
     }
     if let Some(k) = kcur {
-        flush_kernels(&mut pass, k, bounds, &mut copies, &mut extras.exposure);
+        flush_kernels(
+            &mut pass,
+            k,
+            bounds,
+            sorted,
+            &mut copies,
+            &mut extras.exposure,
+        );
     }
     for c in copies {
         extras
@@ -601,18 +616,29 @@ pub fn attribute_windows(
     pass
 }
 
-/// Charges one merged kernel interval `k`: its time in each window, and its overlap
-/// with the open copies; copies that end by its end are done and their exposed time
-/// is appended to `exposure`.
+/// Charges one merged kernel interval `k`: its time in each window (`sorted`: the
+/// bounds ascend), and its overlap with the open copies; copies that end by its end are
+/// done and their exposed time is appended to `exposure`.
 fn flush_kernels(
     pass: &mut Pass,
     k: (u64, u64),
     bounds: &[u64],
+    sorted: bool,
     copies: &mut Vec<OpenCopy>,
     exposure: &mut Vec<(u32, u64)>,
 ) {
     let nw = pass.kernel_busy.len();
-    for i in 0..nw {
+    // Sorted bounds (the usual case, and many windows when the phases cut them): only
+    // the windows that `k` overlaps, found by bisection; the others get nothing.
+    let from = if sorted {
+        bounds[1..=nw].partition_point(|&b| b <= k.0)
+    } else {
+        0
+    };
+    for i in from..nw {
+        if sorted && bounds[i] >= k.1 {
+            break;
+        }
         pass.kernel_busy[i] += super::intervals::clip_len(k.0, k.1, bounds[i], bounds[i + 1]);
     }
     if !copies.is_empty() {

@@ -23,8 +23,13 @@
 //! other) is recompilation, the `recompilation` finding's time; its count is of
 //! episodes: runs of compiling samples, a new one wherever a kernel started between two
 //! samples (finer than the bins: a job that recompiles before every step counts each).
+//!
+//! Each kind also gets the devices' busy time and idle causes in its phases
+//! ([`KindTime::set_idle`]): the idle pass's windows are cut at every phase edge, so the
+//! same walk that measures the start-up, steady state and tail measures the kinds.
 
 use crate::model::trace::Trace;
+use crate::report::cause::{Cause, NCAUSE};
 use crate::report::ctx::Ctx;
 use gputrace_format as fmt;
 use serde::{Deserialize, Serialize};
@@ -78,6 +83,50 @@ pub struct KindTime {
     pub pct: f64,
     /// Phases of this kind.
     pub phases: u64,
+    /// Time the devices were busy in the phases of this kind (any work: kernels, copies,
+    /// memsets), summed over the devices counted for the kind: those with work in it, and
+    /// the primary device. With [`KindTime::idle`] it adds up to `ns` x those devices.
+    pub busy_ns: u64,
+    /// Their idle time by cause (unattributed causes under their names), most first,
+    /// causes with time only.
+    pub idle: Vec<CauseTime>,
+}
+
+/// A cause's idle time in the phases of one kind.
+#[derive(Serialize, Clone, Debug, PartialEq)]
+pub struct CauseTime {
+    /// [`Cause::id`]: a finding's id, or an unattributed cause's name.
+    pub cause: String,
+    pub ns: u64,
+    /// Share of the kind's device time (its `ns` x the devices counted).
+    pub pct: f64,
+}
+
+impl KindTime {
+    /// Sets the kind's busy time and idle causes, measured on `devices` devices.
+    pub fn set_idle(&mut self, busy_ns: u64, by_cause: &[u64; NCAUSE], devices: u64) {
+        let wall = self.ns.saturating_mul(devices);
+        self.busy_ns = busy_ns;
+        self.idle = Cause::ALL
+            .iter()
+            .map(|&c| (c, by_cause[c as usize]))
+            .filter(|&(_, ns)| ns > 0)
+            .map(|(c, ns)| CauseTime {
+                cause: c.id().to_string(),
+                ns,
+                pct: crate::report::units::pct(ns, wall),
+            })
+            .collect();
+        self.idle
+            .sort_by(|a, b| b.ns.cmp(&a.ns).then(a.cause.cmp(&b.cause)));
+    }
+
+    /// The share of the kind's device time the devices were busy: busy over busy and
+    /// idle (which add up to the kind's time on each device counted).
+    pub fn busy_pct(&self) -> f64 {
+        let idle: u64 = self.idle.iter().map(|c| c.ns).sum();
+        crate::report::units::pct(self.busy_ns, self.busy_ns + idle)
+    }
 }
 
 /// The run, phase by phase.
@@ -533,6 +582,8 @@ pub fn run(ctx: &Ctx, steady: (u64, u64)) -> Run {
                 ns,
                 pct: 0.0,
                 phases: 1,
+                busy_ns: 0,
+                idle: Vec::new(),
             }),
         }
     }

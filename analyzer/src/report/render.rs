@@ -139,7 +139,9 @@ fn process_header(o: &mut String, p: &ProcessReport, multi: bool) {
 }
 
 /// The run line: the span of GPU work in words, recompiles after the GPU work began and
-/// up to three periodic patterns, wrapped at 100 columns.
+/// up to three periodic patterns, wrapped at 100 columns; then, when the run has two
+/// kinds of phase or more, a line per kind of 1% of the run or more: its time, the GPU's
+/// busy share in it and its three largest idle causes (1% or more).
 fn run_line(o: &mut String, r: &super::phases::Run) {
     let recompiled = if r.recompiles > 0 {
         format!(
@@ -166,6 +168,26 @@ fn run_line(o: &mut String, r: &super::phases::Run) {
     );
     o.push_str("   run       ");
     o.push_str(&w[pad.len() - 1..]);
+    if r.by_kind.len() < 2 {
+        return;
+    }
+    // Each kind: how busy the GPU was in it, and what kept it idle.
+    for k in r.by_kind.iter().filter(|k| k.pct >= 1.0) {
+        let causes: String = k
+            .idle
+            .iter()
+            .filter(|c| c.pct >= 1.0)
+            .take(3)
+            .map(|c| format!(", {} {}", c.cause, pct_str(c.pct)))
+            .collect();
+        let line = format!(
+            "{} {}: GPU busy {}{causes}",
+            k.kind.name(),
+            dur(k.ns),
+            pct_str(k.busy_pct())
+        );
+        wrap(o, pad, &line, 100);
+    }
 }
 
 /// The start-up, steady state and after lines (window, wall time, GPU busy share, steps
