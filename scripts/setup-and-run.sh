@@ -5,13 +5,17 @@
 #   scripts/setup-and-run.sh CMD ARGS...     trace CMD (needs a GPU) and report on it
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build --release -p gputrace-interpose -p gputrace-analyzer >&2
-G=target/release/gputrace
 if [ $# -eq 0 ]; then
+  # The report of a bundled trace needs the command only, in the profile scripts/test.sh
+  # builds too (no second build of the dependencies when the tests follow).
+  cargo build -p gputrace-analyzer >&2
+  G=target/debug/gputrace
   # A training loop starved by its DataLoader workers, with the host samples, Python call
   # sites and stack samples, and the environment file `gputrace run` wrote beside it. The
   # same report as a page to open in a browser: gputrace-report.html.
   echo "the report as a page: gputrace-report.html" >&2
   exec "$G" report --html gputrace-report.html --force examples/train/*.gtrace
 fi
-exec "$G" run -- "$@"
+# Tracing a real job: the preload library and the command optimised.
+cargo build --release -p gputrace-interpose -p gputrace-analyzer >&2
+exec target/release/gputrace run -- "$@"
