@@ -19,7 +19,8 @@ SUMS=tests/golden/outputs.sha256
 update=0
 [ "${1:-}" = "--update" ] && update=1
 if [ -z "${GPUTRACE:-}" ]; then
-  cargo build -q -p gputrace-analyzer
+  # The workspace, as scripts/test.sh builds it (the same features: nothing rebuilt).
+  cargo build -q --workspace
   GPUTRACE=target/debug/gputrace
 fi
 OUT=$(mktemp -d)

@@ -6,9 +6,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ $# -eq 0 ]; then
-  # The report of a bundled trace needs the command only, in the profile scripts/test.sh
-  # builds too (no second build of the dependencies when the tests follow).
-  cargo build -p gputrace-analyzer >&2
+  # The workspace in the dev profile, as scripts/test.sh builds it: the tests that follow
+  # build nothing of it again.
+  cargo build --workspace >&2
   G=target/debug/gputrace
   # A training loop starved by its DataLoader workers, with the host samples, Python call
   # sites and stack samples, and the environment file `gputrace run` wrote beside it. The

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The fleet analysis on both engines (CI runs this after scripts/test.sh): N-rank datasets
+# The fleet analysis on both engines (CI runs this after scripts/test.sh): the fleet
+# command's tests (cargo test --features fleet), then N-rank datasets
 # generated from a real trace (examples/nccl_single_rank.gtrace, one H200 rank with NCCL)
 # by scripts/fleet_gen.py, with a known straggler, a rank that stops early (a hang), a
 # missing rank and an outlier rank; `gputrace fleet` on the embedded engine and on Apache
@@ -16,6 +17,9 @@ if ! command -v java >/dev/null 2>&1; then
 fi
 . scripts/lib/venv.sh
 pinned_venv "$VENV" "$PINS" "fleet checks"
+# The fleet command (feature fleet: DataFusion) and its own tests, then the command on
+# generated datasets below.
+cargo test -p gputrace-analyzer --features fleet --lib --test fleet
 cargo build -q -p gputrace-analyzer --features fleet
 G=target/debug/gputrace
 PY=$VENV/bin/python

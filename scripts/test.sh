@@ -4,13 +4,15 @@
 # results in bench/): nothing here is timed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build -p gputrace-interpose
+# The whole workspace, in the dev profile as scripts/setup-and-run.sh builds it (the same
+# features: nothing is built twice when the two alternate).
+cargo build --workspace
 # Among them the fault matrix (analyzer/tests/fault_matrix.rs: damaged variants of the
-# bundled traces), which prints its counts, and the SIGKILL test (tests/tests/kill.rs).
+# bundled traces; its counts with `cargo test --test fault_matrix -- --nocapture`) and the
+# SIGKILL test (tests/tests/kill.rs).
 cargo test --workspace
-# The fleet command (feature fleet: DataFusion) and its tests, apart: every test binary
-# linked with DataFusion is about 700 MB in a debug build, so only these are.
-cargo test -p gputrace-analyzer --features fleet --lib --test fleet
+# The fleet command's tests (feature fleet: DataFusion, a 4-minute build on 2 cores and
+# 700 MB per test binary) are scripts/test-fleet.sh's, which CI runs after this.
 # The analyzer's outputs of the bundled examples, byte for byte against the recorded
 # sums (tests/golden/outputs.sha256).
 scripts/check-identical.sh
