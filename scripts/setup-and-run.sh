@@ -5,6 +5,9 @@
 #   scripts/setup-and-run.sh CMD ARGS...     trace CMD (needs a GPU) and report on it
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# No incremental compilation: these commands build from a clean tree or after a pull, where
+# it saves nothing, and its files would double target/ (about 0.9 GB).
+export CARGO_INCREMENTAL=0
 if [ $# -eq 0 ]; then
   # The workspace in the dev profile, as scripts/test.sh builds it: the tests that follow
   # build nothing of it again.

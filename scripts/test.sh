@@ -4,6 +4,9 @@
 # results in bench/): nothing here is timed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# No incremental compilation: these commands build from a clean tree or after a pull, where
+# it saves nothing, and its files would double target/ (about 0.9 GB).
+export CARGO_INCREMENTAL=0
 # The whole workspace, in the dev profile as scripts/setup-and-run.sh builds it (the same
 # features: nothing is built twice when the two alternate).
 cargo build --workspace
