@@ -9,9 +9,11 @@ before handing over:
   packs that package's executables only; the preload library is the cdylib of another
   package (interpose/), which is no dependency of the command's (a cdylib is never built
   as a dependency anyway), and maturin has no build hook. So `cargo zigbuild` builds it
-  first, for the same target and glibc, into maturin's data directory
-  (gputrace.data/scripts/), which the wheel installs into bin/ beside the command:
-  `gputrace run` and `python -m gputrace` find it there.
+  first, for the same target and glibc, into the Python package (gputrace/), as the
+  NVIDIA and PyTorch wheels carry their shared libraries: it installs into
+  site-packages/gputrace/ (the command into bin/), where `gputrace run` looks for it from
+  its own folder, and where `gputrace.library()` gives it. (A wheel's data directory
+  would put it in the environment's lib/, but `pip install --target` drops that.)
 * The sdist. maturin's holds the command's package and its path dependencies, and its
   workspace lists only those; the library's two packages (interpose/, cupti-sys/) are
   added to it and to the workspace here, so that a wheel builds from the sdist alone.
@@ -34,7 +36,11 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 GLIBC = "2.17"
 RUST_TARGET = "x86_64-unknown-linux-gnu"
-DATA_SCRIPTS = HERE / "gputrace.data" / "scripts"
+PACKAGE_LIB = HERE / "gputrace" / "libgputrace.so"
+# Where earlier builds put the library: emptied, so that no wheel carries two copies.
+OLD_LIBS = (HERE / "gputrace.data" / "scripts" / "libgputrace.so",
+            HERE / "gputrace.data" / "data" / "lib" / "libgputrace.so")
+DATA_DIR = HERE / "gputrace.data"
 # The library's packages, which maturin's sdist leaves out.
 LIBRARY_PACKAGES = ("interpose", "cupti-sys")
 # What maturin is asked for, whatever the caller's settings: zig against glibc 2.17, the
@@ -161,8 +167,9 @@ def build_library():
         log(f"cargo zigbuild failed (exit {r.returncode})")
         raise SystemExit(1)
     built = base / "wheel-lib" / RUST_TARGET / "release" / "libgputrace.so"
-    DATA_SCRIPTS.mkdir(parents=True, exist_ok=True)
-    dest = DATA_SCRIPTS / "libgputrace.so"
+    for old in OLD_LIBS:
+        old.unlink(missing_ok=True)
+    dest = PACKAGE_LIB
     shutil.copyfile(built, dest)
     dest.chmod(0o755)
     newest = newest_glibc(dest.read_bytes())
@@ -235,7 +242,7 @@ def _for_maturin():
         if k in env:
             os.environ[k] = env[k]
     # maturin wants its data directory to exist, even for the metadata.
-    DATA_SCRIPTS.mkdir(parents=True, exist_ok=True)
+    DATA_DIR.mkdir(parents=True, exist_ok=True)
     scripts = sysconfig.get_path("scripts")
     stable = str(Path(_tool("maturin")).parent)
     os.environ["PATH"] = os.pathsep.join([stable, scripts, str(Path(sys.executable).parent),
@@ -263,7 +270,8 @@ def build_sdist(sdist_directory, config_settings=None):
 
     _for_maturin()
     # The sdist carries sources only: not a library left by an earlier wheel build.
-    (DATA_SCRIPTS / "libgputrace.so").unlink(missing_ok=True)
+    for lib in (PACKAGE_LIB, *OLD_LIBS):
+        lib.unlink(missing_ok=True)
     name = maturin.build_sdist(sdist_directory, config_settings)
     _complete_sdist(Path(sdist_directory) / name)
     return name

@@ -43,9 +43,9 @@ SITE=$TMP/site
 "${PIP[@]}" install --no-index --no-deps --no-compile --target "$SITE" "$whl" ||
   fail "pip install --no-index --target failed"
 G=$SITE/bin/gputrace
-ls -l "$SITE/bin"
+ls -l "$SITE/bin" "$SITE/gputrace"
 "$G" --version || fail "the installed gputrace does not start"
-python3 "$ROOT/python/gputrace_build.py" check "$G" "$SITE/bin/libgputrace.so"
+python3 "$ROOT/python/gputrace_build.py" check "$G" "$SITE/gputrace/libgputrace.so"
 
 cat >"$TMP/job.py" <<'EOF'
 # A short PyTorch job: 20 MLP training steps, then 2000 one-kernel add_ calls.

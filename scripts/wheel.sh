@@ -73,7 +73,8 @@ test_wheel() {
   trap 'rm -rf "$tmp"' EXIT
   python3 -m venv "$tmp/venv"
   "$tmp/venv/bin/python" -m pip install "${PIPQ[@]}" --no-index "$whl"
-  local g=$tmp/venv/bin/gputrace lib=$tmp/venv/bin/libgputrace.so
+  local g=$tmp/venv/bin/gputrace lib
+  lib=$(echo "$tmp"/venv/lib/python3*/site-packages/gputrace/libgputrace.so)
 
   echo "== glibc baseline (gputrace_build.py check; maturin checked the command's libraries)"
   python3 python/gputrace_build.py check "$g" "$lib"
@@ -102,7 +103,13 @@ assert gputrace.library() == sys.argv[1], gputrace.library()' "$(realpath "$lib"
   echo "== fake-CUDA end-to-end tests with the installed libgputrace.so and gputrace run"
   GPUTRACE_LIB=$lib GPUTRACE_BIN=$g cargo test -p gputrace-tests
 
-  echo "== pip install --target: the command finds the library beside it"
+  echo "== the wheel's metadata carries the README and both licence texts"
+  unzip -p "$whl" '*.dist-info/METADATA' | grep -q "^Description-Content-Type: text/markdown" \
+    || { echo "FAIL: no README in the wheel's metadata" >&2; exit 1; }
+  for f in LICENSE LICENSE-MIT; do
+    unzip -l "$whl" | grep -q "dist-info/.*$f\$" || { echo "FAIL: $f not in the wheel" >&2; exit 1; }
+  done
+  echo "== pip install --target: the command finds the library in the package beside bin/"
   python3 -m pip install "${PIPQ[@]}" --no-index --target "$tmp/site" "$whl"
   (cd "$tmp" && env -u GPUTRACE_LIB "$tmp/site/bin/gputrace" run -o "$tmp/traces" -- true)
   PYTHONPATH=$tmp/site python3 -m gputrace --version

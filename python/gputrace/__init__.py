@@ -1,7 +1,7 @@
 """gputrace: what a CUDA job's GPU was waiting for.
 
-The wheel installs the `gputrace` command and the preload library libgputrace.so side by
-side in the environment's bin/ folder. This package only finds them:
+The wheel installs the `gputrace` command into the environment's bin/ folder and the
+preload library libgputrace.so into this package's folder. This package only finds them:
 `python -m gputrace ARGS` runs the command (handy where bin/ is not on PATH), and
 `binary()` and `library()` give their paths, e.g. for LD_PRELOAD by hand.
 """
@@ -49,11 +49,15 @@ def binary():
 
 
 def library():
-    """Path of the installed libgputrace.so (beside the command)."""
-    lib = Path(binary()).parent / "libgputrace.so"
-    if not lib.is_file():
-        raise FileNotFoundError(f"gputrace: {lib} is missing; reinstall the gputrace wheel")
-    return str(lib)
+    """Path of the installed libgputrace.so: in this package's folder (where `gputrace run`
+    looks too), or beside the command (wheels of 0.1.0)."""
+    here = Path(__file__).resolve().parent / "libgputrace.so"
+    if here.is_file():
+        return str(here)
+    beside = Path(binary()).parent / "libgputrace.so"
+    if beside.is_file():
+        return str(beside.resolve())
+    raise FileNotFoundError(f"gputrace: {here} is missing; reinstall the gputrace wheel")
 
 
 def main(argv=None):

@@ -39,7 +39,10 @@ fn attach_loads_the_library_into_a_process_started_without_it() {
     .expect("the app loaded its CUDA runtime");
     assert!(!maps_contain(pid, "libgputrace"));
 
-    // First window: through the command, which loads the library.
+    // First window: through the command, which loads the library, and adds the window
+    // to a dataset.
+    let ds = std::env::temp_dir().join(format!("gputrace-inject-ds-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&ds);
     let o = std::process::Command::new(gputrace_bin())
         .args([
             "attach",
@@ -47,6 +50,10 @@ fn attach_loads_the_library_into_a_process_started_without_it() {
             "--duration",
             "300ms",
             "--no-report",
+            "--dataset",
+            ds.to_str().unwrap(),
+            "--job",
+            "inject",
         ])
         .env("XDG_RUNTIME_DIR", w.runtime_dir())
         .output()
@@ -58,6 +65,20 @@ fn attach_loads_the_library_into_a_process_started_without_it() {
         "{err}"
     );
     assert!(maps_contain(pid, "libgputrace"));
+    assert!(
+        err.contains("added 1 process of job inject to the dataset"),
+        "{err}"
+    );
+    // The window is a partition of its own: kernels/job=inject/host=H/rank=R/window=W/.
+    let kernels = ds.join("kernels").join("job=inject");
+    let parts: Vec<String> = walk(&kernels)
+        .into_iter()
+        .map(|p| p.to_string_lossy().into_owned())
+        .filter(|p| p.ends_with(".parquet"))
+        .collect();
+    assert_eq!(parts.len(), 1, "{parts:?}");
+    assert!(parts[0].contains("/window="), "{}", parts[0]);
+    let _ = std::fs::remove_dir_all(&ds);
     eprintln!("{}", err.lines().next().unwrap_or(""));
     let first = String::from_utf8_lossy(&o.stdout);
     let path = first.trim().strip_prefix("trace: ").expect("trace path");
@@ -106,4 +127,18 @@ fn attach_loads_the_library_into_a_process_started_without_it() {
     assert_eq!(String::from_utf8_lossy(&out.stdout), base.stdout);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(gputrace_lines(&err).is_empty(), "{err}");
+}
+
+/// Every file under `dir`, depth first.
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
 }

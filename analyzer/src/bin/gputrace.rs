@@ -258,6 +258,14 @@ enum Cmd {
         /// where kernel.yama.ptrace_scope allows it).
         #[arg(long)]
         no_load: bool,
+        /// Also add the window's trace to this dataset (`gputrace dataset`;
+        /// docs/dataset.md): each window is a partition of its own (window=START), so
+        /// windows taken one after another make the job's history.
+        #[arg(long, value_name = "DIR")]
+        dataset: Option<PathBuf>,
+        /// The job's name in the dataset (default: the trace directory's name).
+        #[arg(long, requires = "dataset")]
+        job: Option<String>,
     },
 }
 
@@ -417,6 +425,8 @@ fn run_cli(cli: Cli) -> Result<i32> {
             no_report,
             hang_timeout,
             no_load,
+            dataset,
+            job,
         } => {
             let duration = duration.unwrap_or(std::time::Duration::from_secs(if steps.is_some() {
                 600
@@ -429,7 +439,8 @@ fn run_cli(cli: Cli) -> Result<i32> {
                 at_ms,
                 dir: out,
             };
-            attach_window(pid, &req, hang_timeout, !no_load, no_report, json)
+            let keep = dataset.as_deref().map(|d| (d, job.as_deref()));
+            attach_window(pid, &req, hang_timeout, !no_load, no_report, json, keep)
         }
         Cmd::Diff {
             before,
@@ -499,19 +510,7 @@ fn report_run(
     }
     // The dataset too when asked; a failure is said, the exit code stands.
     if let Some(ds) = dataset {
-        match app::dataset(traces, ds, job, false, &options(), &warn) {
-            Ok(d) => warn(&format!(
-                "added {} process{} of job {} to the dataset {}",
-                d.partitions.len(),
-                if d.partitions.len() == 1 { "" } else { "es" },
-                d.job,
-                d.root.display()
-            )),
-            Err(e) => {
-                let e = e.into();
-                print_error(&e, false, error_code(&e))
-            }
-        }
+        add_to(traces, ds, job);
     }
 }
 
@@ -523,6 +522,7 @@ fn attach_window(
     load: bool,
     no_report: bool,
     json: bool,
+    dataset: Option<(&std::path::Path, Option<&str>)>,
 ) -> Result<i32> {
     let (nvml, warning) = recorder::Settings::from_env();
     if let Some(w) = warning {
@@ -551,11 +551,34 @@ fn attach_window(
         (true, false) => println!("trace: {}", w.trace.display()),
         (false, _) => warn(&format!("trace: {}", w.trace.display())),
     }
-    if no_report {
-        return Ok(0);
-    }
     let files: Vec<PathBuf> = std::iter::once(w.trace).chain(env_file).collect();
-    Ok(report_on(&files, json, false)?.exit_code())
+    let code = if no_report {
+        0
+    } else {
+        report_on(&files, json, false)?.exit_code()
+    };
+    if let Some((ds, job)) = dataset {
+        add_to(&files, ds, job);
+    }
+    Ok(code)
+}
+
+/// Adds the traces a command or a window wrote to a dataset, saying what was added; a
+/// failure is said, and the command's exit code stands.
+fn add_to(traces: &[PathBuf], ds: &std::path::Path, job: Option<&str>) {
+    match app::dataset(traces, ds, job, false, &options(), &warn) {
+        Ok(d) => warn(&format!(
+            "added {} process{} of job {} to the dataset {}",
+            d.partitions.len(),
+            if d.partitions.len() == 1 { "" } else { "es" },
+            d.job,
+            d.root.display()
+        )),
+        Err(e) => {
+            let e = e.into();
+            print_error(&e, false, error_code(&e))
+        }
+    }
 }
 
 /// Exports the traces as a timeline or tables, saying each file written; the exit code.

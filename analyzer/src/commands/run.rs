@@ -83,8 +83,11 @@ impl RunError {
     }
 }
 
-/// Where the preload library is: GPUTRACE_LIB, else next to this binary, else ../lib.
-/// The one found must look loadable; a bad one is an error, never replaced by another.
+/// Where the preload library is: GPUTRACE_LIB, else next to this binary, else ../lib,
+/// else inside the `gputrace` Python package the wheel installed beside this binary's
+/// bin/ (../gputrace with `pip install --target`, ../lib/python3.X/site-packages/gputrace
+/// in a virtual environment or a prefix, dist-packages on Debian's Python). The one
+/// found must look loadable; a bad one is an error, never replaced by another.
 pub fn find_library(explicit: Option<PathBuf>, exe: Option<PathBuf>) -> Result<PathBuf, RunError> {
     if let Some(p) = explicit {
         return match loadable(&p) {
@@ -97,10 +100,13 @@ pub fn find_library(explicit: Option<PathBuf>, exe: Option<PathBuf>) -> Result<P
     }
     let mut looked = Vec::new();
     if let Some(dir) = exe.as_ref().and_then(|e| e.parent()) {
-        for c in [
+        let mut candidates = vec![
             dir.join("libgputrace.so"),
             dir.join("../lib/libgputrace.so"),
-        ] {
+            dir.join("../gputrace/libgputrace.so"),
+        ];
+        candidates.extend(python_packages(&dir.join("../lib")));
+        for c in candidates {
             if c.symlink_metadata().is_ok() {
                 let c = std::fs::canonicalize(&c).unwrap_or(c);
                 return match loadable(&c) {
@@ -121,6 +127,38 @@ pub fn find_library(explicit: Option<PathBuf>, exe: Option<PathBuf>) -> Result<P
             .collect::<Vec<_>>()
             .join(", "),
     ))
+}
+
+/// `LIB/python3.*/{site,dist}-packages/gputrace/libgputrace.so`, newest Python first.
+fn python_packages(lib: &Path) -> Vec<PathBuf> {
+    let mut pythons: Vec<PathBuf> = std::fs::read_dir(lib)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("python3"))
+        })
+        .collect();
+    pythons.sort_by_key(|p| std::cmp::Reverse(python_minor(p)));
+    pythons
+        .iter()
+        .flat_map(|py| {
+            ["site-packages", "dist-packages"].map(|d| py.join(d).join("gputrace/libgputrace.so"))
+        })
+        .filter(|c| c.symlink_metadata().is_ok())
+        .collect()
+}
+
+/// 12 for `python3.12`.
+fn python_minor(p: &Path) -> u32 {
+    p.file_name()
+        .and_then(|n| n.to_str())
+        .and_then(|n| n.strip_prefix("python3."))
+        .and_then(|m| m.parse().ok())
+        .unwrap_or(0)
 }
 
 /// Whether the dynamic loader could preload `p` here: a readable ELF shared object of
@@ -796,6 +834,30 @@ mod tests {
             assert!(msg.contains("GPUTRACE_LIB="), "{msg}");
             assert!(!msg.contains('\n'), "{msg}");
         }
+    }
+
+    #[test]
+    fn the_wheel_layouts_are_found_from_the_command() {
+        let header = std::fs::read(std::env::current_exe().unwrap()).unwrap();
+        // A virtual environment (newest Python first), then `pip install --target DIR`.
+        let t = Tmp::new("wheel-venv");
+        std::fs::create_dir(t.0.join("bin")).unwrap();
+        for py in ["python3.9", "python3.12"] {
+            let pkg = t.0.join("lib").join(py).join("site-packages/gputrace");
+            std::fs::create_dir_all(&pkg).unwrap();
+            std::fs::write(pkg.join("libgputrace.so"), &header[..64]).unwrap();
+        }
+        let found = find_library(None, Some(t.0.join("bin/gputrace"))).unwrap();
+        assert!(
+            found.ends_with("lib/python3.12/site-packages/gputrace/libgputrace.so"),
+            "{found:?}"
+        );
+        let t = Tmp::new("wheel-target");
+        std::fs::create_dir_all(t.0.join("bin")).unwrap();
+        std::fs::create_dir_all(t.0.join("gputrace")).unwrap();
+        std::fs::write(t.0.join("gputrace/libgputrace.so"), &header[..64]).unwrap();
+        let found = find_library(None, Some(t.0.join("bin/gputrace"))).unwrap();
+        assert!(found.ends_with("gputrace/libgputrace.so"), "{found:?}");
     }
 
     #[test]
