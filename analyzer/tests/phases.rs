@@ -305,3 +305,85 @@ fn each_phase_kind_has_its_busy_time_and_idle_causes() {
     let k0 = &json["processes"][0]["run"]["by_kind"][0];
     assert!(k0["busy_ns"].is_u64() && k0["idle"].is_array(), "{k0}");
 }
+
+/// Samples of DataLoader worker `pid` (a child of the traced process) every 100 ms over
+/// [from, to).
+fn worker(b: &mut B, pid: u32, from: u64, to: u64) {
+    let comm = b.s("pt_data_worker");
+    let mut ts = from;
+    while ts < to {
+        b.ev.push(Event::ProcSample(fmt::ProcSample {
+            ts,
+            pid,
+            ppid: b.meta.pid,
+            comm,
+            flags: 0,
+            state: b'S',
+            threads: 1,
+            cpu_ns: 0,
+            rchar: 0,
+            read_bytes: 0,
+            write_bytes: 0,
+        }));
+        ts += 100 * MS;
+    }
+}
+
+/// Start-up 2 s, then 4 epochs of 400 steps (840 ms each), each with its two workers;
+/// between epochs the workers are replaced and the GPU waits 600 ms for the new ones'
+/// first batch (no kernel, the host blocked: no call either).
+fn restarting_workers() -> B {
+    let mut b = B::new();
+    stacks(&mut b);
+    let mut h = startup(&mut b, 2 * GIB);
+    for epoch in 0..4u32 {
+        let from = h;
+        sample(&mut b, h, h + 840 * MS, 4);
+        h = steps(&mut b, h, 400);
+        worker(&mut b, 5000 + 2 * epoch, from, h);
+        worker(&mut b, 5001 + 2 * epoch, from, h);
+        if epoch < 3 {
+            h += 600 * MS;
+        }
+    }
+    b
+}
+
+#[test]
+fn workers_replaced_between_epochs_are_epoch_boundaries() {
+    let r = report(restarting_workers());
+    let text = render_text(&r);
+    let run = r.processes[0].run.as_ref().expect("a run");
+    let time = |k: Kind| run.time(k) as f64 / 1e9;
+    // Three boundaries of 600 ms (to a bin or two), not pauses and not the loop.
+    assert!(
+        (time(Kind::EpochBoundary) - 1.8).abs() < 0.35,
+        "{}\n{text}",
+        time(Kind::EpochBoundary)
+    );
+    assert_eq!(time(Kind::Pause), 0.0, "{text}");
+    assert!((time(Kind::Loop) - 3.36).abs() < 0.35, "{text}");
+    let eb = run
+        .periodic
+        .iter()
+        .find(|p| p.kind == Kind::EpochBoundary)
+        .unwrap_or_else(|| panic!("{text}"));
+    assert_eq!(eb.times, 3, "{text}");
+    assert!(text.contains("also epoch boundary (3 times, "), "{text}");
+    // The same loop without the workers replaced: the waits are the loop's own.
+    let mut b = B::new();
+    stacks(&mut b);
+    let mut h = startup(&mut b, 2 * GIB);
+    let from = h;
+    for epoch in 0..4 {
+        sample(&mut b, h, h + 840 * MS, 4);
+        h = steps(&mut b, h, 400);
+        if epoch < 3 {
+            h += 600 * MS;
+        }
+    }
+    worker(&mut b, 5000, from, h);
+    let r = report(b);
+    let run = r.processes[0].run.as_ref().expect("a run");
+    assert_eq!(run.time(Kind::EpochBoundary), 0, "{}", render_text(&r));
+}

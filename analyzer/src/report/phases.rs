@@ -47,6 +47,8 @@ pub enum Kind {
     GpuWork,
     HostWork,
     Pause,
+    /// The loop stopped between epochs: its DataLoader workers were replaced.
+    EpochBoundary,
 }
 
 impl Kind {
@@ -60,6 +62,7 @@ impl Kind {
             Kind::GpuWork => "other GPU work",
             Kind::HostWork => "host work",
             Kind::Pause => "pause",
+            Kind::EpochBoundary => "epoch boundary",
         }
     }
 }
@@ -313,6 +316,9 @@ struct Bin {
     /// Kernel time of the steady state's own kernels (by name).
     loop_kernel_ns: u64,
     calls: u32,
+    /// A child process of the traced one (a DataLoader worker) was first seen here,
+    /// after others had been: the workers were replaced (a new epoch's iterator).
+    new_workers: bool,
 }
 
 /// Bin edges: every `w` from `t0`, and the steady state's start and end, up to `t1`.
@@ -396,8 +402,50 @@ fn bins(t: &Trace, edges: &[u64], looped: &HashSet<u32>) -> Binned {
             out[at(a.start)].calls += 1;
         }
     }
+    for ts in replaced_workers(t) {
+        if ts >= t0 && ts < t1 {
+            out[at(ts)].new_workers = true;
+        }
+    }
     compiling.sort_unstable();
     (out, compiler, compiling)
+}
+
+/// The name PyTorch gives its DataLoader worker processes (`comm`).
+const DATA_WORKER: &str = "pt_data_worker";
+
+/// When DataLoader workers (child processes of the traced one named [`DATA_WORKER`])
+/// were first seen while earlier ones were gone: the sample time of the first new worker
+/// after each such replacement. The first workers (the first epoch's) are no replacement;
+/// other children (torch.compile's worker pool, which is replaced too) are not looked at.
+fn replaced_workers(t: &Trace) -> Vec<u64> {
+    let me = t.meta.pid;
+    // pid -> (first seen, last seen), for the traced process's own workers.
+    let mut seen: HashMap<u32, (u64, u64)> = HashMap::new();
+    for p in &t.proc_samples {
+        if p.ppid != me
+            || p.pid == me
+            || p.flags & (fmt::PROC_FLAG_THREAD | fmt::PROC_FLAG_SELF) != 0
+            || t.str(p.comm) != DATA_WORKER
+        {
+            continue;
+        }
+        let e = seen.entry(p.pid).or_insert((p.ts, p.ts));
+        e.0 = e.0.min(p.ts);
+        e.1 = e.1.max(p.ts);
+    }
+    let mut kids: Vec<(u64, u64)> = seen.into_values().collect();
+    kids.sort_unstable();
+    let mut out = Vec::new();
+    for (i, &(first, _)) in kids.iter().enumerate() {
+        // An earlier child last seen before this one appeared: replaced.
+        let replaced = kids[..i].iter().any(|&(_, last)| last < first);
+        // Workers started together are one replacement.
+        if replaced && out.last().is_none_or(|&l| first > l + 1_000_000_000) {
+            out.push(first);
+        }
+    }
+    out
 }
 
 /// Compilations that began at or after `from`: runs of compiling samples, a new one
@@ -462,7 +510,46 @@ fn kind_of(b: &Bin, start: u64, w: u64, steady: (u64, u64)) -> Kind {
 
 /// Kinds told by what the program was doing (never absorbed into their neighbours).
 fn evidenced(k: Kind) -> bool {
-    matches!(k, Kind::Compilation | Kind::Checkpoint | Kind::Evaluation)
+    matches!(
+        k,
+        Kind::Compilation | Kind::Checkpoint | Kind::Evaluation | Kind::EpochBoundary
+    )
+}
+
+/// The bins of each epoch boundary: the bin where new workers appeared (or the one just
+/// before or after it), with the bins around it where the GPU ran little (under 5% of the
+/// bin) and no evidence says what the host did instead, from the loop's start on.
+fn boundary_bins(bins: &[Bin], edges: &[u64], w: u64, steady: (u64, u64)) -> Vec<bool> {
+    let n = bins.len();
+    let mut out = vec![false; n];
+    let quiet = |i: usize| {
+        let b = &bins[i];
+        let most = |x: u32| b.samples >= 2 && x * 2 >= b.samples;
+        b.kernel_ns * 20 < w && !most(b.compiling) && !most(b.checkpoint) && !most(b.evaluating)
+    };
+    for i in (0..n).filter(|&i| bins[i].new_workers && edges[i + 1] > steady.0) {
+        // The new workers' first sample may come in the wait (forked, first batch not
+        // ready) or with the first step after it (a sample every 100 ms).
+        let Some(i) = [Some(i), i.checked_sub(1), Some(i + 1)]
+            .into_iter()
+            .flatten()
+            .find(|&j| j < n && quiet(j))
+        else {
+            continue;
+        };
+        out[i] = true;
+        let mut j = i;
+        while j > 0 && quiet(j - 1) && edges[j - 1] >= steady.0 {
+            j -= 1;
+            out[j] = true;
+        }
+        let mut j = i + 1;
+        while j < n && quiet(j) {
+            out[j] = true;
+            j += 1;
+        }
+    }
+    out
 }
 
 /// A pause shorter than this is part of what it interrupts (a loop waiting for its
@@ -529,11 +616,16 @@ pub fn run(ctx: &Ctx, steady: (u64, u64)) -> Run {
     let edges = edges(t0, t1, w, steady);
     let looped = loop_kernels(ctx.t, steady);
     let (bins, compiler, compiling) = bins(ctx.t, &edges, &looped);
+    let boundary = boundary_bins(&bins, &edges, w, steady);
     let mut phases: Vec<Phase> = Vec::new();
     let mut kernel_ns: Vec<u64> = Vec::new();
     for (i, b) in bins.iter().enumerate() {
         let (start, end) = (edges[i], edges[i + 1]);
-        let kind = kind_of(b, start, end - start, steady);
+        let kind = if boundary[i] {
+            Kind::EpochBoundary
+        } else {
+            kind_of(b, start, end - start, steady)
+        };
         match phases.last_mut() {
             Some(p) if p.kind == kind => {
                 p.end_ns = end - t0;
