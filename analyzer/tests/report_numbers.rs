@@ -217,6 +217,49 @@ fn check(path: &Path) -> usize {
             checked += seen.len();
         }
     }
+    // The whole run, kind by kind: each kind's line under the run line (kinds of 1% of
+    // the run or more, two kinds or more) gives its time and busy share as the JSON has
+    // them, and its busy and idle times add up to the kind's time on its devices.
+    for p in j["processes"].as_array().unwrap() {
+        let kinds = p["run"]["by_kind"].as_array().cloned().unwrap_or_default();
+        for k in &kinds {
+            let idle: u64 = k["idle"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| u(&c["ns"]))
+                .sum();
+            let busy = u(&k["busy_ns"]);
+            let ns = u(&k["ns"]);
+            assert!(
+                ns == 0 || (busy + idle) % ns == 0,
+                "{name}: {}: busy {busy} + idle {idle} is no whole number of {ns}",
+                k["kind"]
+            );
+            if kinds.len() < 2 || k["pct"].as_f64().unwrap() < 1.0 {
+                continue;
+            }
+            let label = match k["kind"].as_str().unwrap() {
+                "start_up" => "start-up".to_string(),
+                "gpu_work" => "other GPU work".to_string(),
+                "host_work" => "host work".to_string(),
+                other => other.replace('_', " "),
+            };
+            let share = if busy + idle == 0 {
+                0.0
+            } else {
+                100.0 * busy as f64 / (busy + idle) as f64
+            };
+            let shown = if share > 0.0 && share < 9.95 {
+                format!("{share:.1}%")
+            } else {
+                format!("{share:.0}%")
+            };
+            let want = format!("{label} {}: GPU busy {shown}", dur(ns));
+            assert!(flat_text.contains(&want), "{name}: no {want:?}");
+            checked += 1;
+        }
+    }
     for (k, w) in text.split_whitespace().zip(text.split_whitespace().skip(1)) {
         let unit = w.trim_end_matches([',', ';', ')', ':']);
         assert!(
