@@ -232,7 +232,7 @@ fn check(path: &Path) -> usize {
             let busy = u(&k["busy_ns"]);
             let ns = u(&k["ns"]);
             assert!(
-                ns == 0 || (busy + idle) % ns == 0,
+                ns == 0 || (busy + idle).is_multiple_of(ns),
                 "{name}: {}: busy {busy} + idle {idle} is no whole number of {ns}",
                 k["kind"]
             );
