@@ -129,6 +129,7 @@ def check(gt, chromium, paths, work, shot=None):
         eq("step bars drawn", int(body.get("data-drawn-steps", -1)),
            len(with_steps[0]["steps"]["list"]))
     if len(with_steps) > 1:
+        eq("heat map shown", body.get("data-drawn-heat") is not None, True)
         eq("heat-map cells drawn", int(body.get("data-drawn-heat", -1)),
            sum(len(p["steps"]["list"]) for p in with_steps))
     v = dom.find(lambda t, a: a.get("id") == "verdict")
@@ -179,8 +180,8 @@ def main():
     sets = [[os.path.join(ex, e)] for e in sorted(os.listdir(ex)) if not e.startswith("diff-")]
     errs = []
     with tempfile.TemporaryDirectory() as work:
-        # Two processes: the training example's trace beside a copy of it (two rows of
-        # the heat map, one process picker with two entries).
+        # The training example's trace beside a copy of it: read once (a copy is no
+        # second process), the page as for one.
         train = os.path.join(ex, "train")
         two = os.path.join(work, "two")
         os.mkdir(two)
@@ -189,6 +190,16 @@ def main():
                 shutil.copy(os.path.join(train, f), os.path.join(two, f))
                 shutil.copy(os.path.join(train, f), os.path.join(two, "copy-" + f))
         sets.append([two])
+        # A job of 6 ranks (synthetic: no bundled real trace has several), for the rank x
+        # step heat map and the compact table of many ranks: written by an ignored test.
+        job = os.path.join(work, "job")
+        w = subprocess.run(["cargo", "test", "-q", "-p", "gputrace-analyzer", "--test", "html_fixture",
+                            "--", "--ignored", "--exact", "write_job_fixture"], cwd=ROOT,
+                           env={**os.environ, "GPUTRACE_FIXTURE_OUT": job}, capture_output=True, text=True)
+        if w.returncode != 0:
+            errs.append(f"the 6-rank fixture: {w.stdout[-2000:]}{w.stderr[-2000:]}")
+        else:
+            sets.append([job])
         print(f"test-html: {len(sets)} pages in {chromium}")
         for s in sets:
             errs += check(gt, chromium, s, work, shot if s[0] == train else None)
