@@ -387,3 +387,46 @@ fn workers_replaced_between_epochs_are_epoch_boundaries() {
     let run = r.processes[0].run.as_ref().expect("a run");
     assert_eq!(run.time(Kind::EpochBoundary), 0, "{}", render_text(&r));
 }
+
+/// Gradient accumulation over 2 micro-batches: every second step also runs the optimizer
+/// (40 more kernels of 200 us), so steps alternate between short and long.
+#[test]
+fn alternating_steps_are_one_loop() {
+    let mut b = B::new();
+    stacks(&mut b);
+    let mut h = startup(&mut b, 2 * GIB);
+    sample(&mut b, h, h + 3 * S, 4);
+    for i in 0..600 {
+        b.step_kernels(h, 500 * US);
+        h += 2100 * US;
+        if i % 2 == 1 {
+            for k in 0..40 {
+                b.launch(
+                    h + k * 210 * US,
+                    5 * US,
+                    h + k * 210 * US + 10 * US,
+                    200 * US,
+                    "adam_step",
+                    BIG,
+                );
+            }
+            h += 40 * 210 * US + 100 * US;
+        }
+    }
+    let r = report(b);
+    let text = render_text(&r);
+    let run = r.processes[0].run.as_ref().expect("a run");
+    // The whole loop is the loop: no part of it is told apart as another kind.
+    let looped = run.time(Kind::Loop) as f64 / 1e9;
+    assert!((looped - 3.79).abs() < 0.1, "{looped}\n{text}");
+    // Steps found over the pairs or the micro-batches, with nothing left out.
+    let st = &r.processes[0].steps;
+    assert!(st.detected, "{text}");
+    let covered = st.count as f64 * st.step_ns_median as f64 / 1e9;
+    assert!(
+        covered > 0.8 * 3.79,
+        "{} steps of {} ns\n{text}",
+        st.count,
+        st.step_ns_median
+    );
+}

@@ -632,25 +632,36 @@ fn periodic(
     let sample: Vec<u32> = (a..b).map(name).collect();
     let sname = |i: usize| sample[i];
     // Candidate periods: the majority spacing of each name (Boyer-Moore vote), then how
-    // often that spacing really occurs.
+    // often that spacing really occurs; and the same for the spacing to the occurrence
+    // before the previous one, for a name that comes twice a step at uneven spacings
+    // (steps that alternate: gradient accumulation, the optimizer every second step).
     #[derive(Clone, Copy)]
     struct Vote {
-        last: usize,
         cand: usize,
         count: u32,
         hits: u32,
     }
-    let mut votes_by_name: NameMap<Vote> = NameMap::new(strings);
     let fresh = || Vote {
-        last: usize::MAX,
         cand: 0,
         count: 0,
         hits: 0,
     };
-    for (i, &nm) in sample.iter().enumerate() {
-        let v = votes_by_name.entry(nm, fresh);
-        if v.last != usize::MAX {
-            let d = i - v.last;
+    let mut votes: KeyMap<u64> = KeyMap::new();
+    for back in [1usize, 2] {
+        let mut votes_by_name: NameMap<Vote> = NameMap::new(strings);
+        // Each name's last `back` positions, oldest first.
+        let mut seen: NameMap<[usize; 2]> = NameMap::new(strings);
+        let spacing = |seen: &mut NameMap<[usize; 2]>, nm: u32, i: usize| {
+            let l = seen.entry(nm, || [usize::MAX; 2]);
+            let from = l[2 - back];
+            *l = [l[1], i];
+            (from != usize::MAX).then(|| i - from)
+        };
+        for (i, &nm) in sample.iter().enumerate() {
+            let Some(d) = spacing(&mut seen, nm, i) else {
+                continue;
+            };
+            let v = votes_by_name.entry(nm, fresh);
             if v.count == 0 {
                 v.cand = d;
                 v.count = 1;
@@ -660,25 +671,21 @@ fn periodic(
                 v.count -= 1;
             }
         }
-        v.last = i;
-    }
-    // Second pass: count the spacings equal to each name's candidate.
-    let mut last_seen: NameMap<usize> = NameMap::new(strings);
-    for (i, &nm) in sample.iter().enumerate() {
-        let l = last_seen.entry(nm, || usize::MAX);
-        if *l != usize::MAX {
-            let d = i - *l;
+        // Second pass: count the spacings equal to each name's candidate.
+        let mut seen: NameMap<[usize; 2]> = NameMap::new(strings);
+        for (i, &nm) in sample.iter().enumerate() {
+            let Some(d) = spacing(&mut seen, nm, i) else {
+                continue;
+            };
             let v = votes_by_name.entry(nm, fresh);
             if v.cand == d {
                 v.hits += 1;
             }
         }
-        *l = i;
-    }
-    let mut votes: KeyMap<u64> = KeyMap::new();
-    for (_, v) in votes_by_name.into_pairs() {
-        if v.hits >= 2 && v.cand > 0 && v.cand * MIN_STEPS <= b - a {
-            *votes.entry(v.cand as u64, || 0) += v.hits as u64;
+        for (_, v) in votes_by_name.into_pairs() {
+            if v.hits >= 2 && v.cand > 0 && v.cand * MIN_STEPS <= b - a {
+                *votes.entry(v.cand as u64, || 0) += v.hits as u64;
+            }
         }
     }
     let mut cands: Vec<(usize, u64)> = votes.into_pairs().map(|(p, c)| (p as usize, c)).collect();
