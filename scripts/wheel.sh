@@ -104,10 +104,14 @@ assert gputrace.library() == sys.argv[1], gputrace.library()' "$(realpath "$lib"
   GPUTRACE_LIB=$lib GPUTRACE_BIN=$g cargo test -p gputrace-tests
 
   echo "== the wheel's metadata carries the README and both licence texts"
-  unzip -p "$whl" '*.dist-info/METADATA' | grep -q "^Description-Content-Type: text/markdown" \
+  # Read whole before grep -q (which stops early: a pipe under pipefail would fail then).
+  local meta listing
+  meta=$(unzip -p "$whl" '*.dist-info/METADATA')
+  listing=$(unzip -l "$whl")
+  grep -q "^Description-Content-Type: text/markdown" <<<"$meta" \
     || { echo "FAIL: no README in the wheel's metadata" >&2; exit 1; }
   for f in LICENSE LICENSE-MIT; do
-    unzip -l "$whl" | grep -q "dist-info/.*$f\$" || { echo "FAIL: $f not in the wheel" >&2; exit 1; }
+    grep -q "dist-info/.*$f\$" <<<"$listing" || { echo "FAIL: $f not in the wheel" >&2; exit 1; }
   done
   echo "== pip install --target: the command finds the library in the package beside bin/"
   python3 -m pip install "${PIPQ[@]}" --no-index --target "$tmp/site" "$whl"
