@@ -270,31 +270,9 @@ struct Passes {
     exposure: Vec<(u32, u64)>,
     /// Every idle piece, when a timeline was asked for.
     idle: Option<Vec<idle::IdlePiece>>,
-    /// Per phase kind, in the order of the run's `by_kind`.
-    kinds: Vec<KindIdle>,
-}
-
-/// Busy and idle time of one phase kind, summed over the devices counted for it.
-#[derive(Clone, Copy, Default)]
-struct KindIdle {
-    busy_ns: u64,
-    by_cause: [u64; idle::NCAUSE],
-    devices: u64,
-}
-
-impl KindIdle {
-    fn add(&mut self, a: &idle::Attribution) {
-        self.busy_ns += a.busy_ns;
-        for (m, t) in self.by_cause.iter_mut().zip(a.by_cause) {
-            *m += t;
-        }
-    }
-    fn merge(&mut self, o: &KindIdle) {
-        self.busy_ns += o.busy_ns;
-        for (m, t) in self.by_cause.iter_mut().zip(o.by_cause) {
-            *m += t;
-        }
-    }
+    /// Per phase kind, in the order of the run's `by_kind`: its time summed over the
+    /// devices counted for it, and how many they were.
+    kinds: Vec<(idle::Attribution, u64)>,
 }
 
 /// The windows of the passes: start-up, steady state and tail, each cut at the edges of
@@ -374,7 +352,7 @@ fn passes(ctx: &Ctx, st: &steps::Steps, run: &phases::Run, timeline: bool) -> Pa
         queues: links::QueueTracker::new(st.steady),
         exposure: Vec::new(),
         idle: None,
-        kinds: vec![KindIdle::default(); run.by_kind.len()],
+        kinds: vec![(idle::Attribution::empty((0, 0), method), 0); run.by_kind.len()],
     };
     let mut extras = idle::Extras {
         queues: Some(links::QueueTracker::new(st.steady)),
@@ -392,12 +370,12 @@ fn passes(ctx: &Ctx, st: &steps::Steps, run: &phases::Run, timeline: bool) -> Pa
         // The cut windows back into their parts, and into their phase kinds.
         let mut whole = parts.map(|w| idle::Attribution::empty(w, method));
         let mut kernel_busy = [0u64; 3];
-        let mut kinds = vec![KindIdle::default(); out.kinds.len()];
+        let mut kinds = vec![idle::Attribution::empty((0, 0), method); out.kinds.len()];
         for (i, w) in p.windows.iter().enumerate() {
             whole[win.part[i]].merge(w);
             kernel_busy[win.part[i]] += p.kernel_busy[i];
             if let Some(k) = win.kind[i] {
-                kinds[k].add(w);
+                kinds[k].merge(w);
             }
         }
         let [su, sd, tl] = whole;
@@ -415,9 +393,9 @@ fn passes(ctx: &Ctx, st: &steps::Steps, run: &phases::Run, timeline: bool) -> Pa
         }
         // As the steady state counts them: devices with work in the kind, and the
         // primary one.
-        for (all, mine) in out.kinds.iter_mut().zip(&kinds) {
+        for ((all, devices), mine) in out.kinds.iter_mut().zip(&kinds) {
             if mine.busy_ns > 0 || primary {
-                all.devices += 1;
+                *devices += 1;
                 all.merge(mine);
             }
         }
@@ -791,8 +769,8 @@ fn analyze_process(
     // The run's phases first: their edges cut the passes' windows.
     let mut run = phases::run(&ctx, st.steady);
     let mut ps = passes(&ctx, &st, &run, timeline);
-    for (k, i) in run.by_kind.iter_mut().zip(&ps.kinds) {
-        k.set_idle(i.busy_ns, &i.by_cause, i.devices);
+    for (k, (a, devices)) in run.by_kind.iter_mut().zip(&ps.kinds) {
+        k.set_idle(a.busy_ns, &a.by_cause, *devices);
     }
     let devs_active = ps.steady_devices;
     let wall = st.steady.1.saturating_sub(st.steady.0) * devs_active;

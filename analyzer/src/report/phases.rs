@@ -470,17 +470,27 @@ fn episodes(t: &Trace, compiling: &[u64], from: u64) -> u64 {
     n
 }
 
+impl Bin {
+    /// The kind most of the bin's Python samples show the program doing (two samples or
+    /// more): compiling, saving a checkpoint or evaluating.
+    fn evidence(&self) -> Option<Kind> {
+        let most = |n: u32| self.samples >= 2 && n * 2 >= self.samples;
+        if most(self.compiling) {
+            Some(Kind::Compilation)
+        } else if most(self.checkpoint) {
+            Some(Kind::Checkpoint)
+        } else if most(self.evaluating) {
+            Some(Kind::Evaluation)
+        } else {
+            None
+        }
+    }
+}
+
 /// The kind of bin `b` over `[start, start + w)` (absolute), given the steady state.
 fn kind_of(b: &Bin, start: u64, w: u64, steady: (u64, u64)) -> Kind {
-    let most = |n: u32| b.samples >= 2 && n * 2 >= b.samples;
-    if most(b.compiling) {
-        return Kind::Compilation;
-    }
-    if most(b.checkpoint) {
-        return Kind::Checkpoint;
-    }
-    if most(b.evaluating) {
-        return Kind::Evaluation;
+    if let Some(k) = b.evidence() {
+        return k;
     }
     let mid = start + w / 2;
     if b.calls == 0 && b.kernel_ns == 0 && mid >= steady.0 {
@@ -522,11 +532,7 @@ fn evidenced(k: Kind) -> bool {
 fn boundary_bins(bins: &[Bin], edges: &[u64], w: u64, steady: (u64, u64)) -> Vec<bool> {
     let n = bins.len();
     let mut out = vec![false; n];
-    let quiet = |i: usize| {
-        let b = &bins[i];
-        let most = |x: u32| b.samples >= 2 && x * 2 >= b.samples;
-        b.kernel_ns * 20 < w && !most(b.compiling) && !most(b.checkpoint) && !most(b.evaluating)
-    };
+    let quiet = |i: usize| bins[i].kernel_ns * 20 < w && bins[i].evidence().is_none();
     for i in (0..n).filter(|&i| bins[i].new_workers && edges[i + 1] > steady.0) {
         // The new workers' first sample may come in the wait (forked, first batch not
         // ready) or with the first step after it (a sample every 100 ms).
