@@ -2,8 +2,9 @@
 # The whole run's phases, on the GPU (issue 37). Builds nothing: target/release/{gputrace,
 # libgputrace.so} are carried. Each workload of scripts/workloads/phases (torch.compile
 # recompiling every size, a loop with evaluation and checkpoints, a pause mid-run, JAX
-# re-jitting) under `gputrace run`; the script prints the phases it timed itself ("mark"
-# lines, CLOCK_REALTIME ns, the trace's clock). The summary line has, per kind, the report's
+# re-jitting, epochs whose DataLoader workers restart with steps of alternating shape) under
+# `gputrace run`; the script prints the phases it timed itself ("mark" lines, CLOCK_REALTIME
+# ns, the trace's clock). The summary line has, per kind, the report's
 # time (processes[0].run.by_kind) beside the script's, the recompiles counted, the top
 # finding and the verdict. Appended to $OUT/phases/summary.jsonl as measured; a table last.
 # Each job's traces are kept as $OUT/phases/<job>/traces.tgz (with its marks), to analyse
@@ -19,7 +20,7 @@ W=$ROOT/scripts/workloads/phases
 S=${SUMMARY:-$D/summary.jsonl}
 export PYTHONUNBUFFERED=1
 git -C "$ROOT" rev-parse HEAD >"$D/commit" 2>/dev/null || true
-for w in recompile eval_ckpt pause jax_rejit; do
+for w in recompile eval_ckpt pause jax_rejit epochs; do
   case ",${ONLY:-$w}," in *",$w,"*) ;; *) continue ;; esac
   C=$D/$w; mkdir -p "$C"
   ( cd "$W" && timeout 180 "$G" run -o "$C/traces" -- "$PY" "$w.py" ) >"$C/marks.jsonl" 2>"$C/run.log"
@@ -34,6 +35,9 @@ script = {}
 for l in open(d + "/marks.jsonl"):
     try:
         e = json.loads(l)
+        if "steps" in e:
+            out["script_steps"] = e["steps"]
+            continue
         script[e["mark"]] = script.get(e["mark"], 0) + (e["end"] - e["start"])
     except Exception:
         pass
@@ -54,7 +58,10 @@ try:
     out["verdict"] = r.get("verdict", "")[:400]
     out["processes"] = len(ps)
     names = {"start-up": "start_up", "compilation": "compilation", "loop": "loop",
-             "evaluation": "evaluation", "checkpoint": "checkpoint", "pause": "pause"}
+             "evaluation": "evaluation", "checkpoint": "checkpoint", "pause": "pause",
+             "epoch-boundary": "epoch_boundary"}
+    st = p.get("steps") or {}
+    out["steps"] = {k: st.get(k) for k in ("detected", "source", "count", "ops_per_step", "step_ns_median", "cv_pct")}
     out["error_pct"] = {}
     for k, v in script.items():
         rk = names.get(k)
@@ -74,4 +81,6 @@ for l in open(sys.argv[1]):
     print("%-10s rc=%s top=%s recompiles=%s error%%=%s" % (r["case"], r.get("rc"), r.get("top_finding"), r.get("recompiles"), r.get("error_pct")))
     print("           report %s" % r.get("report_s"))
     print("           script %s" % r.get("script_s"))
+    if "script_steps" in r:
+        print("           steps: script %s, report %s" % (r["script_steps"], (r.get("steps") or {}).get("count")))
 PYEOF
