@@ -11,11 +11,13 @@ use gputrace_analyzer::report::{analyze, render_text, FindingId, Report, Severit
 use gputrace_format::{self as fmt, Event};
 
 const DYNAMO: &str = "/venv/lib/python3.12/site-packages/torch/_dynamo/convert_frame.py";
+const EVAL_FRAME: &str = "/venv/lib/python3.12/site-packages/torch/_dynamo/eval_frame.py";
 const SAVE: &str = "/venv/lib/python3.12/site-packages/torch/serialization.py";
 const TRAIN: &str = "/work/train.py";
 
 /// Python stacks: 1 compiling (dynamo under train.py), 2 importing dynamo, 3 saving, 4
-/// the training step, 5 evaluating.
+/// the training step, 5 evaluating, 6 an optimizer step inside the wrapper of
+/// `torch._dynamo.disable` (running, not compiling).
 fn stacks(b: &mut B) {
     let frame = |b: &mut B, file: &str, function: &str, line: u32| fmt::PyFrame {
         file: b.s(file),
@@ -34,12 +36,23 @@ fn stacks(b: &mut B) {
     let saving = vec![frame(b, SAVE, "save", 900), frame(b, TRAIN, "main", 80)];
     let stepping = vec![frame(b, TRAIN, "step", 41)];
     let evaluating = vec![frame(b, TRAIN, "evaluate", 60), frame(b, TRAIN, "main", 75)];
+    let optimizer = vec![
+        frame(
+            b,
+            "/venv/lib/python3.12/site-packages/torch/optim/sgd.py",
+            "step",
+            120,
+        ),
+        frame(b, EVAL_FRAME, "_fn", 1000),
+        frame(b, TRAIN, "step", 42),
+    ];
     for (id, frames) in [
         (1, compiling),
         (2, importing),
         (3, saving),
         (4, stepping),
         (5, evaluating),
+        (6, optimizer),
     ] {
         b.ev.push(Event::PyStack(fmt::PyStack { id, frames }));
     }
@@ -157,6 +170,22 @@ fn a_plain_loop_has_no_compilation_and_no_run_clause() {
     assert_eq!(run.time(Kind::Compilation), 0);
     assert!(run.time(Kind::Loop) * 2 > run.span_ns, "{:?}", run.by_kind);
     assert!(!r.verdict.contains(" run: "), "{}", r.verdict);
+    assert!(r.findings.iter().all(|f| f.id != FindingId::Recompilation));
+}
+
+#[test]
+fn an_optimizer_step_inside_dynamos_wrapper_is_not_compilation() {
+    // Every sample of the loop in `optimizer.step`, under the wrapper torch puts around
+    // it (torch/_dynamo/eval_frame.py): the loop, not compilation.
+    let mut b = B::new();
+    stacks(&mut b);
+    let t = startup(&mut b, 2 * GIB);
+    sample(&mut b, t, t + 3000 * 2100 * US, 6);
+    steps(&mut b, t, 3000);
+    let r = report(b);
+    let run = r.processes[0].run.as_ref().unwrap();
+    assert_eq!(run.time(Kind::Compilation), 0, "{:?}", run.by_kind);
+    assert_eq!(run.recompiles, 0);
     assert!(r.findings.iter().all(|f| f.id != FindingId::Recompilation));
 }
 

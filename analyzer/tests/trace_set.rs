@@ -72,7 +72,7 @@ fn children_that_never_used_cuda_are_counted_not_listed() {
     let text = gputrace_analyzer::render_text(&r);
     assert!(text.starts_with("gputrace report: 1 trace\n"), "{text}");
     assert!(
-        text.contains("NOTE: 2 more processes never used CUDA"),
+        text.contains("NOTE: 2 more processes did no GPU work"),
         "{text}"
     );
     let json = serde_json::to_value(&r).unwrap();
@@ -92,4 +92,20 @@ fn children_that_never_used_cuda_are_counted_not_listed() {
     assert!(json.get("processes_without_cuda").is_none());
     let r = analyze(&[no_cuda_child(2005)]);
     assert_eq!((r.processes.len(), r.processes_without_cuda), (1, 0));
+}
+
+#[test]
+fn a_launcher_does_not_break_its_ranks_into_unrelated_processes() {
+    // torchrun looks the GPUs up (a device record) and does nothing else with CUDA; its
+    // trace has no activity to say when it ran. Its ranks are still one job.
+    let mut launcher = B::new();
+    launcher.meta.pid = 900;
+    launcher.meta.cmdline = vec!["python".into(), "-m".into(), "torch.distributed.run".into()];
+    let mut traces = straggler_ranks(20);
+    traces.insert(0, launcher.build());
+    let r = analyze(&traces);
+    assert_eq!(r.trace_set, None, "{}", r.verdict);
+    assert!(r.cluster.is_some(), "{}", r.verdict);
+    assert_eq!(r.processes_without_cuda, 1);
+    assert!(r.processes.iter().all(|p| p.pid != 900));
 }

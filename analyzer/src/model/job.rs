@@ -218,18 +218,19 @@ pub fn check(members: &[Member<'_>]) -> Option<TraceSetCheck> {
     })
 }
 
-/// Whether a process trace shows no sign of CUDA at all: no GPU work, no device, no CUDA
-/// or NCCL call, no stall report, and nothing lost from the file (a damaged trace could
-/// have lost exactly that). A compile worker or tokenizer started under the preload
-/// leaves such a trace; a job of several processes lists them on one line, not as
-/// processes.
-pub fn never_used_cuda(t: &crate::model::trace::Trace) -> bool {
+/// Whether a process trace shows no GPU work: no kernel, copy, memset or allocation, no
+/// CUDA or NCCL call, no stall report, and nothing lost from the file (a damaged trace
+/// could have lost exactly that). It may know the GPUs (a device record): a launcher
+/// such as torchrun looks them up to start one rank per GPU and does nothing else with
+/// CUDA. A launcher, compile worker or tokenizer started under the preload leaves such a
+/// trace; a job of several processes counts them on one line, not as processes (nor as
+/// ranks: a launcher's trace has no activity to tell when it ran).
+pub fn did_no_gpu_work(t: &crate::model::trace::Trace) -> bool {
     t.kernels.is_empty()
         && t.memcpys.is_empty()
         && t.memsets.is_empty()
         && t.syncs.is_empty()
         && t.memory.is_empty()
-        && t.devices.is_empty()
         && t.apis.is_empty()
         && t.host_calls.is_empty()
         && t.host_copies.is_empty()

@@ -8,8 +8,8 @@ use super::findings::{self, FindingId};
 use super::idle::{self, Cause};
 use super::out::*;
 use super::{
-    comm, copies, counters, endings, failures, graphs, hang_ranks, host_causes, kernels, links,
-    phases, stalls, steps, verdict,
+    comm, copies, counters, endings, failures, graphs, hang_ranks, host_causes, host_hang, kernels,
+    links, phases, stalls, steps, verdict,
 };
 use crate::model::trace::{demangle, Trace};
 
@@ -54,10 +54,10 @@ pub fn analyze_timelines(traces: &[Trace]) -> (Report, Vec<Timeline>) {
 fn analyze_with(traces: &[Trace], timelines: bool) -> (Report, Vec<Option<Timeline>>) {
     // Stable order: by rank when known, else by host and pid, else input order.
     let mut order: Vec<usize> = (0..traces.len()).collect();
-    // Processes that never used CUDA are left out when others did.
+    // Processes that did no GPU work are left out when others did.
     let without_cuda: Vec<bool> = traces
         .iter()
-        .map(crate::model::job::never_used_cuda)
+        .map(crate::model::job::did_no_gpu_work)
         .collect();
     let mut processes_without_cuda = 0;
     if without_cuda.iter().any(|n| !n) {
@@ -140,6 +140,12 @@ fn analyze_with(traces: &[Trace], timelines: bool) -> (Report, Vec<Option<Timeli
             })
             .collect();
         hang_ranks::add(&processes, &tails, &mut all);
+        // A hang in collectives through host memory leaves no GPU work outstanding.
+        if !all.iter().any(|f| f.id == FindingId::Hang) {
+            if let Some(f) = host_hang::detect(traces, &order, &inputs, &processes) {
+                all.push(f);
+            }
+        }
     }
     findings::rank(&mut all);
     let unrelated = multi && trace_set.as_ref().is_some_and(|s| !s.one_job);
@@ -867,16 +873,30 @@ fn analyze_process(
         };
         phases::name_periods(r, step_ns);
     }
+    let end = stalls::end_of(t).1.max(ctx.t1);
+    let colls = comm::collectives(&ctx);
+    let pending = if colls
+        .iter()
+        .all(|c| c.call.is_none() && c.name.starts_with(comm::HOST_COLLECTIVE))
+    {
+        comm::host_copies_until(&ctx, end).1
+    } else {
+        Vec::new()
+    };
     let rank_input = comm::RankInput {
         host: t.meta.host.clone(),
         clocks: t.clocks.clone(),
-        colls: comm::collectives(&ctx),
+        colls,
+        pending,
         steady: st.steady,
+        last_activity: ctx.t1,
+        end,
     };
-    let tl = ps
-        .idle
-        .take()
-        .map(|idle| process_timeline(t, &ctx, index, &st, idle, &rank_input.colls));
+    let tl = ps.idle.take().map(|idle| {
+        let mut all = rank_input.colls.clone();
+        all.extend(rank_input.pending.iter().cloned());
+        process_timeline(t, &ctx, index, &st, idle, &all)
+    });
     let cx = findings::FindingCx {
         ctx: &ctx,
         index,

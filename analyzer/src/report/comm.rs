@@ -5,7 +5,8 @@
 //! `ncclDevKernel_AllReduce_...` of every rank is one collective), or, when the symbol
 //! hooks recorded the NCCL calls, by the communicator id and sequence number of the call
 //! that launched each kernel (its launch call falls inside the NCCL call on the same
-//! thread), which is exact.
+//! thread), which is exact. Ranks with no NCCL kernel (gloo on CUDA tensors) meet in
+//! collectives through host memory, told from their copies ([`host_collectives`]).
 
 use super::ctx::Ctx;
 use super::intervals::{busy, intersect_len, len_in, Select};
@@ -88,6 +89,9 @@ pub struct Collective {
     /// (communicator id, sequence number) of the NCCL call that launched the kernel, when
     /// the symbol hooks recorded it: the same on every rank.
     pub call: Option<(u64, u64)>,
+    /// Reached and never left (a collective through host memory whose result never came
+    /// back): `end` is the end of the trace.
+    pub pending: bool,
 }
 
 /// What identifies one collective across ranks.
@@ -111,12 +115,13 @@ impl Collective {
     }
 }
 
-/// This rank's NCCL kernels in start order (on its primary device).
+/// This rank's NCCL kernels in start order (on its primary device); with no NCCL
+/// kernel, its collectives through host memory ([`host_collectives`]).
 pub fn collectives(ctx: &Ctx) -> Vec<Collective> {
     let mut seqs: HashMap<u32, u32> = HashMap::new();
     let mut out = Vec::new();
     if !ctx.comm_name.iter().any(|&c| c) {
-        return out;
+        return host_collectives(ctx);
     }
     // NCCL calls by thread, to find the call whose launch made each kernel.
     let mut calls: HashMap<u32, Vec<(u64, u64, u64, u64)>> = HashMap::new();
@@ -151,11 +156,112 @@ pub fn collectives(ctx: &Ctx) -> Vec<Collective> {
                 start: s,
                 end: e,
                 call: if calls.is_empty() { None } else { call_of(k) },
+                pending: false,
             });
             *q += 1;
         }
     }
     out
+}
+
+/// The name of a collective through host memory of `bytes`: its key across ranks, with
+/// its order of occurrence.
+pub const HOST_COLLECTIVE: &str = "collective through host memory";
+
+/// Collectives that reduce in host memory: gloo on CUDA tensors (and backends like it)
+/// copies each tensor to pinned host memory on a stream of its own, reduces on the CPU
+/// with the other ranks, and copies the result back on the same stream. On a stream that
+/// runs no kernel, a device-to-pinned copy followed by a pinned-to-device copy of the same
+/// size is one such collective: it starts when this rank's GPU began handing its data
+/// over (its arrival) and ends when the result was back. Matched across ranks by size and
+/// order of occurrence, as NCCL kernels are by name. Only the cluster analysis of several
+/// ranks uses them; a lone process that stages tensors through host memory the same way
+/// has no other rank to match.
+pub fn host_collectives(ctx: &Ctx) -> Vec<Collective> {
+    host_copies(ctx).0
+}
+
+/// A rank's collectives through host memory ([`host_collectives`]), and those it
+/// reached but never left: on a stream of no kernel, a last copy to pinned host memory
+/// with no copy back after it (the rank handed its data over and the result never came:
+/// the others never all arrived, or the process ended first). A pending one's `end` is
+/// `until`, the end of the trace; its `seq` continues its size's numbering.
+pub fn host_copies(ctx: &Ctx) -> (Vec<Collective>, Vec<Collective>) {
+    host_copies_until(ctx, ctx.t1)
+}
+
+/// [`host_copies`], pending collectives ending at `until`.
+pub fn host_copies_until(ctx: &Ctx, until: u64) -> (Vec<Collective>, Vec<Collective>) {
+    let Some(dev) = ctx.primary else {
+        return (Vec::new(), Vec::new());
+    };
+    let with_kernels: std::collections::HashSet<u32> = ctx
+        .t
+        .kernels
+        .iter()
+        .filter(|k| k.device == dev)
+        .map(|k| k.stream)
+        .collect();
+    let mut streams: HashMap<u32, Vec<&fmt::Memcpy>> = HashMap::new();
+    for m in &ctx.t.memcpys {
+        if m.device == dev && !with_kernels.contains(&m.stream) {
+            streams.entry(m.stream).or_default().push(m);
+        }
+    }
+    let pinned = fmt::MemKind::Pinned as u8;
+    let to_pinned =
+        |m: &fmt::Memcpy| m.copy_kind == fmt::CopyKind::DtoH as u8 && m.dst_kind == pinned;
+    let mut out = Vec::new();
+    let mut pending = Vec::new();
+    for v in streams.values_mut() {
+        v.sort_by_key(|m| (m.start, m.end));
+        if let Some(last) = v.last().filter(|m| to_pinned(m)) {
+            if let Some((s, _)) = ctx.sane(last.start, last.end) {
+                pending.push(Collective {
+                    name: format!("{HOST_COLLECTIVE} ({} B)", last.bytes),
+                    seq: 0,
+                    start: s,
+                    end: until.max(s),
+                    call: None,
+                    pending: true,
+                });
+            }
+        }
+        for w in v.windows(2) {
+            let (to_host, back) = (w[0], w[1]);
+            let pair = to_pinned(to_host)
+                && back.copy_kind == fmt::CopyKind::HtoD as u8
+                && back.src_kind == pinned
+                && to_host.bytes == back.bytes;
+            if !pair {
+                continue;
+            }
+            if let (Some((s, _)), Some((_, e))) = (
+                ctx.sane(to_host.start, to_host.end),
+                ctx.sane(back.start, back.end),
+            ) {
+                out.push(Collective {
+                    name: format!("{HOST_COLLECTIVE} ({} B)", to_host.bytes),
+                    seq: 0,
+                    start: s,
+                    end: e.max(s),
+                    call: None,
+                    pending: false,
+                });
+            }
+        }
+    }
+    let order =
+        |a: &Collective, b: &Collective| (a.start, a.end, &a.name).cmp(&(b.start, b.end, &b.name));
+    out.sort_by(order);
+    pending.sort_by(order);
+    let mut seqs: HashMap<String, u32> = HashMap::new();
+    for c in out.iter_mut().chain(pending.iter_mut()) {
+        let q = seqs.entry(c.name.clone()).or_default();
+        c.seq = *q;
+        *q += 1;
+    }
+    (out, pending)
 }
 
 /// What one rank contributes to the cluster analysis.
@@ -164,7 +270,13 @@ pub struct RankInput {
     /// (cupti, mono, real) clock pairs.
     pub clocks: Vec<(u64, u64, u64)>,
     pub colls: Vec<Collective>,
+    /// Collectives through host memory it reached and never left ([`host_copies`]).
+    pub pending: Vec<Collective>,
     pub steady: (u64, u64),
+    /// Its last recorded GPU work or CUDA call, and the end of its trace (its process's
+    /// end, or the last thing recorded).
+    pub last_activity: u64,
+    pub end: u64,
 }
 
 #[derive(Clone, Debug, serde::Serialize)]
@@ -174,7 +286,8 @@ pub struct RankSkew {
     pub clock_offset_ns: i64,
     pub collectives: u64,
     pub last_arrivals: u64,
-    /// Time this rank's collectives waited for the last rank to arrive.
+    /// Time this rank's collectives waited for the last rank to arrive (collectives in
+    /// flight together wait once).
     pub wait_ns: u64,
 }
 
@@ -184,7 +297,8 @@ pub struct ClusterComm {
     /// `same_host_clock` or `collective_ends`.
     pub alignment: String,
     /// How collectives were matched: `nccl_calls` (communicator and sequence number of
-    /// the NCCL call) or `kernel_order` (kernel name and order of occurrence).
+    /// the NCCL call), `kernel_order` (kernel name and order of occurrence) or
+    /// `host_copies` (collectives through host memory, gloo's: size and order).
     pub matching: String,
     /// Median spread of collective end times after alignment.
     pub residual_ns: u64,
@@ -228,8 +342,13 @@ pub fn cluster(ranks: &[RankInput]) -> Option<ClusterComm> {
     if keys.is_empty() {
         return None;
     }
+    let through_host = ranks
+        .iter()
+        .all(|r| r.colls.iter().all(|c| c.name.starts_with(HOST_COLLECTIVE)));
     let matching = if by_call {
         "nccl_calls"
+    } else if through_host {
+        "host_copies"
     } else {
         "kernel_order"
     };
@@ -358,7 +477,8 @@ fn align_collective_ends(
 /// Arrival skew at the collectives matched on every rank in steady state.
 struct Arrivals {
     skews: Vec<RankSkew>,
-    /// Time each rank made the others wait, summed.
+    /// Time each rank made the others wait, summed over them (each one's overlapping
+    /// waits once).
     caused: Vec<u64>,
     /// Time each rank made each other rank wait: `wait_for[late][waiter]`.
     wait_for: Vec<Vec<u64>>,
@@ -388,8 +508,10 @@ fn arrivals(
             wait_ns: 0,
         })
         .collect();
-    let mut caused = vec![0u64; n];
-    let mut wait_for = vec![vec![0u64; n]; n]; // wait_for[late][waiter]
+    // Waits as intervals on the common time base, per (late, waiter): collectives in
+    // flight together (gradient buckets on streams of their own) wait at the same time,
+    // and that time counts once.
+    let mut waits: HashMap<(usize, usize), Vec<(i128, i128)>> = HashMap::new();
     let mut spreads: Vec<i64> = Vec::new();
     let mut matched = 0u64;
     let mut examples: Vec<Vec<(u64, u64)>> = vec![Vec::new(); n];
@@ -419,10 +541,11 @@ fn arrivals(
             let w = (smax - starts[r]).clamp(0, u64::MAX as i128) as u64;
             // A rank cannot wait longer than its kernel ran.
             let w = w.min(at(r, k).end - at(r, k).start);
-            skews[r].wait_ns += w;
-            if r != last {
-                caused[last] += w;
-                wait_for[last][r] += w;
+            if r != last && w > 0 {
+                waits
+                    .entry((last, r))
+                    .or_default()
+                    .push((starts[r], starts[r] + w as i128));
                 worst = worst.max(w);
             }
         }
@@ -430,6 +553,18 @@ fn arrivals(
         ex.push((at(last, k).start, worst));
         ex.sort_by_key(|e| std::cmp::Reverse(e.1));
         ex.truncate(3);
+    }
+    let mut caused = vec![0u64; n];
+    let mut wait_for = vec![vec![0u64; n]; n]; // wait_for[late][waiter]
+    let mut by_waiter: Vec<Vec<(i128, i128)>> = vec![Vec::new(); n];
+    for ((late, r), v) in waits {
+        by_waiter[r].extend_from_slice(&v);
+        let w = union_len(v);
+        caused[late] += w;
+        wait_for[late][r] += w;
+    }
+    for (r, v) in by_waiter.into_iter().enumerate() {
+        skews[r].wait_ns = union_len(v);
     }
     Arrivals {
         skews,
@@ -439,4 +574,26 @@ fn arrivals(
         matched,
         examples,
     }
+}
+
+/// Total length of a set of intervals, overlaps counted once.
+fn union_len(mut v: Vec<(i128, i128)>) -> u64 {
+    v.sort_unstable();
+    let mut total: i128 = 0;
+    let mut cur: Option<(i128, i128)> = None;
+    for (a, b) in v {
+        match cur {
+            Some((s, e)) if a <= e => cur = Some((s, e.max(b))),
+            _ => {
+                if let Some((s, e)) = cur {
+                    total += e - s;
+                }
+                cur = Some((a, b));
+            }
+        }
+    }
+    if let Some((s, e)) = cur {
+        total += e - s;
+    }
+    total.clamp(0, u64::MAX as i128) as u64
 }

@@ -25,6 +25,7 @@ pub mod graphs;
 mod hang_ranks;
 pub mod host;
 pub mod host_causes;
+mod host_hang;
 pub mod idle;
 pub mod intervals;
 pub mod kernels;

@@ -7,9 +7,11 @@
 //! state's start and end are edges too, so the loop is exactly the steady state). Each bin
 //! gets one kind, from what was measured in it:
 //! * **compilation**: most Python stack samples of the bin are inside a compiler
-//!   (`torch/_dynamo/`, `torch/_inductor/`, `torch/_functorch/`, `triton/compiler/`,
-//!   `triton/runtime/jit.py`, `jax/_src/interpreters/`, `jax/_src/compiler.py`,
-//!   `jax/_src/pjit.py` compiling, `torch/backends/cudnn` autotuning);
+//!   (`torch/_dynamo/`, `torch/_inductor/`, AOT autograd, `triton/compiler/`,
+//!   `jax/_src/interpreters/`, `jax/_src/compiler.py`, `jax/_src/pjit.py` compiling,
+//!   `torch/backends/cudnn` autotuning), not counting the wrappers that run on every
+//!   call (`torch/_dynamo/eval_frame.py` around a `torch._dynamo.disable`d
+//!   `optimizer.step`, the runtime of compiled graphs);
 //! * **checkpoint**: most samples in `torch/serialization.py` (torch.save / torch.load),
 //!   `safetensors` or `orbax`;
 //! * **evaluation**: most samples under a frame of the program's own code whose function
@@ -249,14 +251,28 @@ fn bin_ns(span: u64) -> u64 {
 const COMPILE_FILES: &[(&str, &str)] = &[
     ("torch/_dynamo/", "torch"),
     ("torch/_inductor/", "torch"),
-    ("torch/_functorch/", "torch"),
+    ("torch/_functorch/_aot_autograd/", "torch"),
+    ("torch/_functorch/aot_autograd.py", "torch"),
+    ("torch/_functorch/partitioners.py", "torch"),
     ("torch/fx/experimental/symbolic_shapes", "torch"),
     ("triton/compiler/", "torch"),
-    ("triton/runtime/jit.py", "torch"),
     ("torch/backends/cudnn", "torch"),
     ("jax/_src/interpreters/", "jax"),
     ("jax/_src/compiler.py", "jax"),
     ("jax/_src/pjit.py", "jax"),
+];
+
+/// Frames inside the compilers' directories that run on every call of compiled (or
+/// dynamo-disabled) code, not while compiling: the wrapper `torch._dynamo.disable` puts
+/// around `optimizer.step`, the runtime of compiled graphs, Triton's launcher. A stack
+/// counts as compiling only through some other compiler frame.
+const COMPILE_RUNTIME_FILES: &[&str] = &[
+    "torch/_dynamo/eval_frame.py",
+    "torch/_dynamo/external_utils.py",
+    "torch/_dynamo/decorators.py",
+    "torch/_functorch/_aot_autograd/runtime_wrappers.py",
+    "torch/_inductor/runtime/",
+    "torch/_inductor/output_code.py",
 ];
 
 /// Frames of saving and loading checkpoints.
@@ -284,7 +300,9 @@ fn doing(t: &Trace, st: &fmt::PyStack) -> Doing {
     for f in &st.frames {
         let file = t.str(f.file);
         if let Some((_, who)) = COMPILE_FILES.iter().find(|(p, _)| file.contains(p)) {
-            return Doing::Compiling(who);
+            if !COMPILE_RUNTIME_FILES.iter().any(|p| file.contains(p)) {
+                return Doing::Compiling(who);
+            }
         }
         if CHECKPOINT_FILES.iter().any(|p| file.contains(p)) {
             return Doing::Checkpoint;

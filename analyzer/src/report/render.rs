@@ -767,7 +767,7 @@ pub fn render_text(r: &Report) -> String {
         let n = r.processes_without_cuda;
         let _ = writeln!(
             o,
-            "NOTE: {n} more process{} never used CUDA (no GPU work, no CUDA call: compile workers, tokenizers); not listed",
+            "NOTE: {n} more process{} did no GPU work (no kernel, copy or CUDA call: launchers, compile workers, tokenizers); not listed",
             if n == 1 { "" } else { "es" }
         );
     }

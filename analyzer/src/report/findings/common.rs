@@ -30,7 +30,7 @@ pub(super) fn severity_for(pct_: f64, ns: u64) -> Severity {
 
 /// A finding with `ns` at stake out of `wall`, its severity from those and its overlaps from
 /// the id's declaration; the caller fills in the process and the words.
-pub(super) fn finding(id: FindingId, title: &str, ns: u64, wall: u64) -> Finding {
+pub(crate) fn finding(id: FindingId, title: &str, ns: u64, wall: u64) -> Finding {
     let p = pct(ns, wall);
     Finding {
         id,

@@ -49,6 +49,7 @@ mod small_grid;
 mod sync_memcpy;
 
 pub use super::out::id::{About, FindingId, Layer, Stake, UnknownFindingId};
+pub(crate) use common::finding as new_finding;
 pub(crate) use common::kernel_name as kernel_name_of;
 pub(crate) use common::REPORT_PCT;
 pub(crate) use inputs::{FindingCx, JobCx};

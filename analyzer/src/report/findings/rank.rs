@@ -157,7 +157,7 @@ pub(crate) fn verdict(procs: &[ProcessReport], all: &[Finding]) -> (String, Opti
 /// of the user's code that made most of the calls behind it, or else where the host's
 /// Python samples put it most during the gaps, when that is a quarter of them or more).
 /// Empty when neither is known.
-fn in_user_terms(f: &Finding) -> String {
+pub(super) fn in_user_terms(f: &Finding) -> String {
     let mut parts: Vec<String> = Vec::new();
     if let Some(s) = &f.subcause {
         parts.push(s.clone());

@@ -435,8 +435,9 @@ pub struct Report {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub trace_set: Option<crate::model::job::TraceSetCheck>,
     pub processes: Vec<ProcessReport>,
-    /// Traces given of processes that never used CUDA (no GPU work, no CUDA call: compile
-    /// workers, tokenizers), beside processes that did: counted, not listed.
+    /// Traces given of processes that did no GPU work (no kernel, copy or CUDA call:
+    /// launchers such as torchrun, compile workers, tokenizers), beside processes that
+    /// did: counted, not listed.
     #[serde(skip_serializing_if = "is_zero")]
     pub processes_without_cuda: usize,
     pub cluster: Option<ClusterReport>,
