@@ -53,6 +53,11 @@ fn job(j: &Job) -> Vec<gputrace_analyzer::Trace> {
                 id: 2,
                 frames: sleep,
             }));
+            let gloo = b.s("pt_gloo_runloop");
+            b.ev.push(Event::Thread {
+                tid: TID + 1,
+                name: gloo,
+            });
             let t = startup(&mut b, 40 * GIB);
             let mine = if j.slow.is_some_and(|s| s.0 == r) {
                 delay
@@ -222,6 +227,23 @@ fn the_rank_that_never_arrived_is_named_with_where_it_was() {
     assert!(f.summary.contains("ddp.py:63"), "{}", f.summary);
     assert!(f.at_stake_ns > 19 * S, "{}", f.at_stake_ns);
     assert_eq!(f.metrics["never_arrived"], 1.0);
+}
+
+#[test]
+fn the_same_copies_without_gloo_are_no_collectives() {
+    // JAX stages tensors through pinned memory the same way: without gloo's threads the
+    // copies are copies, and the ranks have nothing to meet in.
+    let mut traces = job(&Job {
+        ranks: 3,
+        steps: 50,
+        slow: Some((1, 3 * MS)),
+        hang: None,
+    });
+    for t in &mut traces {
+        t.threads.clear();
+    }
+    let r = analyze(&traces);
+    assert!(r.cluster.is_none(), "{}", render_text(&r));
 }
 
 #[test]

@@ -362,13 +362,18 @@ fn worker(b: &mut B, pid: u32, from: u64, to: u64) {
 /// between epochs the workers are replaced and the GPU waits 600 ms for the new ones'
 /// first batch (no kernel, the host blocked: no call either).
 fn restarting_workers() -> B {
+    restarting_workers_every(400)
+}
+
+/// [`restarting_workers`] with epochs of `steps` steps (2.1 ms each).
+fn restarting_workers_every(steps_per_epoch: usize) -> B {
     let mut b = B::new();
     stacks(&mut b);
     let mut h = startup(&mut b, 2 * GIB);
     for epoch in 0..4u32 {
         let from = h;
-        sample(&mut b, h, h + 840 * MS, 4);
-        h = steps(&mut b, h, 400);
+        sample(&mut b, h, h + steps_per_epoch as u64 * 2100 * US, 4);
+        h = steps(&mut b, h, steps_per_epoch);
         worker(&mut b, 5000 + 2 * epoch, from, h);
         worker(&mut b, 5001 + 2 * epoch, from, h);
         if epoch < 3 {
@@ -415,6 +420,21 @@ fn workers_replaced_between_epochs_are_epoch_boundaries() {
     let r = report(b);
     let run = r.processes[0].run.as_ref().expect("a run");
     assert_eq!(run.time(Kind::EpochBoundary), 0, "{}", render_text(&r));
+}
+
+#[test]
+fn epochs_shorter_than_a_second_each_have_their_boundary() {
+    // Epochs of 100 steps (210 ms): new workers every 810 ms, each generation gone before
+    // the next appears: three boundaries, not one.
+    let r = report(restarting_workers_every(100));
+    let text = render_text(&r);
+    let run = r.processes[0].run.as_ref().expect("a run");
+    let n = run
+        .phases
+        .iter()
+        .filter(|p| p.kind == Kind::EpochBoundary)
+        .count();
+    assert_eq!(n, 3, "{text}");
 }
 
 /// Gradient accumulation over 2 micro-batches: every second step also runs the optimizer

@@ -168,8 +168,7 @@ pub fn collectives(ctx: &Ctx) -> Vec<Collective> {
 /// its order of occurrence.
 pub const HOST_COLLECTIVE: &str = "collective through host memory";
 
-/// Collectives that reduce in host memory: gloo on CUDA tensors (and backends like it)
-/// copies each tensor to pinned host memory on a stream of its own, reduces on the CPU
+/// Collectives that reduce in host memory: gloo on CUDA tensors copies each tensor to pinned host memory on a stream of its own, reduces on the CPU
 /// with the other ranks, and copies the result back on the same stream. On a stream that
 /// runs no kernel, a device-to-pinned copy followed by a pinned-to-device copy of the same
 /// size is one such collective: it starts when this rank's GPU began handing its data
@@ -192,7 +191,7 @@ pub fn host_copies(ctx: &Ctx) -> (Vec<Collective>, Vec<Collective>) {
 
 /// [`host_copies`], pending collectives ending at `until`.
 pub fn host_copies_until(ctx: &Ctx, until: u64) -> (Vec<Collective>, Vec<Collective>) {
-    let Some(dev) = ctx.primary else {
+    let Some(dev) = ctx.primary.filter(|_| uses_gloo(ctx.t)) else {
         return (Vec::new(), Vec::new());
     };
     let with_kernels: std::collections::HashSet<u32> = ctx
@@ -262,6 +261,13 @@ pub fn host_copies_until(ctx: &Ctx, until: u64) -> (Vec<Collective>, Vec<Collect
         *q += 1;
     }
     (out, pending)
+}
+
+/// Whether the process ran gloo's threads (PyTorch names them `pt_gloo_runloop`): the
+/// copies of [`host_copies`] are collectives only there (JAX, for one, stages tensors
+/// through pinned memory the same way in a process of its own).
+fn uses_gloo(t: &crate::model::trace::Trace) -> bool {
+    t.threads.values().any(|&n| t.str(n).contains("gloo"))
 }
 
 /// What one rank contributes to the cluster analysis.

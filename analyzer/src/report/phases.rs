@@ -255,6 +255,10 @@ const COMPILE_FILES: &[(&str, &str)] = &[
     ("torch/_functorch/aot_autograd.py", "torch"),
     ("torch/_functorch/partitioners.py", "torch"),
     ("torch/fx/experimental/symbolic_shapes", "torch"),
+    // Tracing a graph with fake tensors: AOT autograd's, under dynamo.
+    ("torch/fx/experimental/proxy_tensor.py", "torch"),
+    ("torch/_subclasses/fake_tensor.py", "torch"),
+    ("torch/_subclasses/meta_utils.py", "torch"),
     ("triton/compiler/", "torch"),
     ("torch/backends/cudnn", "torch"),
     ("jax/_src/interpreters/", "jax"),
@@ -455,13 +459,22 @@ fn replaced_workers(t: &Trace) -> Vec<u64> {
     let mut kids: Vec<(u64, u64)> = seen.into_values().collect();
     kids.sort_unstable();
     let mut out = Vec::new();
+    // The workers of the latest replacement (indices into `kids`).
+    let mut group: Vec<usize> = Vec::new();
     for (i, &(first, _)) in kids.iter().enumerate() {
         // An earlier child last seen before this one appeared: replaced.
         let replaced = kids[..i].iter().any(|&(_, last)| last < first);
-        // Workers started together are one replacement.
-        if replaced && out.last().is_none_or(|&l| first > l + 1_000_000_000) {
-            out.push(first);
+        if !replaced {
+            continue;
         }
+        // Workers started together are one replacement; one whose own workers are gone
+        // by now was replaced in turn (epochs can be shorter than a second).
+        let again = group.iter().any(|&g| kids[g].1 < first);
+        if group.is_empty() || again {
+            out.push(first);
+            group.clear();
+        }
+        group.push(i);
     }
     out
 }
