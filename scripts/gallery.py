@@ -36,6 +36,13 @@ ABOUT = {
     "torch-mlp.gtrace": "A small PyTorch MLP training loop.",
     "torch-mlp-hooks.gtrace": "The same loop recorded by the symbol hooks alone (no CUPTI callbacks).",
     "healthy.gtrace": "A GPU-bound loop: nothing to fix.",
+    "ranks_straggler": "torchrun, 4 DDP ranks sharing one GPU with gloo; rank 1 does 15 ms of host work before every step: the straggler, named from when each rank's gradients reached host memory.",
+    "ranks_hang": "The same job, rank 1 sleeping after step 30: the other three wait in the all-reduce for a minute, until interrupted.",
+    "memory_bound": "Elementwise kernels on a 2 GiB tensor: the GPU busy, its DRAM at 85% of peak, its math idle (NVML GPM).",
+    "gil_holder": "A pure-Python metrics thread holding the GIL while the training loop waits for it.",
+    "graph_train_step": "A whole training step captured in a CUDA graph and replayed: tiny kernels at batch 32.",
+    "epochs": "Three epochs whose 4 DataLoader workers start anew each time (persistent_workers=False), steps alternating in shape (gradient accumulation over 2 micro-batches).",
+    "attach_window": "A 3 s window taken by `gputrace attach` from a job started without the library.",
 }
 
 

@@ -233,3 +233,118 @@ fn page_faults_of_a_cold_start_are_not_waiting_for_input() {
         .any(|f| f["id"] == "data_starvation" && f["severity"] != "info");
     assert!(!starving, "{}", r["findings"]);
 }
+
+/// `gputrace report --json DIR`: every trace of a run directory.
+fn report_dir(dir: &str) -> Value {
+    let d = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../examples")
+        .join(dir);
+    serde_json::from_slice(&gputrace_ok([
+        OsStr::new("report"),
+        OsStr::new("--json"),
+        d.as_os_str(),
+    ]))
+    .unwrap()
+}
+
+#[test]
+fn four_gloo_ranks_name_the_straggler_and_what_made_it_late() {
+    // torchrun, 4 ranks sharing the H200 with gloo; rank 1 does 15 ms of host work before
+    // every step. The launcher's trace is counted, not a rank.
+    let r = report_dir("ranks_straggler");
+    assert_eq!(r["processes"].as_array().unwrap().len(), 4);
+    assert_eq!(r["processes_without_cuda"], 1);
+    assert!(
+        r.get("trace_set").is_none_or(|t| t.is_null()),
+        "{}",
+        r["trace_set"]
+    );
+    let c = &r["cluster"];
+    assert_eq!(c["matching"], "host_copies");
+    let s = c["straggler"].as_u64().unwrap() as usize;
+    assert_eq!(r["processes"][s]["label"], "rank 1");
+    assert!(c["straggler_last_pct"].as_f64().unwrap() > 90.0);
+    let f = finding(&r, "comm_straggler");
+    assert_eq!(f["rank"], "rank 1");
+    assert_eq!(f["caused_by"], "cpu_bound");
+    // 15 ms a step over 78 steps: what the others waited, each.
+    let waited = f["metrics"]["others_wait_ns"].as_f64().unwrap() / 1e9;
+    assert!((waited - 78.0 * 0.015).abs() < 0.15, "{waited}");
+    let v = r["verdict"].as_str().unwrap();
+    assert!(
+        v.contains("on rank 1") && v.contains("ddp.py:51 in host_work"),
+        "{v}"
+    );
+}
+
+#[test]
+fn four_gloo_ranks_name_the_rank_that_never_arrived() {
+    // Rank 1 sleeps at ddp.py:63 after step 30; the others wait in the all-reduce until
+    // the job is interrupted a minute later.
+    let r = report_dir("ranks_hang");
+    assert_eq!(r["top_finding"], "hang");
+    let f = finding(&r, "hang");
+    assert_eq!(f["rank"], "rank 1");
+    let s = f["summary"].as_str().unwrap();
+    assert!(s.contains("rank 0, rank 2, rank 3 reached"), "{s}");
+    assert!(s.contains("rank 1 never arrived"), "{s}");
+    assert!(s.contains("ddp.py:63"), "{s}");
+    assert!(f["at_stake_ns"].as_f64().unwrap() > 55e9);
+}
+
+#[test]
+fn the_gallery_examples_say_what_each_workload_is() {
+    let r = report("memory_bound");
+    assert_eq!(r["top_finding"], "memory_bound");
+    // The GIL holder: the thread and its line; optimizer.step's dynamo wrapper is not
+    // compilation.
+    let r = report("gil_holder");
+    assert_eq!(r["top_finding"], "cpu_bound");
+    let f = finding(&r, "cpu_bound");
+    assert_eq!(f["subcause"], "gil_contention");
+    assert!(f["summary"].as_str().unwrap().contains("gil_holder.py:12"));
+    assert!(r["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|f| f["id"] != "recompilation"));
+    // A training step captured in a CUDA graph: its replays are the steps.
+    let r = report("graph_train_step");
+    assert_eq!(r["processes"][0]["steps"]["source"], "graph_replay");
+    assert_eq!(
+        finding(&r, "kernel_fragmentation")["subcause"],
+        "graph_gaps"
+    );
+    // A window taken by attaching to a job started without the library.
+    let r = report("attach_window");
+    assert_eq!(r["processes"][0]["ended"]["how"], "window");
+    assert_eq!(r["top_finding"], "implicit_sync");
+}
+
+#[test]
+fn epochs_with_new_workers_each_time_are_told_apart_from_the_loop() {
+    // Three epochs, 4 DataLoader workers started anew each time (0.6 s of set-up each),
+    // gradient accumulation over two micro-batches: the script ran 180 optimizer steps and
+    // timed its two boundaries at 0.661 and 0.660 s.
+    let r = report("epochs");
+    let run = &r["processes"][0]["run"];
+    let eb: Vec<&Value> = run["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["kind"] == "epoch_boundary")
+        .collect();
+    assert_eq!(eb.len(), 2, "{}", run["phases"]);
+    for p in eb {
+        let s = (p["end_ns"].as_f64().unwrap() - p["start_ns"].as_f64().unwrap()) / 1e9;
+        assert!((s - 0.66).abs() < 0.1, "{s}");
+    }
+    let steps = r["processes"][0]["steps"]["count"].as_f64().unwrap();
+    assert!((steps - 180.0).abs() <= 5.0, "{steps}");
+    let f = finding(&r, "data_starvation");
+    assert_eq!(f["subcause"], "epoch_boundary");
+    assert!(f["fix"]
+        .as_str()
+        .unwrap()
+        .contains("persistent_workers=True"));
+}

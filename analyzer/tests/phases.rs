@@ -404,6 +404,18 @@ fn workers_replaced_between_epochs_are_epoch_boundaries() {
         .unwrap_or_else(|| panic!("{text}"));
     assert_eq!(eb.times, 3, "{text}");
     assert!(text.contains("also epoch boundary (3 times, "), "{text}");
+    // The waits are at the boundaries: the fix is to keep the workers.
+    let f = r
+        .findings
+        .iter()
+        .find(|f| f.id == FindingId::DataStarvation)
+        .unwrap_or_else(|| panic!("{text}"));
+    assert_eq!(f.subcause.as_deref(), Some("epoch_boundary"), "{text}");
+    assert!(
+        f.fix.starts_with("Keep the DataLoader's workers"),
+        "{}",
+        f.fix
+    );
     // The same loop without the workers replaced: the waits are the loop's own.
     let mut b = B::new();
     stacks(&mut b);

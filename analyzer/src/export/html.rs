@@ -77,7 +77,7 @@ pub fn write(
     let causes: Vec<&'static str> = crate::report::Cause::ALL.iter().map(|c| c.id()).collect();
     let mut tracks = Vec::new();
     for (index, p) in report.processes.iter().enumerate() {
-        let Some(tl) = timelines.iter().find(|tl| tl.trace == index) else {
+        let Some(tl) = timelines.iter().find(|tl| tl.process == index) else {
             continue;
         };
         let Some(t) = traces.get(tl.trace) else {

@@ -740,6 +740,7 @@ fn process_timeline(
     Timeline {
         collectives: collectives.to_vec(),
         trace: index,
+        process: index,
         steps: st.bounds.clone(),
         startup: st.startup,
         steady: st.steady,

@@ -87,12 +87,17 @@ pub(crate) fn detect(
         .map(|x| x.quiet.1.saturating_sub(x.quiet.0))
         .max()
         .unwrap_or(0);
-    let bytes = key
+    // The size in the key, `... (4198400 B)`.
+    let size = key
         .name
         .rsplit_once('(')
-        .map(|(_, b)| b.trim_end_matches(')').trim().to_string())
+        .and_then(|(_, b)| b.trim_end_matches(" B)").parse::<u64>().ok())
+        .map(|b| format!(" of {}", super::units::bytes(b)))
         .unwrap_or_default();
-    let what = format!("collective #{} through host memory ({bytes})", key.seq + 1);
+    let what = format!(
+        "collective #{}{size} through host memory (gloo)",
+        key.seq + 1
+    );
     let lead = missing.first().or(waiting.first()).map(|x| x.p)?;
     let mut f = findings::new_finding(FindingId::Hang, "A collective never completed", longest, 1);
     f.severity = Severity::Critical;

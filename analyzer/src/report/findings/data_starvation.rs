@@ -59,7 +59,52 @@ pub(super) fn detect(cx: &FindingCx) -> Option<Finding> {
             x.evidence.push(l);
         }
     }
+    at_epoch_boundaries(cx, &mut x);
     Some(x)
+}
+
+/// Most of the wait at epoch boundaries (the DataLoader's workers replaced between
+/// epochs): said first, with the fix for it. The loop's own waits keep the fix above.
+fn at_epoch_boundaries(cx: &FindingCx, x: &mut Finding) {
+    use crate::report::phases::Kind;
+    let Some(run) = cx.report.run.as_ref() else {
+        return;
+    };
+    let Some(k) = run.by_kind.iter().find(|k| k.kind == Kind::EpochBoundary) else {
+        return;
+    };
+    let there = k
+        .idle
+        .iter()
+        .find(|c| c.cause == FindingId::DataStarvation.as_str())
+        .map_or(0, |c| c.ns)
+        .min(x.at_stake_ns);
+    if there * 2 < x.at_stake_ns {
+        return;
+    }
+    x.subcause = Some("epoch_boundary".into());
+    x.evidence.insert(
+        0,
+        format!(
+            "{} of it ({}) at the {} epoch boundar{} of the run, where the DataLoader started new workers and the loop waited for their first batches",
+            dur(there),
+            share(there, x.at_stake_ns).replace(&format!(" ({})", dur(there)), ""),
+            k.phases,
+            if k.phases == 1 { "y" } else { "ies" }
+        ),
+    );
+    x.fix = format!(
+        "Keep the DataLoader's workers from one epoch to the next: DataLoader(..., persistent_workers=True), so each epoch does not start new ones and wait for their first batches; make their start cheaper too (worker_init_fn, the dataset's own set-up and imports run again in every new worker). For the waits inside the epochs: {}",
+        lower_first(&x.fix)
+    );
+}
+
+fn lower_first(s: &str) -> String {
+    let mut c = s.chars();
+    match c.next() {
+        Some(f) => f.to_lowercase().chain(c).collect(),
+        None => String::new(),
+    }
 }
 
 /// Fills in `data_starvation` from the host samples: the blocked time's measured

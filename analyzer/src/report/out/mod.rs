@@ -465,6 +465,9 @@ pub(crate) use super::units::pct;
 pub struct Timeline {
     /// Index of the trace among those given.
     pub trace: usize,
+    /// Index of its process in the report's `processes` (traces of processes that did no
+    /// GPU work are left out there, and the rest are ordered by rank).
+    pub process: usize,
     /// Step start times; step i is [steps[i], steps[i+1]).
     pub steps: Vec<u64>,
     pub startup: (u64, u64),
