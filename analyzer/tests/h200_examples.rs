@@ -290,6 +290,14 @@ fn four_gloo_ranks_name_the_rank_that_never_arrived() {
     assert!(s.contains("rank 1 never arrived"), "{s}");
     assert!(s.contains("ddp.py:63"), "{s}");
     assert!(f["at_stake_ns"].as_f64().unwrap() > 55e9);
+    // Each rank's header says how long it lived on after its last activity.
+    for p in r["processes"].as_array().unwrap() {
+        let q = p["ended"]["quiet_ns"].as_f64().unwrap_or(0.0);
+        assert!(q > 55e9, "{}", p["ended"]);
+    }
+    // A stuck kernel's process was inside a call that never returned: not quiet.
+    let r = report("stuck");
+    assert!(r["processes"][0]["ended"].get("quiet_ns").is_none());
 }
 
 #[test]

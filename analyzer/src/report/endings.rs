@@ -30,6 +30,18 @@ pub struct Ended {
     /// A normal end: exit status 0 (or not known and no sign of trouble), or a closed
     /// window.
     pub normal: bool,
+    /// How long the process lived on after its last GPU work or CUDA call, when that is
+    /// [`QUIET_SHOWN_NS`] or more (a process that went quiet: a hang off the GPU, host work
+    /// at the end, a long teardown); 0 otherwise. Its analysis covers its activity only.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub quiet_ns: u64,
+}
+
+/// A quiet end shorter than this is not mentioned.
+pub const QUIET_SHOWN_NS: u64 = 5_000_000_000;
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// The status in `exit 3` / `_exit 3` / `quick_exit 3`.
@@ -48,7 +60,7 @@ fn signal_in(words: &str) -> Option<String> {
 
 /// How the trace `t` ended.
 pub fn ended(t: &Trace) -> Ended {
-    let (end, _) = end_of(t);
+    let (end, end_ts) = end_of(t);
     let reason = last_stop(t)
         .map(|s| t.str(s.2).trim().to_string())
         .unwrap_or_default();
@@ -73,6 +85,7 @@ pub fn ended(t: &Trace) -> Ended {
             signal: None,
             parent_saw: None,
             normal: true,
+            quiet_ns: 0,
         };
     }
     let how = match end {
@@ -97,6 +110,14 @@ pub fn ended(t: &Trace) -> Ended {
         EndIn::Exit => status.unwrap_or(0) == 0 && signal.is_none(),
         _ => false,
     };
+    // A stall report says the host was inside a call that never returned: not quiet.
+    let quiet_ns = match end {
+        _ if !t.stalls.is_empty() => 0,
+        EndIn::Exit | EndIn::Signal(_) | EndIn::Abort => {
+            t.span().map_or(0, |(_, last)| end_ts.saturating_sub(last))
+        }
+        _ => 0,
+    };
     Ended {
         how,
         detail,
@@ -104,6 +125,11 @@ pub fn ended(t: &Trace) -> Ended {
         signal,
         parent_saw: parent,
         normal,
+        quiet_ns: if quiet_ns >= QUIET_SHOWN_NS {
+            quiet_ns
+        } else {
+            0
+        },
     }
 }
 

@@ -89,6 +89,11 @@ fn process_header(o: &mut String, p: &ProcessReport, multi: bool) {
         p.host_api_events,
         match p.ended.how {
             "unknown" => String::new(),
+            _ if p.ended.quiet_ns > 0 => format!(
+                "; ended: {}, {} after its last GPU work or CUDA call",
+                p.ended.detail,
+                dur(p.ended.quiet_ns)
+            ),
             _ => format!("; ended: {}", p.ended.detail),
         }
     );
