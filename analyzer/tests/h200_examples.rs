@@ -275,6 +275,18 @@ fn four_gloo_ranks_name_the_straggler_and_what_made_it_late() {
         v.contains("on rank 1") && v.contains("ddp.py:51 in host_work"),
         "{v}"
     );
+    // The others' own CPU time is gloo reducing on the CPU, with the fix for that.
+    let theirs: Vec<&Value> = r["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["id"] == "cpu_bound" && f["rank"] != "rank 1")
+        .collect();
+    assert_eq!(theirs.len(), 3);
+    for f in theirs {
+        assert_eq!(f["subcause"], "collective_on_cpu", "{}", f["summary"]);
+        assert!(f["fix"].as_str().unwrap().contains("NCCL"));
+    }
 }
 
 #[test]

@@ -134,7 +134,8 @@ pub struct HostReport {
     /// `data_starvation`'s measured sub-cause (see README): `workers_saturated`,
     /// `cpu_saturated`, `io_wait`, `workers_idle`, `no_workers`; None without blocked time.
     pub data_starvation_cause: Option<String>,
-    /// `cpu_bound`'s kind: `cpu_contention`, `main_process_work`, `framework_overhead`.
+    /// `cpu_bound`'s kind: `cpu_contention`, `main_process_work`, `framework_overhead`,
+    /// `collective_on_cpu` (gloo's threads reducing on the CPU), ...
     pub cpu_bound_cause: Option<String>,
     /// The threads whose CPU time makes up `on_cpu_ns + runq_ns`, largest first.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -439,8 +440,18 @@ fn cpu_cause(r: &HostReport, s: &HostSplit) -> Option<&'static str> {
             "thread_contention"
         });
     }
+    // gloo's threads reducing a collective on the CPU (CUDA tensors copied to host memory
+    // and summed there) are most of the computing.
+    let gloo: u64 = r
+        .computing_threads
+        .iter()
+        .filter(|x| x.name.contains("gloo"))
+        .map(|x| x.ns)
+        .sum();
     Some(if r.page_fault_ns >= own {
         "page_faults"
+    } else if gloo * 2 >= own {
+        "collective_on_cpu"
     } else if r.runq_ns as f64 >= cpu as f64 * 0.3 {
         "cpu_contention"
     } else if s.long_cpu_ns as f64 >= cpu as f64 * 0.5 {

@@ -145,6 +145,11 @@ fn fill(x: &mut Finding, r: &HostReport, f: &FindingCx) {
             "stalled in page faults",
             "code or memory-mapped files read from disk as they were first used",
         )
+    } else if kind == "collective_on_cpu" {
+        (
+            "busy on the CPU",
+            "gloo reducing the collectives' tensors in host memory",
+        )
     } else {
         ("busy on the CPU", "host-side computing between steps")
     };
@@ -221,6 +226,7 @@ fn fill(x: &mut Finding, r: &HostReport, f: &FindingCx) {
             dur(r.runq_ns)
         ),
         "page_faults" => "The thread stalled while code or memory-mapped files were read from disk as they were first used (lazily loaded CUDA kernels and libraries, weights read through mmap) on a cold page cache: measure after a warm-up pass, keep the environment and model files on local storage, and load what the step uses before the loop (CUDA_MODULE_LOADING=EAGER for kernels; weights read into memory rather than mapped). If it recurs through a long run, the machine is short of memory for its page cache.".into(),
+        "collective_on_cpu" => "The collectives run on the CPU: gloo copies each CUDA tensor to host memory, reduces it there with the other ranks and copies it back, while the GPU waits. Use NCCL for CUDA tensors (init_process_group(\"nccl\"), one GPU per rank); where gloo must stay, overlap the reduction with the backward pass (DDP's buckets do: a larger bucket_cap_mb means fewer of them) and reduce less often (gradient accumulation with no_sync()).".into(),
         "main_process_work" => "The main process computes for long stretches while the GPU waits: move data loading and augmentation into DataLoader workers (num_workers=N, pin_memory=True) or onto the GPU, precompute what does not change per step, and keep per-step host work (Python loops over samples, logging, metrics, checkpointing) out of the step or asynchronous.".into(),
         _ if f.graphs().is_some() => "Python and framework overhead between graph replays keeps the GPU waiting (the job already replays CUDA graphs): give each replay more work (a larger batch, more of the step inside one graph), and move per-step Python work on tensors (loops over elements, .tolist(), logging) out of the loop or make it asynchronous.".into(),
         _ => "Python and framework overhead between steps keeps the GPU waiting: capture the step with torch.compile(model, mode=\"reduce-overhead\") or CUDA graphs, give each step more work (a larger batch), and avoid per-step Python work on tensors (loops over elements, .tolist(), building many small tensors).".into(),
