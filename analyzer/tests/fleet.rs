@@ -97,6 +97,46 @@ fn a_rank_that_never_arrived_is_named() {
 }
 
 #[test]
+fn a_collective_only_one_rank_ran_is_no_hang() {
+    // Rank 0 alone ran a broadcast kernel before the loop (its own start-up): "behind" on
+    // that key, the others went on with 40 all-reduces after it. The straggler stands.
+    let d = tmpdir("one-rank-only");
+    let mut job = nccl_job(4, 40, 2, None);
+    job[0].launch(
+        T0 + S,
+        5 * US,
+        T0 + S + 10 * US,
+        100 * US,
+        "ncclDevKernel_Broadcast_RING_LL(ncclDevComm*, unsigned long, ncclWork*)",
+        BIG,
+    );
+    job[0].launch(
+        T0 + S + MS,
+        5 * US,
+        T0 + S + MS + 10 * US,
+        100 * US,
+        "ncclDevKernel_Broadcast_RING_LL(ncclDevComm*, unsigned long, ncclWork*)",
+        BIG,
+    );
+    for b in job.iter_mut().skip(1) {
+        b.launch(
+            T0 + S,
+            5 * US,
+            T0 + S + 10 * US,
+            100 * US,
+            "ncclDevKernel_Broadcast_RING_LL(ncclDevComm*, unsigned long, ncclWork*)",
+            BIG,
+        );
+    }
+    let ds = dataset(&d, "j", &job);
+    let (code, v, out, err) = fleet(&[ds.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(v["behind"].as_array().unwrap().is_empty(), "{out}");
+    assert_eq!(v["straggler"]["rank"], 2, "{out}");
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
 fn a_member_with_no_trace_is_said() {
     let d = tmpdir("missing");
     let mut ranks = nccl_job(4, 20, 99, None);

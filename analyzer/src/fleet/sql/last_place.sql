@@ -1,10 +1,26 @@
--- Where each rank's Python was last seen: its last stack sample's place in the user's code
--- (the latest sample per rank, joined back to its row).
-WITH m AS (
-  SELECT rank, MAX(ts_ns) AS ts FROM python_samples WHERE job = {job} GROUP BY rank
+-- Where each rank's main thread (tid = pid) was since its last collective began: the place
+-- in the user's code its Python samples show most often then (a rank that stopped is
+-- found where it stopped, not in the exit handlers its last sample may show), with the
+-- time of its latest sample there.
+WITH lastc AS (
+  SELECT rank, MAX(start_ns) AS t FROM collectives WHERE job = {job} GROUP BY rank
+),
+main AS (
+  SELECT rank, MIN(pid) AS pid FROM processes WHERE job = {job} GROUP BY rank
+),
+s AS (
+  SELECT p.rank, p.file, p.line, p.function, COUNT(*) AS n, MAX(p.ts_ns) AS ts_ns
+  FROM python_samples p
+  JOIN lastc c ON p.rank = c.rank
+  JOIN main m ON p.rank = m.rank
+  WHERE p.job = {job} AND p.ts_ns >= c.t AND p.tid = m.pid
+  GROUP BY p.rank, p.file, p.line, p.function
+),
+best AS (
+  SELECT rank, MAX(n) AS n FROM s GROUP BY rank
 )
-SELECT p.rank, p.ts_ns, MIN(p.file) AS file, MIN(p.line) AS line, MIN(p.function) AS function
-FROM m JOIN python_samples p ON p.rank = m.rank AND p.ts_ns = m.ts
-WHERE p.job = {job}
-GROUP BY p.rank, p.ts_ns
-ORDER BY p.rank
+SELECT s.rank, MAX(s.ts_ns) AS ts_ns, MIN(s.file) AS file, MIN(s.line) AS line,
+       MIN(s.function) AS function
+FROM s JOIN best b ON s.rank = b.rank AND s.n = b.n
+GROUP BY s.rank
+ORDER BY s.rank
