@@ -3,9 +3,10 @@
 # command's tests (cargo test --features fleet), then N-rank datasets
 # generated from a real trace (examples/nccl_single_rank.gtrace, one H200 rank with NCCL)
 # by scripts/fleet_gen.py, with a known straggler, a rank that stops early (a hang), a
-# missing rank and an outlier rank; `gputrace fleet` on the embedded engine and on Apache
-# Spark in local mode (scripts/fleet_spark.py, the same SQL) must both find the injected
-# answer and give the same result. pyspark and pyarrow from PyPI, pinned, into
+# missing rank and an outlier rank, and the bundled four-rank H200 jobs (examples/ranks_*);
+# `gputrace fleet` on the embedded engine and on Apache Spark in local mode
+# (scripts/fleet_spark.py, the same SQL) must both find the known answer and give the same
+# result. pyspark and pyarrow from PyPI, pinned, into
 # target/fleet-venv (made once); Spark needs a JDK 17 (`java`; installed from the system
 # packages when missing).
 set -euo pipefail
@@ -27,11 +28,17 @@ OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
 "$G" dataset -o "$OUT/src" --job src examples/nccl_single_rank.gtrace
 failed=0
-for case in "straggler:--straggler 5" "hang:--behind 3:4" "missing:--missing 6" "outlier:--outlier 2:data_starvation:40"; do
+# Generated datasets, then the bundled H200 jobs of four gloo ranks (examples/ranks_*:
+# the straggler is rank 1; in the hang, rank 1 never arrived), made datasets here.
+"$G" dataset -o "$OUT/ranks_straggler" --job generated examples/ranks_straggler >/dev/null
+echo '{"ranks": 5, "straggler": 1, "behind": null, "missing": null, "outlier": null}' >"$OUT/ranks_straggler/answers.json"
+"$G" dataset -o "$OUT/ranks_hang" --job generated examples/ranks_hang >/dev/null
+echo '{"ranks": 5, "straggler": null, "behind": {"rank": 1}, "missing": null, "outlier": null}' >"$OUT/ranks_hang/answers.json"
+for case in "straggler:--straggler 5" "hang:--behind 3:4" "missing:--missing 6" "outlier:--outlier 2:data_starvation:40" "ranks_straggler:" "ranks_hang:"; do
   name=${case%%:*}; args=${case#*:}
   D=$OUT/$name
   # shellcheck disable=SC2086
-  "$PY" scripts/fleet_gen.py "$OUT/src" "$D" --ranks 8 $args >/dev/null
+  [ -d "$D" ] || "$PY" scripts/fleet_gen.py "$OUT/src" "$D" --ranks 8 $args >/dev/null
   "$G" fleet --json "$D" >"$OUT/$name.embedded.json"
   PATH="$VENV/bin:$PATH" "$VENV/bin/spark-submit" --master "local[2]" scripts/fleet_spark.py "$D" generated \
     --out "$OUT/$name.spark-rows.json" >"$OUT/$name.spark.log" 2>&1 || { tail -20 "$OUT/$name.spark.log"; exit 1; }
