@@ -5,16 +5,17 @@
 # synthetic training loop of analyzer/benches/report.rs at EVENTS events; HTA gets our
 # Chrome export of it once per rank (its `distributedInfo.rank` set), loads the directory
 # (TraceAnalysis) and computes its temporal breakdown, the per-rank idle/compute/comm split;
-# gputrace gets the trace's dataset tiled to N ranks by scripts/fleet_gen.py (a straggler
-# injected) and runs `gputrace fleet`. HTA is run at each N of HTA_RANKS while the machine
+# gputrace gets a dataset of N ranks of EVENTS rows each (scripts/fleet_gen.py, tiling
+# examples/nccl_single_rank.gtrace, which has collectives, where the synthetic loop has
+# none; a straggler injected) and runs `gputrace fleet`. HTA is run at each N of HTA_RANKS while the machine
 # has the memory (it stops at the first that fails). Appends to bench/hta.json.
 # Needs a gputrace built with --features fleet (GPUTRACE=...), and PyPI for the venv.
 #   HTA_RANKS="1 2 4" EVENTS=1000000 scripts/bench-hta.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 EVENTS=${EVENTS:-1000000}
-HTA_RANKS=${HTA_RANKS:-1 2 4 8}
-FLEET_RANKS=${FLEET_RANKS:-1 2 4 8 64}
+HTA_RANKS=${HTA_RANKS-1 2 4 8}
+FLEET_RANKS=${FLEET_RANKS-1 2 4 8 64}
 G=${GPUTRACE:-target/fleet-rel/release/gputrace}
 W=${W:-/tmp/gputrace-bench-hta}
 VENV=target/hta-venv
@@ -29,7 +30,7 @@ if [ ! -f "$T" ]; then
     cargo bench -p gputrace-analyzer --bench report >"$W/report-bench.txt"
 fi
 [ -f "$W/rank0.json" ] || "$G" export --format chrome -o "$W/rank0.json" "$T" >/dev/null
-[ -d "$W/src" ] || "$G" dataset -o "$W/src" --job src "$T" >/dev/null
+[ -d "$W/src" ] || "$G" dataset -o "$W/src" --job src examples/nccl_single_rank.gtrace >/dev/null
 exec "$PY" - "$G" "$W" "$EVENTS" "$HTA_RANKS" "$FLEET_RANKS" "$(git rev-parse --short HEAD)" <<'PYEOF'
 import json, os, re, shutil, subprocess, sys, time, datetime
 import psutil
@@ -92,12 +93,16 @@ for n in fleet_ranks:
     d = os.path.join(w, f"ds-{n}")
     if not os.path.exists(os.path.join(d, "answers.json")):
         shutil.rmtree(d, ignore_errors=True)
-        args = [py, "scripts/fleet_gen.py", os.path.join(w, "src"), d, "--ranks", str(n)]
+        args = [py, "scripts/fleet_gen.py", os.path.join(w, "src"), d, "--ranks", str(n),
+                "--events", events]
         if n > 1:
             args += ["--straggler", str(n - 1)]
         subprocess.run(args, check=True, capture_output=True)
     size = int(subprocess.run(["du", "-sb", d], capture_output=True, text=True).stdout.split()[0])
-    wall, rss, rc, err = measured([g, "fleet", "--json", "--memory", "2G", d])
+    # One process, often shorter than the sampling period: its own peak from time -v.
+    wall, _, rc, err = measured(["/usr/bin/time", "-f", "maxrss_kb %M", g, "fleet", "--json", "--memory", "2G", d])
+    m = re.search(r"maxrss_kb (\d+)", err)
+    rss = round(int(m.group(1)) / 1024, 1) if m else None
     row = {"tool": "gputrace fleet", "ranks": n, "input_bytes": size, "wall_s": wall, "peak_rss_mib": rss, "ok": rc == 0}
     rows.append(row)
     print(json.dumps(row), flush=True)
