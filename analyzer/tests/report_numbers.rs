@@ -141,6 +141,20 @@ fn check(path: &Path) -> usize {
                 continue;
             };
             let (stake, idle) = (u(&f["at_stake_ns"]), u(&c["ns"]));
+            // Time counted under comm_straggler instead (waiting for the late rank), said in
+            // the finding's evidence.
+            let moved = f["metrics"].get("straggler_wait_ns").map_or(0, u);
+            if moved > 0 {
+                assert_eq!(
+                    stake + moved,
+                    idle,
+                    "{name}: {cause}: {stake} + {moved} moved"
+                );
+                let said = format!("{} of it was waiting for", dur(moved));
+                assert!(flat_text.contains(&said), "{name}: no {said:?}");
+                checked += 1;
+                continue;
+            }
             assert!(
                 stake >= idle,
                 "{name}: {cause}: at stake {stake} < idle {idle}"
@@ -160,9 +174,32 @@ fn check(path: &Path) -> usize {
             checked += 1;
         }
         // The feeding thread's time on a CPU: one figure everywhere it is given.
-        if let Some(h) = p.get("host_cpu").filter(|h| !h.is_null()) {
+        // With several processes' host samples the text holds each one's figures: this
+        // check is for examples of one such process.
+        let sampled = j["processes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|p| p.get("host_cpu").is_some_and(|h| !h.is_null()))
+            .count();
+        if let Some(h) = p
+            .get("host_cpu")
+            .filter(|h| !h.is_null())
+            .filter(|_| sampled == 1)
+        {
             let on_cpu = dur(u(&h["on_cpu_ns"]));
             let runq = dur(u(&h["runq_ns"]));
+            // "on a CPU or waiting for one X" (a cpu_bound of waiting for another thread)
+            // gives the two together.
+            let both = format!(
+                "on a CPU or waiting for one {}",
+                dur(u(&h["on_cpu_ns"]) + u(&h["runq_ns"]))
+            );
+            let flat_text = flat_text.replace(&both, "");
+            assert!(
+                !flat_text.contains("on a CPU or waiting for one"),
+                "{name}: not {both:?}"
+            );
             // ("on a CPU by thread: ..." shares it out: its own check below.)
             let seen: Vec<String> = durations_after(&flat_text, "on a CPU ")
                 .into_iter()

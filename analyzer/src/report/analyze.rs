@@ -754,6 +754,31 @@ fn process_timeline(
     }
 }
 
+/// What this process contributes to the cluster analysis: its collectives (NCCL kernels,
+/// or collectives through host memory and those it never left), its clocks, its steady
+/// state, its last activity and its end.
+fn rank_input(t: &Trace, ctx: &Ctx, steady: (u64, u64)) -> comm::RankInput {
+    let end = stalls::end_of(t).1.max(ctx.t1);
+    let colls = comm::collectives(ctx);
+    let through_host = colls
+        .iter()
+        .all(|c| c.call.is_none() && c.name.starts_with(comm::HOST_COLLECTIVE));
+    let pending = if through_host {
+        comm::host_copies_until(ctx, end).1
+    } else {
+        Vec::new()
+    };
+    comm::RankInput {
+        host: t.meta.host.clone(),
+        clocks: t.clocks.clone(),
+        colls,
+        pending,
+        steady,
+        last_activity: ctx.t1,
+        end,
+    }
+}
+
 fn analyze_process(
     t: &Trace,
     index: usize,
@@ -874,25 +899,7 @@ fn analyze_process(
         };
         phases::name_periods(r, step_ns);
     }
-    let end = stalls::end_of(t).1.max(ctx.t1);
-    let colls = comm::collectives(&ctx);
-    let pending = if colls
-        .iter()
-        .all(|c| c.call.is_none() && c.name.starts_with(comm::HOST_COLLECTIVE))
-    {
-        comm::host_copies_until(&ctx, end).1
-    } else {
-        Vec::new()
-    };
-    let rank_input = comm::RankInput {
-        host: t.meta.host.clone(),
-        clocks: t.clocks.clone(),
-        colls,
-        pending,
-        steady: st.steady,
-        last_activity: ctx.t1,
-        end,
-    };
+    let rank_input = rank_input(t, &ctx, st.steady);
     let tl = ps.idle.take().map(|idle| {
         let mut all = rank_input.colls.clone();
         all.extend(rank_input.pending.iter().cloned());

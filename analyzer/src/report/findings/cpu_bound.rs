@@ -122,6 +122,8 @@ fn fill_contention(x: &mut Finding, r: &HostReport, f: &FindingCx, kind: &str) -
 
 /// Fills in a `cpu_bound` finding (its time already set).
 fn fill(x: &mut Finding, r: &HostReport, f: &FindingCx) {
+    x.metrics
+        .insert("gaps".into(), f.gaps(Cause::CpuBound) as f64);
     if let Some(k @ ("gil_contention" | "thread_contention" | "dispatch_thread")) =
         r.cpu_bound_cause.as_deref()
     {
