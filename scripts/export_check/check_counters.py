@@ -93,17 +93,25 @@ def main():
         want = [min(100.0, pct(max(0, b["cpu_ns"] - a["cpu_ns"]), b["ts_ns"] - a["ts_ns"]))
                 for a, b in zip(rs, rs[1:]) if b["ts_ns"] > a["ts_ns"]]
         got = named("CPU %", lambda p: p.HasField("thread") and p.thread.tid == tid)
+        if not want:
+            # Sampled once: no interval to give a share of, and no track.
+            assert not got, f"thread {tid}: a CPU % track from one sample"
+            continue
         assert len(got) == 1, f"thread {tid}: {len(got)} CPU % tracks"
         close([v for _, v in got[0]], want, f"thread {tid} CPU %")
     # Each process of the tree (not the thread samples).
+    # (By pid: a DataLoader worker renames itself pt_data_worker after its first sample.)
     by_pid = collections.defaultdict(list)
     for r in s["proc_sample"]:
         if r["role"] != "thread":
-            by_pid[(r["sample_pid"], r["comm"])].append(r)
-    for (pid, comm), rs in by_pid.items():
+            by_pid[r["sample_pid"]].append(r)
+    for pid, rs in by_pid.items():
         want = [pct(max(0, b["cpu_ns"] - a["cpu_ns"]), b["ts_ns"] - a["ts_ns"])
                 for a, b in zip(rs, rs[1:]) if b["ts_ns"] > a["ts_ns"]]
-        got = named(f"pid {pid} ({comm}) CPU %")
+        got = [v for c in {rs[0]["comm"], rs[-1]["comm"]} for v in named(f"pid {pid} ({c}) CPU %")]
+        if not want:
+            assert not got, f"pid {pid}: a CPU % track from one sample"
+            continue
         assert len(got) == 1, f"pid {pid}: {len(got)} CPU % tracks"
         close([v for _, v in got[0]], want, f"pid {pid} CPU %")
     # The machine.
