@@ -15,6 +15,24 @@ const BUCKET: u64 = 4 << 20;
 /// steps start 9 ms apart plus the slow rank's delay.
 const STEP: u64 = 9 * MS;
 
+/// A 100 us copy on `b`'s stream: to pinned host memory (`out`) or back to the device.
+fn copy(b: &mut B, start: u64, bytes: u64, out: bool) {
+    let (kind, src, dst) = if out {
+        (
+            fmt::CopyKind::DtoH,
+            fmt::MemKind::Device,
+            fmt::MemKind::Pinned,
+        )
+    } else {
+        (
+            fmt::CopyKind::HtoD,
+            fmt::MemKind::Pinned,
+            fmt::MemKind::Device,
+        )
+    };
+    b.memcpy(start, 100 * US, bytes, kind, src, dst, true, 0);
+}
+
 struct Job {
     ranks: u32,
     steps: usize,
@@ -79,53 +97,17 @@ fn job(j: &Job) -> Vec<gputrace_analyzer::Trace> {
                 // after the last arrival (the slow rank's, or everyone's at once).
                 b.stream = COPY_STREAM;
                 let arrive = compute + 5 * MS + 10 * US;
-                b.memcpy(
-                    arrive,
-                    100 * US,
-                    BUCKET,
-                    fmt::CopyKind::DtoH,
-                    fmt::MemKind::Device,
-                    fmt::MemKind::Pinned,
-                    true,
-                    0,
-                );
+                copy(&mut b, arrive, BUCKET, true);
                 // A second bucket in flight with the first, on a stream of its own.
                 b.stream = COPY_STREAM + 1;
-                b.memcpy(
-                    arrive + 50 * US,
-                    100 * US,
-                    5 * BUCKET,
-                    fmt::CopyKind::DtoH,
-                    fmt::MemKind::Device,
-                    fmt::MemKind::Pinned,
-                    true,
-                    0,
-                );
+                copy(&mut b, arrive + 50 * US, 5 * BUCKET, true);
                 let hung = j.hang.is_some() && k as usize == done - 1 && j.hang.unwrap().0 != r;
                 if !hung {
                     let back = s + delay + 5 * MS + 10 * US + MS;
                     b.stream = COPY_STREAM;
-                    b.memcpy(
-                        back,
-                        100 * US,
-                        BUCKET,
-                        fmt::CopyKind::HtoD,
-                        fmt::MemKind::Pinned,
-                        fmt::MemKind::Device,
-                        true,
-                        0,
-                    );
+                    copy(&mut b, back, BUCKET, false);
                     b.stream = COPY_STREAM + 1;
-                    b.memcpy(
-                        back + 200 * US,
-                        100 * US,
-                        5 * BUCKET,
-                        fmt::CopyKind::HtoD,
-                        fmt::MemKind::Pinned,
-                        fmt::MemKind::Device,
-                        true,
-                        0,
-                    );
+                    copy(&mut b, back + 200 * US, 5 * BUCKET, false);
                 }
                 last = arrive;
             }

@@ -759,14 +759,11 @@ fn process_timeline(
 /// state, its last activity and its end.
 fn rank_input(t: &Trace, ctx: &Ctx, steady: (u64, u64)) -> comm::RankInput {
     let end = stalls::end_of(t).1.max(ctx.t1);
-    let colls = comm::collectives(ctx);
-    let through_host = colls
-        .iter()
-        .all(|c| c.call.is_none() && c.name.starts_with(comm::HOST_COLLECTIVE));
-    let pending = if through_host {
-        comm::host_copies_until(ctx, end).1
+    // Without NCCL kernels, the copies give both (read once).
+    let (colls, pending) = if ctx.comm_name.iter().any(|&c| c) {
+        (comm::collectives(ctx), Vec::new())
     } else {
-        Vec::new()
+        comm::host_copies_until(ctx, end)
     };
     comm::RankInput {
         host: t.meta.host.clone(),
