@@ -389,8 +389,8 @@ fn api(start: u64, dur: u64, corr: u32, cbid: u32, name: u32, bytes: u64, arg: u
 
 fn table_bytes(t: &Trace) -> usize {
     use std::mem::size_of;
-    t.kernels.capacity() * size_of::<fmt::Kernel>()
-        + t.apis.capacity() * size_of::<fmt::Api>()
+    t.kernels.heap_bytes()
+        + t.apis.heap_bytes()
         + t.memcpys.capacity() * size_of::<fmt::Memcpy>()
         + t.memsets.capacity() * size_of::<fmt::Memset>()
         + t.syncs.capacity() * size_of::<fmt::Sync>()
@@ -537,19 +537,19 @@ fn main() {
         per(load_peak)
     );
     println!(
-        "record sizes: Kernel {} B, Api {} B, Memcpy {} B, Memset {} B, Sync {} B, Memory {} B",
-        std::mem::size_of::<fmt::Kernel>(),
-        std::mem::size_of::<fmt::Api>(),
+        "held per record: kernels {:.1} B, calls {:.1} B; Memcpy {} B, Memset {} B, Sync {} B, Memory {} B",
+        trace.kernels.heap_bytes() as f64 / trace.kernels.len().max(1) as f64,
+        trace.apis.heap_bytes() as f64 / trace.apis.len().max(1) as f64,
         std::mem::size_of::<fmt::Memcpy>(),
         std::mem::size_of::<fmt::Memset>(),
         std::mem::size_of::<fmt::Sync>(),
         std::mem::size_of::<fmt::Memory>()
     );
     println!(
-        "table capacity / length: kernels {} / {}, apis {} / {}",
-        trace.kernels.capacity(),
+        "table bytes / length: kernels {} / {}, apis {} / {}",
+        trace.kernels.heap_bytes(),
         trace.kernels.len(),
-        trace.apis.capacity(),
+        trace.apis.heap_bytes(),
         trace.apis.len()
     );
     println!("verdict: {}", r.verdict);

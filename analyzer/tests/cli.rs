@@ -104,8 +104,8 @@ fn report_text_on_several_ranks() {
             mono_ns: c.1,
             real_ns: c.2,
         }));
-        ev.extend(t.apis.iter().cloned().map(Event::Api));
-        ev.extend(t.kernels.iter().cloned().map(Event::Kernel));
+        ev.extend(t.apis.iter().map(Event::Api));
+        ev.extend(t.kernels.iter().map(Event::Kernel));
         ev.extend(t.memory.iter().cloned().map(Event::Memory));
         let p = dir.join(format!("rank{i}.gtrace"));
         std::fs::write(&p, encode(&ev, &t.meta)).unwrap();

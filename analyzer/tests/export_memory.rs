@@ -1,7 +1,9 @@
 //! `gputrace export` holds no more than the analysis it shares with `report`: its peak
-//! heap, counted by the allocator (not timed), stays within 1.3 x what loading and
+//! heap, counted by the allocator (not timed), stays within 1.5 x what loading and
 //! analysing the trace takes (the margin: the idle pieces the analysis keeps for the
-//! "why idle" track, 24 bytes each), and the events are streamed after the trace is
+//! "why idle" track, 24 bytes each, and the queue-depth tracks, two points per GPU
+//! operation: since kernels and calls are held in 24-byte rows, these are about a
+//! third of the analysis's own peak), and the events are streamed after the trace is
 //! dropped (the stream's own bound is tested in `dump_memory.rs`). (One test in this
 //! binary: the counter is process-wide.)
 
@@ -173,7 +175,7 @@ fn export_holds_no_more_than_the_analysis() {
             peak as f64 / size as f64
         );
         assert!(
-            (peak as f64) < analysis as f64 * 1.3,
+            (peak as f64) < analysis as f64 * 1.5,
             "{}: export peaked at {peak} bytes; loading and analysing takes {analysis}",
             format.name()
         );

@@ -22,10 +22,13 @@ impl ChunkSink for Sink {
         }
         self.events.push(e);
     }
-    fn kernel_mut(&mut self, nth: usize) -> Option<&mut Kernel> {
-        match self.events.get_mut(*self.kernels.get(nth)?)? {
-            Event::Kernel(k) => Some(k),
-            _ => None,
+    fn fill_kernel(&mut self, nth: usize, f: &mut dyn FnMut(&mut Kernel) -> bool) -> bool {
+        let Some(&i) = self.kernels.get(nth) else {
+            return false;
+        };
+        match self.events.get_mut(i) {
+            Some(Event::Kernel(k)) => f(k),
+            _ => false,
         }
     }
 }

@@ -1020,8 +1020,9 @@ impl<'a> ChunkReader<'a> {
 /// [`ChunkReader::for_each_chunk_par`]).
 pub trait ChunkSink: Send {
     fn add(&mut self, e: Event);
-    /// The `nth` kernel event added to this sink (from 0).
-    fn kernel_mut(&mut self, nth: usize) -> Option<&mut Kernel>;
+    /// Calls `f` on the `nth` kernel event added to this sink (from 0), keeping what it
+    /// changed; `f`'s answer, or false when there is no such kernel.
+    fn fill_kernel(&mut self, nth: usize, f: &mut dyn FnMut(&mut Kernel) -> bool) -> bool;
 }
 
 /// Events of one chunk, in order: the simplest [`ChunkSink`].
@@ -1029,13 +1030,14 @@ impl ChunkSink for Vec<Event> {
     fn add(&mut self, e: Event) {
         self.push(e)
     }
-    fn kernel_mut(&mut self, nth: usize) -> Option<&mut Kernel> {
+    fn fill_kernel(&mut self, nth: usize, f: &mut dyn FnMut(&mut Kernel) -> bool) -> bool {
         self.iter_mut()
             .filter_map(|e| match e {
                 Event::Kernel(k) => Some(k),
                 _ => None,
             })
             .nth(nth)
+            .is_some_and(f)
     }
 }
 
@@ -1144,9 +1146,7 @@ fn apply_shape_ops<S: ChunkSink>(shapes: &mut Shapes, sink: &mut S, ops: &[Shape
             }
             shapes.define(*id, k.clone()).is_ok()
         }
-        ShapeOp::Use { nth, id } => sink
-            .kernel_mut(*nth)
-            .is_some_and(|k| shapes.fill(*id, k).is_ok()),
+        ShapeOp::Use { nth, id } => sink.fill_kernel(*nth, &mut |k| shapes.fill(*id, k).is_ok()),
     });
     if !ok {
         shapes.truncate(before);

@@ -57,8 +57,8 @@ fn a_job_that_leaks_until_cuda_runs_out_of_memory_is_reported_dead_of_it() {
     let t = Trace::load(&out.traces[0]).expect("read the trace");
     // The trace: two failed cudaMallocs, with the code at EXIT and no pointer; every
     // successful one with its pointer, every free with the one it was given.
-    let mallocs: Vec<&fmt::Api> = t.apis.iter().filter(|a| a.cbid == 20).collect();
-    let failed: Vec<&&fmt::Api> = mallocs.iter().filter(|a| a.result != 0).collect();
+    let mallocs: Vec<fmt::Api> = t.apis.iter().filter(|a| a.cbid == 20).collect();
+    let failed: Vec<&fmt::Api> = mallocs.iter().filter(|a| a.result != 0).collect();
     assert_eq!(failed.len(), 2);
     assert!(failed
         .iter()

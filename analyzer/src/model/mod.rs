@@ -4,4 +4,5 @@
 pub mod env_files;
 pub mod job;
 pub mod load;
+pub mod table;
 pub mod trace;

@@ -1,5 +1,6 @@
 //! A trace loaded into typed, time-sorted tables.
 
+use super::table::Table;
 use gputrace_format::{self as fmt, Event, Meta, ReadError, ReadStats};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -30,12 +31,14 @@ pub struct Trace {
     /// Interned strings by id (index 0 is the empty string).
     pub strings: Vec<String>,
     pub devices: Vec<fmt::Device>,
-    pub kernels: Vec<fmt::Kernel>,
+    /// Kernels and API calls, the bulk of a trace, in compact rows (see
+    /// [`super::table`]): read them by value (`iter`, `get`, `at`).
+    pub kernels: Table<fmt::Kernel>,
     pub memcpys: Vec<fmt::Memcpy>,
     pub memsets: Vec<fmt::Memset>,
     pub syncs: Vec<fmt::Sync>,
     pub memory: Vec<fmt::Memory>,
-    pub apis: Vec<fmt::Api>,
+    pub apis: Table<fmt::Api>,
     /// (ts, state, reason)
     pub states: Vec<(u64, u8, u32)>,
     /// (ts, source, count)
@@ -277,8 +280,8 @@ impl Trace {
         self.thread_cpu.reserve_exact(c.of(&[TAG_THREAD_CPU]));
         self.proc_samples.reserve_exact(c.of(&[TAG_PROC_SAMPLE]));
         let spans = [
-            page_span(&self.kernels),
-            page_span(&self.apis),
+            page_span_of(self.kernels.allocation()),
+            page_span_of(self.apis.allocation()),
             page_span(&self.memcpys),
             page_span(&self.host_calls),
         ];
@@ -458,26 +461,24 @@ impl Trace {
         if self.kernels.iter().any(|k| k.name == GRAPH_REPLAY_NAME) {
             let id = self.strings.len() as u32;
             self.strings.push(GRAPH_REPLAY_TEXT.to_string());
-            for k in self
-                .kernels
-                .iter_mut()
-                .filter(|k| k.name == GRAPH_REPLAY_NAME)
-            {
-                k.name = id;
-            }
+            // (No kernel names itself with this id: it is past the file's strings.)
+            self.kernels.map_shapes(|s| {
+                if s.name() == GRAPH_REPLAY_NAME {
+                    s.set_name(id)
+                }
+            });
         }
         // In place (a stable sort would take half a table more memory), on keys that
         // leave only records alike in every field we use in arrival-independent order.
-        self.kernels
-            .sort_unstable_by_key(|k| (k.start, k.end, k.corr, k.stream, k.name, k.device));
+        // (start, end, corr, stream, name, device); calls by (start, end, tid, corr, cbid).
+        self.kernels.sort();
         self.memcpys
             .sort_unstable_by_key(|k| (k.start, k.end, k.corr, k.stream, k.bytes));
         self.memsets
             .sort_unstable_by_key(|k| (k.start, k.end, k.corr, k.stream, k.bytes));
         self.syncs.sort_by_key(|k| (k.start, k.end));
         self.memory.sort_by_key(|k| k.ts);
-        self.apis
-            .sort_unstable_by_key(|k| (k.start, k.end, k.tid, k.corr, k.cbid));
+        self.apis.sort();
         self.states.sort_by_key(|s| s.0);
         self.devices.sort_by_key(|d| d.id);
         // One definition per id (the first); call sites in (thread, start) order.
@@ -514,8 +515,8 @@ impl Trace {
         self.apply_window();
         // The tables grew by doubling while reading: give the slack back (up to half of
         // each table) so a large trace is held at its real size.
-        self.kernels.shrink_to_fit();
-        self.apis.shrink_to_fit();
+        self.kernels.seal();
+        self.apis.seal();
         self.memcpys.shrink_to_fit();
         self.memsets.shrink_to_fit();
         self.host_copies.shrink_to_fit();
@@ -548,8 +549,11 @@ impl Trace {
                 clipped += 1;
             }
         };
-        for k in &mut self.kernels {
-            clip(&mut k.start, k.end);
+        for i in 0..self.kernels.len() {
+            let (start, end) = (self.kernels.start(i), self.kernels.end(i));
+            if clip_start(start, end, lo) != start {
+                self.kernels.update(i, |k| clip(&mut k.start, k.end));
+            }
         }
         for m in &mut self.memcpys {
             clip(&mut m.start, m.end);
@@ -595,7 +599,7 @@ impl Trace {
     /// that overlaps it most. (CUPTI's callbacks run inside the hooked call, so its
     /// interval lies inside the copy's; overlap rather than containment tolerates the
     /// few tens of ns by which the hooks' TSC stamps, converted, may differ.)
-    pub fn api_of_host_copy(&self, c: &fmt::HostCopy) -> Option<&fmt::Api> {
+    pub fn api_of_host_copy(&self, c: &fmt::HostCopy) -> Option<fmt::Api> {
         if c.flags & fmt::HOSTCOPY_FLAG_CUPTI_API == 0 {
             return None;
         }
@@ -603,11 +607,9 @@ impl Trace {
         // Calls of one thread do not overlap, so the one we want starts after the
         // previous call on this thread ended: within a short reach before our start.
         const REACH: u64 = 1_000_000;
-        let from = self
-            .apis
-            .partition_point(|a| a.start < c.start.saturating_sub(REACH));
-        self.apis[from..]
-            .iter()
+        let from = self.apis.first_starting_at(c.start.saturating_sub(REACH));
+        self.apis
+            .iter_from(from)
             .take_while(|a| a.start < c.end)
             .filter(|a| a.tid == c.tid && overlap(a) > 0)
             .max_by_key(|a| (overlap(a), std::cmp::Reverse(a.start)))
@@ -776,20 +778,27 @@ impl fmt::ChunkSink for Part {
         }
     }
 
-    fn kernel_mut(&mut self, nth: usize) -> Option<&mut fmt::Kernel> {
-        self.tables.kernels.get_mut(nth)
+    fn fill_kernel(&mut self, nth: usize, f: &mut dyn FnMut(&mut fmt::Kernel) -> bool) -> bool {
+        let mut ok = false;
+        if nth < self.tables.kernels.len() {
+            self.tables.kernels.update(nth, |k| ok = f(k));
+        }
+        ok
     }
 }
 
 /// The whole pages of a large table's allocation, as an address range (empty for a
 /// small table).
 fn page_span<T>(v: &Vec<T>) -> (usize, usize) {
+    page_span_of((v.as_ptr() as usize, v.capacity() * std::mem::size_of::<T>()))
+}
+
+/// [`page_span`] of an allocation given as (address, bytes).
+fn page_span_of((start, bytes): (usize, usize)) -> (usize, usize) {
     const PAGE: usize = 4096;
-    let bytes = v.capacity() * std::mem::size_of::<T>();
     if bytes < 256 * PAGE {
         return (0, 0);
     }
-    let start = v.as_ptr() as usize;
     let lo = start.next_multiple_of(PAGE);
     let hi = (start + bytes) & !(PAGE - 1);
     (lo, hi.max(lo))
@@ -1102,7 +1111,7 @@ mod tests {
         assert_eq!(t.clipped, 1);
         assert_eq!(t.incomplete, 1);
         assert_eq!(t.kernels.len(), 2);
-        assert_eq!(t.kernels[0].start, 1_000);
+        assert_eq!(t.kernels.at(0).start, 1_000);
     }
 
     #[test]

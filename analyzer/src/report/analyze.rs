@@ -835,7 +835,7 @@ fn analyze_process(
     let swin = st.steady.1.saturating_sub(st.steady.0);
     let kreport = kernels_report(t, &kstats, swin);
     let lreport = launch_report(&launches);
-    let counters = counters::stats(&t.counter_samples, &t.kernels, st.steady);
+    let counters = counter_stats(t, st.steady);
     let sm_fill = (kstats.fill_known_ns > 0 && swin > 0)
         .then(|| (100.0 * kstats.fill_ns / (swin * devs_active) as f64).min(100.0));
     let mut report = ProcessReport {
@@ -919,4 +919,16 @@ fn analyze_process(
     };
     let f = findings::process(&cx);
     (report, f, rank_input, tl)
+}
+
+/// The counter picture of the steady state: its kernels are decoded from the compact
+/// table only when there are samples to set them against.
+fn counter_stats(t: &Trace, steady: (u64, u64)) -> counters::CounterStats {
+    if t.counter_samples.is_empty() {
+        return counters::CounterStats::default();
+    }
+    let kernels: Vec<gputrace_format::Kernel> = (t.kernels.iter())
+        .filter(|k| k.end > steady.0 && k.start < steady.1)
+        .collect();
+    counters::stats(&t.counter_samples, &kernels, steady)
 }

@@ -36,7 +36,7 @@ pub fn stats(ctx: &Ctx, window: (u64, u64)) -> CommStats {
         if k.start >= w1 {
             break;
         }
-        if k.start < w0 || !ctx.is_comm(k) {
+        if k.start < w0 || !ctx.is_comm(&k) {
             continue;
         }
         if let Some((a, b)) = ctx.sane(k.start, k.end) {
@@ -145,7 +145,7 @@ pub fn collectives(ctx: &Ctx) -> Vec<Collective> {
         (api.start <= c.1).then_some((c.2, c.3))
     };
     for k in &ctx.t.kernels {
-        if !ctx.is_comm(k) || Some(k.device) != ctx.primary {
+        if !ctx.is_comm(&k) || Some(k.device) != ctx.primary {
             continue;
         }
         if let Some((s, e)) = ctx.sane(k.start, k.end) {
@@ -155,7 +155,7 @@ pub fn collectives(ctx: &Ctx) -> Vec<Collective> {
                 seq: *q,
                 start: s,
                 end: e,
-                call: if calls.is_empty() { None } else { call_of(k) },
+                call: if calls.is_empty() { None } else { call_of(&k) },
                 pending: false,
             });
             *q += 1;

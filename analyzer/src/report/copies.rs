@@ -194,7 +194,7 @@ pub fn stats(ctx: &Ctx, window: (u64, u64), exposure: &[(u32, u64)]) -> CopyStat
     // Blocking copies from pinned memory.
     out.sync_pinned.host_memory = "pinned";
     for &ai in &ctx.blocking_copies {
-        let a = &t.apis[ai as usize];
+        let a = t.apis.at(ai as usize);
         if a.start < w0 || a.start >= w1 {
             continue;
         }

@@ -3,6 +3,7 @@
 
 use super::classify::{self, ApiKind};
 use super::keymap::KeyMap;
+use crate::model::table::{Compact, Table};
 use crate::model::trace::Trace;
 use gputrace_format::{self as fmt, CopyKind, MemKind};
 
@@ -320,8 +321,8 @@ pub struct Ctx<'a> {
 impl<'a> Ctx<'a> {
     pub fn new(t: &'a Trace) -> Ctx<'a> {
         // A reference time from the middle of the bulk of the records (tables are sorted).
-        let reference = median_start(&t.kernels, |k| k.start)
-            .or_else(|| median_start(&t.apis, |a| a.start))
+        let reference = table_median_start(&t.kernels)
+            .or_else(|| table_median_start(&t.apis))
             .or_else(|| median_start(&t.memcpys, |m| m.start))
             .or_else(|| median_start(&t.memsets, |m| m.start))
             .or_else(|| median_start(&t.syncs, |m| m.start))
@@ -451,10 +452,10 @@ impl<'a> Ctx<'a> {
         let mut blocking = Vec::new();
         for (i, a) in t.apis.iter().enumerate().take(u32::MAX as usize - 1) {
             index.push(a.corr, i);
-            let kind = classify::api_kind(a, t.str(a.name));
+            let kind = classify::api_kind(&a, t.str(a.name));
             let memcpy = |idx: usize| {
                 self.memcpy_by_corr
-                    .get(t.apis[idx].corr)
+                    .get(t.apis.at(idx).corr)
                     .map(|j| &t.memcpys[j])
             };
             let class = match kind {
@@ -468,19 +469,19 @@ impl<'a> Ctx<'a> {
                 },
                 ApiKind::CopySync => {
                     blocking.push(i as u32);
-                    copy_episode_class(a, memcpy(i))
+                    copy_episode_class(&a, memcpy(i))
                 }
                 ApiKind::Sync => match last_on_thread.entry(a.tid as u64, || usize::MAX) {
                     &mut j
                         if j != usize::MAX
                             && matches!(kinds[j], ApiKind::CopyAsync | ApiKind::CopySync)
-                            && a.start >= t.apis[j].end
-                            && a.start - t.apis[j].end <= COPY_THEN_SYNC_NS =>
+                            && a.start >= t.apis.end(j)
+                            && a.start - t.apis.end(j) <= COPY_THEN_SYNC_NS =>
                     {
                         if blocking.last() != Some(&(j as u32)) {
                             blocking.push(j as u32);
                         }
-                        copy_episode_class(&t.apis[j], memcpy(j))
+                        copy_episode_class(&t.apis.at(j), memcpy(j))
                     }
                     _ => HostClass::Implicit,
                 },
@@ -535,9 +536,8 @@ impl<'a> Ctx<'a> {
     }
 
     /// The API call that produced GPU work with this correlation id.
-    pub fn api_for(&self, corr: u32) -> Option<&'a fmt::Api> {
-        let t = self.t;
-        self.api_by_corr.get(corr).map(|i| &t.apis[i])
+    pub fn api_for(&self, corr: u32) -> Option<fmt::Api> {
+        self.api_by_corr.get(corr).map(|i| self.t.apis.at(i))
     }
 
     pub fn is_comm(&self, k: &fmt::Kernel) -> bool {
@@ -568,6 +568,12 @@ impl<'a> Ctx<'a> {
 fn median_start<T>(v: &[T], start: impl Fn(&T) -> u64) -> Option<u64> {
     let first = v.partition_point(|x| start(x) == 0);
     v.get(first + (v.len() - first) / 2).map(start)
+}
+
+/// [`median_start`] of a compact table.
+fn table_median_start<T: Compact>(v: &Table<T>) -> Option<u64> {
+    let first = v.first_starting_at(1);
+    (first < v.len()).then(|| v.start(first + (v.len() - first) / 2))
 }
 
 /// The cause class of a copy call that blocks (or of the sync that finishes it).

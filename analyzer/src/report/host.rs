@@ -286,7 +286,7 @@ fn feeding_threads(t: &Trace, threads: &[ThreadSeries]) -> (Vec<u32>, Option<u32
     let mut count: std::collections::HashMap<u32, u64> = Default::default();
     for a in &t.apis {
         if matches!(
-            super::classify::api_kind(a, t.str(a.name)),
+            super::classify::api_kind(&a, t.str(a.name)),
             super::classify::ApiKind::Launch
         ) {
             *count.entry(a.tid).or_default() += 1;

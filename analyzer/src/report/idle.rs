@@ -288,7 +288,7 @@ impl<'c, 'a> HostSweep<'c, 'a> {
             offer(b.0, Src::Blind);
         }
         if self.use_apis {
-            while self.ai < t.apis.len() && ctx.sane(t.apis[self.ai].start, 0).is_none() {
+            while self.ai < t.apis.len() && ctx.sane(t.apis.start(self.ai), 0).is_none() {
                 self.ai += 1;
             }
             if let Some(a) = t.apis.get(self.ai) {
@@ -340,7 +340,7 @@ impl<'c, 'a> HostSweep<'c, 'a> {
             Some((_, Src::Api)) => {
                 let i = self.ai;
                 self.ai += 1;
-                let (s, e) = clip(t.apis[i].start, t.apis[i].end);
+                let (s, e) = clip(t.apis.start(i), t.apis.end(i));
                 (s, e, ctx.api_class[i])
             }
             Some((_, Src::Sync)) => {

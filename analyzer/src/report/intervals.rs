@@ -102,14 +102,14 @@ impl<'c, 'a> GpuWork<'c, 'a> {
             while self.ki < t.kernels.len() {
                 let i = self.ki;
                 self.ki += 1;
-                let k = &t.kernels[i];
+                let k = t.kernels.at(i);
                 if !self.dev_ok(k.device) {
                     continue;
                 }
                 let keep = match self.sel.kernels {
                     Kernels::All => true,
-                    Kernels::Compute => !self.ctx.is_comm(k),
-                    Kernels::Comm => self.ctx.is_comm(k),
+                    Kernels::Compute => !self.ctx.is_comm(&k),
+                    Kernels::Comm => self.ctx.is_comm(&k),
                     Kernels::None => false,
                 };
                 if !keep {

@@ -137,8 +137,8 @@ pub fn stats(ctx: &Ctx, window: (u64, u64), util_ns: u64) -> KernelStats {
     let devinfo: HashMap<u32, &fmt::Device> = ctx.t.devices.iter().map(|d| (d.id, d)).collect();
     // Kernels of one name mostly share a shape: remember the last occupancy computed.
     let mut last_dev: Option<(u32, bool)> = None;
-    let first = ctx.t.kernels.partition_point(|k| k.start < w0);
-    for k in &ctx.t.kernels[first..] {
+    let first = ctx.t.kernels.first_starting_at(w0);
+    for k in ctx.t.kernels.iter_from(first) {
         if k.start >= w1 {
             break;
         }
@@ -160,7 +160,7 @@ pub fn stats(ctx: &Ctx, window: (u64, u64), util_ns: u64) -> KernelStats {
         s.count += 1;
         s.total_ns += d;
         hist.saturating_record(d.max(1));
-        let comm = ctx.is_comm(k);
+        let comm = ctx.is_comm(&k);
         if comm {
             s.comm_ns += d;
         }
@@ -181,7 +181,7 @@ pub fn stats(ctx: &Ctx, window: (u64, u64), util_ns: u64) -> KernelStats {
         if d > a.longest.1 {
             a.longest = (ks, d);
         }
-        let b = blocks(k);
+        let b = blocks(&k);
         a.blocks_min = a.blocks_min.min(b);
         a.blocks_max = a.blocks_max.max(b);
         a.threads = (k.block[0] as u64)
@@ -199,7 +199,7 @@ pub fn stats(ctx: &Ctx, window: (u64, u64), util_ns: u64) -> KernelStats {
             Some((kk, f, sms)) if *kk == key => (*f, *sms),
             _ => {
                 let dev = devinfo.get(&k.device);
-                let f = dev.and_then(|dev| fill(dev, k));
+                let f = dev.and_then(|dev| fill(dev, &k));
                 let sms = dev.map_or(0, |d| d.sm_count as u64);
                 a.shape = Some((key, f, sms));
                 (f, sms)

@@ -307,8 +307,8 @@ fn families(t: &Trace, spans: &[(u64, u64)]) -> (u64, Vec<FamilyShare>) {
     let mut of_name: HashMap<u32, usize> = HashMap::new();
     let mut total = 0u64;
     for &(s, e) in spans {
-        let lo = t.kernels.partition_point(|k| k.start < s);
-        for k in t.kernels[lo..].iter().take_while(|k| k.start <= e) {
+        let lo = t.kernels.first_starting_at(s);
+        for k in t.kernels.iter_from(lo).take_while(|k| k.start <= e) {
             let f = *of_name.entry(k.name).or_insert_with(|| {
                 let fam = family_of(t.str(k.name));
                 fam.map_or(FAMILIES.len(), |f| {

@@ -150,7 +150,7 @@ impl QueueTracker {
         } else if in_window {
             match ctx.api_by_corr.get(w.corr) {
                 Some(ai) => {
-                    let a = &t.apis[ai];
+                    let a = t.apis.at(ai);
                     while pending.front().is_some_and(|&e| e <= a.end) {
                         pending.pop_front();
                     }

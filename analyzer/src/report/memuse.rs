@@ -119,18 +119,17 @@ impl InUse {
     /// From the trace: `cudaMalloc`/`cudaFree` with pointers, else MEMORY2 device
     /// records; None when it has neither.
     pub fn of(t: &Trace) -> Option<InUse> {
-        let runtime = |a: &&fmt::Api| a.domain == fmt::DOMAIN_RUNTIME && a.result == 0;
-        let with_ptr = |a: &&fmt::Api| a.ptr != fmt::ENV_NA64 && a.ptr != 0;
+        let runtime = |a: &fmt::Api| a.domain == fmt::DOMAIN_RUNTIME && a.result == 0;
+        let with_ptr = |a: &fmt::Api| a.ptr != fmt::ENV_NA64 && a.ptr != 0;
         if t.apis
             .iter()
-            .filter(runtime)
+            .filter(|a| runtime(a))
             .any(|a| a.cbid == CUDA_MALLOC && with_ptr(&a))
         {
             let changes = t
                 .apis
                 .iter()
-                .filter(runtime)
-                .filter(with_ptr)
+                .filter(|a| runtime(a) && with_ptr(a))
                 .filter_map(|a| match a.cbid {
                     // In use once the call returns the pointer; free from its call.
                     CUDA_MALLOC => Some(Change::Alloc {

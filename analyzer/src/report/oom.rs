@@ -103,7 +103,7 @@ fn failed_allocations(t: &Trace) -> Vec<usize> {
 pub fn detect(t: &Trace, t0: u64, steps: &[u64]) -> Option<Oom> {
     let failed = failed_allocations(t);
     let (&first, &last) = (failed.first()?, failed.last()?);
-    let f = &t.apis[last];
+    let f = t.apis.at(last);
     let rel = |ts: u64| ts.saturating_sub(t0);
     let use_ = InUse::of(t);
     let in_use = use_.as_ref().map(|u| InUseAt {
@@ -125,11 +125,11 @@ pub fn detect(t: &Trace, t0: u64, steps: &[u64]) -> Option<Oom> {
         .collect();
     Some(Oom {
         call: t.str(f.name).to_string(),
-        error: failures::error_name(source_of(f), f.result),
+        error: failures::error_name(source_of(&f), f.result),
         code: f.result,
         bytes: f.bytes,
         at_ns: rel(f.start),
-        first_at_ns: rel(t.apis[first].start),
+        first_at_ns: rel(t.apis.start(first)),
         failed: failed.len() as u64,
         called_from: callsites::place_of(t, f.tid, f.start),
         fatal,
@@ -153,13 +153,13 @@ fn source_of(a: &fmt::Api) -> failures::Source {
 /// thread, with the frees that thread made in between; None when frees did not come
 /// before it (nothing given back: not a retry) or no call came.
 fn retry(t: &Trace, i: usize, u: Option<&InUse>, t0: u64) -> Option<Retry> {
-    let f = &t.apis[i];
+    let f = t.apis.at(i);
     let mut frees = 0u64;
-    for a in t.apis[i + 1..].iter().take(RETRY_REACH) {
+    for a in t.apis.iter_from(i + 1).take(RETRY_REACH) {
         if a.tid != f.tid {
             continue;
         }
-        let kind = classify::api_kind(a, t.str(a.name));
+        let kind = classify::api_kind(&a, t.str(a.name));
         if kind == ApiKind::Free {
             frees += 1;
         } else if a.cbid == f.cbid && a.domain == f.domain {

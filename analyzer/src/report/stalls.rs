@@ -716,15 +716,17 @@ fn from_end(t: &Trace, t0: u64, until: u64) -> Option<Hang> {
             ApiKind::Launch | ApiKind::CopyAsync | ApiKind::CopySync | ApiKind::Memset
         )
     };
-    let from = t.apis.partition_point(|a| a.start < last_gpu);
-    let launched: Vec<&fmt::Api> = t.apis[from..].iter().filter(|a| launches_work(a)).collect();
+    let from = t.apis.first_starting_at(last_gpu);
+    let launched: Vec<fmt::Api> = (t.apis.iter_from(from))
+        .filter(|a| launches_work(a))
+        .collect();
     let done = completed(t, launched.iter().map(|a| a.corr));
-    let unanswered: Vec<&fmt::Api> = launched
+    let unanswered: Vec<fmt::Api> = launched
         .into_iter()
         .filter(|a| !done.contains(&a.corr))
         .collect();
     // The host's last launch before it fell silent: the work it then waited for.
-    let stuck = *unanswered.last()?;
+    let stuck = unanswered.last()?;
     let name = t.str(stuck.name).to_string();
     let nccl = nccl_from_calls(t, stuck.tid, stuck.start).filter(|_| {
         t.nccl.iter().any(|n| {

@@ -192,7 +192,7 @@ impl<'a> DeviceWorks<'a> {
                     continue;
                 }
                 let (kind, name) = match w.kind {
-                    WorkKind::Kernel => (0u32, t.kernels[w.index].name),
+                    WorkKind::Kernel => (0u32, t.kernels.at(w.index).name),
                     WorkKind::Memcpy => (1, MEMCPY_NAME - t.memcpys[w.index].copy_kind as u32),
                     WorkKind::Memset => (2, MEMSET_NAME),
                 };
@@ -223,14 +223,14 @@ impl<'a> DeviceWorks<'a> {
     fn span_at(&self, p: usize) -> (u64, u64) {
         let t = self.t;
         if !self.merged {
-            let k = &t.kernels[p];
+            let k = t.kernels.at(p);
             return (k.start, k.end.clamp(k.start, self.hi));
         }
         let e = self.seq[p];
         let i = (e & ((1 << 30) - 1)) as usize;
         match e >> 30 {
             0 => {
-                let k = &t.kernels[i];
+                let k = t.kernels.at(i);
                 (k.start, k.end.clamp(k.start, self.hi))
             }
             1 => {
@@ -249,7 +249,7 @@ impl<'a> DeviceWorks<'a> {
         if self.merged {
             self.names[p]
         } else {
-            self.t.kernels[p].name
+            self.t.kernels.at(p).name
         }
     }
 

@@ -474,12 +474,12 @@ pub fn summarize(t: &Trace) -> Summary {
     gpu.sort_unstable();
     for (_, kind, i) in gpu {
         match kind {
-            0 => b.kernel(&t.kernels[i]),
+            0 => b.kernel(&t.kernels.at(i)),
             1 => b.memcpy(&t.memcpys[i]),
             _ => b.memset(&t.memsets[i]),
         }
     }
-    t.apis.iter().for_each(|a| b.api(a));
+    t.apis.iter().for_each(|a| b.api(&a));
     t.syncs.iter().for_each(|s| b.sync(s));
     for &(ts, st, r) in &t.states {
         b.state(ts, st, r);

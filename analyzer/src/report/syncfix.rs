@@ -76,7 +76,7 @@ pub fn sync_calls(ctx: &Ctx, w: (u64, u64)) -> Vec<(SyncCause, u64, u64)> {
                     let after_copy = prev.is_some_and(|j| {
                         matches!(ctx.api_kind[j], ApiKind::CopyAsync | ApiKind::CopySync)
                             && is_dtoh(ctx, j)
-                            && a.start.saturating_sub(t.apis[j].end) <= 50_000
+                            && a.start.saturating_sub(t.apis.end(j)) <= 50_000
                     });
                     if after_copy {
                         SyncCause::D2hRead
@@ -129,7 +129,7 @@ pub fn sync_calls(ctx: &Ctx, w: (u64, u64)) -> Vec<(SyncCause, u64, u64)> {
 }
 
 fn is_dtoh(ctx: &Ctx, i: usize) -> bool {
-    let a = &ctx.t.apis[i];
+    let a = ctx.t.apis.at(i);
     match ctx.memcpy_by_corr.get(a.corr).map(|j| &ctx.t.memcpys[j]) {
         Some(m) => CopyKind::from_u8(m.copy_kind) == CopyKind::DtoH,
         None => a.arg == 2,
