@@ -85,26 +85,20 @@ pub struct LaunchGap {
 
 impl LaunchGap {
     /// From (thread, start, end) of each launch call, in start order per thread.
-    pub fn of(launches: impl Iterator<Item = (u32, u64, u64)>) -> LaunchGap {
-        let mut durs = Vec::new();
-        let mut ivals = Vec::new();
-        let mut last: std::collections::HashMap<u32, u64> = Default::default();
-        for (tid, s, e) in launches {
-            durs.push(e.saturating_sub(s));
-            if let Some(p) = last.insert(tid, s) {
-                ivals.push(s.saturating_sub(p));
-            }
+    pub fn of(launches: impl Iterator<Item = (u32, u64, u64)> + Clone) -> LaunchGap {
+        // Held as u32 (a launch each: 8 bytes, not 16), which keeps every value under
+        // 4.29 s and the order of all; a median at that cap is taken again in full.
+        let cap = launches.size_hint().1.unwrap_or(0);
+        let (mut durs, mut ivals) = spans(launches.clone(), cap, |v| v.min(u32::MAX as u64) as u32);
+        let (mut call, mut ival) = (median(&mut durs), median(&mut ivals));
+        let calls = durs.len() as u64;
+        drop((durs, ivals));
+        if call >= u32::MAX as u64 || ival >= u32::MAX as u64 {
+            let (mut d, mut i) = spans(launches, 0, |v| v);
+            (call, ival) = (median(&mut d), median(&mut i));
         }
-        let median = |v: &mut Vec<u64>| {
-            if v.is_empty() {
-                return 0;
-            }
-            let m = v.len() / 2;
-            *v.select_nth_unstable(m).1
-        };
-        let (call, ival) = (median(&mut durs), median(&mut ivals));
         LaunchGap {
-            calls: durs.len() as u64,
+            calls,
             call_p50_ns: call,
             interval_p50_ns: ival,
             max_ns: call
@@ -119,13 +113,16 @@ impl LaunchGap {
     pub fn of_ctx(ctx: &Ctx) -> LaunchGap {
         let t = ctx.t;
         if ctx.has_api() {
-            LaunchGap::of(
-                t.apis
-                    .iter()
-                    .zip(&ctx.api_kind)
-                    .filter(|(_, k)| **k == ApiKind::Launch)
-                    .filter_map(|(a, _)| ctx.sane(a.start, a.end).map(|(s, e)| (a.tid, s, e))),
-            )
+            // (The launches' count bounds the series: no slack from growing them.)
+            let n = ctx
+                .api_kind
+                .iter()
+                .filter(|k| **k == ApiKind::Launch)
+                .count();
+            let launches = (t.apis.iter().zip(&ctx.api_kind))
+                .filter(|(_, k)| **k == ApiKind::Launch)
+                .filter_map(|(a, _)| ctx.sane(a.start, a.end).map(|(s, e)| (a.tid, s, e)));
+            LaunchGap::of(Bounded(launches, n))
         } else {
             LaunchGap::of(
                 t.host_calls
@@ -137,6 +134,46 @@ impl LaunchGap {
                     .filter_map(|c| ctx.sane(c.start, c.end).map(|(s, e)| (c.tid, s, e))),
             )
         }
+    }
+}
+
+/// Each launch's duration and its interval since the thread's previous launch.
+fn spans<T>(
+    launches: impl Iterator<Item = (u32, u64, u64)>,
+    cap: usize,
+    conv: impl Fn(u64) -> T,
+) -> (Vec<T>, Vec<T>) {
+    let (mut durs, mut ivals) = (Vec::with_capacity(cap), Vec::with_capacity(cap));
+    let mut last: std::collections::HashMap<u32, u64> = Default::default();
+    for (tid, s, e) in launches {
+        durs.push(conv(e.saturating_sub(s)));
+        if let Some(p) = last.insert(tid, s) {
+            ivals.push(conv(s.saturating_sub(p)));
+        }
+    }
+    (durs, ivals)
+}
+
+/// The median (the upper one of an even count), 0 for none.
+fn median<T: Copy + Ord + Into<u64>>(v: &mut [T]) -> u64 {
+    if v.is_empty() {
+        return 0;
+    }
+    let m = v.len() / 2;
+    (*v.select_nth_unstable(m).1).into()
+}
+
+/// An iterator with a known bound on its length (what a filter loses).
+#[derive(Clone)]
+struct Bounded<I>(I, usize);
+
+impl<I: Iterator> Iterator for Bounded<I> {
+    type Item = I::Item;
+    fn next(&mut self) -> Option<I::Item> {
+        self.0.next()
+    }
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (0, Some(self.1))
     }
 }
 

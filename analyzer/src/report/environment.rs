@@ -175,12 +175,14 @@ pub fn shared_gpu(t: &Trace, lo: u64, hi: u64) -> Vec<SharedGpu> {
             }
         }
     }
-    let busy = busy_by_device(t);
+    // Our busy time, only when another process is there to set it against.
+    let mut busy = None;
     let mut out = Vec::new();
     for ((device, pid), a) in others {
         if a.sm.is_empty() && !a.listed {
             continue;
         }
+        let busy = busy.get_or_insert_with(|| busy_by_device(t));
         let active = merge(a.active.clone());
         let active_ns: u64 = active.iter().map(|(s, e)| e - s).sum();
         let our: Vec<f64> = a
@@ -258,14 +260,25 @@ fn inside(iv: &[(u64, u64)], ts: u64) -> bool {
 /// The job's GPU work per CUDA device, merged into busy intervals.
 fn busy_by_device(t: &Trace) -> BTreeMap<u32, Vec<(u64, u64)>> {
     let mut by: BTreeMap<u32, Vec<(u64, u64)>> = BTreeMap::new();
+    // Each table is in start order: work that overlaps the last interval kept joins it
+    // as it comes (a busy GPU's back-to-back kernels make few intervals, not one each);
+    // `merge` then puts the three tables' intervals together.
+    let mut add = |d: u32, s: u64, e: u64| {
+        let v = by.entry(d).or_default();
+        match v.last_mut() {
+            _ if e <= s => {}
+            Some(l) if s >= l.0 && s <= l.1 => l.1 = l.1.max(e),
+            _ => v.push((s, e)),
+        }
+    };
     for k in &t.kernels {
-        by.entry(k.device).or_default().push((k.start, k.end));
+        add(k.device, k.start, k.end);
     }
     for m in &t.memcpys {
-        by.entry(m.device).or_default().push((m.start, m.end));
+        add(m.device, m.start, m.end);
     }
     for m in &t.memsets {
-        by.entry(m.device).or_default().push((m.start, m.end));
+        add(m.device, m.start, m.end);
     }
     by.into_iter().map(|(d, v)| (d, merge(v))).collect()
 }
