@@ -3,10 +3,11 @@
 //! A record is split into what is its own (start, duration, correlation id) and what
 //! repeats from record to record (a kernel's name, stream, grid, block, registers...;
 //! a call's thread, function, result): the repeating part is its *shape*, stored once
-//! and referred to by index. A row is 24 bytes, against 80 for a decoded `Kernel` and
-//! 64 for an `Api`. What rarely differs from its default (a call's byte count and
-//! pointer) and durations that do not fit 32 bits (over 4.29 s, or a record without
-//! an end) go to a side table of *extras*, which the row points to.
+//! and referred to by index. A row is 20 bytes (its start, and 12 bytes in a second
+//! column), against 80 for a decoded `Kernel` and 64 for an `Api`. What rarely differs
+//! from its default (a call's byte count and pointer) and durations that do not fit 32
+//! bits (over 4.29 s, or a record without an end) go to a side table of *extras*, kept
+//! by row, and the row is flagged.
 //!
 //! Rows are read back as the decoded record, by value ([`Table::get`], [`Table::iter`]):
 //! the passes see the same fields as in the file.
@@ -31,16 +32,16 @@ pub trait Compact: Sized {
     fn tie(a: &Self, b: &Self) -> Ordering;
 }
 
-/// No extra: the row stands alone.
-const NONE: u32 = u32::MAX;
+/// The bit of a row's shape index that says the row has an extra.
+const EXTRA: u32 = 1 << 31;
 
+/// A row's own values beside its start: 12 bytes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-struct Row {
-    start: u64,
+struct Rest {
     dur: u32,
     corr: u32,
+    /// The shape's index, with [`EXTRA`] set when the row has an extra.
     shape: u32,
-    extra: u32,
 }
 
 /// FxHash's mix, for shape keys (a few words each, hashed once per record while
@@ -75,13 +76,15 @@ impl Hasher for Fx {
 
 type Index<S> = HashMap<S, u32, BuildHasherDefault<Fx>>;
 
-/// Records of one kind, in 24-byte rows over interned shapes.
-#[derive(Clone, Debug)]
+/// Records of one kind in two columns (starts, and the 12-byte rest of each row: 20
+/// bytes a record) over interned shapes.
+#[derive(Clone)]
 pub struct Table<T: Compact> {
-    rows: Vec<Row>,
+    starts: Vec<u64>,
+    rest: Vec<Rest>,
     shapes: Vec<T::Shape>,
-    /// (end, extra) of the rows that point here.
-    extras: Vec<(u64, T::Extra)>,
+    /// (row, end, extra) of the rows flagged [`EXTRA`], by row.
+    extras: Vec<(u32, u64, T::Extra)>,
     /// Shape -> index while records are added (rebuilt when needed after
     /// [`Table::seal`] dropped it).
     index: Index<T::Shape>,
@@ -90,7 +93,8 @@ pub struct Table<T: Compact> {
 impl<T: Compact> Default for Table<T> {
     fn default() -> Self {
         Table {
-            rows: Vec::new(),
+            starts: Vec::new(),
+            rest: Vec::new(),
             shapes: Vec::new(),
             extras: Vec::new(),
             index: Index::default(),
@@ -100,62 +104,72 @@ impl<T: Compact> Default for Table<T> {
 
 impl<T: Compact> Table<T> {
     pub fn len(&self) -> usize {
-        self.rows.len()
+        self.starts.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.rows.is_empty()
+        self.starts.is_empty()
     }
 
-    /// Bytes held (rows, shapes, extras), for the memory accounts.
+    /// Bytes held (columns, shapes, extras), for the memory accounts.
     pub fn heap_bytes(&self) -> usize {
-        self.rows.capacity() * std::mem::size_of::<Row>()
+        self.starts.capacity() * 8
+            + self.rest.capacity() * std::mem::size_of::<Rest>()
             + self.shapes.capacity() * std::mem::size_of::<T::Shape>()
-            + self.extras.capacity() * std::mem::size_of::<(u64, T::Extra)>()
+            + self.extras.capacity() * std::mem::size_of::<(u32, u64, T::Extra)>()
     }
 
-    fn end_of(&self, r: &Row) -> u64 {
-        if r.extra == NONE {
-            r.start + r.dur as u64
+    fn extra_of(&self, i: usize) -> &(u32, u64, T::Extra) {
+        let k = self.extras.partition_point(|e| (e.0 as usize) < i);
+        &self.extras[k]
+    }
+
+    fn end_of(&self, i: usize) -> u64 {
+        let r = &self.rest[i];
+        if r.shape & EXTRA == 0 {
+            self.starts[i] + r.dur as u64
         } else {
-            self.extras[r.extra as usize].0
+            self.extra_of(i).1
         }
     }
 
-    fn join(&self, r: &Row) -> T {
-        let shape = &self.shapes[r.shape as usize];
-        if r.extra == NONE {
+    #[inline]
+    fn join(&self, i: usize) -> T {
+        let (start, r) = (self.starts[i], &self.rest[i]);
+        let shape = &self.shapes[(r.shape & !EXTRA) as usize];
+        if r.shape & EXTRA == 0 {
             T::join(
-                r.start,
-                r.start + r.dur as u64,
+                start,
+                start + r.dur as u64,
                 r.corr,
                 shape,
                 &T::Extra::default(),
             )
         } else {
-            let (end, x) = &self.extras[r.extra as usize];
-            T::join(r.start, *end, r.corr, shape, x)
+            let (_, end, x) = self.extra_of(i);
+            T::join(start, *end, r.corr, shape, x)
         }
     }
 
     /// The `i`th record (`None` past the end).
     pub fn get(&self, i: usize) -> Option<T> {
-        self.rows.get(i).map(|r| self.join(r))
+        (i < self.len()).then(|| self.join(i))
     }
 
     /// The `i`th record; panics past the end, as indexing a slice does.
     pub fn at(&self, i: usize) -> T {
-        self.join(&self.rows[i])
+        assert!(i < self.len(), "row {i} of {}", self.len());
+        self.join(i)
     }
 
     /// The `i`th record's start, without building the record.
     pub fn start(&self, i: usize) -> u64 {
-        self.rows[i].start
+        self.starts[i]
     }
 
     /// The `i`th record's end, without building the record.
     pub fn end(&self, i: usize) -> u64 {
-        self.end_of(&self.rows[i])
+        self.end_of(i)
     }
 
     pub fn first(&self) -> Option<T> {
@@ -163,7 +177,7 @@ impl<T: Compact> Table<T> {
     }
 
     pub fn last(&self) -> Option<T> {
-        self.rows.last().map(|r| self.join(r))
+        self.len().checked_sub(1).map(|i| self.join(i))
     }
 
     pub fn iter(&self) -> Iter<'_, T> {
@@ -188,12 +202,21 @@ impl<T: Compact> Table<T> {
     /// The first index where `pred` is false, for a `pred` true on a prefix (as
     /// [`slice::partition_point`]).
     pub fn partition_point(&self, mut pred: impl FnMut(&T) -> bool) -> usize {
-        self.rows.partition_point(|r| pred(&self.join(r)))
+        let (mut lo, mut hi) = (0, self.len());
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if pred(&self.join(mid)) {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
     }
 
     /// The first index whose start is not below `t` (a search on the start column).
     pub fn first_starting_at(&self, t: u64) -> usize {
-        self.rows.partition_point(|r| r.start < t)
+        self.starts.partition_point(|&s| s < t)
     }
 
     fn shape_id(&mut self, s: T::Shape) -> u32 {
@@ -206,47 +229,61 @@ impl<T: Compact> Table<T> {
             return i;
         }
         let i = self.shapes.len() as u32;
+        assert!(i < EXTRA, "more than 2^31 distinct shapes");
         self.shapes.push(s.clone());
         self.index.insert(s, i);
         i
     }
 
-    fn make_row(&mut self, x: T) -> Row {
+    /// The row of `x`, and its extra when it needs one.
+    fn make_row(&mut self, x: T) -> (u64, Rest, Option<(u64, T::Extra)>) {
         let (start, end, corr) = x.key();
         let (shape, extra) = x.split();
         let shape = self.shape_id(shape);
         let dur = end.wrapping_sub(start);
-        if end >= start && dur < NONE as u64 && extra == T::Extra::default() {
-            return Row {
-                start,
+        if end >= start && dur <= u32::MAX as u64 && extra == T::Extra::default() {
+            let r = Rest {
                 dur: dur as u32,
                 corr,
                 shape,
-                extra: NONE,
             };
+            return (start, r, None);
         }
-        self.extras.push((end, extra));
-        Row {
-            start,
+        let r = Rest {
             dur: 0,
             corr,
-            shape,
-            extra: (self.extras.len() - 1) as u32,
-        }
+            shape: shape | EXTRA,
+        };
+        (start, r, Some((end, extra)))
     }
 
     pub fn push(&mut self, x: T) {
-        let r = self.make_row(x);
-        self.rows.push(r);
+        let row = self.len() as u32;
+        let (start, r, extra) = self.make_row(x);
+        self.starts.push(start);
+        self.rest.push(r);
+        if let Some((end, x)) = extra {
+            self.extras.push((row, end, x));
+        }
     }
 
     /// Replaces the `i`th record with what `f` makes of it.
     pub fn update(&mut self, i: usize, f: impl FnOnce(&mut T)) {
         let mut x = self.at(i);
         f(&mut x);
-        // The old extra, if any, is left unused (updates are rare: window clips,
-        // deferred shapes of a chunk).
-        self.rows[i] = self.make_row(x);
+        let (start, r, extra) = self.make_row(x);
+        let k = self.extras.partition_point(|e| (e.0 as usize) < i);
+        let had = self.extras.get(k).is_some_and(|e| e.0 as usize == i);
+        match (had, extra) {
+            (true, Some((end, x))) => self.extras[k] = (i as u32, end, x),
+            (true, None) => {
+                self.extras.remove(k);
+            }
+            (false, Some((end, x))) => self.extras.insert(k, (i as u32, end, x)),
+            (false, None) => {}
+        }
+        self.starts[i] = start;
+        self.rest[i] = r;
     }
 
     /// Changes every shape that `f` changes (it must keep distinct shapes distinct).
@@ -261,54 +298,127 @@ impl<T: Compact> Table<T> {
             .into_iter()
             .map(|s| self.shape_id(s))
             .collect();
-        let base = self.extras.len() as u32;
-        self.extras.append(&mut other.extras);
-        self.rows.extend(other.rows.drain(..).map(|mut r| {
-            r.shape = map[r.shape as usize];
-            if r.extra != NONE {
-                r.extra += base;
-            }
+        let base = self.len() as u32;
+        self.extras
+            .extend(other.extras.drain(..).map(|(r, e, x)| (r + base, e, x)));
+        self.starts.append(&mut other.starts);
+        self.rest.extend(other.rest.drain(..).map(|mut r| {
+            r.shape = map[(r.shape & !EXTRA) as usize] | (r.shape & EXTRA);
             r
         }));
         other.index.clear();
     }
 
+    /// Keeps the records `f` accepts, in place.
     pub fn retain(&mut self, mut f: impl FnMut(&T) -> bool) {
-        let rows = std::mem::take(&mut self.rows);
-        self.rows = rows.into_iter().filter(|r| f(&self.join(r))).collect();
+        // Rows move down to j <= i, and their extras down to kept <= k: the extras of
+        // the rows not yet seen stay where they were, in row order.
+        let (mut j, mut k, mut kept) = (0, 0, 0);
+        for i in 0..self.len() {
+            let keep = f(&self.join(i));
+            if self.rest[i].shape & EXTRA != 0 {
+                if keep {
+                    self.extras.swap(kept, k);
+                    self.extras[kept].0 = j as u32;
+                    kept += 1;
+                }
+                k += 1;
+            }
+            if keep {
+                self.starts[j] = self.starts[i];
+                self.rest[j] = self.rest[i];
+                j += 1;
+            }
+        }
+        self.starts.truncate(j);
+        self.rest.truncate(j);
+        self.extras.truncate(kept);
     }
 
     pub fn reserve_exact(&mut self, n: usize) {
-        self.rows.reserve_exact(n)
+        self.starts.reserve_exact(n);
+        self.rest.reserve_exact(n);
     }
 
     /// Sorts by (start, end), then [`Compact::tie`].
     pub fn sort(&mut self) {
-        let mut rows = std::mem::take(&mut self.rows);
-        rows.sort_unstable_by(|a, b| {
-            (a.start, self.end_of(a))
-                .cmp(&(b.start, self.end_of(b)))
+        let n = self.len() as u32;
+        let sorted = (1..self.len())
+            .all(|i| (self.starts[i - 1], self.end_of(i - 1)) < (self.starts[i], self.end_of(i)));
+        if sorted {
+            return;
+        }
+        let mut order: Vec<u32> = (0..n).collect();
+        order.sort_unstable_by(|&a, &b| {
+            let (a, b) = (a as usize, b as usize);
+            (self.starts[a], self.end_of(a))
+                .cmp(&(self.starts[b], self.end_of(b)))
                 .then_with(|| T::tie(&self.join(a), &self.join(b)))
         });
-        self.rows = rows;
+        self.gather(order);
+    }
+
+    /// Puts the rows in `order` (a permutation of them).
+    fn gather(&mut self, mut order: Vec<u32>) {
+        // The extras follow their rows to their new places.
+        let mut extras = Vec::new();
+        for (j, &i) in order.iter().enumerate() {
+            if self.rest[i as usize].shape & EXTRA != 0 {
+                let (_, end, x) = self.extra_of(i as usize).clone();
+                extras.push((j as u32, end, x));
+            }
+        }
+        self.extras = extras;
+        // A permutation, applied in place one cycle at a time: position j takes the row
+        // at order[j]; a position done is marked by order[j] = j.
+        for i in 0..order.len() {
+            if order[i] as usize == i {
+                continue;
+            }
+            let (s, r) = (self.starts[i], self.rest[i]);
+            let mut j = i;
+            loop {
+                let k = order[j] as usize;
+                order[j] = j as u32;
+                if k == i {
+                    self.starts[j] = s;
+                    self.rest[j] = r;
+                    break;
+                }
+                self.starts[j] = self.starts[k];
+                self.rest[j] = self.rest[k];
+                j = k;
+            }
+        }
     }
 
     /// Done adding: the slack of growth is given back and the shape index dropped (it is
     /// rebuilt if records are added later).
     pub fn seal(&mut self) {
-        self.rows.shrink_to_fit();
+        self.starts.shrink_to_fit();
+        self.rest.shrink_to_fit();
         self.shapes.shrink_to_fit();
         self.extras.shrink_to_fit();
         self.index = Index::default();
     }
 
-    /// The rows' allocation, as an address range and a capacity in bytes (to map its
-    /// pages ahead of the load).
-    pub fn allocation(&self) -> (usize, usize) {
-        (
-            self.rows.as_ptr() as usize,
-            self.rows.capacity() * std::mem::size_of::<Row>(),
-        )
+    /// The columns' allocations, as (address, bytes) (to map their pages ahead of the
+    /// load).
+    pub fn allocations(&self) -> [(usize, usize); 2] {
+        [
+            (self.starts.as_ptr() as usize, self.starts.capacity() * 8),
+            (
+                self.rest.as_ptr() as usize,
+                self.rest.capacity() * std::mem::size_of::<Rest>(),
+            ),
+        ]
+    }
+}
+
+/// The records, as a list (what the table holds, whatever order its shapes came in).
+impl<T: Compact + std::fmt::Debug> std::fmt::Debug for Table<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
     }
 }
 
@@ -350,7 +460,7 @@ impl<T: Compact> Iterator for Iter<'_, T> {
             return None;
         }
         self.lo += 1;
-        Some(self.t.join(&self.t.rows[self.lo - 1]))
+        Some(self.t.join(self.lo - 1))
     }
     fn size_hint(&self) -> (usize, Option<usize>) {
         let n = self.hi - self.lo;
@@ -368,7 +478,7 @@ impl<T: Compact> DoubleEndedIterator for Iter<'_, T> {
             return None;
         }
         self.hi -= 1;
-        Some(self.t.join(&self.t.rows[self.hi]))
+        Some(self.t.join(self.hi))
     }
 }
 
@@ -573,8 +683,26 @@ mod tests {
         assert_eq!(a.at(2).name, 2);
         a.update(3, |x| x.start = 35);
         assert_eq!(a.at(3), k(35, 40, 3, 1));
+        // A row that gains an extra, one that loses it, and extras that follow their
+        // rows through a filter and a sort.
+        a.update(1, |x| x.end = 0);
+        a.update(0, |x| x.end = 6);
+        assert_eq!((a.at(0).end, a.at(1).end), (6, 0));
+        assert_eq!(a.extras.len(), 1);
+        let want: Vec<fmt::Kernel> = a.iter().filter(|x| x.name != 2).collect();
         a.retain(|x| x.name != 2);
+        assert_eq!(a.iter().collect::<Vec<_>>(), want);
         assert_eq!(a.len(), 2);
+        let mut c: Table<fmt::Kernel> =
+            vec![k(1, 0, 1, 1), k(2, 0, 2, 2), k(3, 4, 3, 1), k(5, 0, 4, 1)].into();
+        c.retain(|x| x.name == 1);
+        let got: Vec<(u64, u64)> = c.iter().map(|x| (x.start, x.end)).collect();
+        assert_eq!(got, [(1, 0), (3, 4), (5, 0)]);
+        let mut b: Table<fmt::Kernel> =
+            vec![k(9, 0, 1, 1), k(8, 1 << 33, 2, 1), k(7, 8, 3, 1)].into();
+        b.sort();
+        let got: Vec<(u64, u64)> = b.iter().map(|x| (x.start, x.end)).collect();
+        assert_eq!(got, [(7, 8), (8, 1 << 33), (9, 0)]);
         a.seal();
         a.push(k(50, 60, 9, 1));
         assert_eq!(a.shapes.len(), 3);

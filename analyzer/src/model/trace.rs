@@ -280,8 +280,10 @@ impl Trace {
         self.thread_cpu.reserve_exact(c.of(&[TAG_THREAD_CPU]));
         self.proc_samples.reserve_exact(c.of(&[TAG_PROC_SAMPLE]));
         let spans = [
-            page_span_of(self.kernels.allocation()),
-            page_span_of(self.apis.allocation()),
+            page_span_of(self.kernels.allocations()[0]),
+            page_span_of(self.kernels.allocations()[1]),
+            page_span_of(self.apis.allocations()[0]),
+            page_span_of(self.apis.allocations()[1]),
             page_span(&self.memcpys),
             page_span(&self.host_calls),
         ];

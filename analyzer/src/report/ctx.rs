@@ -86,17 +86,36 @@ pub struct LaunchGap {
 impl LaunchGap {
     /// From (thread, start, end) of each launch call, in start order per thread.
     pub fn of(launches: impl Iterator<Item = (u32, u64, u64)> + Clone) -> LaunchGap {
-        // Held as u32 (a launch each: 8 bytes, not 16), which keeps every value under
-        // 4.29 s and the order of all; a median at that cap is taken again in full.
-        let cap = launches.size_hint().1.unwrap_or(0);
-        let (mut durs, mut ivals) = spans(launches.clone(), cap, |v| v.min(u32::MAX as u64) as u32);
-        let (mut call, mut ival) = (median(&mut durs), median(&mut ivals));
-        let calls = durs.len() as u64;
-        drop((durs, ivals));
-        if call >= u32::MAX as u64 || ival >= u32::MAX as u64 {
-            let (mut d, mut i) = spans(launches, 0, |v| v);
-            (call, ival) = (median(&mut d), median(&mut i));
-        }
+        // The medians in two passes over the calls, in fixed memory (a series of every
+        // call's duration and interval was 16 bytes a call); exact below 4.29 s, and
+        // taken again in full past it.
+        let (mut call, mut ival) = (RadixMedian::default(), RadixMedian::default());
+        spans(launches.clone(), |d, i| {
+            call.count(d);
+            if let Some(i) = i {
+                ival.count(i)
+            }
+        });
+        call.settle();
+        ival.settle();
+        spans(launches.clone(), |d, i| {
+            call.refine(d);
+            if let Some(i) = i {
+                ival.refine(i)
+            }
+        });
+        let calls = call.n;
+        let (call, ival) = match (call.get(), ival.get()) {
+            (Some(c), Some(i)) => (c, i),
+            _ => {
+                let (mut d, mut i) = (Vec::new(), Vec::new());
+                spans(launches, |x, y| {
+                    d.push(x);
+                    i.extend(y);
+                });
+                (median(&mut d), median(&mut i))
+            }
+        };
         LaunchGap {
             calls,
             call_p50_ns: call,
@@ -113,16 +132,11 @@ impl LaunchGap {
     pub fn of_ctx(ctx: &Ctx) -> LaunchGap {
         let t = ctx.t;
         if ctx.has_api() {
-            // (The launches' count bounds the series: no slack from growing them.)
-            let n = ctx
-                .api_kind
-                .iter()
-                .filter(|k| **k == ApiKind::Launch)
-                .count();
-            let launches = (t.apis.iter().zip(&ctx.api_kind))
-                .filter(|(_, k)| **k == ApiKind::Launch)
-                .filter_map(|(a, _)| ctx.sane(a.start, a.end).map(|(s, e)| (a.tid, s, e)));
-            LaunchGap::of(Bounded(launches, n))
+            LaunchGap::of(
+                (t.apis.iter().zip(ctx.api.kinds()))
+                    .filter(|(_, k)| *k == ApiKind::Launch)
+                    .filter_map(|(a, _)| ctx.sane(a.start, a.end).map(|(s, e)| (a.tid, s, e))),
+            )
         } else {
             LaunchGap::of(
                 t.host_calls
@@ -137,43 +151,130 @@ impl LaunchGap {
     }
 }
 
-/// Each launch's duration and its interval since the thread's previous launch.
-fn spans<T>(
-    launches: impl Iterator<Item = (u32, u64, u64)>,
-    cap: usize,
-    conv: impl Fn(u64) -> T,
-) -> (Vec<T>, Vec<T>) {
-    let (mut durs, mut ivals) = (Vec::with_capacity(cap), Vec::with_capacity(cap));
+/// What each API call does and its host class, packed in a byte (4 bits each).
+#[derive(Debug, Default)]
+pub struct ApiTags(Vec<u8>);
+
+impl ApiTags {
+    const KINDS: [ApiKind; 9] = [
+        ApiKind::Launch,
+        ApiKind::CopyAsync,
+        ApiKind::CopySync,
+        ApiKind::Memset,
+        ApiKind::Sync,
+        ApiKind::StreamWait,
+        ApiKind::Alloc,
+        ApiKind::Free,
+        ApiKind::Other,
+    ];
+    const CLASSES: [HostClass; HOST_CLASSES] = [
+        HostClass::Blind,
+        HostClass::Pageable,
+        HostClass::SyncMemcpy,
+        HostClass::Implicit,
+        HostClass::Issue,
+        HostClass::Other,
+    ];
+
+    fn pack((k, c): (ApiKind, HostClass)) -> u8 {
+        let k = Self::KINDS.iter().position(|x| *x == k).unwrap_or(8) as u8;
+        k | (c as u8) << 4
+    }
+
+    /// Call `i`'s kind (`None` past the end).
+    pub fn kind(&self, i: usize) -> Option<ApiKind> {
+        self.0.get(i).map(|b| Self::KINDS[(b & 15) as usize])
+    }
+
+    /// Call `i`'s host class (`None` past the end).
+    pub fn class(&self, i: usize) -> Option<HostClass> {
+        self.0.get(i).map(|b| Self::CLASSES[(b >> 4) as usize])
+    }
+
+    pub fn kinds(&self) -> impl Iterator<Item = ApiKind> + Clone + '_ {
+        self.0.iter().map(|b| Self::KINDS[(b & 15) as usize])
+    }
+
+    pub fn classes(&self) -> impl Iterator<Item = HostClass> + '_ {
+        self.0.iter().map(|b| Self::CLASSES[(b >> 4) as usize])
+    }
+}
+
+/// Calls `f` with each launch's duration and its interval since the same thread's
+/// previous launch (none for a thread's first).
+fn spans(launches: impl Iterator<Item = (u32, u64, u64)>, mut f: impl FnMut(u64, Option<u64>)) {
     let mut last: std::collections::HashMap<u32, u64> = Default::default();
     for (tid, s, e) in launches {
-        durs.push(conv(e.saturating_sub(s)));
-        if let Some(p) = last.insert(tid, s) {
-            ivals.push(conv(s.saturating_sub(p)));
-        }
+        let i = last.insert(tid, s).map(|p| s.saturating_sub(p));
+        f(e.saturating_sub(s), i);
     }
-    (durs, ivals)
 }
 
 /// The median (the upper one of an even count), 0 for none.
-fn median<T: Copy + Ord + Into<u64>>(v: &mut [T]) -> u64 {
+fn median(v: &mut [u64]) -> u64 {
     if v.is_empty() {
         return 0;
     }
     let m = v.len() / 2;
-    (*v.select_nth_unstable(m).1).into()
+    *v.select_nth_unstable(m).1
 }
 
-/// An iterator with a known bound on its length (what a filter loses).
-#[derive(Clone)]
-struct Bounded<I>(I, usize);
+/// [`median`] of values seen twice, in 2 x 2^16 counters: the first pass counts the
+/// values' high 16 bits (of 32), which finds the median's; the second counts the low 16
+/// bits of the values that share them. Values of 2^32 - 1 and more count as that.
+#[derive(Default)]
+struct RadixMedian {
+    n: u64,
+    high: Vec<u32>,
+    low: Vec<u32>,
+    /// The median's high bits and how many values are below them.
+    bucket: usize,
+    below: u64,
+}
 
-impl<I: Iterator> Iterator for Bounded<I> {
-    type Item = I::Item;
-    fn next(&mut self) -> Option<I::Item> {
-        self.0.next()
+impl RadixMedian {
+    fn clamp(v: u64) -> usize {
+        v.min(u32::MAX as u64) as usize
     }
-    fn size_hint(&self) -> (usize, Option<usize>) {
-        (0, Some(self.1))
+    fn count(&mut self, v: u64) {
+        if self.high.is_empty() {
+            self.high = vec![0; 1 << 16];
+        }
+        self.high[Self::clamp(v) >> 16] += 1;
+        self.n += 1;
+    }
+    fn settle(&mut self) {
+        let rank = self.n / 2;
+        let mut below = 0u64;
+        for (b, &c) in self.high.iter().enumerate() {
+            if below + c as u64 > rank {
+                (self.bucket, self.below) = (b, below);
+                self.low = vec![0; 1 << 16];
+                return;
+            }
+            below += c as u64;
+        }
+    }
+    fn refine(&mut self, v: u64) {
+        let v = Self::clamp(v);
+        if v >> 16 == self.bucket && !self.low.is_empty() {
+            self.low[v & 0xffff] += 1;
+        }
+    }
+    /// The median; None when it is at the clamp (not exact).
+    fn get(&self) -> Option<u64> {
+        if self.n == 0 {
+            return Some(0);
+        }
+        let mut rank = self.n / 2 - self.below;
+        for (i, &c) in self.low.iter().enumerate() {
+            if rank < c as u64 {
+                let v = ((self.bucket as u64) << 16) | i as u64;
+                return (v < u32::MAX as u64).then_some(v);
+            }
+            rank -= c as u64;
+        }
+        None
     }
 }
 
@@ -338,9 +439,8 @@ pub struct Ctx<'a> {
     pub devices_dropped: usize,
     /// Per string id: the name is an NCCL kernel.
     pub comm_name: Vec<bool>,
-    /// Per API call: its host class.
-    pub api_class: Vec<HostClass>,
-    pub api_kind: Vec<ApiKind>,
+    /// Per API call: what it does and its host class (a byte each).
+    pub api: ApiTags,
     pub api_by_corr: CorrIndex,
     pub memcpy_by_corr: CorrIndex,
     /// API indices of copy calls that kept the host waiting: blocking copies, async copies
@@ -381,8 +481,7 @@ impl<'a> Ctx<'a> {
                 .iter()
                 .map(|s| classify::is_comm_kernel(s))
                 .collect(),
-            api_class: Vec::new(),
-            api_kind: Vec::new(),
+            api: ApiTags::default(),
             api_by_corr: CorrIndex::Empty,
             memcpy_by_corr: CorrIndex::Empty,
             blocking_copies: Vec::new(),
@@ -483,8 +582,7 @@ impl<'a> Ctx<'a> {
     fn classify_apis(&mut self, corrs: CorrRange) {
         let t = self.t;
         let mut index = CorrIndexBuilder::new(corrs);
-        let mut kinds = Vec::with_capacity(t.apis.len());
-        let mut classes = Vec::with_capacity(t.apis.len());
+        let mut tags = ApiTags(Vec::with_capacity(t.apis.len()));
         let mut last_on_thread: KeyMap<usize> = KeyMap::new();
         let mut blocking = Vec::new();
         for (i, a) in t.apis.iter().enumerate().take(u32::MAX as usize - 1) {
@@ -511,7 +609,10 @@ impl<'a> Ctx<'a> {
                 ApiKind::Sync => match last_on_thread.entry(a.tid as u64, || usize::MAX) {
                     &mut j
                         if j != usize::MAX
-                            && matches!(kinds[j], ApiKind::CopyAsync | ApiKind::CopySync)
+                            && matches!(
+                                tags.kind(j),
+                                Some(ApiKind::CopyAsync | ApiKind::CopySync)
+                            )
                             && a.start >= t.apis.end(j)
                             && a.start - t.apis.end(j) <= COPY_THEN_SYNC_NS =>
                     {
@@ -525,12 +626,10 @@ impl<'a> Ctx<'a> {
                 ApiKind::Free => HostClass::Implicit,
                 ApiKind::Alloc | ApiKind::Other => HostClass::Other,
             };
-            kinds.push(kind);
-            classes.push(class);
+            tags.0.push(ApiTags::pack((kind, class)));
             *last_on_thread.entry(a.tid as u64, || i) = i;
         }
-        self.api_kind = kinds;
-        self.api_class = classes;
+        self.api = tags;
         self.blocking_copies = blocking;
         self.api_by_corr = index.finish();
     }
@@ -594,8 +693,7 @@ impl<'a> Ctx<'a> {
     }
 
     pub fn heap_bytes(&self) -> usize {
-        self.api_class.capacity()
-            + self.api_kind.capacity()
+        self.api.0.capacity()
             + self.comm_name.capacity()
             + self.api_by_corr.heap_bytes()
             + self.memcpy_by_corr.heap_bytes()
@@ -643,5 +741,47 @@ fn copy_episode_class(a: &fmt::Api, m: Option<&fmt::Memcpy>) -> HostClass {
             }
         }
         _ => HostClass::Implicit,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The two-pass median against sorting, on values spread over 32 bits, crowded in
+    /// one bucket, and past the clamp (where it must say it cannot tell).
+    #[test]
+    fn radix_median_is_the_sorted_median() {
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let cases: Vec<Vec<u64>> = vec![
+            (0..1001).map(|_| next() % (1 << 32)).collect(),
+            (0..1000).map(|_| 70_000 + next() % 50).collect(),
+            vec![5],
+            vec![3, 1],
+            (0..11).map(|i| if i < 6 { 1 << 40 } else { i }).collect(),
+        ];
+        for v in cases {
+            let mut m = RadixMedian::default();
+            v.iter().for_each(|&x| m.count(x));
+            m.settle();
+            v.iter().for_each(|&x| m.refine(x));
+            let want = median(&mut v.clone());
+            let got = m.get();
+            if want >= u32::MAX as u64 {
+                assert_eq!(got, None);
+            } else {
+                assert_eq!(got, Some(want), "{v:?}");
+            }
+        }
+        assert_eq!(RadixMedian::default().get(), Some(0));
+        // Through LaunchGap, a median past the clamp is still exact.
+        let g = LaunchGap::of((0..5u64).map(|i| (1, i << 34, (i << 34) + 7)));
+        assert_eq!((g.call_p50_ns, g.interval_p50_ns), (7, 1 << 34));
     }
 }

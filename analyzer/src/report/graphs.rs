@@ -271,7 +271,7 @@ pub fn report(ctx: &Ctx, steady: (u64, u64), steady_kernels: u64) -> Option<Grap
         .filter(|(i, a)| {
             a.start >= steady.0
                 && a.start < steady.1
-                && ctx.api_kind.get(*i) == Some(&super::classify::ApiKind::Launch)
+                && ctx.api.kind(*i) == Some(super::classify::ApiKind::Launch)
         })
         .count() as u64;
     // Per (device, graph): the steady state's replays.

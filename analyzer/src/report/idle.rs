@@ -341,7 +341,7 @@ impl<'c, 'a> HostSweep<'c, 'a> {
                 let i = self.ai;
                 self.ai += 1;
                 let (s, e) = clip(t.apis.start(i), t.apis.end(i));
-                (s, e, ctx.api_class[i])
+                (s, e, ctx.api.class(i).unwrap_or(HostClass::Other))
             }
             Some((_, Src::Sync)) => {
                 let y = &t.syncs[self.yi];

@@ -289,8 +289,8 @@ fn stretches(ctx: &Ctx, steady: (u64, u64)) -> Vec<(u64, u64)> {
 /// records: every sampled thread then stands in).
 fn launcher(ctx: &Ctx, steady: (u64, u64)) -> Option<u32> {
     let mut n: HashMap<u32, u64> = HashMap::new();
-    for (a, c) in ctx.t.apis.iter().zip(&ctx.api_class) {
-        if *c == HostClass::Issue && a.start >= steady.0 && a.start < steady.1 {
+    for (a, c) in ctx.t.apis.iter().zip(ctx.api.classes()) {
+        if c == HostClass::Issue && a.start >= steady.0 && a.start < steady.1 {
             *n.entry(a.tid).or_default() += 1;
         }
     }

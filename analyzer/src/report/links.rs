@@ -170,7 +170,7 @@ impl QueueTracker {
                         self.series_d[b] += depth;
                     }
                     self.linked += 1;
-                    if w.kind == WorkKind::Kernel && ctx.api_kind[ai] == ApiKind::Launch {
+                    if w.kind == WorkKind::Kernel && ctx.api.kind(ai) == Some(ApiKind::Launch) {
                         self.latency
                             .saturating_record(w.start.saturating_sub(a.start).max(1));
                     }
@@ -243,13 +243,13 @@ pub fn stats(ctx: &Ctx, window: (u64, u64), queues: QueueTracker) -> LaunchStats
             )
         });
         th.calls += 1;
-        match ctx.api_kind[i] {
+        match ctx.api.kind(i).unwrap_or(ApiKind::Other) {
             ApiKind::Launch | ApiKind::Memset | ApiKind::StreamWait => th.launch_ns += d,
             ApiKind::CopyAsync | ApiKind::CopySync => th.copy_ns += d,
             ApiKind::Sync | ApiKind::Free => th.sync_ns += d,
             ApiKind::Alloc | ApiKind::Other => th.other_ns += d,
         }
-        if ctx.api_kind[i] == ApiKind::Launch {
+        if ctx.api.kind(i) == Some(ApiKind::Launch) {
             out.launch_calls += 1;
             out.launch_call_ns += d;
             if *last_launch != u64::MAX {

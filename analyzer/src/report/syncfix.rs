@@ -63,19 +63,21 @@ pub fn sync_calls(ctx: &Ctx, w: (u64, u64)) -> Vec<(SyncCause, u64, u64)> {
             if a.start < w.0 || a.start >= w.1 {
                 continue;
             }
-            if ctx.api_class.get(i) != Some(&HostClass::Implicit) {
+            if ctx.api.class(i) != Some(HostClass::Implicit) {
                 continue;
             }
             let ns = a.end.saturating_sub(a.start);
-            let kind = ctx.api_kind.get(i).copied().unwrap_or(ApiKind::Other);
+            let kind = ctx.api.kind(i).unwrap_or(ApiKind::Other);
             let name = t.str(a.name);
             let cause = match kind {
                 ApiKind::Free => SyncCause::Allocator,
                 ApiKind::CopySync | ApiKind::CopyAsync => SyncCause::D2hRead,
                 ApiKind::Sync => {
                     let after_copy = prev.is_some_and(|j| {
-                        matches!(ctx.api_kind[j], ApiKind::CopyAsync | ApiKind::CopySync)
-                            && is_dtoh(ctx, j)
+                        matches!(
+                            ctx.api.kind(j),
+                            Some(ApiKind::CopyAsync | ApiKind::CopySync)
+                        ) && is_dtoh(ctx, j)
                             && a.start.saturating_sub(t.apis.end(j)) <= 50_000
                     });
                     if after_copy {
@@ -141,7 +143,7 @@ pub fn alloc_calls(ctx: &Ctx, w: (u64, u64)) -> u64 {
     ctx.t
         .apis
         .iter()
-        .zip(&ctx.api_kind)
-        .filter(|(a, k)| **k == ApiKind::Alloc && a.start >= w.0 && a.start < w.1)
+        .zip(ctx.api.kinds())
+        .filter(|(a, k)| *k == ApiKind::Alloc && a.start >= w.0 && a.start < w.1)
         .count() as u64
 }

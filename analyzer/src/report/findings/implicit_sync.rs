@@ -84,11 +84,11 @@ fn implicit_calls(cx: &FindingCx) -> (Vec<(String, u64, u64)>, u64) {
         if a.start < w.0 || a.start >= w.1 {
             continue;
         }
-        let kind = ctx.api_kind.get(i).copied().unwrap_or(ApiKind::Other);
+        let kind = ctx.api.kind(i).unwrap_or(ApiKind::Other);
         if !matches!(kind, ApiKind::Sync | ApiKind::Free) {
             continue;
         }
-        if ctx.api_class.get(i) != Some(&HostClass::Implicit) {
+        if ctx.api.class(i) != Some(HostClass::Implicit) {
             with_copies += 1;
             continue;
         }

@@ -196,7 +196,7 @@ impl FindingCx<'_, '_> {
                 _ => HostClass::Pageable,
             };
             for (i, a) in t.apis.iter().enumerate() {
-                if inside(a.start) && self.ctx.api_class.get(i) == Some(&class) {
+                if inside(a.start) && self.ctx.api.class(i) == Some(class) {
                     tally.add(a.tid, a.start, a.end, t.str(a.name));
                 }
             }
