@@ -43,6 +43,10 @@ ABOUT = {
     "graph_train_step": "A whole training step captured in a CUDA graph and replayed: tiny kernels at batch 32.",
     "epochs": "Three epochs whose 4 DataLoader workers start anew each time (persistent_workers=False), steps alternating in shape (gradient accumulation over 2 micro-batches).",
     "attach_window": "A 3 s window taken by `gputrace attach` from a job started without the library.",
+    "small_grid": "A Triton reduction launched with a grid of 2 on a 132-SM H100: the GPU is 100% busy and almost all of it empty (recorded on an H100).",
+    "sync_memcpy": "Pinned batches copied without non_blocking=True: the host waits for each copy, then the GPU waits for the host (recorded on an H100).",
+    "empty_cache_loop": "torch.cuda.empty_cache() every step: the caching allocator gives memory back and takes it again, each time draining the GPU's queue (recorded on an H100).",
+    "io_bound_loader": "Four DataLoader workers reading small random blocks past the page cache: they sit in disk waits and the GPU waits for them (recorded on an H100).",
 }
 
 

@@ -312,6 +312,35 @@ fn four_gloo_ranks_name_the_rank_that_never_arrived() {
     assert!(r["processes"][0]["ended"].get("quiet_ns").is_none());
 }
 
+/// The pathology workloads recorded on an H100, each named by its own cause and line.
+#[test]
+fn the_h100_pathology_examples_name_their_cause() {
+    let r = report("small_grid");
+    assert_eq!(r["top_finding"], "small_grid");
+    let f = finding(&r, "small_grid");
+    assert!(f["metrics"]["gpu_util_pct"].as_f64().unwrap() > 99.0);
+    assert!(f["metrics"]["sm_fill_pct"].as_f64().unwrap() < 1.0);
+    // Copies from pinned memory without non_blocking, at the line that makes them.
+    let r = report("sync_memcpy");
+    assert_eq!(r["top_finding"], "sync_memcpy");
+    let f = finding(&r, "sync_memcpy");
+    assert_eq!(f["call_sites"][0]["line"], 11);
+    assert_eq!(f["metrics"]["copies"], 59.0);
+    // empty_cache() every step: implicit syncs of the allocator, at its line.
+    let r = report("empty_cache_loop");
+    assert_eq!(r["top_finding"], "implicit_sync");
+    let f = finding(&r, "implicit_sync");
+    assert_eq!(f["subcause"], "allocator");
+    assert_eq!(f["call_sites"][0]["line"], 19);
+    // Workers in disk waits: data starvation on storage, not on the workers' CPU.
+    let r = report("io_bound_loader");
+    assert_eq!(r["top_finding"], "data_starvation");
+    let f = finding(&r, "data_starvation");
+    assert_eq!(f["subcause"], "io_wait");
+    assert!(f["metrics"]["worker_d_state_pct"].as_f64().unwrap() > 50.0);
+    assert!(f["summary"].as_str().unwrap().contains("io_bound_loader.py:64"));
+}
+
 #[test]
 fn the_gallery_examples_say_what_each_workload_is() {
     let r = report("memory_bound");
