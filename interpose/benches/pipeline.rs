@@ -5,7 +5,8 @@
 //!   event, on kernel records shaped like a launch-bound loop's.
 //!
 //! Run: `cargo bench -p gputrace-interpose --bench pipeline` (prints one JSON line;
-//! results recorded in bench/cpu.json).
+//! results recorded in bench/cpu.json). `GPUTRACE_BENCH_WRITER_FILE=F` only writes the
+//! writer's trace (5.4 M kernel events) to F.
 
 use gputrace::rings::{self as ring, HostRecord, REC_API};
 use gputrace_format::{ChunkWriter, Encoder, Event, Kernel, Meta};
@@ -72,7 +73,14 @@ fn rings(producers: usize, per: u64) -> (f64, u64, u64) {
 /// compressed or not: (events/s, bytes per event). Timestamps jitter as real ones do.
 fn writer(n: u64, compress: bool) -> (f64, f64) {
     let path = std::env::temp_dir().join(format!("gputrace-bench-{}.gtrace", std::process::id()));
-    let f = std::fs::File::create(&path).unwrap();
+    let r = write_trace(&path, n, compress);
+    let _ = std::fs::remove_file(&path);
+    r
+}
+
+/// [`writer`] into `path`, kept.
+fn write_trace(path: &std::path::Path, n: u64, compress: bool) -> (f64, f64) {
+    let f = std::fs::File::create(path).unwrap();
     let mut w = ChunkWriter::new(std::io::BufWriter::new(f), &Meta::default()).unwrap();
     if !compress {
         w = w.without_compression();
@@ -108,12 +116,18 @@ fn writer(n: u64, compress: bool) -> (f64, f64) {
     w.write_events(&mut enc).unwrap();
     w.flush().unwrap();
     let secs = t0.elapsed().as_secs_f64();
-    let bytes = std::fs::metadata(&path).unwrap().len();
-    let _ = std::fs::remove_file(&path);
+    let bytes = std::fs::metadata(path).unwrap().len();
     (n as f64 / secs, bytes as f64 / n as f64)
 }
 
 fn main() {
+    // GPUTRACE_BENCH_WRITER_FILE=F: only write the writer's trace of 5.4 M kernel events
+    // to F (the analyzer's benchmark of a real writer's file, scripts/bench-analyzer.sh).
+    if let Some(p) = std::env::var_os("GPUTRACE_BENCH_WRITER_FILE") {
+        let (_, bpe) = write_trace(std::path::Path::new(&p), 5_400_000, true);
+        println!("wrote 5400000 kernel events, {bpe:.2} bytes each");
+        return;
+    }
     let mut out = Vec::new();
     for (p, per) in [(1usize, 4_000_000u64), (8, 1_000_000), (64, 150_000)] {
         // Best of three: the machine is shared and has 2 cores.
