@@ -365,6 +365,7 @@ fn passes(ctx: &Ctx, st: &steps::Steps, run: &phases::Run, timeline: bool) -> Pa
         exposure_window: Some(st.steady),
         exposure: Vec::new(),
         idle: timeline.then(Vec::new),
+        idle_only: None,
     };
     let wlen = st.steady.1.saturating_sub(st.steady.0);
     for &d in &ctx.devices {

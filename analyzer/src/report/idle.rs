@@ -479,6 +479,9 @@ pub struct Extras {
     /// When set, every idle piece is appended here, in time order per device
     /// (neighbouring pieces of one gap with the same cause joined).
     pub idle: Option<Vec<IdlePiece>>,
+    /// With `idle`: only the pieces of this cause (and of some length) are kept, joined
+    /// when less than this many ns apart (`None`: every piece, as above).
+    pub idle_only: Option<(Cause, u64)>,
 }
 
 /// Copies whose overlap with kernels is still being measured.
@@ -527,6 +530,7 @@ pub fn attribute_windows(
         host_acc: Default::default(),
         dev,
         idle: extras.idle.take(),
+        idle_only: extras.idle_only,
     };
     let mut prev = w0;
     // The union of all work, and of kernels alone, merged here from one walk.
@@ -670,6 +674,7 @@ struct State<'c, 'a, 'b> {
     dev: u32,
     /// Where every piece goes, when asked for ([`Extras::idle`]).
     idle: Option<Vec<IdlePiece>>,
+    idle_only: Option<(Cause, u64)>,
 }
 
 impl State<'_, '_, '_> {
@@ -933,10 +938,22 @@ impl State<'_, '_, '_> {
             }
         }
         if let Some(sink) = self.idle.as_mut() {
+            let (only, join) = match self.idle_only {
+                Some((c, join)) => (Some(c), join),
+                None => (None, 0),
+            };
             for &(start, end, cause) in &pieces {
+                if only.is_some_and(|c| c != cause || end <= start) {
+                    continue;
+                }
                 match sink.last_mut() {
-                    Some(l) if l.device == self.dev && l.cause == cause && l.end == start => {
-                        l.end = end
+                    Some(l)
+                        if l.device == self.dev
+                            && l.cause == cause
+                            && start >= l.end
+                            && start - l.end <= join =>
+                    {
+                        l.end = l.end.max(end)
                     }
                     _ => sink.push(IdlePiece {
                         start,

@@ -261,8 +261,11 @@ pub fn find(ctx: &Ctx, steady: (u64, u64)) -> LaunchSource {
 fn stretches(ctx: &Ctx, steady: (u64, u64)) -> Vec<(u64, u64)> {
     let mut pieces: Vec<(u64, u64)> = Vec::new();
     for &d in &ctx.devices {
+        // Only its launch-bound pieces, joined as they come (every idle piece of a
+        // launch-bound loop would be one per kernel).
         let mut ex = Extras {
             idle: Some(Vec::new()),
+            idle_only: Some((Cause::LaunchBound, JOIN_NS)),
             ..Default::default()
         };
         idle::attribute_windows(ctx, d, &[steady.0, steady.1], None, &mut ex);
