@@ -338,7 +338,10 @@ fn the_h100_pathology_examples_name_their_cause() {
     let f = finding(&r, "data_starvation");
     assert_eq!(f["subcause"], "io_wait");
     assert!(f["metrics"]["worker_d_state_pct"].as_f64().unwrap() > 50.0);
-    assert!(f["summary"].as_str().unwrap().contains("io_bound_loader.py:64"));
+    assert!(f["summary"]
+        .as_str()
+        .unwrap()
+        .contains("io_bound_loader.py:64"));
 }
 
 #[test]
