@@ -30,7 +30,13 @@ pub trait Compact: Sized {
     /// fields the analysis reads, so that the table's order does not depend on the
     /// order records arrived in).
     fn tie(a: &Self, b: &Self) -> Ordering;
+    /// A cheap key of a shape (its name, its function): shapes of one key are likely
+    /// the same shape, found again without hashing it.
+    fn slot(shape: &Self::Shape) -> u32;
 }
+
+/// Slots of the last shape seen per [`Compact::slot`] key (a power of two).
+const SLOTS: usize = 256;
 
 /// The bit of a row's shape index that says the row has an extra.
 const EXTRA: u32 = 1 << 31;
@@ -88,6 +94,9 @@ pub struct Table<T: Compact> {
     /// Shape -> index while records are added (rebuilt when needed after
     /// [`Table::seal`] dropped it).
     index: Index<T::Shape>,
+    /// The last shape index seen per slot key (u32::MAX: none): a repeated shape is
+    /// found by one comparison instead of a hash.
+    recent: Vec<u32>,
 }
 
 impl<T: Compact> Default for Table<T> {
@@ -98,6 +107,7 @@ impl<T: Compact> Default for Table<T> {
             shapes: Vec::new(),
             extras: Vec::new(),
             index: Index::default(),
+            recent: Vec::new(),
         }
     }
 }
@@ -220,6 +230,20 @@ impl<T: Compact> Table<T> {
     }
 
     fn shape_id(&mut self, s: T::Shape) -> u32 {
+        if self.recent.is_empty() {
+            self.recent = vec![u32::MAX; SLOTS];
+        }
+        let slot = T::slot(&s) as usize & (SLOTS - 1);
+        let r = self.recent[slot];
+        if (r as usize) < self.shapes.len() && self.shapes[r as usize] == s {
+            return r;
+        }
+        let i = self.hashed_shape_id(s);
+        self.recent[slot] = i;
+        i
+    }
+
+    fn hashed_shape_id(&mut self, s: T::Shape) -> u32 {
         if self.index.len() != self.shapes.len() {
             self.index = (self.shapes.iter().cloned())
                 .zip(0u32..)
@@ -290,6 +314,7 @@ impl<T: Compact> Table<T> {
     pub fn map_shapes(&mut self, mut f: impl FnMut(&mut T::Shape)) {
         self.shapes.iter_mut().for_each(&mut f);
         self.index.clear();
+        self.recent.clear();
     }
 
     /// Moves `other`'s records to the end of this table.
@@ -400,6 +425,7 @@ impl<T: Compact> Table<T> {
         self.shapes.shrink_to_fit();
         self.extras.shrink_to_fit();
         self.index = Index::default();
+        self.recent = Vec::new();
     }
 
     /// The columns' allocations, as (address, bytes) (to map their pages ahead of the
@@ -561,6 +587,9 @@ impl Compact for fmt::Kernel {
     fn tie(a: &Self, b: &Self) -> Ordering {
         (a.corr, a.stream, a.name, a.device).cmp(&(b.corr, b.stream, b.name, b.device))
     }
+    fn slot(s: &KernelShape) -> u32 {
+        s.name
+    }
 }
 
 /// An API call's thread, function and outcome.
@@ -610,6 +639,9 @@ impl Compact for fmt::Api {
     }
     fn tie(a: &Self, b: &Self) -> Ordering {
         (a.tid, a.corr, a.cbid).cmp(&(b.tid, b.corr, b.cbid))
+    }
+    fn slot(s: &ApiShape) -> u32 {
+        s.cbid ^ s.tid.rotate_left(5)
     }
 }
 
