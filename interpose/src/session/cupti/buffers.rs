@@ -120,6 +120,11 @@ pub fn complete(buf: *mut u8, valid: usize) {
     });
 }
 
+/// Whether completed buffers wait for the writer.
+pub fn any_completed() -> bool {
+    !lock(&COMPLETED).is_empty()
+}
+
 /// Every completed buffer queued so far.
 pub fn take_completed() -> Vec<Completed> {
     std::mem::take(&mut *lock(&COMPLETED))

@@ -412,6 +412,13 @@ pub(crate) fn take_requests() -> Vec<(u64, Request)> {
     std::mem::take(&mut *lock(&REQUESTS))
 }
 
+/// Puts requests taken back ahead of any queued since, for the writer's next pass.
+pub(crate) fn put_back(mut reqs: Vec<(u64, Request)>) {
+    let mut q = lock(&REQUESTS);
+    reqs.append(&mut q);
+    *q = reqs;
+}
+
 /// In a forked child: the parent's launches and threads are not the child's.
 pub fn forget_after_fork() {
     for s in TABLE.iter() {

@@ -3,7 +3,7 @@
 //! records) and the Python stack samples taken for the report are in before it is
 //! built.
 
-use super::{calls_in_flight, outstanding, take_requests, Request};
+use super::{calls_in_flight, outstanding, put_back, take_requests, Request};
 use crate::base::cupti::apis;
 use crate::base::tsc;
 use crate::writer::{Sink, Source};
@@ -14,6 +14,8 @@ pub struct StallSource {
     conv: tsc::Converter,
     /// The latest Python stack sample of each thread: (tid -> (ts, stack id)).
     py: HashMap<u32, (u64, u32)>,
+    /// The last pass put its requests back (see [`StallSource::drain`]).
+    deferred: bool,
 }
 
 impl Default for StallSource {
@@ -27,6 +29,7 @@ impl StallSource {
         StallSource {
             conv: tsc::Converter::new(),
             py: HashMap::new(),
+            deferred: false,
         }
     }
 
@@ -143,6 +146,25 @@ impl Source for StallSource {
         if reqs.is_empty() {
             return;
         }
+        // A report made after a forced flush must see what that flush delivered: when
+        // its buffers came while this pass was past the CUPTI source, they wait for the
+        // next pass, and so does the report (once: a busy job's buffers keep coming).
+        let flushed = |r: &Request| {
+            matches!(
+                r,
+                Request::End { .. } | Request::Report { forced: true, .. }
+            )
+        };
+        if !self.deferred
+            && reqs.iter().any(|(_, r)| flushed(r))
+            && crate::session::cupti::buffers::any_completed()
+        {
+            self.deferred = true;
+            put_back(reqs);
+            crate::writer::write_soon();
+            return;
+        }
+        self.deferred = false;
         self.conv.tick();
         for (ts, r) in reqs {
             match r {
