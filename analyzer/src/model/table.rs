@@ -50,37 +50,42 @@ struct Rest {
     shape: u32,
 }
 
-/// FxHash's mix, for shape keys (a few words each, hashed once per record while
-/// loading: SipHash would cost more than the rest of the load of a kernel).
+/// A multiply-rotate hasher for integer keys (not for untrusted string keys): shape keys
+/// here, hashed once per record while loading (SipHash would cost more than the rest of
+/// the load of a kernel), and the report's small maps.
 #[derive(Default, Clone, Copy)]
 pub struct Fx(u64);
 
-impl Hasher for Fx {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for c in bytes.chunks(8) {
-            let mut w = [0u8; 8];
-            w[..c.len()].copy_from_slice(c);
-            self.write_u64(u64::from_le_bytes(w));
-        }
-    }
-    fn write_u8(&mut self, i: u8) {
-        self.write_u64(i as u64)
-    }
-    fn write_u32(&mut self, i: u32) {
-        self.write_u64(i as u64)
-    }
-    fn write_usize(&mut self, i: usize) {
-        self.write_u64(i as u64)
-    }
-    fn write_u64(&mut self, i: u64) {
-        self.0 = (self.0.rotate_left(5) ^ i).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+impl Fx {
+    #[inline]
+    fn add(&mut self, v: u64) {
+        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x517c_c1b7_2722_0a95);
     }
 }
 
-type Index<S> = HashMap<S, u32, BuildHasherDefault<Fx>>;
+impl Hasher for Fx {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.add(b as u64);
+        }
+    }
+    fn write_u32(&mut self, v: u32) {
+        self.add(v as u64);
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.add(v);
+    }
+    fn write_usize(&mut self, v: usize) {
+        self.add(v as u64);
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+pub type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<Fx>>;
+
+type Index<S> = FxMap<S, u32>;
 
 /// Records of one kind in two columns (starts, and the 12-byte rest of each row: 20
 /// bytes a record) over interned shapes.

@@ -2,41 +2,7 @@
 //! names) looked up once per event. A last-hit cache and a linear scan serve the common
 //! case; a hash index with a cheap multiplicative hash takes over when keys are many.
 
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
-
-/// A multiply-rotate hasher for integer keys (not for untrusted string keys).
-#[derive(Default, Clone, Copy)]
-pub struct Fx(u64);
-
-impl Fx {
-    #[inline]
-    fn add(&mut self, v: u64) {
-        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x517c_c1b7_2722_0a95);
-    }
-}
-
-impl Hasher for Fx {
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.add(b as u64);
-        }
-    }
-    fn write_u32(&mut self, v: u32) {
-        self.add(v as u64);
-    }
-    fn write_u64(&mut self, v: u64) {
-        self.add(v);
-    }
-    fn write_usize(&mut self, v: usize) {
-        self.add(v as u64);
-    }
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
-pub type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<Fx>>;
+pub use crate::model::table::{Fx, FxMap};
 
 const LINEAR: usize = 8;
 
