@@ -82,7 +82,11 @@ fn a_run_that_recompiles_every_step_is_told_so() {
         "{}",
         compiling / span
     );
-    assert!(run["recompiles"].as_u64().unwrap() > 100, "{run}");
+    // 8 batch sizes, each compiling a forward and (in the autograd thread) a backward
+    // graph: 7 sizes after the first loop, 14 graphs. Autotuning's kernels between the
+    // samples of one compilation do not split it.
+    let n = run["recompiles"].as_u64().unwrap();
+    assert!((7..=24).contains(&n), "{n}: {run}");
     assert_eq!(run["compiler"], "torch");
 }
 

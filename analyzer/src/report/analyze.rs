@@ -797,7 +797,7 @@ fn analyze_process(
     };
     let st = steps::detect(&ctx);
     // The run's phases first: their edges cut the passes' windows.
-    let mut run = phases::run(&ctx, st.steady);
+    let mut run = phases::run(&ctx, &st);
     let mut ps = passes(&ctx, &st, &run, timeline);
     for (k, (a, devices)) in run.by_kind.iter_mut().zip(&ps.kinds) {
         k.set_idle(a.busy_ns, &a.by_cause, *devices);

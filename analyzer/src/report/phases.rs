@@ -33,6 +33,7 @@
 use crate::model::trace::Trace;
 use crate::report::cause::{Cause, NCAUSE};
 use crate::report::ctx::Ctx;
+use crate::report::steps::Steps;
 use gputrace_format as fmt;
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
@@ -268,7 +269,8 @@ const COMPILE_FILES: &[(&str, &str)] = &[
 
 /// Frames inside the compilers' directories that run on every call of compiled (or
 /// dynamo-disabled) code, not while compiling: the wrapper `torch._dynamo.disable` puts
-/// around `optimizer.step`, the runtime of compiled graphs, Triton's launcher. A stack
+/// around `optimizer.step`, the runtime of compiled graphs, Triton's launcher, the
+/// compile pool's reader thread (the pool's work shows in the frames that wait on it). A stack
 /// counts as compiling only through some other compiler frame.
 const COMPILE_RUNTIME_FILES: &[&str] = &[
     "torch/_dynamo/eval_frame.py",
@@ -277,6 +279,35 @@ const COMPILE_RUNTIME_FILES: &[&str] = &[
     "torch/_functorch/_aot_autograd/runtime_wrappers.py",
     "torch/_inductor/runtime/",
     "torch/_inductor/output_code.py",
+    // The compile pool's reader thread, always waiting for its workers' replies.
+    "torch/_inductor/compile_worker/",
+];
+
+/// Functions of compiler files that run on every call of a compiled graph: inductor's
+/// input-aligning wrapper (`utils.py: run`), AOT autograd's module `forward` and call helper
+/// (`_aot_autograd/utils.py: g`, `call_func_at_runtime_with_args`).
+const COMPILE_RUNTIME_FUNCTIONS: &[(&str, &str)] = &[
+    ("torch/_inductor/utils.py", "run"),
+    ("torch/_functorch/aot_autograd.py", "forward"),
+    ("torch/_functorch/_aot_autograd/utils.py", "g"),
+    (
+        "torch/_functorch/_aot_autograd/utils.py",
+        "call_func_at_runtime_with_args",
+    ),
+];
+
+/// Functions inside the runtime's files that compile all the same: the first call of a
+/// kernel with several configurations benchmarks each (autotuning), then keeps one.
+const COMPILE_AUTOTUNE_FUNCTIONS: &[(&str, &str)] = &[
+    (
+        "torch/_inductor/runtime/triton_heuristics.py",
+        "autotune_to_one_config",
+    ),
+    (
+        "torch/_inductor/runtime/triton_heuristics.py",
+        "benchmark_all_configs",
+    ),
+    ("torch/_inductor/runtime/benchmarking.py", "benchmark_gpu"),
 ];
 
 /// Frames of saving and loading checkpoints.
@@ -303,8 +334,18 @@ fn doing(t: &Trace, st: &fmt::PyStack) -> Doing {
     }
     for f in &st.frames {
         let file = t.str(f.file);
+        if COMPILE_AUTOTUNE_FUNCTIONS
+            .iter()
+            .any(|(p, fun)| file.contains(p) && t.str(f.function) == *fun)
+        {
+            return Doing::Compiling("torch");
+        }
         if let Some((_, who)) = COMPILE_FILES.iter().find(|(p, _)| file.contains(p)) {
-            if !COMPILE_RUNTIME_FILES.iter().any(|p| file.contains(p)) {
+            let runtime = COMPILE_RUNTIME_FILES.iter().any(|p| file.contains(p))
+                || COMPILE_RUNTIME_FUNCTIONS
+                    .iter()
+                    .any(|(p, fun)| file.contains(p) && t.str(f.function) == *fun);
+            if !runtime {
                 return Doing::Compiling(who);
             }
         }
@@ -313,18 +354,103 @@ fn doing(t: &Trace, st: &fmt::PyStack) -> Doing {
         }
     }
     let evaluating = st.frames.iter().any(|f| {
-        let file = t.str(f.file);
-        let user = !(file.contains("site-packages")
-            || file.contains("/lib/python")
-            || file.starts_with('<'));
         let fun = t.str(f.function).to_ascii_lowercase();
-        user && ["eval", "valid", "test"].iter().any(|p| fun.starts_with(p))
+        user_file(t.str(f.file)) && ["eval", "valid", "test"].iter().any(|p| fun.starts_with(p))
     });
     if evaluating {
         Doing::Evaluating
     } else {
         Doing::Other
     }
+}
+
+/// A file of the program's own code: not a library's, not Python's, not generated.
+fn user_file(file: &str) -> bool {
+    !(file.contains("site-packages") || file.contains("/lib/python") || file.starts_with('<'))
+}
+
+/// The thread whose Python runs the program: the process's first thread when it was
+/// sampled, else the thread sampled most.
+fn main_thread(t: &Trace) -> u32 {
+    let pid = t.meta.pid;
+    if t.py_samples.iter().any(|s| s.tid == pid) {
+        return pid;
+    }
+    // Samples come by thread: count each thread's run.
+    let mut best = (0usize, pid);
+    for run in t.py_samples.chunk_by(|a, b| a.tid == b.tid) {
+        if run.len() > best.0 {
+            best = (run.len(), run[0].tid);
+        }
+    }
+    best.1
+}
+
+/// The innermost frame of the program's own code in a sampled stack: (file, line).
+fn user_line(t: &Trace, stack: u32) -> Option<(u32, u32)> {
+    t.py_stack(stack)?
+        .frames
+        .iter()
+        .find(|f| user_file(t.str(f.file)))
+        .map(|f| (f.file, f.line))
+}
+
+/// Where the loop's code began running before its first step's kernels: the first of
+/// the main thread's samples, back from `from` (the loop phase's start) without a break,
+/// whose innermost line of the program's own code is one the steady state's samples show
+/// (the first iteration's host work: a library's lazy start in its first call, the
+/// first batch's transfer). `looping`: the loop phases (absolute); nothing before `floor`.
+fn loop_code_start(t: &Trace, from: u64, floor: u64, looping: &[(u64, u64)]) -> Option<u64> {
+    let tid = main_thread(t);
+    let lines: HashSet<(u32, u32)> = looping
+        .iter()
+        .flat_map(|&(a, b)| t.py_samples_in(tid, a, b))
+        .filter_map(|s| user_line(t, s.stack))
+        .collect();
+    if lines.is_empty() {
+        return None;
+    }
+    let mut start = None;
+    for s in t.py_samples_in(tid, floor, from).iter().rev() {
+        match user_line(t, s.stack) {
+            Some(l) if lines.contains(&l) => start = Some(s.ts),
+            _ => break,
+        }
+    }
+    start
+}
+
+/// Where the loop began, given its first warm-up step's start `first` and the steady
+/// state: `first`, unless the main thread's samples after it show a line of the
+/// program's own that the steady state's samples do not (a warm-up "step" that spans a
+/// wait outside the loop: for another process to be ready); then from the first sample
+/// after the last such line (the steady state's start without one). Without samples
+/// nothing tells a slow first step from a wait before the loop: the steady state's start.
+fn warmup_start(t: &Trace, first: u64, steady: (u64, u64)) -> u64 {
+    if first >= steady.0 {
+        return steady.0;
+    }
+    let tid = main_thread(t);
+    let lines: HashSet<(u32, u32)> = t
+        .py_samples_in(tid, steady.0, steady.1)
+        .iter()
+        .filter_map(|s| user_line(t, s.stack))
+        .collect();
+    if lines.is_empty() {
+        return steady.0;
+    }
+    let mut start = first;
+    for s in t.py_samples_in(tid, first, steady.0) {
+        if user_line(t, s.stack).is_some_and(|l| !lines.contains(&l)) {
+            start = s.ts + 1;
+        }
+    }
+    if start == first {
+        return first;
+    }
+    t.py_samples_in(tid, start, steady.0)
+        .first()
+        .map_or(steady.0, |s| s.ts)
 }
 
 /// Per bin: samples by what they were doing, kernel time, CUDA calls.
@@ -341,13 +467,19 @@ struct Bin {
     /// A child process of the traced one (a DataLoader worker) was first seen here,
     /// after others had been: the workers were replaced (a new epoch's iterator).
     new_workers: bool,
+    /// One thread's samples (two or more) were mostly compiling: AOT autograd compiles
+    /// the backward pass in the autograd thread while the main thread waits in
+    /// `backward()`, and waiting threads (a tqdm monitor, a compile pool's reader) outvote
+    /// it in the bin.
+    thread_compiling: bool,
 }
 
-/// Bin edges: every `w` from `t0`, and the steady state's start and end, up to `t1`.
-fn edges(t0: u64, t1: u64, w: u64, steady: (u64, u64)) -> Vec<u64> {
+/// Bin edges: every `w` from `t0`, the steady state's start and end and where the loop
+/// began, up to `t1`.
+fn edges(t0: u64, t1: u64, w: u64, steady: (u64, u64), loop_start: u64) -> Vec<u64> {
     let mut e: Vec<u64> = (0..).map(|i| t0 + i * w).take_while(|&x| x < t1).collect();
     e.extend(
-        [steady.0, steady.1]
+        [steady.0, steady.1, loop_start]
             .into_iter()
             .filter(|&x| x > t0 && x < t1),
     );
@@ -357,9 +489,27 @@ fn edges(t0: u64, t1: u64, w: u64, steady: (u64, u64)) -> Vec<u64> {
     e
 }
 
-/// What the bins hold, the compiler seen, and the times of the samples that were
-/// compiling (sorted).
-type Binned = (Vec<Bin>, Option<&'static str>, Vec<u64>);
+/// The times of the samples that showed each evidenced kind, sorted.
+#[derive(Default)]
+struct Seen {
+    compiling: Vec<u64>,
+    checkpoint: Vec<u64>,
+    evaluating: Vec<u64>,
+}
+
+impl Seen {
+    fn of(&self, k: Kind) -> &[u64] {
+        match k {
+            Kind::Compilation => &self.compiling,
+            Kind::Checkpoint => &self.checkpoint,
+            Kind::Evaluation => &self.evaluating,
+            _ => &[],
+        }
+    }
+}
+
+/// What the bins hold, the compiler seen, and when the samples showed each kind.
+type Binned = (Vec<Bin>, Option<&'static str>, Seen);
 
 fn bins(t: &Trace, edges: &[u64], looped: &HashSet<u32>) -> Binned {
     let (t0, t1) = (edges[0], edges[edges.len() - 1]);
@@ -367,7 +517,17 @@ fn bins(t: &Trace, edges: &[u64], looped: &HashSet<u32>) -> Binned {
     let mut out = vec![Bin::default(); n];
     let at = |ts: u64| edges.partition_point(|&e| e <= ts).clamp(1, n) - 1;
     let mut compiler = None;
-    let mut compiling = Vec::new();
+    let mut seen = Seen::default();
+    // One thread's samples in one bin (the samples come by thread, then time): (thread,
+    // bin, samples, compiling).
+    let mut one: Option<(u32, usize, u32, u32)> = None;
+    let flush = |one: Option<(u32, usize, u32, u32)>, out: &mut [Bin]| {
+        if let Some((_, bin, n, c)) = one {
+            if n >= 2 && c * 2 >= n {
+                out[bin].thread_compiling = true;
+            }
+        }
+    };
     for s in &t.py_samples {
         if s.ts < t0 || s.ts >= t1 {
             continue;
@@ -375,19 +535,33 @@ fn bins(t: &Trace, edges: &[u64], looped: &HashSet<u32>) -> Binned {
         let Some(st) = t.py_stack(s.stack) else {
             continue;
         };
-        let b = &mut out[at(s.ts)];
+        let i = at(s.ts);
+        if one.is_some_and(|(tid, bin, _, _)| tid != s.tid || bin != i) {
+            flush(one.take(), &mut out);
+        }
+        let mine = one.get_or_insert((s.tid, i, 0, 0));
+        mine.2 += 1;
+        let b = &mut out[i];
         b.samples += 1;
         match doing(t, st) {
             Doing::Compiling(who) => {
                 b.compiling += 1;
+                mine.3 += 1;
                 compiler = compiler.or(Some(who));
-                compiling.push(s.ts);
+                seen.compiling.push(s.ts);
             }
-            Doing::Checkpoint => b.checkpoint += 1,
-            Doing::Evaluating => b.evaluating += 1,
+            Doing::Checkpoint => {
+                b.checkpoint += 1;
+                seen.checkpoint.push(s.ts);
+            }
+            Doing::Evaluating => {
+                b.evaluating += 1;
+                seen.evaluating.push(s.ts);
+            }
             Doing::Other => {}
         }
     }
+    flush(one, &mut out);
     // The loop's kernel names by string id (ids are indexes into the string table).
     let mut is_loop = vec![false; t.strings.len()];
     for &n in looped {
@@ -429,8 +603,10 @@ fn bins(t: &Trace, edges: &[u64], looped: &HashSet<u32>) -> Binned {
             out[at(ts)].new_workers = true;
         }
     }
-    compiling.sort_unstable();
-    (out, compiler, compiling)
+    seen.compiling.sort_unstable();
+    seen.checkpoint.sort_unstable();
+    seen.evaluating.sort_unstable();
+    (out, compiler, seen)
 }
 
 /// The name PyTorch gives its DataLoader worker processes (`comm`).
@@ -480,9 +656,17 @@ fn replaced_workers(t: &Trace) -> Vec<u64> {
 }
 
 /// Compilations that began at or after `from`: runs of compiling samples, a new one
-/// wherever a kernel started between two of them (GPU work ran in between).
+/// wherever a kernel started between two of them (GPU work ran in between) that are
+/// further apart than one and a half times their usual spacing (autotuning runs kernels
+/// between the samples of one compilation).
 fn episodes(t: &Trace, compiling: &[u64], from: u64) -> u64 {
+    let mut gaps: Vec<u64> = compiling.windows(2).map(|w| w[1] - w[0]).collect();
+    gaps.sort_unstable();
+    let usual = gaps.get(gaps.len() / 2).copied().unwrap_or(0);
     let ran_between = |a: u64, b: u64| {
+        if (b - a) * 2 <= usual * 3 {
+            return false;
+        }
         let i = t.kernels.partition_point(|k| k.start <= a);
         t.kernels.get(i).is_some_and(|k| k.start < b)
     };
@@ -502,11 +686,18 @@ fn episodes(t: &Trace, compiling: &[u64], from: u64) -> u64 {
 }
 
 impl Bin {
+    /// The GPU ran something in the bin (5% of it or more), mostly the steady state's own
+    /// kernels (70%).
+    fn looks_looped(&self, w: u64) -> bool {
+        self.kernel_ns * 20 >= w && self.loop_kernel_ns * 10 >= self.kernel_ns * 7
+    }
+
     /// The kind most of the bin's Python samples show the program doing (two samples or
     /// more): compiling, saving a checkpoint or evaluating.
-    fn evidence(&self) -> Option<Kind> {
+    fn evidence(&self, w: u64) -> Option<Kind> {
         let most = |n: u32| self.samples >= 2 && n * 2 >= self.samples;
-        if most(self.compiling) {
+        // One thread compiling counts while the GPU is not mostly running the loop.
+        if most(self.compiling) || (self.thread_compiling && self.loop_kernel_ns * 2 < w) {
             Some(Kind::Compilation)
         } else if most(self.checkpoint) {
             Some(Kind::Checkpoint)
@@ -520,7 +711,7 @@ impl Bin {
 
 /// The kind of bin `b` over `[start, start + w)` (absolute), given the steady state.
 fn kind_of(b: &Bin, start: u64, w: u64, steady: (u64, u64)) -> Kind {
-    if let Some(k) = b.evidence() {
+    if let Some(k) = b.evidence(w) {
         return k;
     }
     let mid = start + w / 2;
@@ -537,7 +728,7 @@ fn kind_of(b: &Bin, start: u64, w: u64, steady: (u64, u64)) -> Kind {
     if b.kernel_ns * 20 >= w {
         // The loop again after its steady stretch (another epoch, steps of another
         // shape): mostly the steady state's own kernels.
-        if b.loop_kernel_ns * 10 >= b.kernel_ns * 7 {
+        if b.looks_looped(w) {
             Kind::Loop
         } else {
             Kind::GpuWork
@@ -563,7 +754,7 @@ fn evidenced(k: Kind) -> bool {
 fn boundary_bins(bins: &[Bin], edges: &[u64], w: u64, steady: (u64, u64)) -> Vec<bool> {
     let n = bins.len();
     let mut out = vec![false; n];
-    let quiet = |i: usize| bins[i].kernel_ns * 20 < w && bins[i].evidence().is_none();
+    let quiet = |i: usize| bins[i].kernel_ns * 20 < w && bins[i].evidence(w).is_none();
     for i in (0..n).filter(|&i| bins[i].new_workers && edges[i + 1] > steady.0) {
         // The new workers' first sample may come in the wait (forked, first batch not
         // ready) or with the first step after it (a sample every 100 ms).
@@ -642,27 +833,54 @@ fn smooth(mut phases: Vec<Phase>, kernel_ns: Vec<u64>, w: u64) -> (Vec<Phase>, V
     (out, ks)
 }
 
-/// The run of the process whose trace `ctx` reads, with its steady state `steady`.
-pub fn run(ctx: &Ctx, steady: (u64, u64)) -> Run {
+/// The run of the process whose trace `ctx` reads, with its steps `st` (the steady
+/// state, where the loop began, the step bounds when known).
+pub fn run(ctx: &Ctx, st: &Steps) -> Run {
+    let (steady, bounds) = (st.steady, &st.bounds[..]);
     let (t0, t1) = (ctx.t0, ctx.t1);
     let span = t1.saturating_sub(t0);
     if span == 0 {
         return Run::default();
     }
     let w = bin_ns(span);
-    let edges = edges(t0, t1, w, steady);
+    // The loop's warm-up steps are the loop's (see [`Steps::loop_start`]).
+    let loop_start = warmup_start(ctx.t, st.loop_start.clamp(t0, steady.0.max(t0)), steady);
+    let edges = edges(t0, t1, w, steady, loop_start);
     let looped = loop_kernels(ctx.t, steady);
-    let (bins, compiler, compiling) = bins(ctx.t, &edges, &looped);
+    let (bins, compiler, seen) = bins(ctx.t, &edges, &looped);
     let boundary = boundary_bins(&bins, &edges, w, steady);
+    let mut kinds: Vec<Kind> = bins
+        .iter()
+        .enumerate()
+        .map(|(i, b)| {
+            if boundary[i] {
+                Kind::EpochBoundary
+            } else {
+                kind_of(b, edges[i], edges[i + 1] - edges[i], steady)
+            }
+        })
+        .collect();
+    // The loop began before its steady stretch: at its warm-up steps, and where the bins
+    // just before those already ran its kernels (steps too irregular to be told): loop,
+    // not start-up.
+    let first_steady = edges.partition_point(|&e| e < steady.0).min(bins.len());
+    let first_loop = edges.partition_point(|&e| e < loop_start).min(first_steady);
+    for k in &mut kinds[first_loop..first_steady] {
+        if *k == Kind::StartUp {
+            *k = Kind::Loop;
+        }
+    }
+    for i in (0..first_loop).rev() {
+        if kinds[i] != Kind::StartUp || !bins[i].looks_looped(edges[i + 1] - edges[i]) {
+            break;
+        }
+        kinds[i] = Kind::Loop;
+    }
     let mut phases: Vec<Phase> = Vec::new();
     let mut kernel_ns: Vec<u64> = Vec::new();
     for (i, b) in bins.iter().enumerate() {
         let (start, end) = (edges[i], edges[i + 1]);
-        let kind = if boundary[i] {
-            Kind::EpochBoundary
-        } else {
-            kind_of(b, start, end - start, steady)
-        };
+        let kind = kinds[i];
         match phases.last_mut() {
             Some(p) if p.kind == kind => {
                 p.end_ns = end - t0;
@@ -679,12 +897,28 @@ pub fn run(ctx: &Ctx, steady: (u64, u64)) -> Run {
             }
         }
     }
-    let (phases, kernel_ns) = smooth(phases, kernel_ns, w);
-    let mut phases = phases;
-    for (p, k) in phases.iter_mut().zip(&kernel_ns) {
-        let len = (p.end_ns - p.start_ns).max(1);
-        p.gpu_busy_pct = (100.0 * *k as f64 / len as f64).min(100.0);
+    let (phases, _) = smooth(phases, kernel_ns, w);
+    let mut phases = refine(phases, ctx.t, t0, w, (steady, loop_start), &seen, &looped);
+    // The first loop stretch after start-up begins with the loop's code.
+    if let Some(i) = phases.iter().position(|p| p.kind == Kind::Loop) {
+        if i > 0 && phases[i - 1].kind == Kind::StartUp {
+            let (a, b) = (t0 + phases[i - 1].start_ns, t0 + phases[i].start_ns);
+            let looping: Vec<(u64, u64)> = phases
+                .iter()
+                .filter(|p| p.kind == Kind::Loop)
+                .map(|p| (t0 + p.start_ns, t0 + p.end_ns))
+                .collect();
+            if let Some(y) = loop_code_start(ctx.t, b, a, &looping) {
+                phases[i - 1].end_ns = y - t0;
+                phases[i].start_ns = y - t0;
+                phases.retain(|p| p.end_ns > p.start_ns);
+            }
+        }
     }
+    let phases = loop_by_steps(phases, ctx.t, t0, bounds, &seen.compiling);
+    let phases = loops_inside_compilation(phases, ctx.t, t0, &seen.compiling);
+    let mut phases = startup_compilation(phases, ctx.t, t0);
+    set_busy(&mut phases, ctx.t, t0);
     // Recompilation: compilation after the first GPU work (the loop or other).
     let first_work = phases
         .iter()
@@ -696,7 +930,7 @@ pub fn run(ctx: &Ctx, steady: (u64, u64)) -> Run {
             .filter(|p| p.kind == Kind::Compilation)
             .map(|p| p.end_ns - p.start_ns)
             .sum();
-        recompiles = episodes(ctx.t, &compiling, t0 + phases[f].start_ns);
+        recompiles = episodes(ctx.t, &seen.compiling, t0 + phases[f].start_ns);
     }
     let mut by_kind: Vec<KindTime> = Vec::new();
     for p in &phases {
@@ -728,6 +962,369 @@ pub fn run(ctx: &Ctx, steady: (u64, u64)) -> Run {
         recompiles,
         compiler,
         periodic: Vec::new(),
+    }
+}
+
+/// Moves the edges between phases off the bins' grid to where the evidence changes,
+/// within a bin of where the bins put them (`t0` the trace start, `w` the bin width):
+/// * into a phase told by samples (compilation, a checkpoint, evaluation): the end of
+///   the last kernel that started before its first sample there (without one, that
+///   sample);
+/// * out of one: the first kernel that started after its last sample there (without
+///   one, that sample); from one into another: halfway between the last sample of the
+///   one and the next of the other;
+/// * between the loop and a kind told by time: the loop's first kernel (its kernels:
+///   `looped`) that started after the edge's bin, or the end of its last one.
+///
+/// The steady state's own edges and the loop's start stay (they are steps' bounds). A
+/// phase left empty goes; neighbours of one kind join.
+fn refine(
+    phases: Vec<Phase>,
+    t: &Trace,
+    t0: u64,
+    w: u64,
+    (steady, loop_start): ((u64, u64), u64),
+    seen: &Seen,
+    looped: &HashSet<u32>,
+) -> Vec<Phase> {
+    let mut phases = phases;
+    let told = |k: Kind| matches!(k, Kind::Compilation | Kind::Checkpoint | Kind::Evaluation);
+    for i in 1..phases.len() {
+        let (a, b) = (&phases[i - 1], &phases[i]);
+        let x = t0 + b.start_ns;
+        let fixed = x == steady.0 || x == steady.1 || x == loop_start;
+        if fixed {
+            continue;
+        }
+        let lo = (t0 + a.start_ns).max(x.saturating_sub(w));
+        let hi = (t0 + b.end_ns).min(x + w);
+        let in_window = |ts: &[u64]| {
+            let i = ts.partition_point(|&s| s < lo);
+            let j = ts.partition_point(|&s| s < hi);
+            (
+                ts.get(i).copied().filter(|_| i < j),
+                j.checked_sub(1).filter(|&j| j >= i).map(|j| ts[j]),
+            )
+        };
+        let moved = if told(a.kind) && told(b.kind) {
+            // Halfway from the last sample of the one to the first of the other after it.
+            let last = in_window(seen.of(a.kind)).1;
+            last.and_then(|s1| {
+                let ts = seen.of(b.kind);
+                let j = ts.partition_point(|&x| x <= s1);
+                ts.get(j)
+                    .filter(|&&s2| s2 < hi)
+                    .map(|&s2| s1 + (s2 - s1) / 2)
+            })
+        } else if told(b.kind) {
+            in_window(seen.of(b.kind))
+                .0
+                .map(|s| last_end(t, lo, s, None).unwrap_or(s))
+        } else if told(a.kind) {
+            in_window(seen.of(a.kind))
+                .1
+                .map(|s| first_start(t, s, hi, None).unwrap_or(s))
+        } else if b.kind == Kind::Loop || a.kind == Kind::Loop {
+            // Two bins either side: a bin of the loop's first or last step can read as
+            // quiet (one step's kernels in a bin of waiting for data).
+            let lo = (t0 + a.start_ns).max(x.saturating_sub(2 * w));
+            let hi = (t0 + b.end_ns).min(x + 2 * w);
+            // Next to a stretch with no CUDA work (a pause, an epoch boundary), the loop
+            // is its CUDA calls too: the first batch's copy, the last synchronize.
+            let calls = |k: Kind| matches!(k, Kind::Pause | Kind::EpochBoundary);
+            // Any kernel there is the loop's; elsewhere only the loop's own.
+            let only = |k: Kind| (!calls(k)).then_some(looped);
+            let y = if b.kind == Kind::Loop {
+                let k = first_start(t, lo, hi, only(a.kind));
+                let c = calls(a.kind).then(|| first_call(t, lo, hi)).flatten();
+                k.into_iter().chain(c).min()
+            } else {
+                let k = last_end(t, lo, hi, only(b.kind));
+                let c = calls(b.kind).then(|| last_call_end(t, lo, hi)).flatten();
+                k.into_iter().chain(c).max()
+            };
+            y
+        } else {
+            None
+        };
+        if let Some(y) = moved {
+            // Within the phases either side (the loop's wider window is clamped above).
+            let y = y.clamp(t0 + a.start_ns, t0 + b.end_ns) - t0;
+            phases[i - 1].end_ns = y;
+            phases[i].start_ns = y;
+        }
+    }
+    let mut out: Vec<Phase> = Vec::with_capacity(phases.len());
+    for p in phases.into_iter().filter(|p| p.end_ns > p.start_ns) {
+        match out.last_mut() {
+            Some(last) if last.kind == p.kind => last.end_ns = p.end_ns,
+            _ => out.push(p),
+        }
+    }
+    out
+}
+
+/// A run of kernels each starting within this of the one before.
+const RUN_GAP_NS: u64 = 1_000_000;
+/// Kernels in a run that is a loop of its own inside a compilation.
+const RUN_KERNELS: usize = 32;
+
+/// Compiling before the loop's first stretch is start-up until the main thread compiles
+/// for a line of the loop's own code (one its samples show in the loop, or compiling
+/// again later): a model's or a random key's first jitted call at start-up is a one-time
+/// cost, not the loop's compilation. Samples without a line of the program's own (a
+/// stack deeper than the sampler keeps) count as start-up.
+fn startup_compilation(phases: Vec<Phase>, t: &Trace, t0: u64) -> Vec<Phase> {
+    let Some(first) = phases.iter().position(|p| p.kind == Kind::Loop) else {
+        return phases;
+    };
+    if !phases[..first].iter().any(|p| p.kind == Kind::Compilation) {
+        return phases;
+    }
+    let tid = main_thread(t);
+    let lines: HashSet<(u32, u32)> = phases[first..]
+        .iter()
+        .filter(|p| matches!(p.kind, Kind::Loop | Kind::Compilation))
+        .flat_map(|p| t.py_samples_in(tid, t0 + p.start_ns, t0 + p.end_ns))
+        .filter_map(|s| user_line(t, s.stack))
+        .collect();
+    if lines.is_empty() {
+        return phases;
+    }
+    let mut phases = phases;
+    for i in 0..first {
+        if phases[i].kind != Kind::Compilation {
+            continue;
+        }
+        let (s, e) = (t0 + phases[i].start_ns, t0 + phases[i].end_ns);
+        let at = t
+            .py_samples_in(tid, s, e)
+            .iter()
+            .find(|x| user_line(t, x.stack).is_some_and(|l| lines.contains(&l)))
+            .map(|x| x.ts);
+        match at {
+            None => phases[i].kind = Kind::StartUp,
+            Some(ts) => {
+                let mut head = phases[i].clone();
+                head.kind = Kind::StartUp;
+                head.end_ns = ts - t0;
+                phases[i].start_ns = ts - t0;
+                phases.insert(i, head);
+                break;
+            }
+        }
+    }
+    let mut out: Vec<Phase> = Vec::with_capacity(phases.len());
+    for p in phases.into_iter().filter(|p| p.end_ns > p.start_ns) {
+        match out.last_mut() {
+            Some(last) if last.kind == p.kind => last.end_ns = p.end_ns,
+            _ => out.push(p),
+        }
+    }
+    out
+}
+
+/// The runs of kernels in `[s, e)` that look like a loop of their own: [`RUN_KERNELS`]
+/// kernels or more, each starting within [`RUN_GAP_NS`] of the one before, with no
+/// compiling sample (`compiling`, sorted) from the run's first start to its last end
+/// (autotuning benchmarks a kernel in such runs, but from compiler frames). A run that
+/// began up to a second before `s` is judged whole. Absolute, clipped to `[s, e)`.
+fn loop_runs(t: &Trace, s: u64, e: u64, compiling: &[u64]) -> Vec<(u64, u64)> {
+    let mut runs: Vec<(u64, u64)> = Vec::new();
+    // The current run: first start, last end, last start, kernels.
+    let mut cur: Option<(u64, u64, u64, usize)> = None;
+    let close = |cur: Option<(u64, u64, u64, usize)>, runs: &mut Vec<(u64, u64)>| {
+        if let Some((a, b, _, n)) = cur {
+            let i = compiling.partition_point(|&x| x < a);
+            let quiet = compiling.get(i).is_none_or(|&x| x > b);
+            if n >= RUN_KERNELS && quiet && b > s {
+                runs.push((a.max(s), b.min(e)));
+            }
+        }
+    };
+    let from = t.kernels.first_starting_at(s.saturating_sub(1_000_000_000));
+    for k in t.kernels.range(from..t.kernels.first_starting_at(e)) {
+        match cur.as_mut() {
+            Some(c) if k.start - c.2 <= RUN_GAP_NS => {
+                c.1 = c.1.max(k.end);
+                c.2 = k.start;
+                c.3 += 1;
+            }
+            _ => {
+                close(cur.take(), &mut runs);
+                cur = Some((k.start, k.end, k.start, 1));
+            }
+        }
+    }
+    close(cur, &mut runs);
+    runs
+}
+
+/// Loops too short for a bin inside a compilation phase (a jitted step run 40 times in
+/// 3 ms between two compilations): its [`loop_runs`].
+fn loops_inside_compilation(
+    phases: Vec<Phase>,
+    t: &Trace,
+    t0: u64,
+    compiling: &[u64],
+) -> Vec<Phase> {
+    let mut out: Vec<Phase> = Vec::with_capacity(phases.len());
+    let push = |out: &mut Vec<Phase>, kind: Kind, s: u64, e: u64| {
+        if e <= s {
+            return;
+        }
+        match out.last_mut() {
+            Some(last) if last.kind == kind && last.end_ns == s => last.end_ns = e,
+            _ => out.push(Phase {
+                kind,
+                start_ns: s,
+                end_ns: e,
+                gpu_busy_pct: 0.0,
+            }),
+        }
+    };
+    for p in phases {
+        if p.kind != Kind::Compilation {
+            push(&mut out, p.kind, p.start_ns, p.end_ns);
+            continue;
+        }
+        let (s, e) = (t0 + p.start_ns, t0 + p.end_ns);
+        let runs = loop_runs(t, s, e, compiling);
+        let mut at = p.start_ns;
+        for (a, b) in runs {
+            push(&mut out, Kind::Compilation, at, a - t0);
+            push(&mut out, Kind::Loop, a - t0, b - t0);
+            at = b - t0;
+        }
+        push(&mut out, Kind::Compilation, at, p.end_ns);
+    }
+    out
+}
+
+/// Next to compilation, the loop is its steps: a loop phase beside a compilation
+/// phase starts at its first ordinary step and ends with its last (ordinary: at most 4
+/// times the median step; a step that compiled, or ran a compiled graph for the first
+/// time, is longer), and one with no ordinary step is the compilation's (the first call
+/// of a new graph loading and autotuning its kernels). Without steps, a loop phase
+/// beside compilation with none of [`loop_runs`] is the compilation's (the new input
+/// made before the call that compiles, a first call loading and autotuning kernels).
+/// `bounds` as for [`run`]; `compiling` the compiling samples' times.
+fn loop_by_steps(
+    phases: Vec<Phase>,
+    t: &Trace,
+    t0: u64,
+    bounds: &[u64],
+    compiling: &[u64],
+) -> Vec<Phase> {
+    // Ordinary steps, absolute [start, end), in time order; without steps, each kernel
+    // is one (a loop phase with none is no loop).
+    let ordinary: Vec<(u64, u64)> = if bounds.len() >= 4 {
+        let mut d: Vec<u64> = bounds.windows(2).map(|w| w[1] - w[0]).collect();
+        d.sort_unstable();
+        let limit = d[d.len() / 2].saturating_mul(4);
+        bounds
+            .windows(2)
+            .filter(|w| w[1] - w[0] <= limit)
+            .map(|w| (w[0], w[1]))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let stepped = !ordinary.is_empty();
+    let mut phases = phases;
+    for i in 0..phases.len() {
+        if phases[i].kind != Kind::Loop {
+            continue;
+        }
+        let before = i > 0 && phases[i - 1].kind == Kind::Compilation;
+        let after = phases
+            .get(i + 1)
+            .is_some_and(|p| p.kind == Kind::Compilation);
+        if !before && !after {
+            continue;
+        }
+        let (s, e) = (t0 + phases[i].start_ns, t0 + phases[i].end_ns);
+        if !stepped {
+            if loop_runs(t, s, e, compiling).is_empty() {
+                phases[i].kind = Kind::Compilation;
+            }
+            continue;
+        }
+        let j = ordinary.partition_point(|x| x.1 <= s);
+        let inside: Vec<&(u64, u64)> = ordinary[j..].iter().take_while(|x| x.0 < e).collect();
+        let (Some(first), Some(last)) = (inside.first(), inside.last()) else {
+            phases[i].kind = Kind::Compilation;
+            continue;
+        };
+        if before && first.0 > s {
+            let y = first.0 - t0;
+            phases[i - 1].end_ns = y;
+            phases[i].start_ns = y;
+        }
+        if after && last.1 < e {
+            let y = last.1 - t0;
+            phases[i].end_ns = y;
+            phases[i + 1].start_ns = y;
+        }
+    }
+    let mut out: Vec<Phase> = Vec::with_capacity(phases.len());
+    for p in phases.into_iter().filter(|p| p.end_ns > p.start_ns) {
+        match out.last_mut() {
+            Some(last) if last.kind == p.kind => last.end_ns = p.end_ns,
+            _ => out.push(p),
+        }
+    }
+    out
+}
+
+/// The first kernel (of `only`'s names, when given) that started in `[lo, hi)`.
+fn first_start(t: &Trace, lo: u64, hi: u64, only: Option<&HashSet<u32>>) -> Option<u64> {
+    t.kernels
+        .iter_from(t.kernels.first_starting_at(lo))
+        .take_while(|k| k.start < hi)
+        .find(|k| only.is_none_or(|o| o.contains(&k.name)))
+        .map(|k| k.start)
+}
+
+/// The end (capped at `hi`) of the last kernel (of `only`'s names, when given) that
+/// started in `[lo, hi)`.
+fn last_end(t: &Trace, lo: u64, hi: u64, only: Option<&HashSet<u32>>) -> Option<u64> {
+    t.kernels
+        .range(t.kernels.first_starting_at(lo)..t.kernels.first_starting_at(hi))
+        .filter(|k| only.is_none_or(|o| o.contains(&k.name)))
+        .map(|k| k.end.min(hi))
+        .max()
+}
+
+/// The start of the first CUDA call that started in `[lo, hi)`.
+fn first_call(t: &Trace, lo: u64, hi: u64) -> Option<u64> {
+    let i = t.apis.first_starting_at(lo);
+    t.apis.get(i).map(|a| a.start).filter(|&s| s < hi)
+}
+
+/// The end (capped at `hi`) of the last CUDA call that started in `[lo, hi)`.
+fn last_call_end(t: &Trace, lo: u64, hi: u64) -> Option<u64> {
+    t.apis
+        .range(t.apis.first_starting_at(lo)..t.apis.first_starting_at(hi))
+        .map(|a| a.end.min(hi))
+        .max()
+}
+
+/// Each phase's GPU busy share: its kernels' summed time in it, capped at 100%.
+fn set_busy(phases: &mut [Phase], t: &Trace, t0: u64) {
+    for p in phases {
+        let (s, e) = (t0 + p.start_ns, t0 + p.end_ns);
+        // Kernels that started up to a minute before still count for their part inside.
+        let from = t
+            .kernels
+            .first_starting_at(s.saturating_sub(60_000_000_000));
+        let ns: u64 = t
+            .kernels
+            .range(from..t.kernels.first_starting_at(e))
+            .map(|k| k.end.min(e).saturating_sub(k.start.max(s)))
+            .sum();
+        let len = (e - s).max(1);
+        p.gpu_busy_pct = (100.0 * ns as f64 / len as f64).min(100.0);
     }
 }
 

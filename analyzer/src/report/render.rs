@@ -195,13 +195,15 @@ fn run_line(o: &mut String, r: &super::phases::Run) {
     }
 }
 
-/// The start-up, steady state and after lines (window, wall time, GPU busy share, steps
-/// found), then the step statistics and boundary when steps were detected.
+/// The before, steady state and after lines (window, wall time, GPU busy share, steps
+/// found), then the step statistics and boundary when steps were detected. "before", not
+/// "start-up": the run line's start-up ends where the loop began, its warm-up steps
+/// counted as the loop's, and the two figures would read as one.
 fn phase_lines(o: &mut String, p: &ProcessReport) {
     let s = &p.startup;
     let _ = writeln!(
         o,
-        "   start-up   +{} .. +{}  {:>10}  GPU busy {:>5.1}%  (imports, init, warm-up: not in the verdict{})",
+        "   before     +{} .. +{}  {:>10}  GPU busy {:>5.1}%  (start-up, warm-up: not in the verdict{})",
         ts_ms(s.start_ns),
         ts_ms(s.end_ns),
         dur(s.wall_ns),
@@ -842,7 +844,7 @@ pub fn render_text(r: &Report) -> String {
             .collect();
         let _ = writeln!(
             o,
-            "   start-up (not counted above)    {:>10}  GPU busy {:.1}%{}",
+            "   before the steady state (not counted above) {:>10}  GPU busy {:.1}%{}",
             dur(p.startup.wall_ns),
             p.startup.busy_pct,
             if top.is_empty() {

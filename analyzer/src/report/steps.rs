@@ -43,6 +43,10 @@ pub struct Steps {
     pub bounds: Vec<u64>,
     /// Slow leading steps counted as warm-up (part of start-up).
     pub warmup_steps: usize,
+    /// Where the loop began: the first step's start, warm-up steps included (the
+    /// steady state's start without steps). The run's phases count the warm-up steps as
+    /// the loop's (a first step waiting for its data is the loop waiting).
+    pub loop_start: u64,
     /// Boundaries that did not fall on the anchor kernel.
     pub irregular: usize,
     pub startup: (u64, u64),
@@ -90,6 +94,7 @@ fn no_steps(ctx: &Ctx, steady_from: u64, steady_to: u64) -> Steps {
         graph_id: None,
         bounds: Vec::new(),
         warmup_steps: 0,
+        loop_start: steady_from,
         irregular: 0,
         startup: (t0, steady_from),
         steady: (steady_from, steady_to),
@@ -107,6 +112,7 @@ fn marked_steps(
     bounds: Vec<u64>,
 ) -> Steps {
     let (t0, t1) = (ctx.t0, ctx.t1);
+    let loop_start = bounds[0];
     let (bounds, warm) = drop_warmup(bounds);
     let s0 = bounds[0];
     let s1 = *bounds.last().unwrap();
@@ -118,6 +124,7 @@ fn marked_steps(
         graph_id,
         bounds,
         warmup_steps: warm,
+        loop_start,
         irregular: 0,
         startup: (t0.min(s0), s0),
         steady: (s0, s1),
@@ -286,6 +293,7 @@ fn kernel_period_steps(
     if bounds.len() <= MIN_STEPS {
         return None;
     }
+    let loop_start = bounds[0];
     let (bounds, warm) = drop_warmup(bounds);
     let s0 = bounds[0];
     let s1 = *bounds.last().unwrap();
@@ -297,6 +305,7 @@ fn kernel_period_steps(
         graph_id: None,
         bounds,
         warmup_steps: warm,
+        loop_start,
         irregular,
         startup: (t0, s0),
         steady: (s0, s1),
