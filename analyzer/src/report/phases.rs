@@ -1034,7 +1034,7 @@ fn refine(
             let calls = |k: Kind| matches!(k, Kind::Pause | Kind::EpochBoundary);
             // Any kernel there is the loop's; elsewhere only the loop's own.
             let only = |k: Kind| (!calls(k)).then_some(looped);
-            let y = if b.kind == Kind::Loop {
+            if b.kind == Kind::Loop {
                 let k = first_start(t, lo, hi, only(a.kind));
                 let c = calls(a.kind).then(|| first_call(t, lo, hi)).flatten();
                 k.into_iter().chain(c).min()
@@ -1042,13 +1042,12 @@ fn refine(
                 let k = last_end(t, lo, hi, only(b.kind));
                 let c = calls(b.kind).then(|| last_call_end(t, lo, hi)).flatten();
                 k.into_iter().chain(c).max()
-            };
-            y
+            }
         } else {
             None
         };
         if let Some(y) = moved {
-            // Within the phases either side (the loop's wider window is clamped above).
+            // Within the phases either side (the loop's window is two bins wide).
             let y = y.clamp(t0 + a.start_ns, t0 + b.end_ns) - t0;
             phases[i - 1].end_ns = y;
             phases[i].start_ns = y;
