@@ -1053,14 +1053,7 @@ fn refine(
             phases[i].start_ns = y;
         }
     }
-    let mut out: Vec<Phase> = Vec::with_capacity(phases.len());
-    for p in phases.into_iter().filter(|p| p.end_ns > p.start_ns) {
-        match out.last_mut() {
-            Some(last) if last.kind == p.kind => last.end_ns = p.end_ns,
-            _ => out.push(p),
-        }
-    }
-    out
+    tidy(phases)
 }
 
 /// A run of kernels each starting within this of the one before.
@@ -1113,14 +1106,7 @@ fn startup_compilation(phases: Vec<Phase>, t: &Trace, t0: u64) -> Vec<Phase> {
             }
         }
     }
-    let mut out: Vec<Phase> = Vec::with_capacity(phases.len());
-    for p in phases.into_iter().filter(|p| p.end_ns > p.start_ns) {
-        match out.last_mut() {
-            Some(last) if last.kind == p.kind => last.end_ns = p.end_ns,
-            _ => out.push(p),
-        }
-    }
-    out
+    tidy(phases)
 }
 
 /// The runs of kernels in `[s, e)` that look like a loop of their own: [`RUN_KERNELS`]
@@ -1266,6 +1252,11 @@ fn loop_by_steps(
             phases[i + 1].start_ns = y;
         }
     }
+    tidy(phases)
+}
+
+/// The phases without empty ones, neighbours of one kind joined (after edges moved).
+fn tidy(phases: Vec<Phase>) -> Vec<Phase> {
     let mut out: Vec<Phase> = Vec::with_capacity(phases.len());
     for p in phases.into_iter().filter(|p| p.end_ns > p.start_ns) {
         match out.last_mut() {
