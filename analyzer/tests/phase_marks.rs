@@ -7,9 +7,9 @@
 //! time the report gave that kind; `spill`, the report's time of that kind inside marks of
 //! other kinds, as a share of the kind's marked time. Time the script did not mark (the
 //! first `next(it)` that starts the DataLoader's workers, `jax.random.normal` compiling
-//! for each new shape, the trace before the script's first mark) is not judged, nor
-//! marked time after the run's span (it ends with the last CUDA work: the end of a
-//! checkpoint written after its last copy, 0.77 s in eval_ckpt, is not in any phase).
+//! for each new shape, the trace before the script's first mark) is not judged. The run
+//! goes on after the last CUDA work to the last host sample: a checkpoint written after
+//! its last copy (0.77 s of eval_ckpt's last save) is judged with the rest.
 
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -102,6 +102,9 @@ fn check(name: &str, recall: f64, spill: f64) -> BTreeMap<String, (u64, u64, u64
 fn evaluation_checkpoints_and_the_loop_are_where_the_script_timed_them() {
     let got = check("eval_ckpt", 95.0, 5.0);
     assert!(got.contains_key("evaluation") && got.contains_key("checkpoint"));
+    // The last save ends 0.77 s after the last copy to the host: still a checkpoint.
+    let (marked, own, _) = got["checkpoint"];
+    assert!(own * 100 >= marked * 99, "{got:?}");
 }
 
 #[test]
@@ -130,11 +133,54 @@ fn torch_recompilations_are_where_the_script_timed_them() {
     // The script marks as compilation each size's first call less one ordinary step's
     // time, and that step as loop: the first call's own run (kernels loaded, the
     // forward run before the backward compiles) is compilation by the marks and partly
-    // loop here. Compilation within 5%, the loop's 0.74 s within 15%.
-    let got = check("recompile", 90.0, 15.0);
+    // loop here. Autotuning runs the loop's own kernels (one configuration a hundred
+    // times, a cache-clearing fill between): compilation, not loop. Both within 5%.
+    let got = check("recompile", 95.0, 5.0);
     let (marked, own, other) = got["compilation"];
     assert!(
         own * 100 >= marked * 99 && other * 100 <= marked * 5,
         "{got:?}"
     );
+}
+
+/// The verdict names what the dominant phase was spent on.
+fn verdict_and_findings(name: &str) -> (String, Vec<Value>) {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../examples")
+        .join(name);
+    let out = Command::new(env!("CARGO_BIN_EXE_gputrace"))
+        .args(["report", "--json"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    let r: Value = serde_json::from_slice(&out.stdout).expect("a report");
+    (
+        r["verdict"].as_str().unwrap_or_default().to_string(),
+        r["findings"].as_array().cloned().unwrap_or_default(),
+    )
+}
+
+#[test]
+fn checkpoints_that_take_most_of_the_run_are_the_verdict() {
+    // eval_ckpt.py saves a GPU state dict three times: 45% of the run, the GPU idle
+    // mostly for torch.save's pageable copies.
+    let (v, f) = verdict_and_findings("eval_ckpt");
+    assert!(v.contains("checkpoint_stall"), "{v}");
+    let c = f.iter().find(|x| x["id"] == "checkpoint_stall").unwrap();
+    assert_eq!(c["severity"], "critical", "{c}");
+    assert_eq!(c["metrics"]["checkpoints"], 3.0, "{c}");
+    assert!(
+        c["summary"].as_str().unwrap().contains("eval_ckpt.py:"),
+        "{c}"
+    );
+    assert!(c["fix"].as_str().unwrap().contains("pinned"), "{c}");
+}
+
+#[test]
+fn a_pause_on_a_timer_is_named_as_sleeping() {
+    // pause.py sleeps 4 s between two loops: the GPU waited on time.sleep, not on input.
+    let (v, f) = verdict_and_findings("pause");
+    assert!(v.contains("sleeping") && v.contains("pause.py:23"), "{v}");
+    let d = f.iter().find(|x| x["id"] == "data_starvation").unwrap();
+    assert_eq!(d["subcause"], "sleeping", "{d}");
 }

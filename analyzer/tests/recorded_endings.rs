@@ -76,9 +76,10 @@ fn a_run_that_recompiles_every_step_is_told_so() {
         .filter(|k| k["kind"] == "compilation")
         .map(|k| k["ns"].as_f64().unwrap())
         .sum();
-    // The script's own marks: 21.0 s of 25.5 s compiling (82%).
+    // The script's own marks: 21.0 s compiling; the run is 28.4 s to the last host
+    // sample (2.9 s of it the compile pool shutting down after the last CUDA work): 74%.
     assert!(
-        compiling / span > 0.75 && compiling / span < 0.9,
+        compiling / span > 0.7 && compiling / span < 0.85,
         "{}",
         compiling / span
     );

@@ -90,11 +90,14 @@ fn a_computing_main_thread_is_cpu_bound() {
 }
 
 #[test]
-fn a_sleeping_main_thread_without_children_is_data_starvation_with_no_workers() {
+fn a_sleeping_main_thread_without_children_is_data_starvation_sleeping() {
+    // host_app's main thread waits in nanosleep between steps, with no workers: the GPU
+    // waited on the program's timer.
     let (r, _, _) = run(&["sleep", STEPS]);
     let text = gputrace_analyzer::render_text(&r);
     let f = get(&r, "data_starvation");
-    assert_eq!(f.subcause.as_deref(), Some("no_workers"), "{text}");
+    assert_eq!(f.subcause.as_deref(), Some("sleeping"), "{text}");
+    assert!(f.metrics["sleeping_pct"] >= 50.0, "{text}");
     assert!(f.at_stake_ns > 4 * stake(&r, "cpu_bound"), "{text}");
 }
 

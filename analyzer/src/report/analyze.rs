@@ -799,8 +799,13 @@ fn analyze_process(
     // The run's phases first: their edges cut the passes' windows.
     let mut run = phases::run(&ctx, &st);
     let mut ps = passes(&ctx, &st, &run, timeline);
-    for (k, (a, devices)) in run.by_kind.iter_mut().zip(&ps.kinds) {
-        k.set_idle(a.busy_ns, &a.by_cause, *devices);
+    let after: Vec<u64> = run
+        .by_kind
+        .iter()
+        .map(|k| run.after_gpu_work(k.kind))
+        .collect();
+    for ((k, (a, devices)), after) in run.by_kind.iter_mut().zip(&ps.kinds).zip(after) {
+        k.set_idle(a.busy_ns, &a.by_cause, *devices, after);
     }
     let devs_active = ps.steady_devices;
     let wall = st.steady.1.saturating_sub(st.steady.0) * devs_active;

@@ -2,7 +2,7 @@
 //! report, with the measured kinds of the findings they shape: `cpu_bound` (the feeding
 //! thread was computing through GPU gaps: `cpu_contention`, `main_process_work`,
 //! `framework_overhead`) and `data_starvation`'s sub-cause (the thread was blocked:
-//! `workers_saturated`, `cpu_saturated`, `io_wait`, `workers_idle`, `no_workers`). The
+//! `workers_saturated`, `cpu_saturated`, `io_wait`, `sleeping`, `workers_idle`, `no_workers`). The
 //! findings' words are in `findings/cpu_bound.rs` and `findings/data_starvation.rs`.
 
 use super::host::{self, HostCpu, HostSplit, Tree};
@@ -164,6 +164,10 @@ pub struct HostReport {
     /// futex), and where it was: the thread that feeds the loop through its own queue.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub producer_thread: Option<ThreadShare>,
+    /// Share of the feeding threads' wait samples (while blocked) inside a sleep
+    /// (`nanosleep`, `clock_nanosleep`): the program waited on a timer, not for input.
+    #[serde(skip_serializing_if = "is_zero_f")]
+    pub sleeping_pct: f64,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub python_of_producer: Vec<HostPlace>,
     /// Where the feeding thread's Python code was while it was blocked / computing
@@ -176,6 +180,10 @@ pub struct HostReport {
 
 fn is_zero(v: &u64) -> bool {
     *v == 0
+}
+
+fn is_zero_f(v: &f64) -> bool {
+    *v == 0.0
 }
 
 /// x86-64 system calls a worker blocked inside a dataset is in: sleeps, reads, network.
@@ -204,6 +212,24 @@ fn worker_waits(t: &crate::model::trace::Trace, spans: &[(u64, u64)]) -> (u64, u
 
 /// x86-64 `futex`: a lock, a condition variable, a queue's get (and the GIL).
 const FUTEX: u32 = 202;
+
+/// x86-64 `nanosleep` and `clock_nanosleep`: `time.sleep`, a timed wait.
+const SLEEPS: [u32; 2] = [35, 230];
+
+/// Share of the feeding threads' wait samples inside `spans` that were in a sleep.
+fn sleeping_pct(t: &crate::model::trace::Trace, h: &HostCpu, spans: &[(u64, u64)]) -> f64 {
+    let (mut sleeping, mut all) = (0u64, 0u64);
+    for &(s, e) in spans {
+        let lo = t.task_waits.partition_point(|w| w.ts < s);
+        for w in t.task_waits[lo..].iter().take_while(|w| w.ts < e) {
+            if w.flags & gputrace_format::TASK_WAIT_CHILD == 0 && h.is_feeder(w.tid) {
+                all += 1;
+                sleeping += SLEEPS.contains(&w.syscall) as u64;
+            }
+        }
+    }
+    pct(sleeping, all)
+}
 
 /// The thread feeding the loop through the program's own queue, if the blocked
 /// launching threads waited in futexes (at least half of their wait samples) while
@@ -355,11 +381,13 @@ pub(crate) fn report(
         worker_waits_in_dataset: 0,
         worker_waits_for_indices: 0,
         producer_thread: None,
+        sleeping_pct: 0.0,
         python_of_producer: Vec::new(),
         python_while_blocked: pysamples::tally(t, h.feeder, &blocked),
         python_while_computing: Vec::new(),
     };
     (r.worker_waits_in_dataset, r.worker_waits_for_indices) = worker_waits(t, &blocked);
+    r.sleeping_pct = sleeping_pct(t, h, &blocked);
     if let Some(p) = producer(t, h, &blocked) {
         r.python_of_producer = pysamples::tally_only(t, p.tid, &blocked);
         r.producer_thread = Some(p);
@@ -395,6 +423,10 @@ fn starvation_cause(r: &HostReport) -> Option<&'static str> {
             "io_wait"
         } else if w.worker_count == 0 && r.producer_thread.is_some() {
             "producer_thread"
+        } else if w.worker_count == 0 && r.sleeping_pct >= 50.0 {
+            // No input workers, the thread on a timer (a polling loop waiting on
+            // workers sleeps too: with workers, what they did decides).
+            "sleeping"
         } else if w.worker_count == 0 {
             "no_workers"
         } else if w.worker_cpu_pct_mean >= BUSY_WORKER_PCT {

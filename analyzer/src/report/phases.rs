@@ -52,6 +52,10 @@ pub enum Kind {
     Pause,
     /// The loop stopped between epochs: its DataLoader workers were replaced.
     EpochBoundary,
+    /// After the last CUDA work, to the process's last host sample: the interpreter
+    /// exiting, memory freed, files closed (a checkpoint or evaluation there is told by
+    /// its samples as anywhere).
+    Shutdown,
 }
 
 impl Kind {
@@ -66,6 +70,7 @@ impl Kind {
             Kind::HostWork => "host work",
             Kind::Pause => "pause",
             Kind::EpochBoundary => "epoch boundary",
+            Kind::Shutdown => "shutdown",
         }
     }
 }
@@ -96,7 +101,15 @@ pub struct KindTime {
     /// Their idle time by cause (unattributed causes under their names), most first,
     /// causes with time only.
     pub idle: Vec<CauseTime>,
+    /// Where the program's main thread was in these phases: its most sampled place (the
+    /// innermost frame of the program's own code, else the library frame nearest to it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host_at: Option<crate::report::pysamples::HostPlace>,
 }
+
+/// The devices' idle time after the process's last CUDA work (no cause: nothing was
+/// submitted any more).
+pub const AFTER_GPU_WORK: &str = "after_gpu_work";
 
 /// A cause's idle time in the phases of one kind.
 #[derive(Serialize, Clone, Debug, PartialEq)]
@@ -108,17 +121,43 @@ pub struct CauseTime {
     pub pct: f64,
 }
 
+impl Run {
+    /// The phases of kind `k` after the last CUDA work, ns.
+    pub fn after_gpu_work(&self, k: Kind) -> u64 {
+        self.phases
+            .iter()
+            .filter(|p| p.kind == k)
+            .map(|p| p.end_ns.saturating_sub(p.start_ns.max(self.gpu_end_ns)))
+            .sum()
+    }
+}
+
 impl KindTime {
     /// Sets the kind's busy time and idle causes, measured on `devices` devices.
-    pub fn set_idle(&mut self, busy_ns: u64, by_cause: &[u64; NCAUSE], devices: u64) {
+    /// `after_ns`: the kind's time after the last CUDA work, which the idle pass does not
+    /// walk: idle on every device counted, as [`AFTER_GPU_WORK`].
+    pub fn set_idle(
+        &mut self,
+        busy_ns: u64,
+        by_cause: &[u64; NCAUSE],
+        devices: u64,
+        after_ns: u64,
+    ) {
+        let devices = if after_ns > 0 {
+            devices.max(1)
+        } else {
+            devices
+        };
         let wall = self.ns.saturating_mul(devices);
         self.busy_ns = busy_ns;
+        let after = (AFTER_GPU_WORK, after_ns.saturating_mul(devices));
         self.idle = Cause::ALL
             .iter()
-            .map(|&c| (c, by_cause[c as usize]))
+            .map(|&c| (c.id(), by_cause[c as usize]))
+            .chain(std::iter::once(after))
             .filter(|&(_, ns)| ns > 0)
             .map(|(c, ns)| CauseTime {
-                cause: c.id().to_string(),
+                cause: c.to_string(),
                 ns,
                 pct: crate::report::units::pct(ns, wall),
             })
@@ -145,6 +184,9 @@ pub struct Run {
     /// Compilation after GPU work had begun: its time and its episodes.
     pub recompile_ns: u64,
     pub recompiles: u64,
+    /// ns from the trace start to the last CUDA work (`span_ns` goes on to the last host
+    /// sample: the shutdown, or a checkpoint written after the last copy).
+    pub gpu_end_ns: u64,
     /// The Python frames told compilation (`torch` or `jax`), when any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub compiler: Option<&'static str>,
@@ -243,6 +285,14 @@ pub(crate) fn share_words(pct: f64) -> String {
     }
 }
 
+/// The last host sample (a Python stack or a thread's CPU clock) of the process up to
+/// `hi`: how long it ran after its last CUDA work.
+fn host_end(t: &Trace, hi: u64) -> u64 {
+    let py = t.py_samples.iter().map(|s| s.ts);
+    let cpu = t.thread_cpu.iter().map(|s| s.ts);
+    py.chain(cpu).filter(|&ts| ts <= hi).max().unwrap_or(0)
+}
+
 /// Bin width for a trace of `span` ns.
 fn bin_ns(span: u64) -> u64 {
     (span / 400).clamp(20_000_000, 1_000_000_000)
@@ -274,6 +324,9 @@ const COMPILE_FILES: &[(&str, &str)] = &[
 /// counts as compiling only through some other compiler frame.
 const COMPILE_RUNTIME_FILES: &[&str] = &[
     "torch/_dynamo/eval_frame.py",
+    // Evaluating a compiled frame's guards before each call (building them happens under
+    // `convert_frame.py`, which compiles).
+    "torch/_dynamo/guards.py",
     "torch/_dynamo/external_utils.py",
     "torch/_dynamo/decorators.py",
     "torch/_functorch/_aot_autograd/runtime_wrappers.py",
@@ -285,7 +338,8 @@ const COMPILE_RUNTIME_FILES: &[&str] = &[
 
 /// Functions of compiler files that run on every call of a compiled graph: inductor's
 /// input-aligning wrapper (`utils.py: run`), AOT autograd's module `forward` and call helper
-/// (`_aot_autograd/utils.py: g`, `call_func_at_runtime_with_args`).
+/// (`_aot_autograd/utils.py: g`, `call_func_at_runtime_with_args`); and the exit
+/// handler that shuts the compile pool down.
 const COMPILE_RUNTIME_FUNCTIONS: &[(&str, &str)] = &[
     ("torch/_inductor/utils.py", "run"),
     ("torch/_functorch/aot_autograd.py", "forward"),
@@ -293,6 +347,11 @@ const COMPILE_RUNTIME_FUNCTIONS: &[(&str, &str)] = &[
     (
         "torch/_functorch/_aot_autograd/utils.py",
         "call_func_at_runtime_with_args",
+    ),
+    // At exit: waiting for the compile pool's processes to end.
+    (
+        "torch/_inductor/async_compile.py",
+        "shutdown_compile_workers",
     ),
 ];
 
@@ -307,7 +366,19 @@ const COMPILE_AUTOTUNE_FUNCTIONS: &[(&str, &str)] = &[
         "torch/_inductor/runtime/triton_heuristics.py",
         "benchmark_all_configs",
     ),
+    ("torch/_inductor/runtime/triton_heuristics.py", "bench"),
+    // Timing one configuration: its inputs cloned, the kernel called (a sampled stack
+    // can stop this deep).
+    (
+        "torch/_inductor/runtime/triton_heuristics.py",
+        "kernel_call",
+    ),
+    (
+        "torch/_inductor/runtime/triton_heuristics.py",
+        "maybe_clone_args",
+    ),
     ("torch/_inductor/runtime/benchmarking.py", "benchmark_gpu"),
+    ("torch/_inductor/runtime/benchmarking.py", "benchmark"),
 ];
 
 /// Frames of saving and loading checkpoints.
@@ -317,6 +388,9 @@ const CHECKPOINT_FILES: &[&str] = &["torch/serialization.py", "safetensors", "or
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Doing {
     Compiling(&'static str),
+    /// Benchmarking a kernel's configurations: compiling, with kernels on the GPU that
+    /// carry the loop's own names.
+    Autotuning,
     Checkpoint,
     Evaluating,
     Other,
@@ -338,7 +412,7 @@ fn doing(t: &Trace, st: &fmt::PyStack) -> Doing {
             .iter()
             .any(|(p, fun)| file.contains(p) && t.str(f.function) == *fun)
         {
-            return Doing::Compiling("torch");
+            return Doing::Autotuning;
         }
         if let Some((_, who)) = COMPILE_FILES.iter().find(|(p, _)| file.contains(p)) {
             let runtime = COMPILE_RUNTIME_FILES.iter().any(|p| file.contains(p))
@@ -458,6 +532,8 @@ fn warmup_start(t: &Trace, first: u64, steady: (u64, u64)) -> u64 {
 struct Bin {
     samples: u32,
     compiling: u32,
+    /// Of `compiling`, samples benchmarking configurations ([`Doing::Autotuning`]).
+    autotuning: u32,
     checkpoint: u32,
     evaluating: u32,
     kernel_ns: u64,
@@ -493,6 +569,8 @@ fn edges(t0: u64, t1: u64, w: u64, steady: (u64, u64), loop_start: u64) -> Vec<u
 #[derive(Default)]
 struct Seen {
     compiling: Vec<u64>,
+    /// Of `compiling`, the samples benchmarking configurations.
+    autotuning: Vec<u64>,
     checkpoint: Vec<u64>,
     evaluating: Vec<u64>,
 }
@@ -543,7 +621,18 @@ fn bins(t: &Trace, edges: &[u64], looped: &HashSet<u32>) -> Binned {
         mine.2 += 1;
         let b = &mut out[i];
         b.samples += 1;
-        match doing(t, st) {
+        let now = doing(t, st);
+        if now == Doing::Autotuning {
+            b.autotuning += 1;
+        }
+        match now {
+            Doing::Autotuning => {
+                seen.autotuning.push(s.ts);
+                b.compiling += 1;
+                mine.3 += 1;
+                compiler = compiler.or(Some("torch"));
+                seen.compiling.push(s.ts);
+            }
             Doing::Compiling(who) => {
                 b.compiling += 1;
                 mine.3 += 1;
@@ -604,6 +693,7 @@ fn bins(t: &Trace, edges: &[u64], looped: &HashSet<u32>) -> Binned {
         }
     }
     seen.compiling.sort_unstable();
+    seen.autotuning.sort_unstable();
     seen.checkpoint.sort_unstable();
     seen.evaluating.sort_unstable();
     (out, compiler, seen)
@@ -696,8 +786,10 @@ impl Bin {
     /// more): compiling, saving a checkpoint or evaluating.
     fn evidence(&self, w: u64) -> Option<Kind> {
         let most = |n: u32| self.samples >= 2 && n * 2 >= self.samples;
-        // One thread compiling counts while the GPU is not mostly running the loop.
-        if most(self.compiling) || (self.thread_compiling && self.loop_kernel_ns * 2 < w) {
+        // One thread compiling counts while the GPU is not mostly running the loop, or
+        // when it benchmarks configurations (the loop's kernels, run to time them).
+        let thread = self.thread_compiling && (self.loop_kernel_ns * 2 < w || self.autotuning > 0);
+        if most(self.compiling) || thread {
             Some(Kind::Compilation)
         } else if most(self.checkpoint) {
             Some(Kind::Checkpoint)
@@ -837,15 +929,23 @@ fn smooth(mut phases: Vec<Phase>, kernel_ns: Vec<u64>, w: u64) -> (Vec<Phase>, V
 /// state, where the loop began, the step bounds when known).
 pub fn run(ctx: &Ctx, st: &Steps) -> Run {
     let (steady, bounds) = (st.steady, &st.bounds[..]);
-    let (t0, t1) = (ctx.t0, ctx.t1);
-    let span = t1.saturating_sub(t0);
-    if span == 0 {
+    // The run goes on after the last CUDA work for as long as the host was sampled.
+    let (t0, gpu_end) = (ctx.t0, ctx.t1);
+    if gpu_end <= t0 {
         return Run::default();
     }
+    let t1 = gpu_end.max(host_end(ctx.t, ctx.hi));
+    let span = t1 - t0;
     let w = bin_ns(span);
     // The loop's warm-up steps are the loop's (see [`Steps::loop_start`]).
     let loop_start = warmup_start(ctx.t, st.loop_start.clamp(t0, steady.0.max(t0)), steady);
-    let edges = edges(t0, t1, w, steady, loop_start);
+    let mut edges = edges(t0, t1, w, steady, loop_start);
+    if gpu_end < t1 {
+        let i = edges.partition_point(|&e| e < gpu_end);
+        if edges[i] != gpu_end {
+            edges.insert(i, gpu_end);
+        }
+    }
     let looped = loop_kernels(ctx.t, steady);
     let (bins, compiler, seen) = bins(ctx.t, &edges, &looped);
     let boundary = boundary_bins(&bins, &edges, w, steady);
@@ -860,6 +960,12 @@ pub fn run(ctx: &Ctx, st: &Steps) -> Run {
             }
         })
         .collect();
+    // After the last CUDA work: shutdown, unless the samples tell what it was.
+    for (i, k) in kinds.iter_mut().enumerate() {
+        if edges[i] >= gpu_end && !evidenced(*k) {
+            *k = Kind::Shutdown;
+        }
+    }
     // The loop began before its steady stretch: at its warm-up steps, and where the bins
     // just before those already ran its kernels (steps too irregular to be told): loop,
     // not start-up.
@@ -915,8 +1021,8 @@ pub fn run(ctx: &Ctx, st: &Steps) -> Run {
             }
         }
     }
-    let phases = loop_by_steps(phases, ctx.t, t0, bounds, &seen.compiling);
-    let phases = loops_inside_compilation(phases, ctx.t, t0, &seen.compiling);
+    let phases = loop_by_steps(phases, ctx.t, t0, bounds, &seen.compiling, &looped);
+    let phases = loops_inside_compilation(phases, ctx.t, t0, &seen.compiling, &looped);
     let mut phases = startup_compilation(phases, ctx.t, t0);
     set_busy(&mut phases, ctx.t, t0);
     // Recompilation: compilation after the first GPU work (the loop or other).
@@ -947,11 +1053,23 @@ pub fn run(ctx: &Ctx, st: &Steps) -> Run {
                 phases: 1,
                 busy_ns: 0,
                 idle: Vec::new(),
+                host_at: None,
             }),
         }
     }
+    let main = crate::report::pysamples::stand_in(ctx.t, None);
     for k in &mut by_kind {
         k.pct = crate::report::units::pct(k.ns, span);
+        let spans: Vec<(u64, u64)> = phases
+            .iter()
+            .filter(|p| p.kind == k.kind)
+            .map(|p| (t0 + p.start_ns, t0 + p.end_ns))
+            .collect();
+        if main.is_some() {
+            k.host_at = crate::report::pysamples::tally(ctx.t, main, &spans)
+                .into_iter()
+                .next();
+        }
     }
     by_kind.sort_by(|a, b| b.ns.cmp(&a.ns).then(a.kind.cmp(&b.kind)));
     Run {
@@ -960,6 +1078,7 @@ pub fn run(ctx: &Ctx, st: &Steps) -> Run {
         phases,
         recompile_ns,
         recompiles,
+        gpu_end_ns: gpu_end - t0,
         compiler,
         periodic: Vec::new(),
     }
@@ -1021,9 +1140,16 @@ fn refine(
                 .0
                 .map(|s| last_end(t, lo, s, None).unwrap_or(s))
         } else if told(a.kind) {
-            in_window(seen.of(a.kind))
-                .1
-                .map(|s| first_start(t, s, hi, None).unwrap_or(s))
+            in_window(seen.of(a.kind)).1.map(|s| {
+                // A last sample benchmarking configurations came while their kernels
+                // ran: the compilation ends with that run of kernels.
+                let from = if seen.autotuning.binary_search(&s).is_ok() {
+                    autotune_end(t, s, looped)
+                } else {
+                    s
+                };
+                first_start(t, from, hi, None).unwrap_or(s)
+            })
         } else if b.kind == Kind::Loop || a.kind == Kind::Loop {
             // Two bins either side: a bin of the loop's first or last step can read as
             // quiet (one step's kernels in a bin of waiting for data).
@@ -1109,40 +1235,76 @@ fn startup_compilation(phases: Vec<Phase>, t: &Trace, t0: u64) -> Vec<Phase> {
     tidy(phases)
 }
 
-/// The runs of kernels in `[s, e)` that look like a loop of their own: [`RUN_KERNELS`]
-/// kernels or more, each starting within [`RUN_GAP_NS`] of the one before, with no
-/// compiling sample (`compiling`, sorted) from the run's first start to its last end
-/// (autotuning benchmarks a kernel in such runs, but from compiler frames). A run that
-/// began up to a second before `s` is judged whole. Absolute, clipped to `[s, e)`.
-fn loop_runs(t: &Trace, s: u64, e: u64, compiling: &[u64]) -> Vec<(u64, u64)> {
-    let mut runs: Vec<(u64, u64)> = Vec::new();
-    // The current run: first start, last end, last start, kernels.
-    let mut cur: Option<(u64, u64, u64, usize)> = None;
-    let close = |cur: Option<(u64, u64, u64, usize)>, runs: &mut Vec<(u64, u64)>| {
-        if let Some((a, b, _, n)) = cur {
-            let i = compiling.partition_point(|&x| x < a);
-            let quiet = compiling.get(i).is_none_or(|&x| x > b);
-            if n >= RUN_KERNELS && quiet && b > s {
-                runs.push((a.max(s), b.min(e)));
-            }
-        }
-    };
-    let from = t.kernels.first_starting_at(s.saturating_sub(1_000_000_000));
-    for k in t.kernels.range(from..t.kernels.first_starting_at(e)) {
-        match cur.as_mut() {
-            Some(c) if k.start - c.2 <= RUN_GAP_NS => {
-                c.1 = c.1.max(k.end);
-                c.2 = k.start;
-                c.3 += 1;
-            }
-            _ => {
-                close(cur.take(), &mut runs);
-                cur = Some((k.start, k.end, k.start, 1));
-            }
-        }
+/// A run of kernels, each starting within [`RUN_GAP_NS`] of the one before.
+struct KernelRun {
+    start: u64,
+    end: u64,
+    last_start: u64,
+    kernels: usize,
+    /// Kernels by name, most first once the run is closed.
+    names: Vec<(u32, usize)>,
+}
+
+impl KernelRun {
+    /// Mixed like a step of the loop: as many names as one (three, or all of `looped`
+    /// when it has fewer), no two of them making up 80% of the kernels unless the loop
+    /// has fewer than three. Autotuning runs one kernel a hundred times with a
+    /// cache-clearing fill between: two names.
+    fn mixed(&self, looped: &HashSet<u32>) -> bool {
+        let needed = looped.len().clamp(1, 3);
+        let top2: usize = self.names.iter().take(2).map(|x| x.1).sum();
+        self.names.len() >= needed && (needed < 3 || top2 * 10 < self.kernels * 8)
     }
-    close(cur, &mut runs);
-    runs
+}
+
+/// The runs of kernels from the `from`th kernel on, in time order.
+fn kernel_runs(t: &Trace, from: usize) -> impl Iterator<Item = KernelRun> + '_ {
+    let mut ks = t.kernels.iter_from(from).peekable();
+    std::iter::from_fn(move || {
+        let k = ks.next()?;
+        let mut r = KernelRun {
+            start: k.start,
+            end: k.end,
+            last_start: k.start,
+            kernels: 1,
+            names: vec![(k.name, 1)],
+        };
+        while let Some(k) = ks.next_if(|k| k.start - r.last_start <= RUN_GAP_NS) {
+            r.end = r.end.max(k.end);
+            r.last_start = k.start;
+            r.kernels += 1;
+            match r.names.iter_mut().find(|x| x.0 == k.name) {
+                Some(x) => x.1 += 1,
+                None => r.names.push((k.name, 1)),
+            }
+        }
+        r.names.sort_unstable_by_key(|x| std::cmp::Reverse(x.1));
+        Some(r)
+    })
+}
+
+/// The runs of kernels in `[s, e)` that look like a loop of their own: [`RUN_KERNELS`]
+/// kernels or more, with no compiling sample (`compiling`, sorted) from the run's first
+/// start to its last end (autotuning's are in compiler frames), [`KernelRun::mixed`]. A
+/// run that began up to a second before `s` or goes on after `e` is judged whole.
+/// Absolute, clipped to `[s, e)`.
+fn loop_runs(
+    t: &Trace,
+    s: u64,
+    e: u64,
+    compiling: &[u64],
+    looped: &HashSet<u32>,
+) -> Vec<(u64, u64)> {
+    let from = t.kernels.first_starting_at(s.saturating_sub(1_000_000_000));
+    kernel_runs(t, from)
+        .take_while(|r| r.start < e)
+        .filter(|r| {
+            let i = compiling.partition_point(|&x| x < r.start);
+            let quiet = compiling.get(i).is_none_or(|&x| x > r.end);
+            r.kernels >= RUN_KERNELS && quiet && r.mixed(looped) && r.end > s
+        })
+        .map(|r| (r.start.max(s), r.end.min(e)))
+        .collect()
 }
 
 /// Loops too short for a bin inside a compilation phase (a jitted step run 40 times in
@@ -1152,6 +1314,7 @@ fn loops_inside_compilation(
     t: &Trace,
     t0: u64,
     compiling: &[u64],
+    looped: &HashSet<u32>,
 ) -> Vec<Phase> {
     let mut out: Vec<Phase> = Vec::with_capacity(phases.len());
     let push = |out: &mut Vec<Phase>, kind: Kind, s: u64, e: u64| {
@@ -1174,14 +1337,26 @@ fn loops_inside_compilation(
             continue;
         }
         let (s, e) = (t0 + p.start_ns, t0 + p.end_ns);
-        let runs = loop_runs(t, s, e, compiling);
+        let runs = loop_runs(t, s, e, compiling, looped);
+        // What is left between and around the runs stays compilation where a sample
+        // shows compiling; beside a run, without one, it is the loop's (its host work
+        // between two bursts of kernels).
+        let rest = |x: u64, y: u64| {
+            let i = compiling.partition_point(|&c| c < t0 + x);
+            let sampled = compiling.get(i).is_some_and(|&c| c < t0 + y);
+            if sampled || runs.is_empty() {
+                Kind::Compilation
+            } else {
+                Kind::Loop
+            }
+        };
         let mut at = p.start_ns;
-        for (a, b) in runs {
-            push(&mut out, Kind::Compilation, at, a - t0);
+        for &(a, b) in &runs {
+            push(&mut out, rest(at, a - t0), at, a - t0);
             push(&mut out, Kind::Loop, a - t0, b - t0);
             at = b - t0;
         }
-        push(&mut out, Kind::Compilation, at, p.end_ns);
+        push(&mut out, rest(at, p.end_ns), at, p.end_ns);
     }
     out
 }
@@ -1200,6 +1375,7 @@ fn loop_by_steps(
     t0: u64,
     bounds: &[u64],
     compiling: &[u64],
+    looped: &HashSet<u32>,
 ) -> Vec<Phase> {
     // Ordinary steps, absolute [start, end), in time order; without steps, each kernel
     // is one (a loop phase with none is no loop).
@@ -1230,7 +1406,7 @@ fn loop_by_steps(
         }
         let (s, e) = (t0 + phases[i].start_ns, t0 + phases[i].end_ns);
         if !stepped {
-            if loop_runs(t, s, e, compiling).is_empty() {
+            if loop_runs(t, s, e, compiling, looped).is_empty() {
                 phases[i].kind = Kind::Compilation;
             }
             continue;
@@ -1274,6 +1450,27 @@ fn first_start(t: &Trace, lo: u64, hi: u64, only: Option<&HashSet<u32>>) -> Opti
         .take_while(|k| k.start < hi)
         .find(|k| only.is_none_or(|o| o.contains(&k.name)))
         .map(|k| k.start)
+}
+
+/// Where autotuning that a sample at `ts` showed stops: after the run of kernels going
+/// on at `ts` (one that started in the [`RUN_GAP_NS`] before it) and the runs after it that
+/// are not [`KernelRun::mixed`] (other configurations benchmarked); just after the last
+/// of those runs' last start, or `ts` when there is none.
+fn autotune_end(t: &Trace, ts: u64, looped: &HashSet<u32>) -> u64 {
+    let mut end = ts;
+    for (i, r) in kernel_runs(
+        t,
+        t.kernels.first_starting_at(ts.saturating_sub(RUN_GAP_NS)),
+    )
+    .enumerate()
+    {
+        let benchmark = r.kernels >= RUN_KERNELS && !r.mixed(looped);
+        if !(i == 0 && r.start <= ts || benchmark) {
+            break;
+        }
+        end = end.max(r.last_start + 1);
+    }
+    end
 }
 
 /// The end (capped at `hi`) of the last kernel (of `only`'s names, when given) that

@@ -34,7 +34,8 @@ pub struct HostPlace {
 }
 
 impl HostPlace {
-    fn place(&self) -> String {
+    /// "file.py:12 in f".
+    pub fn place(&self) -> String {
         format!(
             "{}:{} in {}",
             short_file(&self.file),

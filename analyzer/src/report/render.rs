@@ -74,13 +74,20 @@ fn process_header(o: &mut String, p: &ProcessReport, multi: bool) {
         .collect();
     let _ = writeln!(
         o,
-        "   trace {}, {} traced, {}, {} host API events{}",
+        "   trace {}, {}, {}, {} host API events{}",
         if p.path.is_empty() {
             "(in memory)"
         } else {
             &p.path
         },
-        dur(p.span_ns),
+        match &p.run {
+            Some(r) if r.span_ns > p.span_ns => format!(
+                "{} traced (the last CUDA work {} in)",
+                dur(r.span_ns),
+                dur(p.span_ns)
+            ),
+            _ => format!("{} traced", dur(p.span_ns)),
+        },
         if devs.is_empty() {
             "no GPU activity".to_string()
         } else {
@@ -146,7 +153,8 @@ fn process_header(o: &mut String, p: &ProcessReport, multi: bool) {
 /// The run line: the span of GPU work in words, recompiles after the GPU work began and
 /// up to three periodic patterns, wrapped at 100 columns; then, when the run has two
 /// kinds of phase or more, a line per kind of 1% of the run or more: its time, the GPU's
-/// busy share in it and its three largest idle causes (1% or more).
+/// busy share in it, its three largest idle causes (1% or more) and where the main
+/// thread was most (from the Python samples).
 fn run_line(o: &mut String, r: &super::phases::Run) {
     let recompiled = if r.recompiles > 0 {
         format!(
@@ -185,8 +193,13 @@ fn run_line(o: &mut String, r: &super::phases::Run) {
             .take(3)
             .map(|c| format!(", {} {}", c.cause, pct_str(c.pct)))
             .collect();
+        let at = k
+            .host_at
+            .as_ref()
+            .map(|h| format!("; host at {} ({:.0}%)", h.place(), h.pct))
+            .unwrap_or_default();
         let line = format!(
-            "{} {}: GPU busy {}{causes}",
+            "{} {}: GPU busy {}{causes}{at}",
             k.kind.name(),
             dur(k.ns),
             pct_str(k.busy_pct())

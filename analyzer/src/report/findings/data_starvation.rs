@@ -107,6 +107,27 @@ fn lower_first(s: &str) -> String {
     }
 }
 
+/// The title and summary: the feeding thread asleep on a timer, or waiting for input.
+fn headline(x: &mut Finding, r: &HostReport, wall: u64, waited: &str, cause: &str, who: &str) {
+    if cause == "sleeping" {
+        x.title = "GPU idle while the feeding thread slept".into();
+        x.summary = format!(
+            "For {} of the steady state the GPU sat idle while {who}, which issues the work, slept with no CUDA call{waited} ({:.0}% of its wait samples in nanosleep or clock_nanosleep{}): the program paused on a timer, not for its input.",
+            share(x.at_stake_ns, wall),
+            r.sleeping_pct,
+            pysamples::first_place(&r.python_while_blocked)
+                .map(|x| format!(", at {x}"))
+                .unwrap_or_default()
+        );
+    } else {
+        x.title = "GPU idle while the feeding thread was blocked waiting for input".into();
+        x.summary = format!(
+            "For {} of the steady state the GPU sat idle while {who}, which issues the work, was off the CPU with no CUDA call{waited}: waiting for its next input.",
+            share(x.at_stake_ns, wall)
+        );
+    }
+}
+
 /// Fills in `data_starvation` from the host samples: the blocked time's measured
 /// sub-cause, its numbers, and the fix that sub-cause calls for.
 /// `waited`: a clause naming the main thread where it, not the launcher, waited.
@@ -121,11 +142,7 @@ fn with_host_samples(x: &mut Finding, r: &HostReport, wall: u64, waited: &str) {
     };
     let w = &r.while_blocked;
     let who = host_causes::who(r);
-    x.title = "GPU idle while the feeding thread was blocked waiting for input".into();
-    x.summary = format!(
-        "For {} of the steady state the GPU sat idle while {who}, which issues the work, was off the CPU with no CUDA call{waited}: waiting for its next input.",
-        share(x.at_stake_ns, wall)
-    );
+    headline(x, r, wall, waited, cause, &who);
     x.subcause = Some(cause.to_string());
     x.evidence.insert(
         0,
@@ -206,6 +223,9 @@ fn with_host_samples(x: &mut Finding, r: &HostReport, wall: u64, waited: &str) {
     let m = &mut x.metrics;
     m.insert("blocked_ns".into(), r.blocked_ns as f64);
     m.insert("io_blocked_ns".into(), r.io_blocked_ns as f64);
+    if r.sleeping_pct > 0.0 {
+        m.insert("sleeping_pct".into(), r.sleeping_pct);
+    }
     m.insert("unmeasured_ns".into(), r.unmeasured_ns as f64);
     m.insert("workers".into(), w.worker_count as f64);
     m.insert("worker_cpu_pct_mean".into(), w.worker_cpu_pct_mean);
@@ -249,6 +269,12 @@ fn with_host_samples(x: &mut Finding, r: &HostReport, wall: u64, waited: &str) {
         "workers_idle" => format!(
             "The {n} workers were mostly idle while the GPU waited ({:.0}% of a CPU each): the wait is elsewhere. See what the main thread blocks on during a gap (py-spy dump --pid PID): a lock or queue, a time.sleep, host-side logging, metrics or checkpoint I/O, a large batch collated or pinned in the main process; use persistent_workers=True so workers are not restarted every epoch.",
             w.worker_cpu_pct_mean
+        ),
+        "sleeping" => format!(
+            "The feeding thread slept{} while nothing was queued on the GPU: take the sleep out of the loop (a rate limit, a polling interval, a retry back-off), wait on an event or a queue instead of a timer, and where the wait is deliberate (another job, a file to appear) queue GPU work before it so the device keeps running.",
+            pysamples::first_place(&r.python_while_blocked)
+                .map(|x| format!(" at {x}"))
+                .unwrap_or_default()
         ),
         _ => "The feeding thread waited with no input workers running: see what it blocks on during a gap (py-spy dump --pid PID): a time.sleep, a lock, network or file reads in the step. Load data in DataLoader workers (num_workers=N, pin_memory=True, persistent_workers=True) so loading overlaps the GPU, and keep logging, metrics and checkpoint I/O out of the step or asynchronous.".to_string(),
     };

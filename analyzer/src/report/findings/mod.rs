@@ -18,6 +18,7 @@ mod inputs;
 mod rank;
 
 mod chains;
+mod checkpoint_stall;
 mod comm_exposed;
 mod comm_straggler;
 mod cpu_bound;
@@ -88,6 +89,7 @@ fn detector(id: FindingId) -> Detector {
         OutOfMemory => Always(out_of_memory::detect),
         MemoryGrowth => Steady(memory_growth::detect),
         Recompilation => Always(recompilation::detect),
+        CheckpointStall => Always(checkpoint_stall::detect),
         CommExposed => Steady(comm_exposed::detect),
         CommStraggler => Job(comm_straggler::detect),
         EnvBlindWindow => Always(env_blind_window::detect),

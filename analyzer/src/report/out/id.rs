@@ -65,6 +65,9 @@ ids! {
     /// Compilation again after the GPU work began (torch.compile recompiling for new
     /// shapes, JAX re-jitting): time the run spent compiling instead of running.
     Recompilation = "recompilation",
+    /// Saving or loading checkpoints took a large part of the run, the GPU mostly
+    /// waiting (`torch.save` copying each tensor to host memory, then writing it).
+    CheckpointStall = "checkpoint_stall",
     /// Collective time not hidden behind compute.
     CommExposed = "comm_exposed",
     /// A rank that arrives late at collectives (a finding about the whole job).
@@ -165,6 +168,7 @@ impl FindingId {
             ),
             OutOfMemory | MemoryGrowth => (MemoryAndBatchSize, Failure, &[]),
             Recompilation => (CpuPreprocessing, Run, &[]),
+            CheckpointStall => (DataSupply, Run, &[]),
             CommExposed => (CommunicationAndSync, Collective, &[]),
             CommStraggler => (CommunicationAndSync, Collective, &[]),
             EnvBlindWindow | EnvDroppedRecords | EnvNoHostApi | EnvTraceDamaged | EnvBadRecords => {
