@@ -1038,8 +1038,24 @@ pub fn run(ctx: &Ctx, st: &Steps) -> Run {
             .sum();
         recompiles = episodes(ctx.t, &seen.compiling, t0 + phases[f].start_ns);
     }
+    let by_kind = by_kind(&phases, ctx.t, t0, span);
+    Run {
+        span_ns: span,
+        by_kind,
+        phases,
+        recompile_ns,
+        recompiles,
+        gpu_end_ns: gpu_end - t0,
+        compiler,
+        periodic: Vec::new(),
+    }
+}
+
+/// The time of each kind over the run (`span` ns), most first, with where the main thread
+/// was in it (`t0` the trace start); busy and idle are set later, by the idle pass.
+fn by_kind(phases: &[Phase], t: &Trace, t0: u64, span: u64) -> Vec<KindTime> {
     let mut by_kind: Vec<KindTime> = Vec::new();
-    for p in &phases {
+    for p in phases {
         let ns = p.end_ns - p.start_ns;
         match by_kind.iter_mut().find(|k| k.kind == p.kind) {
             Some(k) => {
@@ -1057,7 +1073,7 @@ pub fn run(ctx: &Ctx, st: &Steps) -> Run {
             }),
         }
     }
-    let main = crate::report::pysamples::stand_in(ctx.t, None);
+    let main = crate::report::pysamples::stand_in(t, None);
     for k in &mut by_kind {
         k.pct = crate::report::units::pct(k.ns, span);
         let spans: Vec<(u64, u64)> = phases
@@ -1066,22 +1082,13 @@ pub fn run(ctx: &Ctx, st: &Steps) -> Run {
             .map(|p| (t0 + p.start_ns, t0 + p.end_ns))
             .collect();
         if main.is_some() {
-            k.host_at = crate::report::pysamples::tally(ctx.t, main, &spans)
+            k.host_at = crate::report::pysamples::tally(t, main, &spans)
                 .into_iter()
                 .next();
         }
     }
     by_kind.sort_by(|a, b| b.ns.cmp(&a.ns).then(a.kind.cmp(&b.kind)));
-    Run {
-        span_ns: span,
-        by_kind,
-        phases,
-        recompile_ns,
-        recompiles,
-        gpu_end_ns: gpu_end - t0,
-        compiler,
-        periodic: Vec::new(),
-    }
+    by_kind
 }
 
 /// Moves the edges between phases off the bins' grid to where the evidence changes,
