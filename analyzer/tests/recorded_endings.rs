@@ -112,3 +112,59 @@ fn a_slow_first_step_does_not_hide_the_loop() {
     );
     assert_ne!(r["top_finding"], "cpu_bound", "{}", r["verdict"]);
 }
+
+/// After its last CUDA work a process that exits normally goes on: its exit handlers are
+/// the run's shutdown (io_bound_loader's DataLoader workers, stuck in slow reads, made each
+/// join wait out its timeout: 20.6 s), the program's own code still running is host work
+/// (ranks_hang's rank waiting at its line for 60 s), and a process ended by a signal
+/// (stuck, SIGTERM after its hang) has no shutdown: its run ends with its CUDA work.
+#[test]
+fn the_time_after_the_last_cuda_work_is_the_shutdown_only_when_it_was_one() {
+    let kinds = |r: &Value| -> Vec<(String, u64)> {
+        r["processes"][0]["run"]["by_kind"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|k| {
+                (
+                    k["kind"].as_str().unwrap().to_string(),
+                    k["ns"].as_u64().unwrap(),
+                )
+            })
+            .collect()
+    };
+    let (_, r) = report("io_bound_loader");
+    let run = &r["processes"][0]["run"];
+    let shutdown = run["by_kind"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|k| k["kind"] == "shutdown")
+        .unwrap_or_else(|| panic!("{:?}", kinds(&r)));
+    assert!(
+        shutdown["ns"].as_u64().unwrap() > 15_000_000_000,
+        "{shutdown}"
+    );
+    assert_eq!(
+        shutdown["host_at"]["function"], "_clean_up_worker",
+        "{shutdown}"
+    );
+    assert!(
+        run["span_ns"].as_u64() > run["gpu_end_ns"].as_u64(),
+        "{run}"
+    );
+
+    let (_, r) = report("ranks_hang");
+    let k = kinds(&r);
+    let host = k.iter().find(|x| x.0 == "host_work").map_or(0, |x| x.1);
+    assert!(host > 50_000_000_000, "{k:?}");
+
+    let (_, r) = report("stuck");
+    let run = &r["processes"][0]["run"];
+    assert!(
+        !kinds(&r).iter().any(|x| x.0 == "shutdown"),
+        "{:?}",
+        kinds(&r)
+    );
+    assert_eq!(run["span_ns"], run["gpu_end_ns"], "{run}");
+}

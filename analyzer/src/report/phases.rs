@@ -52,9 +52,10 @@ pub enum Kind {
     Pause,
     /// The loop stopped between epochs: its DataLoader workers were replaced.
     EpochBoundary,
-    /// After the last CUDA work, to the process's last host sample: the interpreter
-    /// exiting, memory freed, files closed (a checkpoint or evaluation there is told by
-    /// its samples as anywhere).
+    /// After the last CUDA work of a process that ended normally, to its last host
+    /// sample, the main thread in no line of the program's own: exit handlers, the
+    /// interpreter ending (a checkpoint or evaluation there is told by its samples as
+    /// anywhere; the program's own code still running is host work).
     Shutdown,
 }
 
@@ -543,6 +544,10 @@ struct Bin {
     /// A child process of the traced one (a DataLoader worker) was first seen here,
     /// after others had been: the workers were replaced (a new epoch's iterator).
     new_workers: bool,
+    /// The main thread's samples, and those of them with a line of the program's own code
+    /// on the stack (its `<module>` still running, not an exit handler).
+    main_samples: u32,
+    main_in_program: u32,
     /// One thread's samples (two or more) were mostly compiling: AOT autograd compiles
     /// the backward pass in the autograd thread while the main thread waits in
     /// `backward()`, and waiting threads (a tqdm monitor, a compile pool's reader) outvote
@@ -596,6 +601,7 @@ fn bins(t: &Trace, edges: &[u64], looped: &HashSet<u32>) -> Binned {
     let at = |ts: u64| edges.partition_point(|&e| e <= ts).clamp(1, n) - 1;
     let mut compiler = None;
     let mut seen = Seen::default();
+    let main = main_thread(t);
     // One thread's samples in one bin (the samples come by thread, then time): (thread,
     // bin, samples, compiling).
     let mut one: Option<(u32, usize, u32, u32)> = None;
@@ -621,6 +627,10 @@ fn bins(t: &Trace, edges: &[u64], looped: &HashSet<u32>) -> Binned {
         mine.2 += 1;
         let b = &mut out[i];
         b.samples += 1;
+        if s.tid == main {
+            b.main_samples += 1;
+            b.main_in_program += st.frames.iter().any(|f| user_file(t.str(f.file))) as u32;
+        }
         let now = doing(t, st);
         if now == Doing::Autotuning {
             b.autotuning += 1;
@@ -929,12 +939,17 @@ fn smooth(mut phases: Vec<Phase>, kernel_ns: Vec<u64>, w: u64) -> (Vec<Phase>, V
 /// state, where the loop began, the step bounds when known).
 pub fn run(ctx: &Ctx, st: &Steps) -> Run {
     let (steady, bounds) = (st.steady, &st.bounds[..]);
-    // The run goes on after the last CUDA work for as long as the host was sampled.
+    // The run of a process that ended normally goes on after the last CUDA work for as
+    // long as the host was sampled (a hang's or a failure's quiet end is not its run).
     let (t0, gpu_end) = (ctx.t0, ctx.t1);
     if gpu_end <= t0 {
         return Run::default();
     }
-    let t1 = gpu_end.max(host_end(ctx.t, ctx.hi));
+    let t1 = if crate::report::endings::ended(ctx.t).normal {
+        gpu_end.max(host_end(ctx.t, ctx.hi))
+    } else {
+        gpu_end
+    };
     let span = t1 - t0;
     let w = bin_ns(span);
     // The loop's warm-up steps are the loop's (see [`Steps::loop_start`]).
@@ -960,10 +975,14 @@ pub fn run(ctx: &Ctx, st: &Steps) -> Run {
             }
         })
         .collect();
-    // After the last CUDA work: shutdown, unless the samples tell what it was.
+    // After the last CUDA work: host work while the main thread still ran the program's
+    // own code, else shutdown (exit handlers, the interpreter ending), unless the samples
+    // tell what it was.
     for (i, k) in kinds.iter_mut().enumerate() {
         if edges[i] >= gpu_end && !evidenced(*k) {
-            *k = Kind::Shutdown;
+            let b = &bins[i];
+            let own = b.main_samples > 0 && b.main_in_program * 2 >= b.main_samples;
+            *k = if own { Kind::HostWork } else { Kind::Shutdown };
         }
     }
     // The loop began before its steady stretch: at its warm-up steps, and where the bins
