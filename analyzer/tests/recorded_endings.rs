@@ -153,6 +153,16 @@ fn the_time_after_the_last_cuda_work_is_the_shutdown_only_when_it_was_one() {
         run["span_ns"].as_u64() > run["gpu_end_ns"].as_u64(),
         "{run}"
     );
+    // Listed with its fix, never the verdict (a one-time cost, as start-up is).
+    let f = r["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["id"] == "slow_shutdown")
+        .unwrap_or_else(|| panic!("{}", r["findings"]));
+    assert_eq!(f["severity"], "info", "{f}");
+    assert!(f["fix"].as_str().unwrap().contains("DataLoader"), "{f}");
+    assert_eq!(r["top_finding"], "data_starvation");
 
     let (_, r) = report("ranks_hang");
     let k = kinds(&r);

@@ -46,6 +46,7 @@ mod memory_headroom;
 mod out_of_memory;
 mod pageable_memcpy;
 mod recompilation;
+mod slow_shutdown;
 mod small_grid;
 mod sync_memcpy;
 
@@ -90,6 +91,7 @@ fn detector(id: FindingId) -> Detector {
         MemoryGrowth => Steady(memory_growth::detect),
         Recompilation => Always(recompilation::detect),
         CheckpointStall => Always(checkpoint_stall::detect),
+        SlowShutdown => Always(slow_shutdown::detect),
         CommExposed => Steady(comm_exposed::detect),
         CommStraggler => Job(comm_straggler::detect),
         EnvBlindWindow => Always(env_blind_window::detect),

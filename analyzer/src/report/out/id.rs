@@ -68,6 +68,9 @@ ids! {
     /// Saving or loading checkpoints took a large part of the run, the GPU mostly
     /// waiting (`torch.save` copying each tensor to host memory, then writing it).
     CheckpointStall = "checkpoint_stall",
+    /// The process took long to exit after its last CUDA work: exit handlers waiting on
+    /// DataLoader workers or a compile pool.
+    SlowShutdown = "slow_shutdown",
     /// Collective time not hidden behind compute.
     CommExposed = "comm_exposed",
     /// A rank that arrives late at collectives (a finding about the whole job).
@@ -169,6 +172,7 @@ impl FindingId {
             OutOfMemory | MemoryGrowth => (MemoryAndBatchSize, Failure, &[]),
             Recompilation => (CpuPreprocessing, Run, &[]),
             CheckpointStall => (DataSupply, Run, &[]),
+            SlowShutdown => (CpuPreprocessing, Run, &[]),
             CommExposed => (CommunicationAndSync, Collective, &[]),
             CommStraggler => (CommunicationAndSync, Collective, &[]),
             EnvBlindWindow | EnvDroppedRecords | EnvNoHostApi | EnvTraceDamaged | EnvBadRecords => {
