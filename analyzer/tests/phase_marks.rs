@@ -31,8 +31,8 @@ fn marks(dir: &Path, t0: u64, t1: u64) -> Marks {
         .collect()
 }
 
-/// Per marked kind: (marked ns, ns the report gave it there, ns of it in other marks).
-fn judge(name: &str) -> BTreeMap<String, (u64, u64, u64)> {
+/// The bundled example `name`'s directory and its `report --json`.
+fn report(name: &str) -> (std::path::PathBuf, Value) {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../examples")
         .join(name);
@@ -41,7 +41,12 @@ fn judge(name: &str) -> BTreeMap<String, (u64, u64, u64)> {
         .arg(&dir)
         .output()
         .unwrap();
-    let r: Value = serde_json::from_slice(&out.stdout).expect("a report");
+    (dir, serde_json::from_slice(&out.stdout).expect("a report"))
+}
+
+/// Per marked kind: (marked ns, ns the report gave it there, ns of it in other marks).
+fn judge(name: &str) -> BTreeMap<String, (u64, u64, u64)> {
+    let (dir, r) = report(name);
     let p = r["processes"]
         .as_array()
         .unwrap()
@@ -145,15 +150,7 @@ fn torch_recompilations_are_where_the_script_timed_them() {
 
 /// The verdict names what the dominant phase was spent on.
 fn verdict_and_findings(name: &str) -> (String, Vec<Value>) {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../examples")
-        .join(name);
-    let out = Command::new(env!("CARGO_BIN_EXE_gputrace"))
-        .args(["report", "--json"])
-        .arg(&dir)
-        .output()
-        .unwrap();
-    let r: Value = serde_json::from_slice(&out.stdout).expect("a report");
+    let (_, r) = report(name);
     (
         r["verdict"].as_str().unwrap_or_default().to_string(),
         r["findings"].as_array().cloned().unwrap_or_default(),

@@ -797,7 +797,8 @@ fn analyze_process(
     };
     let st = steps::detect(&ctx);
     // The run's phases first: their edges cut the passes' windows.
-    let mut run = phases::run(&ctx, &st);
+    let ended = endings::ended(t);
+    let mut run = phases::run(&ctx, &st, ended.normal);
     let mut ps = passes(&ctx, &st, &run, timeline);
     let after: Vec<u64> = run
         .by_kind
@@ -856,7 +857,7 @@ fn analyze_process(
         trace_start_ns: ctx.t0,
         span_ns: ctx.t1 - ctx.t0,
         host_api_events: t.apis.len() as u64,
-        ended: endings::ended(t),
+        ended,
         attribution: idle::Method::of(&ctx).name().into(),
         devices: dev_reports,
         startup: phase(&ctx, st.startup, satt.busy_ns, ps.startup_devices),

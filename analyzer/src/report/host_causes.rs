@@ -218,17 +218,29 @@ const SLEEPS: [u32; 2] = [35, 230];
 
 /// Share of the feeding threads' wait samples inside `spans` that were in a sleep.
 fn sleeping_pct(t: &crate::model::trace::Trace, h: &HostCpu, spans: &[(u64, u64)]) -> f64 {
-    let (mut sleeping, mut all) = (0u64, 0u64);
+    let (sleeping, all) = feeder_waits(t, h, spans, &SLEEPS);
+    pct(sleeping, all)
+}
+
+/// The feeding threads' wait samples inside `spans` (sorted, disjoint): those in one of
+/// `calls`, and all.
+fn feeder_waits(
+    t: &crate::model::trace::Trace,
+    h: &HostCpu,
+    spans: &[(u64, u64)],
+    calls: &[u32],
+) -> (u64, u64) {
+    let (mut matching, mut all) = (0u64, 0u64);
     for &(s, e) in spans {
         let lo = t.task_waits.partition_point(|w| w.ts < s);
         for w in t.task_waits[lo..].iter().take_while(|w| w.ts < e) {
             if w.flags & gputrace_format::TASK_WAIT_CHILD == 0 && h.is_feeder(w.tid) {
                 all += 1;
-                sleeping += SLEEPS.contains(&w.syscall) as u64;
+                matching += calls.contains(&w.syscall) as u64;
             }
         }
     }
-    pct(sleeping, all)
+    (matching, all)
 }
 
 /// The thread feeding the loop through the program's own queue, if the blocked
@@ -239,16 +251,7 @@ fn producer(
     h: &HostCpu,
     spans: &[(u64, u64)],
 ) -> Option<ThreadShare> {
-    let (mut futex, mut all) = (0u64, 0u64);
-    for &(s, e) in spans {
-        let lo = t.task_waits.partition_point(|w| w.ts < s);
-        for w in t.task_waits[lo..].iter().take_while(|w| w.ts < e) {
-            if w.flags & gputrace_format::TASK_WAIT_CHILD == 0 && h.is_feeder(w.tid) {
-                all += 1;
-                futex += (w.syscall == FUTEX) as u64;
-            }
-        }
-    }
+    let (futex, all) = feeder_waits(t, h, spans, &[FUTEX]);
     if all == 0 || futex * 2 < all {
         return None;
     }

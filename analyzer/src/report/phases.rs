@@ -631,19 +631,16 @@ fn bins(t: &Trace, edges: &[u64], looped: &HashSet<u32>) -> Binned {
             b.main_samples += 1;
             b.main_in_program += st.frames.iter().any(|f| user_file(t.str(f.file))) as u32;
         }
-        let now = doing(t, st);
-        if now == Doing::Autotuning {
-            b.autotuning += 1;
-        }
-        match now {
-            Doing::Autotuning => {
-                seen.autotuning.push(s.ts);
-                b.compiling += 1;
-                mine.3 += 1;
-                compiler = compiler.or(Some("torch"));
-                seen.compiling.push(s.ts);
-            }
-            Doing::Compiling(who) => {
+        match doing(t, st) {
+            now @ (Doing::Autotuning | Doing::Compiling(_)) => {
+                let who = match now {
+                    Doing::Compiling(who) => who,
+                    _ => {
+                        b.autotuning += 1;
+                        seen.autotuning.push(s.ts);
+                        "torch"
+                    }
+                };
                 b.compiling += 1;
                 mine.3 += 1;
                 compiler = compiler.or(Some(who));
@@ -937,7 +934,9 @@ fn smooth(mut phases: Vec<Phase>, kernel_ns: Vec<u64>, w: u64) -> (Vec<Phase>, V
 
 /// The run of the process whose trace `ctx` reads, with its steps `st` (the steady
 /// state, where the loop began, the step bounds when known).
-pub fn run(ctx: &Ctx, st: &Steps) -> Run {
+/// `ended_normally`: the process exited on its own ([`crate::report::endings::Ended`]),
+/// so its run goes on after its last CUDA work.
+pub fn run(ctx: &Ctx, st: &Steps, ended_normally: bool) -> Run {
     let (steady, bounds) = (st.steady, &st.bounds[..]);
     // The run of a process that ended normally goes on after the last CUDA work for as
     // long as the host was sampled (a hang's or a failure's quiet end is not its run).
@@ -945,7 +944,7 @@ pub fn run(ctx: &Ctx, st: &Steps) -> Run {
     if gpu_end <= t0 {
         return Run::default();
     }
-    let t1 = if crate::report::endings::ended(ctx.t).normal {
+    let t1 = if ended_normally {
         gpu_end.max(host_end(ctx.t, ctx.hi))
     } else {
         gpu_end

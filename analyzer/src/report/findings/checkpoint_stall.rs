@@ -5,24 +5,19 @@
 //! causes measured inside it (a pageable copy of every tensor, the synchronize behind it)
 //! say what to change.
 
-use super::common::{dur, share};
+use super::common::{dur, run_severity, share, RUN_NOTE_PCT};
 use super::inputs::FindingCx;
 use crate::report::out::id::FindingId;
-use crate::report::out::{Example, Finding, Severity};
+use crate::report::out::{Example, Finding};
 use crate::report::phases::{Kind, Run};
 use crate::report::pysamples;
 use crate::report::units::pct;
-
-/// Share of the trace from which checkpoints are worth a note, a warning, critical.
-const NOTE_PCT: f64 = 3.0;
-const WARN_PCT: f64 = 10.0;
-const CRITICAL_PCT: f64 = 30.0;
 
 pub(super) fn detect(cx: &FindingCx) -> Option<Finding> {
     let r = cx.report.run.as_ref()?;
     let ns = r.time(Kind::Checkpoint);
     let p = pct(ns, r.span_ns.max(1));
-    if ns == 0 || p < NOTE_PCT {
+    if ns == 0 || p < RUN_NOTE_PCT {
         return None;
     }
     let kind = r.by_kind.iter().find(|k| k.kind == Kind::Checkpoint)?;
@@ -33,13 +28,7 @@ pub(super) fn detect(cx: &FindingCx) -> Option<Finding> {
         false,
     );
     x.at_stake_pct = p;
-    x.severity = if p >= CRITICAL_PCT {
-        Severity::Critical
-    } else if p >= WARN_PCT {
-        Severity::Warn
-    } else {
-        Severity::Info
-    };
+    x.severity = run_severity(p);
     let t0 = cx.ctx.t0;
     let spans: Vec<(u64, u64)> = phases(r).map(|(s, e)| (t0 + s, t0 + e)).collect();
     let places = pysamples::tally(cx.ctx.t, pysamples::stand_in(cx.ctx.t, None), &spans);

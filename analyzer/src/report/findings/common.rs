@@ -17,6 +17,23 @@ pub const MIN_WARN_NS: u64 = 100_000;
 /// Findings smaller than this share are left out.
 pub const REPORT_PCT: f64 = 1.0;
 
+/// Share of the whole run from which a run-wide cost (compiling again, checkpoints) is
+/// worth a note, a warning, and is the problem.
+pub const RUN_NOTE_PCT: f64 = 3.0;
+const RUN_WARN_PCT: f64 = 10.0;
+const RUN_CRITICAL_PCT: f64 = 30.0;
+
+/// Severity of a run-wide cost from its share of the whole run.
+pub(super) fn run_severity(pct_of_run: f64) -> Severity {
+    if pct_of_run >= RUN_CRITICAL_PCT {
+        Severity::Critical
+    } else if pct_of_run >= RUN_WARN_PCT {
+        Severity::Warn
+    } else {
+        Severity::Info
+    }
+}
+
 /// Severity from the time at stake and its share of the wall time.
 pub(super) fn severity_for(pct_: f64, ns: u64) -> Severity {
     if ns >= MIN_WARN_NS && pct_ >= CRITICAL_PCT {

@@ -4,23 +4,18 @@
 //! the first GPU work, a share of the whole trace (a run that recompiles every step has
 //! no steady state worth the name). A one-time compile at start-up is start-up, not this.
 
-use super::common::{dur, share};
+use super::common::{dur, run_severity, share, RUN_NOTE_PCT};
 use super::inputs::FindingCx;
 use crate::report::out::id::FindingId;
-use crate::report::out::{Example, Finding, Severity};
+use crate::report::out::{Example, Finding};
 use crate::report::phases::{Kind, Run};
 use crate::report::units::pct;
-
-/// Share of the trace from which recompiling is worth a note, a warning, critical.
-const NOTE_PCT: f64 = 3.0;
-const WARN_PCT: f64 = 10.0;
-const CRITICAL_PCT: f64 = 30.0;
 
 pub(super) fn detect(cx: &FindingCx) -> Option<Finding> {
     let r = cx.report.run.as_ref()?;
     let ns = r.recompile_ns;
     let p = pct(ns, r.span_ns.max(1));
-    if r.recompiles == 0 || p < NOTE_PCT {
+    if r.recompiles == 0 || p < RUN_NOTE_PCT {
         return None;
     }
     let mut x = cx.finding(
@@ -30,13 +25,7 @@ pub(super) fn detect(cx: &FindingCx) -> Option<Finding> {
         false,
     );
     x.at_stake_pct = p;
-    x.severity = if p >= CRITICAL_PCT {
-        Severity::Critical
-    } else if p >= WARN_PCT {
-        Severity::Warn
-    } else {
-        Severity::Info
-    };
+    x.severity = run_severity(p);
     x.summary = format!(
         "The program compiled {} times after its GPU work began, for {} of the {} run ({:.0}%), the GPU mostly waiting: every compilation is time no step runs.",
         r.recompiles,
