@@ -685,6 +685,23 @@ pub fn signal_name(sig: i32) -> &'static str {
     }
 }
 
+/// Minor version: additions that old readers can skip (new event tags). Kept beside the
+/// event table: a new kind bumps it with a line saying what it added.
+/// 1.1: symbol-hook events (HostCopy, HostCall, HostAlloc, Nccl, NcclComm, Nvtx).
+/// 2.1: host samples (ThreadCpu, ProcSample, MachineSample, CpuLimits: tags 21-24) and
+/// environment events (Fact, GpuSample, GpuProcess, GpuEvent: tags 25-28).
+/// 2.2: Python call sites (PyStack, CallSite: tags 29-30).
+/// 2.3: GPU hardware counter samples (CounterSample: tag 31) and Python stack samples
+/// (PySample: tag 32).
+/// 2.4: stall reports (Stall, StallOp, StallThread: tags 33-35); the last `Stopped`
+/// state's reason names the signal that ended the process (`signal SIGTERM 15`).
+/// 2.5: an `Api` event's `ptr`: the pointer an allocation returned or a free was given
+/// (appended, left off the other calls' bodies).
+/// 2.6: chunks numbered and the last one marked (the chunk header's `flags` and `seq`,
+/// zeros before): readers of 2.6 set aside replayed, reordered, foreign and trailing
+/// chunks; older readers do not read those bytes.
+pub const VERSION_MINOR: u16 = 6;
+
 crate::define_events! {
     structs {
         /// Properties of a device, written once per device.

@@ -63,21 +63,6 @@ pub const CHUNK_MAGIC: &[u8; 4] = b"GTCK";
 /// 2: compressed events chunks (kind 3), which a 1.x reader would skip unseen.
 /// Readers of 2.x read 1.x files.
 pub const VERSION_MAJOR: u16 = 2;
-/// Minor version: additions that old readers can skip (new event tags).
-/// 1.1: symbol-hook events (HostCopy, HostCall, HostAlloc, Nccl, NcclComm, Nvtx).
-/// 2.1: host samples (ThreadCpu, ProcSample, MachineSample, CpuLimits: tags 21-24) and
-/// environment events (Fact, GpuSample, GpuProcess, GpuEvent: tags 25-28).
-/// 2.2: Python call sites (PyStack, CallSite: tags 29-30).
-/// 2.3: GPU hardware counter samples (CounterSample: tag 31) and Python stack samples
-/// (PySample: tag 32).
-/// 2.4: stall reports (Stall, StallOp, StallThread: tags 33-35); the last `Stopped`
-/// state's reason names the signal that ended the process (`signal SIGTERM 15`).
-/// 2.5: an `Api` event's `ptr`: the pointer an allocation returned or a free was given
-/// (appended, left off the other calls' bodies).
-/// 2.6: chunks numbered and the last one marked (the chunk header's `flags` and `seq`,
-/// zeros before): readers of 2.6 set aside replayed, reordered, foreign and trailing
-/// chunks; older readers do not read those bytes.
-pub const VERSION_MINOR: u16 = 6;
 /// Size of the fixed file header.
 pub const HEADER_LEN: usize = 16;
 /// Size of a chunk header.

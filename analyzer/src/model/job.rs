@@ -226,20 +226,7 @@ pub fn check(members: &[Member<'_>]) -> Option<TraceSetCheck> {
 /// trace; a job of several processes counts them on one line, not as processes (nor as
 /// ranks: a launcher's trace has no activity to tell when it ran).
 pub fn did_no_gpu_work(t: &crate::model::trace::Trace) -> bool {
-    t.kernels.is_empty()
-        && t.memcpys.is_empty()
-        && t.memsets.is_empty()
-        && t.syncs.is_empty()
-        && t.memory.is_empty()
-        && t.apis.is_empty()
-        && t.host_calls.is_empty()
-        && t.host_copies.is_empty()
-        && t.host_allocs.is_empty()
-        && t.nccl.is_empty()
-        && t.nccl_comms.is_empty()
-        && t.stalls.is_empty()
-        && t.stall_ops.is_empty()
-        && !t.stats.lost_records()
+    t.kernels.is_empty() && t.apis.is_empty() && !t.has_work_records() && !t.stats.lost_records()
 }
 
 #[cfg(test)]

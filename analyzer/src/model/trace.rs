@@ -11,92 +11,170 @@ const GRAPH_REPLAY_NAME: u32 = u32::MAX - 1;
 /// The name a replay from a graph-level record (`GRAPH_TRACE`) has as a kernel.
 pub const GRAPH_REPLAY_TEXT: &str = "CUDA graph replay (graph-level record)";
 
-/// One process's trace, decoded.
-#[derive(Debug, Default, Clone)]
-pub struct Trace {
-    pub path: PathBuf,
-    pub meta: Meta,
-    pub stats: ReadStats,
-    /// For a trace window of a dormant process (`gputrace attach`, a signal, a timer):
-    /// its bounds, from the collector's state events.
-    pub window: Option<(u64, u64)>,
-    /// GPU records that began before the window opened: their start is clipped to it.
-    pub clipped: u64,
-    /// GPU records without timestamps (still running when collection stopped): dropped.
-    pub incomplete: u64,
-    /// [`Trace::span`], once computed (a walk over every table of intervals). Public
-    /// only so that a trace can be built field by field with `..Default::default()`;
-    /// code that changes a table after asking the span resets it (`OnceLock::new()`).
-    pub span_cache: OnceLock<Option<(u64, u64)>>,
-    /// Interned strings by id (index 0 is the empty string).
-    pub strings: Vec<String>,
-    pub devices: Vec<fmt::Device>,
-    /// Kernels and API calls, the bulk of a trace, in compact rows (see
-    /// [`super::table`]): read them by value (`iter`, `get`, `at`).
-    pub kernels: Table<fmt::Kernel>,
-    pub memcpys: Vec<fmt::Memcpy>,
-    pub memsets: Vec<fmt::Memset>,
-    pub syncs: Vec<fmt::Sync>,
-    pub memory: Vec<fmt::Memory>,
-    pub apis: Table<fmt::Api>,
-    /// (ts, state, reason)
-    pub states: Vec<(u64, u8, u32)>,
-    /// (ts, source, count)
-    pub drops: Vec<(u64, u8, u64)>,
-    pub threads: HashMap<u32, u32>,
-    /// (cupti, mono, real)
-    pub clocks: Vec<(u64, u64, u64)>,
-    /// Symbol hooks: copies with their host memory classified by the pinned-memory
-    /// registry. Those flagged `HOSTCOPY_FLAG_CUPTI_API` are calls CUPTI recorded as
-    /// `Api` events too (see [`Trace::api_of_host_copy`]).
-    pub host_copies: Vec<fmt::HostCopy>,
-    /// Symbol hooks: syncs, memsets and launches recorded while CUPTI's callbacks were
-    /// not recording them (so never a second record of an `Api` event).
-    pub host_calls: Vec<fmt::HostCall>,
-    /// Pinned host memory made and released.
-    pub host_allocs: Vec<fmt::HostAlloc>,
-    /// NCCL calls and communicators.
-    pub nccl: Vec<fmt::Nccl>,
-    pub nccl_comms: Vec<fmt::NcclComm>,
-    /// NVTX calls as recorded, and the ranges they make.
-    pub nvtx: Vec<fmt::Nvtx>,
-    pub nvtx_ranges: Vec<NvtxRange>,
-    /// Host samples (format 2.1), time-sorted: CUDA-issuing threads' CPU counters,
-    /// the process tree and the traced process's threads, the machine, and the CPU
-    /// limits (one per trace window).
-    pub thread_cpu: Vec<fmt::ThreadCpu>,
-    pub proc_samples: Vec<fmt::ProcSample>,
-    pub machine: Vec<fmt::MachineSample>,
-    pub cpu_limits: Vec<fmt::CpuLimits>,
-    /// The environment (see `crate::report::environment`): facts read once, NVML samples of each GPU
-    /// and of the processes on it, driver-reported errors.
-    pub facts: Vec<fmt::Fact>,
-    pub gpu_samples: Vec<fmt::GpuSample>,
-    pub gpu_processes: Vec<fmt::GpuProcess>,
-    pub gpu_events: Vec<fmt::GpuEvent>,
-    /// Python call sites (format 2.2): the stacks, by id, and which host call each
-    /// site is (sorted by thread, then start; see [`Trace::call_site`]).
-    pub py_stacks: Vec<fmt::PyStack>,
-    pub call_sites: Vec<fmt::CallSite>,
-    /// GPU hardware counter samples (CUPTI PM sampling), by start time.
-    pub counter_samples: Vec<fmt::CounterSample>,
-    /// Periodic samples of the CUDA-issuing threads' Python stacks (format 2.3),
-    /// sorted by thread, then time (see [`Trace::py_samples_in`]).
-    pub py_samples: Vec<fmt::PySample>,
-    /// Stall reports (format 2.4), in time order: each `Stall`, its outstanding
-    /// operations and the process's threads at that report (see `report::stalls`).
-    pub stalls: Vec<fmt::Stall>,
-    pub stall_ops: Vec<fmt::StallOp>,
-    pub stall_threads: Vec<fmt::StallThread>,
-    /// The GIL's holder over time, and what blocked threads and child processes were
-    /// blocked in (tags 40, 41), time-sorted.
-    pub gil: Vec<fmt::GilSample>,
-    pub task_waits: Vec<fmt::TaskWait>,
-    /// The tracer's own cost per thread and period (time in its CUPTI callbacks), by time.
-    pub tracer_costs: Vec<fmt::TracerCost>,
-    /// How the process ended as its parent saw it (`exit 1`, `signal SIGKILL 9`), when
-    /// `gputrace run` started it and wrote so in its environment file.
-    pub parent_saw: Option<String>,
+/// [`Trace`] from one list: its own fields as written, then one table per event kind
+/// that is kept as it was recorded (`Vec<fmt::Kind>`, one record per `Event::Kind`). Each
+/// table's line says its kind, how it is sorted once loaded, and its flags: `span` (its
+/// records' `start`..`end` count in [`Trace::span`]) and `work` (a record of it means the
+/// process used CUDA, see `job::did_no_gpu_work`). From the line follow the field, the
+/// arm of [`Trace::add`], the census-sized reservation, the merge of a chunk decoded on
+/// a worker, the sort, the span and the check for GPU work: adding such a table is one
+/// line here.
+macro_rules! trace_tables {
+    (
+        $(#[$m:meta])*
+        pub struct $T:ident {
+            $( $(#[$fm:meta])* pub $f:ident : $fty:ty, )*
+        }
+        tables {
+            $( $(#[$tm:meta])* $t:ident : $V:ident, $sort:ident($key:expr) $(, $flag:ident)* ; )*
+        }
+    ) => {
+        $(#[$m])*
+        pub struct $T {
+            $( $(#[$fm])* pub $f: $fty, )*
+            $( $(#[$tm])* pub $t: Vec<fmt::$V>, )*
+        }
+
+        impl $T {
+            /// Keeps a record of a kind with a table of its own (anything else: ignored).
+            fn push_record(&mut self, e: Event) {
+                match e {
+                    $( Event::$V(x) => self.$t.push(x), )*
+                    _ => {}
+                }
+            }
+
+            /// Sizes each table for the kind's count in the file.
+            fn reserve_records(&mut self, c: &fmt::Census) {
+                $( self.$t.reserve_exact(c.of(&[fmt::$V::TAG])); )*
+            }
+
+            /// Appends a chunk's tables, in the order their records were read.
+            fn append_records(&mut self, p: &mut $T) {
+                $( self.$t.append(&mut p.$t); )*
+            }
+
+            /// Sorts every table by its key, and gives back what reading left unused.
+            fn sort_records(&mut self) {
+                $(
+                    self.$t.$sort($key);
+                    self.$t.shrink_to_fit();
+                )*
+            }
+
+            /// Extends `b` with the tables flagged `span`.
+            fn records_span(&self, b: &mut Bounds) {
+                $( $( trace_tables!(@$flag span self.$t, b); )* )*
+            }
+
+            /// True when a table flagged `work` has a record.
+            pub fn has_work_records(&self) -> bool {
+                false $( $( || trace_tables!(@$flag work self.$t) )* )*
+            }
+        }
+    };
+    (@span span $v:expr, $b:ident) => { for x in &$v { $b.see(x.start, x.end) } };
+    (@work span $v:expr, $b:ident) => {};
+    (@span work $v:expr) => { false };
+    (@work work $v:expr) => { !$v.is_empty() };
+}
+
+trace_tables! {
+    /// One process's trace, decoded.
+    #[derive(Debug, Default, Clone)]
+    pub struct Trace {
+        pub path: PathBuf,
+        pub meta: Meta,
+        pub stats: ReadStats,
+        /// For a trace window of a dormant process (`gputrace attach`, a signal, a timer):
+        /// its bounds, from the collector's state events.
+        pub window: Option<(u64, u64)>,
+        /// GPU records that began before the window opened: their start is clipped to it.
+        pub clipped: u64,
+        /// GPU records without timestamps (still running when collection stopped): dropped.
+        pub incomplete: u64,
+        /// [`Trace::span`], once computed (a walk over every table of intervals). Public
+        /// only so that a trace can be built field by field with `..Default::default()`;
+        /// code that changes a table after asking the span resets it (`OnceLock::new()`).
+        pub span_cache: OnceLock<Option<(u64, u64)>>,
+        /// Interned strings by id (index 0 is the empty string).
+        pub strings: Vec<String>,
+        pub devices: Vec<fmt::Device>,
+        /// Kernels and API calls, the bulk of a trace, in compact rows (see
+        /// [`super::table`]): read them by value (`iter`, `get`, `at`).
+        pub kernels: Table<fmt::Kernel>,
+        pub apis: Table<fmt::Api>,
+        /// (ts, state, reason)
+        pub states: Vec<(u64, u8, u32)>,
+        /// (ts, source, count)
+        pub drops: Vec<(u64, u8, u64)>,
+        pub threads: HashMap<u32, u32>,
+        /// (cupti, mono, real)
+        pub clocks: Vec<(u64, u64, u64)>,
+        /// NVTX ranges paired from the `nvtx` records.
+        pub nvtx_ranges: Vec<NvtxRange>,
+        /// How the process ended as its parent saw it (`exit 1`, `signal SIGKILL 9`), when
+        /// `gputrace run` started it and wrote so in its environment file.
+        pub parent_saw: Option<String>,
+    }
+    tables {
+        // In place where stable order is not needed (a stable sort takes half a table
+        // more memory), on keys that leave only records alike in every field we use in
+        // arrival-independent order.
+        memcpys: Memcpy, sort_unstable_by_key(|k| (k.start, k.end, k.corr, k.stream, k.bytes)), span, work;
+        memsets: Memset, sort_unstable_by_key(|k| (k.start, k.end, k.corr, k.stream, k.bytes)), span, work;
+        syncs: Sync, sort_by_key(|k| (k.start, k.end)), span, work;
+        memory: Memory, sort_by_key(|k| k.ts), work;
+        /// Symbol hooks: copies with their host memory classified by the pinned-memory
+        /// registry. Those flagged `HOSTCOPY_FLAG_CUPTI_API` are calls CUPTI recorded as
+        /// `Api` events too (see [`Trace::api_of_host_copy`]).
+        host_copies: HostCopy, sort_by_key(|k| (k.start, k.end)), span, work;
+        /// Symbol hooks: syncs, memsets and launches recorded while CUPTI's callbacks were
+        /// not recording them (so never a second record of an `Api` event).
+        host_calls: HostCall, sort_by_key(|k| (k.start, k.end)), span, work;
+        /// Pinned host memory made and released.
+        host_allocs: HostAlloc, sort_by_key(|k| (k.start, k.end)), work;
+        /// NCCL calls and communicators.
+        nccl: Nccl, sort_by_key(|k| (k.start, k.end)), span, work;
+        nccl_comms: NcclComm, sort_by_key(|k| (k.start, k.end)), work;
+        /// NVTX calls as recorded (stable: events of one thread with one timestamp keep
+        /// their recorded order); the ranges they make are `nvtx_ranges`.
+        nvtx: Nvtx, sort_by_key(|k| k.ts);
+        /// Host samples (format 2.1), time-sorted: CUDA-issuing threads' CPU counters,
+        /// the process tree and the traced process's threads, the machine, and the CPU
+        /// limits (one per trace window).
+        thread_cpu: ThreadCpu, sort_by_key(|x| (x.ts, x.tid));
+        proc_samples: ProcSample, sort_by_key(|x| (x.ts, x.pid, x.flags));
+        machine: MachineSample, sort_by_key(|x| x.ts);
+        cpu_limits: CpuLimits, sort_by_key(|x| x.ts);
+        /// The environment (see `crate::report::environment`): facts read once, NVML samples of each GPU
+        /// and of the processes on it, driver-reported errors.
+        facts: Fact, sort_by_key(|f| f.ts);
+        gpu_samples: GpuSample, sort_by_key(|g| (g.ts, g.device));
+        gpu_processes: GpuProcess, sort_by_key(|p| (p.ts, p.device, p.pid));
+        gpu_events: GpuEvent, sort_by_key(|e| (e.ts, e.device));
+        /// Python call sites (format 2.2): the stacks, by id (one definition per id, the
+        /// first), and which host call each site is (sorted by thread, then start; see
+        /// [`Trace::call_site`]).
+        py_stacks: PyStack, sort_by_key(|s| s.id);
+        call_sites: CallSite, sort_unstable_by_key(|c| (c.tid, c.ts, c.stack));
+        /// GPU hardware counter samples (CUPTI PM sampling), by start time.
+        counter_samples: CounterSample, sort_by_key(|c| (c.start, c.end, c.device));
+        /// Periodic samples of the CUDA-issuing threads' Python stacks (format 2.3),
+        /// sorted by thread, then time (see [`Trace::py_samples_in`]).
+        py_samples: PySample, sort_unstable_by_key(|x| (x.tid, x.ts, x.stack));
+        /// Stall reports (format 2.4), in time order: each `Stall`, its outstanding
+        /// operations and the process's threads at that report (see `report::stalls`).
+        stalls: Stall, sort_by_key(|x| (x.ts, x.id, x.seq)), work;
+        stall_ops: StallOp, sort_by_key(|x| (x.stall, x.seq, x.ts)), work;
+        stall_threads: StallThread, sort_by_key(|x| (x.stall, x.seq, x.ts));
+        /// The GIL's holder over time, and what blocked threads and child processes were
+        /// blocked in (tags 40, 41), time-sorted.
+        gil: GilSample, sort_by_key(|x| x.ts);
+        task_waits: TaskWait, sort_by_key(|x| (x.ts, x.tid));
+        /// The tracer's own cost per thread and period (time in its CUPTI callbacks), by time.
+        tracer_costs: TracerCost, sort_by_key(|x| (x.ts, x.tid));
+    }
 }
 
 /// One NVTX range: a push/pop pair (same thread) or a start/end pair (same id).
@@ -267,18 +345,7 @@ impl Trace {
         self.kernels
             .reserve_exact(c.of(&[TAG_KERNEL, TAG_KERNEL_COMPACT]));
         self.apis.reserve_exact(c.of(&[TAG_API]));
-        self.memcpys.reserve_exact(c.of(&[TAG_MEMCPY]));
-        self.memsets.reserve_exact(c.of(&[TAG_MEMSET]));
-        self.syncs.reserve_exact(c.of(&[TAG_SYNC]));
-        self.memory.reserve_exact(c.of(&[TAG_MEMORY]));
-        self.host_copies.reserve_exact(c.of(&[TAG_HOST_COPY]));
-        self.host_calls.reserve_exact(c.of(&[TAG_HOST_CALL]));
-        self.host_allocs.reserve_exact(c.of(&[TAG_HOST_ALLOC]));
-        self.nccl.reserve_exact(c.of(&[TAG_NCCL]));
-        self.nccl_comms.reserve_exact(c.of(&[TAG_NCCL_COMM]));
-        self.nvtx.reserve_exact(c.of(&[TAG_NVTX]));
-        self.thread_cpu.reserve_exact(c.of(&[TAG_THREAD_CPU]));
-        self.proc_samples.reserve_exact(c.of(&[TAG_PROC_SAMPLE]));
+        self.reserve_records(c);
         let spans = [
             page_span_of(self.kernels.allocations()[0]),
             page_span_of(self.kernels.allocations()[1]),
@@ -324,37 +391,12 @@ impl Trace {
             // The first record of each device (a repeat falls to the last arm).
             Event::Device(d) if !self.devices.iter().any(|x| x.id == d.id) => self.devices.push(d),
             Event::Kernel(k) => self.kernels.push(k),
-            Event::Memcpy(m) => self.memcpys.push(m),
-            Event::Memset(m) => self.memsets.push(m),
-            Event::Sync(s) => self.syncs.push(s),
-            Event::Memory(m) => self.memory.push(m),
             Event::Api(a) => self.apis.push(a),
             Event::Dropped { ts, source, count } => self.drops.push((ts, source, count)),
             Event::State { ts, state, reason } => self.states.push((ts, state, reason)),
             Event::Thread { tid, name } => {
                 self.threads.insert(tid, name);
             }
-            Event::HostCopy(c) => self.host_copies.push(c),
-            Event::HostCall(c) => self.host_calls.push(c),
-            Event::HostAlloc(a) => self.host_allocs.push(a),
-            Event::Nccl(n) => self.nccl.push(n),
-            Event::NcclComm(n) => self.nccl_comms.push(n),
-            Event::Nvtx(n) => self.nvtx.push(n),
-            Event::ThreadCpu(x) => self.thread_cpu.push(x),
-            Event::ProcSample(x) => self.proc_samples.push(x),
-            Event::MachineSample(x) => self.machine.push(x),
-            Event::CpuLimits(x) => self.cpu_limits.push(x),
-            Event::Fact(f) => self.facts.push(f),
-            Event::GpuSample(g) => self.gpu_samples.push(g),
-            Event::GpuProcess(p) => self.gpu_processes.push(p),
-            Event::GpuEvent(e) => self.gpu_events.push(e),
-            Event::PyStack(st) => self.py_stacks.push(st),
-            Event::CallSite(c) => self.call_sites.push(c),
-            Event::CounterSample(c) => self.counter_samples.push(c),
-            Event::PySample(x) => self.py_samples.push(x),
-            Event::Stall(x) => self.stalls.push(x),
-            Event::StallOp(x) => self.stall_ops.push(x),
-            Event::StallThread(x) => self.stall_threads.push(x),
             // Graph-level tracing: a replay stands as one kernel of its graph, named in
             // `finish` (once the file's strings are all read).
             Event::GraphTrace(g) => self.kernels.push(fmt::Kernel {
@@ -367,92 +409,19 @@ impl Trace {
                 graph_id: g.graph_id,
                 ..Default::default()
             }),
-            Event::GilSample(x) => self.gil.push(x),
-            Event::TaskWait(x) => self.task_waits.push(x),
-            Event::TracerCost(x) => self.tracer_costs.push(x),
-            // A kind the analysis has no table for: not kept (dump and the exports read
-            // it from the file, see `export::stream`).
-            _ => {}
+            // A kind kept as recorded goes to its table; one the analysis has no table
+            // for is not kept (dump and the exports read it from the file, see
+            // `export::stream`).
+            e => self.push_record(e),
         }
     }
 
     /// Appends one chunk's events decoded on a worker, as [`Trace::add`] would have
     /// added them one by one.
     fn absorb(&mut self, p: &mut Part) {
-        // Every field named: a table added to Trace must be merged here, or said unused.
-        let Trace {
-            path: _,
-            meta: _,
-            stats: _,
-            window: _,
-            clipped: _,
-            incomplete: _,
-            span_cache: _,
-            strings: _,
-            devices: _,
-            kernels,
-            memcpys,
-            memsets,
-            syncs,
-            memory,
-            apis,
-            states: _,
-            drops: _,
-            threads: _,
-            clocks: _,
-            host_copies,
-            host_calls,
-            host_allocs,
-            nccl,
-            nccl_comms,
-            nvtx,
-            nvtx_ranges: _,
-            thread_cpu,
-            proc_samples,
-            machine,
-            cpu_limits,
-            facts,
-            gpu_samples,
-            gpu_processes,
-            gpu_events,
-            py_stacks: _,
-            call_sites,
-            counter_samples,
-            py_samples,
-            // Few: they come through `rest`.
-            stalls: _,
-            stall_ops: _,
-            stall_threads: _,
-            gil,
-            task_waits,
-            tracer_costs: _,
-            parent_saw: _,
-        } = &mut p.tables;
-        self.kernels.append(kernels);
-        self.memcpys.append(memcpys);
-        self.memsets.append(memsets);
-        self.syncs.append(syncs);
-        self.memory.append(memory);
-        self.apis.append(apis);
-        self.host_copies.append(host_copies);
-        self.host_calls.append(host_calls);
-        self.host_allocs.append(host_allocs);
-        self.nccl.append(nccl);
-        self.nccl_comms.append(nccl_comms);
-        self.nvtx.append(nvtx);
-        self.thread_cpu.append(thread_cpu);
-        self.proc_samples.append(proc_samples);
-        self.machine.append(machine);
-        self.cpu_limits.append(cpu_limits);
-        self.facts.append(facts);
-        self.gpu_samples.append(gpu_samples);
-        self.gpu_processes.append(gpu_processes);
-        self.gpu_events.append(gpu_events);
-        self.call_sites.append(call_sites);
-        self.counter_samples.append(counter_samples);
-        self.py_samples.append(py_samples);
-        self.gil.append(gil);
-        self.task_waits.append(task_waits);
+        self.kernels.append(&mut p.tables.kernels);
+        self.apis.append(&mut p.tables.apis);
+        self.append_records(&mut p.tables);
         for e in p.rest.drain(..) {
             self.add(e);
         }
@@ -470,61 +439,20 @@ impl Trace {
                 }
             });
         }
-        // In place (a stable sort would take half a table more memory), on keys that
-        // leave only records alike in every field we use in arrival-independent order.
-        // (start, end, corr, stream, name, device); calls by (start, end, tid, corr, cbid).
+        // Calls by (start, end, tid, corr, cbid), kernels by (start, end, corr, stream,
+        // name, device): only records alike in every field we use keep arrival order.
         self.kernels.sort();
-        self.memcpys
-            .sort_unstable_by_key(|k| (k.start, k.end, k.corr, k.stream, k.bytes));
-        self.memsets
-            .sort_unstable_by_key(|k| (k.start, k.end, k.corr, k.stream, k.bytes));
-        self.syncs.sort_by_key(|k| (k.start, k.end));
-        self.memory.sort_by_key(|k| k.ts);
         self.apis.sort();
         self.states.sort_by_key(|s| s.0);
         self.devices.sort_by_key(|d| d.id);
-        // One definition per id (the first); call sites in (thread, start) order.
-        self.py_stacks.sort_by_key(|s| s.id);
+        self.sort_records();
         self.py_stacks.dedup_by_key(|s| s.id);
-        self.call_sites
-            .sort_unstable_by_key(|c| (c.tid, c.ts, c.stack));
-        self.py_samples
-            .sort_unstable_by_key(|x| (x.tid, x.ts, x.stack));
-        self.host_copies.sort_by_key(|k| (k.start, k.end));
-        self.host_calls.sort_by_key(|k| (k.start, k.end));
-        self.host_allocs.sort_by_key(|k| (k.start, k.end));
-        self.nccl.sort_by_key(|k| (k.start, k.end));
-        self.nccl_comms.sort_by_key(|k| (k.start, k.end));
-        // Stable: events of one thread with one timestamp keep their recorded order.
-        self.nvtx.sort_by_key(|k| k.ts);
-        self.facts.sort_by_key(|f| f.ts);
-        self.gpu_samples.sort_by_key(|g| (g.ts, g.device));
-        self.gpu_processes.sort_by_key(|p| (p.ts, p.device, p.pid));
-        self.gpu_events.sort_by_key(|e| (e.ts, e.device));
-        self.counter_samples
-            .sort_by_key(|c| (c.start, c.end, c.device));
         self.nvtx_ranges = self.pair_nvtx();
-        self.stalls.sort_by_key(|x| (x.ts, x.id, x.seq));
-        self.stall_ops.sort_by_key(|x| (x.stall, x.seq, x.ts));
-        self.stall_threads.sort_by_key(|x| (x.stall, x.seq, x.ts));
-        self.tracer_costs.sort_by_key(|x| (x.ts, x.tid));
-        self.thread_cpu.sort_by_key(|x| (x.ts, x.tid));
-        self.gil.sort_by_key(|x| x.ts);
-        self.task_waits.sort_by_key(|x| (x.ts, x.tid));
-        self.proc_samples.sort_by_key(|x| (x.ts, x.pid, x.flags));
-        self.machine.sort_by_key(|x| x.ts);
-        self.cpu_limits.sort_by_key(|x| x.ts);
         self.apply_window();
         // The tables grew by doubling while reading: give the slack back (up to half of
         // each table) so a large trace is held at its real size.
         self.kernels.seal();
         self.apis.seal();
-        self.memcpys.shrink_to_fit();
-        self.memsets.shrink_to_fit();
-        self.host_copies.shrink_to_fit();
-        self.host_calls.shrink_to_fit();
-        self.nccl.shrink_to_fit();
-        self.nvtx.shrink_to_fit();
         // Tables were sorted and clipped: the span is computed again when asked.
         self.span_cache = OnceLock::new();
     }
@@ -677,28 +605,12 @@ impl Trace {
         for k in &self.kernels {
             b.see(k.start, k.end)
         }
-        for m in &self.memcpys {
-            b.see(m.start, m.end)
-        }
-        for m in &self.memsets {
-            b.see(m.start, m.end)
-        }
         for a in &self.apis {
             b.see(a.start, a.end)
         }
-        for s in &self.syncs {
-            b.see(s.start, s.end)
-        }
-        // Host-side events of the symbol hooks (all a trace has when CUPTI is blind).
-        for c in &self.host_copies {
-            b.see(c.start, c.end)
-        }
-        for c in &self.host_calls {
-            b.see(c.start, c.end)
-        }
-        for n in &self.nccl {
-            b.see(n.start, n.end)
-        }
+        // With the other GPU records, the symbol hooks' host-side events (all a trace
+        // has when CUPTI is blind) and NCCL's calls.
+        self.records_span(&mut b);
         b.get()
     }
 
@@ -769,13 +681,8 @@ impl fmt::ChunkSink for Part {
             | Event::Dropped { .. }
             | Event::State { .. }
             | Event::Thread { .. }
-            | Event::PyStack(_)
-            | Event::Stall(_)
-            | Event::StallOp(_)
-            | Event::StallThread(_)
             // Kept out of the chunk's kernel table (deferred shapes index it).
-            | Event::GraphTrace(_)
-            | Event::TracerCost(_) => self.rest.push(e),
+            | Event::GraphTrace(_) => self.rest.push(e),
             e => self.tables.add(e),
         }
     }
