@@ -4,6 +4,26 @@ use crate::table::{Arr, Corr, Dev, End, Frames, Na, Opt, Sid, Text, Trail, Ts, Z
 pub use crate::wire::PyFrame;
 use serde::{Deserialize, Serialize};
 
+/// A field's coded values, each a constant with its name, from one list: the constants
+/// and the function that names a value (`other` for a value not in the list).
+macro_rules! codes {
+    (
+        $(#[$m:meta])*
+        fn $name:ident, other $other:literal {
+            $( $(#[$cm:meta])* $C:ident = $v:literal => $text:literal, )*
+        }
+    ) => {
+        $( $(#[$cm])* pub const $C: u8 = $v; )*
+        $(#[$m])*
+        pub fn $name(code: u8) -> &'static str {
+            match code {
+                $( $C => $text, )*
+                _ => $other,
+            }
+        }
+    };
+}
+
 /// Metadata written once, in the first chunk, as JSON.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct Meta {
@@ -221,12 +241,16 @@ impl CollectorState {
     }
 }
 
-/// Where dropped records were lost.
-pub const DROP_CUPTI: u8 = 1;
-pub const DROP_RING: u8 = 2;
-pub const DROP_BUFFER_POOL: u8 = 3;
-/// Host samples the writer did not take in time (format 2.1).
-pub const DROP_HOST_SAMPLES: u8 = 4;
+codes! {
+    /// Where dropped records were lost ([`Event::Dropped`]'s `source`), by name.
+    fn drop_source_name, other "unknown" {
+        DROP_CUPTI = 1 => "cupti",
+        DROP_RING = 2 => "ring",
+        DROP_BUFFER_POOL = 3 => "buffer_pool",
+        /// Host samples the writer did not take in time (format 2.1).
+        DROP_HOST_SAMPLES = 4 => "host_samples",
+    }
+}
 
 // ---------------------------------------------------------------------------------
 // Host-side events from the symbol hooks (libgputrace's own exports of CUDA runtime,
@@ -305,49 +329,30 @@ pub fn hostcall_info(call: u16) -> (&'static str, HostCallClass) {
     }
 }
 
-/// [`HostAlloc::op`] values: the pinned host memory calls.
-pub const HOSTALLOC_HOST_ALLOC: u8 = 1;
-pub const HOSTALLOC_MALLOC_HOST: u8 = 2;
-pub const HOSTALLOC_HOST_REGISTER: u8 = 3;
-pub const HOSTALLOC_FREE_HOST: u8 = 4;
-pub const HOSTALLOC_HOST_UNREGISTER: u8 = 5;
-
-/// The CUDA runtime function a [`HostAlloc::op`] value names.
-pub fn hostalloc_op_name(op: u8) -> &'static str {
-    match op {
-        HOSTALLOC_HOST_ALLOC => "cudaHostAlloc",
-        HOSTALLOC_MALLOC_HOST => "cudaMallocHost",
-        HOSTALLOC_HOST_REGISTER => "cudaHostRegister",
-        HOSTALLOC_FREE_HOST => "cudaFreeHost",
-        HOSTALLOC_HOST_UNREGISTER => "cudaHostUnregister",
-        _ => "unknown",
+codes! {
+    /// The CUDA runtime function a [`HostAlloc::op`] value names (the pinned host memory
+    /// calls).
+    fn hostalloc_op_name, other "unknown" {
+        HOSTALLOC_HOST_ALLOC = 1 => "cudaHostAlloc",
+        HOSTALLOC_MALLOC_HOST = 2 => "cudaMallocHost",
+        HOSTALLOC_HOST_REGISTER = 3 => "cudaHostRegister",
+        HOSTALLOC_FREE_HOST = 4 => "cudaFreeHost",
+        HOSTALLOC_HOST_UNREGISTER = 5 => "cudaHostUnregister",
     }
 }
 
-/// [`Nccl::op`] values.
-pub const NCCL_ALL_REDUCE: u8 = 1;
-pub const NCCL_REDUCE: u8 = 2;
-pub const NCCL_BROADCAST: u8 = 3;
-pub const NCCL_ALL_GATHER: u8 = 4;
-pub const NCCL_REDUCE_SCATTER: u8 = 5;
-pub const NCCL_SEND: u8 = 6;
-pub const NCCL_RECV: u8 = 7;
-pub const NCCL_GROUP_START: u8 = 8;
-pub const NCCL_GROUP_END: u8 = 9;
-
-/// The NCCL function a [`Nccl::op`] value names.
-pub fn nccl_op_name(op: u8) -> &'static str {
-    match op {
-        NCCL_ALL_REDUCE => "ncclAllReduce",
-        NCCL_REDUCE => "ncclReduce",
-        NCCL_BROADCAST => "ncclBroadcast",
-        NCCL_ALL_GATHER => "ncclAllGather",
-        NCCL_REDUCE_SCATTER => "ncclReduceScatter",
-        NCCL_SEND => "ncclSend",
-        NCCL_RECV => "ncclRecv",
-        NCCL_GROUP_START => "ncclGroupStart",
-        NCCL_GROUP_END => "ncclGroupEnd",
-        _ => "unknown",
+codes! {
+    /// The NCCL function a [`Nccl::op`] value names.
+    fn nccl_op_name, other "unknown" {
+        NCCL_ALL_REDUCE = 1 => "ncclAllReduce",
+        NCCL_REDUCE = 2 => "ncclReduce",
+        NCCL_BROADCAST = 3 => "ncclBroadcast",
+        NCCL_ALL_GATHER = 4 => "ncclAllGather",
+        NCCL_REDUCE_SCATTER = 5 => "ncclReduceScatter",
+        NCCL_SEND = 6 => "ncclSend",
+        NCCL_RECV = 7 => "ncclRecv",
+        NCCL_GROUP_START = 8 => "ncclGroupStart",
+        NCCL_GROUP_END = 9 => "ncclGroupEnd",
     }
 }
 
@@ -393,45 +398,27 @@ pub fn nccl_redop_name(op: u8) -> &'static str {
     }
 }
 
-/// [`NcclComm::op`] values.
-pub const NCCL_COMM_INIT_RANK: u8 = 1;
-pub const NCCL_COMM_INIT_RANK_CONFIG: u8 = 2;
-pub const NCCL_COMM_INIT_ALL: u8 = 3;
-pub const NCCL_COMM_SPLIT: u8 = 4;
-pub const NCCL_COMM_DESTROY: u8 = 5;
-pub const NCCL_COMM_ABORT: u8 = 6;
-pub const NCCL_COMM_INIT_RANK_SCALABLE: u8 = 7;
-
-/// The NCCL function an [`NcclComm::op`] value names.
-pub fn nccl_comm_op_name(op: u8) -> &'static str {
-    match op {
-        NCCL_COMM_INIT_RANK => "ncclCommInitRank",
-        NCCL_COMM_INIT_RANK_CONFIG => "ncclCommInitRankConfig",
-        NCCL_COMM_INIT_ALL => "ncclCommInitAll",
-        NCCL_COMM_SPLIT => "ncclCommSplit",
-        NCCL_COMM_DESTROY => "ncclCommDestroy",
-        NCCL_COMM_ABORT => "ncclCommAbort",
-        NCCL_COMM_INIT_RANK_SCALABLE => "ncclCommInitRankScalable",
-        _ => "unknown",
+codes! {
+    /// The NCCL function an [`NcclComm::op`] value names.
+    fn nccl_comm_op_name, other "unknown" {
+        NCCL_COMM_INIT_RANK = 1 => "ncclCommInitRank",
+        NCCL_COMM_INIT_RANK_CONFIG = 2 => "ncclCommInitRankConfig",
+        NCCL_COMM_INIT_ALL = 3 => "ncclCommInitAll",
+        NCCL_COMM_SPLIT = 4 => "ncclCommSplit",
+        NCCL_COMM_DESTROY = 5 => "ncclCommDestroy",
+        NCCL_COMM_ABORT = 6 => "ncclCommAbort",
+        NCCL_COMM_INIT_RANK_SCALABLE = 7 => "ncclCommInitRankScalable",
     }
 }
 
-/// [`Nvtx::kind`] values.
-pub const NVTX_PUSH: u8 = 1;
-pub const NVTX_POP: u8 = 2;
-pub const NVTX_START: u8 = 3;
-pub const NVTX_END: u8 = 4;
-pub const NVTX_MARK: u8 = 5;
-
-/// Name of an [`Nvtx::kind`] value.
-pub fn nvtx_kind_name(kind: u8) -> &'static str {
-    match kind {
-        NVTX_PUSH => "push",
-        NVTX_POP => "pop",
-        NVTX_START => "start",
-        NVTX_END => "end",
-        NVTX_MARK => "mark",
-        _ => "unknown",
+codes! {
+    /// Name of an [`Nvtx::kind`] value.
+    fn nvtx_kind_name, other "unknown" {
+        NVTX_PUSH = 1 => "push",
+        NVTX_POP = 2 => "pop",
+        NVTX_START = 3 => "start",
+        NVTX_END = 4 => "end",
+        NVTX_MARK = 5 => "mark",
     }
 }
 
@@ -621,11 +608,15 @@ pub const STALL_RESOLVED: u8 = 2;
 /// A forced CUPTI flush was made for this report (incomplete records were asked for).
 pub const STALL_FORCED_FLUSH: u8 = 4;
 
-/// What kind of GPU operation a [`StallOp`] is.
-pub const STALL_OP_OTHER: u8 = 0;
-pub const STALL_OP_KERNEL: u8 = 1;
-pub const STALL_OP_MEMCPY: u8 = 2;
-pub const STALL_OP_MEMSET: u8 = 3;
+codes! {
+    /// What kind of GPU operation a [`StallOp`] is, by name.
+    fn stall_op_name, other "other" {
+        STALL_OP_OTHER = 0 => "other",
+        STALL_OP_KERNEL = 1 => "kernel",
+        STALL_OP_MEMCPY = 2 => "memcpy",
+        STALL_OP_MEMSET = 3 => "memset",
+    }
+}
 
 /// The operation was seen at its launch (the API callback).
 pub const STALL_OP_FLAG_LAUNCH: u8 = 1;

@@ -274,13 +274,7 @@ impl Jsonl {
             }
             TraceEvent::Dropped { ts, source, count } => {
                 m.start("dropped", pid, ts, None);
-                let src = match source {
-                    fmt::DROP_CUPTI => "cupti",
-                    fmt::DROP_RING => "ring",
-                    fmt::DROP_BUFFER_POOL => "buffer_pool",
-                    _ => "unknown",
-                };
-                m.put("source", src);
+                m.put("source", fmt::drop_source_name(source));
                 m.put("count", &count);
             }
             TraceEvent::Clock {
@@ -302,13 +296,7 @@ impl Jsonl {
             }
             TraceEvent::Other(fmt::Event::StallOp(x)) => {
                 line(x, &["kind", "flags", "corr", "launch_ts", "start"]);
-                let kind = match x.kind {
-                    fmt::STALL_OP_KERNEL => "kernel",
-                    fmt::STALL_OP_MEMCPY => "memcpy",
-                    fmt::STALL_OP_MEMSET => "memset",
-                    _ => "other",
-                };
-                m.put("kind", kind);
+                m.put("kind", fmt::stall_op_name(x.kind));
                 m.put("correlation", &x.corr);
                 m.put("launch_ns", &x.launch_ts);
                 m.put("start_ns", &x.start);
