@@ -6,6 +6,7 @@
 mod common;
 
 use common::*;
+use gputrace_format::Event;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
@@ -47,7 +48,15 @@ fn fleet(args: &[&str]) -> (i32, Value, String, String) {
 #[test]
 fn the_rank_that_arrives_last_is_the_straggler() {
     let d = tmpdir("straggler");
-    let ds = dataset(&d, "j", &nccl_job(4, 40, 2, None));
+    // With a launcher's trace (torchrun under the preload): no rank, no GPU work.
+    let mut procs = nccl_job(4, 40, 2, None);
+    let mut launcher = B::bare();
+    launcher.meta.pid = 3999;
+    launcher.meta.host = "node0".into();
+    let name = launcher.s("torchrun");
+    launcher.ev.push(Event::Thread { tid: 3999, name });
+    procs.push(launcher);
+    let ds = dataset(&d, "j", &procs);
     let (code, v, out, err) = fleet(&[ds.to_str().unwrap()]);
     assert_eq!(code, 0, "{err}");
     assert_eq!(v["straggler"]["rank"], 2, "{out}");
@@ -64,11 +73,19 @@ fn the_rank_that_arrives_last_is_the_straggler() {
         "{}",
         v["verdict"]
     );
-    assert_eq!(v["ranks"].as_array().unwrap().len(), 4);
+    // The launcher is said apart, not listed as rank -1.
+    assert_eq!(v["ranks"].as_array().unwrap().len(), 4, "{out}");
+    assert_eq!(v["helpers"].as_array().unwrap().len(), 1, "{out}");
+    assert_eq!(v["helpers"][0]["pid"], 3999, "{out}");
     assert!(v["behind"].as_array().unwrap().is_empty());
     // The text says the same.
     let (code, text, _) = gputrace(&["fleet", ds.to_str().unwrap()]);
     assert_eq!(code, 0);
+    assert!(
+        text.contains("4 processes (and 1 process with no rank and no GPU work, a launcher or helper: pid 3999 on node0)"),
+        "{text}"
+    );
+    assert!(!text.contains("    -1 "), "{text}");
     assert!(text.contains("VERDICT: Straggler: rank 2"), "{text}");
     assert!(text.contains("last: rank 2 40 times (100%)"), "{text}");
     let _ = std::fs::remove_dir_all(&d);

@@ -118,6 +118,24 @@ pub struct Rank {
     pub ended_normal: bool,
     pub damaged: bool,
     pub top_finding: String,
+    /// Kernels in its trace.
+    pub kernels: i64,
+}
+
+impl Rank {
+    /// A process with no rank that ran no kernel: a launcher (torchrun), a compile
+    /// worker or a tokenizer started under the preload. Counted apart, never as a rank.
+    fn is_helper(&self) -> bool {
+        self.rank < 0 && self.kernels == 0 && self.steps == 0
+    }
+}
+
+/// A process of the job that did no GPU work and has no rank.
+#[derive(Serialize, Clone, Debug, PartialEq)]
+pub struct Helper {
+    pub host: String,
+    pub pid: i64,
+    pub ended: String,
 }
 
 /// Step time over ranks (their median steps).
@@ -187,6 +205,9 @@ pub struct Fleet {
     pub job: String,
     pub verdict: String,
     pub ranks: Vec<Rank>,
+    /// Processes without a rank that ran no kernel (launchers and the like): listed
+    /// apart, left out of every cross-rank answer.
+    pub helpers: Vec<Helper>,
     pub step: Option<StepSpread>,
     pub straggler: Option<Straggler>,
     /// Collectives every member reached; 0 without collectives.
@@ -228,7 +249,16 @@ fn median(v: &mut [f64]) -> f64 {
 
 /// The job-level analysis of `job`.
 pub fn analyze(e: &mut dyn Sql, job: &str) -> Result<Fleet, FleetError> {
-    let ranks = rank_rows(e, job)?;
+    let (helpers, ranks): (Vec<Rank>, Vec<Rank>) =
+        rank_rows(e, job)?.into_iter().partition(Rank::is_helper);
+    let helpers = helpers
+        .into_iter()
+        .map(|r| Helper {
+            host: r.host,
+            pid: r.pid,
+            ended: r.ended,
+        })
+        .collect();
     let step = step_spread(&ranks);
     let idle = idle_by_rank(e, job)?;
 
@@ -259,6 +289,7 @@ pub fn analyze(e: &mut dyn Sql, job: &str) -> Result<Fleet, FleetError> {
         job: job.to_string(),
         verdict: String::new(),
         ranks,
+        helpers,
         step,
         straggler,
         collectives,
@@ -286,6 +317,7 @@ fn rank_rows(e: &mut dyn Sql, job: &str) -> Result<Vec<Rank>, FleetError> {
             ended_normal: int(r, "ended_normal") != 0,
             damaged: int(r, "damaged") != 0,
             top_finding: text(r, "top_finding"),
+            kernels: int(r, "kernels"),
         })
         .collect())
 }
@@ -551,9 +583,20 @@ pub fn verdict(f: &Fleet) -> String {
 pub fn render_text(f: &Fleet) -> String {
     use std::fmt::Write;
     let mut s = String::new();
+    let helpers = match f.helpers.as_slice() {
+        [] => String::new(),
+        [h] => format!(
+            " (and 1 process with no rank and no GPU work, a launcher or helper: pid {} on {})",
+            h.pid, h.host
+        ),
+        hs => format!(
+            " (and {} processes with no rank and no GPU work: launchers or helpers)",
+            hs.len()
+        ),
+    };
     let _ = writeln!(
         s,
-        "gputrace fleet: job {}, {} processes",
+        "gputrace fleet: job {}, {} processes{helpers}",
         f.job,
         f.ranks.len()
     );
