@@ -173,6 +173,46 @@ fn a_plain_loop_has_no_compilation_and_no_run_clause() {
     assert!(r.findings.iter().all(|f| f.id != FindingId::Recompilation));
 }
 
+/// A plain loop whose trace says when the process started (`process_start_ns`).
+fn started_at(start: u64) -> Report {
+    let mut b = B::new();
+    let t = startup(&mut b, 2 * GIB);
+    steps(&mut b, t, 300);
+    let (key, value) = (b.s("process_start_ns"), b.s(&start.to_string()));
+    b.ev.push(Event::Fact(fmt::Fact {
+        ts: T0,
+        device: fmt::FACT_HOST,
+        key,
+        value,
+    }));
+    report(b)
+}
+
+#[test]
+fn the_time_before_the_first_cuda_call_is_said_apart() {
+    let r = started_at(T0 - 3_200 * MS);
+    let text = render_text(&r);
+    let p = &r.processes[0];
+    let run = p.run.as_ref().expect("a run");
+    // From the process's start to the trace's first record (T0 or a little after).
+    let before = run.before_trace_ns.expect("time before the trace");
+    assert!((3_200 * MS..3_300 * MS).contains(&before), "{before}");
+    // Not in the run's span: the run is what was traced.
+    assert_eq!(run.by_kind.iter().map(|k| k.ns).sum::<u64>(), run.span_ns);
+    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        flat.contains("the process started 3.2")
+            && flat.contains(" before its first CUDA call (imports and set-up: not traced)"),
+        "{text}"
+    );
+    let json = serde_json::to_value(&r).unwrap();
+    assert_eq!(json["processes"][0]["run"]["before_trace_ns"], before);
+    // A start after the first record (a clock stepped) says nothing.
+    let r = started_at(T0 + 10 * S);
+    assert_eq!(r.processes[0].run.as_ref().unwrap().before_trace_ns, None);
+    assert!(!render_text(&r).contains("the process started"));
+}
+
 #[test]
 fn an_optimizer_step_inside_dynamos_wrapper_is_not_compilation() {
     // Every sample of the loop in `optimizer.step`, under the wrapper torch puts around

@@ -46,6 +46,11 @@ pub mod keys {
     pub const CONTAINER: &str = "container";
     pub const CUDA_VISIBLE_DEVICES: &str = "cuda_visible_devices";
     pub const PID: &str = "pid";
+    /// When the process started, in CLOCK_REALTIME ns (the trace's clock): from
+    /// `/proc/self/stat`'s start time (clock ticks since boot, 10 ms apart) and the boot
+    /// clock read beside the real-time one. Tells the time before tracing began (imports
+    /// and set-up before the first CUDA call).
+    pub const PROCESS_START_NS: &str = "process_start_ns";
     /// In an environment file of `gputrace run`: the command it started (its pid), and
     /// how that process ended as its parent saw it (`exit 1`, `signal SIGKILL 9`,
     /// `signal SIGSEGV 11, core dumped`).
@@ -102,6 +107,9 @@ fn host(key: &'static str, value: impl Into<String>) -> Fact {
 /// loaded. Reads files only.
 pub fn host_facts() -> Vec<Fact> {
     let mut out = vec![host(keys::PID, std::process::id().to_string())];
+    if let Some(t) = process_start_ns() {
+        out.push(host(keys::PROCESS_START_NS, t.to_string()));
+    }
     out.extend(library_facts(&loaded_libraries()));
     if let Some(k) = read_trim("/proc/sys/kernel/osrelease") {
         out.push(host(keys::KERNEL_RELEASE, k));
@@ -234,6 +242,36 @@ pub fn sysfs_pci_dir(nvml_bus_id: &str) -> PathBuf {
         _ => id,
     };
     Path::new("/sys/bus/pci/devices").join(id)
+}
+
+/// The process's start time as CLOCK_REALTIME ns (see [`keys::PROCESS_START_NS`]).
+fn process_start_ns() -> Option<u64> {
+    let ticks = stat_start_ticks(&std::fs::read_to_string("/proc/self/stat").ok()?)?;
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if hz <= 0 {
+        return None;
+    }
+    let clock = |id| {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: a valid clock id and a pointer to a timespec we own.
+        (unsafe { libc::clock_gettime(id, &mut ts) } == 0)
+            .then(|| ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
+    };
+    let (boot, real) = (clock(libc::CLOCK_BOOTTIME)?, clock(libc::CLOCK_REALTIME)?);
+    let since_boot = ticks.checked_mul(1_000_000_000 / hz as u64)?;
+    real.checked_sub(boot.checked_sub(since_boot)?)
+}
+
+/// Field 22 of a `/proc/PID/stat` line (start time, in clock ticks since boot), counted
+/// after the command name's closing parenthesis (the name may hold spaces and parens).
+fn stat_start_ticks(stat: &str) -> Option<u64> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    // Fields from 3 (state) on: the start time is the 20th of them.
+    rest.split_whitespace().nth(19)?.parse().ok()
 }
 
 fn read_trim(p: impl AsRef<Path>) -> Option<String> {
@@ -637,6 +675,17 @@ mod tests {
     fn host_facts_are_read_here() {
         let f = host_facts();
         assert!(find(&f, FACT_HOST, keys::PID).is_some());
+        // This test process started before now, and not days ago.
+        let start: u64 = find(&f, FACT_HOST, keys::PROCESS_START_NS)
+            .expect("process start")
+            .parse()
+            .unwrap();
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as u64;
+        assert!(start <= now + 20_000_000, "{start} {now}");
+        assert!(now - start.min(now) < 86_400_000_000_000, "{start} {now}");
         assert!(find(&f, FACT_HOST, keys::CONTAINER).is_some());
     }
 
@@ -649,5 +698,14 @@ mod tests {
         }
         assert!(is_nvml_fact(0, keys::NAME));
         assert!(!is_nvml_fact(FACT_HOST, keys::CUDA_RUNTIME_VERSION));
+    }
+
+    #[test]
+    fn start_ticks_are_read_after_a_name_with_spaces_and_parens() {
+        let line =
+            "4242 (py (x) 1) S 1 4242 4242 0 -1 4194560 100 0 0 0 5 3 0 0 20 0 4 0 987654 1000 200";
+        assert_eq!(stat_start_ticks(line), Some(987654));
+        assert_eq!(stat_start_ticks("4242 (cut"), None);
+        assert_eq!(stat_start_ticks("garbage"), None);
     }
 }

@@ -34,6 +34,7 @@ use crate::model::trace::Trace;
 use crate::report::cause::{Cause, NCAUSE};
 use crate::report::ctx::Ctx;
 use crate::report::steps::Steps;
+use gputrace_env::facts::keys::PROCESS_START_NS;
 use gputrace_format as fmt;
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
@@ -191,6 +192,11 @@ pub struct Run {
     /// The Python frames told compilation (`torch` or `jax`), when any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub compiler: Option<&'static str>,
+    /// How long the process ran before its first CUDA call, where tracing begins: the
+    /// imports and set-up before CUDA was used (from the `process_start_ns` fact; traces
+    /// of older libraries do not have it). Not traced, not in `span_ns`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub before_trace_ns: Option<u64>,
     /// What interrupts the loop again and again (evaluation every N steps, a checkpoint,
     /// a recompilation), most time first.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -1065,8 +1071,20 @@ pub fn run(ctx: &Ctx, st: &Steps, ended_normally: bool) -> Run {
         recompiles,
         gpu_end_ns: gpu_end - t0,
         compiler,
+        before_trace_ns: before_trace(ctx.t, t0),
         periodic: Vec::new(),
     }
+}
+
+/// The time from the process's start to `t0` (its first traced activity), when the trace
+/// says when the process started and that is before `t0` by less than a week (a clock
+/// stepped in between gives nothing rather than a wrong figure).
+fn before_trace(t: &Trace, t0: u64) -> Option<u64> {
+    let start: u64 = crate::model::trace::fact(t, fmt::FACT_HOST, PROCESS_START_NS)?
+        .parse()
+        .ok()?;
+    const WEEK_NS: u64 = 7 * 86_400 * 1_000_000_000;
+    t0.checked_sub(start).filter(|&d| d > 0 && d < WEEK_NS)
 }
 
 /// The time of each kind over the run (`span` ns), most first, with where the main thread

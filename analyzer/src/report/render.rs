@@ -171,12 +171,22 @@ fn run_line(o: &mut String, r: &super::phases::Run) {
         .take(3)
         .map(|p| format!("; {}", p.words()))
         .collect();
+    let before = r.before_trace_ns.map_or(String::new(), |b| {
+        format!(
+            "; the process started {} before its first CUDA call (imports and set-up: not traced)",
+            dur(b)
+        )
+    });
     let mut w = String::new();
     let pad = "              ";
     wrap(
         &mut w,
         pad,
-        &format!("{}: {}{recompiled}{periodic}", dur(r.span_ns), r.words(5)),
+        &format!(
+            "{}: {}{recompiled}{periodic}{before}",
+            dur(r.span_ns),
+            r.words(5)
+        ),
         100,
     );
     o.push_str("   run       ");
