@@ -126,11 +126,14 @@ def main():
                     parts.append(p)
                 src = pa.concat_tables(parts)
             if t == "collectives":
-                # Arrival noise per collective, and the straggler's lateness.
+                # Arrival noise per collective, and the straggler's lateness: it starts
+                # late, and the collective ends when it ends on the others (none can
+                # finish before the last arrives), so its end moves by the noise only.
                 late = int(a.late_us * 1000) if r == a.straggler else 0
-                noise = pa.array([rnd.randrange(0, max(jitter_ns, 1)) + late for _ in range(src.num_rows)], pa.int64())
-                for c in ("start_ns", "end_ns"):
-                    src = src.set_column(src.column_names.index(c), c, pc.add(src[c], noise))
+                noise = [rnd.randrange(0, max(jitter_ns, 1)) for _ in range(src.num_rows)]
+                for c, extra in (("start_ns", late), ("end_ns", 0)):
+                    src = src.set_column(src.column_names.index(c), c,
+                                         pc.add(src[c], pa.array([x + extra for x in noise], pa.int64())))
                 if behind and r == behind[0]:
                     top = pc.max(src["seq"]).as_py()
                     src = src.filter(pc.less_equal(src["seq"], pa.scalar(top - behind[1], pa.int64())))

@@ -64,7 +64,9 @@ def main():
     for f in sorted(os.listdir(a.sql)):
         if not f.endswith(".sql"):
             continue
-        text = open(os.path.join(a.sql, f)).read().replace("{job}", literal(a.job))
+        aligned = open(os.path.join(a.sql, "aligned.sqlpart")).read().rstrip()
+        text = (open(os.path.join(a.sql, f)).read().replace("{aligned}", aligned)
+                .replace("{job}", literal(a.job)))
         rows = spark.sql(text).collect()
         results[f[:-4]] = [r.asDict() for r in rows]
     spark.stop()

@@ -31,9 +31,9 @@ failed=0
 # Generated datasets, then the bundled H200 jobs of four gloo ranks (examples/ranks_*:
 # the straggler is rank 1; in the hang, rank 1 never arrived), made datasets here.
 "$G" dataset -o "$OUT/ranks_straggler" --job generated examples/ranks_straggler >/dev/null
-echo '{"ranks": 5, "straggler": 1, "behind": null, "missing": null, "outlier": null}' >"$OUT/ranks_straggler/answers.json"
+echo '{"ranks": 4, "helpers": 1, "straggler": 1, "behind": null, "missing": null, "outlier": null}' >"$OUT/ranks_straggler/answers.json"
 "$G" dataset -o "$OUT/ranks_hang" --job generated examples/ranks_hang >/dev/null
-echo '{"ranks": 5, "straggler": null, "behind": {"rank": 1}, "missing": null, "outlier": null}' >"$OUT/ranks_hang/answers.json"
+echo '{"ranks": 4, "helpers": 1, "straggler": null, "behind": {"rank": 1}, "missing": null, "outlier": null}' >"$OUT/ranks_hang/answers.json"
 for case in "straggler:--straggler 5" "hang:--behind 3:4" "missing:--missing 6" "outlier:--outlier 2:data_starvation:40" "ranks_straggler:" "ranks_hang:"; do
   name=${case%%:*}; args=${case#*:}
   D=$OUT/$name
@@ -60,6 +60,7 @@ if a != b:
         if a.get(k) != b.get(k):
             print("  FAILED: the engines differ on", k, ":", json.dumps(a.get(k))[:300], "vs", json.dumps(b.get(k))[:300])
 check(len(a["ranks"]) == want["ranks"], "ranks %d, want %d" % (len(a["ranks"]), want["ranks"]))
+check(len(a.get("helpers", [])) == want.get("helpers", 0), "helpers %s" % a.get("helpers"))
 if want["straggler"] is not None:
     check((a["straggler"] or {}).get("rank") == want["straggler"], "straggler %s" % a["straggler"])
 if want["behind"]:

@@ -91,6 +91,51 @@ fn the_rank_that_arrives_last_is_the_straggler() {
     let _ = std::fs::remove_dir_all(&d);
 }
 
+/// `nccl_job`'s four ranks, each on its own host, rank 2 the straggler (7 ms of compute
+/// against 5), and the clock of host `node{skewed}` ahead by `skew` ns (behind when
+/// negative).
+fn skewed_job(skewed: u32, skew: i64) -> Vec<B> {
+    (0..4u32)
+        .map(|r| {
+            let mut b = B::new();
+            b.meta.pid = 4000 + r;
+            b.meta.host = format!("node{r}");
+            b.meta.options = vec![("RANK".into(), r.to_string())];
+            let mut t = startup(&mut b, 40 * GIB);
+            if r == skewed {
+                t = t.saturating_add_signed(skew);
+            }
+            let compute = if r == 2 { 7 * MS } else { 5 * MS };
+            for k in 0..40 {
+                nccl_step(&mut b, t, k, compute, (r, 4), ALLREDUCE);
+            }
+            b
+        })
+        .collect()
+}
+
+#[test]
+fn hosts_clocks_are_aligned_before_arrivals_are_compared() {
+    let d = tmpdir("skew");
+    // Host node0's clock 5 ms ahead: read as is, rank 0 would arrive last every time
+    // (5 + 5 ms against rank 2's 7 ms).
+    let ds = dataset(&d, "j", &skewed_job(0, 5 * MS as i64));
+    let (code, v, out, err) = fleet(&[ds.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(v["straggler"]["rank"], 2, "{out}");
+    assert_eq!(v["straggler"]["times_last"], 40, "{out}");
+    let waited = v["straggler"]["others_waited_ns"].as_i64().unwrap();
+    assert!((waited - 80_000_000).abs() < 1_000_000, "{waited}");
+    // The straggler's own clock 3 ms behind: read as is, its arrivals (7 - 3 ms) would
+    // come before the others' (5 ms) and no rank would be last twice as often as chance.
+    let d2 = tmpdir("skew-behind");
+    let ds2 = dataset(&d2, "j", &skewed_job(2, -3 * MS as i64));
+    let (_, v2, out2, _) = fleet(&[ds2.to_str().unwrap()]);
+    assert_eq!(v2["straggler"]["rank"], 2, "{out2}");
+    let _ = std::fs::remove_dir_all(&d);
+    let _ = std::fs::remove_dir_all(&d2);
+}
+
 #[test]
 fn a_rank_that_never_arrived_is_named() {
     let d = tmpdir("hang");

@@ -2,7 +2,7 @@
 //! docs/dataset.md), as SQL, in bounded memory whatever the number of ranks.
 //!
 //! The queries are the files in `sql/` (one statement each, `{job}` filled in as a
-//! literal), written in the SQL that the embedded engine ([`engine`]) and Spark SQL both
+//! literal, `{aligned}` by the subquery of `sql/aligned.sqlpart`), written in the SQL that the embedded engine ([`engine`]) and Spark SQL both
 //! take, so `scripts/fleet_spark.py` runs the same text on a cluster and hands back their
 //! rows ([`Replayed`]). Each returns
 //! small results (a row per rank, per communicator, per finding and rank); what follows
@@ -35,10 +35,15 @@ pub fn literal(s: &str) -> String {
     format!("'{}'", s.replace('\'', "''"))
 }
 
+/// The collectives on one timeline across hosts: a subquery the queries name `{aligned}`
+/// (before `{job}` is filled in).
+pub const ALIGNED: &str = include_str!("sql/aligned.sqlpart");
+
 /// Query `name`'s text for `job`.
 pub fn query(name: &str, job: &str) -> String {
     let text = QUERIES.iter().find(|q| q.0 == name).map_or("", |q| q.1);
-    text.replace("{job}", &literal(job))
+    text.replace("{aligned}", ALIGNED.trim_end())
+        .replace("{job}", &literal(job))
 }
 
 /// Rows another engine produced (Spark: `scripts/fleet_spark.py`), by query name.
@@ -714,6 +719,10 @@ mod tests {
         assert_eq!(literal("o'neil"), "'o''neil'");
         let q = query("last_place", "j'1");
         assert!(q.contains("job = 'j''1'") && !q.contains('{'), "{q}");
+        for name in ["straggler", "hang"] {
+            let q = query(name, "j");
+            assert!(q.contains("LEFT JOIN") && !q.contains('{'), "{q}");
+        }
         assert!(QUERIES.iter().all(|(_, t)| !t.trim().is_empty()));
     }
 

@@ -3,10 +3,12 @@
 -- communicator never arrived at the next collective there, if it stopped: its last
 -- collective on any communicator began before the first rank reached that next one. (A
 -- rank that went on with other collectives was not stuck: a collective only some ranks
--- run, at start-up say, leaves it "behind" on that key alone.)
-WITH r AS (
+-- run, at start-up say, leaves it "behind" on that key alone.) Times across hosts are
+-- compared on one timeline (the aligned collectives of aligned.sqlpart).
+WITH ac AS {aligned},
+r AS (
   SELECT rank, comm, MAX(seq) AS reached, MAX(start_ns) AS last_start_ns
-  FROM collectives WHERE job = {job}
+  FROM ac
   GROUP BY rank, comm
 ),
 top AS (
@@ -14,11 +16,11 @@ top AS (
 ),
 first_arrival AS (
   SELECT comm, seq, MIN(start_ns) AS first_ns
-  FROM collectives WHERE job = {job}
+  FROM ac
   GROUP BY comm, seq
 ),
 last_any AS (
-  SELECT rank, MAX(start_ns) AS last_ns FROM collectives WHERE job = {job} GROUP BY rank
+  SELECT rank, MAX(start_ns) AS last_ns FROM ac GROUP BY rank
 )
 SELECT r.comm, r.rank, r.reached, t.most, t.ranks, r.last_start_ns
 FROM r

@@ -4,12 +4,13 @@
 -- when the rank's GPU started the collective's kernel. Per rank: how many times it was
 -- last, and the time the others waited for it then (the sum over them of last arrival -
 -- their arrival, over the number of others: the mean other rank's wait).
--- Aggregations only (no join of the big table, no per-group distinct sets), so memory
+-- Times on one timeline across hosts (the aligned collectives of aligned.sqlpart: one
+-- join of the big table with a row per collective). Otherwise aggregations only (no per-group distinct sets), so memory
 -- stays that of the groups; times relative to the job's first arrival, so sums fit 64
 -- bits; the last rank is the low 16 bits of the largest (time, rank + 1) packed in one
 -- integer.
 WITH c AS (
-  SELECT rank, comm, seq, start_ns FROM collectives WHERE job = {job}
+  SELECT rank, comm, seq, start_ns FROM {aligned} a
 ),
 base AS (
   SELECT MIN(start_ns) AS t0 FROM c
