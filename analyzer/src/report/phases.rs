@@ -759,19 +759,33 @@ fn replaced_workers(t: &Trace) -> Vec<u64> {
 }
 
 /// Compilations that began at or after `from`: runs of compiling samples, a new one
-/// wherever a kernel started between two of them (GPU work ran in between) that are
-/// further apart than one and a half times their usual spacing (autotuning runs kernels
-/// between the samples of one compilation).
-fn episodes(t: &Trace, compiling: &[u64], from: u64) -> u64 {
+/// wherever a kernel started between two of them (GPU work ran in between) that are in
+/// two compilation phases (`phases`, absolute), or else further apart than one and a half
+/// times their usual spacing, unless one of the two benchmarks configurations inside a
+/// compilation phase (the kernels autotuning times are not the program running again).
+fn episodes(t: &Trace, seen: &Seen, from: u64, phases: &[(u64, u64)]) -> u64 {
+    let compiling = &seen.compiling;
     let mut gaps: Vec<u64> = compiling.windows(2).map(|w| w[1] - w[0]).collect();
     gaps.sort_unstable();
     let usual = gaps.get(gaps.len() / 2).copied().unwrap_or(0);
+    // The compilation phase a sample is in (`phases`: absolute, in time order).
+    let phase_of = |ts: u64| {
+        let i = phases.partition_point(|p| p.1 <= ts);
+        phases.get(i).filter(|p| p.0 <= ts).map(|_| i)
+    };
+    let tuning = |ts: u64| seen.autotuning.binary_search(&ts).is_ok();
     let ran_between = |a: u64, b: u64| {
-        if (b - a) * 2 <= usual * 3 {
-            return false;
-        }
         let i = t.kernels.partition_point(|k| k.start <= a);
-        t.kernels.get(i).is_some_and(|k| k.start < b)
+        let gpu = t.kernels.get(i).is_some_and(|k| k.start < b);
+        let far = (b - a) * 2 > usual * 3;
+        match (phase_of(a), phase_of(b)) {
+            // Two phases: the GPU ran something between them, however short.
+            (Some(x), Some(y)) if x != y => gpu,
+            // Inside one: the kernels autotuning times come between its samples while
+            // the compiler goes on: one compilation.
+            (Some(_), Some(_)) if tuning(a) || tuning(b) => false,
+            _ => far && gpu,
+        }
     };
     let mut n = 0;
     let mut prev: Option<u64> = None;
@@ -1060,7 +1074,12 @@ pub fn run(ctx: &Ctx, st: &Steps, ended_normally: bool) -> Run {
             .filter(|p| p.kind == Kind::Compilation)
             .map(|p| p.end_ns - p.start_ns)
             .sum();
-        recompiles = episodes(ctx.t, &seen.compiling, t0 + phases[f].start_ns);
+        let spans: Vec<(u64, u64)> = phases
+            .iter()
+            .filter(|p| p.kind == Kind::Compilation)
+            .map(|p| (t0 + p.start_ns, t0 + p.end_ns))
+            .collect();
+        recompiles = episodes(ctx.t, &seen, t0 + phases[f].start_ns, &spans);
     }
     let by_kind = by_kind(&phases, ctx.t, t0, span);
     Run {
