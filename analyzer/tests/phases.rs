@@ -173,6 +173,23 @@ fn a_plain_loop_has_no_compilation_and_no_run_clause() {
     assert!(r.findings.iter().all(|f| f.id != FindingId::Recompilation));
 }
 
+#[test]
+fn a_stray_compiling_sample_in_the_loop_is_no_recompilation() {
+    // One compiling sample among the loop's (a guard failure compiled in a blink, or
+    // a sample taken in a lazy import): no compilation phase, no recompilation.
+    let mut b = B::new();
+    stacks(&mut b);
+    let t = startup(&mut b, 2 * GIB);
+    let mid = steps(&mut b, t, 1500);
+    sample(&mut b, mid, mid + MS, 1);
+    steps(&mut b, mid, 1500);
+    let r = report(b);
+    let run = r.processes[0].run.as_ref().unwrap();
+    assert_eq!(run.time(Kind::Compilation), 0, "{:?}", run.by_kind);
+    assert_eq!((run.recompiles, run.recompile_ns), (0, 0));
+    assert!(!render_text(&r).contains("recompiled"));
+}
+
 /// A plain loop whose trace says when the process started (`process_start_ns`).
 fn started_at(start: u64) -> Report {
     let mut b = B::new();

@@ -794,7 +794,9 @@ fn episodes(t: &Trace, seen: &Seen, from: u64, phases: &[(u64, u64)]) -> u64 {
             None => true,
             Some(p) => ran_between(p, ts),
         };
-        if new && ts >= from {
+        // A compiling sample outside every compilation phase (a stray one among the
+        // loop's) starts none.
+        if new && ts >= from && phase_of(ts).is_some() {
             n += 1;
         }
         prev = Some(ts);

@@ -158,8 +158,9 @@ fn process_header(o: &mut String, p: &ProcessReport, multi: bool) {
 fn run_line(o: &mut String, r: &super::phases::Run) {
     let recompiled = if r.recompiles > 0 {
         format!(
-            "; recompiled {} times after the GPU work began ({})",
+            "; recompiled {} time{} after the GPU work began ({})",
             r.recompiles,
+            if r.recompiles == 1 { "" } else { "s" },
             dur(r.recompile_ns)
         )
     } else {
