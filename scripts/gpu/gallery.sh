@@ -6,6 +6,7 @@
 # all packed into $OUT/gallery.tgz by batch.sh. One summary line per workload appended to
 # $SUMMARY as measured; a table last.
 #   OUT=/tmp/o scripts/gpu/gallery.sh           ONLY=memory_bound,gil_holder
+#   ONLY=dropped_records,blind_window,nvml_unavailable,no_host_api    (the environment findings)
 set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 OUT=${OUT:-$ROOT/gpu-out}
@@ -32,7 +33,14 @@ print(json.dumps(out))
 PYEOF
   tail -n 1 "$S"
 }
-for w in memory_bound gil_holder graph_train_step small_grid sync_memcpy empty_cache_loop io_bound_loader; do
+# Then the environment findings, from the job's side only (the GPU's clocks, power,
+# persistence and reset state are never touched); each one's settings come from
+# expect.json's "env": dropped_records (env_dropped_records: a 1 MiB CUPTI buffer pool and a
+# writer thread starved of CPU for 1.5 s), blind_window (env_blind_window: torch.profiler in
+# the middle of the loop), nvml_unavailable (env_nvml_unavailable: GPUTRACE_NVML names a
+# library that is not there), no_host_api (env_no_host_api: GPUTRACE_API=0). About 45 s.
+for w in memory_bound gil_holder graph_train_step small_grid sync_memcpy empty_cache_loop io_bound_loader \
+         dropped_records blind_window nvml_unavailable no_host_api; do
   case ",${ONLY:-$w}," in *",$w,"*) ;; *) continue ;; esac
   C=$D/$w; mkdir -p "$C"
   extra=$("$PY" -c 'import json,sys; e=json.load(open(sys.argv[1]))["workloads"].get(sys.argv[2],{}).get("env",{}); print(" ".join(k+"="+v for k,v in e.items()))' "$P/expect.json" "$w.py")
