@@ -437,6 +437,25 @@ static uint64_t realtime_ns(void) {
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* CUPTI's clock. FAKE_CUPTI_TICKS_PER_NS: ticks at that rate from 1e12 at the library's
+ * load instead of CLOCK_REALTIME ns, as after torch.profiler registers its TSC timestamp
+ * callback; every record and cuptiGetTimestamp read it. */
+static double clock_rate;
+static uint64_t clock_origin;
+static pthread_once_t clock_once = PTHREAD_ONCE_INIT;
+static void clock_init(void) {
+    const char *e = getenv("FAKE_CUPTI_TICKS_PER_NS");
+    clock_rate = e ? atof(e) : 0.0;
+    clock_origin = realtime_ns();
+}
+static uint64_t cupti_clock(void) {
+    pthread_once(&clock_once, clock_init);
+    uint64_t now = realtime_ns();
+    if (clock_rate <= 0.0)
+        return now;
+    return 1000000000000ull + (uint64_t)((double)(now - clock_origin) * clock_rate);
+}
+
 static size_t record_size(uint32_t kind) {
     switch (kind) {
     case FAKE_KIND_CONCURRENT_KERNEL:
@@ -597,7 +616,7 @@ EXPORT CUptiResult cuptiGetDeviceId(void *context, uint32_t *device) {
 EXPORT CUptiResult cuptiGetTimestamp(uint64_t *timestamp) {
     if (!timestamp)
         return CUPTI_ERROR_INVALID_PARAMETER;
-    *timestamp = realtime_ns();
+    *timestamp = cupti_clock();
     return CUPTI_SUCCESS;
 }
 
@@ -775,7 +794,7 @@ EXPORT CUptiResult cuptiFinalize(void) {
 
 /* ======================= Control interface for the fake runtime ======================= */
 
-EXPORT uint64_t fake_cupti_now(void) { return realtime_ns(); }
+EXPORT uint64_t fake_cupti_now(void) { return cupti_clock(); }
 
 EXPORT int fake_cupti_api(uint32_t domain, uint32_t cbid, uint32_t site, uint32_t corr,
                           const char *function_name, const char *symbol_name,

@@ -478,6 +478,51 @@ fn gputrace_run_gpm(w: &Wheel, gpm: &str) -> Output {
     o
 }
 
+#[test]
+fn a_cupti_clock_of_ticks_is_converted_at_its_rate() {
+    // CUPTI counting 2.1 ticks a ns from another origin (torch.profiler's TSC callback):
+    // kernels of 2 ms back to back must read 2 ms, where the launches made them.
+    let w = Wheel::new(Cuda::V13, Layout::Flat);
+    let traces = w.traces.to_string_lossy().into_owned();
+    let app = w.app.to_string_lossy().into_owned();
+    let o = w
+        .program(
+            gputrace_bin(),
+            &["run", "-o", &traces, "--", &app, "busy", "0.4"],
+        )
+        .untraced()
+        .unset("GPUTRACE_DIR")
+        .env("FAKE_KERNEL_US", "2000")
+        .env("FAKE_CUPTI_TICKS_PER_NS", "2.1")
+        .run();
+    o.assert_ok();
+    let (procs, _) = split_files(&o);
+    let t = &procs[0];
+    let mut durs: Vec<u64> = t.kernels.iter().map(|k| k.end - k.start).collect();
+    assert!(durs.len() >= 20, "{} kernels\n{}", durs.len(), o.stderr);
+    durs.sort_unstable();
+    let median = durs[durs.len() / 2];
+    // 2 ms asleep in the launch, give or take the scheduler (2.1 times that if the
+    // ticks were read as ns).
+    assert!(
+        (1_900_000..3_000_000).contains(&median),
+        "median {median} ns"
+    );
+    // Each kernel inside the span of the calls (within the first pair's 5 ms).
+    let (lo, hi) = (
+        t.apis.iter().map(|a| a.start).min().unwrap(),
+        t.apis.iter().map(|a| a.end).max().unwrap(),
+    );
+    for k in t.kernels.iter() {
+        assert!(
+            k.start + 10_000_000 >= lo && k.end <= hi + 10_000_000,
+            "kernel {}..{} outside the calls {lo}..{hi}",
+            k.start,
+            k.end
+        );
+    }
+}
+
 fn finding<'a>(r: &'a serde_json::Value, id: &str) -> Option<&'a serde_json::Value> {
     r["findings"]
         .as_array()

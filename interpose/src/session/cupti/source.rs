@@ -12,11 +12,66 @@ use crate::writer::{Sink, Source};
 use cupti_sys as sys;
 use gputrace_format::{self as fmt, Event};
 
+/// How CUPTI's timestamps become CLOCK_REALTIME ns when CUPTI keeps another clock (they
+/// differ by more than a second): from an anchor pair, at CUPTI's rate. Another tool in
+/// the process can change CUPTI's clock while we trace: torch.profiler (Kineto) registers
+/// a timestamp callback that counts TSC ticks, about 2 per ns, so a conversion by the
+/// offset alone would make every kernel twice as long and put it seconds off.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct GpuClock {
+    cupti0: u64,
+    real0: u64,
+    /// CUPTI units per ns (exactly 1.0 for a clock that only has another origin).
+    rate: f64,
+}
+
+/// Pairs at least this far apart (ns) to measure a rate from.
+const RATE_SPAN_NS: u64 = 5_000_000;
+
+impl GpuClock {
+    /// From two clock pairs (cupti, real) of one base, `b` the later one; a rate within
+    /// 1e-4 of 1 is taken as 1 (a clock of ns with another origin).
+    pub fn of(a: (u64, u64), b: (u64, u64)) -> GpuClock {
+        let dr = b.1.saturating_sub(a.1);
+        let dc = b.0 as i128 - a.0 as i128;
+        let mut rate = if dr > 0 && dc > 0 {
+            dc as f64 / dr as f64
+        } else {
+            1.0
+        };
+        if (rate - 1.0).abs() < 1e-4 {
+            rate = 1.0;
+        }
+        GpuClock {
+            cupti0: b.0,
+            real0: b.1,
+            rate,
+        }
+    }
+
+    /// A CUPTI timestamp as CLOCK_REALTIME ns.
+    pub fn real(&self, t: u64) -> u64 {
+        if self.rate == 1.0 {
+            (t as i64 - (self.cupti0 as i64 - self.real0 as i64)) as u64
+        } else {
+            let d = (t as i128 - self.cupti0 as i128) as f64 / self.rate;
+            (self.real0 as i128 + d.round() as i128).max(0) as u64
+        }
+    }
+
+    /// The pair (cupti, real) is of this clock's base: it converts to within 100 ms.
+    fn same_base(&self, (cupti, real): (u64, u64)) -> bool {
+        self.real(cupti).abs_diff(real) < 100_000_000
+    }
+}
+
 pub struct CuptiSource {
     c: &'static Collector,
-    /// CUPTI timestamp minus host REALTIME, when CUPTI uses another clock altogether
-    /// (they differ by more than a second); 0 when both are CLOCK_REALTIME.
-    gpu_offset: i64,
+    /// How CUPTI's times become the host's, when CUPTI keeps another clock; `None` when
+    /// it is CLOCK_REALTIME.
+    gpu_clock: Option<GpuClock>,
+    /// The last clock pair of the current base (cupti, real), to refine the rate with.
+    last_pair: (u64, u64),
     api_names: ApiNames,
     /// Kernels decoded while `base::cupti::claims` watches (reused).
     kernels: Vec<u32>,
@@ -26,7 +81,8 @@ impl CuptiSource {
     pub fn new(c: &'static Collector) -> CuptiSource {
         CuptiSource {
             c,
-            gpu_offset: 0,
+            gpu_clock: None,
+            last_pair: (0, 0),
             api_names: ApiNames::default(),
             kernels: Vec::new(),
         }
@@ -52,7 +108,8 @@ impl CuptiSource {
                 // SAFETY: a RUNTIME record is a CUpti_ActivityAPI, the same struct in
                 // every CUPTI version we support.
                 let a = unsafe { (rec as *const sys::CUpti_ActivityAPI).read_unaligned() };
-                let fix = |t: u64| (t as i64 - self.gpu_offset) as u64;
+                let clock = self.gpu_clock;
+                let fix = |t: u64| clock.map_or(t, |c| c.real(t));
                 // An API record, as the callbacks would have made it (no parameters).
                 let r = HostRecord {
                     kind: REC_API,
@@ -71,9 +128,8 @@ impl CuptiSource {
             // SAFETY: `rec` is a record of `kind` in the layout of this CUPTI version.
             unsafe { records::decode(layout, kind, rec as *const u8, out.names, out.events) };
         }
-        if self.gpu_offset != 0 {
-            let off = self.gpu_offset;
-            let fix = |t: &mut u64| *t = (*t as i64 - off) as u64;
+        if let Some(c) = self.gpu_clock {
+            let fix = |t: &mut u64| *t = c.real(*t);
             for e in &mut out.events[first..] {
                 match e {
                     Event::Kernel(k) => {
@@ -130,11 +186,32 @@ impl Source for CuptiSource {
         }
     }
 
-    /// A clock pair, which also sets the offset GPU times are corrected by.
+    /// A clock pair, which also sets how GPU times are corrected: not at all while CUPTI
+    /// keeps CLOCK_REALTIME; else by its offset and rate, measured over 5 ms when its
+    /// clock is new to us (another base: the first foreign pair, or a tool that changed
+    /// CUPTI's clock), refined from one checkpoint to the next.
     fn checkpoint(&mut self, out: &mut Sink<'_>) {
-        let (cupti_ns, mono_ns, real_ns) = self.c.clock_pair();
+        let (mut cupti_ns, mut mono_ns, mut real_ns) = self.c.clock_pair();
         let off = cupti_ns as i64 - real_ns as i64;
-        self.gpu_offset = if off.abs() > 1_000_000_000 { off } else { 0 };
+        if off.abs() <= 1_000_000_000 {
+            self.gpu_clock = None;
+        } else {
+            let pair = (cupti_ns, real_ns);
+            self.gpu_clock = Some(match self.gpu_clock {
+                Some(c) if c.same_base(pair) && real_ns >= self.last_pair.1 + RATE_SPAN_NS => {
+                    GpuClock::of(self.last_pair, pair)
+                }
+                Some(c) if c.same_base(pair) => c,
+                _ => {
+                    // A new base: its rate, from a second pair 5 ms on (the writer
+                    // thread waits; once per change of CUPTI's clock).
+                    std::thread::sleep(std::time::Duration::from_nanos(RATE_SPAN_NS));
+                    (cupti_ns, mono_ns, real_ns) = self.c.clock_pair();
+                    GpuClock::of(pair, (cupti_ns, real_ns))
+                }
+            });
+            self.last_pair = (cupti_ns, real_ns);
+        }
         out.push(Event::Clock {
             cupti_ns,
             mono_ns,
@@ -208,5 +285,41 @@ fn note_progress(events: &mut Vec<Event>, first: usize) {
             }
             None => i += 1,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::GpuClock;
+
+    const REAL: u64 = 1_796_600_000_000_000_000;
+
+    #[test]
+    fn a_clock_of_another_origin_is_moved_by_its_offset_exactly() {
+        // CUPTI's ns since boot: the same rate, another origin.
+        let boot = 5_000_000_000_000;
+        let c = GpuClock::of((boot, REAL), (boot + 5_000_000, REAL + 5_000_000));
+        assert_eq!(c.rate, 1.0);
+        assert_eq!(c.real(boot + 123_456_789), REAL + 123_456_789);
+    }
+
+    #[test]
+    fn a_tick_clock_is_converted_at_its_rate() {
+        // TSC ticks at 2.1 per ns (torch.profiler's timestamp callback): a 60 us kernel
+        // 1 s after the anchor is 126 000 ticks long, and must read 60 us, 1 s on.
+        let (tsc0, ghz) = (900_000_000_000_000u64, 2.1);
+        let at = |ns: u64| tsc0 + (ns as f64 * ghz) as u64;
+        let c = GpuClock::of((at(0), REAL), (at(5_000_000), REAL + 5_000_000));
+        assert!((c.rate - ghz).abs() < 1e-6, "{}", c.rate);
+        let (s, e) = (c.real(at(1_000_000_000)), c.real(at(1_000_060_000)));
+        assert!(
+            s.abs_diff(REAL + 1_000_000_000) <= 2,
+            "{}",
+            s as i64 - REAL as i64
+        );
+        assert!((e - s).abs_diff(60_000) <= 2, "{}", e - s);
+        // A pair of another base is told apart.
+        assert!(c.same_base((at(2_000_000_000), REAL + 2_000_000_000)));
+        assert!(!c.same_base((REAL + 3_000_000_000, REAL + 3_000_000_000)));
     }
 }
