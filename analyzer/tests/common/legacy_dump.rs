@@ -189,12 +189,8 @@ pub fn legacy_events(t: &Trace) -> Vec<Value> {
     }
     for (ts, source, count) in &t.drops {
         let mut m = base("dropped", pid, *ts, None);
-        let src = match *source {
-            fmt::DROP_CUPTI => "cupti",
-            fmt::DROP_RING => "ring",
-            fmt::DROP_BUFFER_POOL => "buffer_pool",
-            _ => "unknown",
-        };
+        // (A host-samples drop read "unknown" until the names came from the format.)
+        let src = fmt::drop_source_name(*source);
         put(&mut m, &[("source", json!(src)), ("count", json!(count))]);
         out.push((*ts, Value::Object(m)));
     }
