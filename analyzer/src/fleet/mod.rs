@@ -721,7 +721,10 @@ mod tests {
         assert!(q.contains("job = 'j''1'") && !q.contains('{'), "{q}");
         for name in ["straggler", "hang"] {
             let q = query(name, "j");
-            assert!(q.contains("RIGHT JOIN collectives") && !q.contains('{'), "{q}");
+            assert!(
+                q.contains("RIGHT JOIN collectives") && !q.contains('{'),
+                "{q}"
+            );
         }
         assert!(QUERIES.iter().all(|(_, t)| !t.trim().is_empty()));
     }

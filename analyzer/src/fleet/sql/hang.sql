@@ -4,11 +4,12 @@
 -- collective on any communicator began before the first rank reached that next one. (A
 -- rank that went on with other collectives was not stuck: a collective only some ranks
 -- run, at start-up say, leaves it "behind" on that key alone.) Times across hosts are
--- compared on one timeline (the aligned collectives of aligned.sqlpart).
+-- compared on one timeline (the aligned collectives of aligned.sqlpart); how far a rank
+-- got on its own is read from the table as it is.
 WITH ac AS {aligned},
 r AS (
   SELECT rank, comm, MAX(seq) AS reached, MAX(start_ns) AS last_start_ns
-  FROM ac
+  FROM collectives WHERE job = {job}
   GROUP BY rank, comm
 ),
 top AS (
