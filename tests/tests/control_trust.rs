@@ -24,15 +24,25 @@ impl Drop for Target {
     }
 }
 
-/// A `sleep` whose runtime directory is `xdg`: where attach looks for its socket.
+/// A `sleep` whose runtime directory is `xdg`: where attach looks for its socket. Returned
+/// once it runs `sleep`: until the child has exec'd, its /proc environment is still this
+/// test's, and attach would look elsewhere (seen on a loaded machine).
 fn sleeper(xdg: &Path) -> Target {
-    Target(
+    let t = Target(
         Command::new("sleep")
             .arg("30")
             .env(protocol::RUNTIME_DIR_VAR, xdg)
             .spawn()
             .expect("start sleep"),
-    )
+    );
+    let cmdline = format!("/proc/{}/cmdline", t.0.id());
+    for _ in 0..2000 {
+        if std::fs::read(&cmdline).is_ok_and(|c| c.starts_with(b"sleep\0")) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    t
 }
 
 /// The socket path attach will look at first for `pid` with runtime directory `xdg`.
