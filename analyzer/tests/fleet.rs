@@ -92,26 +92,10 @@ fn the_rank_that_arrives_last_is_the_straggler() {
 }
 
 /// `nccl_job`'s four ranks, each on its own host, rank 2 the straggler (7 ms of compute
-/// against 5), and the clock of host `node{skewed}` ahead by `skew` ns (behind when
-/// negative).
+/// against 5, 40 collectives), and the clock of host `node{skewed}` ahead by `skew` ns
+/// (behind when negative).
 fn skewed_job(skewed: u32, skew: i64) -> Vec<B> {
-    (0..4u32)
-        .map(|r| {
-            let mut b = B::new();
-            b.meta.pid = 4000 + r;
-            b.meta.host = format!("node{r}");
-            b.meta.options = vec![("RANK".into(), r.to_string())];
-            let mut t = startup(&mut b, 40 * GIB);
-            if r == skewed {
-                t = t.saturating_add_signed(skew);
-            }
-            let compute = if r == 2 { 7 * MS } else { 5 * MS };
-            for k in 0..40 {
-                nccl_step(&mut b, t, k, compute, (r, 4), ALLREDUCE);
-            }
-            b
-        })
-        .collect()
+    nccl_job_skewed(4, 40, 2, None, Some((skewed, skew)))
 }
 
 #[test]

@@ -246,7 +246,8 @@ pub fn sysfs_pci_dir(nvml_bus_id: &str) -> PathBuf {
 
 /// The process's start time as CLOCK_REALTIME ns (see [`keys::PROCESS_START_NS`]).
 fn process_start_ns() -> Option<u64> {
-    let ticks = stat_start_ticks(&std::fs::read_to_string("/proc/self/stat").ok()?)?;
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    let ticks = gputrace_format::protocol::stat_start_time(&stat)?;
     // SAFETY: sysconf has no preconditions.
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
     if hz <= 0 {
@@ -264,14 +265,6 @@ fn process_start_ns() -> Option<u64> {
     let (boot, real) = (clock(libc::CLOCK_BOOTTIME)?, clock(libc::CLOCK_REALTIME)?);
     let since_boot = ticks.checked_mul(1_000_000_000 / hz as u64)?;
     real.checked_sub(boot.checked_sub(since_boot)?)
-}
-
-/// Field 22 of a `/proc/PID/stat` line (start time, in clock ticks since boot), counted
-/// after the command name's closing parenthesis (the name may hold spaces and parens).
-fn stat_start_ticks(stat: &str) -> Option<u64> {
-    let rest = &stat[stat.rfind(')')? + 1..];
-    // Fields from 3 (state) on: the start time is the 20th of them.
-    rest.split_whitespace().nth(19)?.parse().ok()
 }
 
 fn read_trim(p: impl AsRef<Path>) -> Option<String> {
@@ -698,14 +691,5 @@ mod tests {
         }
         assert!(is_nvml_fact(0, keys::NAME));
         assert!(!is_nvml_fact(FACT_HOST, keys::CUDA_RUNTIME_VERSION));
-    }
-
-    #[test]
-    fn start_ticks_are_read_after_a_name_with_spaces_and_parens() {
-        let line =
-            "4242 (py (x) 1) S 1 4242 4242 0 -1 4194560 100 0 0 0 5 3 0 0 20 0 4 0 987654 1000 200";
-        assert_eq!(stat_start_ticks(line), Some(987654));
-        assert_eq!(stat_start_ticks("4242 (cut"), None);
-        assert_eq!(stat_start_ticks("garbage"), None);
     }
 }

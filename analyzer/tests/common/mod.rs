@@ -706,13 +706,28 @@ pub fn get(r: &Report, id: impl std::fmt::Display) -> &Finding {
 /// arrives at the last ones the others reached (a hang, as the others' traces see it up
 /// to their end).
 pub fn nccl_job(ranks: u32, steps: usize, slow: u32, behind: Option<(u32, usize)>) -> Vec<B> {
+    nccl_job_skewed(ranks, steps, slow, behind, None)
+}
+
+/// [`nccl_job`] with the clock of one host, `skew.0`'s, ahead by `skew.1` ns from the
+/// loop on (behind when negative).
+pub fn nccl_job_skewed(
+    ranks: u32,
+    steps: usize,
+    slow: u32,
+    behind: Option<(u32, usize)>,
+    skew: Option<(u32, i64)>,
+) -> Vec<B> {
     (0..ranks)
         .map(|r| {
             let mut b = B::new();
             b.meta.pid = 4000 + r;
             b.meta.host = format!("node{r}");
             b.meta.options = vec![("RANK".into(), r.to_string())];
-            let t = startup(&mut b, 40 * GIB);
+            let mut t = startup(&mut b, 40 * GIB);
+            if let Some((_, ns)) = skew.filter(|s| s.0 == r) {
+                t = t.saturating_add_signed(ns);
+            }
             let compute = if r == slow { 7 * MS } else { 5 * MS };
             let mine = match behind {
                 Some((who, n)) if who == r => steps - n,
