@@ -33,6 +33,11 @@ pub fn warn(msg: &str) {
     emit(msg);
 }
 
+/// Whether GPUTRACE_DEBUG=1 is on (to skip work done only for a debug line).
+pub fn debugging() -> bool {
+    DEBUG.load(Ordering::Relaxed)
+}
+
 /// Details printed only with GPUTRACE_DEBUG=1.
 pub fn debug(msg: &str) {
     if DEBUG.load(Ordering::Relaxed) {

@@ -129,6 +129,22 @@ impl CuptiSource {
             unsafe { records::decode(layout, kind, rec as *const u8, out.names, out.events) };
         }
         if let Some(c) = self.gpu_clock {
+            if crate::base::log::debugging() {
+                if let Some(Event::Kernel(k)) = out.events[first..]
+                    .iter()
+                    .find(|e| matches!(e, Event::Kernel(_)))
+                {
+                    let (now, _, real) = self.c.clock_pair();
+                    crate::base::log::debug(&format!(
+                        "cupti clock: buffer's first kernel raw {}..{} ({} ns), cupti now {now} at real {real}, read as {}..{} with {c:?}",
+                        k.start,
+                        k.end,
+                        k.end.saturating_sub(k.start),
+                        c.real(k.start),
+                        c.real(k.end)
+                    ));
+                }
+            }
             let fix = |t: &mut u64| *t = c.real(*t);
             for e in &mut out.events[first..] {
                 match e {
@@ -211,6 +227,10 @@ impl Source for CuptiSource {
                 }
             });
             self.last_pair = (cupti_ns, real_ns);
+            crate::base::log::debug(&format!(
+                "cupti clock: pair ({cupti_ns}, {real_ns}), {:?}",
+                self.gpu_clock
+            ));
         }
         out.push(Event::Clock {
             cupti_ns,
