@@ -16,20 +16,21 @@ G=$ROOT/target/release/gputrace
 S=${SUMMARY:-$D/summary.jsonl}
 export PYTHONUNBUFFERED=1
 git -C "$ROOT" rev-parse HEAD >"$D/commit" 2>/dev/null || true
-PHASE_S=${PHASE_S:-1} PROFILED_S=${PROFILED_S:-1.5} GPUTRACE_DEBUG=1 \
+PHASE_S=${PHASE_S:-1.5} PROFILED_S=${PROFILED_S:-3} GPUTRACE_DEBUG=1 \
   "$G" run -o "$D/traces" -- "$PY" "$ROOT/scripts/workloads/pathology/blind_window.py" \
   >"$D/run.out" 2>"$D/stderr.txt"
 echo "rc=$?" >>"$D/run.out"
 T=$(ls "$D"/traces/*.gtrace | grep -v gputrace-env- | head -1)
 "$G" report "$T" >"$D/report.txt" 2>&1
-"$G" dump "$T" 2>/dev/null | "$PY" - "$D/run.out" >"$D/phases.json" <<'PYEOF'
+"$G" dump "$T" >"$D/dump.jsonl" 2>/dev/null
+"$PY" - "$D/run.out" "$D/dump.jsonl" >"$D/phases.json" <<'PYEOF'
 import collections, json, statistics, sys
 marks = {}
 for line in open(sys.argv[1]):
     if line.startswith("{") and "marks_ns" in line:
         marks = json.loads(line)["marks_ns"]
 kernels = collections.defaultdict(list)
-for line in sys.stdin:
+for line in open(sys.argv[2]):
     d = json.loads(line)
     if d.get("type") == "kernel":
         kernels[d["name"]].append((d["ts_ns"], d["dur_ns"]))
@@ -44,5 +45,6 @@ for label, a, b in edges:
 print(json.dumps(out))
 PYEOF
 cat "$D/phases.json" >>"$S"
+gzip -f "$D/dump.jsonl"
 grep -c "cupti clock" "$D/stderr.txt" | sed 's/^/debug lines: /'
 cat "$D/phases.json"
