@@ -22,6 +22,14 @@ def literal(s):
     return "'" + s.replace("'", "''") + "'"
 
 
+def shift(offsets):
+    """The offsets query's rows as an SQL expression of a collective's host (as gputrace's
+    fleet::shift builds it): how far that host's clock is ahead."""
+    arms = [f"WHEN {literal(str(r['host']))} THEN CAST({int(r['off_ns'])} AS BIGINT)"
+            for r in offsets if int(r["off_ns"] or 0) != 0]
+    return "CASE host " + " ".join(arms) + " ELSE 0 END" if arms else "0"
+
+
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -60,15 +68,19 @@ def main():
                 .withColumn("rank", df["rank"].cast("bigint"))
                 .withColumn("window", df["window"].cast("bigint")))
         df.createOrReplaceTempView(t)
-    results = {}
-    for f in sorted(os.listdir(a.sql)):
-        if not f.endswith(".sql"):
-            continue
-        aligned = open(os.path.join(a.sql, "aligned.sqlpart")).read().rstrip()
+    aligned = open(os.path.join(a.sql, "aligned.sqlpart")).read().rstrip()
+
+    def run(f, moved):
         text = (open(os.path.join(a.sql, f)).read().replace("{aligned}", aligned)
-                .replace("{job}", literal(a.job)))
-        rows = spark.sql(text).collect()
-        results[f[:-4]] = [r.asDict() for r in rows]
+                .replace("{shift}", moved).replace("{job}", literal(a.job)))
+        return [r.asDict() for r in spark.sql(text).collect()]
+
+    # The hosts' clock offsets first: the other queries move each host's times by them.
+    results = {"offsets": run("offsets.sql", "0")}
+    moved = shift(results["offsets"])
+    for f in sorted(os.listdir(a.sql)):
+        if f.endswith(".sql") and f != "offsets.sql":
+            results[f[:-4]] = run(f, moved)
     spark.stop()
     out = sys.stdout if a.out == "-" else open(a.out, "w")
     json.dump({"job": a.job, "engine": "spark", "results": results}, out, default=str)

@@ -19,8 +19,10 @@ use serde::Serialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
 
-/// The queries: name and text.
+/// The queries: name and text. `offsets` runs first: its rows make the `{shift}` of the
+/// others' aligned collectives ([`shift`]).
 pub const QUERIES: &[(&str, &str)] = &[
+    ("offsets", include_str!("sql/offsets.sql")),
     ("ranks", include_str!("sql/ranks.sql")),
     ("straggler", include_str!("sql/straggler.sql")),
     ("hang", include_str!("sql/hang.sql")),
@@ -39,11 +41,29 @@ pub fn literal(s: &str) -> String {
 /// (before `{job}` is filled in).
 pub const ALIGNED: &str = include_str!("sql/aligned.sqlpart");
 
-/// Query `name`'s text for `job`.
-pub fn query(name: &str, job: &str) -> String {
+/// Query `name`'s text for `job`, the hosts' clocks moved by `shift` (from [`shift`]).
+pub fn query(name: &str, job: &str, shift: &str) -> String {
     let text = QUERIES.iter().find(|q| q.0 == name).map_or("", |q| q.1);
     text.replace("{aligned}", ALIGNED.trim_end())
+        .replace("{shift}", shift)
         .replace("{job}", &literal(job))
+}
+
+/// The `offsets` query's rows (host, off_ns) as an SQL expression of a collective's host:
+/// how far its clock is ahead (`0` when no host is off). `scripts/fleet_spark.py` builds
+/// the same.
+pub fn shift(offsets: &[Row]) -> String {
+    let arms: Vec<String> = offsets
+        .iter()
+        .map(|r| (text(r, "host"), int(r, "off_ns")))
+        .filter(|(_, off)| *off != 0)
+        .map(|(host, off)| format!("WHEN {} THEN CAST({off} AS BIGINT)", literal(&host)))
+        .collect();
+    if arms.is_empty() {
+        "0".into()
+    } else {
+        format!("CASE host {} ELSE 0 END", arms.join(" "))
+    }
 }
 
 /// Rows another engine produced (Spark: `scripts/fleet_spark.py`), by query name.
@@ -54,9 +74,10 @@ pub struct Replayed {
 
 impl Sql for Replayed {
     fn rows(&mut self, sql: &str) -> Result<Vec<Row>, FleetError> {
+        let moved = shift(self.results.get("offsets").map_or(&[][..], |v| &v[..]));
         let name = QUERIES
             .iter()
-            .find(|(n, _)| query(n, &self.job) == sql)
+            .find(|(n, _)| query(n, &self.job, "0") == sql || query(n, &self.job, &moved) == sql)
             .map(|q| q.0)
             .ok_or_else(|| FleetError::Query {
                 query: "?".into(),
@@ -72,8 +93,8 @@ impl Sql for Replayed {
     }
 }
 
-fn run(e: &mut dyn Sql, name: &str, job: &str) -> Result<Vec<Row>, FleetError> {
-    e.rows(&query(name, job)).map_err(|err| match err {
+fn run(e: &mut dyn Sql, name: &str, job: &str, shift: &str) -> Result<Vec<Row>, FleetError> {
+    e.rows(&query(name, job, shift)).map_err(|err| match err {
         FleetError::Query { message, .. } => FleetError::Query {
             query: name.into(),
             message,
@@ -267,14 +288,17 @@ pub fn analyze(e: &mut dyn Sql, job: &str) -> Result<Fleet, FleetError> {
     let step = step_spread(&ranks);
     let idle = idle_by_rank(e, job)?;
 
+    // The hosts' clocks, once, for the queries that compare times across hosts.
+    let moved = shift(&run(e, "offsets", job, "0")?);
+
     // The straggler.
-    let last = run(e, "straggler", job)?;
+    let last = run(e, "straggler", job, &moved)?;
     let collectives = last.first().map_or(0, |r| int(r, "collectives"));
     let straggler = find_straggler(&ranks, &idle, &last, collectives);
 
     // Ranks behind on a communicator, and communicators with members missing.
-    let behind = ranks_behind(e, job, &ranks)?;
-    let missing: Vec<Missing> = run(e, "members", job)?
+    let behind = ranks_behind(e, job, &moved, &ranks)?;
+    let missing: Vec<Missing> = run(e, "members", job, "0")?
         .iter()
         .map(|r| Missing {
             comm: text(r, "comm"),
@@ -309,7 +333,7 @@ pub fn analyze(e: &mut dyn Sql, job: &str) -> Result<Fleet, FleetError> {
 
 /// The job's processes, from the `ranks` query.
 fn rank_rows(e: &mut dyn Sql, job: &str) -> Result<Vec<Rank>, FleetError> {
-    Ok(run(e, "ranks", job)?
+    Ok(run(e, "ranks", job, "0")?
         .iter()
         .map(|r| Rank {
             rank: int(r, "rank"),
@@ -362,7 +386,7 @@ fn idle_by_rank(
     job: &str,
 ) -> Result<BTreeMap<i64, Vec<(String, i64)>>, FleetError> {
     let mut idle: BTreeMap<i64, Vec<(String, i64)>> = BTreeMap::new();
-    for r in run(e, "idle", job)? {
+    for r in run(e, "idle", job, "0")? {
         idle.entry(int(&r, "rank"))
             .or_default()
             .push((text(&r, "cause"), int(&r, "ns")));
@@ -425,13 +449,18 @@ fn find_straggler(
 }
 
 /// The ranks behind on a communicator, each with where its Python was last seen.
-fn ranks_behind(e: &mut dyn Sql, job: &str, ranks: &[Rank]) -> Result<Vec<Behind>, FleetError> {
-    let places: BTreeMap<i64, Row> = run(e, "last_place", job)?
+fn ranks_behind(
+    e: &mut dyn Sql,
+    job: &str,
+    moved: &str,
+    ranks: &[Rank],
+) -> Result<Vec<Behind>, FleetError> {
+    let places: BTreeMap<i64, Row> = run(e, "last_place", job, "0")?
         .into_iter()
         .map(|r| (int(&r, "rank"), r))
         .collect();
     let mut behind = Vec::new();
-    for r in run(e, "hang", job)? {
+    for r in run(e, "hang", job, moved)? {
         let rank = int(&r, "rank");
         let place = places.get(&rank);
         behind.push(Behind {
@@ -463,7 +492,7 @@ fn finding_outliers(
     ranks: &[Rank],
 ) -> Result<Vec<Outlier>, FleetError> {
     let mut by_id: BTreeMap<String, BTreeMap<i64, f64>> = BTreeMap::new();
-    for r in run(e, "findings", job)? {
+    for r in run(e, "findings", job, "0")? {
         by_id
             .entry(text(&r, "id"))
             .or_default()
@@ -717,12 +746,27 @@ mod tests {
     #[test]
     fn literals_and_placeholders() {
         assert_eq!(literal("o'neil"), "'o''neil'");
-        let q = query("last_place", "j'1");
+        let q = query("last_place", "j'1", "0");
         assert!(q.contains("job = 'j''1'") && !q.contains('{'), "{q}");
+        let row = |host: &str, off: i64| -> Row {
+            [
+                ("host".to_string(), Value::from(host)),
+                ("off_ns".to_string(), Value::from(off)),
+            ]
+            .into_iter()
+            .collect()
+        };
+        // A host that is not off is left out; none off: no CASE at all.
+        let moved = shift(&[row("n'0", 5_000_000), row("n1", 0)]);
+        assert_eq!(
+            moved,
+            "CASE host WHEN 'n''0' THEN CAST(5000000 AS BIGINT) ELSE 0 END"
+        );
+        assert_eq!(shift(&[row("n1", 0)]), "0");
         for name in ["straggler", "hang"] {
-            let q = query(name, "j");
+            let q = query(name, "j", &moved);
             assert!(
-                q.contains("RIGHT JOIN collectives") && !q.contains('{'),
+                q.contains("start_ns - (CASE host WHEN 'n''0'") && !q.contains('{'),
                 "{q}"
             );
         }
