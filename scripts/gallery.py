@@ -52,6 +52,9 @@ ABOUT = {
     "small_grid": "A Triton reduction launched with a grid of 2 on a 132-SM H100: the GPU is 100% busy and almost all of it empty (recorded on an H100).",
     "sync_memcpy": "Pinned batches copied without non_blocking=True: the host waits for each copy, then the GPU waits for the host (recorded on an H100).",
     "empty_cache_loop": "torch.cuda.empty_cache() every step: the caching allocator gives memory back and takes it again, each time draining the GPU's queue (recorded on an H100).",
+    "env_dropped_records": "A launch-bound loop traced with a 1 MiB CUPTI buffer pool and its trace writer starved of CPU for 1.5 s: 76% of the records lost, and the verdict says so before anything else.",
+    "env_nvml_unavailable": "A GPU-bound loop with GPUTRACE_NVML naming a library that is not there: no clocks, power or GPM, and the report says what it could not measure.",
+    "env_no_host_api": "A GPU-bound loop traced with GPUTRACE_API=0 (no host API callbacks): idle causes from GPU-only heuristics, labelled as such.",
     "io_bound_loader": "Four DataLoader workers reading small random blocks past the page cache: they sit in disk waits and the GPU waits for them (recorded on an H100).",
 }
 

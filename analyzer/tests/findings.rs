@@ -435,15 +435,36 @@ fn dropped_records_are_reported() {
     assert!(warn_ids(&r).is_empty());
     // Losing a large share is a warning: the numbers undercount.
     let mut b = healthy(30);
+    let tenth = b.ev.len() as u64 / 10;
     b.ev.push(Event::Dropped {
         ts: T0 + 2 * S + MS,
         source: fmt::DROP_CUPTI,
-        count: 100,
+        count: tenth,
     });
     let r = report(b.build());
     assert_eq!(
         get(&r, FindingId::EnvDroppedRecords).severity,
         Severity::Warn
+    );
+    assert!(!r.verdict.contains("lost"), "{}", r.verdict);
+    // Losing a quarter or more is critical, and the verdict says so first: whatever
+    // follows was read from a fraction of what ran.
+    let mut b = healthy(30);
+    let kept = b.ev.len() as u64;
+    b.ev.push(Event::Dropped {
+        ts: T0 + 2 * S + MS,
+        source: fmt::DROP_BUFFER_POOL,
+        count: kept,
+    });
+    let r = report(b.build());
+    assert_eq!(
+        get(&r, FindingId::EnvDroppedRecords).severity,
+        Severity::Critical
+    );
+    assert!(
+        r.verdict.starts_with("The trace lost ") && r.verdict.contains("not to be trusted"),
+        "{}",
+        r.verdict
     );
 }
 

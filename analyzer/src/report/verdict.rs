@@ -34,6 +34,47 @@ pub(crate) fn damage(verdict: String, procs: &[ProcessReport]) -> String {
     }
 }
 
+/// The verdict, led by the collector's losses where they are a quarter of the records or
+/// more (`env_dropped_records` critical): the GPU's busy and idle shares, and every cause
+/// under them, are then read from a fraction of what ran, so the user must know first:
+/// "The trace lost 76% of its records (the collector ran out of buffer space): GPU work is
+/// undercounted, so the idle shares and causes below are not to be trusted; re-record with
+/// more buffer space. <verdict>". A hang's verdict is left as it is.
+pub(crate) fn losses(
+    verdict: String,
+    top: Option<FindingId>,
+    procs: &[ProcessReport],
+    all: &[super::out::Finding],
+) -> String {
+    if top == Some(FindingId::Hang) {
+        return verdict;
+    }
+    let lossy: Vec<(&super::out::Finding, f64)> = all
+        .iter()
+        .filter(|f| f.id == FindingId::EnvDroppedRecords)
+        .filter_map(|f| Some((f, *f.metrics.get("dropped_pct")?)))
+        .filter(|(_, pct)| *pct >= super::findings::DROPPED_CRITICAL_PCT)
+        .collect();
+    let lead = match lossy[..] {
+        [] => return verdict,
+        [(f, pct)] => {
+            let whose = match f.process.and_then(|i| procs.get(i)) {
+                Some(p) if procs.len() > 1 => format!("{}'s trace", p.label),
+                _ => "The trace".to_string(),
+            };
+            format!("{whose} lost {pct:.0}% of its records (the collector ran out of buffer space or fell behind)")
+        }
+        _ => format!(
+            "{} of {} traces lost a quarter of their records or more (the collector ran out of buffer space or fell behind)",
+            lossy.len(),
+            procs.len()
+        ),
+    };
+    format!(
+        "{lead}: GPU work is undercounted, so the idle shares and causes below are not to be trusted; re-record with more buffer space (GPUTRACE_BUFFER_POOL_MB) or a shorter window. {verdict}"
+    )
+}
+
 /// The verdict, led by how its processes ended where one did not end normally:
 /// "The process exited with status 1 [after cudaMalloc of 1.0 GiB failed with
 /// cudaErrorMemoryAllocation at +9.5 s]. <verdict>"; several: "2 of 8 processes did not end

@@ -7,6 +7,8 @@ use gputrace_format::{DROP_BUFFER_POOL, DROP_CUPTI, DROP_RING};
 
 /// Dropped records from this share of all: a warning.
 const WARN_PCT: f64 = 5.0;
+/// From this share, critical: the verdict leads with the loss (`verdict::losses`).
+pub(crate) const CRITICAL_PCT: f64 = 25.0;
 
 pub(super) fn detect(cx: &FindingCx) -> Option<Finding> {
     let t = cx.ctx.t;
@@ -33,7 +35,9 @@ pub(super) fn detect(cx: &FindingCx) -> Option<Finding> {
         0,
         false,
     );
-    x.severity = if share >= WARN_PCT {
+    x.severity = if share >= CRITICAL_PCT {
+        Severity::Critical
+    } else if share >= WARN_PCT {
         Severity::Warn
     } else {
         Severity::Info
@@ -48,6 +52,6 @@ pub(super) fn detect(cx: &FindingCx) -> Option<Finding> {
     );
     x.metrics.insert("dropped".into(), dropped as f64);
     x.metrics.insert("dropped_pct".into(), share);
-    x.fix = "Give the collector more buffer space (GPUTRACE_* buffer settings) or trace a shorter window.".into();
+    x.fix = "Give the collector more buffer space (GPUTRACE_BUFFER_POOL_MB, GPUTRACE_BUFFER_KB) or trace a shorter window; a writer that falls behind needs a CPU of its own.".into();
     Some(x)
 }

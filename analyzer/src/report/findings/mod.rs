@@ -54,6 +54,7 @@ pub use super::out::id::{About, FindingId, Layer, Stake, UnknownFindingId};
 pub(crate) use common::finding as new_finding;
 pub(crate) use common::kernel_name as kernel_name_of;
 pub(crate) use common::REPORT_PCT;
+pub(crate) use env_dropped_records::CRITICAL_PCT as DROPPED_CRITICAL_PCT;
 pub(crate) use inputs::{FindingCx, JobCx};
 pub(crate) use rank::{rank, verdict};
 
