@@ -1176,3 +1176,50 @@ fn an_allocation_the_job_survived_is_warned_and_the_fix_is_for_its_peak() {
     );
     assert!(r.processes[0].fatal_call.is_none(), "the job went on");
 }
+
+#[test]
+fn gpu_times_that_contradict_device_syncs_lead_the_verdict() {
+    // A device sync returns only when every kernel launched before it has ended: syncs
+    // that return after a step's last kernel are consistent; syncs that return in the
+    // middle of recorded kernels mean the GPU times were read wrong (a changed CUPTI clock).
+    let sync_at = |b: &mut B, end: u64| {
+        b.ev.push(Event::HostCall(fmt::HostCall {
+            start: end - 200 * US,
+            end,
+            tid: 1,
+            call: fmt::HOSTCALL_DEVICE_SYNCHRONIZE,
+            ..Default::default()
+        }))
+    };
+    let kernels = |b: &B| -> Vec<(u64, u64)> {
+        b.ev.iter()
+            .filter_map(|e| match e {
+                Event::Kernel(k) => Some((k.start, k.end)),
+                _ => None,
+            })
+            .collect()
+    };
+    let mut b = healthy(30);
+    let ks = kernels(&b);
+    for k in ks.iter().skip(3).step_by(4) {
+        sync_at(&mut b, k.1 + 2 * US);
+    }
+    let r = report(b.build());
+    assert!(find(&r, FindingId::EnvBadRecords).is_none());
+    assert!(!r.verdict.contains("contradict"), "{}", r.verdict);
+
+    let mut b = healthy(30);
+    let ks = kernels(&b);
+    for k in ks.iter().skip(3).step_by(4) {
+        sync_at(&mut b, (k.0 + k.1) / 2);
+    }
+    let r = report(b.build());
+    let f = get(&r, FindingId::EnvBadRecords);
+    assert_eq!(f.severity, Severity::Critical);
+    assert_eq!(f.metrics["syncs_contradicted"], f.metrics["syncs"]);
+    assert!(
+        r.verdict.starts_with("The trace's GPU times contradict"),
+        "{}",
+        r.verdict
+    );
+}

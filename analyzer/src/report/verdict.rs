@@ -75,6 +75,38 @@ pub(crate) fn losses(
     )
 }
 
+/// The verdict, led by GPU times the host's synchronisations contradict (`env_bad_records`
+/// critical: device syncs that returned while a recorded kernel still ran): "The trace's
+/// GPU times contradict the host's synchronisations (48 of 164 cudaDeviceSynchronize calls
+/// returned while a recorded kernel still ran): kernel durations and idle time are not to
+/// be trusted. <verdict>". A hang's verdict is left as it is.
+pub(crate) fn clock(
+    verdict: String,
+    top: Option<FindingId>,
+    procs: &[ProcessReport],
+    all: &[super::out::Finding],
+) -> String {
+    if top == Some(FindingId::Hang) {
+        return verdict;
+    }
+    let Some(f) = all
+        .iter()
+        .find(|f| f.id == FindingId::EnvBadRecords && f.metrics.contains_key("syncs_contradicted"))
+    else {
+        return verdict;
+    };
+    let whose = match f.process.and_then(|i| procs.get(i)) {
+        Some(p) if procs.len() > 1 => format!("{}'s", p.label),
+        _ => "The trace's".to_string(),
+    };
+    let n = |k: &str| f.metrics.get(k).copied().unwrap_or(0.0);
+    format!(
+        "{whose} GPU times contradict the host's synchronisations ({:.0} of {:.0} cudaDeviceSynchronize calls returned while a recorded kernel still ran): kernel durations and idle time are not to be trusted. {verdict}",
+        n("syncs_contradicted"),
+        n("syncs")
+    )
+}
+
 /// The verdict, led by how its processes ended where one did not end normally:
 /// "The process exited with status 1 [after cudaMalloc of 1.0 GiB failed with
 /// cudaErrorMemoryAllocation at +9.5 s]. <verdict>"; several: "2 of 8 processes did not end
