@@ -131,11 +131,12 @@ fn jax_compilations_are_where_the_script_timed_them() {
     let got = check("jax_rejit", 95.0, 5.0);
     let (marked, own, _) = got["loop"];
     assert!(own * 10 >= marked * 8, "{got:?}");
-    // Eight compilations, the first at the first step: seven recompilations. XLA's own
-    // GPU work inside a compilation (no Python frames tell it) splits a few: counted
-    // 11, within 4 of the truth.
+    // Eight compilations, the first at the first step: seven recompilations. Inside one
+    // compilation phase only the loop's own kernels between two samples start another,
+    // not what XLA runs on the GPU while it compiles (11 when that split them); one too
+    // many is found (8, as in runs 23 and 24's recordings).
     let recompiles = recompiles("jax_rejit");
-    assert!((7..=11).contains(&recompiles), "{recompiles}");
+    assert!((7..=8).contains(&recompiles), "{recompiles}");
 }
 
 /// The report's count of compilations after the GPU work began.
@@ -165,9 +166,10 @@ fn torch_recompilations_are_where_the_script_timed_them() {
     );
     // Seven recompilations (eight sizes): the kernels autotuning times between its
     // samples are not the program running again (it was counted 20 before they were
-    // told apart); 9 now.
+    // told apart, 9 while other GPU work inside a phase could split it); runs 23 and
+    // 24's recordings read 8 and 7.
     let recompiles = recompiles("recompile");
-    assert!((7..=9).contains(&recompiles), "{recompiles}");
+    assert_eq!(recompiles, 7);
 }
 
 /// The verdict names what the dominant phase was spent on.

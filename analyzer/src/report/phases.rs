@@ -760,10 +760,18 @@ fn replaced_workers(t: &Trace) -> Vec<u64> {
 
 /// Compilations that began at or after `from`: runs of compiling samples, a new one
 /// wherever a kernel started between two of them (GPU work ran in between) that are in
-/// two compilation phases (`phases`, absolute), or else further apart than one and a half
-/// times their usual spacing, unless one of the two benchmarks configurations inside a
-/// compilation phase (the kernels autotuning times are not the program running again).
-fn episodes(t: &Trace, seen: &Seen, from: u64, phases: &[(u64, u64)]) -> u64 {
+/// two compilation phases (`phases`, absolute); inside one phase, where two samples are
+/// further apart than one and a half times their usual spacing and the loop's own kernels
+/// (`looped`) ran between them, unless one of the two benchmarks configurations (the
+/// kernels autotuning times, or XLA's own GPU work, are not the program running again);
+/// outside phases, where they are that far apart and any GPU work ran between.
+fn episodes(
+    t: &Trace,
+    seen: &Seen,
+    looped: &HashSet<u32>,
+    from: u64,
+    phases: &[(u64, u64)],
+) -> u64 {
     let compiling = &seen.compiling;
     let mut gaps: Vec<u64> = compiling.windows(2).map(|w| w[1] - w[0]).collect();
     gaps.sort_unstable();
@@ -774,6 +782,13 @@ fn episodes(t: &Trace, seen: &Seen, from: u64, phases: &[(u64, u64)]) -> u64 {
         phases.get(i).filter(|p| p.0 <= ts).map(|_| i)
     };
     let tuning = |ts: u64| seen.autotuning.binary_search(&ts).is_ok();
+    let ran_loop = |a: u64, b: u64| {
+        let i = t.kernels.partition_point(|k| k.start <= a);
+        t.kernels
+            .iter_from(i)
+            .take_while(|k| k.start < b)
+            .any(|k| looped.contains(&k.name))
+    };
     let ran_between = |a: u64, b: u64| {
         let i = t.kernels.partition_point(|k| k.start <= a);
         let gpu = t.kernels.get(i).is_some_and(|k| k.start < b);
@@ -784,6 +799,10 @@ fn episodes(t: &Trace, seen: &Seen, from: u64, phases: &[(u64, u64)]) -> u64 {
             // Inside one: the kernels autotuning times come between its samples while
             // the compiler goes on: one compilation.
             (Some(_), Some(_)) if tuning(a) || tuning(b) => false,
+            // Else a new one only where the program ran its loop's own kernels in
+            // between (a short run of steps the phase took in), not where only other
+            // GPU work ran (XLA's own while it compiles).
+            (Some(_), Some(_)) => far && ran_loop(a, b),
             _ => far && gpu,
         }
     };
@@ -1081,7 +1100,7 @@ pub fn run(ctx: &Ctx, st: &Steps, ended_normally: bool) -> Run {
             .filter(|p| p.kind == Kind::Compilation)
             .map(|p| (t0 + p.start_ns, t0 + p.end_ns))
             .collect();
-        recompiles = episodes(ctx.t, &seen, t0 + phases[f].start_ns, &spans);
+        recompiles = episodes(ctx.t, &seen, &looped, t0 + phases[f].start_ns, &spans);
     }
     let by_kind = by_kind(&phases, ctx.t, t0, span);
     Run {
