@@ -139,7 +139,9 @@ def main():
         for ts, v in values[u]:
             assert sm[(dev, ts)] == v, f"GPU {dev} at {ts}: {v}, file {sm[(dev, ts)]}"
             shown += 1
-    assert shown > 0, "no NVML samples on the timeline"
+    # A run whose NVML could not be loaded (examples/env_nvml_unavailable) has no samples
+    # to show; any other must show them.
+    assert shown > 0 or not gpus, "no NVML samples on the timeline"
     # Other processes' SM share: the file's at each time; never the traced process's.
     share = {(r["device"], r["pid"], r["ts_ns"]): r["sm_pct"] for r in e["gpu_process"]
              if "sm_pct" in r}
