@@ -422,26 +422,24 @@ fn blind_window_is_not_observed() {
 
 #[test]
 fn dropped_records_are_reported() {
-    let mut b = healthy(30);
-    b.ev.push(Event::Dropped {
-        ts: T0 + 2 * S + MS,
-        source: fmt::DROP_RING,
-        count: 2,
-    });
-    let r = report(b.build());
+    // A healthy loop with `count` records lost (`count(kept)` of the kept events).
+    let with_drops = |source: u8, count: &dyn Fn(u64) -> u64| {
+        let mut b = healthy(30);
+        let count = count(b.ev.len() as u64);
+        b.ev.push(Event::Dropped {
+            ts: T0 + 2 * S + MS,
+            source,
+            count,
+        });
+        report(b.build())
+    };
+    let r = with_drops(fmt::DROP_RING, &|_| 2);
     let f = get(&r, FindingId::EnvDroppedRecords);
     assert_eq!(f.severity, Severity::Info);
     assert!(f.summary.contains("2 records"));
     assert!(warn_ids(&r).is_empty());
     // Losing a large share is a warning: the numbers undercount.
-    let mut b = healthy(30);
-    let tenth = b.ev.len() as u64 / 10;
-    b.ev.push(Event::Dropped {
-        ts: T0 + 2 * S + MS,
-        source: fmt::DROP_CUPTI,
-        count: tenth,
-    });
-    let r = report(b.build());
+    let r = with_drops(fmt::DROP_CUPTI, &|kept| kept / 10);
     assert_eq!(
         get(&r, FindingId::EnvDroppedRecords).severity,
         Severity::Warn
@@ -449,14 +447,7 @@ fn dropped_records_are_reported() {
     assert!(!r.verdict.contains("lost"), "{}", r.verdict);
     // Losing a quarter or more is critical, and the verdict says so first: whatever
     // follows was read from a fraction of what ran.
-    let mut b = healthy(30);
-    let kept = b.ev.len() as u64;
-    b.ev.push(Event::Dropped {
-        ts: T0 + 2 * S + MS,
-        source: fmt::DROP_BUFFER_POOL,
-        count: kept,
-    });
-    let r = report(b.build());
+    let r = with_drops(fmt::DROP_BUFFER_POOL, &|kept| kept);
     assert_eq!(
         get(&r, FindingId::EnvDroppedRecords).severity,
         Severity::Critical

@@ -185,8 +185,7 @@ fn one_verdict(processes: &[ProcessReport], all: &[Finding]) -> (String, Option<
     let (v, top) = findings::verdict(processes, all);
     let v = verdict::damage(v, processes);
     let v = verdict::phases(v, top, processes);
-    let v = verdict::losses(v, top, processes, all);
-    let v = verdict::clock(v, top, processes, all);
+    let v = verdict::untrusted(v, top, processes, all);
     (verdict::endings(v, top, processes), top)
 }
 

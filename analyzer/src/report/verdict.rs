@@ -3,7 +3,7 @@
 //! not end normally, a loop that is a small part of the run).
 
 use super::out::id::FindingId;
-use super::out::ProcessReport;
+use super::out::{Finding, ProcessReport};
 use super::units::{dur, pct};
 use super::{damage, endings, phases};
 
@@ -34,77 +34,71 @@ pub(crate) fn damage(verdict: String, procs: &[ProcessReport]) -> String {
     }
 }
 
-/// The verdict, led by the collector's losses where they are a quarter of the records or
-/// more (`env_dropped_records` critical): the GPU's busy and idle shares, and every cause
-/// under them, are then read from a fraction of what ran, so the user must know first:
-/// "The trace lost 76% of its records (the collector ran out of buffer space): GPU work is
-/// undercounted, so the idle shares and causes below are not to be trusted; re-record with
-/// more buffer space. <verdict>". A hang's verdict is left as it is.
-pub(crate) fn losses(
+/// The verdict, led by what makes the trace's GPU figures untrustworthy, so the user
+/// knows before reading them (a hang's verdict is left as it is):
+/// - GPU times the host's synchronisations contradict (`env_bad_records` critical: device
+///   syncs that returned while a recorded kernel still ran): "The trace's GPU times
+///   contradict the host's synchronisations (48 of 164 cudaDeviceSynchronize calls returned
+///   while a recorded kernel still ran): kernel durations and idle time are not to be
+///   trusted.";
+/// - the collector's losses where they are a quarter of the records or more
+///   (`env_dropped_records` critical): "The trace lost 76% of its records (...): GPU work
+///   is undercounted, so the idle shares and causes below are not to be trusted; re-record
+///   with more buffer space (...)."
+pub(crate) fn untrusted(
     verdict: String,
     top: Option<FindingId>,
     procs: &[ProcessReport],
-    all: &[super::out::Finding],
+    all: &[Finding],
 ) -> String {
     if top == Some(FindingId::Hang) {
         return verdict;
     }
-    let lossy: Vec<(&super::out::Finding, f64)> = all
+    // The process a finding is about, named where the report has several.
+    let owner = |f: &Finding| {
+        f.process
+            .and_then(|i| procs.get(i))
+            .filter(|_| procs.len() > 1)
+            .map(|p| p.label.as_str())
+    };
+    let mut leads: Vec<String> = Vec::new();
+    if let Some(f) = all
+        .iter()
+        .find(|f| f.id == FindingId::EnvBadRecords && f.metrics.contains_key("syncs_contradicted"))
+    {
+        let whose = owner(f).map_or("The trace's".to_string(), |l| format!("{l}'s"));
+        let n = |k: &str| f.metrics.get(k).copied().unwrap_or(0.0);
+        leads.push(format!(
+            "{whose} GPU times contradict the host's synchronisations ({:.0} of {:.0} cudaDeviceSynchronize calls returned while a recorded kernel still ran): kernel durations and idle time are not to be trusted.",
+            n("syncs_contradicted"),
+            n("syncs")
+        ));
+    }
+    let lossy: Vec<(&Finding, f64)> = all
         .iter()
         .filter(|f| f.id == FindingId::EnvDroppedRecords)
         .filter_map(|f| Some((f, *f.metrics.get("dropped_pct")?)))
         .filter(|(_, pct)| *pct >= super::findings::DROPPED_CRITICAL_PCT)
         .collect();
-    let lead = match lossy[..] {
-        [] => return verdict,
+    let lost = match lossy[..] {
+        [] => None,
         [(f, pct)] => {
-            let whose = match f.process.and_then(|i| procs.get(i)) {
-                Some(p) if procs.len() > 1 => format!("{}'s trace", p.label),
-                _ => "The trace".to_string(),
-            };
-            format!("{whose} lost {pct:.0}% of its records (the collector ran out of buffer space or fell behind)")
+            let whose = owner(f).map_or("The trace".to_string(), |l| format!("{l}'s trace"));
+            Some(format!("{whose} lost {pct:.0}% of its records"))
         }
-        _ => format!(
-            "{} of {} traces lost a quarter of their records or more (the collector ran out of buffer space or fell behind)",
+        _ => Some(format!(
+            "{} of {} traces lost a quarter of their records or more",
             lossy.len(),
             procs.len()
-        ),
+        )),
     };
-    format!(
-        "{lead}: GPU work is undercounted, so the idle shares and causes below are not to be trusted; re-record with more buffer space (GPUTRACE_BUFFER_POOL_MB) or a shorter window. {verdict}"
-    )
-}
-
-/// The verdict, led by GPU times the host's synchronisations contradict (`env_bad_records`
-/// critical: device syncs that returned while a recorded kernel still ran): "The trace's
-/// GPU times contradict the host's synchronisations (48 of 164 cudaDeviceSynchronize calls
-/// returned while a recorded kernel still ran): kernel durations and idle time are not to
-/// be trusted. <verdict>". A hang's verdict is left as it is.
-pub(crate) fn clock(
-    verdict: String,
-    top: Option<FindingId>,
-    procs: &[ProcessReport],
-    all: &[super::out::Finding],
-) -> String {
-    if top == Some(FindingId::Hang) {
-        return verdict;
+    if let Some(lost) = lost {
+        leads.push(format!(
+            "{lost} (the collector ran out of buffer space or fell behind): GPU work is undercounted, so the idle shares and causes below are not to be trusted; re-record with more buffer space (GPUTRACE_BUFFER_POOL_MB) or a shorter window."
+        ));
     }
-    let Some(f) = all
-        .iter()
-        .find(|f| f.id == FindingId::EnvBadRecords && f.metrics.contains_key("syncs_contradicted"))
-    else {
-        return verdict;
-    };
-    let whose = match f.process.and_then(|i| procs.get(i)) {
-        Some(p) if procs.len() > 1 => format!("{}'s", p.label),
-        _ => "The trace's".to_string(),
-    };
-    let n = |k: &str| f.metrics.get(k).copied().unwrap_or(0.0);
-    format!(
-        "{whose} GPU times contradict the host's synchronisations ({:.0} of {:.0} cudaDeviceSynchronize calls returned while a recorded kernel still ran): kernel durations and idle time are not to be trusted. {verdict}",
-        n("syncs_contradicted"),
-        n("syncs")
-    )
+    leads.push(verdict);
+    leads.join(" ")
 }
 
 /// The verdict, led by how its processes ended where one did not end normally:
